@@ -1,0 +1,48 @@
+// Calibration: measurements that replace the model's default efficiencies
+// for a GPU type. Written by `pacer-worker calibrate` (GEMM and all-reduce
+// measurements) and by the controller's re-plan loop (measured/predicted
+// step-time ratio); read by `pacer plan --calibration FILE`.
+// Format (JSON, documented in docs/calibration.md):
+//   {"gpuTypes": {"H100-SXM": {"gemmEfficiency": 0.81,
+//                              "intraNodeBusBandwidthGBps": 360,
+//                              "interNodeBusBandwidthGBps": 45,
+//                              "memoryBandwidthGBps": 3000,
+//                              "stepTimeRatio": 1.07}}}
+// Every field is optional.
+//
+// Units: efficiency is a fraction of the catalog's dense peak; bus bandwidth
+// in GB/s as nccl-tests defines busbw; the ratio is measured / predicted.
+// Thread-safety: a plain value type.
+#ifndef PACER_PLANNER_CALIBRATION_H_
+#define PACER_PLANNER_CALIBRATION_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "pacer/status.h"
+
+namespace pacer::planner {
+
+struct GpuCalibration {
+  std::optional<double> gemm_efficiency;              // (0, 1]
+  std::optional<double> intra_node_busbw_gbps;        // > 0
+  std::optional<double> inter_node_busbw_gbps;        // > 0
+  std::optional<double> memory_bandwidth_gbps;        // > 0
+  std::optional<double> step_time_ratio;              // > 0; measured / predicted
+};
+
+struct Calibration {
+  std::map<std::string, GpuCalibration> by_gpu_type;  // canonical catalog names
+
+  // The entry for `gpu_type` (case-insensitive), or nullptr.
+  const GpuCalibration* Find(std::string_view gpu_type) const;
+};
+
+// Parses the calibration JSON (or YAML). Errors name the field path.
+StatusOr<Calibration> ParseCalibration(const std::string& document);
+
+}  // namespace pacer::planner
+
+#endif  // PACER_PLANNER_CALIBRATION_H_

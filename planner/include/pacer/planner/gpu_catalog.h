@@ -1,0 +1,58 @@
+// The GPU catalog: datasheet facts per GPU product, by name ("H100-SXM").
+// The built-in table is docs/planner.md's (sources there); a cluster
+// inventory may add products or override fields of built-in ones.
+//
+// Units: dense (no sparsity) peak TFLOP/s = 1e12 FLOP/s; memory in decimal GB
+// (1e9 bytes) as datasheets state it; bandwidths in GB/s (1e9 bytes/s);
+// NVLink bandwidth is the datasheet's bidirectional per-GPU figure, 0 = no
+// NVLink (PCIe only). Price in currency units per GPU-hour, 0 = unknown.
+// Thread-safety: GpuCatalog is a value; const methods are safe to share.
+#ifndef PACER_PLANNER_GPU_CATALOG_H_
+#define PACER_PLANNER_GPU_CATALOG_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pacer/planner/job_spec.h"
+
+namespace pacer::planner {
+
+struct GpuType {
+  std::string name;
+  double bf16_tflops = 0;  // 0 = precision not supported
+  double fp16_tflops = 0;
+  double fp8_tflops = 0;
+  double tf32_tflops = 0;
+  double fp32_tflops = 0;  // non-tensor-core FP32
+  double memory_gb = 0;
+  double hbm_gbps = 0;
+  double nvlink_gbps = 0;
+  double price_per_gpu_hour = 0;
+
+  // Dense peak FLOP/s (not TFLOP/s) for training in `precision`; 0 when the
+  // GPU has no support for it (e.g. bf16 or fp8 on V100).
+  double PeakFlops(Precision precision) const;
+  double memory_bytes() const { return memory_gb * 1e9; }
+};
+
+class GpuCatalog {
+ public:
+  // The datasheet table of docs/planner.md.
+  static GpuCatalog BuiltIn();
+
+  // nullptr when unknown. Names match case-insensitively.
+  const GpuType* Find(std::string_view name) const;
+  // Adds `gpu`, or replaces the entry of the same name.
+  void Upsert(GpuType gpu);
+  const std::vector<GpuType>& gpus() const { return gpus_; }
+  // "A100-40GB, A100-80GB, ..." for error messages.
+  std::string NamesForMessage() const;
+
+ private:
+  std::vector<GpuType> gpus_;
+};
+
+}  // namespace pacer::planner
+
+#endif  // PACER_PLANNER_GPU_CATALOG_H_

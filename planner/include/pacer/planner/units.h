@@ -1,0 +1,42 @@
+// Human units in TrainJob documents: counts ("6.7B", "350M", "1.5T", 6.7e9),
+// durations in Go/Kubernetes style ("72h", "1h30m", "90s", "500ms", plus "d"
+// for days), percentages ("5%" or a fraction such as 0.05), and RFC 3339
+// timestamps ("2026-12-24T00:00:00Z", offsets allowed).
+//
+// All functions are pure; errors are InvalidArgument with a message that says
+// what was expected (callers prefix the field path).
+// Thread-safety: stateless.
+#ifndef PACER_PLANNER_UNITS_H_
+#define PACER_PLANNER_UNITS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "pacer/status.h"
+
+namespace pacer::planner {
+
+// "6.7B" -> 6.7e9. Suffixes K (1e3), M (1e6), B or G (1e9), T (1e12),
+// case-insensitive; a plain number is taken as is. Must be finite and >= 0.
+StatusOr<double> ParseCount(std::string_view text);
+
+// "72h" -> 259200. Units ms, s, m, h, d; several may be chained ("1h30m").
+// A bare number is seconds. Must be finite and >= 0.
+StatusOr<double> ParseDurationSeconds(std::string_view text);
+
+// "5%" -> 0.05; "0.05" -> 0.05.
+StatusOr<double> ParseFraction(std::string_view text);
+
+// RFC 3339 -> Unix seconds (fractional seconds truncated).
+StatusOr<int64_t> ParseRfc3339(std::string_view text);
+
+// Unix seconds -> "2026-12-24T00:00:00Z".
+std::string FormatRfc3339(int64_t unix_seconds);
+
+// 259200 -> "3d0h", 5400 -> "1h30m", 42 -> "42s" (for humans, not parsing).
+std::string FormatDurationHuman(double seconds);
+
+}  // namespace pacer::planner
+
+#endif  // PACER_PLANNER_UNITS_H_
