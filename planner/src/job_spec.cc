@@ -1,0 +1,74 @@
+#include "pacer/planner/job_spec.h"
+
+#include <cmath>
+
+namespace pacer::planner {
+
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kTf32: return "tf32";
+    case Precision::kFp16: return "fp16";
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp8: return "fp8";
+  }
+  return "unknown";
+}
+
+const char* OptimizerName(Optimizer o) {
+  switch (o) {
+    case Optimizer::kAdamW: return "adamw";
+    case Optimizer::kAdam: return "adam";
+    case Optimizer::kSgd: return "sgd";
+    case Optimizer::kSgdMomentum: return "sgd-momentum";
+    case Optimizer::kAdafactor: return "adafactor";
+  }
+  return "unknown";
+}
+
+const char* RecomputeName(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "unknown";
+}
+
+const char* FfnKindName(FfnKind f) {
+  switch (f) {
+    case FfnKind::kGelu: return "gelu";
+    case FfnKind::kSwiglu: return "swiglu";
+  }
+  return "unknown";
+}
+
+const char* ObjectiveName(Objective o) {
+  switch (o) {
+    case Objective::kCost: return "cost";
+    case Objective::kTime: return "time";
+  }
+  return "unknown";
+}
+
+std::optional<int64_t> EffectiveDeadline(const JobSpec& job, int64_t now_unix_seconds) {
+  if (job.deadline_unix_seconds) return job.deadline_unix_seconds;
+  if (!job.max_duration_seconds) return std::nullopt;
+  const int64_t start = job.creation_unix_seconds.value_or(now_unix_seconds);
+  // The parser bounds maxDuration far below int64's range; the clamp only
+  // keeps a hand-built JobSpec from overflowing.
+  const double end = static_cast<double>(start) + std::floor(*job.max_duration_seconds);
+  if (!(end < 9.2e18)) return INT64_MAX;
+  return static_cast<int64_t>(end);
+}
+
+double TotalSequences(const JobSpec& job) {
+  const double epochs = job.data.epochs;
+  if (job.data.samples) return *job.data.samples * epochs;
+  if (job.data.tokens && job.model.sequence_length > 0) {
+    return *job.data.tokens / job.model.sequence_length * epochs;
+  }
+  return 0;
+}
+
+}  // namespace pacer::planner
