@@ -1,0 +1,355 @@
+#include "yaml_fields.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <system_error>
+
+#include "pacer/planner/job_parser.h"
+#include "pacer/planner/units.h"
+
+namespace pacer::planner::yaml_fields {
+namespace {
+
+constexpr std::size_t kMaxShownChars = 64;
+
+std::string Quote(std::string_view text) {
+  std::string out = "\"";
+  for (std::size_t i = 0; i < text.size() && i < kMaxShownChars; ++i) {
+    const char c = text[i];
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x",
+                    static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  if (text.size() > kMaxShownChars) out += "...";
+  out += '"';
+  return out;
+}
+
+// A decimal number as YAML and JSON write them ("-4", "6.7e9"); rejects YAML's
+// ".inf"/".nan", hex and octal, which no Pacer field takes.
+bool ParseNumber(std::string_view text, double* out) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  if (text.empty()) return false;
+  const char first = text.front() == '-' && text.size() > 1 ? text[1] : text.front();
+  if (!(first >= '0' && first <= '9') && first != '.') return false;
+  double value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(value)) {
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+// Optimal string alignment distance (Levenshtein plus adjacent transpositions),
+// so that "globalBatchSzie" is one edit from "globalBatchSize".
+std::size_t EditDistance(std::string_view a, std::string_view b) {
+  const std::size_t n = a.size(), m = b.size();
+  std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
+  for (std::size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= m; ++j) d[0][j] = j;
+  const auto lower = [](char c) { return std::tolower(static_cast<unsigned char>(c)); };
+  for (std::size_t i = 1; i <= n; ++i) {
+    for (std::size_t j = 1; j <= m; ++j) {
+      const std::size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
+          lower(a[i - 2]) == lower(b[j - 1])) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[n][m];
+}
+
+std::string JoinNames(std::initializer_list<std::string_view> names) {
+  std::string out;
+  for (std::string_view name : names) {
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string FormatNumber(double value) {
+  char buf[64];
+  if (std::fabs(value) < 1e7 && value == std::floor(value)) {
+    std::snprintf(buf, sizeof buf, "%.0f", value);
+    return buf;
+  }
+  std::snprintf(buf, sizeof buf, "%.6g", value);
+  // "1e+14" -> "1e14", "1e-05" -> "1e-5": how people write them in YAML.
+  std::string s = buf;
+  const std::size_t e = s.find('e');
+  if (e == std::string::npos) return s;
+  std::string mantissa = s.substr(0, e);
+  std::string exponent = s.substr(e + 1);
+  std::string sign;
+  if (!exponent.empty() && (exponent[0] == '+' || exponent[0] == '-')) {
+    if (exponent[0] == '-') sign = "-";
+    exponent.erase(0, 1);
+  }
+  while (exponent.size() > 1 && exponent[0] == '0') exponent.erase(0, 1);
+  return mantissa + "e" + sign + exponent;
+}
+
+std::string NearestName(std::string_view key, const std::vector<std::string_view>& allowed) {
+  // Long keys are not typos of short field names, and the distance is
+  // quadratic: skip them.
+  if (key.size() > 64) return "";
+  std::string best;
+  std::size_t best_distance = SIZE_MAX;
+  for (std::string_view name : allowed) {
+    const std::size_t distance = EditDistance(key, name);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = std::string(name);
+    }
+  }
+  const std::size_t limit = std::clamp<std::size_t>(std::max(key.size(), best.size()) / 3, 1, 3);
+  return best_distance <= limit ? best : "";
+}
+
+bool Field::present() const { return node_.IsDefined() && !node_.IsNull(); }
+bool Field::is_map() const { return node_.IsDefined() && node_.IsMap(); }
+bool Field::is_list() const { return node_.IsDefined() && node_.IsSequence(); }
+bool Field::is_scalar() const { return node_.IsDefined() && node_.IsScalar(); }
+
+Field Field::Get(std::string_view key) const {
+  std::string child_path = path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+  if (is_map()) {
+    for (auto it = node_.begin(); it != node_.end(); ++it) {
+      if (it->first.IsScalar() && it->first.Scalar() == key) {
+        return Field(it->second, std::move(child_path));
+      }
+    }
+  }
+  return Field(YAML::Node(YAML::NodeType::Undefined), std::move(child_path));
+}
+
+std::vector<Field> Field::Elements() const {
+  std::vector<Field> out;
+  if (!is_list()) return out;
+  std::size_t i = 0;
+  for (auto it = node_.begin(); it != node_.end(); ++it, ++i) {
+    out.emplace_back(*it, path_ + "[" + std::to_string(i) + "]");
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Field>> Field::Entries() const {
+  std::vector<std::pair<std::string, Field>> out;
+  if (!is_map()) return out;
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string();
+    out.emplace_back(key, Field(it->second, path_.empty() ? key : path_ + "." + key));
+  }
+  return out;
+}
+
+std::string Field::Describe() const {
+  if (!node_.IsDefined() || node_.IsNull()) return "nothing";
+  if (node_.IsMap()) return "a map";
+  if (node_.IsSequence()) return "a list";
+  const std::string& text = node_.Scalar();
+  double unused = 0;
+  // Plain numbers read best as written; anything quoted or textual is quoted.
+  if (node_.Tag() != "!" && text.size() <= kMaxShownChars && ParseNumber(text, &unused)) {
+    return text;
+  }
+  return Quote(text);
+}
+
+Status Field::Error(std::string_view what) const {
+  return InvalidArgumentError(path_ + ": " + std::string(what));
+}
+
+Status Field::ErrorGot(std::string_view what) const {
+  return InvalidArgumentError(path_ + ": " + std::string(what) + ", got " + Describe());
+}
+
+Status Field::CheckMap(std::initializer_list<std::string_view> allowed) const {
+  return CheckMap(std::vector<std::string_view>(allowed));
+}
+
+Status Field::CheckMap(const std::vector<std::string_view>& allowed) const {
+  if (!is_map()) return ErrorGot("must be a map (an object with fields)");
+  std::set<std::string> seen;
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    if (!it->first.IsScalar()) {
+      return Error("field names must be strings, got " + Field(it->first, path_).Describe());
+    }
+    const std::string& key = it->first.Scalar();
+    const std::string key_path = path_.empty() ? key : path_ + "." + key;
+    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+      std::string message = key_path + ": unknown field";
+      const std::string nearest = NearestName(key, allowed);
+      if (!nearest.empty()) {
+        message += "; did you mean " + nearest + "?";
+      } else {
+        message += "; valid fields here: ";
+        for (std::size_t i = 0; i < allowed.size(); ++i) {
+          if (i > 0) message += ", ";
+          message += allowed[i];
+        }
+      }
+      return InvalidArgumentError(message);
+    }
+    if (!seen.insert(key).second) {
+      return InvalidArgumentError(key_path + ": given more than once");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Field::CheckList() const {
+  if (!is_list()) return ErrorGot("must be a list");
+  return Status::Ok();
+}
+
+StatusOr<std::string> Field::String() const {
+  if (!is_scalar()) return ErrorGot("must be a string");
+  return node_.Scalar();
+}
+
+StatusOr<std::string> Field::NonEmptyString() const {
+  if (!is_scalar() || node_.Scalar().empty()) return ErrorGot("must be a non-empty string");
+  return node_.Scalar();
+}
+
+StatusOr<bool> Field::Bool() const {
+  if (is_scalar()) {
+    const std::string& text = node_.Scalar();
+    if (EqualsIgnoreCase(text, "true")) return true;
+    if (EqualsIgnoreCase(text, "false")) return false;
+  }
+  return ErrorGot("must be true or false");
+}
+
+StatusOr<int64_t> Field::Integer(int64_t min, int64_t max) const {
+  std::string expected;
+  if (min == 1) {
+    expected = "must be a positive integer";
+  } else if (min == 0) {
+    expected = "must be a non-negative integer";
+  } else {
+    expected = "must be an integer";
+  }
+  double value = 0;
+  if (!is_scalar() || !ParseNumber(node_.Scalar(), &value)) return ErrorGot(expected);
+  if (value != std::floor(value)) return ErrorGot("must be an integer");
+  if (value < static_cast<double>(min)) {
+    if (min == 1 || min == 0) return ErrorGot(expected);
+    return ErrorGot("must be at least " + FormatNumber(static_cast<double>(min)));
+  }
+  if (value > static_cast<double>(max)) {
+    return ErrorGot("must be at most " + FormatNumber(static_cast<double>(max)));
+  }
+  return static_cast<int64_t>(value);
+}
+
+StatusOr<int> Field::Int(int min, int max) const {
+  ASSIGN_OR_RETURN(const int64_t value, Integer(min, max));
+  return static_cast<int>(value);
+}
+
+StatusOr<double> Field::Number() const {
+  double value = 0;
+  if (!is_scalar() || !ParseNumber(node_.Scalar(), &value)) return ErrorGot("must be a number");
+  return value;
+}
+
+StatusOr<double> Field::Number(double min, double max) const {
+  const std::string range = "[" + FormatNumber(min) + ", " + FormatNumber(max) + "]";
+  double value = 0;
+  if (!is_scalar() || !ParseNumber(node_.Scalar(), &value)) {
+    return ErrorGot("must be a number in " + range);
+  }
+  if (value < min || value > max) return ErrorGot("must be in " + range);
+  return value;
+}
+
+StatusOr<double> Field::Count(double min, double max) const {
+  if (!is_scalar()) return ErrorGot("expected a count such as 6.7B, 350M or 2e12");
+  StatusOr<double> value = ParseCount(node_.Scalar());
+  if (!value.ok()) return Error(value.status().message());
+  if (*value < min || *value > max) {
+    return ErrorGot("must be in [" + FormatNumber(min) + ", " + FormatNumber(max) + "]");
+  }
+  return *value;
+}
+
+StatusOr<double> Field::DurationSeconds() const {
+  if (!is_scalar()) return ErrorGot("expected a duration such as 72h or 1h30m");
+  StatusOr<double> value = ParseDurationSeconds(node_.Scalar());
+  if (!value.ok()) return Error(value.status().message());
+  return *value;
+}
+
+StatusOr<std::size_t> Field::OneOf(std::initializer_list<std::string_view> names) const {
+  if (is_scalar()) {
+    std::size_t i = 0;
+    for (std::string_view name : names) {
+      if (EqualsIgnoreCase(node_.Scalar(), name)) return i;
+      ++i;
+    }
+  }
+  return ErrorGot("must be one of " + JoinNames(names));
+}
+
+StatusOr<YAML::Node> Load(const std::string& document, std::string_view what) {
+  if (document.size() > kMaxDocumentBytes) {
+    return ResourceExhaustedError(std::string(what) + " is " + std::to_string(document.size()) +
+                                  " bytes; the limit is " + std::to_string(kMaxDocumentBytes) +
+                                  " bytes");
+  }
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(document);
+  } catch (const YAML::Exception& e) {
+    std::string where;
+    if (e.mark.line >= 0 && e.mark.column >= 0) {
+      where = " at line " + std::to_string(e.mark.line + 1) + ", column " +
+              std::to_string(e.mark.column + 1);
+    }
+    return InvalidArgumentError(std::string(what) + ": malformed YAML" + where + ": " + e.msg);
+  } catch (const std::exception& e) {
+    return InvalidArgumentError(std::string(what) + ": cannot be read: " + e.what());
+  }
+  if (docs.size() > 1) {
+    return InvalidArgumentError(std::string(what) + ": the file holds " +
+                                std::to_string(docs.size()) +
+                                " YAML documents (separated by ---); give one per file");
+  }
+  if (docs.empty() || !docs[0].IsDefined() || docs[0].IsNull()) {
+    return InvalidArgumentError(std::string(what) + ": the document is empty");
+  }
+  return docs[0];
+}
+
+}  // namespace pacer::planner::yaml_fields
