@@ -1,0 +1,441 @@
+#include "pacer/planner/job_parser.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string_view>
+
+#include "pacer/planner/model_math.h"
+#include "pacer/planner/units.h"
+#include "yaml_fields.h"
+
+namespace pacer::planner {
+namespace {
+
+using yaml_fields::Field;
+
+constexpr std::string_view kApiVersion = "pacer.dev/v1alpha1";
+constexpr std::string_view kKind = "TrainJob";
+
+// Bounds far beyond any real job: they exist so that a typo ("1e21" tokens)
+// or a hostile document cannot drive the planner into overflow.
+constexpr double kMinParameters = 1e6;
+constexpr double kMaxParameters = 1e14;
+constexpr int kMaxLayers = 1000;
+constexpr int kMaxHiddenSize = 1'000'000;
+constexpr int kMaxAttentionHeads = 65536;
+constexpr int kMaxFfnHiddenSize = 10'000'000;
+constexpr int kMaxVocabSize = 10'000'000;
+constexpr int kMaxSequenceLength = 10'000'000;
+constexpr double kMaxTokens = 1e16;
+constexpr double kMaxSamples = 1e14;
+constexpr int kMaxEpochs = 10000;
+constexpr int64_t kMaxGlobalBatchSize = 100'000'000;
+constexpr int kMaxMicroBatchSize = 1'000'000;
+constexpr int kMaxGpus = 1'000'000;
+constexpr int kMaxTensorParallel = 1024;
+constexpr int kMaxPipelineParallel = 1000;
+constexpr double kMaxDurationSeconds = 36500.0 * 86400;  // 100 years
+constexpr int kDefaultSequenceLength = 2048;
+constexpr int kDefaultVocabSize = 51200;
+
+const char* const kModelHint =
+    "give parameters (e.g. \"6.7B\") or the architecture (layers, hiddenSize, attentionHeads)";
+
+bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+// Kubernetes object names (RFC 1123 subdomains) and namespaces (labels).
+bool IsDns1123Subdomain(std::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  if (!IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) return false;
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return IsLowerAlnum(c) || c == '-' || c == '.'; });
+}
+
+bool IsDns1123Label(std::string_view s) {
+  return s.size() <= 63 && s.find('.') == std::string_view::npos && IsDns1123Subdomain(s);
+}
+
+bool IsAuto(const Field& f) {
+  return f.is_scalar() && yaml_fields::EqualsIgnoreCase(f.node().Scalar(), "auto");
+}
+
+// A positive integer pin or "auto" (nullopt).
+StatusOr<std::optional<int>> IntOrAuto(const Field& f, int max) {
+  if (!f.present() || IsAuto(f)) return std::optional<int>();
+  if (!f.Number().ok()) return f.ErrorGot("must be a positive integer or \"auto\"");
+  ASSIGN_OR_RETURN(const int value, f.Int(1, max));
+  return std::optional<int>(value);
+}
+
+// A duration in (0, 100 years].
+StatusOr<double> PositiveDuration(const Field& f) {
+  ASSIGN_OR_RETURN(const double seconds, f.DurationSeconds());
+  if (seconds <= 0) return f.ErrorGot("must be longer than zero");
+  if (seconds > kMaxDurationSeconds) return f.ErrorGot("must be at most 36500d (100 years)");
+  return seconds;
+}
+
+Status ParseMetadata(const Field& f, JobSpec* job) {
+  if (!f.present()) return f.Error("required (it holds the job's name)");
+  // Only name, namespace and creationTimestamp matter to the planner; the
+  // server adds uid, resourceVersion, managedFields... which are ignored.
+  if (!f.is_map()) return f.ErrorGot("must be a map (an object with fields)");
+  const Field name = f.Get("name");
+  if (!name.present()) return name.Error("required");
+  ASSIGN_OR_RETURN(job->name, name.String());
+  if (!IsDns1123Subdomain(job->name)) {
+    return name.ErrorGot(
+        "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and "
+        "ending with a letter or digit, at most 253 characters)");
+  }
+  const Field ns = f.Get("namespace");
+  if (ns.present()) {
+    ASSIGN_OR_RETURN(job->namespace_name, ns.String());
+    if (!IsDns1123Label(job->namespace_name)) {
+      return ns.ErrorGot(
+          "must be a DNS-1123 label (lowercase letters, digits and '-', starting and ending "
+          "with a letter or digit, at most 63 characters)");
+    }
+  }
+  const Field created = f.Get("creationTimestamp");
+  if (created.present()) {
+    ASSIGN_OR_RETURN(const std::string text, created.String());
+    StatusOr<int64_t> when = ParseRfc3339(text);
+    if (!when.ok()) return created.Error(when.status().message());
+    job->creation_unix_seconds = *when;
+  }
+  return Status::Ok();
+}
+
+Status ParseModel(const Field& f, ModelSpec* m) {
+  if (!f.present()) return f.Error(std::string("required; ") + kModelHint);
+  RETURN_IF_ERROR(f.CheckMap({"parameters", "layers", "hiddenSize", "attentionHeads", "kvHeads",
+                              "ffnHiddenSize", "ffnKind", "vocabSize", "sequenceLength",
+                              "tiedEmbeddings"}));
+  std::optional<double> parameters;
+  if (const Field p = f.Get("parameters"); p.present()) {
+    ASSIGN_OR_RETURN(parameters, p.Count(kMinParameters, kMaxParameters));
+  }
+  int sequence_length = kDefaultSequenceLength;
+  if (const Field s = f.Get("sequenceLength"); s.present()) {
+    ASSIGN_OR_RETURN(sequence_length, s.Int(1, kMaxSequenceLength));
+  }
+
+  static constexpr std::string_view kArchitectureFields[] = {
+      "layers", "hiddenSize", "attentionHeads", "kvHeads", "ffnHiddenSize",
+      "ffnKind", "vocabSize", "tiedEmbeddings"};
+  const bool has_architecture = std::any_of(
+      std::begin(kArchitectureFields), std::end(kArchitectureFields),
+      [&](std::string_view key) { return f.Get(key).present(); });
+  if (!has_architecture) {
+    if (!parameters) return f.Error(kModelHint);
+    *m = InferArchitecture(*parameters, sequence_length);
+    m->parameters = parameters;
+    m->sequence_length = sequence_length;
+    m->architecture_inferred = true;
+    return Status::Ok();
+  }
+
+  for (std::string_view key : {"layers", "hiddenSize", "attentionHeads"}) {
+    const Field required = f.Get(key);
+    if (!required.present()) {
+      return required.Error(
+          "required with the architecture (layers, hiddenSize and attentionHeads go together); "
+          "or give only parameters");
+    }
+  }
+  ModelSpec out;
+  out.parameters = parameters;
+  out.sequence_length = sequence_length;
+  ASSIGN_OR_RETURN(out.layers, f.Get("layers").Int(1, kMaxLayers));
+  const Field hidden = f.Get("hiddenSize");
+  ASSIGN_OR_RETURN(out.hidden_size, hidden.Int(1, kMaxHiddenSize));
+  const Field heads = f.Get("attentionHeads");
+  ASSIGN_OR_RETURN(out.attention_heads, heads.Int(1, kMaxAttentionHeads));
+  if (out.hidden_size % out.attention_heads != 0) {
+    return hidden.ErrorGot("must be divisible by attentionHeads (" +
+                           std::to_string(out.attention_heads) + ")");
+  }
+  out.kv_heads = out.attention_heads;
+  if (const Field kv = f.Get("kvHeads"); kv.present()) {
+    ASSIGN_OR_RETURN(out.kv_heads, kv.Int(1, out.attention_heads));
+    if (out.attention_heads % out.kv_heads != 0) {
+      return kv.ErrorGot("must divide attentionHeads (" + std::to_string(out.attention_heads) +
+                         ")");
+    }
+  }
+  if (const Field kind = f.Get("ffnKind"); kind.present()) {
+    ASSIGN_OR_RETURN(const std::size_t i, kind.OneOf({"gelu", "swiglu"}));
+    out.ffn_kind = i == 0 ? FfnKind::kGelu : FfnKind::kSwiglu;
+  }
+  if (const Field ffn = f.Get("ffnHiddenSize"); ffn.present()) {
+    ASSIGN_OR_RETURN(out.ffn_hidden_size, ffn.Int(1, kMaxFfnHiddenSize));
+  } else if (out.ffn_kind == FfnKind::kGelu) {
+    out.ffn_hidden_size = 4 * out.hidden_size;
+  } else {
+    // LLaMA's rule: 2/3 of 4h (keeps SwiGLU's three matrices at GELU's
+    // parameter count), rounded up to a multiple of 256.
+    const int64_t h = out.hidden_size;
+    out.ffn_hidden_size = static_cast<int>((8 * h + 3 * 256 - 1) / (3 * 256) * 256);
+  }
+  out.vocab_size = kDefaultVocabSize;
+  if (const Field vocab = f.Get("vocabSize"); vocab.present()) {
+    ASSIGN_OR_RETURN(out.vocab_size, vocab.Int(1, kMaxVocabSize));
+  }
+  if (const Field tied = f.Get("tiedEmbeddings"); tied.present()) {
+    ASSIGN_OR_RETURN(out.tied_embeddings, tied.Bool());
+  }
+  const double total = TotalParameters(out);
+  if (!(total <= kMaxParameters)) {
+    return f.Error("the architecture has " + yaml_fields::FormatNumber(total) +
+                   " parameters; at most " + yaml_fields::FormatNumber(kMaxParameters) +
+                   " are supported");
+  }
+  *m = out;
+  return Status::Ok();
+}
+
+Status ParseData(const Field& f, DataSpec* d) {
+  if (!f.present()) return f.Error("required; give tokens (e.g. \"300B\") or samples");
+  RETURN_IF_ERROR(f.CheckMap({"tokens", "samples", "epochs"}));
+  const Field tokens = f.Get("tokens");
+  const Field samples = f.Get("samples");
+  if (tokens.present() && samples.present()) {
+    return f.Error("give tokens or samples, not both");
+  }
+  if (tokens.present()) {
+    ASSIGN_OR_RETURN(d->tokens, tokens.Count(1, kMaxTokens));
+  } else if (samples.present()) {
+    ASSIGN_OR_RETURN(const double n, samples.Count(1, kMaxSamples));
+    if (n != std::floor(n)) return samples.ErrorGot("must be a whole number of sequences");
+    d->samples = n;
+  } else {
+    return f.Error("give tokens (e.g. \"300B\") or samples (sequences of sequenceLength)");
+  }
+  if (const Field epochs = f.Get("epochs"); epochs.present()) {
+    ASSIGN_OR_RETURN(d->epochs, epochs.Int(1, kMaxEpochs));
+  }
+  return Status::Ok();
+}
+
+Status ParseTraining(const Field& f, TrainingSpec* t) {
+  if (!f.present()) return f.Error("required (it holds globalBatchSize)");
+  RETURN_IF_ERROR(f.CheckMap(
+      {"globalBatchSize", "precision", "optimizer", "activationCheckpointing", "microBatchSizes"}));
+  const Field gbs = f.Get("globalBatchSize");
+  if (!gbs.present()) return gbs.Error("required: sequences per optimizer step, e.g. 1024");
+  ASSIGN_OR_RETURN(t->global_batch_size, gbs.Integer(1, kMaxGlobalBatchSize));
+  if (const Field p = f.Get("precision"); p.present()) {
+    ASSIGN_OR_RETURN(const std::size_t i, p.OneOf({"fp32", "tf32", "fp16", "bf16", "fp8"}));
+    static constexpr Precision kValues[] = {Precision::kFp32, Precision::kTf32, Precision::kFp16,
+                                            Precision::kBf16, Precision::kFp8};
+    t->precision = kValues[i];
+  }
+  if (const Field o = f.Get("optimizer"); o.present()) {
+    ASSIGN_OR_RETURN(const std::size_t i,
+                     o.OneOf({"adamw", "adam", "sgd", "sgd-momentum", "adafactor"}));
+    static constexpr Optimizer kValues[] = {Optimizer::kAdamW, Optimizer::kAdam, Optimizer::kSgd,
+                                            Optimizer::kSgdMomentum, Optimizer::kAdafactor};
+    t->optimizer = kValues[i];
+  }
+  if (const Field r = f.Get("activationCheckpointing"); r.present()) {
+    ASSIGN_OR_RETURN(const std::size_t i, r.OneOf({"none", "selective", "full", "auto"}));
+    static constexpr Recompute kValues[] = {Recompute::kNone, Recompute::kSelective,
+                                            Recompute::kFull};
+    if (i < 3) t->activation_checkpointing = kValues[i];
+  }
+  if (const Field mbs = f.Get("microBatchSizes"); mbs.present()) {
+    RETURN_IF_ERROR(mbs.CheckList());
+    for (const Field& e : mbs.Elements()) {
+      ASSIGN_OR_RETURN(const int b, e.Int(1, kMaxMicroBatchSize));
+      t->micro_batch_sizes.push_back(b);
+    }
+    std::sort(t->micro_batch_sizes.begin(), t->micro_batch_sizes.end());
+    t->micro_batch_sizes.erase(
+        std::unique(t->micro_batch_sizes.begin(), t->micro_batch_sizes.end()),
+        t->micro_batch_sizes.end());
+  }
+  return Status::Ok();
+}
+
+Status ParseResources(const Field& f, ResourcesSpec* r) {
+  if (!f.present()) return Status::Ok();
+  RETURN_IF_ERROR(f.CheckMap({"gpuTypes", "minGPUs", "maxGPUs"}));
+  if (const Field types = f.Get("gpuTypes"); types.present()) {
+    RETURN_IF_ERROR(types.CheckList());
+    // Whether a type exists is the planner's question (the inventory may
+    // define new ones); the parser only checks the shape.
+    for (const Field& e : types.Elements()) {
+      ASSIGN_OR_RETURN(std::string name, e.NonEmptyString());
+      const bool duplicate =
+          std::any_of(r->gpu_types.begin(), r->gpu_types.end(), [&](const std::string& seen) {
+            return yaml_fields::EqualsIgnoreCase(seen, name);
+          });
+      if (!duplicate) r->gpu_types.push_back(std::move(name));
+    }
+  }
+  if (const Field min = f.Get("minGPUs"); min.present()) {
+    ASSIGN_OR_RETURN(r->min_gpus, min.Int(1, kMaxGpus));
+  }
+  if (const Field max = f.Get("maxGPUs"); max.present()) {
+    ASSIGN_OR_RETURN(r->max_gpus, max.Int(1, kMaxGpus));
+    if (*r->max_gpus < r->min_gpus) {
+      return max.ErrorGot("must be at least minGPUs (" + std::to_string(r->min_gpus) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseParallelism(const Field& f, ParallelismSpec* p) {
+  if (!f.present()) return Status::Ok();
+  RETURN_IF_ERROR(f.CheckMap({"tensorParallel", "pipelineParallel", "zeroStage"}));
+  ASSIGN_OR_RETURN(p->tensor_parallel, IntOrAuto(f.Get("tensorParallel"), kMaxTensorParallel));
+  ASSIGN_OR_RETURN(p->pipeline_parallel,
+                   IntOrAuto(f.Get("pipelineParallel"), kMaxPipelineParallel));
+  const Field zero = f.Get("zeroStage");
+  if (zero.present() && !IsAuto(zero)) {
+    StatusOr<int> stage = zero.Int(0, 3);
+    if (!stage.ok()) return zero.ErrorGot("must be 0, 1, 2, 3 or \"auto\"");
+    p->zero_stage = *stage;
+  }
+  return Status::Ok();
+}
+
+Status ParseWorker(const Field& f, WorkerSpec* w) {
+  if (!f.present()) return Status::Ok();
+  RETURN_IF_ERROR(f.CheckMap({"image", "command", "env"}));
+  if (const Field image = f.Get("image"); image.present()) {
+    ASSIGN_OR_RETURN(w->image, image.NonEmptyString());
+  }
+  if (const Field command = f.Get("command"); command.present()) {
+    RETURN_IF_ERROR(command.CheckList());
+    for (const Field& e : command.Elements()) {
+      ASSIGN_OR_RETURN(std::string arg, e.String());
+      w->command.push_back(std::move(arg));
+    }
+  }
+  if (const Field env = f.Get("env"); env.present()) {
+    RETURN_IF_ERROR(env.CheckList());
+    for (const Field& e : env.Elements()) {
+      RETURN_IF_ERROR(e.CheckMap({"name", "value"}));
+      const Field name = e.Get("name");
+      if (!name.present()) return name.Error("required");
+      EnvVar var;
+      ASSIGN_OR_RETURN(var.name, name.NonEmptyString());
+      if (const Field value = e.Get("value"); value.present()) {
+        ASSIGN_OR_RETURN(var.value, value.String());
+      }
+      w->env.push_back(std::move(var));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseCheckpoint(const Field& f, CheckpointSpec* c) {
+  if (!f.present()) return Status::Ok();
+  RETURN_IF_ERROR(f.CheckMap({"volumeClaimName", "interval"}));
+  if (const Field claim = f.Get("volumeClaimName"); claim.present()) {
+    ASSIGN_OR_RETURN(c->volume_claim_name, claim.String());
+    if (!c->volume_claim_name.empty() && !IsDns1123Subdomain(c->volume_claim_name)) {
+      return claim.ErrorGot("must be a PersistentVolumeClaim name (a DNS-1123 subdomain)");
+    }
+  }
+  if (const Field interval = f.Get("interval"); interval.present() && !IsAuto(interval)) {
+    ASSIGN_OR_RETURN(c->interval_seconds, PositiveDuration(interval));
+  }
+  return Status::Ok();
+}
+
+Status ParseReplan(const Field& f, ReplanSpec* r) {
+  if (!f.present()) return Status::Ok();
+  RETURN_IF_ERROR(f.CheckMap({"enabled", "interval", "slack"}));
+  if (const Field enabled = f.Get("enabled"); enabled.present()) {
+    ASSIGN_OR_RETURN(r->enabled, enabled.Bool());
+  }
+  if (const Field interval = f.Get("interval"); interval.present()) {
+    ASSIGN_OR_RETURN(r->interval_seconds, PositiveDuration(interval));
+    if (r->interval_seconds < 1) return interval.ErrorGot("must be at least 1s");
+  }
+  if (const Field slack = f.Get("slack"); slack.present()) {
+    if (!slack.is_scalar()) return slack.ErrorGot("expected a percentage such as 5%");
+    StatusOr<double> fraction = ParseFraction(slack.node().Scalar());
+    if (!fraction.ok() || !(*fraction < 1)) {
+      return slack.ErrorGot("must be a share of the remaining time in [0%, 100%), e.g. 5% or 0.05");
+    }
+    r->slack_fraction = *fraction;
+  }
+  return Status::Ok();
+}
+
+Status ParseSpec(const Field& f, JobSpec* job) {
+  if (!f.present()) return f.Error("required (model, data, training, and a deadline or maxDuration)");
+  RETURN_IF_ERROR(f.CheckMap({"model", "data", "training", "deadline", "maxDuration", "objective",
+                              "resources", "parallelism", "worker", "checkpoint", "replan"}));
+  RETURN_IF_ERROR(ParseModel(f.Get("model"), &job->model));
+  RETURN_IF_ERROR(ParseData(f.Get("data"), &job->data));
+  RETURN_IF_ERROR(ParseTraining(f.Get("training"), &job->training));
+
+  const Field deadline = f.Get("deadline");
+  const Field max_duration = f.Get("maxDuration");
+  if (deadline.present() && max_duration.present()) {
+    return max_duration.Error(
+        "cannot be combined with spec.deadline; pick one (deadline is an absolute time, "
+        "maxDuration counts from the job's creation)");
+  }
+  if (deadline.present()) {
+    if (!deadline.is_scalar()) {
+      return deadline.ErrorGot("expected an RFC 3339 time such as \"2026-12-24T00:00:00Z\"");
+    }
+    StatusOr<int64_t> when = ParseRfc3339(deadline.node().Scalar());
+    if (!when.ok()) return deadline.Error(when.status().message());
+    job->deadline_unix_seconds = *when;
+  }
+  if (max_duration.present()) {
+    ASSIGN_OR_RETURN(job->max_duration_seconds, PositiveDuration(max_duration));
+  }
+  if (const Field objective = f.Get("objective"); objective.present()) {
+    ASSIGN_OR_RETURN(const std::size_t i, objective.OneOf({"cost", "time"}));
+    job->objective = i == 0 ? Objective::kCost : Objective::kTime;
+  }
+  RETURN_IF_ERROR(ParseResources(f.Get("resources"), &job->resources));
+  RETURN_IF_ERROR(ParseParallelism(f.Get("parallelism"), &job->parallelism));
+  RETURN_IF_ERROR(ParseWorker(f.Get("worker"), &job->worker));
+  RETURN_IF_ERROR(ParseCheckpoint(f.Get("checkpoint"), &job->checkpoint));
+  RETURN_IF_ERROR(ParseReplan(f.Get("replan"), &job->replan));
+  return Status::Ok();
+}
+
+StatusOr<JobSpec> Parse(const std::string& document) {
+  ASSIGN_OR_RETURN(const YAML::Node root, yaml_fields::Load(document, "TrainJob"));
+  const Field top(root, "");
+  if (!top.is_map()) {
+    return InvalidArgumentError("TrainJob: expected a map with apiVersion, kind, metadata and "
+                                "spec, got " + top.Describe());
+  }
+  RETURN_IF_ERROR(top.CheckMap({"apiVersion", "kind", "metadata", "spec", "status"}));
+
+  const Field api_version = top.Get("apiVersion");
+  if (!api_version.present()) return api_version.Error(std::string("required: ") + std::string(kApiVersion));
+  if (!api_version.is_scalar() || api_version.node().Scalar() != kApiVersion) {
+    return api_version.ErrorGot(std::string("must be ") + std::string(kApiVersion));
+  }
+  const Field kind = top.Get("kind");
+  if (!kind.present()) return kind.Error(std::string("required: ") + std::string(kKind));
+  if (!kind.is_scalar() || kind.node().Scalar() != kKind) {
+    return kind.ErrorGot(std::string("must be ") + std::string(kKind));
+  }
+
+  JobSpec job;
+  RETURN_IF_ERROR(ParseMetadata(top.Get("metadata"), &job));
+  RETURN_IF_ERROR(ParseSpec(top.Get("spec"), &job));
+  return job;
+}
+
+}  // namespace
+
+StatusOr<JobSpec> ParseTrainJob(const std::string& document) {
+  return yaml_fields::Guard<JobSpec>("TrainJob", [&] { return Parse(document); });
+}
+
+}  // namespace pacer::planner
