@@ -1,0 +1,88 @@
+#include "pacer/planner/calibration.h"
+
+#include <cmath>
+
+#include "yaml_fields.h"
+
+namespace pacer::planner {
+namespace {
+
+using yaml_fields::Field;
+
+// A number in (0, max], stated as such in the message.
+StatusOr<double> InRange(const Field& f, double max) {
+  const std::string range = "(0, " + yaml_fields::FormatNumber(max) + "]";
+  StatusOr<double> value = f.Number();
+  if (!value.ok() || !(*value > 0 && *value <= max)) return f.ErrorGot("must be in " + range);
+  return *value;
+}
+
+StatusOr<double> Positive(const Field& f) {
+  StatusOr<double> value = f.Number();
+  if (!value.ok() || !(*value > 0)) return f.ErrorGot("must be a positive number");
+  return *value;
+}
+
+Status ParseEntry(const Field& f, GpuCalibration* c) {
+  RETURN_IF_ERROR(f.CheckMap({"gemmEfficiency", "intraNodeBusBandwidthGBps",
+                              "interNodeBusBandwidthGBps", "memoryBandwidthGBps",
+                              "stepTimeRatio"}));
+  if (const Field v = f.Get("gemmEfficiency"); v.present()) {
+    ASSIGN_OR_RETURN(c->gemm_efficiency, InRange(v, 1));
+  }
+  if (const Field v = f.Get("intraNodeBusBandwidthGBps"); v.present()) {
+    ASSIGN_OR_RETURN(c->intra_node_busbw_gbps, Positive(v));
+  }
+  if (const Field v = f.Get("interNodeBusBandwidthGBps"); v.present()) {
+    ASSIGN_OR_RETURN(c->inter_node_busbw_gbps, Positive(v));
+  }
+  if (const Field v = f.Get("memoryBandwidthGBps"); v.present()) {
+    ASSIGN_OR_RETURN(c->memory_bandwidth_gbps, Positive(v));
+  }
+  if (const Field v = f.Get("stepTimeRatio"); v.present()) {
+    ASSIGN_OR_RETURN(c->step_time_ratio, InRange(v, 100));
+  }
+  return Status::Ok();
+}
+
+StatusOr<Calibration> Parse(const std::string& document) {
+  ASSIGN_OR_RETURN(const YAML::Node root, yaml_fields::Load(document, "calibration"));
+  const Field top(root, "");
+  if (!top.is_map()) {
+    return InvalidArgumentError("calibration: expected a map with gpuTypes, got " +
+                                top.Describe());
+  }
+  // The worker may wrap its measurements as a Kubernetes-style object.
+  RETURN_IF_ERROR(top.CheckMap({"gpuTypes", "apiVersion", "kind", "metadata"}));
+  Calibration calibration;
+  const Field types = top.Get("gpuTypes");
+  if (!types.present()) return calibration;
+  if (!types.is_map()) {
+    return types.ErrorGot("must be a map from GPU type to measurements");
+  }
+  for (const auto& [name, entry] : types.Entries()) {
+    if (name.empty()) return types.Error("GPU type names must be non-empty strings");
+    if (calibration.Find(name) != nullptr) {
+      return entry.Error("given more than once (GPU type names ignore case)");
+    }
+    GpuCalibration c;
+    RETURN_IF_ERROR(ParseEntry(entry, &c));
+    calibration.by_gpu_type.emplace(name, c);
+  }
+  return calibration;
+}
+
+}  // namespace
+
+const GpuCalibration* Calibration::Find(std::string_view gpu_type) const {
+  for (const auto& [name, c] : by_gpu_type) {
+    if (yaml_fields::EqualsIgnoreCase(name, gpu_type)) return &c;
+  }
+  return nullptr;
+}
+
+StatusOr<Calibration> ParseCalibration(const std::string& document) {
+  return yaml_fields::Guard<Calibration>("calibration", [&] { return Parse(document); });
+}
+
+}  // namespace pacer::planner
