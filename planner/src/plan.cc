@@ -1,0 +1,306 @@
+// Plan() and Sweep(): input checks that need the inventory or the clock,
+// the search, and the advice for jobs that cannot meet their deadline.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "pacer/planner/model_math.h"
+#include "pacer/planner/search.h"
+#include "pacer/planner/units.h"
+#include "search_internal.h"
+
+namespace pacer::planner {
+
+const char* RejectReasonName(RejectReason r) {
+  switch (r) {
+    case RejectReason::kGpuTypeNotAllowed: return "gpu-type-not-allowed";
+    case RejectReason::kPrecisionUnsupported: return "precision-unsupported";
+    case RejectReason::kGpuCountLimits: return "outside-gpu-limits";
+    case RejectReason::kNotEnoughFreeGpus: return "not-enough-free-gpus";
+    case RejectReason::kLayoutIndivisible: return "layout-indivisible";
+    case RejectReason::kBatchIndivisible: return "batch-indivisible";
+    case RejectReason::kOutOfMemory: return "out-of-memory";
+    case RejectReason::kMissesDeadline: return "misses-deadline";
+    case RejectReason::kDominated: return "dominated";
+  }
+  return "unknown";
+}
+
+int64_t PlanResult::predicted_completion_unix_seconds() const {
+  if (!plan) return now_unix_seconds;
+  return now_unix_seconds + static_cast<int64_t>(std::ceil(plan->total.total_seconds));
+}
+
+namespace internal {
+
+std::vector<int64_t> NearbyGlobalBatchSizes(int64_t gbs) {
+  auto two_adic = [](int64_t n) {
+    int64_t f = 1;
+    while (n % (f * 2) == 0) f *= 2;
+    return f;
+  };
+  const int64_t current = two_adic(gbs);
+  std::vector<int64_t> out;
+  const int64_t lo = std::max<int64_t>(1, static_cast<int64_t>(std::floor(static_cast<double>(gbs) * 0.8)));
+  const int64_t hi = static_cast<int64_t>(std::ceil(static_cast<double>(gbs) * 1.25));
+  std::vector<std::pair<int64_t, int64_t>> scored;  // (distance, value)
+  for (int64_t g = lo; g <= hi; ++g) {
+    if (g != gbs && two_adic(g) >= 2 * current && two_adic(g) >= 8) {
+      scored.push_back({std::llabs(g - gbs), g});
+    }
+  }
+  std::sort(scored.begin(), scored.end());
+  // Prefer the most divisible values among the nearest: keep only those not
+  // beaten in divisibility by a nearer one.
+  int64_t best_factor = 0;
+  for (const auto& [distance, g] : scored) {
+    if (two_adic(g) > best_factor) {
+      out.push_back(g);
+      best_factor = two_adic(g);
+    }
+    if (out.size() == 3) break;
+  }
+  return out;
+}
+
+}  // namespace internal
+
+namespace {
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
+std::string Format(const char* fmt, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), fmt, value);
+  return buffer;
+}
+
+// Pools whose GPU type the job allows; InvalidArgument for a type the catalog
+// does not know (a typo must not silently plan on nothing).
+StatusOr<std::vector<int>> AllowedPools(const JobSpec& job, const Inventory& inventory,
+                                        int64_t* not_allowed) {
+  std::vector<std::string> allowed;
+  for (size_t i = 0; i < job.resources.gpu_types.size(); ++i) {
+    const GpuType* gpu = inventory.catalog.Find(job.resources.gpu_types[i]);
+    if (gpu == nullptr) {
+      return InvalidArgumentError("spec.resources.gpuTypes[" + std::to_string(i) +
+                                  "]: unknown GPU type \"" + job.resources.gpu_types[i] +
+                                  "\"; known types: " + inventory.catalog.NamesForMessage());
+    }
+    allowed.push_back(gpu->name);
+  }
+  std::vector<int> pools;
+  for (size_t i = 0; i < inventory.node_pools.size(); ++i) {
+    const GpuType* gpu = inventory.catalog.Find(inventory.node_pools[i].gpu_type);
+    const bool ok = allowed.empty() || (gpu != nullptr && std::find(allowed.begin(), allowed.end(),
+                                                                    gpu->name) != allowed.end());
+    if (ok) {
+      pools.push_back(static_cast<int>(i));
+    } else {
+      ++*not_allowed;
+    }
+  }
+  if (pools.empty()) {
+    std::vector<std::string> have;
+    for (const NodePool& p : inventory.node_pools) have.push_back(p.name + " (" + p.gpu_type + ")");
+    return FailedPreconditionError(
+        "no node pool has an allowed GPU type (spec.resources.gpuTypes: " + Join(allowed) +
+        "); the cluster has " + (have.empty() ? std::string("no pools") : Join(have)) +
+        ": allow one of those types or add a pool");
+  }
+  return pools;
+}
+
+Status CheckPins(const JobSpec& job) {
+  const ModelSpec& m = job.model;
+  if (auto t = job.parallelism.tensor_parallel) {
+    if (m.attention_heads % *t != 0 || m.kv_heads % *t != 0) {
+      return InvalidArgumentError(
+          "spec.parallelism.tensorParallel: must divide the attention heads (" +
+          std::to_string(m.attention_heads) + ") and KV heads (" + std::to_string(m.kv_heads) +
+          "), got " + std::to_string(*t));
+    }
+  }
+  if (auto p = job.parallelism.pipeline_parallel) {
+    if (m.layers % *p != 0) {
+      return InvalidArgumentError("spec.parallelism.pipelineParallel: must divide the layers (" +
+                                  std::to_string(m.layers) + "), got " + std::to_string(*p));
+    }
+  }
+  return Status::Ok();
+}
+
+// Explains, when nothing fits at all, which constraint bit hardest.
+Status NothingFits(const internal::SearchOutcome& outcome) {
+  const auto& r = outcome.rejections;
+  auto count = [&r](RejectReason reason) { return r[static_cast<int>(reason)].count; };
+  const RejectionSummary& oom = r[static_cast<int>(RejectReason::kOutOfMemory)];
+  if (oom.best) {
+    return FailedPreconditionError(
+        "no layout fits in GPU memory: the closest, " + oom.best->layout.ToString() + ", " +
+        oom.detail +
+        "; allow more GPUs (spec.resources.maxGPUs), GPUs with more memory, ZeRO stage 3 or "
+        "full activation checkpointing, or a smaller micro-batch / sequence length");
+  }
+  for (RejectReason reason : {RejectReason::kNotEnoughFreeGpus, RejectReason::kGpuCountLimits,
+                              RejectReason::kPrecisionUnsupported,
+                              RejectReason::kLayoutIndivisible}) {
+    if (count(reason) > 0) {
+      return FailedPreconditionError(std::string("no layout is possible (") +
+                                     RejectReasonName(reason) +
+                                     "): " + r[static_cast<int>(reason)].detail);
+    }
+  }
+  return FailedPreconditionError("no layout is possible for this job on this inventory");
+}
+
+void AddAdvice(const JobSpec& job, const Inventory& inventory, const Calibration& calibration,
+               const std::vector<int>& pools, int64_t deadline, const PlanOptions& options,
+               PlanResult* result) {
+  const Evaluation& fastest = *result->plan;
+  InfeasibleAdvice advice;
+  const double finish = static_cast<double>(options.now_unix_seconds) + fastest.total.total_seconds;
+  advice.late_seconds = finish - static_cast<double>(deadline);
+  advice.earliest_completion_unix_seconds = static_cast<int64_t>(std::ceil(finish));
+
+  // How many GPUs would it take, ignoring what is free now and maxGPUs?
+  JobSpec relaxed = job;
+  relaxed.resources.max_gpus.reset();
+  relaxed.objective = Objective::kCost;
+  PlanOptions wide = options;
+  wide.ignore_free_gpus = true;
+  wide.alternatives = 0;
+  const internal::SearchOutcome unlimited =
+      internal::RunSearch(relaxed, inventory, calibration, pools, deadline, wide);
+  if (unlimited.best) {
+    advice.gpus_needed = unlimited.best->layout.gpus();
+    advice.gpus_needed_type = unlimited.best->layout.gpu_type;
+  }
+  advice.nearby_global_batch_sizes =
+      internal::NearbyGlobalBatchSizes(job.training.global_batch_size);
+
+  std::string s = "The fastest plan (" + fastest.layout.ToString() + ") finishes " +
+                  FormatDurationHuman(advice.late_seconds) + " after the deadline, at " +
+                  FormatRfc3339(advice.earliest_completion_unix_seconds) + ". To meet it: ";
+  std::vector<std::string> fixes;
+  if (advice.gpus_needed) {
+    fixes.push_back("make " + std::to_string(*advice.gpus_needed) + " " +
+                    *advice.gpus_needed_type + " GPUs available (the chosen plan uses " +
+                    std::to_string(fastest.layout.gpus()) + ")");
+  } else {
+    fixes.push_back("no number of GPUs of the allowed types meets it at global batch " +
+                    std::to_string(job.training.global_batch_size) +
+                    " (data parallelism is capped by the global batch)");
+  }
+  fixes.push_back("move the deadline to " +
+                  FormatRfc3339(advice.earliest_completion_unix_seconds) + " or later");
+  if (!advice.nearby_global_batch_sizes.empty()) {
+    std::vector<std::string> sizes;
+    for (int64_t g : advice.nearby_global_batch_sizes) sizes.push_back(std::to_string(g));
+    fixes.push_back("or use a global batch that divides into more layouts (" + Join(sizes) + ")");
+  }
+  advice.summary = s + Join(fixes) + ".";
+  result->advice = std::move(advice);
+}
+
+StatusOr<PlanResult> PlanImpl(const JobSpec& job, const Inventory& inventory,
+                              const Calibration& calibration, const PlanOptions& options,
+                              bool with_advice) {
+  PlanResult result;
+  result.now_unix_seconds = options.now_unix_seconds;
+  result.deadline_unix_seconds = EffectiveDeadline(job, options.now_unix_seconds);
+  if (result.deadline_unix_seconds && *result.deadline_unix_seconds <= options.now_unix_seconds) {
+    return InvalidArgumentError(
+        std::string(job.deadline_unix_seconds ? "spec.deadline: " : "spec.maxDuration: ") +
+        "the deadline " + FormatRfc3339(*result.deadline_unix_seconds) +
+        " is in the past (now is " + FormatRfc3339(options.now_unix_seconds) +
+        "); set a later deadline");
+  }
+  RETURN_IF_ERROR(CheckPins(job));
+  int64_t not_allowed = 0;
+  ASSIGN_OR_RETURN(std::vector<int> pools, AllowedPools(job, inventory, &not_allowed));
+
+  internal::SearchOutcome outcome = internal::RunSearch(job, inventory, calibration, pools,
+                                                        result.deadline_unix_seconds, options);
+  outcome.rejections[static_cast<int>(RejectReason::kGpuTypeNotAllowed)].count += not_allowed;
+  if (not_allowed > 0) {
+    outcome.rejections[static_cast<int>(RejectReason::kGpuTypeNotAllowed)].detail =
+        "node pools whose GPU type is not in spec.resources.gpuTypes";
+  }
+  result.stats = outcome.stats;
+  for (auto& r : outcome.rejections) {
+    if (r.count > 0) result.rejections.push_back(r);
+  }
+  if (!outcome.fastest) return NothingFits(outcome);
+
+  if (outcome.best) {
+    result.feasible = true;
+    result.plan = std::move(outcome.best);
+    result.alternatives = std::move(outcome.alternatives);
+  } else {
+    result.feasible = false;
+    result.plan = std::move(outcome.fastest);
+    if (with_advice) {
+      AddAdvice(job, inventory, calibration, pools, *result.deadline_unix_seconds, options,
+                &result);
+    }
+  }
+
+  if (job.data.tokens || job.data.samples) {
+    const double tokens = TotalSequences(job) * job.model.sequence_length;
+    const double params = TotalParameters(job.model);
+    if (tokens < kChinchillaTokensPerParameter * params) {
+      result.warnings.push_back(
+          "training on " + Format("%.3g", tokens) + " tokens is " +
+          Format("%.1f", tokens / params) + " tokens per parameter; Chinchilla's compute-optimal "
+          "is ~20 (" + Format("%.3g", kChinchillaTokensPerParameter * params) +
+          " tokens for this model): the model may be under-trained");
+    }
+  }
+  if (job.model.architecture_inferred) {
+    result.warnings.push_back("spec.model gives only parameters; planned for an inferred GPT "
+                              "shape (" + std::to_string(job.model.layers) + " layers, hidden " +
+                              std::to_string(job.model.hidden_size) +
+                              "): give the architecture for better estimates");
+  }
+  return result;
+}
+
+}  // namespace
+
+StatusOr<PlanResult> Plan(const JobSpec& job, const Inventory& inventory,
+                          const Calibration& calibration, const PlanOptions& options) {
+  return PlanImpl(job, inventory, calibration, options, /*with_advice=*/true);
+}
+
+std::vector<SweepPoint> Sweep(const JobSpec& job, const Inventory& inventory,
+                              const Calibration& calibration, const std::vector<int>& gpu_counts,
+                              const PlanOptions& options) {
+  std::vector<SweepPoint> points;
+  for (int gpus : gpu_counts) {
+    SweepPoint point;
+    point.gpus = gpus;
+    PlanOptions at = options;
+    at.exact_gpus = gpus;
+    at.ignore_free_gpus = true;
+    at.alternatives = 0;
+    JobSpec unlimited = job;
+    unlimited.resources.min_gpus = 1;
+    unlimited.resources.max_gpus.reset();
+    StatusOr<PlanResult> r = PlanImpl(unlimited, inventory, calibration, at, false);
+    if (r.ok()) {
+      point.best = r->plan;
+      point.meets_deadline = r->feasible;
+    } else {
+      point.reason = r.status().message();
+    }
+    points.push_back(std::move(point));
+  }
+  return points;
+}
+
+}  // namespace pacer::planner

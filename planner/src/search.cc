@@ -1,0 +1,430 @@
+// The layout search. Variables: node pool (GPU type), tensor parallel t,
+// pipeline parallel p, interleaving v, micro-batch b, recomputation r, ZeRO
+// stage z and data parallel d; GPUs = t p d, k = GBS / (b d) exactly.
+//
+// Enumerating d blindly is what makes naive planners slow on big clusters.
+// Two monotonicities let us avoid it (docs/planner.md, "The search"):
+//   * memory per GPU never grows with d (ZeRO shards more, fewer micro-
+//     batches are in flight), and grows with b;
+//   * step time falls as d grows for a fixed (t, p, v, b, r, z).
+// So for each (pool, t, p, v, b) we evaluate the largest d first: if it does
+// not fit, no d does and no larger b will; if it misses the deadline, no
+// smaller d meets it; otherwise a binary search finds the smallest d that
+// meets the deadline, which is the cheapest (GPU-hours grow with d).
+#include "pacer/planner/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+#include "cost_model_internal.h"
+#include "pacer/planner/units.h"
+#include "search_internal.h"
+
+namespace pacer::planner {
+namespace internal {
+namespace {
+
+std::vector<int> Divisors(int64_t n, int64_t limit) {
+  std::vector<int> out;
+  for (int64_t i = 1; i <= n && i <= limit; ++i) {
+    if (n % i == 0) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+auto TieKey(const Evaluation& e) {
+  const Layout& l = e.layout;
+  return std::make_tuple(l.gpus(), l.pool, l.tensor_parallel, l.pipeline_parallel,
+                         l.virtual_stages, l.micro_batch_size, static_cast<int>(l.recompute),
+                         l.zero_stage, l.gpus_per_node);
+}
+
+double CostKey(const Evaluation& e, bool use_money) { return use_money ? e.cost : e.gpu_hours; }
+
+// Relative tolerance so that floating-point noise never decides a tie.
+bool Less(double a, double b) { return a < b * (1 - 1e-12); }
+
+}  // namespace
+
+bool FasterThan(const Evaluation& a, const Evaluation& b) {
+  if (Less(a.total.total_seconds, b.total.total_seconds)) return true;
+  if (Less(b.total.total_seconds, a.total.total_seconds)) return false;
+  if (Less(a.gpu_hours, b.gpu_hours)) return true;
+  if (Less(b.gpu_hours, a.gpu_hours)) return false;
+  return TieKey(a) < TieKey(b);
+}
+
+bool BetterThan(const Evaluation& a, const Evaluation& b, Objective objective, bool use_money) {
+  if (objective == Objective::kTime) return FasterThan(a, b);
+  const double ca = CostKey(a, use_money), cb = CostKey(b, use_money);
+  if (Less(ca, cb)) return true;
+  if (Less(cb, ca)) return false;
+  return FasterThan(a, b);
+}
+
+namespace {
+
+class Searcher {
+ public:
+  Searcher(const JobSpec& job, const Inventory& inventory, const Calibration& calibration,
+           std::optional<int64_t> deadline, const PlanOptions& options)
+      : job_(job),
+        inventory_(inventory),
+        calibration_(calibration),
+        deadline_(deadline),
+        options_(options),
+        gbs_(job.training.global_batch_size) {
+    for (int i = 0; i < kRejectReasonCount; ++i) {
+      out_.rejections[i].reason = static_cast<RejectReason>(i);
+    }
+  }
+
+  SearchOutcome Run(const std::vector<int>& pools) {
+    use_money_ = !pools.empty();
+    for (int index : pools) {
+      const NodePool& pool = inventory_.node_pools[index];
+      const GpuType* gpu = inventory_.catalog.Find(pool.gpu_type);
+      if (gpu == nullptr || gpu->price_per_gpu_hour <= 0) {
+        if (pool.price_per_gpu_hour <= 0) use_money_ = false;
+      }
+    }
+    for (int index : pools) SearchPool(index);
+    FinishAlternatives();
+    return std::move(out_);
+  }
+
+ private:
+  void Reject(RejectReason reason, int64_t count, const Evaluation* candidate,
+              const std::string& detail) {
+    RejectionSummary& r = out_.rejections[static_cast<int>(reason)];
+    r.count += count;
+    if (candidate == nullptr) {
+      if (r.detail.empty()) r.detail = detail;
+      return;
+    }
+    // Out-of-memory candidates are ranked by how close they came to fitting;
+    // the rest by how fast they are.
+    bool better = !r.best.has_value();
+    if (!better) {
+      if (reason == RejectReason::kOutOfMemory) {
+        better = candidate->memory.total_bytes() < r.best->memory.total_bytes();
+      } else {
+        better = FasterThan(*candidate, *r.best);
+      }
+    }
+    if (better) {
+      r.best = *candidate;
+      r.detail = detail;
+    }
+  }
+
+  // GPUs per node for a layout of `gpus` GPUs with t-way tensor parallelism on
+  // `pool`: the largest divisor of the node size that keeps each TP group in a
+  // node and for which enough nodes have that many free GPUs; 0 when none.
+  int PlaceGpusPerNode(const NodePool& pool, int64_t gpus, int t) const {
+    for (int g = pool.gpus_per_node; g >= 1; --g) {
+      if (pool.gpus_per_node % g != 0 || g % t != 0 || gpus % g != 0) continue;
+      const int64_t nodes = gpus / g;
+      if (options_.ignore_free_gpus) return g;
+      if (nodes <= pool.NodesWithFreeGpus(g)) return g;
+    }
+    return 0;
+  }
+
+  void SearchPool(int pool_index) {
+    const NodePool& pool = inventory_.node_pools[pool_index];
+    const GpuType* gpu = inventory_.catalog.Find(pool.gpu_type);
+    if (gpu == nullptr) return;  // validated by ParseInventory
+    if (gpu->PeakFlops(job_.training.precision) <= 0) {
+      Reject(RejectReason::kPrecisionUnsupported, 1, nullptr,
+             pool.gpu_type + " does not support " + PrecisionName(job_.training.precision));
+      return;
+    }
+    const PoolContext ctx = MakePoolContext(job_, pool, *gpu,
+                                            calibration_.Find(pool.gpu_type), options_.constants);
+    const ModelSpec& m = job_.model;
+    for (int t : Divisors(pool.gpus_per_node, pool.gpus_per_node)) {
+      if (job_.parallelism.tensor_parallel && *job_.parallelism.tensor_parallel != t) continue;
+      if (m.attention_heads % t != 0 || m.kv_heads % t != 0) {
+        Reject(RejectReason::kLayoutIndivisible, 1, nullptr,
+               "tensor parallel " + std::to_string(t) + " must divide the attention heads (" +
+                   std::to_string(m.attention_heads) + ") and KV heads (" +
+                   std::to_string(m.kv_heads) + ")");
+        continue;
+      }
+      for (int p : Divisors(m.layers, m.layers)) {
+        if (job_.parallelism.pipeline_parallel && *job_.parallelism.pipeline_parallel != p) {
+          continue;
+        }
+        for (int v = 1; v <= 4; ++v) {
+          if (v > 1 && (p == 1 || m.layers % (p * v) != 0)) continue;
+          SearchStageLayout(ctx, pool_index, t, p, v);
+        }
+      }
+    }
+  }
+
+  std::vector<int> MicroBatchCandidates() const {
+    std::vector<int> out;
+    if (!job_.training.micro_batch_sizes.empty()) {
+      for (int b : job_.training.micro_batch_sizes) {
+        if (gbs_ % b == 0) out.push_back(b);
+      }
+      return out;
+    }
+    // Beyond 64 sequences per micro-batch GEMMs are already large; bigger
+    // only costs memory.
+    return Divisors(gbs_, 64);
+  }
+
+  void SearchStageLayout(const PoolContext& ctx, int pool_index, int t, int p, int v) {
+    const NodePool& pool = *ctx.pool;
+    for (int b : MicroBatchCandidates()) {
+      // Valid data-parallel sizes for this b, ascending.
+      std::vector<DCandidate> ds;
+      for (int d : Divisors(gbs_ / b, gbs_ / b)) {
+        ++out_.stats.layouts_considered;
+        const int64_t k = gbs_ / (static_cast<int64_t>(b) * d);
+        const int64_t gpus = static_cast<int64_t>(t) * p * d;
+        if (v > 1 && k % p != 0) {
+          // Megatron's interleaved schedule needs micro-batches in multiples of p.
+          Reject(RejectReason::kLayoutIndivisible, 1, nullptr,
+                 "interleaved pipelines need gradient accumulation steps divisible by p");
+          continue;
+        }
+        if (options_.exact_gpus && gpus != *options_.exact_gpus) continue;
+        if (gpus < job_.resources.min_gpus ||
+            (job_.resources.max_gpus && gpus > *job_.resources.max_gpus)) {
+          Reject(RejectReason::kGpuCountLimits, 1, nullptr,
+                 "spec.resources allows " + std::to_string(job_.resources.min_gpus) + ".." +
+                     (job_.resources.max_gpus ? std::to_string(*job_.resources.max_gpus)
+                                              : std::string("any")) +
+                     " GPUs");
+          continue;
+        }
+        const int gpn = PlaceGpusPerNode(pool, gpus, t);
+        if (gpn == 0) {
+          Reject(RejectReason::kNotEnoughFreeGpus, 1, nullptr,
+                 "pool " + pool.name + " has " + std::to_string(pool.free_gpus) + " free " +
+                     pool.gpu_type + " GPUs; " + std::to_string(gpus) + " needed");
+          continue;
+        }
+        ds.push_back({d, gpn});
+      }
+      if (ds.empty()) continue;
+      if (!SearchDataParallel(ctx, pool_index, t, p, v, b, ds)) break;  // larger b won't fit either
+    }
+  }
+
+  struct DCandidate {
+    int d;
+    int gpus_per_node;
+  };
+
+  Layout MakeLayout(int t, int p, int v, int b, const DCandidate& dc) const {
+    Layout l;
+    l.tensor_parallel = t;
+    l.pipeline_parallel = p;
+    l.virtual_stages = v;
+    l.data_parallel = dc.d;
+    l.gpus_per_node = dc.gpus_per_node;
+    l.nodes = t * p * dc.d / dc.gpus_per_node;
+    l.micro_batch_size = b;
+    l.gradient_accumulation_steps = gbs_ / (static_cast<int64_t>(b) * dc.d);
+    l.sequence_parallel = t > 1;
+    return l;
+  }
+
+  // The fastest (r, z) for one layout that fits memory; nullopt when none fits
+  // (then `closest` gets the candidate with the least memory).
+  std::optional<Evaluation> BestFitting(const PoolContext& ctx, Layout l, Evaluation* closest) {
+    static constexpr Recompute kRecomputeOrder[] = {Recompute::kNone, Recompute::kSelective,
+                                                    Recompute::kFull};
+    std::optional<Evaluation> best;
+    bool have_closest = false;
+    for (Recompute r : kRecomputeOrder) {
+      if (job_.training.activation_checkpointing && *job_.training.activation_checkpointing != r) {
+        continue;
+      }
+      l.recompute = r;
+      // ZeRO stages in order of speed; with d = 1 they are all the same as 0.
+      // Stage 0 keeps full optimizer state on every rank for no speed gain
+      // over stage 1 here, so it is only used when pinned or d = 1.
+      bool fitted = false;
+      for (int z = 0; z <= 3 && !fitted; ++z) {
+        if (job_.parallelism.zero_stage) {
+          if (*job_.parallelism.zero_stage != z) continue;
+        } else if ((l.data_parallel == 1) != (z == 0)) {
+          continue;
+        }
+        l.zero_stage = z;
+        const MemoryBreakdown mem = PredictMemory(ctx, l);
+        if (!mem.fits()) {
+          if (!have_closest || mem.total_bytes() < closest->memory.total_bytes()) {
+            EvaluateInto(ctx, l, closest);
+            closest->layout = l;
+            have_closest = true;
+          }
+          continue;
+        }
+        fitted = true;
+        Evaluation e;
+        EvaluateInto(ctx, l, &e);
+        e.layout = l;
+        ++out_.stats.evaluated;
+        if (!best || e.step.step_seconds < best->step.step_seconds) best = std::move(e);
+      }
+    }
+    return best;
+  }
+
+  bool MeetsDeadline(const Evaluation& e) const {
+    return !deadline_ ||
+           static_cast<double>(options_.now_unix_seconds) + e.total.total_seconds <=
+               static_cast<double>(*deadline_);
+  }
+
+  void Consider(const Evaluation& e, int pool_index) {
+    Evaluation named = e;
+    named.layout.pool = inventory_.node_pools[pool_index].name;
+    named.layout.gpu_type = inventory_.node_pools[pool_index].gpu_type;
+    if (!out_.fastest || FasterThan(named, *out_.fastest)) out_.fastest = named;
+    if (!MeetsDeadline(named)) {
+      Reject(RejectReason::kMissesDeadline, 1, &named,
+             "finishes " +
+                 FormatDurationHuman(static_cast<double>(options_.now_unix_seconds) +
+                                     named.total.total_seconds -
+                                     static_cast<double>(*deadline_)) +
+                 " after the deadline");
+      return;
+    }
+    ++met_deadline_;
+    AddCandidate(std::move(named));
+  }
+
+  // Returns false when even the largest d does not fit memory (so no larger
+  // micro-batch can fit either).
+  bool SearchDataParallel(const PoolContext& ctx, int pool_index, int t, int p, int v, int b,
+                          const std::vector<DCandidate>& ds) {
+    const int n = static_cast<int>(ds.size());
+    Evaluation closest;
+    std::optional<Evaluation> top = BestFitting(ctx, MakeLayout(t, p, v, b, ds[n - 1]), &closest);
+    if (!top) {
+      closest.layout.pool = inventory_.node_pools[pool_index].name;
+      closest.layout.gpu_type = inventory_.node_pools[pool_index].gpu_type;
+      Reject(RejectReason::kOutOfMemory, n, &closest,
+             "needs " + FormatGiB(closest.memory.total_bytes()) + " GiB of " +
+                 FormatGiB(closest.memory.capacity_bytes) + " GiB");
+      out_.stats.pruned += n - 1;
+      return false;
+    }
+    Consider(*top, pool_index);
+    int evaluated_ds = 1;
+    if (MeetsDeadline(*top)) {
+      if (job_.objective == Objective::kTime) {
+        // Walk down while it keeps getting faster (time is unimodal in d).
+        Evaluation previous = *top;
+        for (int i = n - 2; i >= 0; --i) {
+          Evaluation ignored;
+          auto e = BestFitting(ctx, MakeLayout(t, p, v, b, ds[i]), &ignored);
+          ++evaluated_ds;
+          if (!e || !FasterThan(*e, previous)) break;
+          Consider(*e, pool_index);
+          previous = *e;
+        }
+      } else {
+        // Smallest d that fits and meets the deadline: the cheapest.
+        int lo = 0, hi = n - 1;  // ds[hi] is known good
+        std::optional<Evaluation> good = top;
+        while (lo < hi) {
+          const int mid = lo + (hi - lo) / 2;
+          Evaluation ignored;
+          auto e = BestFitting(ctx, MakeLayout(t, p, v, b, ds[mid]), &ignored);
+          ++evaluated_ds;
+          if (e && MeetsDeadline(*e)) {
+            hi = mid;
+            good = e;
+          } else {
+            lo = mid + 1;
+          }
+        }
+        if (hi != n - 1) Consider(*good, pool_index);
+      }
+    } else {
+      // Every smaller d is slower still.
+      Reject(RejectReason::kMissesDeadline, n - 1, nullptr, "");
+    }
+    out_.stats.pruned += n - evaluated_ds;
+    return true;
+  }
+
+  static std::string FormatGiB(double bytes) {
+    const double gib = bytes / (1024.0 * 1024 * 1024);
+    char buffer[32];
+    std::snprintf(buffer, sizeof(buffer), "%.1f", gib);
+    return buffer;
+  }
+
+  // Keeps the best plan and a diverse set of runners-up: the best per
+  // (pool, GPUs, t, p), so alternatives differ in more than a micro-batch.
+  void AddCandidate(Evaluation e) {
+    auto same_shape = [&e](const Evaluation& x) {
+      return x.layout.pool == e.layout.pool && x.layout.gpus() == e.layout.gpus() &&
+             x.layout.tensor_parallel == e.layout.tensor_parallel &&
+             x.layout.pipeline_parallel == e.layout.pipeline_parallel;
+    };
+    auto it = std::find_if(pool_.begin(), pool_.end(), same_shape);
+    if (it != pool_.end()) {
+      if (BetterThan(e, *it, job_.objective, use_money_)) *it = std::move(e);
+      return;
+    }
+    pool_.push_back(std::move(e));
+    const size_t keep = static_cast<size_t>(std::max(1, options_.alternatives + 1)) * 4;
+    if (pool_.size() > keep * 2) Trim(keep);
+  }
+
+  void Trim(size_t keep) {
+    std::sort(pool_.begin(), pool_.end(), [this](const Evaluation& a, const Evaluation& b) {
+      return BetterThan(a, b, job_.objective, use_money_);
+    });
+    if (pool_.size() > keep) pool_.resize(keep);
+  }
+
+  void FinishAlternatives() {
+    Trim(static_cast<size_t>(std::max(0, options_.alternatives)) + 1);
+    if (pool_.empty()) return;
+    out_.best = pool_.front();
+    for (size_t i = 1; i < pool_.size(); ++i) out_.alternatives.push_back(pool_[i]);
+    RejectionSummary& r = out_.rejections[static_cast<int>(RejectReason::kDominated)];
+    r.count = met_deadline_ - 1;  // every plan that met the deadline but the chosen one
+    if (!out_.alternatives.empty()) {
+      r.best = out_.alternatives.front();
+      r.detail = job_.objective == Objective::kTime ? "finishes later than the chosen plan"
+                                                    : "costs more than the chosen plan";
+    }
+  }
+
+  const JobSpec& job_;
+  const Inventory& inventory_;
+  const Calibration& calibration_;
+  std::optional<int64_t> deadline_;
+  const PlanOptions& options_;
+  const int64_t gbs_;
+  bool use_money_ = false;
+  int64_t met_deadline_ = 0;
+  std::vector<Evaluation> pool_;
+  SearchOutcome out_;
+};
+
+}  // namespace
+
+SearchOutcome RunSearch(const JobSpec& job, const Inventory& inventory,
+                        const Calibration& calibration, const std::vector<int>& pools,
+                        std::optional<int64_t> deadline, const PlanOptions& options) {
+  Searcher searcher(job, inventory, calibration, deadline, options);
+  return searcher.Run(pools);
+}
+
+}  // namespace internal
+}  // namespace pacer::planner
