@@ -1,0 +1,280 @@
+#include "cli/commands.h"
+
+#include <CLI/CLI.hpp>
+
+#include <exception>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/explain_output.h"
+#include "cli/inputs.h"
+#include "cli/plan_output.h"
+#include "cli/plan_report.h"
+#include "cli/svg_chart.h"
+#include "cli/sweep_output.h"
+#include "cli/yaml_output.h"
+#include "pacer/planner/search.h"
+#include "pacer/status.h"
+
+namespace pacer::cli {
+namespace {
+
+enum class OutputFormat { kTable, kJson, kYaml };
+
+constexpr const char* kExitCodesHelp =
+    "Exit codes:\n"
+    "  0  a plan meets the deadline (or the job has none)\n"
+    "  1  internal error\n"
+    "  2  invalid input: arguments, unreadable or invalid files, a deadline in the past\n"
+    "  3  infeasible: no plan meets the deadline (the fastest plan is printed)\n"
+    "  4  nothing fits: no layout fits the GPUs at all (memory, divisibility, limits)";
+
+// Flags of plan and explain (sweep has its own on top of InputFlags).
+struct PlanFlags {
+  InputFlags inputs;
+  std::string output = "table";
+  int alternatives = 5;
+};
+
+struct SweepFlags {
+  InputFlags inputs;
+  std::string output = "table";
+  std::string gpus;
+  std::string svg_path;
+};
+
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound:
+    case StatusCode::kResourceExhausted:
+      return kExitInvalidInput;
+    case StatusCode::kFailedPrecondition:
+      return kExitNothingFits;
+    default:
+      return kExitInternalError;
+  }
+}
+
+int Fail(const Status& status, std::ostream& err) {
+  err << "error: " << status.message() << '\n';
+  return ExitCodeFor(status);
+}
+
+StatusOr<OutputFormat> ParseOutputFormat(std::string_view text, bool allow_yaml) {
+  if (text == "table") return OutputFormat::kTable;
+  if (text == "json") return OutputFormat::kJson;
+  if (text == "yaml" && allow_yaml) return OutputFormat::kYaml;
+  return InvalidArgumentError("-o: unknown output format \"" + std::string(text) +
+                              (allow_yaml ? "\" (expected table, json or yaml)"
+                                          : "\" (expected table or json)"));
+}
+
+void WriteMachineOutput(const Json& json, OutputFormat format, std::ostream& out) {
+  if (format == OutputFormat::kYaml) {
+    out << JsonToYaml(json);
+  } else {
+    out << json.dump(2) << '\n';
+  }
+}
+
+void AddInputOptions(CLI::App* command, InputFlags& flags) {
+  command->add_option("job", flags.job_path, "TrainJob document (YAML or JSON)")
+      ->required()
+      ->type_name("JOB.yaml");
+  command
+      ->add_option("--cluster", flags.cluster_path,
+                   "Cluster inventory (node pools, free GPUs, prices); default: the built-in "
+                   "inventory of one pool per common GPU type, all free")
+      ->type_name("FILE");
+  command
+      ->add_option("--calibration", flags.calibration_path,
+                   "Calibration measured by `pacer-worker calibrate` or the controller")
+      ->type_name("FILE");
+  command
+      ->add_option("--now", flags.now_rfc3339,
+                   "Plan as of this instant instead of the system clock (RFC 3339, e.g. "
+                   "2026-06-01T00:00:00Z); makes output reproducible")
+      ->type_name("TIME");
+}
+
+// plan and explain: same inputs and exit codes, different renderings.
+int RunPlanCommand(const PlanFlags& flags, bool explain, std::ostream& out, std::ostream& err) {
+  StatusOr<OutputFormat> format = ParseOutputFormat(flags.output, true);
+  if (!format.ok()) return Fail(format.status(), err);
+  StatusOr<LoadedInputs> inputs = LoadInputs(flags.inputs);
+  if (!inputs.ok()) return Fail(inputs.status(), err);
+
+  planner::PlanOptions options;
+  options.now_unix_seconds = inputs->now_unix_seconds;
+  options.alternatives = flags.alternatives;
+  StatusOr<planner::PlanResult> result =
+      planner::Plan(inputs->job, inputs->inventory, inputs->calibration, options);
+  if (!result.ok()) return Fail(result.status().WithContext(flags.inputs.job_path), err);
+
+  if (*format == OutputFormat::kTable) {
+    if (explain) {
+      WriteExplainReport(inputs->job, *result, out);
+    } else {
+      WritePlanReport(inputs->job, *result, out);
+    }
+  } else {
+    WriteMachineOutput(explain ? ExplainJson(*result) : PlanResultJson(*result), *format, out);
+  }
+  return result->feasible ? kExitOk : kExitInfeasible;
+}
+
+// Sweep() has no error path, so a GPU type the catalog does not know is
+// caught here, as Plan() would.
+Status CheckGpuTypesKnown(const LoadedInputs& inputs) {
+  const std::vector<std::string>& names = inputs.job.resources.gpu_types;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (inputs.inventory.catalog.Find(names[i]) == nullptr) {
+      return InvalidArgumentError("spec.resources.gpuTypes[" + std::to_string(i) +
+                                  "]: unknown GPU type \"" + names[i] +
+                                  "\"; known types: " + inputs.inventory.catalog.NamesForMessage());
+    }
+  }
+  return Status::Ok();
+}
+
+int RunSweepCommand(const SweepFlags& flags, std::ostream& out, std::ostream& err) {
+  StatusOr<OutputFormat> format = ParseOutputFormat(flags.output, true);
+  if (!format.ok()) return Fail(format.status(), err);
+  StatusOr<std::vector<int>> gpu_counts = ParseGpuCounts(flags.gpus);
+  if (!gpu_counts.ok()) return Fail(gpu_counts.status(), err);
+  StatusOr<LoadedInputs> inputs = LoadInputs(flags.inputs);
+  if (!inputs.ok()) return Fail(inputs.status(), err);
+  Status known = CheckGpuTypesKnown(*inputs);
+  if (!known.ok()) return Fail(known.WithContext(flags.inputs.job_path), err);
+
+  planner::PlanOptions options;
+  options.now_unix_seconds = inputs->now_unix_seconds;
+  options.ignore_free_gpus = true;
+  const std::vector<planner::SweepPoint> points =
+      planner::Sweep(inputs->job, inputs->inventory, inputs->calibration, *gpu_counts, options);
+
+  if (!flags.svg_path.empty()) {
+    std::optional<double> deadline_seconds;
+    if (inputs->deadline_unix_seconds) {
+      deadline_seconds =
+          static_cast<double>(*inputs->deadline_unix_seconds - inputs->now_unix_seconds);
+    }
+    std::ofstream svg(flags.svg_path, std::ios::binary | std::ios::trunc);
+    svg << SweepChartSvg(inputs->job.name, points, deadline_seconds);
+    svg.close();
+    if (!svg) {
+      return Fail(InvalidArgumentError("--svg: cannot write " + flags.svg_path), err);
+    }
+  }
+
+  if (*format == OutputFormat::kTable) {
+    WriteSweepTable(inputs->job, points, inputs->now_unix_seconds, inputs->deadline_unix_seconds,
+                    out);
+  } else {
+    WriteMachineOutput(SweepJson(inputs->job, points, inputs->now_unix_seconds,
+                                 inputs->deadline_unix_seconds),
+                       *format, out);
+  }
+  return kExitOk;
+}
+
+int Run(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  CLI::App app(
+      "Pacer plans distributed LLM training jobs (TrainJobs) so that they finish by their "
+      "deadline at the lowest cost: GPU type and count, tensor/pipeline/data parallelism, "
+      "ZeRO stage, micro-batch and gradient accumulation. Also usable as `kubectl pacer`.",
+      "pacer");
+  app.require_subcommand(1, 1);
+  app.footer(kExitCodesHelp);
+  app.set_version_flag("--version", std::string("pacer ") + PACER_VERSION);
+
+  PlanFlags plan_flags;
+  CLI::App* plan = app.add_subcommand(
+      "plan",
+      "Choose the cheapest (or fastest) layout that meets the job's deadline and print it with "
+      "its predicted step time, total time, memory, GPU-hours and cost");
+  AddInputOptions(plan, plan_flags.inputs);
+  plan->add_option("-o,--output", plan_flags.output, "Output format: table, json or yaml")
+      ->type_name("FORMAT")
+      ->capture_default_str();
+  plan->add_option("--alternatives", plan_flags.alternatives, "Runners-up to list")
+      ->type_name("N")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  plan->footer(kExitCodesHelp);
+
+  PlanFlags explain_flags;
+  CLI::App* explain = app.add_subcommand(
+      "explain",
+      "Plan the job and show why: memory and step-time breakdowns as bars, and for each reason "
+      "other layouts lost, how many and the best of them");
+  AddInputOptions(explain, explain_flags.inputs);
+  explain->add_option("-o,--output", explain_flags.output, "Output format: table, json or yaml")
+      ->type_name("FORMAT")
+      ->capture_default_str();
+  explain->footer(kExitCodesHelp);
+
+  SweepFlags sweep_flags;
+  CLI::App* sweep = app.add_subcommand(
+      "sweep",
+      "Predict the best plan at each of several GPU counts (free-GPU limits ignored): time, "
+      "GPU-hours and cost against GPUs, as a table, JSON or an SVG chart");
+  AddInputOptions(sweep, sweep_flags.inputs);
+  sweep
+      ->add_option("--gpus", sweep_flags.gpus,
+                   "GPU counts: LO..HI doubles from LO (8..1024 = 8,16,...,1024), LO..HI:STEP "
+                   "steps linearly, or a list 8,24,64")
+      ->type_name("COUNTS")
+      ->required();
+  sweep->add_option("--svg", sweep_flags.svg_path, "Also write the chart as an SVG file")
+      ->type_name("FILE");
+  sweep->add_option("-o,--output", sweep_flags.output, "Output format: table, json or yaml")
+      ->type_name("FORMAT")
+      ->capture_default_str();
+  sweep->footer(
+      "Exit codes:\n"
+      "  0  the sweep ran (points without a plan say why in the table)\n"
+      "  1  internal error\n"
+      "  2  invalid input: arguments, unreadable or invalid files, a deadline in the past");
+
+  CLI::App* version = app.add_subcommand("version", "Print the version of pacer");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::ParseError& e) {
+    err << "error: " << e.what() << "\nRun 'pacer --help' for usage.\n";
+    return kExitInvalidInput;
+  }
+
+  if (*version) {
+    out << "pacer " << PACER_VERSION << '\n';
+    return kExitOk;
+  }
+  if (*plan) return RunPlanCommand(plan_flags, /*explain=*/false, out, err);
+  if (*explain) return RunPlanCommand(explain_flags, /*explain=*/true, out, err);
+  if (*sweep) return RunSweepCommand(sweep_flags, out, err);
+  return kExitInternalError;  // require_subcommand(1) makes this unreachable
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  try {
+    return Run(argc, argv, out, err);
+  } catch (const std::exception& e) {
+    // No exception may escape the CLI; a crash would hide the message.
+    err << "error: internal: " << e.what() << '\n';
+    return kExitInternalError;
+  }
+}
+
+}  // namespace pacer::cli

@@ -1,0 +1,58 @@
+#include "cli/format.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "cli/plan_output.h"
+#include "pacer/planner/units.h"
+
+namespace pacer::cli {
+
+std::string FormatFixed(double x, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.*f", decimals, x);
+  std::string text = buffer;
+  // "-0.00" reads as a sign error to humans.
+  if (text.find_first_not_of("-0.") == std::string::npos && text[0] == '-') text.erase(0, 1);
+  return text;
+}
+
+std::string FormatGrouped(double x) {
+  if (!std::isfinite(x)) return FormatFixed(x, 0);
+  std::string digits = FormatFixed(std::fabs(std::round(x)), 0);
+  std::string grouped;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) grouped += ',';
+    grouped += digits[i];
+  }
+  return (x < 0 && grouped != "0" ? "-" : "") + grouped;
+}
+
+std::string FormatSeconds(double seconds) {
+  if (seconds < 0.1) return FormatFixed(seconds * 1e3, 1) + " ms";
+  if (seconds < 1) return FormatFixed(seconds, 3) + " s";
+  if (seconds < 100) return FormatFixed(seconds, 2) + " s";
+  return FormatGrouped(seconds) + " s";
+}
+
+std::string FormatGiB(double bytes) { return FormatFixed(bytes / kBytesPerGiB, 1) + " GiB"; }
+
+std::string FormatGpuHours(double gpu_hours) {
+  return gpu_hours < 100 ? FormatFixed(gpu_hours, 1) : FormatGrouped(gpu_hours);
+}
+
+std::string FormatCost(double cost) {
+  if (cost <= 0) return "unknown";
+  const double whole = std::floor(cost);
+  std::string cents = FormatFixed(cost - whole, 2);  // "0.57", or "1.00" after rounding
+  if (cents == "1.00") return FormatGrouped(whole + 1) + ".00";
+  return FormatGrouped(whole) + cents.substr(1);
+}
+
+std::string FormatPercent(double fraction) { return FormatFixed(fraction * 100, 1) + "%"; }
+
+std::string FormatSignedDuration(double seconds) {
+  return (seconds < 0 ? "-" : "+") + planner::FormatDurationHuman(std::fabs(seconds));
+}
+
+}  // namespace pacer::cli

@@ -1,0 +1,62 @@
+// Reading what the CLI commands take as input: the TrainJob, the cluster
+// inventory and the calibration files, the --now timestamp, and sweep's
+// --gpus list. Every error is a Status whose message names the file (or the
+// flag) and, for documents, the field path the parser reported, so the
+// caller can print it as is.
+//
+// Files larger than kMaxDocumentBytes are refused before parsing. The wall
+// clock is read here, and only when no --now is given.
+// Thread-safety: stateless functions.
+#ifndef PACER_CLI_INPUTS_H_
+#define PACER_CLI_INPUTS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pacer/planner/calibration.h"
+#include "pacer/planner/inventory.h"
+#include "pacer/planner/job_spec.h"
+#include "pacer/status.h"
+
+namespace pacer::cli {
+
+// Paths and flags shared by plan, explain and sweep; empty = not given.
+struct InputFlags {
+  std::string job_path;
+  std::string cluster_path;      // empty: DefaultInventory()
+  std::string calibration_path;  // empty: no calibration
+  std::string now_rfc3339;       // empty: the system clock
+};
+
+// Everything a planning command needs, validated.
+struct LoadedInputs {
+  planner::JobSpec job;
+  planner::Inventory inventory;
+  planner::Calibration calibration;
+  int64_t now_unix_seconds = 0;
+  std::optional<int64_t> deadline_unix_seconds;  // EffectiveDeadline at now
+};
+
+// The whole file; InvalidArgument when it cannot be read, ResourceExhausted
+// when it is larger than kMaxDocumentBytes. Messages start with the path.
+StatusOr<std::string> ReadDocument(const std::string& path);
+
+// --now: an RFC 3339 timestamp, or the system clock when `text` is empty.
+StatusOr<int64_t> ResolveNow(const std::string& text);
+
+// Reads and parses all inputs, then refuses a deadline that is not after now
+// (InvalidArgument naming spec.deadline or spec.maxDuration).
+StatusOr<LoadedInputs> LoadInputs(const InputFlags& flags);
+
+// sweep's --gpus: "8..1024" (doubling from 8 up to 1024), "8..64:8" (linear
+// step), or a comma list "8,24,64". The result is ascending and free of
+// duplicates; at most kMaxSweepPoints counts, each >= 1.
+inline constexpr std::size_t kMaxSweepPoints = 256;
+StatusOr<std::vector<int>> ParseGpuCounts(std::string_view text);
+
+}  // namespace pacer::cli
+
+#endif  // PACER_CLI_INPUTS_H_

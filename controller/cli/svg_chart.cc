@@ -1,0 +1,279 @@
+#include "cli/svg_chart.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "cli/format.h"
+#include "pacer/planner/units.h"
+
+namespace pacer::cli {
+namespace {
+
+// Canvas and plot area, in SVG user units (pixels).
+constexpr double kWidth = 900;
+constexpr double kHeight = 520;
+constexpr double kLeft = 90;
+constexpr double kRight = 810;
+constexpr double kTop = 70;
+constexpr double kBottom = 450;
+constexpr int kMaxLabelledPoints = 12;
+
+constexpr const char* kTimeColor = "#1f77b4";
+constexpr const char* kGpuHoursColor = "#ff7f0e";
+constexpr const char* kDeadlineColor = "#d62728";
+
+std::string Num(double x) { return FormatFixed(x, 1); }
+
+// A "nice" tick step (1, 2 or 5 x 10^k) giving about five ticks up to `max`.
+double NiceStep(double max) {
+  if (!(max > 0)) return 1;
+  const double raw = max / 5;
+  const double power = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * power >= raw) return m * power;
+  }
+  return 10 * power;
+}
+
+// Tick labels without trailing zeros: 0.5, 2, 1,500.
+std::string TickLabel(double value, double step) {
+  if (step >= 1) return FormatGrouped(value);
+  const int decimals = static_cast<int>(std::ceil(-std::log10(step)));
+  return FormatFixed(value, decimals);
+}
+
+struct Axis {
+  double max = 1;   // the top of the axis, in the axis' unit
+  double step = 1;  // tick spacing
+  double Y(double value) const { return kBottom - (value / max) * (kBottom - kTop); }
+};
+
+Axis MakeAxis(double data_max) {
+  Axis axis;
+  axis.step = NiceStep(data_max);
+  axis.max = std::max(axis.step, std::ceil(data_max / axis.step) * axis.step);
+  return axis;
+}
+
+}  // namespace
+
+std::string XmlEscape(std::string_view text) {
+  std::string escaped;
+  escaped.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': escaped += "&amp;"; break;
+      case '<': escaped += "&lt;"; break;
+      case '>': escaped += "&gt;"; break;
+      case '"': escaped += "&quot;"; break;
+      case '\'': escaped += "&apos;"; break;
+      default: escaped += c;
+    }
+  }
+  return escaped;
+}
+
+std::string SweepChartSvg(std::string_view job_name, const std::vector<planner::SweepPoint>& points,
+                          std::optional<double> deadline_seconds) {
+  // Scales. Long jobs read better in days.
+  double max_hours = deadline_seconds ? *deadline_seconds / 3600 : 0;
+  double max_gpu_hours = 0;
+  int min_gpus = 0;
+  int max_gpus = 0;
+  for (const planner::SweepPoint& p : points) {
+    min_gpus = min_gpus == 0 ? p.gpus : std::min(min_gpus, p.gpus);
+    max_gpus = std::max(max_gpus, p.gpus);
+    if (!p.best) continue;
+    max_hours = std::max(max_hours, p.best->total.total_seconds / 3600);
+    max_gpu_hours = std::max(max_gpu_hours, p.best->gpu_hours);
+  }
+  const bool in_days = max_hours > 96;
+  const double time_unit_seconds = in_days ? 86400 : 3600;
+  const Axis time_axis = MakeAxis(max_hours * 3600 / time_unit_seconds);
+  const Axis gpu_hours_axis = MakeAxis(max_gpu_hours);
+
+  double x_lo = std::log2(std::max(min_gpus, 1));
+  double x_hi = std::log2(std::max(max_gpus, 1));
+  if (x_hi - x_lo < 1e-9) {  // one GPU count: centre it
+    x_lo -= 1;
+    x_hi += 1;
+  }
+  // A little room so that the first and last markers do not sit on the axes.
+  const double x_pad = (x_hi - x_lo) * 0.04;
+  x_lo -= x_pad;
+  x_hi += x_pad;
+  auto x_of = [&](int gpus) {
+    return kLeft + (std::log2(gpus) - x_lo) / (x_hi - x_lo) * (kRight - kLeft);
+  };
+
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << Num(kWidth) << "\" height=\""
+      << Num(kHeight) << "\" viewBox=\"0 0 " << Num(kWidth) << " " << Num(kHeight)
+      << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  svg << "  <rect x=\"0\" y=\"0\" width=\"" << Num(kWidth) << "\" height=\"" << Num(kHeight)
+      << "\" fill=\"white\"/>\n";
+  svg << "  <text x=\"" << Num(kWidth / 2) << "\" y=\"30\" text-anchor=\"middle\" font-size=\"16\""
+      << " font-weight=\"bold\">" << XmlEscape(job_name)
+      << ": predicted total time and GPU-hours by GPU count</text>\n";
+
+  // Grid and ticks.
+  svg << "  <g class=\"axes\" stroke=\"#444\">\n";
+  svg << "    <line x1=\"" << Num(kLeft) << "\" y1=\"" << Num(kBottom) << "\" x2=\"" << Num(kRight)
+      << "\" y2=\"" << Num(kBottom) << "\"/>\n";
+  svg << "    <line x1=\"" << Num(kLeft) << "\" y1=\"" << Num(kTop) << "\" x2=\"" << Num(kLeft)
+      << "\" y2=\"" << Num(kBottom) << "\"/>\n";
+  svg << "    <line x1=\"" << Num(kRight) << "\" y1=\"" << Num(kTop) << "\" x2=\"" << Num(kRight)
+      << "\" y2=\"" << Num(kBottom) << "\"/>\n";
+  svg << "  </g>\n";
+
+  svg << "  <g class=\"x-ticks\" text-anchor=\"middle\">\n";
+  std::vector<int> x_ticks;
+  if (points.size() <= static_cast<std::size_t>(kMaxLabelledPoints)) {
+    for (const planner::SweepPoint& p : points) x_ticks.push_back(p.gpus);
+  } else {
+    for (int64_t g = 1; g <= max_gpus; g *= 2) {
+      if (g >= min_gpus) x_ticks.push_back(static_cast<int>(g));
+    }
+  }
+  for (int gpus : x_ticks) {
+    const double x = x_of(gpus);
+    svg << "    <line x1=\"" << Num(x) << "\" y1=\"" << Num(kBottom) << "\" x2=\"" << Num(x)
+        << "\" y2=\"" << Num(kBottom + 5) << "\" stroke=\"#444\"/>\n";
+    svg << "    <text x=\"" << Num(x) << "\" y=\"" << Num(kBottom + 20) << "\">" << gpus
+        << "</text>\n";
+  }
+  svg << "  </g>\n";
+
+  svg << "  <g class=\"y-ticks\">\n";
+  // Tick values from an integer index, so that they do not drift (0.1 + 0.2).
+  for (int i = 0; i * time_axis.step <= time_axis.max + time_axis.step / 2; ++i) {
+    const double v = i * time_axis.step;
+    const double y = time_axis.Y(v);
+    svg << "    <line x1=\"" << Num(kLeft) << "\" y1=\"" << Num(y) << "\" x2=\"" << Num(kRight)
+        << "\" y2=\"" << Num(y) << "\" stroke=\"#e5e5e5\"/>\n";
+    svg << "    <text x=\"" << Num(kLeft - 8) << "\" y=\"" << Num(y + 4)
+        << "\" text-anchor=\"end\" fill=\"" << kTimeColor << "\">"
+        << TickLabel(v, time_axis.step) << "</text>\n";
+  }
+  for (int i = 0; i * gpu_hours_axis.step <= gpu_hours_axis.max + gpu_hours_axis.step / 2; ++i) {
+    const double v = i * gpu_hours_axis.step;
+    svg << "    <text x=\"" << Num(kRight + 8) << "\" y=\"" << Num(gpu_hours_axis.Y(v) + 4)
+        << "\" text-anchor=\"start\" fill=\"" << kGpuHoursColor << "\">"
+        << TickLabel(v, gpu_hours_axis.step) << "</text>\n";
+  }
+  svg << "  </g>\n";
+
+  // Axis titles.
+  svg << "  <text x=\"" << Num((kLeft + kRight) / 2) << "\" y=\"" << Num(kBottom + 45)
+      << "\" text-anchor=\"middle\">GPUs (log2 scale)</text>\n";
+  svg << "  <text transform=\"translate(" << Num(kLeft - 60) << " " << Num((kTop + kBottom) / 2)
+      << ") rotate(-90)\" text-anchor=\"middle\" fill=\"" << kTimeColor
+      << "\">Predicted total time (" << (in_days ? "days" : "hours") << ")</text>\n";
+  svg << "  <text transform=\"translate(" << Num(kRight + 70) << " " << Num((kTop + kBottom) / 2)
+      << ") rotate(90)\" text-anchor=\"middle\" fill=\"" << kGpuHoursColor
+      << "\">GPU-hours</text>\n";
+
+  // The deadline.
+  if (deadline_seconds) {
+    const double y = time_axis.Y(*deadline_seconds / time_unit_seconds);
+    svg << "  <g class=\"deadline\">\n";
+    svg << "    <line x1=\"" << Num(kLeft) << "\" y1=\"" << Num(y) << "\" x2=\"" << Num(kRight)
+        << "\" y2=\"" << Num(y) << "\" stroke=\"" << kDeadlineColor
+        << "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n";
+    svg << "    <text x=\"" << Num(kRight - 4) << "\" y=\"" << Num(y - 6)
+        << "\" text-anchor=\"end\" fill=\"" << kDeadlineColor << "\">deadline</text>\n";
+    svg << "  </g>\n";
+  }
+
+  // Lines: one polyline per run of consecutive GPU counts that have a plan.
+  auto write_lines = [&](const char* series, const char* color, auto value_y) {
+    std::string coordinates;
+    int count = 0;
+    auto flush = [&] {
+      if (count >= 2) {
+        svg << "  <polyline class=\"line " << series << "\" fill=\"none\" stroke=\"" << color
+            << "\" stroke-width=\"2\" points=\"" << coordinates << "\"/>\n";
+      }
+      coordinates.clear();
+      count = 0;
+    };
+    for (const planner::SweepPoint& p : points) {
+      if (!p.best) {
+        flush();
+        continue;
+      }
+      if (count > 0) coordinates += ' ';
+      coordinates += Num(x_of(p.gpus)) + "," + Num(value_y(*p.best));
+      ++count;
+    }
+    flush();
+  };
+  auto time_y = [&](const planner::Evaluation& e) {
+    return time_axis.Y(e.total.total_seconds / time_unit_seconds);
+  };
+  auto gpu_hours_y = [&](const planner::Evaluation& e) { return gpu_hours_axis.Y(e.gpu_hours); };
+  write_lines("time", kTimeColor, time_y);
+  write_lines("gpu-hours", kGpuHoursColor, gpu_hours_y);
+
+  // Markers, hollow when the plan misses the deadline.
+  for (const planner::SweepPoint& p : points) {
+    if (!p.best) continue;
+    const planner::Evaluation& e = *p.best;
+    const std::string tooltip = XmlEscape(
+        std::to_string(p.gpus) + " GPUs: " + e.layout.ToString() + "; total " +
+        planner::FormatDurationHuman(e.total.total_seconds) + ", " + FormatGpuHours(e.gpu_hours) +
+        " GPU-hours, cost " + FormatCost(e.cost) +
+        (p.meets_deadline ? "" : "; misses the deadline"));
+    const double x = x_of(p.gpus);
+    const double ty = time_y(e);
+    const double hy = gpu_hours_y(e);
+    svg << "  <circle class=\"marker time\" cx=\"" << Num(x) << "\" cy=\"" << Num(ty)
+        << "\" r=\"4.5\" stroke=\"" << kTimeColor << "\" stroke-width=\"2\" fill=\""
+        << (p.meets_deadline ? kTimeColor : "white") << "\"><title>" << tooltip
+        << "</title></circle>\n";
+    svg << "  <rect class=\"marker gpu-hours\" x=\"" << Num(x - 4) << "\" y=\"" << Num(hy - 4)
+        << "\" width=\"8\" height=\"8\" stroke=\"" << kGpuHoursColor
+        << "\" stroke-width=\"2\" fill=\"" << (p.meets_deadline ? kGpuHoursColor : "white")
+        << "\"><title>" << tooltip << "</title></rect>\n";
+  }
+  if (std::none_of(points.begin(), points.end(),
+                   [](const planner::SweepPoint& p) { return p.best.has_value(); })) {
+    svg << "  <text x=\"" << Num((kLeft + kRight) / 2) << "\" y=\"" << Num((kTop + kBottom) / 2)
+        << "\" text-anchor=\"middle\">no layout fits at any of these GPU counts</text>\n";
+  }
+
+  // Legend, top left inside the plot where the time curve is usually low.
+  const double lx = kLeft + 16;
+  const double ly = kTop + 16;
+  svg << "  <g class=\"legend\">\n";
+  svg << "    <rect x=\"" << Num(lx - 8) << "\" y=\"" << Num(ly - 14)
+      << "\" width=\"250\" height=\"" << (deadline_seconds ? "80" : "60")
+      << "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#ccc\"/>\n";
+  svg << "    <line x1=\"" << Num(lx) << "\" y1=\"" << Num(ly) << "\" x2=\"" << Num(lx + 24)
+      << "\" y2=\"" << Num(ly) << "\" stroke=\"" << kTimeColor << "\" stroke-width=\"2\"/>\n";
+  svg << "    <circle cx=\"" << Num(lx + 12) << "\" cy=\"" << Num(ly) << "\" r=\"4.5\" fill=\""
+      << kTimeColor << "\"/>\n";
+  svg << "    <text x=\"" << Num(lx + 32) << "\" y=\"" << Num(ly + 4)
+      << "\">predicted total time (left)</text>\n";
+  svg << "    <line x1=\"" << Num(lx) << "\" y1=\"" << Num(ly + 20) << "\" x2=\"" << Num(lx + 24)
+      << "\" y2=\"" << Num(ly + 20) << "\" stroke=\"" << kGpuHoursColor
+      << "\" stroke-width=\"2\"/>\n";
+  svg << "    <rect x=\"" << Num(lx + 8) << "\" y=\"" << Num(ly + 16)
+      << "\" width=\"8\" height=\"8\" fill=\"" << kGpuHoursColor << "\"/>\n";
+  svg << "    <text x=\"" << Num(lx + 32) << "\" y=\"" << Num(ly + 24)
+      << "\">GPU-hours (right)</text>\n";
+  svg << "    <text x=\"" << Num(lx) << "\" y=\"" << Num(ly + 44)
+      << "\" fill=\"#666\">hollow markers: misses the deadline</text>\n";
+  if (deadline_seconds) {
+    svg << "    <line x1=\"" << Num(lx) << "\" y1=\"" << Num(ly + 58) << "\" x2=\"" << Num(lx + 24)
+        << "\" y2=\"" << Num(ly + 58) << "\" stroke=\"" << kDeadlineColor
+        << "\" stroke-dasharray=\"6 4\"/>\n";
+    svg << "    <text x=\"" << Num(lx + 32) << "\" y=\"" << Num(ly + 62) << "\">deadline</text>\n";
+  }
+  svg << "  </g>\n";
+  svg << "</svg>\n";
+  return svg.str();
+}
+
+}  // namespace pacer::cli

@@ -1,0 +1,32 @@
+// The chart of `pacer sweep --svg FILE`: a self-contained SVG (no scripts,
+// fonts or external references) with GPUs on a log2 x axis, the predicted
+// total time on the left y axis (hours, or days for long jobs), GPU-hours on
+// the right y axis, point markers on both series (hollow where a plan misses
+// the deadline), a dashed horizontal "deadline" line, axis ticks, a legend and
+// a title naming the job. GPU counts without a plan get no marker and break
+// the lines. Each marker carries a <title> tooltip with the plan's numbers.
+// Thread-safety: pure functions.
+#ifndef PACER_CLI_SVG_CHART_H_
+#define PACER_CLI_SVG_CHART_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pacer/planner/search.h"
+
+namespace pacer::cli {
+
+// `text` with &, <, >, " and ' replaced by XML entities.
+std::string XmlEscape(std::string_view text);
+
+// The SVG document (starting with "<svg"). `points` ascending by GPUs;
+// `deadline_seconds` is the time from now to the deadline, when there is one.
+std::string SweepChartSvg(std::string_view job_name, const std::vector<planner::SweepPoint>& points,
+                          std::optional<double> deadline_seconds);
+
+}  // namespace pacer::cli
+
+#endif  // PACER_CLI_SVG_CHART_H_
