@@ -24,9 +24,9 @@ StatusOr<double> Positive(const Field& f) {
 }
 
 Status ParseEntry(const Field& f, GpuCalibration* c) {
-  RETURN_IF_ERROR(f.CheckMap({"gemmEfficiency", "intraNodeBusBandwidthGBps",
-                              "interNodeBusBandwidthGBps", "memoryBandwidthGBps",
-                              "stepTimeRatio"}));
+  RETURN_IF_ERROR(
+      f.CheckMap({"gemmEfficiency", "intraNodeBusBandwidthGBps", "interNodeBusBandwidthGBps",
+                  "memoryBandwidthGBps", "stepTimeRatio"}));
   if (const Field v = f.Get("gemmEfficiency"); v.present()) {
     ASSIGN_OR_RETURN(c->gemm_efficiency, InRange(v, 1));
   }
@@ -49,8 +49,7 @@ StatusOr<Calibration> Parse(const std::string& document) {
   ASSIGN_OR_RETURN(const YAML::Node root, yaml_fields::Load(document, "calibration"));
   const Field top(root, "");
   if (!top.is_map()) {
-    return InvalidArgumentError("calibration: expected a map with gpuTypes, got " +
-                                top.Describe());
+    return InvalidArgumentError("calibration: expected a map with gpuTypes, got " + top.Describe());
   }
   // The worker may wrap its measurements as a Kubernetes-style object.
   RETURN_IF_ERROR(top.CheckMap({"gpuTypes", "apiVersion", "kind", "metadata"}));

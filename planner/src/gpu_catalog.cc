@@ -22,11 +22,21 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 double GpuType::PeakFlops(Precision precision) const {
   double tflops = 0;
   switch (precision) {
-    case Precision::kFp32: tflops = fp32_tflops; break;
-    case Precision::kTf32: tflops = tf32_tflops; break;
-    case Precision::kFp16: tflops = fp16_tflops; break;
-    case Precision::kBf16: tflops = bf16_tflops; break;
-    case Precision::kFp8: tflops = fp8_tflops; break;
+    case Precision::kFp32:
+      tflops = fp32_tflops;
+      break;
+    case Precision::kTf32:
+      tflops = tf32_tflops;
+      break;
+    case Precision::kFp16:
+      tflops = fp16_tflops;
+      break;
+    case Precision::kBf16:
+      tflops = bf16_tflops;
+      break;
+    case Precision::kFp8:
+      tflops = fp8_tflops;
+      break;
   }
   return tflops * 1e12;
 }
@@ -37,7 +47,6 @@ GpuCatalog GpuCatalog::BuiltIn() {
   // precision the GPU cannot train in (V100 has no bf16, tf32 or fp8; Ampere
   // has no fp8). Prices are left unknown (0): they differ by provider and
   // contract, so they come from the inventory.
-  //          name         bf16  fp16  fp8   tf32  fp32  memGB hbmGBps nvlinkGBps
   struct Row {
     const char* name;
     double bf16, fp16, fp8, tf32, fp32, memory_gb, hbm_gbps, nvlink_gbps;

@@ -37,9 +37,9 @@ StatusOr<double> NonNegativeNumber(const Field& f, double max) {
 
 Status ApplyGpuType(const Field& f, const std::vector<std::string>& earlier_names,
                     GpuCatalog* catalog) {
-  RETURN_IF_ERROR(f.CheckMap({"name", "bf16TFLOPS", "fp16TFLOPS", "fp8TFLOPS", "tf32TFLOPS",
-                              "fp32TFLOPS", "memoryGB", "hbmGBps", "nvlinkGBps",
-                              "pricePerGPUHour"}));
+  RETURN_IF_ERROR(
+      f.CheckMap({"name", "bf16TFLOPS", "fp16TFLOPS", "fp8TFLOPS", "tf32TFLOPS", "fp32TFLOPS",
+                  "memoryGB", "hbmGBps", "nvlinkGBps", "pricePerGPUHour"}));
   const Field name_field = f.Get("name");
   if (!name_field.present()) return name_field.Error("required");
   ASSIGN_OR_RETURN(const std::string name, name_field.NonEmptyString());
@@ -113,9 +113,8 @@ StatusOr<NodePool> ParsePool(const Field& f, const GpuCatalog& catalog) {
   ASSIGN_OR_RETURN(const std::string type_name, type_field.NonEmptyString());
   const GpuType* gpu = catalog.Find(type_name);
   if (gpu == nullptr) {
-    return type_field.Error("unknown GPU type \"" + type_name +
-                            "\"; known types: " + catalog.NamesForMessage() +
-                            "; add it under gpuTypes");
+    return type_field.Error("unknown GPU type \"" + type_name + "\"; known types: " +
+                            catalog.NamesForMessage() + "; add it under gpuTypes");
   }
   pool.gpu_type = gpu->name;
   pool.nvlink_gbps = gpu->nvlink_gbps;
@@ -146,8 +145,10 @@ StatusOr<Inventory> Parse(const std::string& document) {
   ASSIGN_OR_RETURN(const YAML::Node root, yaml_fields::Load(document, "inventory"));
   const Field top(root, "");
   if (!top.is_map()) {
-    return InvalidArgumentError("inventory: expected a map with nodePools (and optionally "
-                                "gpuTypes), got " + top.Describe());
+    return InvalidArgumentError(
+        "inventory: expected a map with nodePools (and optionally "
+        "gpuTypes), got " +
+        top.Describe());
   }
   RETURN_IF_ERROR(top.CheckMap({"nodePools", "gpuTypes"}));
 
@@ -171,8 +172,8 @@ StatusOr<Inventory> Parse(const std::string& document) {
     ASSIGN_OR_RETURN(NodePool pool, ParsePool(e, inventory.catalog));
     for (std::size_t i = 0; i < inventory.node_pools.size(); ++i) {
       if (inventory.node_pools[i].name == pool.name) {
-        return e.Get("name").ErrorGot("duplicate pool name (also nodePools[" +
-                                      std::to_string(i) + "])");
+        return e.Get("name").ErrorGot("duplicate pool name (also nodePools[" + std::to_string(i) +
+                                      "])");
       }
     }
     inventory.node_pools.push_back(std::move(pool));

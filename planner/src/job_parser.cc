@@ -110,9 +110,9 @@ Status ParseMetadata(const Field& f, JobSpec* job) {
 
 Status ParseModel(const Field& f, ModelSpec* m) {
   if (!f.present()) return f.Error(std::string("required; ") + kModelHint);
-  RETURN_IF_ERROR(f.CheckMap({"parameters", "layers", "hiddenSize", "attentionHeads", "kvHeads",
-                              "ffnHiddenSize", "ffnKind", "vocabSize", "sequenceLength",
-                              "tiedEmbeddings"}));
+  RETURN_IF_ERROR(
+      f.CheckMap({"parameters", "layers", "hiddenSize", "attentionHeads", "kvHeads",
+                  "ffnHiddenSize", "ffnKind", "vocabSize", "sequenceLength", "tiedEmbeddings"}));
   std::optional<double> parameters;
   if (const Field p = f.Get("parameters"); p.present()) {
     ASSIGN_OR_RETURN(parameters, p.Count(kMinParameters, kMaxParameters));
@@ -123,11 +123,11 @@ Status ParseModel(const Field& f, ModelSpec* m) {
   }
 
   static constexpr std::string_view kArchitectureFields[] = {
-      "layers", "hiddenSize", "attentionHeads", "kvHeads", "ffnHiddenSize",
-      "ffnKind", "vocabSize", "tiedEmbeddings"};
-  const bool has_architecture = std::any_of(
-      std::begin(kArchitectureFields), std::end(kArchitectureFields),
-      [&](std::string_view key) { return f.Get(key).present(); });
+      "layers",        "hiddenSize", "attentionHeads", "kvHeads",
+      "ffnHiddenSize", "ffnKind",    "vocabSize",      "tiedEmbeddings"};
+  const bool has_architecture =
+      std::any_of(std::begin(kArchitectureFields), std::end(kArchitectureFields),
+                  [&](std::string_view key) { return f.Get(key).present(); });
   if (!has_architecture) {
     if (!parameters) return f.Error(kModelHint);
     *m = InferArchitecture(*parameters, sequence_length);
@@ -268,10 +268,9 @@ Status ParseResources(const Field& f, ResourcesSpec* r) {
     // define new ones); the parser only checks the shape.
     for (const Field& e : types.Elements()) {
       ASSIGN_OR_RETURN(std::string name, e.NonEmptyString());
-      const bool duplicate =
-          std::any_of(r->gpu_types.begin(), r->gpu_types.end(), [&](const std::string& seen) {
-            return yaml_fields::EqualsIgnoreCase(seen, name);
-          });
+      const bool duplicate = std::any_of(
+          r->gpu_types.begin(), r->gpu_types.end(),
+          [&](const std::string& seen) { return yaml_fields::EqualsIgnoreCase(seen, name); });
       if (!duplicate) r->gpu_types.push_back(std::move(name));
     }
   }
@@ -369,7 +368,8 @@ Status ParseReplan(const Field& f, ReplanSpec* r) {
 }
 
 Status ParseSpec(const Field& f, JobSpec* job) {
-  if (!f.present()) return f.Error("required (model, data, training, and a deadline or maxDuration)");
+  if (!f.present())
+    return f.Error("required (model, data, training, and a deadline or maxDuration)");
   RETURN_IF_ERROR(f.CheckMap({"model", "data", "training", "deadline", "maxDuration", "objective",
                               "resources", "parallelism", "worker", "checkpoint", "replan"}));
   RETURN_IF_ERROR(ParseModel(f.Get("model"), &job->model));
@@ -410,13 +410,16 @@ StatusOr<JobSpec> Parse(const std::string& document) {
   ASSIGN_OR_RETURN(const YAML::Node root, yaml_fields::Load(document, "TrainJob"));
   const Field top(root, "");
   if (!top.is_map()) {
-    return InvalidArgumentError("TrainJob: expected a map with apiVersion, kind, metadata and "
-                                "spec, got " + top.Describe());
+    return InvalidArgumentError(
+        "TrainJob: expected a map with apiVersion, kind, metadata and "
+        "spec, got " +
+        top.Describe());
   }
   RETURN_IF_ERROR(top.CheckMap({"apiVersion", "kind", "metadata", "spec", "status"}));
 
   const Field api_version = top.Get("apiVersion");
-  if (!api_version.present()) return api_version.Error(std::string("required: ") + std::string(kApiVersion));
+  if (!api_version.present())
+    return api_version.Error(std::string("required: ") + std::string(kApiVersion));
   if (!api_version.is_scalar() || api_version.node().Scalar() != kApiVersion) {
     return api_version.ErrorGot(std::string("must be ") + std::string(kApiVersion));
   }

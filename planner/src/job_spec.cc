@@ -6,47 +6,64 @@ namespace pacer::planner {
 
 const char* PrecisionName(Precision p) {
   switch (p) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kTf32: return "tf32";
-    case Precision::kFp16: return "fp16";
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp8: return "fp8";
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kTf32:
+      return "tf32";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp8:
+      return "fp8";
   }
   return "unknown";
 }
 
 const char* OptimizerName(Optimizer o) {
   switch (o) {
-    case Optimizer::kAdamW: return "adamw";
-    case Optimizer::kAdam: return "adam";
-    case Optimizer::kSgd: return "sgd";
-    case Optimizer::kSgdMomentum: return "sgd-momentum";
-    case Optimizer::kAdafactor: return "adafactor";
+    case Optimizer::kAdamW:
+      return "adamw";
+    case Optimizer::kAdam:
+      return "adam";
+    case Optimizer::kSgd:
+      return "sgd";
+    case Optimizer::kSgdMomentum:
+      return "sgd-momentum";
+    case Optimizer::kAdafactor:
+      return "adafactor";
   }
   return "unknown";
 }
 
 const char* RecomputeName(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "unknown";
 }
 
 const char* FfnKindName(FfnKind f) {
   switch (f) {
-    case FfnKind::kGelu: return "gelu";
-    case FfnKind::kSwiglu: return "swiglu";
+    case FfnKind::kGelu:
+      return "gelu";
+    case FfnKind::kSwiglu:
+      return "swiglu";
   }
   return "unknown";
 }
 
 const char* ObjectiveName(Objective o) {
   switch (o) {
-    case Objective::kCost: return "cost";
-    case Objective::kTime: return "time";
+    case Objective::kCost:
+      return "cost";
+    case Objective::kTime:
+      return "time";
   }
   return "unknown";
 }

@@ -20,7 +20,8 @@ std::string Quote(std::string_view text) {
       out += c;
     } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
       char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      std::snprintf(buf, sizeof buf, "\\x%02x",
+                    static_cast<unsigned>(static_cast<unsigned char>(c)));
       out += buf;
     } else {
       out += c;
@@ -122,18 +123,32 @@ StatusOr<double> ParseCount(std::string_view text) {
   double multiplier = 1;
   if (!number.empty()) {
     switch (number.back()) {
-      case 'k': case 'K': multiplier = 1e3; break;
-      case 'm': case 'M': multiplier = 1e6; break;
-      case 'b': case 'B': case 'g': case 'G': multiplier = 1e9; break;
-      case 't': case 'T': multiplier = 1e12; break;
-      default: break;
+      case 'k':
+      case 'K':
+        multiplier = 1e3;
+        break;
+      case 'm':
+      case 'M':
+        multiplier = 1e6;
+        break;
+      case 'b':
+      case 'B':
+      case 'g':
+      case 'G':
+        multiplier = 1e9;
+        break;
+      case 't':
+      case 'T':
+        multiplier = 1e12;
+        break;
+      default:
+        break;
     }
     if (multiplier != 1) number.remove_suffix(1);
   }
   double value = 0;
   if (!ParseDecimal(Trim(number), &value)) {
-    return InvalidArgumentError("expected a count such as 6.7B, 350M or 2e12, got " +
-                                Quote(text));
+    return InvalidArgumentError("expected a count such as 6.7B, 350M or 2e12, got " + Quote(text));
   }
   value *= multiplier;
   if (!std::isfinite(value)) {
@@ -201,8 +216,8 @@ StatusOr<double> ParseFraction(std::string_view text) {
   }
   double value = 0;
   if (!ParseDecimal(s, &value)) {
-    return InvalidArgumentError("expected a percentage such as 5% or a fraction such as 0.05, got " +
-                                Quote(text));
+    return InvalidArgumentError(
+        "expected a percentage such as 5% or a fraction such as 0.05, got " + Quote(text));
   }
   if (value < 0) {
     return InvalidArgumentError("must not be negative, got " + Quote(text));
@@ -220,17 +235,15 @@ StatusOr<int64_t> ParseRfc3339(std::string_view text) {
   };
   std::size_t pos = 0;
   int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
-  if (!ReadDigits(s, &pos, 4, &year) || !Expect(s, &pos, '-') ||
-      !ReadDigits(s, &pos, 2, &month) || !Expect(s, &pos, '-') ||
-      !ReadDigits(s, &pos, 2, &day)) {
+  if (!ReadDigits(s, &pos, 4, &year) || !Expect(s, &pos, '-') || !ReadDigits(s, &pos, 2, &month) ||
+      !Expect(s, &pos, '-') || !ReadDigits(s, &pos, 2, &day)) {
     return bad();
   }
   // RFC 3339 allows 't' and, by its note on readability, a space.
   if (pos >= s.size() || (s[pos] != 'T' && s[pos] != 't' && s[pos] != ' ')) return bad();
   ++pos;
-  if (!ReadDigits(s, &pos, 2, &hour) || !Expect(s, &pos, ':') ||
-      !ReadDigits(s, &pos, 2, &minute) || !Expect(s, &pos, ':') ||
-      !ReadDigits(s, &pos, 2, &second)) {
+  if (!ReadDigits(s, &pos, 2, &hour) || !Expect(s, &pos, ':') || !ReadDigits(s, &pos, 2, &minute) ||
+      !Expect(s, &pos, ':') || !ReadDigits(s, &pos, 2, &second)) {
     return bad();
   }
   if (pos < s.size() && s[pos] == '.') {
@@ -255,8 +268,8 @@ StatusOr<int64_t> ParseRfc3339(std::string_view text) {
     }
     offset_seconds = sign * (off_hour * 3600 + off_minute * 60);
   } else {
-    return InvalidArgumentError(
-        "time needs a time zone (Z or an offset such as +02:00), got " + Quote(text));
+    return InvalidArgumentError("time needs a time zone (Z or an offset such as +02:00), got " +
+                                Quote(text));
   }
   if (pos != s.size()) return bad();
   if (month < 1 || month > 12 || day < 1 || day > DaysInMonth(year, month)) {
@@ -279,9 +292,9 @@ std::string FormatRfc3339(int64_t unix_seconds) {
   }
   const Civil c = CivilFromDays(days);
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%04lld-%02d-%02dT%02d:%02d:%02dZ",
-                static_cast<long long>(c.year), c.month, c.day, static_cast<int>(rem / 3600),
-                static_cast<int>(rem % 3600 / 60), static_cast<int>(rem % 60));
+  std::snprintf(buf, sizeof buf, "%04lld-%02d-%02dT%02d:%02d:%02dZ", static_cast<long long>(c.year),
+                c.month, c.day, static_cast<int>(rem / 3600), static_cast<int>(rem % 3600 / 60),
+                static_cast<int>(rem % 60));
   return buf;
 }
 

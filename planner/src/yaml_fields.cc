@@ -98,9 +98,15 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 
 std::string FormatNumber(double value) {
   char buf[64];
-  if (std::fabs(value) < 1e7 && value == std::floor(value)) {
+  if (std::fabs(value) < 1e15 && value == std::floor(value)) {
+    // Whole numbers as written by hand: 100000 and 1234567 in full, round
+    // millions and beyond in exponent form (1e6, 2e12).
     std::snprintf(buf, sizeof buf, "%.0f", value);
-    return buf;
+    std::string digits = buf;
+    std::size_t zeros = 0;
+    while (zeros + 1 < digits.size() && digits[digits.size() - 1 - zeros] == '0') ++zeros;
+    if (zeros < 6) return digits;
+    return digits.substr(0, digits.size() - zeros) + "e" + std::to_string(zeros);
   }
   std::snprintf(buf, sizeof buf, "%.6g", value);
   // "1e+14" -> "1e14", "1e-05" -> "1e-5": how people write them in YAML.
