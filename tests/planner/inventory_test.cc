@@ -1,0 +1,186 @@
+#include "pacer/planner/inventory.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "pacer/planner/job_parser.h"
+
+namespace pacer::planner {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kInventory[] = R"(nodePools:
+  - name: h100-a
+    gpuType: h100-sxm
+    nodes: 64
+    gpusPerNode: 8
+    freeGPUs: 480
+    networkGbpsPerNode: 3200
+    pricePerGPUHour: 2.5
+  - name: mi
+    gpuType: MI300X
+    nodes: 4
+    gpusPerNode: 8
+    networkGbpsPerNode: 1600
+    nvlinkGBps: 896
+gpuTypes:
+  - name: MI300X
+    bf16TFLOPS: 1307
+    fp8TFLOPS: 2615
+    memoryGB: 192
+    hbmGBps: 5300
+  - name: A100-80GB
+    pricePerGPUHour: 1.1
+)";
+
+std::string ErrorOf(const std::string& doc) {
+  StatusOr<Inventory> inv = ParseInventory(doc);
+  if (inv.ok()) return "OK";
+  EXPECT_EQ(inv.status().code(), StatusCode::kInvalidArgument) << inv.status().ToString();
+  return inv.status().message();
+}
+
+TEST(InventoryTest, ParsesPoolsAndGpuTypes) {
+  StatusOr<Inventory> parsed = ParseInventory(kInventory);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const Inventory& inv = *parsed;
+  ASSERT_EQ(inv.node_pools.size(), 2u);
+  const NodePool& h100 = inv.node_pools[0];
+  EXPECT_EQ(h100.name, "h100-a");
+  EXPECT_EQ(h100.gpu_type, "H100-SXM");  // canonical spelling
+  EXPECT_EQ(h100.nodes, 64);
+  EXPECT_EQ(h100.gpus_per_node, 8);
+  EXPECT_EQ(h100.free_gpus, 480);
+  EXPECT_EQ(h100.network_gbps_per_node, 3200);
+  EXPECT_EQ(h100.nvlink_gbps, 900);  // from the catalog
+  EXPECT_EQ(h100.price_per_gpu_hour, 2.5);
+
+  const NodePool& mi = inv.node_pools[1];
+  EXPECT_EQ(mi.gpu_type, "MI300X");
+  EXPECT_EQ(mi.free_gpus, 32);  // all by default
+  EXPECT_EQ(mi.nvlink_gbps, 896);
+  EXPECT_EQ(mi.price_per_gpu_hour, 0);
+
+  const GpuType* mi300 = inv.catalog.Find("MI300X");
+  ASSERT_NE(mi300, nullptr);
+  EXPECT_EQ(mi300->bf16_tflops, 1307);
+  EXPECT_EQ(mi300->fp16_tflops, 1307);  // defaults to bf16
+  EXPECT_EQ(mi300->fp8_tflops, 2615);
+  EXPECT_EQ(mi300->memory_gb, 192);
+
+  // A partial override keeps the datasheet fields.
+  const GpuType* a100 = inv.catalog.Find("A100-80GB");
+  ASSERT_NE(a100, nullptr);
+  EXPECT_EQ(a100->price_per_gpu_hour, 1.1);
+  EXPECT_EQ(a100->bf16_tflops, 312);
+  EXPECT_EQ(a100->memory_gb, 80);
+}
+
+TEST(InventoryTest, OverrideKeepsCanonicalName) {
+  StatusOr<Inventory> inv = ParseInventory(R"(
+gpuTypes: [{name: h200, pricePerGPUHour: 3.5}]
+nodePools: [{name: p, gpuType: H200, nodes: 2, gpusPerNode: 8, networkGbpsPerNode: 3200}]
+)");
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  EXPECT_EQ(inv->catalog.Find("H200")->name, "H200");
+  EXPECT_EQ(inv->node_pools[0].price_per_gpu_hour, 3.5);
+}
+
+TEST(InventoryTest, JsonWorksToo) {
+  StatusOr<Inventory> inv = ParseInventory(
+      R"({"nodePools": [{"name": "a", "gpuType": "A100-40GB", "nodes": 2, "gpusPerNode": 4,
+          "freeGPUs": 5, "networkGbpsPerNode": 800}]})");
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  EXPECT_EQ(inv->node_pools[0].free_gpus, 5);
+}
+
+TEST(InventoryTest, ErrorsNameThePath) {
+  const std::string pool0 =
+      "nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
+      "networkGbpsPerNode: 3200}\n";
+  EXPECT_EQ(ErrorOf(pool0 + "  - {name: b, gpuType: H100-SXM, nodes: 2, gpusPerNode: 0, "
+                            "networkGbpsPerNode: 3200}\n"),
+            "nodePools[1].gpusPerNode: must be a positive integer, got 0");
+  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H1000, nodes: 2, gpusPerNode: 8, "
+                    "networkGbpsPerNode: 3200}\n"),
+            "nodePools[0].gpuType: unknown GPU type \"H1000\"; known types: A100-40GB, "
+            "A100-80GB, H100-SXM, H100-PCIe, H200, B200, L40S, V100-SXM2; add it under gpuTypes");
+  EXPECT_EQ(ErrorOf(pool0 + pool0.substr(11)),
+            "nodePools[1].name: duplicate pool name (also nodePools[0]), got \"a\"");
+  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
+                    "freeGPUs: 17, networkGbpsPerNode: 3200}\n"),
+            "nodePools[0].freeGPUs: must be at most nodes x gpusPerNode (16), got 17");
+  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
+                    "networkGbpsPerNode: 3200, gpuPerNode: 8}\n"),
+            "nodePools[0].gpuPerNode: unknown field; did you mean gpusPerNode?");
+  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8}\n"),
+            "nodePools[0].networkGbpsPerNode: required");
+  EXPECT_EQ(ErrorOf("nodePools: []\n"), "nodePools: must list at least one node pool");
+  EXPECT_EQ(ErrorOf("gpuTypes: []\n"), "nodePools: required: a list of node pools");
+  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 200000, "
+                    "gpusPerNode: 8, networkGbpsPerNode: 3200}\n"),
+            "nodePools[0].nodes: must be at most 100000, got 200000");
+  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
+                    "networkGbpsPerNode: -1}\n"),
+            "nodePools[0].networkGbpsPerNode: must be a positive number, got -1");
+  EXPECT_THAT(ErrorOf("gpuTypes: [{name: X1, bf16TFLOPS: 100, memoryGB: 80}]\n" + pool0),
+              HasSubstr("gpuTypes[0].hbmGBps: required for a new GPU type"));
+  EXPECT_THAT(ErrorOf("gpuTypes: [{name: X1, memoryGB: 80, hbmGBps: 1000}]\n" + pool0),
+              HasSubstr("gpuTypes[0]: a new GPU type (\"X1\") needs bf16TFLOPS or fp16TFLOPS"));
+  EXPECT_THAT(ErrorOf("nodePools: {}\n"), HasSubstr("nodePools: must be a list"));
+  EXPECT_THAT(ErrorOf("nodePools: [\n"), HasSubstr("malformed YAML at line"));
+  EXPECT_EQ(ErrorOf(""), "inventory: the document is empty");
+}
+
+TEST(InventoryTest, OversizedIsResourceExhausted) {
+  const std::string doc = "# " + std::string(kMaxDocumentBytes, 'x');
+  StatusOr<Inventory> inv = ParseInventory(doc);
+  ASSERT_FALSE(inv.ok());
+  EXPECT_EQ(inv.status().code(), StatusCode::kResourceExhausted);
+}
+
+TEST(NodePoolTest, NodesWithFreeGpus) {
+  NodePool pool;
+  pool.nodes = 4;
+  pool.gpus_per_node = 8;
+  pool.free_gpus = 20;  // two whole nodes and 4 GPUs on a third
+  EXPECT_EQ(pool.NodesWithFreeGpus(8), 2);
+  EXPECT_EQ(pool.NodesWithFreeGpus(4), 3);
+  EXPECT_EQ(pool.NodesWithFreeGpus(2), 3);
+  EXPECT_EQ(pool.NodesWithFreeGpus(5), 2);
+  EXPECT_EQ(pool.NodesWithFreeGpus(16), 0);  // larger than a node
+  EXPECT_EQ(pool.NodesWithFreeGpus(0), 0);
+  pool.free_gpus = 32;
+  EXPECT_EQ(pool.NodesWithFreeGpus(1), 4);
+  pool.free_gpus = 0;
+  EXPECT_EQ(pool.NodesWithFreeGpus(1), 0);
+}
+
+TEST(DefaultInventoryTest, ThreeFreePools) {
+  const Inventory inv = DefaultInventory();
+  ASSERT_EQ(inv.node_pools.size(), 3u);
+  EXPECT_EQ(inv.node_pools[0].name, "h100");
+  EXPECT_EQ(inv.node_pools[0].gpu_type, "H100-SXM");
+  EXPECT_EQ(inv.node_pools[0].nodes, 128);
+  EXPECT_EQ(inv.node_pools[0].free_gpus, 1024);
+  EXPECT_EQ(inv.node_pools[0].network_gbps_per_node, 3200);
+  EXPECT_EQ(inv.node_pools[0].nvlink_gbps, 900);
+  EXPECT_EQ(inv.node_pools[1].name, "h200");
+  EXPECT_EQ(inv.node_pools[1].gpu_type, "H200");
+  EXPECT_EQ(inv.node_pools[1].nodes, 64);
+  EXPECT_EQ(inv.node_pools[2].name, "a100");
+  EXPECT_EQ(inv.node_pools[2].gpu_type, "A100-80GB");
+  EXPECT_EQ(inv.node_pools[2].network_gbps_per_node, 1600);
+  for (const NodePool& pool : inv.node_pools) {
+    EXPECT_EQ(pool.gpus_per_node, 8);
+    EXPECT_EQ(pool.free_gpus, pool.nodes * pool.gpus_per_node);
+    EXPECT_EQ(pool.price_per_gpu_hour, 0);
+    EXPECT_NE(inv.catalog.Find(pool.gpu_type), nullptr);
+  }
+}
+
+}  // namespace
+}  // namespace pacer::planner
