@@ -49,17 +49,12 @@ std::vector<int64_t> NearbyGlobalBatchSizes(int64_t gbs) {
       scored.push_back({std::llabs(g - gbs), g});
     }
   }
-  std::sort(scored.begin(), scored.end());
-  // Prefer the most divisible values among the nearest: keep only those not
-  // beaten in divisibility by a nearer one.
-  int64_t best_factor = 0;
-  for (const auto& [distance, g] : scored) {
-    if (two_adic(g) > best_factor) {
-      out.push_back(g);
-      best_factor = two_adic(g);
-    }
-    if (out.size() == 3) break;
-  }
+  // Most divisible first (they open the most data-parallel sizes), then nearest.
+  std::sort(scored.begin(), scored.end(), [&two_adic](const auto& a, const auto& b) {
+    if (two_adic(a.second) != two_adic(b.second)) return two_adic(a.second) > two_adic(b.second);
+    return a < b;
+  });
+  for (size_t i = 0; i < scored.size() && i < 3; ++i) out.push_back(scored[i].second);
   return out;
 }
 

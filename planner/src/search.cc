@@ -336,20 +336,18 @@ class Searcher {
       } else {
         // Smallest d that fits and meets the deadline: the cheapest.
         int lo = 0, hi = n - 1;  // ds[hi] is known good
-        std::optional<Evaluation> good = top;
         while (lo < hi) {
           const int mid = lo + (hi - lo) / 2;
           Evaluation ignored;
           auto e = BestFitting(ctx, MakeLayout(t, p, v, b, ds[mid]), &ignored);
           ++evaluated_ds;
+          if (e) Consider(*e, pool_index);  // records it as a miss or a candidate
           if (e && MeetsDeadline(*e)) {
             hi = mid;
-            good = e;
           } else {
             lo = mid + 1;
           }
         }
-        if (hi != n - 1) Consider(*good, pool_index);
       }
     } else {
       // Every smaller d is slower still.

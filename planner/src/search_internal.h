@@ -36,7 +36,8 @@ bool FasterThan(const Evaluation& a, const Evaluation& b);
 bool BetterThan(const Evaluation& a, const Evaluation& b, Objective objective, bool use_money);
 
 // Global batch sizes within [0.8, 1.25] x `gbs` that split over more data-
-// parallel sizes (a larger power-of-two factor), nearest first, at most 3.
+// parallel sizes (a larger power-of-two factor), most divisible first, then
+// nearest; at most 3.
 std::vector<int64_t> NearbyGlobalBatchSizes(int64_t gbs);
 
 }  // namespace pacer::planner::internal

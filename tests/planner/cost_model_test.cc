@@ -1,0 +1,255 @@
+// The cost model against the worked examples of docs/planner.md (the seed
+// articles, the ZeRO paper, Korthikanti 2022, Megatron and PaLM formulas).
+#include "pacer/planner/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "pacer/planner/model_math.h"
+
+namespace pacer::planner {
+namespace {
+
+ModelSpec Gpt(int layers, int hidden, int heads, int seq, int vocab) {
+  ModelSpec m;
+  m.layers = layers;
+  m.hidden_size = hidden;
+  m.attention_heads = heads;
+  m.kv_heads = heads;
+  m.ffn_hidden_size = 4 * hidden;
+  m.ffn_kind = FfnKind::kGelu;
+  m.vocab_size = vocab;
+  m.sequence_length = seq;
+  m.tied_embeddings = true;
+  return m;
+}
+
+ModelSpec Llama2_7B() {
+  ModelSpec m = Gpt(32, 4096, 32, 4096, 32000);
+  m.ffn_hidden_size = 11008;
+  m.ffn_kind = FfnKind::kSwiglu;
+  m.tied_embeddings = false;
+  return m;
+}
+
+ModelSpec Llama3_70B() {
+  ModelSpec m = Gpt(80, 8192, 64, 4096, 128256);
+  m.kv_heads = 8;
+  m.ffn_hidden_size = 28672;
+  m.ffn_kind = FfnKind::kSwiglu;
+  m.tied_embeddings = false;
+  return m;
+}
+
+TEST(ModelMathTest, ParameterCountsMatchPublishedModels) {
+  // Llama 2 7B and Llama 3 70B as published (with norms, untied embeddings).
+  EXPECT_DOUBLE_EQ(TotalParameters(Llama2_7B()), 6'738'415'616.0);
+  EXPECT_DOUBLE_EQ(TotalParameters(Llama3_70B()), 70'553'706'496.0);
+}
+
+TEST(ModelMathTest, MegatronFlopsFormulas) {
+  // Narayanan et al. SC'21: 72 B s L h^2 (1 + s/6h + V/12Lh) model FLOPs and
+  // 96 B s L h^2 (1 + s/6h + V/16Lh) with full recomputation, for GPT shapes.
+  const ModelSpec m = Gpt(96, 12288, 96, 2048, 51200);
+  const double s = 2048, L = 96, h = 12288, V = 51200;
+  const double model = 72 * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
+  const double hardware = 96 * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
+  EXPECT_NEAR(ModelFlopsPerSequence(m) / model, 1.0, 1e-12);
+  EXPECT_NEAR(HardwareFlopsPerSequence(m, Recompute::kFull) / hardware, 1.0, 1e-12);
+  EXPECT_GT(HardwareFlopsPerSequence(m, Recompute::kSelective), ModelFlopsPerSequence(m));
+  EXPECT_LT(HardwareFlopsPerSequence(m, Recompute::kSelective),
+            HardwareFlopsPerSequence(m, Recompute::kFull));
+}
+
+TEST(ModelMathTest, SixNDWithPaLMAttentionTerm) {
+  // PaLM appendix B: per token 6N + 12 L h s, N the matmul parameters.
+  const ModelSpec m = Llama2_7B();
+  const double n_matmul = TotalParameters(m) - m.vocab_size * 4096.0 /*input table: a lookup*/ -
+                          (2.0 * 4096 * 32 + 4096) /*norms*/;
+  const double per_token = 6 * n_matmul + 12.0 * 32 * 4096 * 4096;
+  EXPECT_NEAR(ModelFlopsPerSequence(m) / m.sequence_length / per_token, 1.0, 1e-9);
+  // And the familiar C ~= 6 N D is within the attention share (~12%) of it.
+  const double six_n = 6 * TotalParameters(m);
+  EXPECT_GT(ModelFlopsPerSequence(m) / m.sequence_length, six_n);
+  EXPECT_LT(ModelFlopsPerSequence(m) / m.sequence_length, six_n * 1.2);
+}
+
+TEST(ModelMathTest, InferredArchitectureHitsTheParameterCount) {
+  for (double n : {350e6, 1.3e9, 6.7e9, 13e9, 70e9, 175e9}) {
+    const ModelSpec m = InferArchitecture(n, 2048);
+    EXPECT_TRUE(m.architecture_inferred);
+    EXPECT_EQ(m.hidden_size % m.attention_heads, 0);
+    EXPECT_NEAR(TotalParameters(m) / n, 1.0, 0.2) << n;
+  }
+  const ModelSpec gpt3_6b7 = InferArchitecture(6.7e9, 2048);
+  EXPECT_EQ(gpt3_6b7.hidden_size, 4096);  // GPT-3 6.7B: 32 layers of 4096
+  EXPECT_EQ(gpt3_6b7.layers, 32);
+}
+
+TEST(MemoryModelTest, SeedArticleSixBillionFp32Adam) {
+  // 6B in fp32 with AdamW: 24 GB weights + 24 GB grads + 48 GB Adam + ~1.3 GB
+  // CUDA context ~= 97 GB.
+  const ShardedStateBytes s = ShardedState(6e9, StateBytes(Precision::kFp32, Optimizer::kAdamW),
+                                           /*zero_stage=*/0, /*data_parallel=*/1);
+  EXPECT_DOUBLE_EQ(s.weights_bytes, 24e9);
+  EXPECT_DOUBLE_EQ(s.gradients_bytes, 24e9);
+  EXPECT_DOUBLE_EQ(s.optimizer_bytes, 48e9);
+  EXPECT_NEAR((s.total_bytes() + ModelConstants{}.cuda_context_bytes) / 1e9, 97.3, 0.05);
+  // GB vs GiB: 1B fp32 parameters are 4e9 bytes = 3.725 GiB.
+  EXPECT_NEAR(4e9 / (1024.0 * 1024 * 1024), 3.725, 0.001);
+}
+
+TEST(MemoryModelTest, ZeroPaperTable) {
+  // Rajbhandari et al. 2020: 7.5B parameters, K = 12, d = 64.
+  const StateBytesPerParameter mixed = StateBytes(Precision::kBf16, Optimizer::kAdamW);
+  EXPECT_EQ(mixed.weights + mixed.gradients + mixed.optimizer, 16);
+  const double expected_gb[] = {120, 31.4, 16.6, 1.9};
+  for (int stage = 0; stage <= 3; ++stage) {
+    EXPECT_NEAR(ShardedState(7.5e9, mixed, stage, 64).total_bytes() / 1e9, expected_gb[stage],
+                0.05)
+        << "stage " << stage;
+  }
+}
+
+TEST(MemoryModelTest, KorthikantiActivationFormulas) {
+  const ModelSpec m = Gpt(96, 12288, 96, 2048, 51200);
+  const double s = 2048, b = 2, h = 12288, a = 96, t = 8;
+  const double sbh = s * b * h;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 1, false, Recompute::kNone),
+                   sbh * (34 + 5 * a * s / h));
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, false, Recompute::kNone),
+                   sbh * (10 + 24 / t + 5 * a * s / (h * t)));
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, true, Recompute::kNone),
+                   sbh / t * (34 + 5 * a * s / h));
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, true, Recompute::kSelective), 34 * sbh / t);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, false, Recompute::kFull), 2 * sbh);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, true, Recompute::kFull), 2 * sbh / t);
+}
+
+TEST(MemoryModelTest, GroupedQueryAttentionStoresLessThanMultiHead) {
+  ModelSpec mha = Llama3_70B();
+  mha.kv_heads = mha.attention_heads;
+  EXPECT_LT(LayerActivationBytes(Llama3_70B(), 1, 8, true, Recompute::kSelective),
+            LayerActivationBytes(mha, 1, 8, true, Recompute::kSelective));
+}
+
+JobSpec SeedJob() {
+  JobSpec job;
+  job.model = Gpt(12, 768, 12, 1024, 50304);
+  job.data.samples = 1000;
+  job.training.global_batch_size = 10;
+  return job;
+}
+
+NodePool OneNode(const std::string& type, int gpus) {
+  NodePool pool;
+  pool.name = "pool";
+  pool.gpu_type = type;
+  pool.nodes = 1;
+  pool.gpus_per_node = gpus;
+  pool.free_gpus = gpus;
+  pool.network_gbps_per_node = 400;
+  return pool;
+}
+
+TEST(StepModelTest, GradientAccumulationDoesNotChangeOptimizerSteps) {
+  // Seed article: 1000 samples at GBS 10 -> 100 optimizer steps; with micro-
+  // batch 5 and accumulation 2 still 100 steps, but 200 micro-steps.
+  const JobSpec job = SeedJob();
+  const GpuType* gpu = GpuCatalog::BuiltIn().Find("A100-80GB");
+  Layout direct;
+  direct.micro_batch_size = 10;
+  direct.gradient_accumulation_steps = 1;
+  Layout accumulated = direct;
+  accumulated.micro_batch_size = 5;
+  accumulated.gradient_accumulation_steps = 2;
+  const Evaluation a = Evaluate(job, direct, OneNode("A100-80GB", 1), *gpu, nullptr);
+  const Evaluation b = Evaluate(job, accumulated, OneNode("A100-80GB", 1), *gpu, nullptr);
+  EXPECT_EQ(a.total.optimizer_steps, 100);
+  EXPECT_EQ(b.total.optimizer_steps, 100);
+  EXPECT_EQ(b.total.optimizer_steps * accumulated.gradient_accumulation_steps, 200);
+  // Same work per step either way, so nearly the same step time (smaller
+  // GEMMs run a little less efficiently), but less activation memory.
+  EXPECT_GE(b.step.step_seconds, a.step.step_seconds);
+  EXPECT_LT(b.step.step_seconds, a.step.step_seconds * 1.3);
+  EXPECT_LT(b.memory.activations_bytes, a.memory.activations_bytes);
+}
+
+TEST(StepModelTest, EpochsRoundUpPerEpoch) {
+  JobSpec job = SeedJob();
+  job.data.samples = 1005;  // ceil(1005 / 10) = 101 per epoch
+  job.data.epochs = 3;
+  const GpuType* gpu = GpuCatalog::BuiltIn().Find("A100-80GB");
+  Layout l;
+  l.micro_batch_size = 10;
+  EXPECT_EQ(Evaluate(job, l, OneNode("A100-80GB", 1), *gpu, nullptr).total.optimizer_steps, 303);
+}
+
+TEST(StepModelTest, CommunicationTermsFollowTheRingFormula) {
+  // nccl-tests: all-reduce t = 2 (n-1)/n S / B.
+  EXPECT_DOUBLE_EQ(RingAllReduceSeconds(1e9, 8, 100e9), 2.0 * 7 / 8 * 1e9 / 100e9);
+  EXPECT_EQ(RingAllReduceSeconds(1e9, 1, 100e9), 0);
+}
+
+TEST(StepModelTest, GemmEfficiencyFallsForSmallGemms) {
+  EXPECT_DOUBLE_EQ(GemmSizeFactor(200e9), 1.0);
+  EXPECT_NEAR(GemmSizeFactor(16e9), 0.9 / 0.95, 1e-9);
+  EXPECT_NEAR(GemmSizeFactor(1e9), 0.6 / 0.95, 1e-9);
+  EXPECT_LT(GemmSizeFactor(1e6), 0.2);
+  // Monotone: a bigger GEMM is never less efficient.
+  double previous = 0;
+  for (double f = 1e6; f < 1e12; f *= 1.7) {
+    EXPECT_GE(GemmSizeFactor(f), previous);
+    previous = GemmSizeFactor(f);
+  }
+}
+
+TEST(StepModelTest, CalibrationRatioScalesTheStep) {
+  const JobSpec job = SeedJob();
+  const GpuType* gpu = GpuCatalog::BuiltIn().Find("H100-SXM");
+  Layout l;
+  l.micro_batch_size = 10;
+  GpuCalibration slow;
+  slow.step_time_ratio = 1.5;
+  const double base = Evaluate(job, l, OneNode("H100-SXM", 1), *gpu, nullptr).step.step_seconds;
+  const double cal = Evaluate(job, l, OneNode("H100-SXM", 1), *gpu, &slow).step.step_seconds;
+  EXPECT_NEAR(cal / base, 1.5, 1e-9);
+  GpuCalibration fast_gemm;
+  fast_gemm.gemm_efficiency = 0.95;
+  EXPECT_LT(Evaluate(job, l, OneNode("H100-SXM", 1), *gpu, &fast_gemm).step.step_seconds, base);
+}
+
+TEST(TotalTimeTest, YoungDalyIntervalAndOverheads) {
+  JobSpec job = SeedJob();
+  job.model = Llama2_7B();
+  job.data.tokens = 1e11;
+  job.data.samples.reset();
+  job.training.global_batch_size = 512;
+  const GpuType* gpu = GpuCatalog::BuiltIn().Find("H100-SXM");
+  NodePool pool = OneNode("H100-SXM", 8);
+  pool.nodes = 8;
+  pool.free_gpus = 64;
+  Layout l;
+  l.nodes = 8;
+  l.gpus_per_node = 8;
+  l.data_parallel = 64;
+  l.zero_stage = 1;
+  l.micro_batch_size = 2;
+  l.gradient_accumulation_steps = 4;
+  const Evaluation e = Evaluate(job, l, pool, *gpu, nullptr);
+  const TotalTimeBreakdown& t = e.total;
+  EXPECT_NEAR(t.job_mtbf_seconds, ModelConstants{}.gpu_mtbf_seconds / 64, 1e-6);
+  EXPECT_NEAR(t.checkpoint_interval_seconds,
+              std::sqrt(2 * t.checkpoint_write_seconds * t.job_mtbf_seconds), 1e-6);
+  EXPECT_NEAR(t.total_seconds, t.startup_seconds + t.training_seconds +
+                                   t.checkpoint_overhead_seconds + t.failure_rework_seconds,
+              1e-6);
+  EXPECT_GT(t.failure_rework_seconds, 0);
+  EXPECT_NEAR(e.gpu_hours, 64 * t.total_seconds / 3600, 1e-9);
+  // Llama 3: one interruption every ~3.1 h on 16,384 GPUs.
+  EXPECT_NEAR(ModelConstants{}.gpu_mtbf_seconds / 16384 / 3600, 3.1, 0.05);
+}
+
+}  // namespace
+}  // namespace pacer::planner

@@ -1,0 +1,326 @@
+// The search: exact global batch, memory fit, free GPUs, pins, objectives,
+// determinism, monotonicity in free GPUs, infeasibility advice and errors.
+#include "pacer/planner/search.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "pacer/planner/job_parser.h"
+#include "pacer/planner/units.h"
+
+namespace pacer::planner {
+namespace {
+
+constexpr int64_t kNow = 1795305600;  // 2026-11-22T00:00:00Z
+
+JobSpec ParseOrDie(const std::string& yaml) {
+  auto job = ParseTrainJob(yaml);
+  EXPECT_TRUE(job.ok()) << job.status().ToString();
+  return job.ok() ? *job : JobSpec{};
+}
+
+std::string JobYaml(const std::string& spec_extra, const std::string& model =
+                        "{layers: 32, hiddenSize: 4096, attentionHeads: 32, ffnHiddenSize: "
+                        "11008, ffnKind: swiglu, vocabSize: 32000, sequenceLength: 4096}") {
+  return "apiVersion: pacer.dev/v1alpha1\nkind: TrainJob\nmetadata: {name: j}\nspec:\n  model: " +
+         model + "\n" + spec_extra;
+}
+
+Inventory Pools(int h100_nodes, int h100_free, int a100_nodes, int a100_free) {
+  Inventory inv;
+  if (h100_nodes > 0) {
+    inv.node_pools.push_back(
+        {"h100", "H100-SXM", h100_nodes, 8, h100_free, 3200, 0, 2.5});
+  }
+  if (a100_nodes > 0) {
+    inv.node_pools.push_back({"a100", "A100-80GB", a100_nodes, 8, a100_free, 1600, 0, 1.2});
+  }
+  return inv;
+}
+
+PlanOptions Options() {
+  PlanOptions o;
+  o.now_unix_seconds = kNow;
+  return o;
+}
+
+const NodePool* FindPool(const Inventory& inv, const std::string& name) {
+  for (const auto& p : inv.node_pools) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+void ExpectValid(const JobSpec& job, const Inventory& inv, const Evaluation& e) {
+  const Layout& l = e.layout;
+  SCOPED_TRACE(l.ToString());
+  EXPECT_EQ(l.global_batch(), job.training.global_batch_size);
+  EXPECT_EQ(l.nodes * l.gpus_per_node,
+            l.tensor_parallel * l.pipeline_parallel * l.data_parallel);
+  EXPECT_TRUE(e.memory.fits()) << e.memory.total_bytes() << " > " << e.memory.capacity_bytes;
+  EXPECT_EQ(job.model.layers % (l.pipeline_parallel * l.virtual_stages), 0);
+  EXPECT_EQ(job.model.attention_heads % l.tensor_parallel, 0);
+  EXPECT_EQ(l.gpus_per_node % l.tensor_parallel, 0);
+  const NodePool* pool = FindPool(inv, l.pool);
+  ASSERT_NE(pool, nullptr);
+  EXPECT_EQ(pool->gpu_type, l.gpu_type);
+  EXPECT_LE(l.nodes, pool->NodesWithFreeGpus(l.gpus_per_node));
+  if (job.resources.max_gpus) {
+    EXPECT_LE(l.gpus(), *job.resources.max_gpus);
+  }
+  EXPECT_GE(l.gpus(), job.resources.min_gpus);
+}
+
+TEST(SearchTest, SevenBillionOnH100MeetsDeadlineAtLowestCost) {
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: 140e9}\n  training: {globalBatchSize: 1024}\n  maxDuration: 14d\n"));
+  const Inventory inv = Pools(64, 512, 0, 0);
+  auto r = Plan(job, inv, {}, Options());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->feasible);
+  ExpectValid(job, inv, *r->plan);
+  EXPECT_LE(r->plan->total.total_seconds,
+            static_cast<double>(*r->deadline_unix_seconds - kNow));
+  // Cost objective: no alternative is cheaper.
+  for (const auto& alt : r->alternatives) {
+    ExpectValid(job, inv, alt);
+    EXPECT_GE(alt.cost, r->plan->cost * (1 - 1e-9));
+  }
+  // Half the GPUs would miss the deadline, or the search would have taken them.
+  Inventory half = Pools(64, r->plan->layout.gpus() / 2, 0, 0);
+  auto smaller = Plan(job, half, {}, Options());
+  ASSERT_TRUE(smaller.ok());
+  EXPECT_FALSE(smaller->feasible);
+}
+
+TEST(SearchTest, TimeObjectiveIsFasterAndCostObjectiveIsCheaper) {
+  const std::string common =
+      "  data: {tokens: 50e9}\n  training: {globalBatchSize: 512}\n  maxDuration: 30d\n";
+  const JobSpec cost = ParseOrDie(JobYaml(common + "  objective: cost\n"));
+  const JobSpec time = ParseOrDie(JobYaml(common + "  objective: time\n"));
+  const Inventory inv = Pools(32, 256, 32, 256);
+  auto rc = Plan(cost, inv, {}, Options());
+  auto rt = Plan(time, inv, {}, Options());
+  ASSERT_TRUE(rc.ok() && rt.ok());
+  EXPECT_LE(rt->plan->total.total_seconds, rc->plan->total.total_seconds);
+  EXPECT_LE(rc->plan->cost, rt->plan->cost);
+  EXPECT_GT(rt->plan->layout.gpus(), rc->plan->layout.gpus());
+}
+
+TEST(SearchTest, PinsAreRespected) {
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: 50e9}\n  training: {globalBatchSize: 512, activationCheckpointing: full,"
+      " microBatchSizes: [2]}\n  maxDuration: 30d\n  parallelism: {tensorParallel: 4,"
+      " pipelineParallel: 2, zeroStage: 2}\n  resources: {gpuTypes: [A100-80GB], maxGPUs: 64}\n"));
+  const Inventory inv = Pools(32, 256, 32, 256);
+  auto r = Plan(job, inv, {}, Options());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const Evaluation* e = &*r->plan; e; e = nullptr) {
+    EXPECT_EQ(e->layout.tensor_parallel, 4);
+    EXPECT_EQ(e->layout.pipeline_parallel, 2);
+    EXPECT_EQ(e->layout.zero_stage, 2);
+    EXPECT_EQ(e->layout.micro_batch_size, 2);
+    EXPECT_EQ(e->layout.recompute, Recompute::kFull);
+    EXPECT_EQ(e->layout.gpu_type, "A100-80GB");
+    EXPECT_LE(e->layout.gpus(), 64);
+  }
+}
+
+TEST(SearchTest, ImpossibleDeadlineGivesFastestPlanAndAdvice) {
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: 2e12}\n  training: {globalBatchSize: 1024}\n  maxDuration: 1d\n"));
+  const Inventory inv = Pools(16, 128, 0, 0);
+  auto r = Plan(job, inv, {}, Options());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->feasible);
+  ASSERT_TRUE(r->plan.has_value());
+  ASSERT_TRUE(r->advice.has_value());
+  ExpectValid(job, inv, *r->plan);
+  EXPECT_GT(r->advice->late_seconds, 0);
+  EXPECT_NEAR(r->advice->late_seconds,
+              static_cast<double>(kNow - *r->deadline_unix_seconds) + r->plan->total.total_seconds,
+              1.0);
+  EXPECT_EQ(r->advice->earliest_completion_unix_seconds, r->predicted_completion_unix_seconds());
+  // More GPUs than are free would fix it, and the advice says how many.
+  ASSERT_TRUE(r->advice->gpus_needed.has_value());
+  EXPECT_GT(*r->advice->gpus_needed, r->plan->layout.gpus());
+  Inventory bigger = Pools(*r->advice->gpus_needed / 8 + 1, *r->advice->gpus_needed + 8, 0, 0);
+  auto fixed = Plan(job, bigger, {}, Options());
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_TRUE(fixed->feasible);
+  EXPECT_NE(r->advice->summary.find("after the deadline"), std::string::npos);
+}
+
+TEST(SearchTest, NoPlanForAnyNumberOfGpusSaysSo) {
+  // One step of a 7B model cannot take less than a few seconds; a global
+  // batch of 8 caps data parallelism, so a 1-hour deadline on 100B tokens is
+  // out of reach whatever the GPU count.
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: 100e9}\n  training: {globalBatchSize: 8}\n  maxDuration: 1h\n"));
+  auto r = Plan(job, Pools(64, 512, 0, 0), {}, Options());
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->feasible);
+  ASSERT_TRUE(r->advice.has_value());
+  EXPECT_FALSE(r->advice->gpus_needed.has_value());
+  EXPECT_NE(r->advice->summary.find("global batch"), std::string::npos);
+}
+
+TEST(SearchTest, NearbyGlobalBatchSizesDivideBetter) {
+  EXPECT_EQ(Plan(ParseOrDie(JobYaml("  data: {tokens: 1e9}\n  training: {globalBatchSize: 1000}"
+                                    "\n  maxDuration: 1h\n")),
+                 Pools(1, 8, 0, 0), {}, Options())
+                ->advice->nearby_global_batch_sizes.front(),
+            1024);
+}
+
+TEST(SearchTest, DeadlineInThePastIsInvalid) {
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n"
+      "  deadline: \"2020-01-01T00:00:00Z\"\n"));
+  auto r = Plan(job, Pools(1, 8, 0, 0), {}, Options());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("spec.deadline"), std::string::npos);
+  EXPECT_NE(r.status().message().find("in the past"), std::string::npos);
+}
+
+TEST(SearchTest, UnknownGpuTypeIsInvalidAndListsKnownOnes) {
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n"
+      "  resources: {gpuTypes: [H100-SXM, H1000]}\n"));
+  auto r = Plan(job, Pools(1, 8, 0, 0), {}, Options());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("spec.resources.gpuTypes[1]"), std::string::npos);
+  EXPECT_NE(r.status().message().find("A100-80GB"), std::string::npos);
+}
+
+TEST(SearchTest, NothingFitsIsFailedPreconditionWithTheClosestLayout) {
+  // 175B parameters on at most 8 GPUs: the optimizer state alone is 2.8 TB.
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n  resources: {maxGPUs: 8}\n",
+      "{layers: 96, hiddenSize: 12288, attentionHeads: 96, sequenceLength: 2048}"));
+  auto r = Plan(job, Pools(4, 32, 0, 0), {}, Options());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("GPU memory"), std::string::npos);
+  EXPECT_NE(r.status().message().find("GiB"), std::string::npos);
+}
+
+TEST(SearchTest, UnsupportedPrecisionIsRejectedPerPool) {
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: 10e9}\n  training: {globalBatchSize: 256, precision: fp8}\n"
+      "  maxDuration: 30d\n"));
+  auto r = Plan(job, Pools(8, 64, 8, 64), {}, Options());  // A100 has no fp8
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->plan->layout.gpu_type, "H100-SXM");
+  bool saw = false;
+  for (const auto& rej : r->rejections) {
+    if (rej.reason == RejectReason::kPrecisionUnsupported) saw = rej.count == 1;
+  }
+  EXPECT_TRUE(saw);
+}
+
+TEST(SearchTest, RejectionsExplainTheLosers) {
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: 140e9}\n  training: {globalBatchSize: 1024}\n  maxDuration: 14d\n"));
+  auto r = Plan(job, Pools(64, 512, 0, 0), {}, Options());
+  ASSERT_TRUE(r.ok());
+  int64_t oom = 0, late = 0, dominated = 0;
+  for (const auto& rej : r->rejections) {
+    EXPECT_GT(rej.count, 0);
+    if (rej.reason == RejectReason::kOutOfMemory) {
+      oom = rej.count;
+      ASSERT_TRUE(rej.best.has_value());
+      EXPECT_FALSE(rej.best->memory.fits());
+      EXPECT_NE(rej.detail.find("GiB"), std::string::npos);
+    }
+    if (rej.reason == RejectReason::kMissesDeadline) late = rej.count;
+    if (rej.reason == RejectReason::kDominated) dominated = rej.count;
+  }
+  EXPECT_GT(oom, 0);  // t = 1, p = 1 with b = 64 cannot fit
+  EXPECT_GT(late, 0);  // one node is too slow for 14 days
+  EXPECT_GT(dominated, 0);
+  EXPECT_GT(r->stats.pruned, 0);
+  EXPECT_GT(r->stats.evaluated, 0);
+}
+
+// Properties over generated jobs and inventories.
+class SearchPropertyTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(SearchPropertyTest, PlansAreValidDeterministicAndMonotoneInFreeGpus) {
+  std::mt19937 rng(static_cast<unsigned>(GetParam()));
+  auto pick = [&rng](std::initializer_list<int> v) {
+    return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng));
+  };
+  const int hidden = pick({1024, 2048, 4096, 5120, 8192});
+  const int heads = hidden / 128;
+  const int layers = pick({12, 24, 32, 40, 48, 80});
+  const int seq = pick({1024, 2048, 4096});
+  const int gbs = pick({96, 256, 512, 1000, 1024, 1536});
+  const int days = pick({2, 7, 30, 90});
+  const std::string objective = pick({0, 1}) ? "time" : "cost";
+  const double tokens = pick({1, 10, 100, 1000}) * 1e9;
+  const std::string model = "{layers: " + std::to_string(layers) +
+                            ", hiddenSize: " + std::to_string(hidden) +
+                            ", attentionHeads: " + std::to_string(heads) +
+                            ", sequenceLength: " + std::to_string(seq) + "}";
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: " + std::to_string(tokens) + "}\n  training: {globalBatchSize: " +
+          std::to_string(gbs) + "}\n  maxDuration: " + std::to_string(days) + "d\n  objective: " +
+          objective + "\n",
+      model));
+  const int h100_free = pick({8, 20, 64, 256, 1024});
+  const int a100_free = pick({0, 16, 128});
+  const Inventory inv = Pools(128, h100_free, 64, a100_free);
+  auto r = Plan(job, inv, {}, Options());
+  if (!r.ok()) {
+    EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition) << r.status().ToString();
+    return;
+  }
+  ExpectValid(job, inv, *r->plan);
+  for (const auto& alt : r->alternatives) ExpectValid(job, inv, alt);
+  if (r->feasible) {
+    EXPECT_LE(r->plan->total.total_seconds,
+              static_cast<double>(*r->deadline_unix_seconds - kNow) + 1e-6);
+  }
+
+  // Deterministic.
+  auto again = Plan(job, inv, {}, Options());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->plan->layout.ToString(), r->plan->layout.ToString());
+  EXPECT_EQ(again->plan->step.step_seconds, r->plan->step.step_seconds);
+  EXPECT_EQ(again->alternatives.size(), r->alternatives.size());
+
+  // Under the time objective, more free GPUs never make the plan finish later.
+  if (job.objective == Objective::kTime) {
+    const Inventory more = Pools(128, std::min(1024, h100_free * 2 + 8), 64, a100_free);
+    auto r2 = Plan(job, more, {}, Options());
+    ASSERT_TRUE(r2.ok());
+    EXPECT_LE(r2->plan->total.total_seconds, r->plan->total.total_seconds * (1 + 1e-12));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GeneratedJobs, SearchPropertyTest, ::testing::Range(1, 121));
+
+TEST(SweepTest, MoreGpusAreFasterUntilTheBatchRunsOut) {
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: 140e9}\n  training: {globalBatchSize: 1024}\n  maxDuration: 14d\n"));
+  const std::vector<int> counts = {8, 16, 32, 64, 128, 256};
+  const auto points = Sweep(job, Pools(1, 0, 0, 0), {}, counts, Options());
+  ASSERT_EQ(points.size(), counts.size());
+  for (size_t i = 0; i < points.size(); ++i) {
+    ASSERT_TRUE(points[i].best.has_value()) << points[i].gpus << ": " << points[i].reason;
+    EXPECT_EQ(points[i].best->layout.gpus(), counts[i]);
+    if (i > 0) {
+      EXPECT_LT(points[i].best->total.total_seconds, points[i - 1].best->total.total_seconds);
+    }
+  }
+  EXPECT_FALSE(points.front().meets_deadline);  // one node: weeks
+  EXPECT_TRUE(points.back().meets_deadline);
+}
+
+}  // namespace
+}  // namespace pacer::planner
