@@ -267,6 +267,8 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
 }  // namespace
 
+const char* PacerVersion() { return PACER_VERSION; }
+
 int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   try {
     return Run(argc, argv, out, err);

@@ -23,6 +23,9 @@ enum ExitCode : int {
   kExitNothingFits = 4,    // no layout fits at all (memory, divisibility, GPUs)
 };
 
+// "0.1.0": the project version `pacer version` prints.
+const char* PacerVersion();
+
 // Runs `pacer` with the given arguments (argv[0] is the program name) and
 // returns the process exit code.
 int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err);

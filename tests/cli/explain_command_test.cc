@@ -1,0 +1,83 @@
+// `pacer explain`: bars for memory and step time, and why other layouts
+// lost, in human and JSON form.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli_test_util.h"
+
+namespace pacer::cli {
+namespace {
+
+using nlohmann::json;
+using testing::CliRun;
+using testing::CliTestData;
+using testing::kNow;
+using testing::RunPacer;
+
+TEST(ExplainCommandTest, ShowsBarsAndRejectionReasons) {
+  const CliRun run = RunPacer({"explain", CliTestData("llama-7b.yaml"), "--cluster",
+                               CliTestData("cluster.yaml"), "--now", kNow});
+  ASSERT_EQ(run.exit_code, kExitOk) << run.out << run.err;
+  for (const char* text : {"Plan for research/llama-7b-pretrain", "Memory per GPU", "weights",
+                           "optimizer state", "activations", "capacity", "Step time (",
+                           "compute", "Why other layouts lost", "\u2588" /* full block */}) {
+    EXPECT_NE(run.out.find(text), std::string::npos) << text << "\n" << run.out;
+  }
+}
+
+TEST(ExplainCommandTest, JsonReasonsCountAtLeastOneCandidate) {
+  const CliRun run = RunPacer({"explain", CliTestData("llama-7b.yaml"), "--cluster",
+                               CliTestData("cluster.yaml"), "-o", "json", "--now", kNow});
+  ASSERT_EQ(run.exit_code, kExitOk) << run.err;
+  const json doc = json::parse(run.out);
+  ASSERT_TRUE(doc["reasons"].is_array());
+  int64_t total = 0;
+  for (const json& reason : doc["reasons"]) {
+    EXPECT_TRUE(reason["reason"].is_string());
+    EXPECT_GT(reason["count"].get<int64_t>(), 0);
+    EXPECT_TRUE(reason.contains("detail"));
+    EXPECT_TRUE(reason["best"].is_null() || reason["best"].contains("gpuType"));
+    total += reason["count"].get<int64_t>();
+  }
+  EXPECT_GE(total, 1);
+  // The explanation is of the same plan `pacer plan` chooses.
+  const CliRun plan = RunPacer({"plan", CliTestData("llama-7b.yaml"), "--cluster",
+                                CliTestData("cluster.yaml"), "-o", "json", "--now", kNow});
+  EXPECT_EQ(json::parse(plan.out)["plan"], doc["plan"]);
+}
+
+TEST(ExplainCommandTest, EveryReasonInJsonIsListedInTheTable) {
+  const std::vector<std::string> base = {"explain", CliTestData("llama-7b.yaml"), "--now", kNow};
+  const CliRun table = RunPacer(base);
+  std::vector<std::string> json_args = base;
+  json_args.insert(json_args.end(), {"-o", "json"});
+  const json doc = json::parse(RunPacer(json_args).out);
+  for (const json& reason : doc["reasons"]) {
+    EXPECT_NE(table.out.find(reason["reason"].get<std::string>()), std::string::npos)
+        << reason.dump();
+  }
+}
+
+TEST(ExplainCommandTest, InfeasibleJobExitsWithThree) {
+  const CliRun run = RunPacer({"explain", CliTestData("impossible.yaml"), "--now", kNow});
+  EXPECT_EQ(run.exit_code, kExitInfeasible) << run.err;
+  EXPECT_NE(run.out.find("INFEASIBLE"), std::string::npos);
+  EXPECT_NE(run.out.find("misses-deadline"), std::string::npos) << run.out;
+}
+
+TEST(ExplainCommandTest, NothingFitsExitsWithFour) {
+  const CliRun run = RunPacer({"explain", CliTestData("too-big.yaml"), "--now", kNow});
+  EXPECT_EQ(run.exit_code, kExitNothingFits) << run.out << run.err;
+}
+
+TEST(ExplainCommandTest, OutputIsDeterministic) {
+  const std::vector<std::string> args = {"explain", CliTestData("llama-7b.yaml"), "--now", kNow};
+  EXPECT_EQ(RunPacer(args).out, RunPacer(args).out);
+}
+
+}  // namespace
+}  // namespace pacer::cli

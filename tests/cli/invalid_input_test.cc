@@ -1,0 +1,234 @@
+// Invalid input of every kind exits with 2 and says on stderr what is wrong
+// and where: the shared corpora of invalid TrainJobs and inventories, files
+// that cannot be read, bad flags, and deadlines already past.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/inputs.h"
+#include "cli_test_util.h"
+#include "pacer/planner/job_parser.h"
+
+namespace pacer::cli {
+namespace {
+
+using testing::CliRun;
+using testing::CliTestData;
+using testing::kNow;
+using testing::RunPacer;
+
+// The YAML files of a corpus folder, sorted (stable test output).
+std::vector<std::string> CorpusFiles(const std::string& folder) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(testing::SourcePath(folder), ec)) {
+    if (entry.path().extension() == ".yaml") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// "# expect: <substring>" on the first line.
+std::string ExpectedSubstring(const std::string& path) {
+  std::ifstream in(path);
+  std::string first_line;
+  std::getline(in, first_line);
+  const std::string marker = "# expect: ";
+  if (first_line.rfind(marker, 0) != 0) return "";
+  std::string expected = first_line.substr(marker.size());
+  while (!expected.empty() && (expected.back() == '\r' || expected.back() == ' ')) {
+    expected.pop_back();
+  }
+  return expected;
+}
+
+TEST(InvalidInputTest, EveryInvalidJobExitsWithTwoAndSaysWhy) {
+  const std::vector<std::string> files = CorpusFiles("tests/testdata/invalid_jobs");
+  ASSERT_FALSE(files.empty()) << "tests/testdata/invalid_jobs/*.yaml is missing";
+  for (const std::string& path : files) {
+    SCOPED_TRACE(path);
+    const std::string expected = ExpectedSubstring(path);
+    ASSERT_FALSE(expected.empty()) << "first line must be '# expect: <substring>'";
+    const CliRun run = RunPacer({"plan", path, "--now", kNow});
+    EXPECT_EQ(run.exit_code, kExitInvalidInput) << run.out << run.err;
+    EXPECT_NE(run.err.find(expected), std::string::npos) << run.err;
+    EXPECT_EQ(run.err.rfind("error: ", 0), 0u) << run.err;
+    EXPECT_NE(run.err.find(path), std::string::npos) << "the message names the file: " << run.err;
+  }
+}
+
+TEST(InvalidInputTest, EveryInvalidInventoryExitsWithTwoAndSaysWhy) {
+  const std::vector<std::string> files = CorpusFiles("tests/testdata/invalid_inventories");
+  ASSERT_FALSE(files.empty()) << "tests/testdata/invalid_inventories/*.yaml is missing";
+  for (const std::string& path : files) {
+    SCOPED_TRACE(path);
+    const std::string expected = ExpectedSubstring(path);
+    ASSERT_FALSE(expected.empty()) << "first line must be '# expect: <substring>'";
+    const CliRun run =
+        RunPacer({"plan", CliTestData("llama-7b.yaml"), "--cluster", path, "--now", kNow});
+    EXPECT_EQ(run.exit_code, kExitInvalidInput) << run.out << run.err;
+    EXPECT_NE(run.err.find(expected), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find(path), std::string::npos) << run.err;
+  }
+}
+
+TEST(InvalidInputTest, MissingFileExitsWithTwo) {
+  for (const char* command : {"plan", "explain"}) {
+    const CliRun run = RunPacer({command, "/nonexistent/job.yaml", "--now", kNow});
+    EXPECT_EQ(run.exit_code, kExitInvalidInput);
+    EXPECT_NE(run.err.find("error: /nonexistent/job.yaml: cannot read"), std::string::npos)
+        << run.err;
+    EXPECT_TRUE(run.out.empty());
+  }
+  const CliRun sweep =
+      RunPacer({"sweep", "/nonexistent/job.yaml", "--gpus", "8..64", "--now", kNow});
+  EXPECT_EQ(sweep.exit_code, kExitInvalidInput);
+}
+
+TEST(InvalidInputTest, MissingClusterAndCalibrationFilesExitWithTwo) {
+  const std::string job = CliTestData("llama-7b.yaml");
+  CliRun run = RunPacer({"plan", job, "--cluster", "/nonexistent/cluster.yaml", "--now", kNow});
+  EXPECT_EQ(run.exit_code, kExitInvalidInput);
+  EXPECT_NE(run.err.find("/nonexistent/cluster.yaml"), std::string::npos) << run.err;
+  run = RunPacer({"plan", job, "--calibration", "/nonexistent/cal.json", "--now", kNow});
+  EXPECT_EQ(run.exit_code, kExitInvalidInput);
+  EXPECT_NE(run.err.find("/nonexistent/cal.json"), std::string::npos) << run.err;
+}
+
+TEST(InvalidInputTest, DirectoryExitsWithTwo) {
+  const CliRun run = RunPacer({"plan", testing::SourcePath("tests/cli"), "--now", kNow});
+  EXPECT_EQ(run.exit_code, kExitInvalidInput);
+  EXPECT_NE(run.err.find("is a directory"), std::string::npos) << run.err;
+}
+
+TEST(InvalidInputTest, OversizedFileIsRefusedBeforeParsing) {
+  testing::TempDir dir;
+  const std::string path = dir.File("huge.yaml");
+  {
+    std::ofstream out(path);
+    out << "# " << std::string(planner::kMaxDocumentBytes, 'x') << "\n";
+  }
+  const CliRun run = RunPacer({"plan", path, "--now", kNow});
+  EXPECT_EQ(run.exit_code, kExitInvalidInput);
+  EXPECT_NE(run.err.find("limit"), std::string::npos) << run.err;
+}
+
+TEST(InvalidInputTest, UnknownOutputFormatExitsWithTwo) {
+  const std::string job = CliTestData("llama-7b.yaml");
+  for (const char* command : {"plan", "explain"}) {
+    const CliRun run = RunPacer({command, job, "-o", "xml", "--now", kNow});
+    EXPECT_EQ(run.exit_code, kExitInvalidInput);
+    EXPECT_NE(run.err.find("unknown output format \"xml\""), std::string::npos) << run.err;
+    EXPECT_TRUE(run.out.empty());
+  }
+  const CliRun sweep = RunPacer({"sweep", job, "--gpus", "8..64", "-o", "xml", "--now", kNow});
+  EXPECT_EQ(sweep.exit_code, kExitInvalidInput);
+}
+
+TEST(InvalidInputTest, MalformedNowExitsWithTwo) {
+  const CliRun run =
+      RunPacer({"plan", CliTestData("llama-7b.yaml"), "--now", "June 1st, 2026"});
+  EXPECT_EQ(run.exit_code, kExitInvalidInput);
+  EXPECT_NE(run.err.find("--now"), std::string::npos) << run.err;
+}
+
+TEST(InvalidInputTest, DeadlineInThePastNamesSpecDeadline) {
+  // llama-7b.yaml is due 2026-07-01; plan as of a day later.
+  for (const char* command : {"plan", "explain"}) {
+    const CliRun run =
+        RunPacer({command, CliTestData("llama-7b.yaml"), "--now", "2026-07-02T00:00:00Z"});
+    EXPECT_EQ(run.exit_code, kExitInvalidInput);
+    EXPECT_NE(run.err.find("spec.deadline: 2026-07-01T00:00:00Z is in the past (now is "
+                           "2026-07-02T00:00:00Z); set a later deadline"),
+              std::string::npos)
+        << run.err;
+    EXPECT_TRUE(run.out.empty());
+  }
+  const CliRun sweep = RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "8..64",
+                                 "--now", "2026-07-02T00:00:00Z"});
+  EXPECT_EQ(sweep.exit_code, kExitInvalidInput);
+  EXPECT_NE(sweep.err.find("spec.deadline"), std::string::npos) << sweep.err;
+}
+
+TEST(InvalidInputTest, UnknownGpuTypeExitsWithTwo) {
+  for (const char* command : {"plan", "explain"}) {
+    const CliRun run = RunPacer({command, CliTestData("unknown-gpu.yaml"), "--now", kNow});
+    EXPECT_EQ(run.exit_code, kExitInvalidInput) << run.out << run.err;
+    EXPECT_NE(run.err.find("TPU-v5p"), std::string::npos) << run.err;
+  }
+  const CliRun sweep =
+      RunPacer({"sweep", CliTestData("unknown-gpu.yaml"), "--gpus", "8..64", "--now", kNow});
+  EXPECT_EQ(sweep.exit_code, kExitInvalidInput);
+  EXPECT_NE(sweep.err.find("spec.resources.gpuTypes[0]"), std::string::npos) << sweep.err;
+}
+
+TEST(InvalidInputTest, UsageErrorsExitWithTwo) {
+  EXPECT_EQ(RunPacer({}).exit_code, kExitInvalidInput);
+  EXPECT_EQ(RunPacer({"frobnicate"}).exit_code, kExitInvalidInput);
+  EXPECT_EQ(RunPacer({"run", CliTestData("llama-7b.yaml")}).exit_code, kExitInvalidInput);
+  EXPECT_EQ(RunPacer({"plan"}).exit_code, kExitInvalidInput);
+  EXPECT_EQ(RunPacer({"plan", CliTestData("llama-7b.yaml"), "--bogus"}).exit_code,
+            kExitInvalidInput);
+  EXPECT_EQ(RunPacer({"plan", CliTestData("llama-7b.yaml"), "--alternatives", "-1", "--now",
+                      kNow})
+                .exit_code,
+            kExitInvalidInput);
+  // sweep needs --gpus.
+  EXPECT_EQ(RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--now", kNow}).exit_code,
+            kExitInvalidInput);
+  const CliRun bad_gpus =
+      RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "64..8", "--now", kNow});
+  EXPECT_EQ(bad_gpus.exit_code, kExitInvalidInput);
+  EXPECT_NE(bad_gpus.err.find("--gpus"), std::string::npos) << bad_gpus.err;
+}
+
+TEST(GpuCountsTest, RangeDoubles) {
+  StatusOr<std::vector<int>> counts = ParseGpuCounts("8..1024");
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  EXPECT_EQ(*counts, (std::vector<int>{8, 16, 32, 64, 128, 256, 512, 1024}));
+  counts = ParseGpuCounts("8..1000");
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->back(), 512);
+  counts = ParseGpuCounts("1..1");
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(*counts, std::vector<int>{1});
+}
+
+TEST(GpuCountsTest, RangeWithStepIsLinear) {
+  StatusOr<std::vector<int>> counts = ParseGpuCounts("8..40:8");
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  EXPECT_EQ(*counts, (std::vector<int>{8, 16, 24, 32, 40}));
+}
+
+TEST(GpuCountsTest, ListIsSortedAndDeduplicated) {
+  StatusOr<std::vector<int>> counts = ParseGpuCounts("64,8,24,8");
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  EXPECT_EQ(*counts, (std::vector<int>{8, 24, 64}));
+}
+
+TEST(GpuCountsTest, RejectsMalformedCounts) {
+  for (const char* text : {"", "0..8", "8..", "..8", "8..4", "8..64:0", "a,b", "8,,16", "-8",
+                           "8..64:x", "1..100000:1", "99999999999"}) {
+    SCOPED_TRACE(text);
+    StatusOr<std::vector<int>> counts = ParseGpuCounts(text);
+    EXPECT_FALSE(counts.ok());
+    if (!counts.ok()) {
+      EXPECT_EQ(counts.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(counts.status().message().find("--gpus"), std::string::npos);
+    }
+  }
+}
+
+TEST(GpuCountsTest, DoublingNearIntMaxDoesNotOverflow) {
+  StatusOr<std::vector<int>> counts = ParseGpuCounts("1073741824..2147483647");
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  EXPECT_EQ(*counts, std::vector<int>{1073741824});
+}
+
+}  // namespace
+}  // namespace pacer::cli

@@ -1,0 +1,125 @@
+// `pacer sweep`: one table row per GPU count, JSON points, and the SVG chart.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli_test_util.h"
+
+namespace pacer::cli {
+namespace {
+
+using nlohmann::json;
+using testing::CliRun;
+using testing::CliTestData;
+using testing::kNow;
+using testing::RunPacer;
+
+std::size_t Count(const std::string& text, const std::string& needle) {
+  std::size_t count = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + needle.size())) {
+    ++count;
+  }
+  return count;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    lines.push_back(text.substr(start, end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return lines;
+}
+
+TEST(SweepCommandTest, TableHasOneRowPerGpuCount) {
+  const CliRun run =
+      RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "8..1024", "--now", kNow});
+  ASSERT_EQ(run.exit_code, kExitOk) << run.out << run.err;
+  const std::vector<std::string> lines = Lines(run.out);
+  // Title, header, rule, then the rows.
+  ASSERT_EQ(lines.size(), 3u + 8u) << run.out;
+  EXPECT_NE(lines[1].find("GPUS"), std::string::npos);
+  EXPECT_NE(lines[1].find("MEETS DEADLINE"), std::string::npos);
+  const std::vector<std::string> gpus = {"8", "16", "32", "64", "128", "256", "512", "1024"};
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    const std::string& row = lines[3 + i];
+    EXPECT_EQ(row.substr(row.find_first_not_of(' '), gpus[i].size() + 1), gpus[i] + " ") << row;
+    EXPECT_TRUE(row.ends_with("yes") || row.ends_with("no")) << row;
+  }
+}
+
+TEST(SweepCommandTest, JsonPointsMatchTheCounts) {
+  const CliRun run = RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "8,24,64", "-o",
+                               "json", "--now", kNow});
+  ASSERT_EQ(run.exit_code, kExitOk) << run.err;
+  const json doc = json::parse(run.out);
+  ASSERT_EQ(doc["points"].size(), 3u);
+  const std::vector<int> expected = {8, 24, 64};
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const json& point = doc["points"][i];
+    EXPECT_EQ(point["gpus"], expected[i]);
+    if (point["plan"].is_null()) {
+      EXPECT_FALSE(point["reason"].get<std::string>().empty());
+      EXPECT_FALSE(point["meetsDeadline"].get<bool>());
+    } else {
+      const json& plan = point["plan"];
+      EXPECT_EQ(plan["nodes"].get<int>() * plan["gpusPerNode"].get<int>(), expected[i]);
+      EXPECT_TRUE(point["reason"].is_null());
+    }
+  }
+}
+
+TEST(SweepCommandTest, WritesAnSvgChartWithOneMarkerPerPlan) {
+  testing::TempDir dir;
+  const std::string svg_path = dir.File("sweep.svg");
+  const CliRun run = RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "8..1024", "--svg",
+                               svg_path, "-o", "json", "--now", kNow});
+  ASSERT_EQ(run.exit_code, kExitOk) << run.err;
+  const json doc = json::parse(run.out);
+  std::size_t with_plan = 0;
+  for (const json& point : doc["points"]) with_plan += point["plan"].is_null() ? 0 : 1;
+  ASSERT_GT(with_plan, 0u);
+
+  const std::string svg = testing::ReadFile(svg_path);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_TRUE(svg.ends_with("</svg>\n"));
+  EXPECT_NE(svg.find("xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
+  EXPECT_NE(svg.find("llama-7b-pretrain"), std::string::npos);
+  EXPECT_NE(svg.find("class=\"deadline\""), std::string::npos);
+  EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos);
+  EXPECT_NE(svg.find(">deadline</text>"), std::string::npos);
+  EXPECT_EQ(Count(svg, "class=\"marker time\""), with_plan);
+  EXPECT_EQ(Count(svg, "class=\"marker gpu-hours\""), with_plan);
+  // Tags balance: every element opened is closed (a cheap well-formedness check).
+  EXPECT_EQ(Count(svg, "<g"), Count(svg, "</g>"));
+  EXPECT_EQ(Count(svg, "<text"), Count(svg, "</text>"));
+  EXPECT_EQ(Count(svg, "<title>"), Count(svg, "</title>"));
+  // No coordinate is NaN or infinite.
+  for (const char* bad : {"\"nan", "\"-nan", "\"inf", "\"-inf", ",nan", ",inf", ",-inf"}) {
+    EXPECT_EQ(svg.find(bad), std::string::npos) << bad;
+  }
+}
+
+TEST(SweepCommandTest, UnwritableSvgPathExitsWithTwo) {
+  const CliRun run = RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "8..16", "--svg",
+                               "/nonexistent/dir/sweep.svg", "--now", kNow});
+  EXPECT_EQ(run.exit_code, kExitInvalidInput);
+  EXPECT_NE(run.err.find("--svg"), std::string::npos) << run.err;
+}
+
+TEST(SweepCommandTest, OutputIsDeterministic) {
+  const std::vector<std::string> args = {"sweep", CliTestData("llama-7b.yaml"), "--gpus",
+                                         "8..256", "--now", kNow};
+  EXPECT_EQ(RunPacer(args).out, RunPacer(args).out);
+}
+
+}  // namespace
+}  // namespace pacer::cli
