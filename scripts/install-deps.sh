@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian package Pacer needs to build, test and run, on a fresh
+# Debian 12 machine. Idempotent: installs only what is missing, and runs
+# `apt-get update` only when something is. Run as root (or with sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libgtest-dev libgmock-dev googletest   # tests
+  libbenchmark-dev                       # benchmarks
+  libyaml-cpp-dev                        # TrainJob, inventory and calibration documents
+  nlohmann-json3-dev                     # JSON output
+  libcli11-dev                           # command-line parsing
+  clang libclang-rt-14-dev               # libFuzzer for the parser fuzz target
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
