@@ -130,11 +130,15 @@ void WhyOthersLost(const planner::PlanResult& result, std::ostream& out) {
   for (const auto& rejection : result.rejections) {
     out << "  " << Padded(planner::RejectReasonName(rejection.reason), name_width) << "  "
         << FormatGrouped(static_cast<double>(rejection.count)) << '\n';
+    std::string best;
     if (rejection.best) {
-      out << "      best: " << rejection.best->layout.ToString() << " - "
-          << KeyNumber(rejection, result) << '\n';
+      best = "best: " + rejection.best->layout.ToString() + " - " + KeyNumber(rejection, result);
+      out << "      " << best << '\n';
     }
-    if (!rejection.detail.empty()) out << "      " << rejection.detail << '\n';
+    // The planner's detail often is the very number already shown.
+    if (!rejection.detail.empty() && best.find(rejection.detail) == std::string::npos) {
+      out << "      " << rejection.detail << '\n';
+    }
   }
 }
 

@@ -15,7 +15,7 @@ constexpr double kWidth = 900;
 constexpr double kHeight = 520;
 constexpr double kLeft = 90;
 constexpr double kRight = 810;
-constexpr double kTop = 70;
+constexpr double kTop = 80;
 constexpr double kBottom = 450;
 constexpr int kMaxLabelledPoints = 12;
 
@@ -50,9 +50,12 @@ struct Axis {
 };
 
 Axis MakeAxis(double data_max) {
+  // 5% headroom so that the highest point or the deadline never sits on the
+  // plot's top edge.
+  const double top = data_max * 1.05;
   Axis axis;
-  axis.step = NiceStep(data_max);
-  axis.max = std::max(axis.step, std::ceil(data_max / axis.step) * axis.step);
+  axis.step = NiceStep(top);
+  axis.max = std::max(axis.step, std::ceil(top / axis.step) * axis.step);
   return axis;
 }
 
@@ -181,8 +184,10 @@ std::string SweepChartSvg(std::string_view job_name, const std::vector<planner::
     svg << "    <line x1=\"" << Num(kLeft) << "\" y1=\"" << Num(y) << "\" x2=\"" << Num(kRight)
         << "\" y2=\"" << Num(y) << "\" stroke=\"" << kDeadlineColor
         << "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n";
-    svg << "    <text x=\"" << Num(kRight - 4) << "\" y=\"" << Num(y - 6)
-        << "\" text-anchor=\"end\" fill=\"" << kDeadlineColor << "\">deadline</text>\n";
+    svg << "    <text x=\"" << Num(kRight - 6) << "\" y=\"" << Num(y - 6)
+        << "\" text-anchor=\"end\" fill=\"" << kDeadlineColor
+        // A white halo keeps the label readable where a curve crosses it.
+        << "\" stroke=\"white\" stroke-width=\"4\" paint-order=\"stroke\">deadline</text>\n";
     svg << "  </g>\n";
   }
 
@@ -243,34 +248,36 @@ std::string SweepChartSvg(std::string_view job_name, const std::vector<planner::
         << "\" text-anchor=\"middle\">no layout fits at any of these GPU counts</text>\n";
   }
 
-  // Legend, top left inside the plot where the time curve is usually low.
-  const double lx = kLeft + 16;
-  const double ly = kTop + 16;
+  // Legend: one row between the title and the plot, where it can never hide
+  // a curve or the deadline.
+  const double ly = 52;
+  double lx = kLeft;
   svg << "  <g class=\"legend\">\n";
-  svg << "    <rect x=\"" << Num(lx - 8) << "\" y=\"" << Num(ly - 14)
-      << "\" width=\"250\" height=\"" << (deadline_seconds ? "80" : "60")
-      << "\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#ccc\"/>\n";
   svg << "    <line x1=\"" << Num(lx) << "\" y1=\"" << Num(ly) << "\" x2=\"" << Num(lx + 24)
       << "\" y2=\"" << Num(ly) << "\" stroke=\"" << kTimeColor << "\" stroke-width=\"2\"/>\n";
   svg << "    <circle cx=\"" << Num(lx + 12) << "\" cy=\"" << Num(ly) << "\" r=\"4.5\" fill=\""
       << kTimeColor << "\"/>\n";
-  svg << "    <text x=\"" << Num(lx + 32) << "\" y=\"" << Num(ly + 4)
+  svg << "    <text x=\"" << Num(lx + 30) << "\" y=\"" << Num(ly + 4)
       << "\">predicted total time (left)</text>\n";
-  svg << "    <line x1=\"" << Num(lx) << "\" y1=\"" << Num(ly + 20) << "\" x2=\"" << Num(lx + 24)
-      << "\" y2=\"" << Num(ly + 20) << "\" stroke=\"" << kGpuHoursColor
-      << "\" stroke-width=\"2\"/>\n";
-  svg << "    <rect x=\"" << Num(lx + 8) << "\" y=\"" << Num(ly + 16)
+  lx += 215;
+  svg << "    <line x1=\"" << Num(lx) << "\" y1=\"" << Num(ly) << "\" x2=\"" << Num(lx + 24)
+      << "\" y2=\"" << Num(ly) << "\" stroke=\"" << kGpuHoursColor << "\" stroke-width=\"2\"/>\n";
+  svg << "    <rect x=\"" << Num(lx + 8) << "\" y=\"" << Num(ly - 4)
       << "\" width=\"8\" height=\"8\" fill=\"" << kGpuHoursColor << "\"/>\n";
-  svg << "    <text x=\"" << Num(lx + 32) << "\" y=\"" << Num(ly + 24)
+  svg << "    <text x=\"" << Num(lx + 30) << "\" y=\"" << Num(ly + 4)
       << "\">GPU-hours (right)</text>\n";
-  svg << "    <text x=\"" << Num(lx) << "\" y=\"" << Num(ly + 44)
-      << "\" fill=\"#666\">hollow markers: misses the deadline</text>\n";
+  lx += 160;
   if (deadline_seconds) {
-    svg << "    <line x1=\"" << Num(lx) << "\" y1=\"" << Num(ly + 58) << "\" x2=\"" << Num(lx + 24)
-        << "\" y2=\"" << Num(ly + 58) << "\" stroke=\"" << kDeadlineColor
-        << "\" stroke-dasharray=\"6 4\"/>\n";
-    svg << "    <text x=\"" << Num(lx + 32) << "\" y=\"" << Num(ly + 62) << "\">deadline</text>\n";
+    svg << "    <line x1=\"" << Num(lx) << "\" y1=\"" << Num(ly) << "\" x2=\"" << Num(lx + 24)
+        << "\" y2=\"" << Num(ly) << "\" stroke=\"" << kDeadlineColor
+        << "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n";
+    svg << "    <text x=\"" << Num(lx + 30) << "\" y=\"" << Num(ly + 4) << "\">deadline</text>\n";
+    lx += 105;
   }
+  svg << "    <circle cx=\"" << Num(lx + 12) << "\" cy=\"" << Num(ly) << "\" r=\"4.5\" fill=\"white\""
+      << " stroke=\"#666\" stroke-width=\"2\"/>\n";
+  svg << "    <text x=\"" << Num(lx + 24) << "\" y=\"" << Num(ly + 4)
+      << "\" fill=\"#666\">hollow: misses the deadline</text>\n";
   svg << "  </g>\n";
   svg << "</svg>\n";
   return svg.str();
