@@ -188,7 +188,13 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err) {
       "ZeRO stage, micro-batch and gradient accumulation. Also usable as `kubectl pacer`.",
       "pacer");
   app.require_subcommand(1, 1);
-  app.footer(kExitCodesHelp);
+  app.footer(std::string(kExitCodesHelp) +
+             "\n\nExamples:\n"
+             "  pacer plan job.yaml --cluster cluster.yaml\n"
+             "  pacer plan job.yaml -o json --now 2026-06-01T00:00:00Z\n"
+             "  pacer explain job.yaml\n"
+             "  pacer sweep job.yaml --gpus 8..1024 --svg sweep.svg\n"
+             "\nDocumentation: docs/cli.md");
   app.set_version_flag("--version", std::string("pacer ") + PACER_VERSION);
 
   PlanFlags plan_flags;

@@ -242,6 +242,7 @@ TEST(PlanCommandTest, NothingFitsExitsWithFour) {
   const CliRun run = RunPacer({"plan", CliTestData("too-big.yaml"), "--now", kNow});
   EXPECT_EQ(run.exit_code, kExitNothingFits) << run.out << run.err;
   EXPECT_EQ(run.err.rfind("error: ", 0), 0u) << run.err;
+  EXPECT_NE(run.err.find("memory"), std::string::npos) << "the tightest constraint: " << run.err;
   EXPECT_TRUE(run.out.empty()) << run.out;
 }
 
