@@ -5,7 +5,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <system_error>
 
 #include "pacer/planner/job_parser.h"
@@ -81,6 +83,63 @@ std::string JoinNames(std::initializer_list<std::string_view> names) {
     out += name;
   }
   return out;
+}
+
+// Records what the event parser saw of one document: whether it had any
+// content, or only an empty (null) root and where.
+class DocumentProbe : public YAML::EventHandler {
+ public:
+  bool has_content = false;
+  std::optional<YAML::Mark> null_mark;
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override {
+    if (!null_mark) null_mark = mark;
+  }
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { has_content = true; }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    has_content = true;
+  }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    has_content = true;
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    has_content = true;
+  }
+  void OnMapEnd() override {}
+};
+
+// Whether `text` from `pos` on holds only blank lines, comments and document
+// markers ("---", "..."): an empty trailing document, which is harmless.
+bool OnlyMarkersAndComments(const std::string& text, int pos) {
+  if (pos < 0) return true;
+  std::size_t i = static_cast<std::size_t>(pos);
+  if (i > text.size()) return true;
+  // Start at the beginning of the line that holds `pos`.
+  while (i > 0 && text[i - 1] != '\n') --i;
+  while (i < text.size()) {
+    std::size_t end = text.find('\n', i);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + i, end - i);
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) {
+      line.remove_suffix(1);
+    }
+    std::string_view body = line;
+    while (!body.empty() && (body.front() == ' ' || body.front() == '\t')) body.remove_prefix(1);
+    const bool marker = line.substr(0, 3) == "---" || line.substr(0, 3) == "...";
+    if (marker) {
+      body = line.substr(3);
+      while (!body.empty() && (body.front() == ' ' || body.front() == '\t')) body.remove_prefix(1);
+    }
+    if (!body.empty() && body.front() != '#') return false;
+    i = end + 1;
+  }
+  return true;
 }
 
 }  // namespace
@@ -334,28 +393,42 @@ StatusOr<YAML::Node> Load(const std::string& document, std::string_view what) {
                                   " bytes; the limit is " + std::to_string(kMaxDocumentBytes) +
                                   " bytes");
   }
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(document);
-  } catch (const YAML::Exception& e) {
+  const auto malformed = [&](const YAML::Mark& mark, const std::string& message) {
     std::string where;
-    if (e.mark.line >= 0 && e.mark.column >= 0) {
-      where = " at line " + std::to_string(e.mark.line + 1) + ", column " +
-              std::to_string(e.mark.column + 1);
+    if (mark.line >= 0 && mark.column >= 0) {
+      where = " at line " + std::to_string(mark.line + 1) + ", column " +
+              std::to_string(mark.column + 1);
     }
-    return InvalidArgumentError(std::string(what) + ": malformed YAML" + where + ": " + e.msg);
+    return InvalidArgumentError(std::string(what) + ": malformed YAML" + where + ": " + message);
+  };
+  YAML::Node root;
+  DocumentProbe after_first;
+  try {
+    root = YAML::Load(document);
+    // YAML::LoadAll loops forever on some malformed input (a stray ',' after
+    // a document, yaml-cpp issue 1040), so look past the first document with
+    // the event parser, one document at a time and at most once.
+    std::istringstream in(document);
+    YAML::Parser parser(in);
+    DocumentProbe first;
+    if (parser.HandleNextDocument(first)) parser.HandleNextDocument(after_first);
+  } catch (const YAML::Exception& e) {
+    return malformed(e.mark, e.msg);
   } catch (const std::exception& e) {
     return InvalidArgumentError(std::string(what) + ": cannot be read: " + e.what());
   }
-  if (docs.size() > 1) {
-    return InvalidArgumentError(std::string(what) + ": the file holds " +
-                                std::to_string(docs.size()) +
-                                " YAML documents (separated by ---); give one per file");
+  if (after_first.has_content) {
+    return InvalidArgumentError(std::string(what) +
+                                ": the file holds more than one YAML document (separated by "
+                                "---); give one per file");
   }
-  if (docs.empty() || !docs[0].IsDefined() || docs[0].IsNull()) {
+  if (after_first.null_mark && !OnlyMarkersAndComments(document, after_first.null_mark->pos)) {
+    return malformed(*after_first.null_mark, "unexpected content after the document");
+  }
+  if (!root.IsDefined() || root.IsNull()) {
     return InvalidArgumentError(std::string(what) + ": the document is empty");
   }
-  return docs[0];
+  return root;
 }
 
 }  // namespace pacer::planner::yaml_fields

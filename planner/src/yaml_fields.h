@@ -11,6 +11,7 @@
 #ifndef PACER_PLANNER_SRC_YAML_FIELDS_H_
 #define PACER_PLANNER_SRC_YAML_FIELDS_H_
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>

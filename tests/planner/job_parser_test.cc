@@ -434,8 +434,26 @@ TEST(JobParserTest, DocumentLevelErrors) {
   EXPECT_THAT(ErrorOf("- a\n- b\n"), HasSubstr("expected a map"));
   EXPECT_THAT(ErrorOf("spec: {model: [\n"), HasSubstr("malformed YAML at line"));
   EXPECT_THAT(ErrorOf(std::string(kMinimalYaml) + "---\n" + kMinimalYaml),
-              HasSubstr("2 YAML documents"));
+              HasSubstr("more than one YAML document"));
   EXPECT_THAT(ErrorOf(Minimal("spec:", "extra: 1\nspec:")), HasSubstr("extra: unknown field"));
+}
+
+TEST(JobParserTest, TrailingEmptyDocumentIsHarmless) {
+  StatusOr<JobSpec> job = ParseTrainJob(std::string("---\n") + kMinimalYaml + "---\n# end\n");
+  EXPECT_TRUE(job.ok()) << job.status().ToString();
+}
+
+// Inputs the fuzzer found. yaml-cpp's LoadAll never returns on a stray comma
+// after a document (it yields empty documents forever).
+TEST(JobParserTest, FuzzRegressions) {
+  for (const char* input : {"{},", ",", "a: 1\n,", "{\"apiVersion\": \"pacer.dev/v1alpha1\"},"}) {
+    StatusOr<JobSpec> job = ParseTrainJob(input);
+    ASSERT_FALSE(job.ok()) << input;
+    EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument) << input;
+  }
+  EXPECT_EQ(ErrorOf("{},"),
+            "TrainJob: malformed YAML at line 1, column 3: unexpected content "
+            "after the document");
 }
 
 TEST(JobParserTest, MalformedYamlReportsLineAndColumn) {
