@@ -1,7 +1,6 @@
 #include "cli/commands.h"
 
 #include <CLI/CLI.hpp>
-
 #include <exception>
 #include <fstream>
 #include <string>
@@ -63,13 +62,12 @@ int Fail(const Status& status, std::ostream& err) {
   return ExitCodeFor(status);
 }
 
-StatusOr<OutputFormat> ParseOutputFormat(std::string_view text, bool allow_yaml) {
+StatusOr<OutputFormat> ParseOutputFormat(std::string_view text) {
   if (text == "table") return OutputFormat::kTable;
   if (text == "json") return OutputFormat::kJson;
-  if (text == "yaml" && allow_yaml) return OutputFormat::kYaml;
+  if (text == "yaml") return OutputFormat::kYaml;
   return InvalidArgumentError("-o: unknown output format \"" + std::string(text) +
-                              (allow_yaml ? "\" (expected table, json or yaml)"
-                                          : "\" (expected table or json)"));
+                              "\" (expected table, json or yaml)");
 }
 
 void WriteMachineOutput(const Json& json, OutputFormat format, std::ostream& out) {
@@ -102,7 +100,7 @@ void AddInputOptions(CLI::App* command, InputFlags& flags) {
 
 // plan and explain: same inputs and exit codes, different renderings.
 int RunPlanCommand(const PlanFlags& flags, bool explain, std::ostream& out, std::ostream& err) {
-  StatusOr<OutputFormat> format = ParseOutputFormat(flags.output, true);
+  StatusOr<OutputFormat> format = ParseOutputFormat(flags.output);
   if (!format.ok()) return Fail(format.status(), err);
   StatusOr<LoadedInputs> inputs = LoadInputs(flags.inputs);
   if (!inputs.ok()) return Fail(inputs.status(), err);
@@ -141,7 +139,7 @@ Status CheckGpuTypesKnown(const LoadedInputs& inputs) {
 }
 
 int RunSweepCommand(const SweepFlags& flags, std::ostream& out, std::ostream& err) {
-  StatusOr<OutputFormat> format = ParseOutputFormat(flags.output, true);
+  StatusOr<OutputFormat> format = ParseOutputFormat(flags.output);
   if (!format.ok()) return Fail(format.status(), err);
   StatusOr<std::vector<int>> gpu_counts = ParseGpuCounts(flags.gpus);
   if (!gpu_counts.ok()) return Fail(gpu_counts.status(), err);
@@ -174,9 +172,9 @@ int RunSweepCommand(const SweepFlags& flags, std::ostream& out, std::ostream& er
     WriteSweepTable(inputs->job, points, inputs->now_unix_seconds, inputs->deadline_unix_seconds,
                     out);
   } else {
-    WriteMachineOutput(SweepJson(inputs->job, points, inputs->now_unix_seconds,
-                                 inputs->deadline_unix_seconds),
-                       *format, out);
+    WriteMachineOutput(
+        SweepJson(inputs->job, points, inputs->now_unix_seconds, inputs->deadline_unix_seconds),
+        *format, out);
   }
   return kExitOk;
 }

@@ -45,17 +45,19 @@ void WriteBars(const std::vector<BarRow>& rows, double scale, std::ostream& out)
     value.insert(0, value_width - DisplayWidth(value), ' ');
     std::string percent = FormatPercent(share);
     percent.insert(0, percent.size() < 6 ? 6 - percent.size() : 0, ' ');
-    out << "  " << Padded(row.label, label_width) << "  " << HorizontalBar(share, kBarWidth)
-        << "  " << value << "  " << percent << '\n';
+    out << "  " << Padded(row.label, label_width) << "  " << HorizontalBar(share, kBarWidth) << "  "
+        << value << "  " << percent << '\n';
   }
 }
 
 void WriteMemoryBars(const planner::MemoryBreakdown& m, std::ostream& out) {
   out << "Memory per GPU (the most loaded one)\n";
-  const std::vector<std::pair<const char*, double>> parts = {
-      {"weights", m.weights_bytes},         {"gradients", m.gradients_bytes},
-      {"optimizer state", m.optimizer_bytes}, {"activations", m.activations_bytes},
-      {"logits", m.logits_bytes},           {"reserve", m.reserve_bytes}};
+  const std::vector<std::pair<const char*, double>> parts = {{"weights", m.weights_bytes},
+                                                             {"gradients", m.gradients_bytes},
+                                                             {"optimizer state", m.optimizer_bytes},
+                                                             {"activations", m.activations_bytes},
+                                                             {"logits", m.logits_bytes},
+                                                             {"reserve", m.reserve_bytes}};
   std::vector<BarRow> rows;
   for (const auto& [label, bytes] : parts) rows.push_back({label, bytes, FormatGiB(bytes)});
   rows.push_back({"total", m.total_bytes(), FormatGiB(m.total_bytes())});
@@ -91,14 +93,16 @@ void WriteStepBars(const planner::StepTimeBreakdown& s, std::ostream& out) {
 }
 
 // The number a rejected candidate lost on.
-std::string KeyNumber(const planner::RejectionSummary& rejection, const planner::PlanResult& result) {
+std::string KeyNumber(const planner::RejectionSummary& rejection,
+                      const planner::PlanResult& result) {
   const planner::Evaluation& e = *rejection.best;
   switch (rejection.reason) {
     case planner::RejectReason::kOutOfMemory:
       return "needs " + FormatGiB(e.memory.total_bytes()) + " of " +
              FormatGiB(e.memory.capacity_bytes);
     case planner::RejectReason::kMissesDeadline: {
-      const int64_t completion = CompletionUnixSeconds(result.now_unix_seconds, e.total.total_seconds);
+      const int64_t completion =
+          CompletionUnixSeconds(result.now_unix_seconds, e.total.total_seconds);
       std::string text = "finishes " + planner::FormatRfc3339(completion);
       if (result.deadline_unix_seconds) {
         text += ", " +
@@ -125,7 +129,8 @@ void WhyOthersLost(const planner::PlanResult& result, std::ostream& out) {
   }
   std::size_t name_width = 0;
   for (const auto& rejection : result.rejections) {
-    name_width = std::max(name_width, std::string(planner::RejectReasonName(rejection.reason)).size());
+    name_width =
+        std::max(name_width, std::string(planner::RejectReasonName(rejection.reason)).size());
   }
   for (const auto& rejection : result.rejections) {
     out << "  " << Padded(planner::RejectReasonName(rejection.reason), name_width) << "  "

@@ -23,8 +23,7 @@ StatusOr<int> ParsePositiveInt(std::string_view text, std::string_view what) {
   auto [ptr, ec] = std::from_chars(begin, end, value);
   if (text.empty() || ec != std::errc() || ptr != end || value < 1) {
     return InvalidArgumentError("--gpus: " + std::string(what) +
-                                " must be a positive integer, got \"" + std::string(text) +
-                                "\"");
+                                " must be a positive integer, got \"" + std::string(text) + "\"");
   }
   return value;
 }
@@ -108,8 +107,9 @@ StatusOr<LoadedInputs> LoadInputs(const InputFlags& flags) {
                                   " is in the past (now is " + now + "); set a later deadline");
     }
     return InvalidArgumentError(flags.job_path + ": spec.maxDuration: the job's deadline " +
-                                deadline + " (creation time + maxDuration) is in the past (now is " +
-                                now + "); set a longer maxDuration");
+                                deadline +
+                                " (creation time + maxDuration) is in the past (now is " + now +
+                                "); set a longer maxDuration");
   }
   return inputs;
 }
@@ -122,9 +122,8 @@ StatusOr<std::vector<int>> ParseGpuCounts(std::string_view text) {
     std::size_t start = 0;
     while (true) {
       const std::size_t comma = text.find(',', start);
-      const std::string_view item = text.substr(start, comma == std::string_view::npos
-                                                           ? std::string_view::npos
-                                                           : comma - start);
+      const std::string_view item = text.substr(
+          start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
       ASSIGN_OR_RETURN(int count, ParsePositiveInt(item, "each GPU count"));
       counts.insert(count);
       if (counts.size() > kMaxSweepPoints) return TooManyPoints();

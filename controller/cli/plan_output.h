@@ -14,9 +14,8 @@
 #define PACER_CLI_PLAN_OUTPUT_H_
 
 #include <cstdint>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "pacer/planner/cost_model.h"
 #include "pacer/planner/search.h"

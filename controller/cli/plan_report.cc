@@ -34,13 +34,12 @@ void WriteAlternatives(const planner::PlanResult& result, std::ostream& out) {
                Table::Align::kRight, Table::Align::kRight, Table::Align::kRight});
   int rank = 1;
   for (const planner::Evaluation& e : result.alternatives) {
-    table.AddRow({std::to_string(rank++), e.layout.ToString(), std::to_string(e.layout.gpus()),
-                  FormatSeconds(e.step.step_seconds),
-                  planner::FormatDurationHuman(e.total.total_seconds),
-                  planner::FormatRfc3339(
-                      CompletionUnixSeconds(result.now_unix_seconds, e.total.total_seconds)),
-                  FormatGiB(e.memory.total_bytes()), FormatGpuHours(e.gpu_hours),
-                  FormatCost(e.cost)});
+    table.AddRow(
+        {std::to_string(rank++), e.layout.ToString(), std::to_string(e.layout.gpus()),
+         FormatSeconds(e.step.step_seconds), planner::FormatDurationHuman(e.total.total_seconds),
+         planner::FormatRfc3339(
+             CompletionUnixSeconds(result.now_unix_seconds, e.total.total_seconds)),
+         FormatGiB(e.memory.total_bytes()), FormatGpuHours(e.gpu_hours), FormatCost(e.cost)});
   }
   out << "\nAlternatives (" << result.alternatives.size() << "):\n";
   table.Write(out, "  ");
@@ -65,8 +64,8 @@ void WritePlanSummary(const planner::JobSpec& job, const planner::PlanResult& re
   if (l.virtual_stages > 1) {
     parallelism += " (" + std::to_string(l.virtual_stages) + " virtual stages)";
   }
-  parallelism += " x data " + std::to_string(l.data_parallel) + ", ZeRO-" +
-                 std::to_string(l.zero_stage);
+  parallelism +=
+      " x data " + std::to_string(l.data_parallel) + ", ZeRO-" + std::to_string(l.zero_stage);
   if (l.sequence_parallel) parallelism += ", sequence parallel";
   Line(out, "Parallelism", parallelism);
   Line(out, "Batch",
@@ -74,8 +73,10 @@ void WritePlanSummary(const planner::JobSpec& job, const planner::PlanResult& re
            std::to_string(l.gradient_accumulation_steps) + " accumulation steps x " +
            std::to_string(l.data_parallel) + " replicas = " + std::to_string(l.global_batch()) +
            " sequences");
-  Line(out, "Recompute", std::string("activation checkpointing ") + planner::RecomputeName(l.recompute));
-  Line(out, "Step time", FormatSeconds(e.step.step_seconds) + "  (MFU " + FormatPercent(e.mfu) + ")");
+  Line(out, "Recompute",
+       std::string("activation checkpointing ") + planner::RecomputeName(l.recompute));
+  Line(out, "Step time",
+       FormatSeconds(e.step.step_seconds) + "  (MFU " + FormatPercent(e.mfu) + ")");
   Line(out, "Total time",
        planner::FormatDurationHuman(e.total.total_seconds) + "  (" +
            FormatGrouped(static_cast<double>(e.total.optimizer_steps)) + " optimizer steps)");
@@ -89,9 +90,9 @@ void WritePlanSummary(const planner::JobSpec& job, const planner::PlanResult& re
   } else {
     Line(out, "Deadline", "none");
   }
-  Line(out, "Memory",
-       FormatGiB(e.memory.total_bytes()) + " of " + FormatGiB(e.memory.capacity_bytes) +
-           " per GPU");
+  Line(
+      out, "Memory",
+      FormatGiB(e.memory.total_bytes()) + " of " + FormatGiB(e.memory.capacity_bytes) + " per GPU");
   Line(out, "GPU-hours", FormatGpuHours(e.gpu_hours));
   Line(out, "Cost", e.cost > 0 ? FormatCost(e.cost) : "unknown (the inventory has no price)");
 }
@@ -117,8 +118,8 @@ void WriteInfeasibleBlock(const planner::PlanResult& result, std::ostream& out) 
     out << '\n';
   }
   if (!advice.nearby_global_batch_sizes.empty()) {
-    out << "  Global batch sizes that divide better: "
-        << JoinInts(advice.nearby_global_batch_sizes) << '\n';
+    out << "  Global batch sizes that divide better: " << JoinInts(advice.nearby_global_batch_sizes)
+        << '\n';
   }
   if (!advice.summary.empty()) out << "  " << advice.summary << '\n';
   out << '\n';

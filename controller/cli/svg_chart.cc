@@ -66,12 +66,23 @@ std::string XmlEscape(std::string_view text) {
   escaped.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': escaped += "&amp;"; break;
-      case '<': escaped += "&lt;"; break;
-      case '>': escaped += "&gt;"; break;
-      case '"': escaped += "&quot;"; break;
-      case '\'': escaped += "&apos;"; break;
-      default: escaped += c;
+      case '&':
+        escaped += "&amp;";
+        break;
+      case '<':
+        escaped += "&lt;";
+        break;
+      case '>':
+        escaped += "&gt;";
+        break;
+      case '"':
+        escaped += "&quot;";
+        break;
+      case '\'':
+        escaped += "&apos;";
+        break;
+      default:
+        escaped += c;
     }
   }
   return escaped;
@@ -156,8 +167,8 @@ std::string SweepChartSvg(std::string_view job_name, const std::vector<planner::
     svg << "    <line x1=\"" << Num(kLeft) << "\" y1=\"" << Num(y) << "\" x2=\"" << Num(kRight)
         << "\" y2=\"" << Num(y) << "\" stroke=\"#e5e5e5\"/>\n";
     svg << "    <text x=\"" << Num(kLeft - 8) << "\" y=\"" << Num(y + 4)
-        << "\" text-anchor=\"end\" fill=\"" << kTimeColor << "\">"
-        << TickLabel(v, time_axis.step) << "</text>\n";
+        << "\" text-anchor=\"end\" fill=\"" << kTimeColor << "\">" << TickLabel(v, time_axis.step)
+        << "</text>\n";
   }
   for (int i = 0; i * gpu_hours_axis.step <= gpu_hours_axis.max + gpu_hours_axis.step / 2; ++i) {
     const double v = i * gpu_hours_axis.step;
@@ -185,7 +196,8 @@ std::string SweepChartSvg(std::string_view job_name, const std::vector<planner::
         << "\" y2=\"" << Num(y) << "\" stroke=\"" << kDeadlineColor
         << "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n";
     svg << "    <text x=\"" << Num(kRight - 6) << "\" y=\"" << Num(y - 6)
-        << "\" text-anchor=\"end\" fill=\"" << kDeadlineColor
+        << "\" text-anchor=\"end\" fill=\""
+        << kDeadlineColor
         // A white halo keeps the label readable where a curve crosses it.
         << "\" stroke=\"white\" stroke-width=\"4\" paint-order=\"stroke\">deadline</text>\n";
     svg << "  </g>\n";
@@ -225,11 +237,11 @@ std::string SweepChartSvg(std::string_view job_name, const std::vector<planner::
   for (const planner::SweepPoint& p : points) {
     if (!p.best) continue;
     const planner::Evaluation& e = *p.best;
-    const std::string tooltip = XmlEscape(
-        std::to_string(p.gpus) + " GPUs: " + e.layout.ToString() + "; total " +
-        planner::FormatDurationHuman(e.total.total_seconds) + ", " + FormatGpuHours(e.gpu_hours) +
-        " GPU-hours, cost " + FormatCost(e.cost) +
-        (p.meets_deadline ? "" : "; misses the deadline"));
+    const std::string tooltip =
+        XmlEscape(std::to_string(p.gpus) + " GPUs: " + e.layout.ToString() + "; total " +
+                  planner::FormatDurationHuman(e.total.total_seconds) + ", " +
+                  FormatGpuHours(e.gpu_hours) + " GPU-hours, cost " + FormatCost(e.cost) +
+                  (p.meets_deadline ? "" : "; misses the deadline"));
     const double x = x_of(p.gpus);
     const double ty = time_y(e);
     const double hy = gpu_hours_y(e);
@@ -274,7 +286,8 @@ std::string SweepChartSvg(std::string_view job_name, const std::vector<planner::
     svg << "    <text x=\"" << Num(lx + 30) << "\" y=\"" << Num(ly + 4) << "\">deadline</text>\n";
     lx += 105;
   }
-  svg << "    <circle cx=\"" << Num(lx + 12) << "\" cy=\"" << Num(ly) << "\" r=\"4.5\" fill=\"white\""
+  svg << "    <circle cx=\"" << Num(lx + 12) << "\" cy=\"" << Num(ly)
+      << "\" r=\"4.5\" fill=\"white\""
       << " stroke=\"#666\" stroke-width=\"2\"/>\n";
   svg << "    <text x=\"" << Num(lx + 24) << "\" y=\"" << Num(ly + 4)
       << "\" fill=\"#666\">hollow: misses the deadline</text>\n";

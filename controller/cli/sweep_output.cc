@@ -11,15 +11,15 @@ namespace pacer::cli {
 void WriteSweepTable(const planner::JobSpec& job, const std::vector<planner::SweepPoint>& points,
                      int64_t now_unix_seconds, std::optional<int64_t> deadline_unix_seconds,
                      std::ostream& out) {
-  out << "Sweep for " << job.namespace_name << "/" << job.name << " (objective: "
-      << planner::ObjectiveName(job.objective) << ", free-GPU limits ignored), now "
-      << planner::FormatRfc3339(now_unix_seconds) << ", deadline "
-      << (deadline_unix_seconds ? planner::FormatRfc3339(*deadline_unix_seconds) : "none")
-      << "\n";
-  Table table({"GPUS", "LAYOUT", "STEP", "TOTAL", "GPU-HOURS", "COST", "MEETS DEADLINE"},
-              {Table::Align::kRight, Table::Align::kLeft, Table::Align::kRight,
-               Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
-               Table::Align::kLeft});
+  out << "Sweep for " << job.namespace_name << "/" << job.name
+      << " (objective: " << planner::ObjectiveName(job.objective)
+      << ", free-GPU limits ignored), now " << planner::FormatRfc3339(now_unix_seconds)
+      << ", deadline "
+      << (deadline_unix_seconds ? planner::FormatRfc3339(*deadline_unix_seconds) : "none") << "\n";
+  Table table(
+      {"GPUS", "LAYOUT", "STEP", "TOTAL", "GPU-HOURS", "COST", "MEETS DEADLINE"},
+      {Table::Align::kRight, Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight,
+       Table::Align::kRight, Table::Align::kRight, Table::Align::kLeft});
   for (const planner::SweepPoint& p : points) {
     if (!p.best) {
       table.AddRow({std::to_string(p.gpus), "no plan: " + p.reason, "-", "-", "-", "-", "no"});
@@ -38,8 +38,8 @@ Json SweepJson(const planner::JobSpec& job, const std::vector<planner::SweepPoin
   Json json;
   json["job"] = job.name;
   json["now"] = planner::FormatRfc3339(now_unix_seconds);
-  json["deadline"] = deadline_unix_seconds ? Json(planner::FormatRfc3339(*deadline_unix_seconds))
-                                           : Json(nullptr);
+  json["deadline"] =
+      deadline_unix_seconds ? Json(planner::FormatRfc3339(*deadline_unix_seconds)) : Json(nullptr);
   json["points"] = Json::array();
   for (const planner::SweepPoint& p : points) {
     Json point;

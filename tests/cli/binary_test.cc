@@ -32,8 +32,8 @@ TEST(BinaryTest, HelpIsInformative) {
   EXPECT_EQ(run.out.find("run "), std::string::npos) << "`pacer run` does not exist yet";
   run = RunBinary({"plan", "--help"});
   EXPECT_EQ(run.exit_code, 0);
-  for (const char* text : {"--cluster", "--calibration", "--now", "--output", "--alternatives",
-                           "nothing fits"}) {
+  for (const char* text :
+       {"--cluster", "--calibration", "--now", "--output", "--alternatives", "nothing fits"}) {
     EXPECT_NE(run.out.find(text), std::string::npos) << text << "\n" << run.out;
   }
   run = RunBinary({"sweep", "--help"});

@@ -2,9 +2,8 @@
 // lost, in human and JSON form.
 #include <gtest/gtest.h>
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli_test_util.h"
@@ -23,8 +22,8 @@ TEST(ExplainCommandTest, ShowsBarsAndRejectionReasons) {
                                CliTestData("cluster.yaml"), "--now", kNow});
   ASSERT_EQ(run.exit_code, kExitOk) << run.out << run.err;
   for (const char* text : {"Plan for research/llama-7b-pretrain", "Memory per GPU", "weights",
-                           "optimizer state", "activations", "capacity", "Step time (",
-                           "compute", "Why other layouts lost", "\u2588" /* full block */}) {
+                           "optimizer state", "activations", "capacity", "Step time (", "compute",
+                           "Why other layouts lost", "\u2588" /* full block */}) {
     EXPECT_NE(run.out.find(text), std::string::npos) << text << "\n" << run.out;
   }
 }

@@ -131,8 +131,7 @@ TEST(InvalidInputTest, UnknownOutputFormatExitsWithTwo) {
 }
 
 TEST(InvalidInputTest, MalformedNowExitsWithTwo) {
-  const CliRun run =
-      RunPacer({"plan", CliTestData("llama-7b.yaml"), "--now", "June 1st, 2026"});
+  const CliRun run = RunPacer({"plan", CliTestData("llama-7b.yaml"), "--now", "June 1st, 2026"});
   EXPECT_EQ(run.exit_code, kExitInvalidInput);
   EXPECT_NE(run.err.find("--now"), std::string::npos) << run.err;
 }
@@ -149,8 +148,8 @@ TEST(InvalidInputTest, DeadlineInThePastNamesSpecDeadline) {
         << run.err;
     EXPECT_TRUE(run.out.empty());
   }
-  const CliRun sweep = RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "8..64",
-                                 "--now", "2026-07-02T00:00:00Z"});
+  const CliRun sweep = RunPacer(
+      {"sweep", CliTestData("llama-7b.yaml"), "--gpus", "8..64", "--now", "2026-07-02T00:00:00Z"});
   EXPECT_EQ(sweep.exit_code, kExitInvalidInput);
   EXPECT_NE(sweep.err.find("spec.deadline"), std::string::npos) << sweep.err;
 }
@@ -174,8 +173,7 @@ TEST(InvalidInputTest, UsageErrorsExitWithTwo) {
   EXPECT_EQ(RunPacer({"plan"}).exit_code, kExitInvalidInput);
   EXPECT_EQ(RunPacer({"plan", CliTestData("llama-7b.yaml"), "--bogus"}).exit_code,
             kExitInvalidInput);
-  EXPECT_EQ(RunPacer({"plan", CliTestData("llama-7b.yaml"), "--alternatives", "-1", "--now",
-                      kNow})
+  EXPECT_EQ(RunPacer({"plan", CliTestData("llama-7b.yaml"), "--alternatives", "-1", "--now", kNow})
                 .exit_code,
             kExitInvalidInput);
   // sweep needs --gpus.

@@ -54,7 +54,7 @@ TEST(HorizontalBarTest, FillsByEighths) {
   EXPECT_EQ(HorizontalBar(1, 4), "\u2588\u2588\u2588\u2588");
   EXPECT_EQ(HorizontalBar(0.5, 4), "\u2588\u2588  ");
   EXPECT_EQ(HorizontalBar(1.0 / 32, 4), "\u258F   ");  // one eighth of a cell
-  EXPECT_EQ(HorizontalBar(7, 2), "\u2588\u2588");     // clamped
+  EXPECT_EQ(HorizontalBar(7, 2), "\u2588\u2588");      // clamped
   EXPECT_EQ(HorizontalBar(-1, 2), "  ");
   for (double f : {0.0, 0.13, 0.5, 0.77, 0.999, 1.0}) {
     EXPECT_EQ(DisplayWidth(HorizontalBar(f, 40)), 40u) << f;

@@ -5,12 +5,11 @@
 
 #include <cmath>
 #include <ctime>
-#include <functional>
 #include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli_test_util.h"
@@ -24,14 +23,26 @@ using testing::CliTestData;
 using testing::kNow;
 using testing::RunPacer;
 
-const std::vector<std::string> kPlanFields = {
-    "gpuType",          "pool",           "nodes",
-    "gpusPerNode",      "tensorParallel", "pipelineParallel",
-    "dataParallel",     "virtualStages",  "sequenceParallel",
-    "zeroStage",        "microBatchSize", "gradientAccumulationSteps",
-    "activationCheckpointing", "predictedStepSeconds", "predictedTotalSeconds",
-    "predictedMemoryGiB", "predictedCompletionTime", "gpuHours",
-    "cost",             "mfu"};
+const std::vector<std::string> kPlanFields = {"gpuType",
+                                              "pool",
+                                              "nodes",
+                                              "gpusPerNode",
+                                              "tensorParallel",
+                                              "pipelineParallel",
+                                              "dataParallel",
+                                              "virtualStages",
+                                              "sequenceParallel",
+                                              "zeroStage",
+                                              "microBatchSize",
+                                              "gradientAccumulationSteps",
+                                              "activationCheckpointing",
+                                              "predictedStepSeconds",
+                                              "predictedTotalSeconds",
+                                              "predictedMemoryGiB",
+                                              "predictedCompletionTime",
+                                              "gpuHours",
+                                              "cost",
+                                              "mfu"};
 
 json PlanJson(const std::vector<std::string>& args) {
   const CliRun run = RunPacer(args);
@@ -54,7 +65,8 @@ void ExpectPlanInvariants(const json& plan, int64_t global_batch_size) {
   const std::string recompute = plan["activationCheckpointing"].get<std::string>();
   EXPECT_TRUE(recompute == "none" || recompute == "selective" || recompute == "full") << recompute;
   EXPECT_GT(plan["predictedStepSeconds"].get<double>(), 0);
-  EXPECT_GE(plan["predictedTotalSeconds"].get<double>(), plan["predictedStepSeconds"].get<double>());
+  EXPECT_GE(plan["predictedTotalSeconds"].get<double>(),
+            plan["predictedStepSeconds"].get<double>());
   EXPECT_GT(plan["predictedMemoryGiB"].get<double>(), 0);
   EXPECT_GT(plan["gpuHours"].get<double>(), 0);
   EXPECT_GT(plan["mfu"].get<double>(), 0);
@@ -84,16 +96,16 @@ TEST(PlanCommandTest, JsonHasTheContractFields) {
                           "logitsGiB", "reserveGiB", "totalGiB", "capacityGiB"}) {
     EXPECT_TRUE(doc["breakdown"]["memory"].contains(key)) << key;
   }
-  for (const char* key : {"computeSeconds", "recomputeSeconds", "tensorParallelCommSeconds",
-                          "pipelineBubbleSeconds", "pipelineP2PSeconds", "dataParallelCommSeconds",
-                          "dataParallelExposedSeconds", "optimizerSeconds", "calibrationRatio",
-                          "stepSeconds"}) {
+  for (const char* key :
+       {"computeSeconds", "recomputeSeconds", "tensorParallelCommSeconds", "pipelineBubbleSeconds",
+        "pipelineP2PSeconds", "dataParallelCommSeconds", "dataParallelExposedSeconds",
+        "optimizerSeconds", "calibrationRatio", "stepSeconds"}) {
     EXPECT_TRUE(doc["breakdown"]["stepTime"].contains(key)) << key;
   }
-  for (const char* key : {"optimizerSteps", "trainingSeconds", "startupSeconds",
-                          "checkpointIntervalSeconds", "checkpointWriteSeconds",
-                          "checkpointOverheadSeconds", "jobMTBFSeconds", "failureReworkSeconds",
-                          "totalSeconds"}) {
+  for (const char* key :
+       {"optimizerSteps", "trainingSeconds", "startupSeconds", "checkpointIntervalSeconds",
+        "checkpointWriteSeconds", "checkpointOverheadSeconds", "jobMTBFSeconds",
+        "failureReworkSeconds", "totalSeconds"}) {
     EXPECT_TRUE(doc["breakdown"]["totalTime"].contains(key)) << key;
   }
   for (const char* key : {"layoutsConsidered", "evaluated", "pruned"}) {
@@ -134,9 +146,9 @@ TEST(PlanCommandTest, CompletionTimeIsNowPlusTotalSeconds) {
 }
 
 TEST(PlanCommandTest, YamlCarriesTheSameValuesAsJson) {
-  const std::vector<std::string> base = {"plan",    CliTestData("llama-7b.yaml"),
+  const std::vector<std::string> base = {"plan",      CliTestData("llama-7b.yaml"),
                                          "--cluster", CliTestData("cluster.yaml"),
-                                         "--now",   kNow};
+                                         "--now",     kNow};
   std::vector<std::string> json_args = base;
   json_args.insert(json_args.end(), {"-o", "json"});
   std::vector<std::string> yaml_args = base;
@@ -190,17 +202,19 @@ TEST(PlanCommandTest, TableShowsThePlanAgainstTheDeadline) {
 }
 
 TEST(PlanCommandTest, AlternativesFlagLimitsTheRunnersUp) {
-  json doc = PlanJson({"plan", CliTestData("llama-7b.yaml"), "-o", "json", "--alternatives", "2",
-                       "--now", kNow});
+  json doc = PlanJson(
+      {"plan", CliTestData("llama-7b.yaml"), "-o", "json", "--alternatives", "2", "--now", kNow});
   EXPECT_LE(doc["alternatives"].size(), 2u);
-  doc = PlanJson({"plan", CliTestData("llama-7b.yaml"), "-o", "json", "--alternatives", "0",
-                  "--now", kNow});
+  doc = PlanJson(
+      {"plan", CliTestData("llama-7b.yaml"), "-o", "json", "--alternatives", "0", "--now", kNow});
   EXPECT_TRUE(doc["alternatives"].empty());
 }
 
 TEST(PlanCommandTest, CalibrationChangesThePrediction) {
-  const std::vector<std::string> base = {"plan", CliTestData("llama-7b.yaml"), "--cluster",
-                                         CliTestData("cluster.yaml"), "-o", "json", "--now", kNow};
+  const std::vector<std::string> base = {"plan",      CliTestData("llama-7b.yaml"),
+                                         "--cluster", CliTestData("cluster.yaml"),
+                                         "-o",        "json",
+                                         "--now",     kNow};
   std::vector<std::string> calibrated = base;
   calibrated.insert(calibrated.end(), {"--calibration", CliTestData("calibration.json")});
   const json plain = PlanJson(base);
@@ -249,9 +263,10 @@ TEST(PlanCommandTest, NothingFitsExitsWithFour) {
 TEST(PlanCommandTest, OutputIsDeterministic) {
   for (const char* format : {"table", "json", "yaml"}) {
     SCOPED_TRACE(format);
-    const std::vector<std::string> args = {"plan", CliTestData("llama-7b.yaml"), "--cluster",
-                                           CliTestData("cluster.yaml"), "-o", format, "--now",
-                                           kNow};
+    const std::vector<std::string> args = {"plan",      CliTestData("llama-7b.yaml"),
+                                           "--cluster", CliTestData("cluster.yaml"),
+                                           "-o",        format,
+                                           "--now",     kNow};
     const CliRun first = RunPacer(args);
     const CliRun second = RunPacer(args);
     EXPECT_EQ(first.exit_code, second.exit_code);

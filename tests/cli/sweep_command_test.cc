@@ -1,10 +1,9 @@
 // `pacer sweep`: one table row per GPU count, JSON points, and the SVG chart.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli_test_util.h"
@@ -57,8 +56,8 @@ TEST(SweepCommandTest, TableHasOneRowPerGpuCount) {
 }
 
 TEST(SweepCommandTest, JsonPointsMatchTheCounts) {
-  const CliRun run = RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "8,24,64", "-o",
-                               "json", "--now", kNow});
+  const CliRun run = RunPacer(
+      {"sweep", CliTestData("llama-7b.yaml"), "--gpus", "8,24,64", "-o", "json", "--now", kNow});
   ASSERT_EQ(run.exit_code, kExitOk) << run.err;
   const json doc = json::parse(run.out);
   ASSERT_EQ(doc["points"].size(), 3u);
@@ -116,8 +115,8 @@ TEST(SweepCommandTest, UnwritableSvgPathExitsWithTwo) {
 }
 
 TEST(SweepCommandTest, OutputIsDeterministic) {
-  const std::vector<std::string> args = {"sweep", CliTestData("llama-7b.yaml"), "--gpus",
-                                         "8..256", "--now", kNow};
+  const std::vector<std::string> args = {
+      "sweep", CliTestData("llama-7b.yaml"), "--gpus", "8..256", "--now", kNow};
   EXPECT_EQ(RunPacer(args).out, RunPacer(args).out);
 }
 
