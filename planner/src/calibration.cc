@@ -1,6 +1,7 @@
 #include "pacer/planner/calibration.h"
 
 #include <cmath>
+#include <set>
 
 #include "yaml_fields.h"
 
@@ -8,6 +9,8 @@ namespace pacer::planner {
 namespace {
 
 using yaml_fields::Field;
+
+constexpr std::size_t kMaxGpuTypes = 1000;
 
 // A number in (0, max], stated as such in the message.
 StatusOr<double> InRange(const Field& f, double max) {
@@ -59,9 +62,13 @@ StatusOr<Calibration> Parse(const std::string& document) {
   if (!types.is_map()) {
     return types.ErrorGot("must be a map from GPU type to measurements");
   }
+  if (types.node().size() > kMaxGpuTypes) {
+    return types.Error("must have at most " + std::to_string(kMaxGpuTypes) + " entries");
+  }
+  std::set<std::string> seen;
   for (const auto& [name, entry] : types.Entries()) {
     if (name.empty()) return types.Error("GPU type names must be non-empty strings");
-    if (calibration.Find(name) != nullptr) {
+    if (!seen.insert(yaml_fields::Lowercase(name)).second) {
       return entry.Error("given more than once (GPU type names ignore case)");
     }
     GpuCalibration c;

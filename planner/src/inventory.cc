@@ -1,7 +1,9 @@
 #include "pacer/planner/inventory.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "yaml_fields.h"
@@ -18,6 +20,8 @@ constexpr double kMaxTflops = 1e6;
 constexpr double kMaxMemoryGb = 1e5;
 constexpr double kMaxBandwidth = 1e6;  // GB/s or Gbit/s
 constexpr double kMaxPrice = 1e6;
+constexpr std::size_t kMaxGpuTypes = 1000;
+constexpr std::size_t kMaxNodePools = 10000;
 
 // A number in (0, max].
 StatusOr<double> PositiveNumber(const Field& f, double max) {
@@ -35,18 +39,15 @@ StatusOr<double> NonNegativeNumber(const Field& f, double max) {
   return *value;
 }
 
-Status ApplyGpuType(const Field& f, const std::vector<std::string>& earlier_names,
-                    GpuCatalog* catalog) {
+Status ApplyGpuType(const Field& f, std::set<std::string>* earlier_names, GpuCatalog* catalog) {
   RETURN_IF_ERROR(
       f.CheckMap({"name", "bf16TFLOPS", "fp16TFLOPS", "fp8TFLOPS", "tf32TFLOPS", "fp32TFLOPS",
                   "memoryGB", "hbmGBps", "nvlinkGBps", "pricePerGPUHour"}));
   const Field name_field = f.Get("name");
   if (!name_field.present()) return name_field.Error("required");
   ASSIGN_OR_RETURN(const std::string name, name_field.NonEmptyString());
-  for (const std::string& earlier : earlier_names) {
-    if (yaml_fields::EqualsIgnoreCase(earlier, name)) {
-      return name_field.ErrorGot("defined more than once under gpuTypes");
-    }
+  if (!earlier_names->insert(yaml_fields::Lowercase(name)).second) {
+    return name_field.ErrorGot("defined more than once under gpuTypes");
   }
 
   const GpuType* existing = catalog->Find(name);
@@ -155,26 +156,25 @@ StatusOr<Inventory> Parse(const std::string& document) {
   Inventory inventory;
   // Types first, so that pools may use the types the file defines.
   if (const Field types = top.Get("gpuTypes"); types.present()) {
-    RETURN_IF_ERROR(types.CheckList());
-    std::vector<std::string> names;
+    RETURN_IF_ERROR(types.CheckList(kMaxGpuTypes));
+    std::set<std::string> names;
     for (const Field& e : types.Elements()) {
-      RETURN_IF_ERROR(ApplyGpuType(e, names, &inventory.catalog));
-      names.push_back(e.Get("name").node().Scalar());
+      RETURN_IF_ERROR(ApplyGpuType(e, &names, &inventory.catalog));
     }
   }
 
   const Field pools = top.Get("nodePools");
   if (!pools.present()) return pools.Error("required: a list of node pools");
-  RETURN_IF_ERROR(pools.CheckList());
+  RETURN_IF_ERROR(pools.CheckList(kMaxNodePools));
   const std::vector<Field> elements = pools.Elements();
   if (elements.empty()) return pools.Error("must list at least one node pool");
+  std::map<std::string, std::size_t> pool_index;
   for (const Field& e : elements) {
     ASSIGN_OR_RETURN(NodePool pool, ParsePool(e, inventory.catalog));
-    for (std::size_t i = 0; i < inventory.node_pools.size(); ++i) {
-      if (inventory.node_pools[i].name == pool.name) {
-        return e.Get("name").ErrorGot("duplicate pool name (also nodePools[" + std::to_string(i) +
-                                      "])");
-      }
+    const auto [it, inserted] = pool_index.emplace(pool.name, inventory.node_pools.size());
+    if (!inserted) {
+      return e.Get("name").ErrorGot("duplicate pool name (also nodePools[" +
+                                    std::to_string(it->second) + "])");
     }
     inventory.node_pools.push_back(std::move(pool));
   }

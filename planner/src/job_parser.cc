@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
 #include <string_view>
 
 #include "pacer/planner/model_math.h"
@@ -33,6 +34,7 @@ constexpr int kMaxEpochs = 10000;
 constexpr int64_t kMaxGlobalBatchSize = 100'000'000;
 constexpr int kMaxMicroBatchSize = 1'000'000;
 constexpr int kMaxGpus = 1'000'000;
+constexpr std::size_t kMaxGpuTypes = 100;
 constexpr int kMaxTensorParallel = 1024;
 constexpr int kMaxPipelineParallel = 1000;
 constexpr double kMaxDurationSeconds = 36500.0 * 86400;  // 100 years
@@ -263,15 +265,13 @@ Status ParseResources(const Field& f, ResourcesSpec* r) {
   if (!f.present()) return Status::Ok();
   RETURN_IF_ERROR(f.CheckMap({"gpuTypes", "minGPUs", "maxGPUs"}));
   if (const Field types = f.Get("gpuTypes"); types.present()) {
-    RETURN_IF_ERROR(types.CheckList());
+    RETURN_IF_ERROR(types.CheckList(kMaxGpuTypes));
     // Whether a type exists is the planner's question (the inventory may
     // define new ones); the parser only checks the shape.
+    std::set<std::string> seen;
     for (const Field& e : types.Elements()) {
       ASSIGN_OR_RETURN(std::string name, e.NonEmptyString());
-      const bool duplicate = std::any_of(
-          r->gpu_types.begin(), r->gpu_types.end(),
-          [&](const std::string& seen) { return yaml_fields::EqualsIgnoreCase(seen, name); });
-      if (!duplicate) r->gpu_types.push_back(std::move(name));
+      if (seen.insert(yaml_fields::Lowercase(name)).second) r->gpu_types.push_back(std::move(name));
     }
   }
   if (const Field min = f.Get("minGPUs"); min.present()) {

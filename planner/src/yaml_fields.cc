@@ -155,6 +155,12 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return true;
 }
 
+std::string Lowercase(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 std::string FormatNumber(double value) {
   char buf[64];
   if (std::fabs(value) < 1e15 && value == std::floor(value)) {
@@ -292,8 +298,12 @@ Status Field::CheckMap(const std::vector<std::string_view>& allowed) const {
   return Status::Ok();
 }
 
-Status Field::CheckList() const {
+Status Field::CheckList(std::size_t max_entries) const {
   if (!is_list()) return ErrorGot("must be a list");
+  if (node_.size() > max_entries) {
+    return Error("must have at most " + std::to_string(max_entries) + " entries, got " +
+                 std::to_string(node_.size()));
+  }
   return Status::Ok();
 }
 

@@ -14,6 +14,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -59,8 +60,8 @@ class Field {
   // non-string keys); an unknown key is reported with the nearest allowed one.
   Status CheckMap(std::initializer_list<std::string_view> allowed) const;
   Status CheckMap(const std::vector<std::string_view>& allowed) const;
-  // Must be a list.
-  Status CheckList() const;
+  // Must be a list of at most `max_entries` elements.
+  Status CheckList(std::size_t max_entries = SIZE_MAX) const;
 
   // Scalars. The bounds are inclusive and are stated in the message.
   StatusOr<std::string> String() const;
@@ -103,8 +104,10 @@ StatusOr<T> Guard(std::string_view what, F&& parse) {
 // ignored), or "" when none is close enough to be a likely typo.
 std::string NearestName(std::string_view key, const std::vector<std::string_view>& allowed);
 
-// Case-insensitive equality for names (GPU types, enum values).
+// Case-insensitive equality for names (GPU types, enum values), and the key
+// to use for sets of such names.
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+std::string Lowercase(std::string_view s);
 
 // Formats a number for messages: integers without a decimal point.
 std::string FormatNumber(double value);

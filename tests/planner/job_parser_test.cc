@@ -428,6 +428,18 @@ TEST(JobParserTest, UnknownGpuTypeIsForThePlanner) {
   EXPECT_EQ(job->resources.gpu_types, std::vector<std::string>{"H1000"});
 }
 
+TEST(JobParserTest, GpuTypesAreDeduplicatedAndBounded) {
+  StatusOr<JobSpec> job = ParseTrainJob(std::string(kMinimalYaml) +
+                                        "  resources: {gpuTypes: [H100-SXM, h100-sxm, H200]}\n");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->resources.gpu_types, (std::vector<std::string>{"H100-SXM", "H200"}));
+
+  std::string many = "  resources:\n    gpuTypes:\n";
+  for (int i = 0; i < 101; ++i) many += "      - T" + std::to_string(i) + "\n";
+  EXPECT_EQ(ErrorOf(kMinimalYaml + many),
+            "spec.resources.gpuTypes: must have at most 100 entries, got 101");
+}
+
 TEST(JobParserTest, DocumentLevelErrors) {
   EXPECT_EQ(ErrorOf(""), "TrainJob: the document is empty");
   EXPECT_EQ(ErrorOf("# only a comment\n"), "TrainJob: the document is empty");
