@@ -1,8 +1,11 @@
 # ASan + UBSan for the whole build when PACER_SANITIZE=ON. CI runs the test
-# suite once in this configuration (see .ci/run). UBSan findings are fatal so
-# that a test fails instead of printing and passing.
+# suite once in this configuration (see scripts/test.sh). UBSan findings are
+# fatal so that a test fails instead of printing and passing.
 if(PACER_SANITIZE)
   set(_pacer_san -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
-  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:${_pacer_san}>)
+  foreach(_flag IN LISTS _pacer_san)
+    # Host C++ only: nvcc does not take these flags.
+    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:${_flag}>)
+  endforeach()
   add_link_options(${_pacer_san})
 endif()
