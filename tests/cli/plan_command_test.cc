@@ -277,3 +277,27 @@ TEST(PlanCommandTest, OutputIsDeterministic) {
 
 }  // namespace
 }  // namespace pacer::cli
+
+namespace pacer::cli {
+namespace {
+
+TEST(PlanCommandTest, JobWithoutDeadlineIsFeasibleWithNullDeadline) {
+  const CliRun run = testing::RunPacer(
+      {"plan", testing::CliTestData("no-deadline.yaml"), "-o", "json", "--now", testing::kNow});
+  ASSERT_EQ(run.exit_code, kExitOk) << run.err;
+  const nlohmann::json doc = nlohmann::json::parse(run.out);
+  EXPECT_TRUE(doc["feasible"].get<bool>());
+  EXPECT_TRUE(doc["deadline"].is_null());
+  EXPECT_FALSE(doc.contains("advice"));
+  // The default inventory has no prices: cost is unknown, not zero.
+  EXPECT_TRUE(doc["plan"]["cost"].is_null());
+  ExpectPlanInvariants(doc["plan"], 256);
+
+  const CliRun table =
+      testing::RunPacer({"plan", testing::CliTestData("no-deadline.yaml"), "--now", testing::kNow});
+  EXPECT_NE(table.out.find("Deadline     none"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("Cost         unknown"), std::string::npos) << table.out;
+}
+
+}  // namespace
+}  // namespace pacer::cli

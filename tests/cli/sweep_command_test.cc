@@ -120,5 +120,16 @@ TEST(SweepCommandTest, OutputIsDeterministic) {
   EXPECT_EQ(RunPacer(args).out, RunPacer(args).out);
 }
 
+TEST(SweepCommandTest, WithoutDeadlineDrawsNoDeadlineLine) {
+  testing::TempDir dir;
+  const std::string svg_path = dir.File("sweep.svg");
+  const CliRun run = testing::RunPacer({"sweep", testing::CliTestData("no-deadline.yaml"), "--gpus",
+                                        "8..64", "--svg", svg_path, "--now", testing::kNow});
+  ASSERT_EQ(run.exit_code, kExitOk) << run.err;
+  const std::string svg = testing::ReadFile(svg_path);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_EQ(svg.find("class=\"deadline\""), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pacer::cli
