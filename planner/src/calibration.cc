@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include "text.h"
 #include "yaml_fields.h"
 
 namespace pacer::planner {
@@ -68,7 +69,7 @@ StatusOr<Calibration> Parse(const std::string& document) {
   std::set<std::string> seen;
   for (const auto& [name, entry] : types.Entries()) {
     if (name.empty()) return types.Error("GPU type names must be non-empty strings");
-    if (!seen.insert(yaml_fields::Lowercase(name)).second) {
+    if (!seen.insert(text::Lowercase(name)).second) {
       return entry.Error("given more than once (GPU type names ignore case)");
     }
     GpuCalibration c;
@@ -82,7 +83,7 @@ StatusOr<Calibration> Parse(const std::string& document) {
 
 const GpuCalibration* Calibration::Find(std::string_view gpu_type) const {
   for (const auto& [name, c] : by_gpu_type) {
-    if (yaml_fields::EqualsIgnoreCase(name, gpu_type)) return &c;
+    if (text::EqualsIgnoreCase(name, gpu_type)) return &c;
   }
   return nullptr;
 }

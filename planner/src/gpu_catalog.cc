@@ -3,21 +3,9 @@
 #include <cctype>
 #include <utility>
 
+#include "text.h"
+
 namespace pacer::planner {
-namespace {
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
 
 double GpuType::PeakFlops(Precision precision) const {
   double tflops = 0;
@@ -82,14 +70,14 @@ GpuCatalog GpuCatalog::BuiltIn() {
 
 const GpuType* GpuCatalog::Find(std::string_view name) const {
   for (const GpuType& gpu : gpus_) {
-    if (EqualsIgnoreCase(gpu.name, name)) return &gpu;
+    if (text::EqualsIgnoreCase(gpu.name, name)) return &gpu;
   }
   return nullptr;
 }
 
 void GpuCatalog::Upsert(GpuType gpu) {
   for (GpuType& existing : gpus_) {
-    if (EqualsIgnoreCase(existing.name, gpu.name)) {
+    if (text::EqualsIgnoreCase(existing.name, gpu.name)) {
       existing = std::move(gpu);
       return;
     }

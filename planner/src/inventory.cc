@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "text.h"
 #include "yaml_fields.h"
 
 namespace pacer::planner {
@@ -46,7 +47,7 @@ Status ApplyGpuType(const Field& f, std::set<std::string>* earlier_names, GpuCat
   const Field name_field = f.Get("name");
   if (!name_field.present()) return name_field.Error("required");
   ASSIGN_OR_RETURN(const std::string name, name_field.NonEmptyString());
-  if (!earlier_names->insert(yaml_fields::Lowercase(name)).second) {
+  if (!earlier_names->insert(text::Lowercase(name)).second) {
     return name_field.ErrorGot("defined more than once under gpuTypes");
   }
 

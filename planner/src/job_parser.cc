@@ -8,6 +8,7 @@
 
 #include "pacer/planner/model_math.h"
 #include "pacer/planner/units.h"
+#include "text.h"
 #include "yaml_fields.h"
 
 namespace pacer::planner {
@@ -59,7 +60,7 @@ bool IsDns1123Label(std::string_view s) {
 }
 
 bool IsAuto(const Field& f) {
-  return f.is_scalar() && yaml_fields::EqualsIgnoreCase(f.node().Scalar(), "auto");
+  return f.is_scalar() && text::EqualsIgnoreCase(f.node().Scalar(), "auto");
 }
 
 // A positive integer pin or "auto" (nullopt).
@@ -271,7 +272,7 @@ Status ParseResources(const Field& f, ResourcesSpec* r) {
     std::set<std::string> seen;
     for (const Field& e : types.Elements()) {
       ASSIGN_OR_RETURN(std::string name, e.NonEmptyString());
-      if (seen.insert(yaml_fields::Lowercase(name)).second) r->gpu_types.push_back(std::move(name));
+      if (seen.insert(text::Lowercase(name)).second) r->gpu_types.push_back(std::move(name));
     }
   }
   if (const Field min = f.Get("minGPUs"); min.present()) {

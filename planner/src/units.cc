@@ -1,36 +1,15 @@
 #include "pacer/planner/units.h"
 
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <system_error>
 
+#include "text.h"
+
 namespace pacer::planner {
 namespace {
-
-// Quotes user text for an error message, shortened so that a huge value cannot
-// flood a log line.
-std::string Quote(std::string_view text) {
-  constexpr std::size_t kMaxShown = 64;
-  std::string out = "\"";
-  for (std::size_t i = 0; i < text.size() && i < kMaxShown; ++i) {
-    const char c = text[i];
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x",
-                    static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  if (text.size() > kMaxShown) out += "...";
-  out += '"';
-  return out;
-}
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -148,14 +127,14 @@ StatusOr<double> ParseCount(std::string_view text) {
   }
   double value = 0;
   if (!ParseDecimal(Trim(number), &value)) {
-    return InvalidArgumentError("expected a count such as 6.7B, 350M or 2e12, got " + Quote(text));
+    return InvalidArgumentError("expected a count such as 6.7B, 350M or 2e12, got " + text::QuoteForMessage(text));
   }
   value *= multiplier;
   if (!std::isfinite(value)) {
-    return InvalidArgumentError("count is too large, got " + Quote(text));
+    return InvalidArgumentError("count is too large, got " + text::QuoteForMessage(text));
   }
   if (value < 0) {
-    return InvalidArgumentError("count must not be negative, got " + Quote(text));
+    return InvalidArgumentError("count must not be negative, got " + text::QuoteForMessage(text));
   }
   return value;
 }
@@ -163,11 +142,11 @@ StatusOr<double> ParseCount(std::string_view text) {
 StatusOr<double> ParseDurationSeconds(std::string_view text) {
   const std::string_view s = Trim(text);
   const auto bad = [&]() {
-    return InvalidArgumentError("expected a duration such as 72h or 1h30m, got " + Quote(text));
+    return InvalidArgumentError("expected a duration such as 72h or 1h30m, got " + text::QuoteForMessage(text));
   };
   if (s.empty()) return bad();
   if (s.front() == '-') {
-    return InvalidArgumentError("duration must not be negative, got " + Quote(text));
+    return InvalidArgumentError("duration must not be negative, got " + text::QuoteForMessage(text));
   }
   double bare = 0;
   if (ParseDecimal(s, &bare)) return bare;  // plain seconds
@@ -202,7 +181,7 @@ StatusOr<double> ParseDurationSeconds(std::string_view text) {
     total += amount * scale;
   }
   if (!std::isfinite(total)) {
-    return InvalidArgumentError("duration is too large, got " + Quote(text));
+    return InvalidArgumentError("duration is too large, got " + text::QuoteForMessage(text));
   }
   return total;
 }
@@ -217,10 +196,10 @@ StatusOr<double> ParseFraction(std::string_view text) {
   double value = 0;
   if (!ParseDecimal(s, &value)) {
     return InvalidArgumentError(
-        "expected a percentage such as 5% or a fraction such as 0.05, got " + Quote(text));
+        "expected a percentage such as 5% or a fraction such as 0.05, got " + text::QuoteForMessage(text));
   }
   if (value < 0) {
-    return InvalidArgumentError("must not be negative, got " + Quote(text));
+    return InvalidArgumentError("must not be negative, got " + text::QuoteForMessage(text));
   }
   return percent ? value / 100 : value;
 }
@@ -231,7 +210,7 @@ StatusOr<int64_t> ParseRfc3339(std::string_view text) {
     return InvalidArgumentError(
         "expected an RFC 3339 time such as \"2026-12-24T00:00:00Z\" or "
         "\"2026-12-24T09:00:00+02:00\", got " +
-        Quote(text));
+        text::QuoteForMessage(text));
   };
   std::size_t pos = 0;
   int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
@@ -264,20 +243,20 @@ StatusOr<int64_t> ParseRfc3339(std::string_view text) {
       return bad();
     }
     if (off_hour > 23 || off_minute > 59) {
-      return InvalidArgumentError("time zone offset out of range in " + Quote(text));
+      return InvalidArgumentError("time zone offset out of range in " + text::QuoteForMessage(text));
     }
     offset_seconds = sign * (off_hour * 3600 + off_minute * 60);
   } else {
     return InvalidArgumentError("time needs a time zone (Z or an offset such as +02:00), got " +
-                                Quote(text));
+                                text::QuoteForMessage(text));
   }
   if (pos != s.size()) return bad();
   if (month < 1 || month > 12 || day < 1 || day > DaysInMonth(year, month)) {
-    return InvalidArgumentError("no such date in " + Quote(text));
+    return InvalidArgumentError("no such date in " + text::QuoteForMessage(text));
   }
   // Second 60 is a leap second; Unix time folds it into the next minute.
   if (hour > 23 || minute > 59 || second > 60) {
-    return InvalidArgumentError("time of day out of range in " + Quote(text));
+    return InvalidArgumentError("time of day out of range in " + text::QuoteForMessage(text));
   }
   const int64_t days = DaysFromCivil(year, month, day);
   return days * 86400 + hour * 3600 + minute * 60 + second - offset_seconds;

@@ -12,32 +12,10 @@
 
 #include "pacer/planner/job_parser.h"
 #include "pacer/planner/units.h"
+#include "text.h"
 
 namespace pacer::planner::yaml_fields {
 namespace {
-
-constexpr std::size_t kMaxShownChars = 64;
-
-std::string Quote(std::string_view text) {
-  std::string out = "\"";
-  for (std::size_t i = 0; i < text.size() && i < kMaxShownChars; ++i) {
-    const char c = text[i];
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x",
-                    static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  if (text.size() > kMaxShownChars) out += "...";
-  out += '"';
-  return out;
-}
 
 // A decimal number as YAML and JSON write them ("-4", "6.7e9"); rejects YAML's
 // ".inf"/".nan", hex and octal, which no Pacer field takes.
@@ -144,22 +122,7 @@ bool OnlyMarkersAndComments(const std::string& text, int pos) {
 
 }  // namespace
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
 
-std::string Lowercase(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 std::string FormatNumber(double value) {
   char buf[64];
@@ -250,10 +213,10 @@ std::string Field::Describe() const {
   const std::string& text = node_.Scalar();
   double unused = 0;
   // Plain numbers read best as written; anything quoted or textual is quoted.
-  if (node_.Tag() != "!" && text.size() <= kMaxShownChars && ParseNumber(text, &unused)) {
+  if (node_.Tag() != "!" && text.size() <= text::kMaxQuotedChars && ParseNumber(text, &unused)) {
     return text;
   }
-  return Quote(text);
+  return text::QuoteForMessage(text);
 }
 
 Status Field::Error(std::string_view what) const {
@@ -320,8 +283,8 @@ StatusOr<std::string> Field::NonEmptyString() const {
 StatusOr<bool> Field::Bool() const {
   if (is_scalar()) {
     const std::string& text = node_.Scalar();
-    if (EqualsIgnoreCase(text, "true")) return true;
-    if (EqualsIgnoreCase(text, "false")) return false;
+    if (text::EqualsIgnoreCase(text, "true")) return true;
+    if (text::EqualsIgnoreCase(text, "false")) return false;
   }
   return ErrorGot("must be true or false");
 }
@@ -390,7 +353,7 @@ StatusOr<std::size_t> Field::OneOf(std::initializer_list<std::string_view> names
   if (is_scalar()) {
     std::size_t i = 0;
     for (std::string_view name : names) {
-      if (EqualsIgnoreCase(node_.Scalar(), name)) return i;
+      if (text::EqualsIgnoreCase(node_.Scalar(), name)) return i;
       ++i;
     }
   }

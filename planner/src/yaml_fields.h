@@ -104,11 +104,6 @@ StatusOr<T> Guard(std::string_view what, F&& parse) {
 // ignored), or "" when none is close enough to be a likely typo.
 std::string NearestName(std::string_view key, const std::vector<std::string_view>& allowed);
 
-// Case-insensitive equality for names (GPU types, enum values), and the key
-// to use for sets of such names.
-bool EqualsIgnoreCase(std::string_view a, std::string_view b);
-std::string Lowercase(std::string_view s);
-
 // Formats a number for messages: integers without a decimal point.
 std::string FormatNumber(double value);
 

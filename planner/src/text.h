@@ -1,0 +1,25 @@
+// Internal to the planner: small text helpers shared by the parsers and the
+// catalog, so that names compare and user text is quoted the same way
+// everywhere. Thread-safety: pure functions.
+#ifndef PACER_PLANNER_SRC_TEXT_H_
+#define PACER_PLANNER_SRC_TEXT_H_
+
+#include <string>
+#include <string_view>
+
+namespace pacer::planner::text {
+
+// User text quoted for an error message: escapes quotes, backslashes and
+// control characters, and shortens it to 64 characters so that a huge value
+// cannot flood a log line.
+std::string QuoteForMessage(std::string_view text);
+inline constexpr std::size_t kMaxQuotedChars = 64;
+
+// Case-insensitive equality for names (GPU types, enum values), and the key
+// to use for sets of such names.
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+std::string Lowercase(std::string_view s);
+
+}  // namespace pacer::planner::text
+
+#endif  // PACER_PLANNER_SRC_TEXT_H_
