@@ -2,7 +2,7 @@
 // for a GPU type. Written by `pacer-worker calibrate` (GEMM and all-reduce
 // measurements) and by the controller's re-plan loop (measured/predicted
 // step-time ratio); read by `pacer plan --calibration FILE`.
-// Format (JSON, documented in docs/calibration.md):
+// Format (JSON, documented in docs/inventory.md, "Calibration files"):
 //   {"gpuTypes": {"H100-SXM": {"gemmEfficiency": 0.81,
 //                              "intraNodeBusBandwidthGBps": 360,
 //                              "interNodeBusBandwidthGBps": 45,
