@@ -29,43 +29,48 @@ double GpuType::PeakFlops(Precision precision) const {
   return tflops * 1e12;
 }
 
-GpuCatalog GpuCatalog::BuiltIn() {
-  // Dense (no sparsity) tensor-core peaks from NVIDIA datasheets, as tabled in
-  // docs/planner.md; fp32 is the non-tensor-core peak. A zero marks a
-  // precision the GPU cannot train in (V100 has no bf16, tf32 or fp8; Ampere
-  // has no fp8). Prices are left unknown (0): they differ by provider and
-  // contract, so they come from the inventory.
-  struct Row {
-    const char* name;
-    double bf16, fp16, fp8, tf32, fp32, memory_gb, hbm_gbps, nvlink_gbps;
-  };
-  static constexpr Row kRows[] = {
-      {"A100-40GB", 312, 312, 0, 156, 19.5, 40, 1555, 600},
-      {"A100-80GB", 312, 312, 0, 156, 19.5, 80, 2039, 600},
-      {"H100-SXM", 989, 989, 1979, 495, 67, 80, 3350, 900},
-      // PCIe H100 links pairs through an NVLink bridge (600 GB/s).
-      {"H100-PCIe", 756, 756, 1513, 378, 51, 80, 2000, 600},
-      {"H200", 989, 989, 1979, 495, 67, 141, 4800, 900},
-      {"B200", 2250, 2250, 4500, 1100, 80, 192, 8000, 1800},
-      {"L40S", 362, 362, 733, 183, 91.6, 48, 864, 0},
-      // The 32 GB V100; its tensor cores do fp16 only.
-      {"V100-SXM2", 0, 125, 0, 0, 15.7, 32, 900, 300},
-  };
-  GpuCatalog catalog;
-  for (const Row& r : kRows) {
-    GpuType gpu;
-    gpu.name = r.name;
-    gpu.bf16_tflops = r.bf16;
-    gpu.fp16_tflops = r.fp16;
-    gpu.fp8_tflops = r.fp8;
-    gpu.tf32_tflops = r.tf32;
-    gpu.fp32_tflops = r.fp32;
-    gpu.memory_gb = r.memory_gb;
-    gpu.hbm_gbps = r.hbm_gbps;
-    gpu.nvlink_gbps = r.nvlink_gbps;
-    catalog.gpus_.push_back(std::move(gpu));
-  }
-  return catalog;
+const GpuCatalog& GpuCatalog::BuiltIn() {
+  // Built once and never destroyed, so pointers from BuiltIn().Find() stay
+  // valid for the life of the program.
+  static const GpuCatalog* const kCatalog = [] {
+    // Dense (no sparsity) tensor-core peaks from NVIDIA datasheets, as tabled in
+    // docs/planner.md; fp32 is the non-tensor-core peak. A zero marks a
+    // precision the GPU cannot train in (V100 has no bf16, tf32 or fp8; Ampere
+    // has no fp8). Prices are left unknown (0): they differ by provider and
+    // contract, so they come from the inventory.
+    struct Row {
+      const char* name;
+      double bf16, fp16, fp8, tf32, fp32, memory_gb, hbm_gbps, nvlink_gbps;
+    };
+    static constexpr Row kRows[] = {
+        {"A100-40GB", 312, 312, 0, 156, 19.5, 40, 1555, 600},
+        {"A100-80GB", 312, 312, 0, 156, 19.5, 80, 2039, 600},
+        {"H100-SXM", 989, 989, 1979, 495, 67, 80, 3350, 900},
+        // PCIe H100 links pairs through an NVLink bridge (600 GB/s).
+        {"H100-PCIe", 756, 756, 1513, 378, 51, 80, 2000, 600},
+        {"H200", 989, 989, 1979, 495, 67, 141, 4800, 900},
+        {"B200", 2250, 2250, 4500, 1100, 80, 192, 8000, 1800},
+        {"L40S", 362, 362, 733, 183, 91.6, 48, 864, 0},
+        // The 32 GB V100; its tensor cores do fp16 only.
+        {"V100-SXM2", 0, 125, 0, 0, 15.7, 32, 900, 300},
+    };
+    auto* catalog = new GpuCatalog;
+    for (const Row& r : kRows) {
+      GpuType gpu;
+      gpu.name = r.name;
+      gpu.bf16_tflops = r.bf16;
+      gpu.fp16_tflops = r.fp16;
+      gpu.fp8_tflops = r.fp8;
+      gpu.tf32_tflops = r.tf32;
+      gpu.fp32_tflops = r.fp32;
+      gpu.memory_gb = r.memory_gb;
+      gpu.hbm_gbps = r.hbm_gbps;
+      gpu.nvlink_gbps = r.nvlink_gbps;
+      catalog->gpus_.push_back(std::move(gpu));
+    }
+    return catalog;
+  }();
+  return *kCatalog;
 }
 
 const GpuType* GpuCatalog::Find(std::string_view name) const {

@@ -38,8 +38,9 @@ struct GpuType {
 
 class GpuCatalog {
  public:
-  // The datasheet table of docs/planner.md.
-  static GpuCatalog BuiltIn();
+  // The datasheet table of docs/planner.md. A process-wide constant: the
+  // reference and pointers into it are valid for the life of the program.
+  static const GpuCatalog& BuiltIn();
 
   // nullptr when unknown. Names match case-insensitively.
   const GpuType* Find(std::string_view name) const;
