@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <tuple>
 
 #include "cost_model_internal.h"
@@ -292,8 +293,7 @@ class Searcher {
     if (!out_.fastest || FasterThan(named, *out_.fastest)) out_.fastest = named;
     if (!MeetsDeadline(named)) {
       Reject(RejectReason::kMissesDeadline, 1, &named,
-             "finishes " +
-                 FormatDurationHuman(static_cast<double>(options_.now_unix_seconds) +
+             FormatDurationHuman(static_cast<double>(options_.now_unix_seconds) +
                                      named.total.total_seconds -
                                      static_cast<double>(*deadline_)) +
                  " after the deadline");
