@@ -124,20 +124,6 @@ int RunPlanCommand(const PlanFlags& flags, bool explain, std::ostream& out, std:
   return result->feasible ? kExitOk : kExitInfeasible;
 }
 
-// Sweep() has no error path, so a GPU type the catalog does not know is
-// caught here, as Plan() would.
-Status CheckGpuTypesKnown(const LoadedInputs& inputs) {
-  const std::vector<std::string>& names = inputs.job.resources.gpu_types;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (inputs.inventory.catalog.Find(names[i]) == nullptr) {
-      return InvalidArgumentError("spec.resources.gpuTypes[" + std::to_string(i) +
-                                  "]: unknown GPU type \"" + names[i] +
-                                  "\"; known types: " + inputs.inventory.catalog.NamesForMessage());
-    }
-  }
-  return Status::Ok();
-}
-
 int RunSweepCommand(const SweepFlags& flags, std::ostream& out, std::ostream& err) {
   StatusOr<OutputFormat> format = ParseOutputFormat(flags.output);
   if (!format.ok()) return Fail(format.status(), err);
@@ -145,14 +131,14 @@ int RunSweepCommand(const SweepFlags& flags, std::ostream& out, std::ostream& er
   if (!gpu_counts.ok()) return Fail(gpu_counts.status(), err);
   StatusOr<LoadedInputs> inputs = LoadInputs(flags.inputs);
   if (!inputs.ok()) return Fail(inputs.status(), err);
-  Status known = CheckGpuTypesKnown(*inputs);
-  if (!known.ok()) return Fail(known.WithContext(flags.inputs.job_path), err);
 
   planner::PlanOptions options;
   options.now_unix_seconds = inputs->now_unix_seconds;
   options.ignore_free_gpus = true;
-  const std::vector<planner::SweepPoint> points =
+  StatusOr<std::vector<planner::SweepPoint>> swept =
       planner::Sweep(inputs->job, inputs->inventory, inputs->calibration, *gpu_counts, options);
+  if (!swept.ok()) return Fail(swept.status().WithContext(flags.inputs.job_path), err);
+  const std::vector<planner::SweepPoint>& points = *swept;
 
   if (!flags.svg_path.empty()) {
     std::optional<double> deadline_seconds;

@@ -99,18 +99,6 @@ StatusOr<LoadedInputs> LoadInputs(const InputFlags& flags) {
   }
 
   inputs.deadline_unix_seconds = planner::EffectiveDeadline(inputs.job, inputs.now_unix_seconds);
-  if (inputs.deadline_unix_seconds && *inputs.deadline_unix_seconds <= inputs.now_unix_seconds) {
-    const std::string deadline = planner::FormatRfc3339(*inputs.deadline_unix_seconds);
-    const std::string now = planner::FormatRfc3339(inputs.now_unix_seconds);
-    if (inputs.job.deadline_unix_seconds) {
-      return InvalidArgumentError(flags.job_path + ": spec.deadline: " + deadline +
-                                  " is in the past (now is " + now + "); set a later deadline");
-    }
-    return InvalidArgumentError(flags.job_path + ": spec.maxDuration: the job's deadline " +
-                                deadline +
-                                " (creation time + maxDuration) is in the past (now is " + now +
-                                "); set a longer maxDuration");
-  }
   return inputs;
 }
 

@@ -74,19 +74,12 @@ std::string Format(const char* fmt, double value) {
   return buffer;
 }
 
-// Pools whose GPU type the job allows; InvalidArgument for a type the catalog
-// does not know (a typo must not silently plan on nothing).
+// Pools whose GPU type the job allows (types already validated).
 StatusOr<std::vector<int>> AllowedPools(const JobSpec& job, const Inventory& inventory,
                                         int64_t* not_allowed) {
   std::vector<std::string> allowed;
-  for (size_t i = 0; i < job.resources.gpu_types.size(); ++i) {
-    const GpuType* gpu = inventory.catalog.Find(job.resources.gpu_types[i]);
-    if (gpu == nullptr) {
-      return InvalidArgumentError("spec.resources.gpuTypes[" + std::to_string(i) +
-                                  "]: unknown GPU type \"" + job.resources.gpu_types[i] +
-                                  "\"; known types: " + inventory.catalog.NamesForMessage());
-    }
-    allowed.push_back(gpu->name);
+  for (const std::string& name : job.resources.gpu_types) {
+    if (const GpuType* gpu = inventory.catalog.Find(name)) allowed.push_back(gpu->name);
   }
   std::vector<int> pools;
   for (size_t i = 0; i < inventory.node_pools.size(); ++i) {
@@ -108,25 +101,6 @@ StatusOr<std::vector<int>> AllowedPools(const JobSpec& job, const Inventory& inv
         ": allow one of those types or add a pool");
   }
   return pools;
-}
-
-Status CheckPins(const JobSpec& job) {
-  const ModelSpec& m = job.model;
-  if (auto t = job.parallelism.tensor_parallel) {
-    if (m.attention_heads % *t != 0 || m.kv_heads % *t != 0) {
-      return InvalidArgumentError(
-          "spec.parallelism.tensorParallel: must divide the attention heads (" +
-          std::to_string(m.attention_heads) + ") and KV heads (" + std::to_string(m.kv_heads) +
-          "), got " + std::to_string(*t));
-    }
-  }
-  if (auto p = job.parallelism.pipeline_parallel) {
-    if (m.layers % *p != 0) {
-      return InvalidArgumentError("spec.parallelism.pipelineParallel: must divide the layers (" +
-                                  std::to_string(m.layers) + "), got " + std::to_string(*p));
-    }
-  }
-  return Status::Ok();
 }
 
 // Explains, when nothing fits at all, which constraint bit hardest.
@@ -202,20 +176,56 @@ void AddAdvice(const JobSpec& job, const Inventory& inventory, const Calibration
   result->advice = std::move(advice);
 }
 
+}  // namespace
+
+Status ValidateForPlanning(const JobSpec& job, const Inventory& inventory,
+                           int64_t now_unix_seconds) {
+  if (auto deadline = EffectiveDeadline(job, now_unix_seconds);
+      deadline && *deadline <= now_unix_seconds) {
+    const std::string when = FormatRfc3339(*deadline);
+    const std::string now = FormatRfc3339(now_unix_seconds);
+    if (job.deadline_unix_seconds) {
+      return InvalidArgumentError("spec.deadline: " + when + " is in the past (now is " + now +
+                                  "); set a later deadline");
+    }
+    return InvalidArgumentError("spec.maxDuration: the job's deadline " + when +
+                                " (creation time + maxDuration) is in the past (now is " + now +
+                                "); set a longer maxDuration");
+  }
+  for (size_t i = 0; i < job.resources.gpu_types.size(); ++i) {
+    if (inventory.catalog.Find(job.resources.gpu_types[i]) == nullptr) {
+      return InvalidArgumentError("spec.resources.gpuTypes[" + std::to_string(i) +
+                                  "]: unknown GPU type \"" + job.resources.gpu_types[i] +
+                                  "\"; known types: " + inventory.catalog.NamesForMessage());
+    }
+  }
+  const ModelSpec& m = job.model;
+  if (auto t = job.parallelism.tensor_parallel) {
+    if (m.attention_heads % *t != 0 || m.kv_heads % *t != 0) {
+      return InvalidArgumentError(
+          "spec.parallelism.tensorParallel: must divide the attention heads (" +
+          std::to_string(m.attention_heads) + ") and KV heads (" + std::to_string(m.kv_heads) +
+          "), got " + std::to_string(*t));
+    }
+  }
+  if (auto p = job.parallelism.pipeline_parallel) {
+    if (m.layers % *p != 0) {
+      return InvalidArgumentError("spec.parallelism.pipelineParallel: must divide the layers (" +
+                                  std::to_string(m.layers) + "), got " + std::to_string(*p));
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+
 StatusOr<PlanResult> PlanImpl(const JobSpec& job, const Inventory& inventory,
                               const Calibration& calibration, const PlanOptions& options,
                               bool with_advice) {
   PlanResult result;
   result.now_unix_seconds = options.now_unix_seconds;
   result.deadline_unix_seconds = EffectiveDeadline(job, options.now_unix_seconds);
-  if (result.deadline_unix_seconds && *result.deadline_unix_seconds <= options.now_unix_seconds) {
-    return InvalidArgumentError(
-        std::string(job.deadline_unix_seconds ? "spec.deadline: " : "spec.maxDuration: ") +
-        "the deadline " + FormatRfc3339(*result.deadline_unix_seconds) +
-        " is in the past (now is " + FormatRfc3339(options.now_unix_seconds) +
-        "); set a later deadline");
-  }
-  RETURN_IF_ERROR(CheckPins(job));
+  RETURN_IF_ERROR(ValidateForPlanning(job, inventory, options.now_unix_seconds));
   int64_t not_allowed = 0;
   ASSIGN_OR_RETURN(std::vector<int> pools, AllowedPools(job, inventory, &not_allowed));
 
@@ -272,9 +282,11 @@ StatusOr<PlanResult> Plan(const JobSpec& job, const Inventory& inventory,
   return PlanImpl(job, inventory, calibration, options, /*with_advice=*/true);
 }
 
-std::vector<SweepPoint> Sweep(const JobSpec& job, const Inventory& inventory,
-                              const Calibration& calibration, const std::vector<int>& gpu_counts,
-                              const PlanOptions& options) {
+StatusOr<std::vector<SweepPoint>> Sweep(const JobSpec& job, const Inventory& inventory,
+                                        const Calibration& calibration,
+                                        const std::vector<int>& gpu_counts,
+                                        const PlanOptions& options) {
+  RETURN_IF_ERROR(ValidateForPlanning(job, inventory, options.now_unix_seconds));
   std::vector<SweepPoint> points;
   for (int gpus : gpu_counts) {
     SweepPoint point;

@@ -175,6 +175,19 @@ TEST(SearchTest, NearbyGlobalBatchSizesDivideBetter) {
             1024);
 }
 
+TEST(SearchTest, MaxDurationAlreadySpentIsInvalid) {
+  JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n  maxDuration: 1h\n"));
+  job.creation_unix_seconds = kNow - 7200;  // created two hours ago
+  auto r = Plan(job, Pools(1, 8, 0, 0), {}, Options());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("spec.maxDuration"), std::string::npos);
+  // Sweep refuses the same input the same way.
+  auto s = Sweep(job, Pools(1, 8, 0, 0), {}, {8}, Options());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status(), r.status());
+}
+
 TEST(SearchTest, DeadlineInThePastIsInvalid) {
   const JobSpec job = ParseOrDie(JobYaml(
       "  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n"
@@ -309,7 +322,9 @@ TEST(SweepTest, MoreGpusAreFasterUntilTheBatchRunsOut) {
   const JobSpec job = ParseOrDie(JobYaml(
       "  data: {tokens: 140e9}\n  training: {globalBatchSize: 1024}\n  maxDuration: 14d\n"));
   const std::vector<int> counts = {8, 16, 32, 64, 128, 256};
-  const auto points = Sweep(job, Pools(1, 0, 0, 0), {}, counts, Options());
+  const auto swept = Sweep(job, Pools(1, 0, 0, 0), {}, counts, Options());
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  const std::vector<SweepPoint>& points = *swept;
   ASSERT_EQ(points.size(), counts.size());
   for (size_t i = 0; i < points.size(); ++i) {
     ASSERT_TRUE(points[i].best.has_value()) << points[i].gpus << ": " << points[i].reason;

@@ -89,8 +89,16 @@ struct PlanResult {
   int64_t predicted_completion_unix_seconds() const;
 };
 
-// Plans `job` on `inventory`. Errors: InvalidArgument when the job names GPU
-// types the catalog does not know (message lists the known ones);
+// Checks what only the inventory and the clock can tell about a job, before
+// any search: the deadline (or creation + maxDuration) must be in the future,
+// spec.resources.gpuTypes must name catalog types, and pinned tensor /
+// pipeline sizes must divide the heads / layers. InvalidArgument naming the
+// field and the fix. Plan() and Sweep() call it first.
+Status ValidateForPlanning(const JobSpec& job, const Inventory& inventory,
+                           int64_t now_unix_seconds);
+
+// Plans `job` on `inventory`. Errors: InvalidArgument from
+// ValidateForPlanning;
 // FailedPrecondition when no layout fits at all (the message says the
 // tightest constraint and how to relax it). A job that fits but cannot meet
 // its deadline is not an error: feasible = false and the fastest plan.
@@ -107,8 +115,8 @@ struct SweepPoint {
   std::string reason;  // why there is no plan, when best is empty
 };
 
-// Sweeps GPU counts `gpu_counts` (ascending).
-std::vector<SweepPoint> Sweep(const JobSpec& job, const Inventory& inventory,
+// Sweeps GPU counts `gpu_counts` (ascending). Errors: ValidateForPlanning's.
+StatusOr<std::vector<SweepPoint>> Sweep(const JobSpec& job, const Inventory& inventory,
                               const Calibration& calibration, const std::vector<int>& gpu_counts,
                               const PlanOptions& options);
 
