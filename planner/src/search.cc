@@ -198,10 +198,10 @@ class Searcher {
         if (gpus < job_.resources.min_gpus ||
             (job_.resources.max_gpus && gpus > *job_.resources.max_gpus)) {
           Reject(RejectReason::kGpuCountLimits, 1, nullptr,
-                 "spec.resources allows " + std::to_string(job_.resources.min_gpus) + ".." +
-                     (job_.resources.max_gpus ? std::to_string(*job_.resources.max_gpus)
-                                              : std::string("any")) +
-                     " GPUs");
+                 job_.resources.max_gpus
+                     ? "spec.resources allows " + std::to_string(job_.resources.min_gpus) +
+                           " to " + std::to_string(*job_.resources.max_gpus) + " GPUs"
+                     : "spec.resources.minGPUs is " + std::to_string(job_.resources.min_gpus));
           continue;
         }
         const int gpn = PlaceGpusPerNode(pool, gpus, t);
