@@ -1,0 +1,122 @@
+// The controller -> worker environment contract.
+#include "core/worker_config.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+namespace pacer::worker {
+namespace {
+
+EnvLookup FromMap(const std::map<std::string, std::string>& env) {
+  return [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
+
+WorkerConfig ExampleConfig() {
+  WorkerConfig c;
+  c.rank = 8;
+  c.world_size = 16;
+  c.local_rank = 0;
+  c.local_world_size = 8;
+  c.node_rank = 1;
+  c.nnodes = 2;
+  c.master_addr = "job-0.job";
+  c.master_port = 29400;
+  c.tensor_parallel = 2;
+  c.pipeline_parallel = 2;
+  c.data_parallel = 4;
+  c.virtual_stages = 2;
+  c.zero_stage = 1;
+  c.micro_batch_size = 2;
+  c.gradient_accumulation_steps = 8;
+  c.global_batch_size = 64;
+  c.total_steps = 1000;
+  c.precision = planner::Precision::kBf16;
+  c.recompute = planner::Recompute::kSelective;
+  c.model.layers = 32;
+  c.model.hidden_size = 4096;
+  c.model.attention_heads = 32;
+  c.model.kv_heads = 8;
+  c.model.ffn_hidden_size = 11008;
+  c.model.ffn_kind = planner::FfnKind::kSwiglu;
+  c.model.vocab_size = 32000;
+  c.model.sequence_length = 4096;
+  c.checkpoint_dir = "/ckpt";
+  c.checkpoint_interval_steps = 50;
+  c.metrics_port = 9400;
+  c.job_name = "llama";
+  c.job_namespace = "research";
+  c.gpu_type = "H100-SXM";
+  c.backend = Backend::kGpu;
+  c.scale = 0.25;
+  c.predicted_step_seconds = 7.5;
+  return c;
+}
+
+TEST(WorkerConfigTest, EnvironmentRoundTrips) {
+  const WorkerConfig c = ExampleConfig();
+  const auto env = EnvironmentForConfig(c);
+  EXPECT_EQ(env.at("PET_MASTER_ADDR"), "job-0.job");  // torchrun's names for user images
+  auto parsed = ConfigFromEnvironment(FromMap(env));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->rank, 8);
+  EXPECT_EQ(parsed->GlobalRank(3), 11);
+  EXPECT_EQ(parsed->master_addr, "job-0.job");
+  EXPECT_EQ(parsed->tensor_parallel, 2);
+  EXPECT_EQ(parsed->virtual_stages, 2);
+  EXPECT_EQ(parsed->gradient_accumulation_steps, 8);
+  EXPECT_EQ(parsed->recompute, planner::Recompute::kSelective);
+  EXPECT_EQ(parsed->model.kv_heads, 8);
+  EXPECT_EQ(parsed->model.ffn_kind, planner::FfnKind::kSwiglu);
+  EXPECT_EQ(parsed->backend, Backend::kGpu);
+  EXPECT_DOUBLE_EQ(parsed->scale, 0.25);
+  EXPECT_DOUBLE_EQ(*parsed->predicted_step_seconds, 7.5);
+  EXPECT_FALSE(parsed->predicted_memory_bytes.has_value());
+  EXPECT_EQ(EnvironmentForConfig(*parsed), env);
+}
+
+TEST(WorkerConfigTest, TorchrunPrefixedNamesAreAccepted) {
+  std::map<std::string, std::string> env = {{"PET_WORLD_SIZE", "2"}, {"PET_NNODES", "2"},
+                                            {"PET_NODE_RANK", "1"}, {"PACER_DATA_PARALLEL", "2"},
+                                            {"PACER_GRAD_ACCUM_STEPS", "4"},
+                                            {"PACER_GLOBAL_BATCH_SIZE", "8"}};
+  auto parsed = ConfigFromEnvironment(FromMap(env));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->world_size, 2);
+  EXPECT_EQ(parsed->node_rank, 1);
+}
+
+TEST(WorkerConfigTest, ErrorsNameTheVariable) {
+  struct Case {
+    std::string variable, value, expect;
+  };
+  const Case cases[] = {
+      {"PACER_TENSOR_PARALLEL", "x", "PACER_TENSOR_PARALLEL: must be an integer, got \"x\""},
+      {"PACER_ZERO_STAGE", "4", "PACER_ZERO_STAGE: must be in [0, 3], got \"4\""},
+      {"PACER_PRECISION", "bf32", "PACER_PRECISION: must be one of fp32, tf32, fp16, bf16, fp8"},
+      {"PACER_BACKEND", "tpu", "PACER_BACKEND: must be one of auto, cpu, gpu"},
+      {"MASTER_PORT", "70000", "MASTER_PORT: must be in [1, 65535]"},
+      {"PACER_SCALE", "2", "PACER_SCALE: must be a number in"},
+      {"PACER_GLOBAL_BATCH_SIZE", "65", "PACER_GLOBAL_BATCH_SIZE: must equal micro-batch x"},
+      {"WORLD_SIZE", "15", "WORLD_SIZE: must equal NNODES x LOCAL_WORLD_SIZE"},
+      {"PACER_MODEL_LAYERS", "30", "PACER_MODEL_LAYERS: must be divisible by pipeline"},
+      {"PACER_TENSOR_PARALLEL", "16", "PACER_DATA_PARALLEL: tensor x pipeline x data"},
+  };
+  for (const Case& c : cases) {
+    auto env = EnvironmentForConfig(ExampleConfig());
+    env[c.variable] = c.value;
+    if (c.variable == "WORLD_SIZE") env.erase("PET_WORLD_SIZE");
+    auto parsed = ConfigFromEnvironment(FromMap(env));
+    ASSERT_FALSE(parsed.ok()) << c.variable;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find(c.expect), std::string::npos)
+        << parsed.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace pacer::worker

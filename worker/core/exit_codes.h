@@ -1,0 +1,39 @@
+// pacer-worker's process exit codes: the controller (and local mode) decide
+// what to do next from them, so each cause has its own code. Documented in
+// docs/worker.md. A supervising process exits with the code of the first
+// rank that failed (or success when all succeeded).
+// Thread-safety: constants.
+#ifndef PACER_WORKER_CORE_EXIT_CODES_H_
+#define PACER_WORKER_CORE_EXIT_CODES_H_
+
+namespace pacer::worker {
+
+enum ExitCode : int {
+  kExitSuccess = 0,               // all planned steps done
+  kExitInternalError = 1,         // a bug or an unexpected error
+  kExitInvalidConfig = 2,         // bad flags or environment (message names the variable)
+  kExitRendezvousTimeout = 3,     // a peer never showed up at MASTER_ADDR:MASTER_PORT
+  kExitCollectiveFailure = 4,     // a collective failed or timed out (a peer died)
+  kExitOutOfMemory = 5,           // device or host allocation failed
+  kExitStoppedAfterCheckpoint = 6,  // SIGTERM/SIGINT: finished the step, checkpointed, stopped
+  kExitCheckpointFailure = 7,     // a checkpoint could not be written or read
+};
+
+// "success", "invalid-config", ... for logs and metrics.
+inline const char* ExitCodeName(int code) {
+  switch (code) {
+    case kExitSuccess: return "success";
+    case kExitInternalError: return "internal-error";
+    case kExitInvalidConfig: return "invalid-config";
+    case kExitRendezvousTimeout: return "rendezvous-timeout";
+    case kExitCollectiveFailure: return "collective-failure";
+    case kExitOutOfMemory: return "out-of-memory";
+    case kExitStoppedAfterCheckpoint: return "stopped-after-checkpoint";
+    case kExitCheckpointFailure: return "checkpoint-failure";
+    default: return "unknown";
+  }
+}
+
+}  // namespace pacer::worker
+
+#endif  // PACER_WORKER_CORE_EXIT_CODES_H_

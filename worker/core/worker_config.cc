@@ -1,0 +1,293 @@
+#include "core/worker_config.h"
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+#include <initializer_list>
+#include <string_view>
+
+namespace pacer::worker {
+namespace {
+
+// torchrun exports each rendezvous variable also as PET_<NAME>.
+const char* Lookup(const EnvLookup& getenv, const char* name, bool torchrun_alias) {
+  if (const char* v = getenv(name); v != nullptr && *v != '\0') return v;
+  if (torchrun_alias) {
+    const std::string pet = std::string("PET_") + name;
+    if (const char* v = getenv(pet.c_str()); v != nullptr && *v != '\0') return v;
+  }
+  return nullptr;
+}
+
+std::string Quoted(std::string_view v) { return "\"" + std::string(v.substr(0, 64)) + "\""; }
+
+template <typename Int>
+Status ReadInt(const EnvLookup& getenv, const char* name, Int min, Int max, Int* out,
+               bool torchrun_alias = false) {
+  const char* text = Lookup(getenv, name, torchrun_alias);
+  if (text == nullptr) return Status::Ok();  // keep the default
+  const std::string_view s(text);
+  Int value{};
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end != s.data() + s.size()) {
+    return InvalidArgumentError(std::string(name) + ": must be an integer, got " + Quoted(s));
+  }
+  if (value < min || value > max) {
+    return InvalidArgumentError(std::string(name) + ": must be in [" + std::to_string(min) + ", " +
+                                std::to_string(max) + "], got " + Quoted(s));
+  }
+  *out = value;
+  return Status::Ok();
+}
+
+Status ReadDouble(const EnvLookup& getenv, const char* name, double min, double max,
+                  double* out) {
+  const char* text = Lookup(getenv, name, false);
+  if (text == nullptr) return Status::Ok();
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !std::isfinite(value) || value < min || value > max) {
+    return InvalidArgumentError(std::string(name) + ": must be a number in [" +
+                                std::to_string(min) + ", " + std::to_string(max) + "], got " +
+                                Quoted(text));
+  }
+  *out = value;
+  return Status::Ok();
+}
+
+void ReadString(const EnvLookup& getenv, const char* name, std::string* out,
+                bool torchrun_alias = false) {
+  if (const char* text = Lookup(getenv, name, torchrun_alias)) *out = text;
+}
+
+template <typename Enum>
+Status ReadEnum(const EnvLookup& getenv, const char* name, std::initializer_list<Enum> values,
+                const char* (*name_of)(Enum), Enum* out) {
+  const char* text = Lookup(getenv, name, false);
+  if (text == nullptr) return Status::Ok();
+  std::string allowed;
+  for (Enum v : values) {
+    if (std::string_view(name_of(v)) == text) {
+      *out = v;
+      return Status::Ok();
+    }
+    allowed += (allowed.empty() ? "" : ", ") + std::string(name_of(v));
+  }
+  return InvalidArgumentError(std::string(name) + ": must be one of " + allowed + ", got " +
+                              Quoted(text));
+}
+
+}  // namespace
+
+const char* BackendName(Backend b) {
+  switch (b) {
+    case Backend::kAuto: return "auto";
+    case Backend::kCpu: return "cpu";
+    case Backend::kGpu: return "gpu";
+  }
+  return "auto";
+}
+
+StatusOr<WorkerConfig> ConfigFromEnvironment(const EnvLookup& getenv) {
+  using planner::FfnKind;
+  using planner::Optimizer;
+  using planner::Precision;
+  using planner::Recompute;
+  constexpr int kMaxRanks = 1 << 20;
+  WorkerConfig c;
+  RETURN_IF_ERROR(ReadInt(getenv, "RANK", 0, kMaxRanks, &c.rank, true));
+  RETURN_IF_ERROR(ReadInt(getenv, "WORLD_SIZE", 1, kMaxRanks, &c.world_size, true));
+  RETURN_IF_ERROR(ReadInt(getenv, "LOCAL_RANK", 0, 1024, &c.local_rank, true));
+  RETURN_IF_ERROR(ReadInt(getenv, "LOCAL_WORLD_SIZE", 1, 1024, &c.local_world_size, true));
+  RETURN_IF_ERROR(ReadInt(getenv, "NODE_RANK", 0, kMaxRanks, &c.node_rank, true));
+  RETURN_IF_ERROR(ReadInt(getenv, "NNODES", 1, kMaxRanks, &c.nnodes, true));
+  ReadString(getenv, "MASTER_ADDR", &c.master_addr, true);
+  RETURN_IF_ERROR(ReadInt(getenv, "MASTER_PORT", 1, 65535, &c.master_port, true));
+
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_TENSOR_PARALLEL", 1, 1024, &c.tensor_parallel));
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_PIPELINE_PARALLEL", 1, 1024, &c.pipeline_parallel));
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_DATA_PARALLEL", 1, kMaxRanks, &c.data_parallel));
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_VIRTUAL_STAGES", 1, 64, &c.virtual_stages));
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_ZERO_STAGE", 0, 3, &c.zero_stage));
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_MICRO_BATCH_SIZE", 1, 1 << 16, &c.micro_batch_size));
+  RETURN_IF_ERROR(ReadInt<int64_t>(getenv, "PACER_GRAD_ACCUM_STEPS", 1, int64_t{1} << 30,
+                                   &c.gradient_accumulation_steps));
+  RETURN_IF_ERROR(ReadInt<int64_t>(getenv, "PACER_GLOBAL_BATCH_SIZE", 1, int64_t{100'000'000},
+                                   &c.global_batch_size));
+  RETURN_IF_ERROR(
+      ReadInt<int64_t>(getenv, "PACER_TOTAL_STEPS", 1, int64_t{1} << 40, &c.total_steps));
+  RETURN_IF_ERROR(ReadEnum(getenv, "PACER_PRECISION",
+                           {Precision::kFp32, Precision::kTf32, Precision::kFp16,
+                            Precision::kBf16, Precision::kFp8},
+                           planner::PrecisionName, &c.precision));
+  RETURN_IF_ERROR(ReadEnum(getenv, "PACER_OPTIMIZER",
+                           {Optimizer::kAdamW, Optimizer::kAdam, Optimizer::kSgd,
+                            Optimizer::kSgdMomentum, Optimizer::kAdafactor},
+                           planner::OptimizerName, &c.optimizer));
+  RETURN_IF_ERROR(ReadEnum(getenv, "PACER_ACTIVATION_CHECKPOINTING",
+                           {Recompute::kNone, Recompute::kSelective, Recompute::kFull},
+                           planner::RecomputeName, &c.recompute));
+
+  planner::ModelSpec& m = c.model;
+  m.layers = 2;
+  m.hidden_size = 256;
+  m.attention_heads = 4;
+  m.vocab_size = 1024;
+  m.sequence_length = 128;
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_MODEL_LAYERS", 1, 1000, &m.layers));
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_MODEL_HIDDEN_SIZE", 1, 1'000'000, &m.hidden_size));
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_MODEL_ATTENTION_HEADS", 1, 100'000, &m.attention_heads));
+  m.kv_heads = m.attention_heads;
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_MODEL_KV_HEADS", 1, 100'000, &m.kv_heads));
+  RETURN_IF_ERROR(ReadEnum(getenv, "PACER_MODEL_FFN_KIND", {FfnKind::kGelu, FfnKind::kSwiglu},
+                           planner::FfnKindName, &m.ffn_kind));
+  m.ffn_hidden_size = 4 * m.hidden_size;
+  RETURN_IF_ERROR(
+      ReadInt(getenv, "PACER_MODEL_FFN_HIDDEN_SIZE", 1, 10'000'000, &m.ffn_hidden_size));
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_MODEL_VOCAB_SIZE", 1, 10'000'000, &m.vocab_size));
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_SEQUENCE_LENGTH", 1, 10'000'000, &m.sequence_length));
+
+  ReadString(getenv, "PACER_CHECKPOINT_DIR", &c.checkpoint_dir);
+  RETURN_IF_ERROR(ReadInt<int64_t>(getenv, "PACER_CHECKPOINT_INTERVAL_STEPS", 0,
+                                   int64_t{1} << 40, &c.checkpoint_interval_steps));
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_METRICS_PORT", 0, 65535, &c.metrics_port));
+  ReadString(getenv, "PACER_JOB_NAME", &c.job_name);
+  ReadString(getenv, "PACER_JOB_NAMESPACE", &c.job_namespace);
+  ReadString(getenv, "PACER_GPU_TYPE", &c.gpu_type);
+  RETURN_IF_ERROR(ReadEnum(getenv, "PACER_BACKEND", {Backend::kAuto, Backend::kCpu, Backend::kGpu},
+                           BackendName, &c.backend));
+  RETURN_IF_ERROR(ReadDouble(getenv, "PACER_SCALE", 1e-6, 1.0, &c.scale));
+  RETURN_IF_ERROR(ReadDouble(getenv, "PACER_TIMEOUT_SECONDS", 1, 86400, &c.timeout_seconds));
+  double predicted = 0;
+  if (Lookup(getenv, "PACER_PREDICTED_STEP_SECONDS", false)) {
+    RETURN_IF_ERROR(ReadDouble(getenv, "PACER_PREDICTED_STEP_SECONDS", 0, 1e9, &predicted));
+    c.predicted_step_seconds = predicted;
+  }
+  if (Lookup(getenv, "PACER_PREDICTED_MEMORY_BYTES", false)) {
+    RETURN_IF_ERROR(ReadDouble(getenv, "PACER_PREDICTED_MEMORY_BYTES", 0, 1e15, &predicted));
+    c.predicted_memory_bytes = predicted;
+  }
+  RETURN_IF_ERROR(ValidateConfig(c));
+  return c;
+}
+
+Status ValidateConfig(const WorkerConfig& c) {
+  auto fail = [](const std::string& m) { return InvalidArgumentError(m); };
+  if (c.world_size != c.nnodes * c.local_world_size) {
+    return fail("WORLD_SIZE: must equal NNODES x LOCAL_WORLD_SIZE (" + std::to_string(c.nnodes) +
+                " x " + std::to_string(c.local_world_size) + "), got " +
+                std::to_string(c.world_size));
+  }
+  if (c.node_rank >= c.nnodes) {
+    return fail("NODE_RANK: must be below NNODES (" + std::to_string(c.nnodes) + "), got " +
+                std::to_string(c.node_rank));
+  }
+  if (c.local_rank >= c.local_world_size) {
+    return fail("LOCAL_RANK: must be below LOCAL_WORLD_SIZE (" +
+                std::to_string(c.local_world_size) + "), got " + std::to_string(c.local_rank));
+  }
+  const int64_t ranks =
+      static_cast<int64_t>(c.tensor_parallel) * c.pipeline_parallel * c.data_parallel;
+  if (ranks != c.world_size) {
+    return fail("PACER_DATA_PARALLEL: tensor x pipeline x data parallel (" +
+                std::to_string(ranks) + ") must equal WORLD_SIZE (" +
+                std::to_string(c.world_size) + ")");
+  }
+  if (c.global_batch_size !=
+      static_cast<int64_t>(c.micro_batch_size) * c.gradient_accumulation_steps * c.data_parallel) {
+    return fail("PACER_GLOBAL_BATCH_SIZE: must equal micro-batch x accumulation steps x data "
+                "parallel (" +
+                std::to_string(c.micro_batch_size) + " x " +
+                std::to_string(c.gradient_accumulation_steps) + " x " +
+                std::to_string(c.data_parallel) + "), got " +
+                std::to_string(c.global_batch_size));
+  }
+  const planner::ModelSpec& m = c.model;
+  if (m.layers % (c.pipeline_parallel * c.virtual_stages) != 0) {
+    return fail("PACER_MODEL_LAYERS: must be divisible by pipeline parallel x virtual stages (" +
+                std::to_string(c.pipeline_parallel * c.virtual_stages) + "), got " +
+                std::to_string(m.layers));
+  }
+  if (m.hidden_size % m.attention_heads != 0) {
+    return fail("PACER_MODEL_HIDDEN_SIZE: must be divisible by the attention heads (" +
+                std::to_string(m.attention_heads) + "), got " + std::to_string(m.hidden_size));
+  }
+  if (m.attention_heads % c.tensor_parallel != 0 || m.kv_heads % c.tensor_parallel != 0 ||
+      m.attention_heads % m.kv_heads != 0) {
+    return fail("PACER_TENSOR_PARALLEL: must divide the attention heads (" +
+                std::to_string(m.attention_heads) + ") and KV heads (" +
+                std::to_string(m.kv_heads) + "), got " + std::to_string(c.tensor_parallel));
+  }
+  if (m.ffn_hidden_size % c.tensor_parallel != 0) {
+    return fail("PACER_MODEL_FFN_HIDDEN_SIZE: must be divisible by tensor parallel (" +
+                std::to_string(c.tensor_parallel) + "), got " +
+                std::to_string(m.ffn_hidden_size));
+  }
+  if (c.virtual_stages > 1 && c.gradient_accumulation_steps % c.pipeline_parallel != 0) {
+    return fail("PACER_GRAD_ACCUM_STEPS: interleaved pipelines need a multiple of pipeline "
+                "parallel (" + std::to_string(c.pipeline_parallel) + "), got " +
+                std::to_string(c.gradient_accumulation_steps));
+  }
+  return Status::Ok();
+}
+
+std::map<std::string, std::string> EnvironmentForConfig(const WorkerConfig& c) {
+  std::map<std::string, std::string> env;
+  auto set = [&env](const std::string& k, const std::string& v) { env[k] = v; };
+  auto set_torchrun = [&set](const std::string& k, const std::string& v) {
+    set(k, v);
+    set("PET_" + k, v);
+  };
+  set_torchrun("RANK", std::to_string(c.rank));
+  set_torchrun("WORLD_SIZE", std::to_string(c.world_size));
+  set_torchrun("LOCAL_RANK", std::to_string(c.local_rank));
+  set_torchrun("LOCAL_WORLD_SIZE", std::to_string(c.local_world_size));
+  set_torchrun("NODE_RANK", std::to_string(c.node_rank));
+  set_torchrun("NNODES", std::to_string(c.nnodes));
+  set_torchrun("MASTER_ADDR", c.master_addr);
+  set_torchrun("MASTER_PORT", std::to_string(c.master_port));
+  set("PACER_TENSOR_PARALLEL", std::to_string(c.tensor_parallel));
+  set("PACER_PIPELINE_PARALLEL", std::to_string(c.pipeline_parallel));
+  set("PACER_DATA_PARALLEL", std::to_string(c.data_parallel));
+  set("PACER_VIRTUAL_STAGES", std::to_string(c.virtual_stages));
+  set("PACER_ZERO_STAGE", std::to_string(c.zero_stage));
+  set("PACER_MICRO_BATCH_SIZE", std::to_string(c.micro_batch_size));
+  set("PACER_GRAD_ACCUM_STEPS", std::to_string(c.gradient_accumulation_steps));
+  set("PACER_GLOBAL_BATCH_SIZE", std::to_string(c.global_batch_size));
+  set("PACER_TOTAL_STEPS", std::to_string(c.total_steps));
+  set("PACER_PRECISION", planner::PrecisionName(c.precision));
+  set("PACER_OPTIMIZER", planner::OptimizerName(c.optimizer));
+  set("PACER_ACTIVATION_CHECKPOINTING", planner::RecomputeName(c.recompute));
+  set("PACER_MODEL_LAYERS", std::to_string(c.model.layers));
+  set("PACER_MODEL_HIDDEN_SIZE", std::to_string(c.model.hidden_size));
+  set("PACER_MODEL_ATTENTION_HEADS", std::to_string(c.model.attention_heads));
+  set("PACER_MODEL_KV_HEADS", std::to_string(c.model.kv_heads));
+  set("PACER_MODEL_FFN_HIDDEN_SIZE", std::to_string(c.model.ffn_hidden_size));
+  set("PACER_MODEL_FFN_KIND", planner::FfnKindName(c.model.ffn_kind));
+  set("PACER_MODEL_VOCAB_SIZE", std::to_string(c.model.vocab_size));
+  set("PACER_SEQUENCE_LENGTH", std::to_string(c.model.sequence_length));
+  if (!c.checkpoint_dir.empty()) set("PACER_CHECKPOINT_DIR", c.checkpoint_dir);
+  set("PACER_CHECKPOINT_INTERVAL_STEPS", std::to_string(c.checkpoint_interval_steps));
+  set("PACER_METRICS_PORT", std::to_string(c.metrics_port));
+  set("PACER_JOB_NAME", c.job_name);
+  set("PACER_JOB_NAMESPACE", c.job_namespace);
+  if (!c.gpu_type.empty()) set("PACER_GPU_TYPE", c.gpu_type);
+  set("PACER_BACKEND", BackendName(c.backend));
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.17g", c.scale);
+  set("PACER_SCALE", buffer);
+  std::snprintf(buffer, sizeof(buffer), "%.17g", c.timeout_seconds);
+  set("PACER_TIMEOUT_SECONDS", buffer);
+  if (c.predicted_step_seconds) {
+    std::snprintf(buffer, sizeof(buffer), "%.17g", *c.predicted_step_seconds);
+    set("PACER_PREDICTED_STEP_SECONDS", buffer);
+  }
+  if (c.predicted_memory_bytes) {
+    std::snprintf(buffer, sizeof(buffer), "%.17g", *c.predicted_memory_bytes);
+    set("PACER_PREDICTED_MEMORY_BYTES", buffer);
+  }
+  return env;
+}
+
+}  // namespace pacer::worker

@@ -1,0 +1,106 @@
+// WorkerConfig: everything one pacer-worker rank needs to know, read from the
+// environment the controller sets (the controller -> worker contract,
+// docs/worker.md) and overridden by command-line flags.
+//
+// The contract: torchrun-compatible rendezvous variables, so a user's own
+// PyTorch image works unchanged,
+//   RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE NODE_RANK NNODES MASTER_ADDR
+//   MASTER_PORT (each also accepted with the PET_ prefix torchrun uses),
+// plus PACER_* variables carrying the plan:
+//   PACER_TENSOR_PARALLEL PACER_PIPELINE_PARALLEL PACER_DATA_PARALLEL
+//   PACER_VIRTUAL_STAGES PACER_ZERO_STAGE PACER_MICRO_BATCH_SIZE
+//   PACER_GRAD_ACCUM_STEPS PACER_GLOBAL_BATCH_SIZE PACER_TOTAL_STEPS
+//   PACER_PRECISION PACER_OPTIMIZER PACER_ACTIVATION_CHECKPOINTING
+//   PACER_MODEL_LAYERS PACER_MODEL_HIDDEN_SIZE PACER_MODEL_ATTENTION_HEADS
+//   PACER_MODEL_KV_HEADS PACER_MODEL_FFN_HIDDEN_SIZE PACER_MODEL_FFN_KIND
+//   PACER_MODEL_VOCAB_SIZE PACER_SEQUENCE_LENGTH
+//   PACER_CHECKPOINT_DIR PACER_CHECKPOINT_INTERVAL_STEPS PACER_METRICS_PORT
+//   PACER_JOB_NAME PACER_JOB_NAMESPACE PACER_GPU_TYPE
+//   PACER_BACKEND (auto|cpu|gpu) PACER_SCALE PACER_TIMEOUT_SECONDS
+//   PACER_PREDICTED_STEP_SECONDS PACER_PREDICTED_MEMORY_BYTES
+//
+// Units are in the names. Thread-safety: a plain value; the parsing
+// functions are pure (the environment is read through a callback).
+#ifndef PACER_WORKER_CORE_WORKER_CONFIG_H_
+#define PACER_WORKER_CORE_WORKER_CONFIG_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "pacer/planner/job_spec.h"
+#include "pacer/status.h"
+
+namespace pacer::worker {
+
+enum class Backend { kAuto, kCpu, kGpu };
+const char* BackendName(Backend b);  // "auto", "cpu", "gpu"
+
+struct WorkerConfig {
+  // Rendezvous (torchrun names). `rank` is the global rank of local rank 0 of
+  // this node when the process supervises several local ranks; a rank's own
+  // global rank is node_rank * local_world_size + local_rank.
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  int node_rank = 0;
+  int nnodes = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+
+  // The plan.
+  int tensor_parallel = 1;
+  int pipeline_parallel = 1;
+  int data_parallel = 1;
+  int virtual_stages = 1;
+  int zero_stage = 0;
+  int micro_batch_size = 1;
+  int64_t gradient_accumulation_steps = 1;
+  int64_t global_batch_size = 1;
+  int64_t total_steps = 1;
+  planner::Precision precision = planner::Precision::kBf16;
+  planner::Optimizer optimizer = planner::Optimizer::kAdamW;
+  planner::Recompute recompute = planner::Recompute::kNone;
+  planner::ModelSpec model;
+
+  // Where and how.
+  std::string checkpoint_dir;             // empty = no checkpoints
+  int64_t checkpoint_interval_steps = 0;  // 0 = only on stop
+  int metrics_port = 9400;                // 0 = pick a free port
+  std::string job_name = "local";
+  std::string job_namespace = "default";
+  std::string gpu_type;                   // catalog name, "" = unknown (CPU)
+  Backend backend = Backend::kAuto;
+  // Shrinks the model for CPU runs (hidden size, FFN and sequence length
+  // scale by it, layers by sqrt of it); 1 = the planned size. The metrics
+  // export it, so a scaled run is never mistaken for the real one.
+  double scale = 1.0;
+  double timeout_seconds = 300;  // rendezvous and collective timeout
+  std::optional<double> predicted_step_seconds;
+  std::optional<double> predicted_memory_bytes;
+
+  // The global rank of `local` on this node.
+  int GlobalRank(int local) const { return node_rank * local_world_size + local; }
+};
+
+// Reads the contract through `getenv` (returns nullptr for unset). Errors are
+// InvalidArgument naming the variable, e.g.
+//   "PACER_TENSOR_PARALLEL: must be a positive integer, got \"x\"".
+// Checks consistency: WORLD_SIZE = NNODES x LOCAL_WORLD_SIZE =
+// t x p x d, GBS = b x k x d, layers divisible by p x v, heads by t.
+using EnvLookup = std::function<const char*(const char*)>;
+StatusOr<WorkerConfig> ConfigFromEnvironment(const EnvLookup& getenv);
+
+// The environment a controller or local launcher sets for `config` (the
+// inverse of ConfigFromEnvironment, for one node's worker process).
+std::map<std::string, std::string> EnvironmentForConfig(const WorkerConfig& config);
+
+// Validates the cross-field rules above on an already-built config.
+Status ValidateConfig(const WorkerConfig& config);
+
+}  // namespace pacer::worker
+
+#endif  // PACER_WORKER_CORE_WORKER_CONFIG_H_
