@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "cost_model_internal.h"
+#include "pacer/planner/layer_shapes.h"
 #include "pacer/planner/model_math.h"
 
 namespace pacer::planner {
@@ -18,41 +19,25 @@ bool IsMixedPrecision(Precision p) {
   return p == Precision::kBf16 || p == Precision::kFp16 || p == Precision::kFp8;
 }
 
-struct GemmShape {
-  double m, n, k, batch;
-};
-
-double GemmSeconds(const internal::PoolContext& ctx, GemmShape g) {
-  const double flops = 2.0 * g.m * g.n * g.k * g.batch;
+double GemmSeconds(const internal::PoolContext& ctx, const GemmShape& g) {
+  const double flops = g.flops();
   return flops / (ctx.peak_flops * ctx.gemm_efficiency * GemmSizeFactor(flops));
 }
 
 // Forward GEMM time of one layer for one micro-batch on one GPU under t-way
-// tensor parallelism (Megatron's column/row split: every GEMM's width or depth
-// is divided by t). Backward costs twice this (input and weight gradients).
+// tensor parallelism (layer_shapes.h). Backward costs twice this.
 double LayerForwardGemmSeconds(const internal::PoolContext& ctx, int b, int t) {
-  const ModelSpec& m = ctx.job->model;
-  const double s = m.sequence_length, h = m.hidden_size;
-  const double tokens = b * s;
-  const double head_dim = h / m.attention_heads;
-  const double qkv_width = h + 2.0 * m.kv_heads * head_dim;
-  const double heads_per_gpu = static_cast<double>(m.attention_heads) / t;
-  const double fc1_width = (m.ffn_kind == FfnKind::kSwiglu ? 2.0 : 1.0) * m.ffn_hidden_size;
-  return GemmSeconds(ctx, {tokens, qkv_width / t, h, 1}) +
-         GemmSeconds(ctx, {s, s, head_dim, b * heads_per_gpu}) +  // scores Q K^T
-         GemmSeconds(ctx, {s, head_dim, s, b * heads_per_gpu}) +  // probabilities x V
-         GemmSeconds(ctx, {tokens, h, h / t, 1}) +                // output projection
-         GemmSeconds(ctx, {tokens, fc1_width / t, h, 1}) +
-         GemmSeconds(ctx, {tokens, h, static_cast<double>(m.ffn_hidden_size) / t, 1});
+  double seconds = 0;
+  for (const GemmShape& g : LayerForwardGemms(ctx.job->model, b, t)) seconds += GemmSeconds(ctx, g);
+  return seconds;
 }
 
 double AttentionCoreForwardSeconds(const internal::PoolContext& ctx, int b, int t) {
-  const ModelSpec& m = ctx.job->model;
-  const double s = m.sequence_length;
-  const double head_dim = static_cast<double>(m.hidden_size) / m.attention_heads;
-  const double heads_per_gpu = static_cast<double>(m.attention_heads) / t;
-  return GemmSeconds(ctx, {s, s, head_dim, b * heads_per_gpu}) +
-         GemmSeconds(ctx, {s, head_dim, s, b * heads_per_gpu});
+  double seconds = 0;
+  for (const GemmShape& g : AttentionCoreGemms(ctx.job->model, b, t)) {
+    seconds += GemmSeconds(ctx, g);
+  }
+  return seconds;
 }
 
 // Korthikanti's score term (softmax output, dropout mask and output:
@@ -298,9 +283,7 @@ void EvaluateInto(const PoolContext& ctx, const Layout& l, Evaluation* out) {
   }
 
   // --- one micro-batch through one pipeline stage ---
-  const double logits_fwd = GemmSeconds(
-      ctx, {static_cast<double>(b) * m.sequence_length, static_cast<double>(m.vocab_size) / t,
-            static_cast<double>(m.hidden_size), 1});
+  const double logits_fwd = GemmSeconds(ctx, LogitsGemm(m, b, t));
   const double logits = 3.0 * logits_fwd;  // last stage only; never recomputed
   double p2p = 0;
   if (p > 1) {

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "pacer/planner/layer_shapes.h"
 #include "pacer/planner/model_math.h"
 
 namespace pacer::planner {
@@ -73,6 +74,24 @@ TEST(ModelMathTest, SixNDWithPaLMAttentionTerm) {
   const double six_n = 6 * TotalParameters(m);
   EXPECT_GT(ModelFlopsPerSequence(m) / m.sequence_length, six_n);
   EXPECT_LT(ModelFlopsPerSequence(m) / m.sequence_length, six_n * 1.2);
+}
+
+TEST(ModelMathTest, LayerGemmsAddUpToTheClosedFormFlops) {
+  // The shapes the cost model times and the worker executes, summed over the
+  // t tensor-parallel ranks, are exactly the closed-form FLOPs.
+  for (const ModelSpec& m : {Llama2_7B(), Llama3_70B(), Gpt(24, 2048, 16, 2048, 51200)}) {
+    for (int t : {1, 2, 8}) {
+      for (int b : {1, 4}) {
+        double layer = 0, core = 0;
+        for (const GemmShape& g : LayerForwardGemms(m, b, t)) layer += g.flops();
+        for (const GemmShape& g : AttentionCoreGemms(m, b, t)) core += g.flops();
+        EXPECT_NEAR(layer * t / (b * LayerForwardFlopsPerSequence(m)), 1.0, 1e-12);
+        EXPECT_NEAR(core * t / (b * AttentionCoreForwardFlopsPerSequence(m)), 1.0, 1e-12);
+        EXPECT_NEAR(LogitsGemm(m, b, t).flops() * t / (b * LogitsForwardFlopsPerSequence(m)), 1.0,
+                    1e-12);
+      }
+    }
+  }
 }
 
 TEST(ModelMathTest, InferredArchitectureHitsTheParameterCount) {
