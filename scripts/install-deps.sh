@@ -11,6 +11,7 @@ packages=(
   libyaml-cpp-dev                        # TrainJob, inventory and calibration documents
   nlohmann-json3-dev                     # JSON output
   libcli11-dev                           # command-line parsing
+  libgloo-dev                            # CPU collectives and rendezvous in pacer-worker
   prometheus-cpp-dev                     # the worker's /metrics endpoint
   clang libclang-rt-14-dev               # libFuzzer for the parser fuzz target
 )
