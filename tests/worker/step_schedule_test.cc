@@ -1,0 +1,189 @@
+// The worker's step schedule against the planner: the GEMM FLOPs and the
+// collective bytes it issues for a plan add up to what the planner's model
+// predicts for the same plan.
+#include "core/step_schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "pacer/planner/cost_model.h"
+#include "pacer/planner/gpu_catalog.h"
+#include "pacer/planner/model_math.h"
+
+namespace pacer::worker {
+namespace {
+
+WorkerConfig Plan(int t, int p, int d, int v, int zero, int b, int k, planner::Recompute r) {
+  WorkerConfig c;
+  c.tensor_parallel = t;
+  c.pipeline_parallel = p;
+  c.data_parallel = d;
+  c.virtual_stages = v;
+  c.zero_stage = zero;
+  c.micro_batch_size = b;
+  c.gradient_accumulation_steps = k;
+  c.global_batch_size = static_cast<int64_t>(b) * k * d;
+  c.world_size = t * p * d;
+  c.local_world_size = std::min(8, c.world_size);
+  c.nnodes = c.world_size / c.local_world_size;
+  c.recompute = r;
+  c.precision = planner::Precision::kBf16;
+  planner::ModelSpec& m = c.model;
+  m.layers = 16;
+  m.hidden_size = 1024;
+  m.attention_heads = 16;
+  m.kv_heads = 4;
+  m.ffn_hidden_size = 2816;
+  m.ffn_kind = planner::FfnKind::kSwiglu;
+  m.vocab_size = 32000;
+  m.sequence_length = 512;
+  return c;
+}
+
+TEST(PipelineOrderTest, EveryMicroBatchGoesForwardThenBackwardOnce) {
+  for (auto [p, m, v] : {std::tuple{1, 4, 1}, {4, 8, 1}, {4, 2, 1}, {4, 8, 2}, {2, 6, 3}}) {
+    for (int stage = 0; stage < p; ++stage) {
+      const auto order = OneForwardOneBackward(stage, p, m, v);
+      ASSERT_EQ(order.size(), static_cast<size_t>(2 * m * v));
+      std::set<std::pair<int, int>> forwarded, backwarded;
+      for (const PipelineAction& a : order) {
+        const std::pair<int, int> key{a.micro_batch, a.chunk};
+        ASSERT_GE(a.micro_batch, 0);
+        ASSERT_LT(a.micro_batch, m);
+        ASSERT_LT(a.chunk, v);
+        if (a.pass == PassKind::kForward) {
+          EXPECT_TRUE(forwarded.insert(key).second) << "forward twice";
+        } else {
+          EXPECT_TRUE(forwarded.count(key)) << "backward before forward";
+          EXPECT_TRUE(backwarded.insert(key).second) << "backward twice";
+        }
+      }
+      EXPECT_EQ(backwarded.size(), static_cast<size_t>(m * v));
+    }
+  }
+  // The last stage of a plain 1F1B pipeline alternates from the start; the
+  // first holds p - 1 micro-batches in flight (the memory model's min(p, k)).
+  const auto last = OneForwardOneBackward(3, 4, 8, 1);
+  EXPECT_EQ(last[0].pass, PassKind::kForward);
+  EXPECT_EQ(last[1].pass, PassKind::kBackward);
+  const auto first = OneForwardOneBackward(0, 4, 8, 1);
+  int in_flight = 0, peak = 0;
+  for (const auto& a : first) {
+    in_flight += a.pass == PassKind::kForward ? 1 : -1;
+    peak = std::max(peak, in_flight);
+  }
+  EXPECT_EQ(peak, 4);
+}
+
+TEST(RankLayoutTest, TensorGroupsAreConsecutiveRanks) {
+  const WorkerConfig c = Plan(2, 2, 4, 1, 1, 1, 2, planner::Recompute::kNone);
+  std::set<std::tuple<int, int, int>> seen;
+  for (int r = 0; r < c.world_size; ++r) {
+    const RankCoordinates x = CoordinatesOf(c, r);
+    EXPECT_EQ(GlobalRankOf(c, x), r);
+    EXPECT_TRUE(seen.insert({x.tensor_rank, x.data_rank, x.pipeline_rank}).second);
+    EXPECT_EQ(r / 2, (r - x.tensor_rank) / 2);  // t consecutive ranks share a TP group
+  }
+}
+
+TEST(StepScheduleTest, GemmFlopsOverAllRanksEqualThePlannersHardwareFlops) {
+  for (planner::Recompute r :
+       {planner::Recompute::kNone, planner::Recompute::kSelective, planner::Recompute::kFull}) {
+    for (auto [t, p, d, v, b, k] : {std::tuple{1, 1, 4, 1, 2, 3}, {2, 2, 2, 1, 1, 4},
+                                    {4, 2, 1, 2, 2, 4}, {2, 4, 1, 2, 1, 8}}) {
+      const WorkerConfig c = Plan(t, p, d, v, 1, b, k, r);
+      double total = 0;
+      for (int rank = 0; rank < c.world_size; ++rank) {
+        auto s = BuildStepSchedule(c, rank);
+        ASSERT_TRUE(s.ok()) << s.status().ToString();
+        total += s->GemmFlopsPerStep();
+      }
+      const double expected = planner::HardwareFlopsPerSequence(c.model, r) *
+                              static_cast<double>(c.global_batch_size);
+      EXPECT_NEAR(total / expected, 1.0, 1e-12)
+          << planner::RecomputeName(r) << " t" << t << " p" << p << " d" << d << " v" << v;
+    }
+  }
+}
+
+TEST(StepScheduleTest, TensorParallelBytesMatchThePlannersCollectiveCount) {
+  // The planner counts 5 all-reduces' worth per layer and micro-batch with
+  // sequence parallelism (6 with full recomputation), each over b s h
+  // activations (docs/planner.md).
+  for (auto [r, count] : {std::pair{planner::Recompute::kNone, 5.0},
+                          {planner::Recompute::kSelective, 5.0},
+                          {planner::Recompute::kFull, 6.0}}) {
+    const WorkerConfig c = Plan(4, 2, 1, 1, 0, 2, 4, r);
+    auto s = BuildStepSchedule(c, 0);
+    ASSERT_TRUE(s.ok());
+    const double message = 2.0 * 512 * 1024 * 2;  // b s h x 2 bytes
+    const double per_layer = count * 2 * 3.0 / 4 * message;  // ring: 2(n-1)/n S each
+    const double layers = 16.0 / 2;
+    EXPECT_NEAR(s->BusBytesPerStep(Group::kTensor), 4 * layers * per_layer, 1e-6);
+  }
+}
+
+TEST(StepScheduleTest, DataParallelBytesFollowTheZeroStage) {
+  const planner::StateBytesPerParameter bf16 =
+      planner::StateBytes(planner::Precision::kBf16, planner::Optimizer::kAdamW);
+  for (int zero = 0; zero <= 3; ++zero) {
+    const WorkerConfig c = Plan(1, 1, 8, 1, zero, 1, 4, planner::Recompute::kNone);
+    auto s = BuildStepSchedule(c, 3);
+    ASSERT_TRUE(s.ok());
+    const double allreduce = 2 * 7.0 / 8 * s->stage_parameters * bf16.gradients;
+    // ZeRO 0 and 1 move one all-reduce's worth per step; 2 reduce-scatters
+    // every micro-batch; 3 moves 1.5 all-reduces' worth every micro-batch.
+    const double expected[] = {allreduce, allreduce, 4 * allreduce / 2 + allreduce / 2,
+                               4 * 1.5 * allreduce};
+    EXPECT_NEAR(s->BusBytesPerStep(Group::kData) / expected[zero], 1.0, 1e-12) << zero;
+    EXPECT_NEAR(s->optimizer_shard_parameters, s->stage_parameters / (zero >= 1 ? 8 : 1), 1e-6);
+  }
+}
+
+TEST(StepScheduleTest, ParametersPerRankMatchThePlannersMemoryModel) {
+  const planner::GpuType* gpu = planner::GpuCatalog::BuiltIn().Find("H100-SXM");
+  for (auto [t, p] : {std::pair{1, 1}, {2, 2}, {4, 4}}) {
+    const WorkerConfig c = Plan(t, p, 2, 1, 1, 1, 4, planner::Recompute::kSelective);
+    planner::JobSpec job;
+    job.model = c.model;
+    job.training.global_batch_size = c.global_batch_size;
+    job.training.precision = c.precision;
+    planner::Layout layout;
+    layout.tensor_parallel = t;
+    layout.pipeline_parallel = p;
+    layout.data_parallel = 2;
+    layout.zero_stage = 1;
+    layout.micro_batch_size = 1;
+    layout.gradient_accumulation_steps = 4;
+    layout.gpus_per_node = t * p * 2;
+    const planner::MemoryBreakdown mem = planner::PredictMemory(job, layout, *gpu);
+    auto s = BuildStepSchedule(c, 0);
+    ASSERT_TRUE(s.ok());
+    EXPECT_NEAR(s->stage_parameters * 2 / mem.weights_bytes, 1.0, 1e-12);
+  }
+}
+
+TEST(StepScheduleTest, PipelineSendsOneActivationPerBoundaryCrossing) {
+  const WorkerConfig c = Plan(2, 4, 1, 1, 0, 1, 8, planner::Recompute::kNone);
+  // A middle stage sends every forward on and every gradient back.
+  auto middle = BuildStepSchedule(c, GlobalRankOf(c, {0, 0, 1}));
+  ASSERT_TRUE(middle.ok());
+  EXPECT_NEAR(middle->BusBytesPerStep(Group::kPipeline), 2 * 8 * middle->p2p_bytes, 1e-6);
+  EXPECT_NEAR(middle->p2p_bytes, 512.0 * 1024 * 2 / 2, 1e-9);  // s h x 2 bytes / t
+  // The last stage sends only gradients back.
+  auto last = BuildStepSchedule(c, GlobalRankOf(c, {0, 0, 3}));
+  EXPECT_NEAR(last->BusBytesPerStep(Group::kPipeline), 8 * last->p2p_bytes, 1e-6);
+}
+
+TEST(StepScheduleTest, RejectsRanksOutsideTheWorld) {
+  const WorkerConfig c = Plan(2, 1, 2, 1, 0, 1, 1, planner::Recompute::kNone);
+  auto s = BuildStepSchedule(c, 4);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pacer::worker
