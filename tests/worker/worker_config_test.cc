@@ -118,5 +118,22 @@ TEST(WorkerConfigTest, ErrorsNameTheVariable) {
   }
 }
 
+TEST(WorkerConfigTest, ScaleShrinksTheModelAndKeepsThePlanValid) {
+  WorkerConfig c = ExampleConfig();
+  c.scale = 1.0 / 64;
+  ASSERT_TRUE(ApplyScale(&c).ok());
+  EXPECT_EQ(c.model.hidden_size, 64);        // 4096 / 64, a multiple of 32 heads
+  EXPECT_EQ(c.model.attention_heads, 32);
+  EXPECT_EQ(c.model.sequence_length, 64);
+  EXPECT_EQ(c.model.ffn_hidden_size, 172);   // 11008 / 64, a multiple of t = 2
+  EXPECT_EQ(c.model.layers, 4);              // 32 / 8, a multiple of p x v = 4
+  EXPECT_EQ(c.model.vocab_size, 500);
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  WorkerConfig full = ExampleConfig();
+  full.scale = 1.0;
+  ASSERT_TRUE(ApplyScale(&full).ok());
+  EXPECT_EQ(full.model.hidden_size, 4096);
+}
+
 }  // namespace
 }  // namespace pacer::worker

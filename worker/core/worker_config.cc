@@ -1,5 +1,6 @@
 #include "core/worker_config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -230,6 +231,29 @@ Status ValidateConfig(const WorkerConfig& c) {
                 std::to_string(c.gradient_accumulation_steps));
   }
   return Status::Ok();
+}
+
+namespace {
+
+// The largest multiple of `unit` not above `value`, at least one `unit`.
+int ScaledMultiple(double value, int unit) {
+  return std::max(unit, static_cast<int>(value / unit) * unit);
+}
+
+}  // namespace
+
+Status ApplyScale(WorkerConfig* c) {
+  if (c->scale >= 1.0) return Status::Ok();
+  planner::ModelSpec& m = c->model;
+  const double s = c->scale;
+  // Keep the head count (and so head size shrinks with h): heads must stay
+  // divisible by t, and the attention shape stays the plan's.
+  m.hidden_size = ScaledMultiple(m.hidden_size * s, m.attention_heads);
+  m.ffn_hidden_size = ScaledMultiple(m.ffn_hidden_size * s, c->tensor_parallel);
+  m.sequence_length = std::max(8, static_cast<int>(m.sequence_length * s));
+  m.vocab_size = ScaledMultiple(m.vocab_size * s, c->tensor_parallel);
+  m.layers = ScaledMultiple(m.layers * std::sqrt(s), c->pipeline_parallel * c->virtual_stages);
+  return ValidateConfig(*c);
 }
 
 std::map<std::string, std::string> EnvironmentForConfig(const WorkerConfig& c) {
