@@ -1,0 +1,305 @@
+#include "core/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace pacer::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::byte> Bytes(std::string_view s) {
+  std::vector<std::byte> out;
+  for (char c : s) out.push_back(static_cast<std::byte>(c));
+  return out;
+}
+
+CheckpointState StateAt(int64_t step, int rank = 0, int world_size = 1) {
+  CheckpointState s;
+  s.step = step;
+  s.rank = rank;
+  s.world_size = world_size;
+  s.job_name = "llama-7b";
+  s.plan_fingerprint = "tp2-pp1-dp4-z1-mb2-ga8";
+  s.rng_state = Bytes("rng-" + std::to_string(step));
+  return s;
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "pacer-ckpt-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static void Truncate(const std::string& path, uintmax_t bytes) { fs::resize_file(path, bytes); }
+
+  static void FlipByte(const std::string& path, std::streamoff offset) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(offset);
+    char c = 0;
+    f.get(c);
+    f.seekp(offset);
+    f.put(static_cast<char>(c ^ 0x5A));
+  }
+
+  std::string dir_;
+};
+
+TEST(Crc32Test, MatchesTheStandardCheckValue) {
+  std::string_view check = "123456789";
+  EXPECT_EQ(Crc32(std::as_bytes(std::span(check.data(), check.size()))), 0xCBF43926u);
+  EXPECT_EQ(Crc32({}), 0u);
+}
+
+TEST(Crc32Test, CanBeFedInPieces) {
+  std::string_view a = "12345", b = "6789";
+  uint32_t crc = Crc32(std::as_bytes(std::span(a.data(), a.size())));
+  crc = Crc32(std::as_bytes(std::span(b.data(), b.size())), crc);
+  EXPECT_EQ(crc, 0xCBF43926u);
+}
+
+TEST_F(CheckpointTest, RoundTripsStepRngMetadataAndBuffers) {
+  CheckpointStore store(dir_, 3);
+  CheckpointState saved = StateAt(1200, 3, 8);
+  saved.buffers.push_back({"layer0.weight", Bytes("\x01\x02\x03\x00\xff")});
+  saved.buffers.push_back({"adam.exp_avg", std::vector<std::byte>(3 << 20, std::byte{0x7e})});
+  saved.buffers.push_back({"empty", {}});
+  ASSERT_TRUE(store.Save(saved).ok());
+  EXPECT_TRUE(fs::exists(dir_ + "/rank-3/step-000000001200.ckpt"));
+  EXPECT_EQ(store.PathForStep(1200), dir_ + "/rank-3/step-000000001200.ckpt");
+
+  auto loaded = store.LoadNewest();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_TRUE(loaded->has_value());
+  EXPECT_EQ(**loaded, saved);
+
+  auto by_step = store.Load(1200);
+  ASSERT_TRUE(by_step.ok()) << by_step.status().ToString();
+  EXPECT_EQ(*by_step, saved);
+}
+
+TEST_F(CheckpointTest, EmptyDirectoryHasNoCheckpoint) {
+  CheckpointStore store(dir_ + "/never-created", 0);
+  auto loaded = store.LoadNewest();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_FALSE(loaded->has_value());
+  auto missing = store.Load(5);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(CheckpointTest, NewestWins) {
+  CheckpointStore store(dir_, 0, /*keep=*/5);
+  for (int64_t step : {100, 300, 200}) ASSERT_TRUE(store.Save(StateAt(step)).ok());
+  auto loaded = store.LoadNewest();
+  ASSERT_TRUE(loaded.ok());
+  ASSERT_TRUE(loaded->has_value());
+  // 200 was written last, so 300 belonged to a rolled-back run and is gone.
+  EXPECT_EQ((*loaded)->step, 200);
+  EXPECT_EQ((*loaded)->rng_state, Bytes("rng-200"));
+}
+
+TEST_F(CheckpointTest, SavingAStepAgainReplacesIt) {
+  CheckpointStore store(dir_, 0);
+  CheckpointState first = StateAt(50);
+  CheckpointState second = StateAt(50);
+  second.rng_state = Bytes("second");
+  ASSERT_TRUE(store.Save(first).ok());
+  ASSERT_TRUE(store.Save(second).ok());
+  auto loaded = store.Load(50);
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(loaded->rng_state, Bytes("second"));
+}
+
+TEST_F(CheckpointTest, TruncatedNewestIsSkippedWithAWarningNamingTheFile) {
+  CheckpointStore store(dir_, 0);
+  ASSERT_TRUE(store.Save(StateAt(10)).ok());
+  CheckpointState newest = StateAt(20);
+  newest.buffers.push_back({"w", std::vector<std::byte>(4096, std::byte{1})});
+  ASSERT_TRUE(store.Save(newest).ok());
+  Truncate(store.PathForStep(20), 2000);
+
+  ::testing::internal::CaptureStderr();
+  auto loaded = store.LoadNewest();
+  std::string warnings = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(loaded.ok());
+  ASSERT_TRUE(loaded->has_value());
+  EXPECT_EQ((*loaded)->step, 10);
+  EXPECT_NE(warnings.find(store.PathForStep(20)), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("truncated"), std::string::npos) << warnings;
+}
+
+TEST_F(CheckpointTest, FileShorterThanTheHeaderIsSkipped) {
+  CheckpointStore store(dir_, 0);
+  ASSERT_TRUE(store.Save(StateAt(10)).ok());
+  ASSERT_TRUE(store.Save(StateAt(20)).ok());
+  Truncate(store.PathForStep(20), 7);
+  ::testing::internal::CaptureStderr();
+  auto loaded = store.LoadNewest();
+  ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ((*loaded)->step, 10);
+}
+
+TEST_F(CheckpointTest, FlippedPayloadByteIsSkipped) {
+  CheckpointStore store(dir_, 0);
+  ASSERT_TRUE(store.Save(StateAt(10)).ok());
+  ASSERT_TRUE(store.Save(StateAt(20)).ok());
+  FlipByte(store.PathForStep(20), 40);  // inside the payload, past the 32-byte header
+
+  ::testing::internal::CaptureStderr();
+  auto loaded = store.LoadNewest();
+  std::string warnings = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ((*loaded)->step, 10);
+  EXPECT_NE(warnings.find("payload CRC32 mismatch"), std::string::npos) << warnings;
+
+  auto corrupt = store.Load(20);
+  EXPECT_EQ(corrupt.status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CheckpointTest, HeaderVerificationIsCheapButMissesPayloadDamage) {
+  CheckpointStore store(dir_, 0);
+  ASSERT_TRUE(store.Save(StateAt(10)).ok());
+  ASSERT_TRUE(store.Save(StateAt(20)).ok());
+  FlipByte(store.PathForStep(20), 40);
+  ::testing::internal::CaptureStderr();
+  auto full = store.ValidSteps(CheckpointVerification::kFull);
+  auto header = store.ValidSteps(CheckpointVerification::kHeader);
+  ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(full.ok());
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(*full, (std::vector<int64_t>{10}));
+  EXPECT_EQ(*header, (std::vector<int64_t>{20, 10}));
+
+  Truncate(store.PathForStep(20), 50);  // truncation is caught by both
+  ::testing::internal::CaptureStderr();
+  header = store.ValidSteps(CheckpointVerification::kHeader);
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(*header, (std::vector<int64_t>{10}));
+}
+
+TEST_F(CheckpointTest, FlippedHeaderOrMagicIsSkipped) {
+  CheckpointStore store(dir_, 0, /*keep=*/3);
+  ASSERT_TRUE(store.Save(StateAt(10)).ok());
+  ASSERT_TRUE(store.Save(StateAt(20)).ok());
+  ASSERT_TRUE(store.Save(StateAt(30)).ok());
+  FlipByte(store.PathForStep(30), 0);   // magic
+  FlipByte(store.PathForStep(20), 17);  // payload length
+  ::testing::internal::CaptureStderr();
+  auto loaded = store.LoadNewest();
+  std::string warnings = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ((*loaded)->step, 10);
+  EXPECT_NE(warnings.find("bad magic"), std::string::npos) << warnings;
+  EXPECT_NE(warnings.find("header CRC32 mismatch"), std::string::npos) << warnings;
+}
+
+TEST_F(CheckpointTest, TempLeftoverIsIgnoredAndCleanedByTheNextSave) {
+  CheckpointStore store(dir_, 0);
+  ASSERT_TRUE(store.Save(StateAt(10)).ok());
+  ASSERT_TRUE(store.Save(StateAt(20)).ok());
+  // A crash between write and rename leaves a complete-looking .tmp.
+  const std::string leftover = store.PathForStep(20) + ".tmp";
+  fs::rename(store.PathForStep(20), leftover);
+
+  auto loaded = store.LoadNewest();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ((*loaded)->step, 10);
+  EXPECT_EQ(*store.ValidSteps(), (std::vector<int64_t>{10}));
+
+  ASSERT_TRUE(store.Save(StateAt(20)).ok());
+  EXPECT_FALSE(fs::exists(leftover));
+}
+
+TEST_F(CheckpointTest, KeepsOnlyTheNewestK) {
+  CheckpointStore two(dir_, 0);
+  for (int64_t step = 1; step <= 5; ++step) ASSERT_TRUE(two.Save(StateAt(step)).ok());
+  EXPECT_EQ(*two.ValidSteps(), (std::vector<int64_t>{5, 4}));
+  int files = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(two.rank_dir())) ++files;
+  EXPECT_EQ(files, 2);
+
+  CheckpointStore three(dir_, 1, /*keep=*/3);
+  for (int64_t step = 1; step <= 5; ++step) ASSERT_TRUE(three.Save(StateAt(step, 1)).ok());
+  EXPECT_EQ(*three.ValidSteps(), (std::vector<int64_t>{5, 4, 3}));
+}
+
+TEST_F(CheckpointTest, CheckpointFromAnotherRankIsSkipped) {
+  CheckpointStore rank0(dir_, 0), rank1(dir_, 1);
+  ASSERT_TRUE(rank0.Save(StateAt(10, 0)).ok());
+  ASSERT_TRUE(rank1.Save(StateAt(20, 1)).ok());
+  fs::copy_file(rank1.PathForStep(20), rank0.PathForStep(20));
+  ::testing::internal::CaptureStderr();
+  auto loaded = rank0.LoadNewest();
+  std::string warnings = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ((*loaded)->step, 10);
+  EXPECT_NE(warnings.find("holds rank 1"), std::string::npos) << warnings;
+}
+
+TEST_F(CheckpointTest, NewestCommonStepIsTheNewestEveryRankHas) {
+  constexpr int kWorld = 3;
+  for (int rank = 0; rank < kWorld; ++rank) {
+    CheckpointStore store(dir_, rank);
+    ASSERT_TRUE(store.Save(StateAt(100, rank, kWorld)).ok());
+    ASSERT_TRUE(store.Save(StateAt(200, rank, kWorld)).ok());
+    // Rank 2 died before writing step 300.
+    if (rank != 2) {
+      ASSERT_TRUE(store.Save(StateAt(300, rank, kWorld)).ok());
+    }
+  }
+  auto common = NewestCommonStep(dir_, kWorld);
+  ASSERT_TRUE(common.ok()) << common.status().ToString();
+  ASSERT_TRUE(common->has_value());
+  EXPECT_EQ(**common, 200);
+
+  // Ranks 0 and 1 alone (a smaller world) have 300.
+  EXPECT_EQ(**NewestCommonStep(dir_, 2), 300);
+
+  // A corrupt 200 on rank 1 moves everybody back to 100... which rank 0 and
+  // 1 no longer keep (K = 2): no common step.
+  CheckpointStore rank1(dir_, 1);
+  Truncate(rank1.PathForStep(200), 40);
+  ::testing::internal::CaptureStderr();
+  common = NewestCommonStep(dir_, kWorld);
+  ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(common.ok());
+  EXPECT_FALSE(common->has_value());
+}
+
+TEST_F(CheckpointTest, NewestCommonStepWithAMissingRankIsNone) {
+  ASSERT_TRUE(CheckpointStore(dir_, 0).Save(StateAt(100, 0, 2)).ok());
+  auto common = NewestCommonStep(dir_, 2);
+  ASSERT_TRUE(common.ok());
+  EXPECT_FALSE(common->has_value());
+  EXPECT_FALSE(NewestCommonStep(dir_, 0).ok());
+}
+
+TEST_F(CheckpointTest, UnwritableDirectoryIsAnErrorNamingThePath) {
+  // A path under a regular file cannot be created, even by root (whom
+  // permission bits would not stop).
+  const std::string file = dir_ + "/not-a-directory";
+  std::ofstream(file) << "x";
+  CheckpointStore store(file + "/ckpt", 0);
+  Status s = store.Save(StateAt(1));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(file), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("Not a directory"), std::string::npos) << s.ToString();
+}
+
+TEST_F(CheckpointTest, RejectsANegativeStepAndAnotherRanksState) {
+  CheckpointStore store(dir_, 0);
+  EXPECT_EQ(store.Save(StateAt(-1)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.Save(StateAt(1, /*rank=*/4)).code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(store.rank_dir() + "/step-000000000001.ckpt"));
+}
+
+}  // namespace
+}  // namespace pacer::worker
