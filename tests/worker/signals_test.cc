@@ -1,0 +1,114 @@
+#include "core/signals.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+
+namespace pacer::worker {
+namespace {
+
+std::atomic<int> g_previous_handler_calls{0};
+extern "C" void CountingHandler(int) { g_previous_handler_calls.fetch_add(1); }
+
+// Installs CountingHandler for `signal_number` for the test's duration.
+class ScopedCountingHandler {
+ public:
+  explicit ScopedCountingHandler(int signal_number) : signal_number_(signal_number) {
+    struct sigaction action {};
+    action.sa_handler = CountingHandler;
+    sigemptyset(&action.sa_mask);
+    sigaction(signal_number_, &action, &saved_);
+  }
+  ~ScopedCountingHandler() { sigaction(signal_number_, &saved_, nullptr); }
+
+ private:
+  int signal_number_;
+  struct sigaction saved_ {};
+};
+
+void (*CurrentHandler(int signal_number))(int) {
+  struct sigaction current {};
+  sigaction(signal_number, nullptr, &current);
+  return current.sa_handler;
+}
+
+TEST(StopSignalTest, StartsCleared) {
+  StopSignal stop;
+  EXPECT_FALSE(stop.requested());
+  EXPECT_EQ(stop.signal_number(), 0);
+}
+
+TEST(StopSignalTest, SigtermRequestsAStop) {
+  StopSignal stop;
+  ASSERT_EQ(raise(SIGTERM), 0);  // raise() returns after the handler ran
+  EXPECT_TRUE(stop.requested());
+  EXPECT_EQ(stop.signal_number(), SIGTERM);
+}
+
+TEST(StopSignalTest, SigintRequestsAStopAndTheFirstSignalIsKept) {
+  StopSignal stop;
+  ASSERT_EQ(raise(SIGINT), 0);
+  ASSERT_EQ(raise(SIGTERM), 0);
+  EXPECT_TRUE(stop.requested());
+  EXPECT_EQ(stop.signal_number(), SIGINT);
+}
+
+TEST(StopSignalTest, ANewInstanceStartsClearedAfterAnEarlierSignal) {
+  {
+    StopSignal first;
+    ASSERT_EQ(raise(SIGTERM), 0);
+    ASSERT_TRUE(first.requested());
+  }
+  StopSignal second;
+  EXPECT_FALSE(second.requested());
+}
+
+TEST(StopSignalTest, RestoresThePreviousHandlersWhenDestroyed) {
+  ScopedCountingHandler term(SIGTERM);
+  ScopedCountingHandler interrupt(SIGINT);
+  {
+    StopSignal stop;
+    EXPECT_NE(CurrentHandler(SIGTERM), &CountingHandler);
+    ASSERT_EQ(raise(SIGTERM), 0);
+    EXPECT_EQ(g_previous_handler_calls.load(), 0);  // ours, not the previous one
+  }
+  EXPECT_EQ(CurrentHandler(SIGTERM), &CountingHandler);
+  EXPECT_EQ(CurrentHandler(SIGINT), &CountingHandler);
+  ASSERT_EQ(raise(SIGTERM), 0);
+  ASSERT_EQ(raise(SIGINT), 0);
+  EXPECT_EQ(g_previous_handler_calls.load(), 2);
+}
+
+TEST(StopSignalTest, RestoresTheDefaultAction) {
+  ASSERT_EQ(CurrentHandler(SIGTERM), SIG_DFL);
+  { StopSignal stop; }
+  EXPECT_EQ(CurrentHandler(SIGTERM), SIG_DFL);
+  EXPECT_EQ(CurrentHandler(SIGINT), SIG_DFL);
+}
+
+TEST(StopSignalDeathTest, SecondSigintKillsTheProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        StopSignal stop;
+        raise(SIGINT);
+        raise(SIGINT);
+        _exit(0);  // not reached
+      },
+      ::testing::KilledBySignal(SIGINT), "");
+}
+
+TEST(StopSignalDeathTest, ASecondLiveInstanceAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        StopSignal first;
+        StopSignal second;
+      },
+      "a second StopSignal");
+}
+
+}  // namespace
+}  // namespace pacer::worker

@@ -1,0 +1,61 @@
+#include "core/signals.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+namespace pacer::worker {
+namespace {
+
+// Only lock-free atomics may be touched from a signal handler.
+static_assert(std::atomic<int>::is_always_lock_free);
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+std::atomic<int> g_stop_signal{0};
+std::atomic<bool> g_installed{false};
+
+extern "C" void HandleStopSignal(int signal_number) {
+  int none = 0;
+  if (!g_stop_signal.compare_exchange_strong(none, signal_number) && signal_number == SIGINT) {
+    // The second Ctrl-C: the user does not want to wait for the step. Both
+    // calls are async-signal-safe.
+    ::signal(SIGINT, SIG_DFL);
+    ::raise(SIGINT);
+  }
+}
+
+void InstallOrDie(int signal_number, struct sigaction* previous) {
+  struct sigaction action {};
+  action.sa_handler = HandleStopSignal;
+  action.sa_flags = SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  // Cannot fail for SIGTERM/SIGINT with a valid handler; check anyway.
+  if (::sigaction(signal_number, &action, previous) != 0) {
+    std::perror("pacer-worker: sigaction");
+    std::abort();
+  }
+}
+
+}  // namespace
+
+StopSignal::StopSignal() {
+  if (g_installed.exchange(true)) {
+    std::fputs("pacer-worker: internal error: a second StopSignal was created\n", stderr);
+    std::abort();
+  }
+  g_stop_signal.store(0);
+  InstallOrDie(SIGTERM, &previous_term_);
+  InstallOrDie(SIGINT, &previous_int_);
+}
+
+StopSignal::~StopSignal() {
+  ::sigaction(SIGTERM, &previous_term_, nullptr);
+  ::sigaction(SIGINT, &previous_int_, nullptr);
+  g_installed.store(false);
+}
+
+bool StopSignal::requested() const { return g_stop_signal.load() != 0; }
+
+int StopSignal::signal_number() const { return g_stop_signal.load(); }
+
+}  // namespace pacer::worker

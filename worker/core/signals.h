@@ -1,0 +1,49 @@
+// StopSignal: turns SIGTERM and SIGINT into a request to stop at the next
+// step boundary.
+//
+// Kubernetes stops a pod with SIGTERM and, after the grace period, SIGKILL.
+// pacer-worker uses the grace period to finish the current step, write a
+// checkpoint and exit with kExitStoppedAfterCheckpoint, so the controller can
+// relaunch the job on a new plan without losing work. The handlers only store
+// the signal number in a lock-free atomic (async-signal-safe); the training
+// loop polls requested() between steps. They are installed with SA_RESTART so
+// that a blocking read in a collective or a store is resumed rather than
+// failing with EINTR in the middle of a step. A second SIGINT (Ctrl-C pressed
+// twice) terminates the process at once with the default action.
+//
+// One instance per process: signal dispositions are process-wide. Creating a
+// second one while another is alive is a programming error and aborts. The
+// destructor restores the handlers that were installed before.
+//
+// Thread-safety: requested() and signal_number() may be called from any
+// thread; construction and destruction must not race with each other.
+#ifndef PACER_WORKER_CORE_SIGNALS_H_
+#define PACER_WORKER_CORE_SIGNALS_H_
+
+#include <signal.h>
+
+namespace pacer::worker {
+
+class StopSignal {
+ public:
+  // Installs the handlers; the flag starts cleared.
+  StopSignal();
+  // Restores the previous SIGTERM and SIGINT handlers.
+  ~StopSignal();
+
+  StopSignal(const StopSignal&) = delete;
+  StopSignal& operator=(const StopSignal&) = delete;
+
+  // Whether SIGTERM or SIGINT arrived since construction.
+  bool requested() const;
+  // The first stop signal received (SIGTERM or SIGINT), 0 if none.
+  int signal_number() const;
+
+ private:
+  struct sigaction previous_term_ {};
+  struct sigaction previous_int_ {};
+};
+
+}  // namespace pacer::worker
+
+#endif  // PACER_WORKER_CORE_SIGNALS_H_
