@@ -1,0 +1,253 @@
+#include "core/metrics.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace pacer::worker {
+namespace {
+
+// GET http://127.0.0.1:<port><path> with HTTP/1.0 (the server closes the
+// connection after the body, so reading to EOF delimits it). Returns the
+// body, or "" on any error (the assertions then name what is missing).
+std::string HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  if (response.rfind("HTTP/1.", 0) != 0 || response.find(" 200 ") == std::string::npos) return "";
+  size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+const MetricsLabels kLabels = {"llama-7b", "research", "3", "cpu", "H100-SXM"};
+// prometheus-cpp sorts labels by name.
+const std::string kLabelText =
+    R"(backend="cpu",gpu_type="H100-SXM",job="llama-7b",namespace="research",rank="3")";
+
+// The value of the sample `name{<kLabelText><extra>}`, NaN if absent (check
+// with HasSample first where absence matters).
+double Sample(const std::string& text, const std::string& name, const std::string& extra = "") {
+  const std::string prefix = name + "{" + kLabelText + extra + "} ";
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(prefix, 0) == 0) return std::strtod(line.c_str() + prefix.size(), nullptr);
+  }
+  ADD_FAILURE() << "no sample " << prefix << " in\n" << text;
+  return std::nan("");
+}
+
+bool HasSample(const std::string& text, const std::string& name, const std::string& extra = "") {
+  return text.find(name + "{" + kLabelText + extra + "} ") != std::string::npos;
+}
+
+std::unique_ptr<WorkerMetrics> Start() {
+  auto metrics = WorkerMetrics::Create(kLabels, "127.0.0.1:0");
+  EXPECT_TRUE(metrics.ok()) << metrics.status().ToString();
+  return metrics.ok() ? std::move(metrics).value() : nullptr;
+}
+
+StepMeasurement Step(int64_t step, double seconds) {
+  StepMeasurement m;
+  m.step = step;
+  m.step_seconds = seconds;
+  m.global_samples = 64;
+  m.global_tokens = 64 * 2048;
+  m.model_flops = 5e12;
+  m.collective_seconds = 0.1;
+  m.collective_bytes = 1e9;
+  m.collective_bus_factor = 1.5;
+  m.exposed_communication_seconds = 0.02;
+  return m;
+}
+
+TEST(WorkerMetricsTest, PortZeroPicksAFreePort) {
+  auto metrics = Start();
+  ASSERT_NE(metrics, nullptr);
+  EXPECT_GT(metrics->port(), 0);
+  EXPECT_FALSE(HttpGet(metrics->port(), "/metrics").empty());
+}
+
+TEST(WorkerMetricsTest, EveryMetricCarriesTheLabels) {
+  auto metrics = Start();
+  ASSERT_NE(metrics, nullptr);
+  metrics->SetPlanInfo({2, 1, 4, 1, 2, 8, "bf16"});
+  const std::string text = HttpGet(metrics->port(), "/metrics");
+  for (const char* name :
+       {"pacer_worker_last_step_seconds", "pacer_worker_predicted_step_seconds",
+        "pacer_worker_steps_completed_total", "pacer_worker_step", "pacer_worker_total_steps",
+        "pacer_worker_samples_per_second", "pacer_worker_tokens_per_second",
+        "pacer_worker_achieved_tflops", "pacer_worker_collective_seconds",
+        "pacer_worker_collective_busbw_bytes_per_second",
+        "pacer_worker_exposed_communication_seconds", "pacer_worker_peak_memory_bytes",
+        "pacer_worker_predicted_peak_memory_bytes", "pacer_worker_model_scale",
+        "pacer_worker_checkpoints_total", "pacer_worker_last_checkpoint_seconds",
+        "pacer_worker_step_duration_seconds_count", "pacer_worker_step_duration_seconds_sum"}) {
+    EXPECT_TRUE(HasSample(text, name)) << name << " missing in\n" << text;
+  }
+  EXPECT_TRUE(HasSample(text, "pacer_worker_mfu_ratio", R"(,peak="catalog")"));
+  EXPECT_TRUE(HasSample(text, "pacer_worker_mfu_ratio", R"(,peak="calibrated")"));
+  EXPECT_TRUE(HasSample(text, "pacer_worker_step_duration_seconds_bucket", R"(,le="+Inf")"));
+  EXPECT_NE(text.find("# TYPE pacer_worker_step_duration_seconds histogram"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE pacer_worker_steps_completed_total counter"), std::string::npos);
+  // prometheus-cpp writes the constant labels first, then the series' own.
+  EXPECT_EQ(Sample(text, "pacer_worker_info",
+                   R"(,dp="4",grad_accum="8",micro_batch="2",pp="1",precision="bf16",tp="2",)"
+                   R"(zero="1")"),
+            1);
+}
+
+TEST(WorkerMetricsTest, StepsUpdateTheHistogramAndTheLastStepGauges) {
+  auto metrics = Start();
+  ASSERT_NE(metrics, nullptr);
+  metrics->ObserveStep(Step(101, 0.5));
+  metrics->ObserveStep(Step(102, 0.25));
+  metrics->ObserveStep(Step(103, 2.0));
+  const std::string text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_last_step_seconds"), 2.0);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_step_duration_seconds_count"), 3);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_step_duration_seconds_sum"), 2.75);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_step_duration_seconds_bucket", R"(,le="+Inf")"), 3);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_step_duration_seconds_bucket", R"(,le="0.001")"), 0);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_step_duration_seconds_bucket", R"(,le="1000")"), 3);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_steps_completed_total"), 3);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_step"), 103);
+  // Derived from the last step (2 s): 64 samples, 5e12 FLOPs, 1e9 x 1.5 bytes in 0.1 s.
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_samples_per_second"), 32);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_tokens_per_second"), 32 * 2048);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_achieved_tflops"), 2.5);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_collective_seconds"), 0.1);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_collective_busbw_bytes_per_second"), 1.5e10);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_exposed_communication_seconds"), 0.02);
+}
+
+TEST(WorkerMetricsTest, MfuIsFlopsOverStepTimesPeakAndNaNUntilThePeakIsKnown) {
+  auto metrics = Start();
+  ASSERT_NE(metrics, nullptr);
+  metrics->ObserveStep(Step(1, 0.5));
+  std::string text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_TRUE(std::isnan(Sample(text, "pacer_worker_mfu_ratio", R"(,peak="catalog")")));
+
+  metrics->SetPeaks(/*catalog=*/100e12, /*calibrated=*/50e12);
+  metrics->ObserveStep(Step(2, 0.5));
+  text = HttpGet(metrics->port(), "/metrics");
+  // 5e12 FLOPs / (0.5 s x 100e12 FLOP/s) = 0.1; against 50e12, 0.2.
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_mfu_ratio", R"(,peak="catalog")"), 0.1);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_mfu_ratio", R"(,peak="calibrated")"), 0.2);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_achieved_tflops"), 10);
+
+  metrics->SetPeaks(100e12, 0);  // calibration lost: no stale ratio
+  text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_TRUE(std::isnan(Sample(text, "pacer_worker_mfu_ratio", R"(,peak="calibrated")")));
+}
+
+TEST(WorkerMetricsTest, PredictionsProgressMemoryScaleAndCheckpoints) {
+  auto metrics = Start();
+  ASSERT_NE(metrics, nullptr);
+  std::string text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_TRUE(std::isnan(Sample(text, "pacer_worker_predicted_step_seconds")));
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_model_scale"), 1);
+
+  metrics->SetPredicted(1.25, 64e9);
+  metrics->SetTotalSteps(5000);
+  metrics->SetStepsCompleted(1200);  // resumed from a checkpoint
+  metrics->SetPeakMemoryBytes(60e9);
+  metrics->SetModelScale(0.125);
+  metrics->ObserveCheckpoint(3.5);
+  metrics->ObserveCheckpoint(4.5);
+  text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_predicted_step_seconds"), 1.25);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_predicted_peak_memory_bytes"), 64e9);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_total_steps"), 5000);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_step"), 1200);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_steps_completed_total"), 0);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_peak_memory_bytes"), 60e9);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_model_scale"), 0.125);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_checkpoints_total"), 2);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_last_checkpoint_seconds"), 4.5);
+}
+
+TEST(WorkerMetricsTest, ANewPlanReplacesTheInfoSeries) {
+  auto metrics = Start();
+  ASSERT_NE(metrics, nullptr);
+  metrics->SetPlanInfo({2, 1, 4, 1, 2, 8, "bf16"});
+  metrics->SetPlanInfo({1, 2, 4, 0, 1, 16, "fp16"});
+  const std::string text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_EQ(text.find(R"(precision="bf16")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(precision="fp16")"), std::string::npos) << text;
+}
+
+TEST(WorkerMetricsTest, BadDurationsDoNotPoisonTheHistogram) {
+  auto metrics = Start();
+  ASSERT_NE(metrics, nullptr);
+  metrics->ObserveStep(Step(1, 0.5));
+  metrics->ObserveStep(Step(2, std::nan("")));
+  metrics->ObserveStep(Step(3, -1));
+  metrics->ObserveStep(Step(4, 0));  // counted, but no rates from it
+  const std::string text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_step_duration_seconds_count"), 2);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_step_duration_seconds_sum"), 0.5);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_samples_per_second"), 128);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_step"), 4);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_steps_completed_total"), 4);
+}
+
+TEST(WorkerMetricsTest, ConcurrentObservationsAreAllCounted) {
+  auto metrics = Start();
+  ASSERT_NE(metrics, nullptr);
+  constexpr int kThreads = 4, kSteps = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kSteps; ++i) metrics->ObserveStep(Step(i, 0.01));
+    });
+  }
+  // Scrapes race with the updates on purpose (for TSan and ASan builds).
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(HttpGet(metrics->port(), "/metrics").empty());
+  for (auto& t : threads) t.join();
+  const std::string text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_step_duration_seconds_count"), kThreads * kSteps);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_steps_completed_total"), kThreads * kSteps);
+}
+
+TEST(WorkerMetricsTest, RejectsMalformedAddresses) {
+  for (const char* address : {"", "9400", ":9400", "0.0.0.0:", "0.0.0.0:x", "0.0.0.0:70000"}) {
+    auto metrics = WorkerMetrics::Create(kLabels, address);
+    EXPECT_EQ(metrics.status().code(), StatusCode::kInvalidArgument) << address;
+  }
+}
+
+TEST(WorkerMetricsTest, APortInUseIsAnErrorNamingTheAddress) {
+  auto first = Start();
+  ASSERT_NE(first, nullptr);
+  const std::string address = "127.0.0.1:" + std::to_string(first->port());
+  auto second = WorkerMetrics::Create(kLabels, address);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find(address), std::string::npos)
+      << second.status().ToString();
+}
+
+}  // namespace
+}  // namespace pacer::worker

@@ -1,0 +1,229 @@
+#include "core/metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <charconv>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <string_view>
+#include <vector>
+
+namespace pacer::worker {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// 1 ms .. 1000 s, four buckets per decade (x1.78): step times range from
+// milliseconds (a scaled-down CPU run) to minutes (a large model with deep
+// gradient accumulation). Quantiles interpolate inside a bucket; the mean
+// (_sum / _count) is exact whatever the buckets.
+prometheus::Histogram::BucketBoundaries StepDurationBuckets() {
+  prometheus::Histogram::BucketBoundaries bounds;
+  for (int k = -12; k <= 12; ++k) bounds.push_back(std::pow(10.0, k / 4.0));
+  return bounds;
+}
+
+// "host:port" with a decimal port in [0, 65535].
+Status CheckBindAddress(const std::string& address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return InvalidArgumentError("metrics address \"" + address + "\" is not host:port");
+  }
+  std::string_view port = std::string_view(address).substr(colon + 1);
+  int value = -1;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value < 0 ||
+      value > 65535) {
+    return InvalidArgumentError("metrics address \"" + address +
+                                "\" needs a port between 0 and 65535");
+  }
+  return Status::Ok();
+}
+
+void SetIfFinite(prometheus::Gauge* gauge, double value) {
+  if (std::isfinite(value)) gauge->Set(value);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabels& labels,
+                                                               const std::string& bind_address) {
+  RETURN_IF_ERROR(CheckBindAddress(bind_address));
+  std::unique_ptr<WorkerMetrics> m(new WorkerMetrics());
+  m->registry_ = std::make_shared<prometheus::Registry>();
+  prometheus::Registry& registry = *m->registry_;
+  const prometheus::Labels constant = {{"job", labels.job},
+                                       {"namespace", labels.namespace_name},
+                                       {"rank", labels.rank},
+                                       {"backend", labels.backend},
+                                       {"gpu_type", labels.gpu_type}};
+
+  auto gauge = [&](const std::string& name, const std::string& help) {
+    return &prometheus::BuildGauge().Name(name).Help(help).Labels(constant).Register(registry).Add(
+        {});
+  };
+  auto counter = [&](const std::string& name, const std::string& help) {
+    return &prometheus::BuildCounter()
+                .Name(name)
+                .Help(help)
+                .Labels(constant)
+                .Register(registry)
+                .Add({});
+  };
+
+  m->step_duration_ = &prometheus::BuildHistogram()
+                           .Name("pacer_worker_step_duration_seconds")
+                           .Help("Wall time of each training step on this rank.")
+                           .Labels(constant)
+                           .Register(registry)
+                           .Add({}, StepDurationBuckets());
+  m->last_step_seconds_ =
+      gauge("pacer_worker_last_step_seconds", "Wall time of the last training step.");
+  m->predicted_step_seconds_ = gauge("pacer_worker_predicted_step_seconds",
+                                     "Step time the planner predicted for this plan (NaN: none).");
+  m->steps_completed_total_ = counter("pacer_worker_steps_completed_total",
+                                      "Training steps this process completed (restarts at 0).");
+  m->step_ = gauge("pacer_worker_step",
+                   "Global training steps completed by the job, kept across restarts.");
+  m->total_steps_ = gauge("pacer_worker_total_steps", "Training steps in the plan.");
+  m->samples_per_second_ = gauge("pacer_worker_samples_per_second",
+                                 "Job throughput in samples per second over the last step.");
+  m->tokens_per_second_ = gauge("pacer_worker_tokens_per_second",
+                                "Job throughput in tokens per second over the last step.");
+  m->achieved_tflops_ = gauge("pacer_worker_achieved_tflops",
+                              "Model TFLOP/s (10^12 FLOP/s) this GPU achieved in the last step.");
+  auto& mfu = prometheus::BuildGauge()
+                  .Name("pacer_worker_mfu_ratio")
+                  .Help(
+                      "Model FLOPs utilization of the last step, 0..1, against a peak "
+                      "(catalog: datasheet; calibrated: measured). NaN: peak unknown.")
+                  .Labels(constant)
+                  .Register(registry);
+  m->mfu_catalog_ = &mfu.Add({{"peak", "catalog"}});
+  m->mfu_calibrated_ = &mfu.Add({{"peak", "calibrated"}});
+  m->collective_seconds_ = gauge("pacer_worker_collective_seconds",
+                                 "Time inside collectives in the last step (overlapped or not).");
+  m->collective_busbw_ = gauge("pacer_worker_collective_busbw_bytes_per_second",
+                               "Collective bus bandwidth of the last step (nccl-tests busbw).");
+  m->exposed_communication_seconds_ =
+      gauge("pacer_worker_exposed_communication_seconds",
+            "Communication time of the last step not overlapped with compute.");
+  m->peak_memory_bytes_ =
+      gauge("pacer_worker_peak_memory_bytes", "Peak device (or host, on CPU) memory of this rank.");
+  m->predicted_peak_memory_bytes_ =
+      gauge("pacer_worker_predicted_peak_memory_bytes",
+            "Peak memory the planner predicted for this rank (NaN: none).");
+  m->model_scale_ = gauge("pacer_worker_model_scale",
+                          "Model size relative to the plan's model: 1 full, below 1 scaled down.");
+  m->checkpoints_total_ =
+      counter("pacer_worker_checkpoints_total", "Checkpoints this process wrote.");
+  m->last_checkpoint_seconds_ =
+      gauge("pacer_worker_last_checkpoint_seconds", "Wall time of the last checkpoint save.");
+  m->info_family_ = &prometheus::BuildGauge()
+                         .Name("pacer_worker_info")
+                         .Help("The plan this worker runs (value always 1).")
+                         .Labels(constant)
+                         .Register(registry);
+
+  m->predicted_step_seconds_->Set(kNaN);
+  m->predicted_peak_memory_bytes_->Set(kNaN);
+  m->mfu_catalog_->Set(kNaN);
+  m->mfu_calibrated_->Set(kNaN);
+  m->model_scale_->Set(1);
+
+  try {
+    m->exposer_ = std::make_unique<prometheus::Exposer>(bind_address);
+  } catch (const std::exception& e) {  // civetweb reports bind failures by throwing
+    return FailedPreconditionError("cannot serve metrics on " + bind_address + ": " + e.what());
+  }
+  m->exposer_->RegisterCollectable(m->registry_);
+  std::vector<int> ports = m->exposer_->GetListeningPorts();
+  if (ports.empty()) {
+    return FailedPreconditionError("metrics server on " + bind_address + " listens on no port");
+  }
+  m->port_ = ports.front();
+  return m;
+}
+
+WorkerMetrics::~WorkerMetrics() {
+  // Stop serving before the registry and the metrics go away.
+  exposer_.reset();
+}
+
+void WorkerMetrics::ObserveStep(const StepMeasurement& m) {
+  step_->Set(static_cast<double>(m.step));
+  steps_completed_total_->Increment();
+  // A broken clock reading must not poison the histogram's sum forever.
+  if (!std::isfinite(m.step_seconds) || m.step_seconds < 0) return;
+  step_duration_->Observe(m.step_seconds);
+  last_step_seconds_->Set(m.step_seconds);
+  collective_seconds_->Set(m.collective_seconds);
+  exposed_communication_seconds_->Set(m.exposed_communication_seconds);
+  if (m.collective_seconds > 0) {
+    collective_busbw_->Set(m.collective_bytes * m.collective_bus_factor / m.collective_seconds);
+  }
+  if (m.step_seconds == 0) return;  // no rates from a zero duration
+  samples_per_second_->Set(static_cast<double>(m.global_samples) / m.step_seconds);
+  tokens_per_second_->Set(static_cast<double>(m.global_tokens) / m.step_seconds);
+  const double flops_per_second = m.model_flops / m.step_seconds;
+  achieved_tflops_->Set(flops_per_second / 1e12);
+  const double catalog_peak = catalog_peak_flops_per_second_.load(std::memory_order_relaxed);
+  const double calibrated_peak = calibrated_peak_flops_per_second_.load(std::memory_order_relaxed);
+  if (catalog_peak > 0) SetIfFinite(mfu_catalog_, flops_per_second / catalog_peak);
+  if (calibrated_peak > 0) SetIfFinite(mfu_calibrated_, flops_per_second / calibrated_peak);
+}
+
+void WorkerMetrics::SetTotalSteps(int64_t total_steps) {
+  total_steps_->Set(static_cast<double>(total_steps));
+}
+
+void WorkerMetrics::SetStepsCompleted(int64_t steps_completed) {
+  step_->Set(static_cast<double>(steps_completed));
+}
+
+void WorkerMetrics::SetPeakMemoryBytes(double peak_memory_bytes) {
+  peak_memory_bytes_->Set(peak_memory_bytes);
+}
+
+void WorkerMetrics::SetPredicted(double step_seconds, double peak_memory_bytes) {
+  predicted_step_seconds_->Set(step_seconds);
+  predicted_peak_memory_bytes_->Set(peak_memory_bytes);
+}
+
+void WorkerMetrics::SetPeaks(double catalog_peak_flops_per_second,
+                             double calibrated_peak_flops_per_second) {
+  catalog_peak_flops_per_second_.store(catalog_peak_flops_per_second, std::memory_order_relaxed);
+  calibrated_peak_flops_per_second_.store(calibrated_peak_flops_per_second,
+                                          std::memory_order_relaxed);
+  // A peak that became unknown must not leave a stale ratio behind.
+  if (!(catalog_peak_flops_per_second > 0)) mfu_catalog_->Set(kNaN);
+  if (!(calibrated_peak_flops_per_second > 0)) mfu_calibrated_->Set(kNaN);
+}
+
+void WorkerMetrics::SetModelScale(double scale) { model_scale_->Set(scale); }
+
+void WorkerMetrics::SetPlanInfo(const PlanInfo& plan) {
+  std::lock_guard<std::mutex> lock(info_mutex_);
+  if (info_ != nullptr) info_family_->Remove(info_);
+  info_ = &info_family_->Add({{"tp", std::to_string(plan.tp)},
+                              {"pp", std::to_string(plan.pp)},
+                              {"dp", std::to_string(plan.dp)},
+                              {"zero", std::to_string(plan.zero_stage)},
+                              {"micro_batch", std::to_string(plan.micro_batch)},
+                              {"grad_accum", std::to_string(plan.grad_accum)},
+                              {"precision", plan.precision}});
+  info_->Set(1);
+}
+
+void WorkerMetrics::ObserveCheckpoint(double seconds) {
+  checkpoints_total_->Increment();
+  last_checkpoint_seconds_->Set(seconds);
+}
+
+}  // namespace pacer::worker
