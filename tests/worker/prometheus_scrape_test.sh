@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# A real Prometheus server scrapes a stand-in worker (metrics_demo) and the
+# controller's queries must return the worker's series with the documented
+# labels. Exits 77 (ctest: skipped) when the `prometheus` binary is missing.
+#
+#   prometheus_scrape_test.sh PATH/TO/metrics_demo
+#
+# Bounded: fails with a message after TIMEOUT_SECONDS (default 60). Both
+# processes are killed on exit, whatever the outcome.
+set -euo pipefail
+
+demo=${1:?usage: prometheus_scrape_test.sh PATH/TO/metrics_demo}
+timeout_seconds=${TIMEOUT_SECONDS:-60}
+
+if ! command -v prometheus >/dev/null 2>&1; then
+  echo "SKIP: no prometheus binary on PATH (Debian: apt-get install prometheus)"
+  exit 77
+fi
+for tool in curl jq; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "FAIL: $tool is missing (scripts/install-deps.sh)"; exit 1; }
+done
+
+work=$(mktemp -d)
+demo_pid=""
+prometheus_pid=""
+# Keeps the script's own status: the children's exit codes (metrics_demo
+# exits 6 on SIGTERM) must not become the test's.
+cleanup() {
+  local status=$?
+  if [ -n "$prometheus_pid" ]; then kill "$prometheus_pid" 2>/dev/null || true; fi
+  if [ -n "$demo_pid" ]; then kill "$demo_pid" 2>/dev/null || true; fi
+  wait 2>/dev/null || true
+  rm -rf "$work"
+  exit "$status"
+}
+trap cleanup EXIT
+
+# To stderr, so that a failure inside $(wait_for ...) is still seen.
+fail() {
+  echo "FAIL: $*" >&2
+  if [ -f "$work/prometheus.log" ]; then
+    echo "--- prometheus log (last 20 lines)" >&2
+    tail -n 20 "$work/prometheus.log" >&2
+  fi
+  exit 1
+}
+
+# A port nobody listens on now. Prometheus cannot report the port it picked
+# for ":0", so ask the kernel for one and hand it over (a tiny race, which a
+# failed start below reports plainly).
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# The stand-in worker picks its own port and prints it; its labels come from
+# the same environment variables pacer-worker reads.
+coproc DEMO {
+  PACER_JOB_NAME=scrape-test PACER_JOB_NAMESPACE=pacer-ci RANK=5 PACER_GPU_TYPE=cpu \
+    exec "$demo" --port 0 --interval-ms 100 --steps 600 --max-seconds $((timeout_seconds + 30))
+}
+demo_pid=$DEMO_PID
+read -r -t 10 -u "${DEMO[0]}" port_line || fail "metrics_demo did not report its port within 10 s"
+demo_port=${port_line#port=}
+[[ "$demo_port" =~ ^[0-9]+$ ]] || fail "metrics_demo printed \"$port_line\", expected port=<N>"
+
+prometheus_port=$(free_port)
+cat >"$work/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: pacer-worker-scrape
+    # The worker's own job and namespace labels must win over the target's
+    # (otherwise they arrive as exported_job and exported_namespace).
+    honor_labels: true
+    static_configs:
+      - targets: ['127.0.0.1:$demo_port']
+EOF
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/data" \
+  --web.listen-address="127.0.0.1:$prometheus_port" --log.level=warn \
+  >"$work/prometheus.log" 2>&1 &
+prometheus_pid=$!
+api="http://127.0.0.1:$prometheus_port"
+
+# Waiting on an external server: bounded polls with a short sleep.
+until curl -sf "$api/-/ready" >/dev/null 2>&1; do
+  kill -0 "$prometheus_pid" 2>/dev/null || fail "prometheus exited during start-up"
+  [ "$SECONDS" -lt "$timeout_seconds" ] || fail "prometheus not ready after ${timeout_seconds} s"
+  sleep 0.2
+done
+
+# query PROMQL: prints the API's JSON answer.
+query() { curl -sf --get "$api/api/v1/query" --data-urlencode "query=$1"; }
+
+# wait_for PROMQL JQ_CONDITION: polls until the answer satisfies the jq
+# condition, then prints the answer.
+wait_for() {
+  local answer
+  while true; do
+    answer=$(query "$1" || true)
+    if [ -n "$answer" ] && jq -e "$2" >/dev/null 2>&1 <<<"$answer"; then
+      echo "$answer"
+      return 0
+    fi
+    [ "$SECONDS" -lt "$timeout_seconds" ] || fail "no answer to $1 satisfying $2 after ${timeout_seconds} s; last: $answer"
+    sleep 0.5
+  done
+}
+
+labels='.metric.job == "scrape-test" and .metric.namespace == "pacer-ci" and .metric.rank == "5"
+        and .metric.backend == "cpu" and .metric.gpu_type == "cpu"'
+
+count_query='sum by (job, namespace, rank, backend, gpu_type) (pacer_worker_step_duration_seconds_count)'
+answer=$(wait_for "$count_query" ".data.result | length == 1 and (.[0].value[1] | tonumber) >= 5")
+jq -e ".data.result[0] | $labels" >/dev/null <<<"$answer" || fail "wrong labels: $answer"
+echo "PromQL: $count_query"
+echo "  => $(jq -c '.data.result[0]' <<<"$answer")"
+
+median_query='histogram_quantile(0.5, sum by (le, job, namespace, rank, backend, gpu_type) (rate(pacer_worker_step_duration_seconds_bucket[30s])))'
+answer=$(wait_for "$median_query" '.data.result | length == 1 and (.[0].value[1] != "NaN")')
+jq -e ".data.result[0] | $labels" >/dev/null <<<"$answer" || fail "wrong labels: $answer"
+# Steps sleep 100 ms; the buckets around it are 56 ms, 100 ms and 178 ms.
+jq -e '.data.result[0].value[1] | tonumber | . > 0.05 and . < 0.2' >/dev/null <<<"$answer" ||
+  fail "median step time outside 50..200 ms: $answer"
+echo "PromQL: $median_query"
+echo "  => $(jq -c '.data.result[0]' <<<"$answer")"
+
+# The scrape parsed everything (prometheus-cpp writes NaN as "Nan"), and the
+# plan and scale series came through.
+answer=$(wait_for 'up{job="pacer-worker-scrape"}' '.data.result | length == 1 and .[0].value[1] == "1"')
+answer=$(wait_for 'pacer_worker_mfu_ratio{peak="calibrated"}' '.data.result | length == 1')
+jq -e '.data.result[0].value[1] == "NaN"' >/dev/null <<<"$answer" ||
+  fail "an unknown calibrated peak should read NaN: $answer"
+answer=$(wait_for 'pacer_worker_info' '.data.result | length == 1')
+jq -e '.data.result[0].metric | .tp == "1" and .pp == "1" and .dp == "1" and .zero == "0"
+       and .micro_batch == "1" and .grad_accum == "1" and .precision == "fp32"' >/dev/null \
+  <<<"$answer" || fail "pacer_worker_info lacks the plan labels: $answer"
+answer=$(wait_for 'pacer_worker_model_scale' '.data.result | length == 1')
+jq -e '.data.result[0].value[1] == "0.25"' >/dev/null <<<"$answer" ||
+  fail "pacer_worker_model_scale should be 0.25: $answer"
+
+echo "PASS: prometheus scraped metrics_demo on port $demo_port in ${SECONDS} s"
