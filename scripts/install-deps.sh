@@ -13,6 +13,9 @@ packages=(
   libcli11-dev                           # command-line parsing
   libgloo-dev                            # CPU collectives and rendezvous in pacer-worker
   prometheus-cpp-dev                     # the worker's /metrics endpoint
+  prometheus                             # Prometheus server for the real-scrape test
+  curl                                   # the scrape test's Prometheus API queries
+  jq                                     # the scrape test's JSON checks
   clang libclang-rt-14-dev               # libFuzzer for the parser fuzz target
 )
 
