@@ -12,6 +12,7 @@ packages=(
   nlohmann-json3-dev                     # JSON output
   libcli11-dev                           # command-line parsing
   libgloo-dev                            # CPU collectives and rendezvous in pacer-worker
+  libopenblas-dev                        # CPU backend GEMMs (cblas_sgemm) in pacer-worker
   prometheus-cpp-dev                     # the worker's /metrics endpoint
   prometheus                             # Prometheus server for the real-scrape test
   curl                                   # the scrape test's Prometheus API queries
