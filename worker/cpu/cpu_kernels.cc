@@ -1,0 +1,176 @@
+#include "cpu/cpu_kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace pacer::worker::cpu {
+
+void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+           int64_t ldc, double* flops) {
+  if (m <= 0 || n <= 0 || k <= 0) return;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+              static_cast<blasint>(ldc));
+  if (flops != nullptr) {
+    *flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  }
+}
+
+namespace {
+uint64_t SplitMix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+uint64_t HashKeys(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e) {
+  uint64_t h = SplitMix(a);
+  h = SplitMix(h ^ b);
+  h = SplitMix(h ^ c);
+  h = SplitMix(h ^ d);
+  return SplitMix(h ^ e);
+}
+
+float UniformFromHash(uint64_t h) {
+  // 24 random bits: exactly representable, so the value is the same everywhere.
+  return static_cast<float>(h >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+void RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y, float* inv_rms) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    double sum = 0;
+    for (int64_t j = 0; j < cols; ++j) sum += static_cast<double>(xr[j]) * xr[j];
+    const float inv = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(cols) + 1e-6));
+    inv_rms[r] = inv;
+    for (int64_t j = 0; j < cols; ++j) y[r * cols + j] = xr[j] * inv;
+  }
+}
+
+void RmsNormBackward(const float* x, const float* inv_rms, const float* dy, int64_t rows,
+                     int64_t cols, float* dx) {
+  // y = x r with r = (mean x^2 + eps)^-1/2: dx = r dy - x r^3 (x . dy) / cols.
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    const float* dyr = dy + r * cols;
+    double dot = 0;
+    for (int64_t j = 0; j < cols; ++j) dot += static_cast<double>(xr[j]) * dyr[j];
+    const float inv = inv_rms[r];
+    const float coef = static_cast<float>(dot / static_cast<double>(cols)) * inv * inv * inv;
+    for (int64_t j = 0; j < cols; ++j) dx[r * cols + j] += inv * dyr[j] - coef * xr[j];
+  }
+}
+
+namespace {
+constexpr float kGeluC = 0.7978845608f;  // sqrt(2 / pi)
+constexpr float kGeluA = 0.044715f;
+}  // namespace
+
+void GeluForward(const float* x, size_t n, float* y) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.0f + std::tanh(kGeluC * (v + kGeluA * v * v * v)));
+  }
+}
+
+void GeluBackward(const float* x, const float* dy, size_t n, float* dx) {
+  for (size_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float t = std::tanh(kGeluC * (v + kGeluA * v * v * v));
+    const float dt = (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * v * v);
+    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * dt);
+  }
+}
+
+void SwigluForward(const float* in, int64_t rows, int64_t f, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gate = in + r * 2 * f;
+    const float* up = gate + f;
+    for (int64_t j = 0; j < f; ++j) {
+      const float s = 1.0f / (1.0f + std::exp(-gate[j]));
+      out[r * f + j] = gate[j] * s * up[j];
+    }
+  }
+}
+
+void SwigluBackward(const float* in, const float* dout, int64_t rows, int64_t f, float* din) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gate = in + r * 2 * f;
+    const float* up = gate + f;
+    float* dgate = din + r * 2 * f;
+    float* dup = dgate + f;
+    for (int64_t j = 0; j < f; ++j) {
+      const float s = 1.0f / (1.0f + std::exp(-gate[j]));
+      const float d = dout[r * f + j];
+      dup[j] = d * gate[j] * s;
+      dgate[j] = d * up[j] * s * (1.0f + gate[j] * (1.0f - s));
+    }
+  }
+}
+
+void SoftmaxRowsInPlace(float* x, int64_t rows, int64_t cols, float scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* xr = x + r * cols;
+    float mx = xr[0] * scale;
+    for (int64_t j = 1; j < cols; ++j) mx = std::max(mx, xr[j] * scale);
+    double sum = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      xr[j] = std::exp(xr[j] * scale - mx);
+      sum += xr[j];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = 0; j < cols; ++j) xr[j] *= inv;
+  }
+}
+
+void SoftmaxBackwardInPlace(const float* p, float* dp, int64_t rows, int64_t cols, float scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* pr = p + r * cols;
+    float* dr = dp + r * cols;
+    double dot = 0;
+    for (int64_t j = 0; j < cols; ++j) dot += static_cast<double>(pr[j]) * dr[j];
+    const float d = static_cast<float>(dot);
+    for (int64_t j = 0; j < cols; ++j) dr[j] = scale * pr[j] * (dr[j] - d);
+  }
+}
+
+double CrossEntropyGradInPlace(float* logits, const int32_t* labels, int64_t rows, int64_t cols,
+                               float grad_scale) {
+  double loss = 0;
+  SoftmaxRowsInPlace(logits, rows, cols, 1.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* lr = logits + r * cols;
+    const int64_t label = labels[r];
+    loss -= std::log(std::max(static_cast<double>(lr[label]), 1e-30));
+    lr[label] -= 1.0f;
+    for (int64_t j = 0; j < cols; ++j) lr[j] *= grad_scale;
+  }
+  return loss;
+}
+
+void AddInPlace(float* y, const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void AdamWUpdate(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
+                 int64_t step, const AdamWParams& p) {
+  const double t = static_cast<double>(std::max<int64_t>(step, 1));
+  const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(p.beta1), t)));
+  const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(p.beta2), t)));
+  for (size_t i = 0; i < n; ++i) {
+    const float grad = g[i] * grad_scale;
+    m[i] = p.beta1 * m[i] + (1.0f - p.beta1) * grad;
+    v[i] = p.beta2 * v[i] + (1.0f - p.beta2) * grad * grad;
+    const float update = (m[i] * c1) / (std::sqrt(v[i] * c2) + p.epsilon);
+    w[i] -= p.learning_rate * (update + p.weight_decay * w[i]);
+  }
+}
+
+}  // namespace pacer::worker::cpu
