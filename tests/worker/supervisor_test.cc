@@ -1,0 +1,307 @@
+#include "core/supervisor.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+
+#include "core/exit_codes.h"
+
+namespace pacer::worker {
+namespace {
+
+// Every test runs the supervisor in a forked child, so that its signal
+// handlers and its children never touch the test runner. The child arms
+// alarm() first: a supervisor that hangs dies of SIGALRM and the test fails
+// instead of hanging. Ranks arm a longer one of their own, and the supervisor
+// makes the kernel kill them if it dies, so nothing outlives a test.
+constexpr unsigned kSupervisorWatchdogSeconds = 60;
+constexpr unsigned kRankWatchdogSeconds = 120;
+// SIGALRM from the watchdog shows up as this "exit code".
+constexpr int kKilledBySignalBase = 1000;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "pacer-supervisor-XXXXXX");
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+void Touch(const std::string& path) {
+  int fd = open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd >= 0) close(fd);
+}
+
+bool Exists(const std::string& path) { return std::filesystem::exists(path); }
+
+// A pipe through which ranks tell the test (or a sibling) they are ready.
+class Pipe {
+ public:
+  Pipe() {
+    if (pipe2(fds_, O_CLOEXEC) != 0) throw std::runtime_error("pipe2 failed");
+  }
+  ~Pipe() {
+    close(fds_[0]);
+    close(fds_[1]);
+  }
+  void Signal() const {
+    char byte = 1;
+    while (write(fds_[1], &byte, 1) < 0 && errno == EINTR) {
+    }
+  }
+  // Blocking read of n bytes, for ranks (their alarm bounds it).
+  bool AwaitInRank(int n) const {
+    for (int got = 0; got < n;) {
+      char byte;
+      ssize_t r = read(fds_[0], &byte, 1);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      ++got;
+    }
+    return true;
+  }
+  // Reads n bytes in the test process, giving up after a generous deadline.
+  bool AwaitInTest(int n) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (int got = 0; got < n;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fds_[0], POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char byte;
+      if (read(fds_[0], &byte, 1) == 1) ++got;
+    }
+    return true;
+  }
+
+ private:
+  int fds_[2];
+};
+
+pid_t StartSupervisor(int local_world_size, std::function<int(int)> rank_main,
+                      double stop_grace_seconds = 10.0) {
+  std::cout.flush();
+  std::fflush(nullptr);  // or the child would print the runner's buffered output again
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(kSupervisorWatchdogSeconds);
+    SupervisorOptions options;
+    options.stop_grace_seconds = stop_grace_seconds;
+    _exit(RunSupervised(local_world_size, rank_main, options));
+  }
+  return pid;
+}
+
+// The supervisor's exit code, or kKilledBySignalBase + signal.
+int WaitForSupervisor(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return kKilledBySignalBase + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+int RunAndWait(int local_world_size, std::function<int(int)> rank_main,
+               double stop_grace_seconds = 10.0) {
+  return WaitForSupervisor(
+      StartSupervisor(local_world_size, std::move(rank_main), stop_grace_seconds));
+}
+
+// What a real rank does on SIGTERM, reduced to its essence: announce it is
+// running, wait for SIGTERM (blocked, then taken with sigwait, so there is no
+// window in which it could kill the rank), leave a marker that proves it got
+// it, and report a clean stop.
+int WaitForSigterm(const TempDir& dir, const Pipe& ready, int local_rank) {
+  alarm(kRankWatchdogSeconds);
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &term, nullptr);
+  ready.Signal();
+  int signo = 0;
+  sigwait(&term, &signo);
+  Touch(dir.File("sigterm-" + std::to_string(local_rank)));
+  return kExitStoppedAfterCheckpoint;
+}
+
+TEST(SupervisorTest, AllRanksSucceed) {
+  TempDir dir;
+  const int code = RunAndWait(4, [&](int local_rank) -> int {
+    Touch(dir.File("ran-" + std::to_string(local_rank)));
+    return kExitSuccess;
+  });
+  EXPECT_EQ(code, kExitSuccess);
+  for (int r = 0; r < 4; ++r) EXPECT_TRUE(Exists(dir.File("ran-" + std::to_string(r)))) << r;
+}
+
+TEST(SupervisorTest, FailingRankStopsTheOthersAndDecidesTheExitCode) {
+  TempDir dir;
+  Pipe ready;
+  const int code = RunAndWait(4, [&](int local_rank) -> int {
+    if (local_rank == 2) {
+      alarm(kRankWatchdogSeconds);
+      // Fail only once the others are provably waiting for SIGTERM.
+      if (!ready.AwaitInRank(3)) return kExitInternalError;
+      return kExitCollectiveFailure;
+    }
+    return WaitForSigterm(dir, ready, local_rank);
+  });
+  EXPECT_EQ(code, kExitCollectiveFailure) << ExitCodeName(code);
+  for (int r : {0, 1, 3}) {
+    EXPECT_TRUE(Exists(dir.File("sigterm-" + std::to_string(r)))) << "rank " << r;
+  }
+  EXPECT_FALSE(Exists(dir.File("sigterm-2")));
+}
+
+TEST(SupervisorTest, RankKilledBySignalIsAFailureAndStopsTheOthers) {
+  TempDir dir;
+  Pipe ready;
+  const int code = RunAndWait(4, [&](int local_rank) -> int {
+    if (local_rank == 1) {
+      alarm(kRankWatchdogSeconds);
+      if (!ready.AwaitInRank(3)) return kExitInternalError;
+      raise(SIGKILL);  // what the OOM killer or `kill -9` would do
+      return kExitSuccess;
+    }
+    return WaitForSigterm(dir, ready, local_rank);
+  });
+  EXPECT_EQ(code, kExitInternalError) << ExitCodeName(code);
+  for (int r : {0, 2, 3}) {
+    EXPECT_TRUE(Exists(dir.File("sigterm-" + std::to_string(r)))) << "rank " << r;
+  }
+}
+
+TEST(SupervisorTest, SigtermIsForwardedAndCleanStopsAreReported) {
+  TempDir dir;
+  Pipe ready;
+  const pid_t supervisor = StartSupervisor(
+      4, [&](int local_rank) -> int { return WaitForSigterm(dir, ready, local_rank); });
+  ASSERT_GT(supervisor, 0);
+  // The supervisor installs its handlers before it forks, so once every rank
+  // is running a SIGTERM reaches the handler.
+  ASSERT_TRUE(ready.AwaitInTest(4));
+  ASSERT_EQ(kill(supervisor, SIGTERM), 0);
+  const int code = WaitForSupervisor(supervisor);
+  EXPECT_EQ(code, kExitStoppedAfterCheckpoint) << ExitCodeName(code);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(Exists(dir.File("sigterm-" + std::to_string(r)))) << "rank " << r;
+  }
+}
+
+TEST(SupervisorTest, RankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
+  TempDir dir;
+  Pipe ready;
+  const int code = RunAndWait(
+      2,
+      [&](int local_rank) -> int {
+        if (local_rank == 0) {
+          alarm(kRankWatchdogSeconds);
+          if (!ready.AwaitInRank(1)) return kExitInternalError;
+          return kExitCheckpointFailure;
+        }
+        // No alarm here: only the supervisor's SIGKILL (or, should the
+        // supervisor hang and die of its watchdog, the parent-death signal)
+        // ends this rank.
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &term, nullptr);
+        ready.Signal();
+        for (;;) pause();
+      },
+      /*stop_grace_seconds=*/0.2);
+  // RunSupervised returns only after reaping every rank, so returning at all
+  // proves the straggler was killed; the code is still the first failure's.
+  EXPECT_EQ(code, kExitCheckpointFailure) << ExitCodeName(code);
+}
+
+TEST(SupervisorTest, SecondStopSignalKillsRanksWithoutWaitingForTheGrace) {
+  TempDir dir;
+  Pipe ready;
+  Pipe got_sigterm;
+  // A 1000 s grace: the test can only finish if the second signal cuts it short.
+  const pid_t supervisor = StartSupervisor(
+      2,
+      [&](int) -> int {
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &term, nullptr);
+        ready.Signal();
+        int signo = 0;
+        sigwait(&term, &signo);
+        got_sigterm.Signal();  // ...and then ignore it, like a rank stuck in a step
+        for (;;) pause();
+      },
+      /*stop_grace_seconds=*/1000.0);
+  ASSERT_GT(supervisor, 0);
+  ASSERT_TRUE(ready.AwaitInTest(2));
+  ASSERT_EQ(kill(supervisor, SIGTERM), 0);
+  // Wait until the first signal was handled (the ranks got the forwarded
+  // SIGTERM), so the second cannot merge with it while pending.
+  ASSERT_TRUE(got_sigterm.AwaitInTest(2));
+  ASSERT_EQ(kill(supervisor, SIGINT), 0);
+  const int code = WaitForSupervisor(supervisor);
+  // The killed ranks did not stop cleanly.
+  EXPECT_EQ(code, kExitInternalError) << ExitCodeName(code);
+}
+
+TEST(SupervisorTest, RankKilledByTheForwardedSigtermIsNotACleanStop) {
+  TempDir dir;
+  Pipe ready;
+  const pid_t supervisor = StartSupervisor(3, [&](int local_rank) -> int {
+    if (local_rank == 0) {
+      // Never installed a handler: SIGTERM's default action kills it.
+      alarm(kRankWatchdogSeconds);
+      ready.Signal();
+      for (;;) pause();
+    }
+    return WaitForSigterm(dir, ready, local_rank);
+  });
+  ASSERT_GT(supervisor, 0);
+  ASSERT_TRUE(ready.AwaitInTest(3));
+  ASSERT_EQ(kill(supervisor, SIGTERM), 0);
+  const int code = WaitForSupervisor(supervisor);
+  EXPECT_EQ(code, kExitInternalError) << ExitCodeName(code);
+  EXPECT_TRUE(Exists(dir.File("sigterm-1")));
+  EXPECT_TRUE(Exists(dir.File("sigterm-2")));
+}
+
+TEST(SupervisorTest, RankThatThrowsIsAnInternalError) {
+  const int code = RunAndWait(2, [](int local_rank) -> int {
+    if (local_rank == 1) throw std::runtime_error("boom");
+    return kExitSuccess;
+  });
+  EXPECT_EQ(code, kExitInternalError) << ExitCodeName(code);
+}
+
+TEST(SupervisorTest, NonPositiveWorldSizeIsInvalidConfig) {
+  // Returns before installing handlers or forking, so it is safe in-process.
+  EXPECT_EQ(RunSupervised(
+                0, [](int) { return 0; }, SupervisorOptions{}),
+            kExitInvalidConfig);
+}
+
+}  // namespace
+}  // namespace pacer::worker

@@ -1,0 +1,68 @@
+// Supervisor: runs one process per local rank and turns their fates into one
+// exit code for the node.
+//
+// pacer-worker runs one supervisor per node. RunSupervised forks one child
+// per local rank (LOCAL_WORLD_SIZE of them, one per GPU); each child runs
+// rank_main(local_rank) and exits with its return value. Processes rather
+// than threads so that a rank that crashes (a segfault in a kernel launch, an
+// abort in a library) cannot take its siblings or the supervisor down with it,
+// and so that its death is observable by waitpid.
+//
+// The rules, in the order they apply:
+//   - All ranks exit 0: the result is kExitSuccess.
+//   - A rank exits non-zero, or dies by a signal the supervisor did not send:
+//     that is the first failure. The others get SIGTERM (so they can stop at
+//     a step boundary), then SIGKILL if still alive `stop_grace_seconds`
+//     later. The result is the first failure's code. A rank that died by a
+//     signal (SIGSEGV, SIGABRT, SIGKILL, ...) counts as kExitInternalError: a
+//     worker that fails for a known reason exits with that reason's code, so a
+//     signal death means a crash or an outside kill. The kernel's OOM killer
+//     uses SIGKILL too and cannot be told apart from `kill -9` here, so it is
+//     reported as kExitInternalError as well, not kExitOutOfMemory.
+//   - The supervisor gets SIGTERM or SIGINT (Kubernetes stopping the pod,
+//     Ctrl-C in local mode): it forwards SIGTERM to every rank and waits up to
+//     `stop_grace_seconds` before SIGKILL. If every rank returned
+//     kExitStoppedAfterCheckpoint or kExitSuccess, the result is
+//     kExitStoppedAfterCheckpoint when any rank stopped, else kExitSuccess;
+//     otherwise it is the first other outcome (a rank that had to be killed,
+//     or that died of the SIGTERM because it had not installed a handler yet,
+//     counts as kExitInternalError). A second SIGTERM/SIGINT during the grace
+//     period kills the ranks at once.
+// Every wait is bounded: a rank that ignores SIGTERM is killed after the
+// grace period. Each child also asks the kernel to SIGKILL it if the
+// supervisor dies first (PR_SET_PDEATHSIG), so ranks are never orphaned.
+//
+// Logs go to stderr, one key=value line per event, naming local_rank and pid.
+//
+// Thread-safety: call RunSupervised from the main thread of a process that
+// has not started any other thread yet (fork copies only the calling thread;
+// a lock held by another thread stays locked forever in the child), and run
+// at most one supervisor per process: it installs process-wide handlers for
+// SIGTERM, SIGINT and SIGCHLD for its duration and restores the previous ones
+// (and the signal mask) before returning. rank_main runs in the child with the
+// dispositions and mask the caller had, so it installs its own handlers.
+#ifndef PACER_WORKER_CORE_SUPERVISOR_H_
+#define PACER_WORKER_CORE_SUPERVISOR_H_
+
+#include <functional>
+
+namespace pacer::worker {
+
+struct SupervisorOptions {
+  // Seconds between SIGTERM to the ranks and SIGKILL to those still alive.
+  // Below Kubernetes' default 30 s termination grace period so that the
+  // supervisor, not the kubelet, has the last word and exits with a code.
+  double stop_grace_seconds = 25.0;
+};
+
+// Runs rank_main(0) .. rank_main(local_world_size - 1) in child processes and
+// returns the node's exit code (an ExitCode from exit_codes.h) per the rules
+// above. kExitInvalidConfig when local_world_size < 1; kExitInternalError
+// when the supervisor itself cannot work (a fork or pipe failure: the ranks
+// already started are stopped first).
+int RunSupervised(int local_world_size, const std::function<int(int local_rank)>& rank_main,
+                  const SupervisorOptions& options);
+
+}  // namespace pacer::worker
+
+#endif  // PACER_WORKER_CORE_SUPERVISOR_H_
