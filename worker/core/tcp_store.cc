@@ -48,13 +48,12 @@ std::string Errno(const char* what) { return std::string(what) + ": " + std::str
 
 // "30 s", "0.25 s": seconds are what operators set timeouts in.
 std::string FormatSeconds(milliseconds d) {
-  char buf[32];
-  if (d.count() % 1000 == 0) {
-    std::snprintf(buf, sizeof(buf), "%lld s", static_cast<long long>(d.count() / 1000));
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.3g s", static_cast<double>(d.count()) / 1000.0);
-  }
-  return buf;
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%.3f", static_cast<double>(d.count()) / 1000.0);
+  std::string text = buf;
+  text.erase(text.find_last_not_of('0') + 1);  // "0.250" -> "0.25", "30.000" -> "30."
+  if (text.back() == '.') text.pop_back();
+  return text + " s";
 }
 
 std::string JoinHostPort(const std::string& host, int port) {
@@ -323,7 +322,17 @@ void TcpStoreServer::AcceptLoop() {
     if (fds[1].revents != 0) return;
     if (fds[0].revents == 0) continue;
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;  // the peer gave up already, or a transient shortage of fds
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // The pending connection stays queued, so the listening socket stays
+        // readable: back off instead of spinning, still waking for shutdown.
+        std::fprintf(stderr, "level=error component=tcp-store event=accept-failed error=\"%s\"\n",
+                     std::strerror(errno));
+        pollfd wake{wake_read_fd_, POLLIN, 0};
+        poll(&wake, 1, 100);
+      }
+      continue;  // otherwise the peer gave up already
+    }
     SetNoDelay(fd);
     ReapFinishedConnections();
     std::lock_guard<std::mutex> lock(connections_mu_);
