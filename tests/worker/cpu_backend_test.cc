@@ -22,6 +22,9 @@
 #include "core/step_schedule.h"
 #include "core/tcp_store.h"
 #include "core/worker_config.h"
+#include "cpu/calibrate_cpu.h"
+#include "cpu/gloo_comms.h"
+#include "cpu/model_scale.h"
 
 namespace pacer::worker {
 namespace {
@@ -270,6 +273,91 @@ TEST(CpuBackendTest, RejectsMissingSchedule) {
   cpu::CpuBackend backend;
   BackendContext context;
   EXPECT_EQ(backend.Initialize(context, 1).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CpuBackendTest, ScaledPlanStepsInSeconds) {
+  // A 1.3B-parameter GPT shape at --scale 0.05, two data-parallel ranks.
+  WorkerConfig config = TinyConfig({1, 1, 2, 0});
+  config.model.layers = 24;
+  config.model.hidden_size = 2048;
+  config.model.attention_heads = 16;
+  config.model.kv_heads = 16;
+  config.model.ffn_hidden_size = 8192;
+  config.model.vocab_size = 32000;
+  config.model.sequence_length = 2048;
+  config.micro_batch_size = 1;
+  config.gradient_accumulation_steps = 2;
+  config.global_batch_size = 4;
+  config.scale = 0.05;
+  auto scaled = cpu::ScaledConfig(config);
+  ASSERT_TRUE(scaled.ok()) << scaled.status().ToString();
+  EXPECT_EQ(scaled->model.hidden_size, 96);  // 16 heads of 6 (128 x 0.05)
+  EXPECT_EQ(scaled->model.sequence_length, 102);
+  EXPECT_EQ(scaled->model.layers, 5);
+  EXPECT_EQ(scaled->model.vocab_size, 32000);
+  const std::vector<RankResult> results = RunRanks(*scaled, 2, milliseconds(60'000));
+  for (const RankResult& r : results) {
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    ASSERT_EQ(r.timings.size(), 2u);
+    std::fprintf(stderr, "scaled step: %.3f s (%.3f compute, %.3f collective), %.2f GFLOP\n",
+                 r.timings[1].step_seconds, r.timings[1].compute_seconds,
+                 r.timings[1].collective_seconds, r.timings[1].gemm_flops / 1e9);
+    EXPECT_LT(r.timings[1].step_seconds, 30.0);
+  }
+  ExpectReducedIsSum(*scaled, results);
+  ExpectDataParallelWeightsIdentical(*scaled, results);
+}
+
+TEST(CpuBackendTest, ScaleOutsideTheUnitIntervalIsRejected) {
+  WorkerConfig config = TinyConfig({});
+  config.scale = 0;
+  EXPECT_EQ(cpu::ScaledConfig(config).status().code(), StatusCode::kInvalidArgument);
+  config.scale = 1;
+  ASSERT_TRUE(cpu::ScaledConfig(config).ok());
+  EXPECT_EQ(cpu::ScaledConfig(config)->model.hidden_size, 32);
+}
+
+TEST(CpuCalibrationTest, MeasuresGemmMemoryAndAllReduce) {
+  const WorkerConfig config = TinyConfig({1, 1, 2, 0});
+  auto server = TcpStoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  cpu::CpuCalibrationOptions options;
+  options.gemm_sizes = {64, 128};
+  options.all_reduce_bytes = {4 << 10, 64 << 10};
+  options.memcpy_bytes = 1 << 20;
+  options.iterations = 2;
+  std::vector<StatusOr<cpu::CpuCalibrationReport>> reports(
+      2, StatusOr<cpu::CpuCalibrationReport>(InternalError("not run")));
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      auto client = TcpStoreClient::Connect("127.0.0.1", (*server)->port(), rank,
+                                            milliseconds(10'000));
+      if (!client.ok()) {
+        reports[static_cast<size_t>(rank)] = client.status();
+        return;
+      }
+      auto comms = cpu::GlooComms::Connect(config, rank, client->get(), milliseconds(10'000));
+      if (!comms.ok()) {
+        reports[static_cast<size_t>(rank)] = comms.status();
+        return;
+      }
+      reports[static_cast<size_t>(rank)] = cpu::CalibrateCpu(options, comms->get());
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (const auto& report : reports) {
+    ASSERT_TRUE(report.ok()) << report.status().ToString();
+    ASSERT_EQ(report->gemm.size(), 2u);
+    for (const cpu::GemmPoint& g : report->gemm) EXPECT_GT(g.gflops, 0);
+    EXPECT_GT(report->memcpy_gbps, 0);
+    EXPECT_EQ(report->ranks, 2);
+    ASSERT_EQ(report->all_reduce.size(), 2u);
+    for (const cpu::AllReducePoint& a : report->all_reduce) {
+      EXPECT_GT(a.algbw_gbps, 0);
+      EXPECT_DOUBLE_EQ(a.busbw_gbps, a.algbw_gbps);  // 2(n-1)/n = 1 for n = 2
+    }
+  }
 }
 
 }  // namespace
