@@ -161,7 +161,7 @@ std::string GlooComms::LaggingPeers(const GroupComm& g) {
     std::string where;
     if (!mark.ok()) {
       where = "never started a step";
-    } else if (std::stoll(*mark) < step_) {
+    } else if (std::strtoll(mark->c_str(), nullptr, 10) < step_) {
       where = "is still at step " + *mark;
     } else {
       continue;
