@@ -1,4 +1,4 @@
-// CUDACHECK / CUBLASCHECK: GPU calls that fail loudly. On error they return a
+// CUDACHECK / CUBLASCHECK / NCCLCHECK: GPU calls that fail loudly. On error they return a
 // pacer::Status naming the host, file, line and the library's error string up
 // the stack (nccl-tests style, but without aborting the process), so a caller
 // can clean up (ncclCommAbort) and exit with a code that says why.
@@ -9,6 +9,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <nccl.h>
 #include <unistd.h>
 
 #include <string>
@@ -45,6 +46,21 @@ inline std::string GpuErrorWhere(const char* file, int line) {
                                  ": cuBLAS error: " + cublasGetStatusString(pacer_cublas_err_) + \
                                  " (" #cmd ")");                                                \
     }                                                                                           \
+  } while (0)
+
+// NCCL errors are Unavailable: a peer died or the network failed, which a
+// restart from the last checkpoint may fix (step_backend.h maps it onto
+// kExitCollectiveFailure). ncclInProgress is not an error for nonblocking
+// communicators: callers that use them wait on it (nccl_comms.h).
+#define NCCLCHECK(cmd)                                                                     \
+  do {                                                                                     \
+    ncclResult_t pacer_nccl_err_ = (cmd);                                                  \
+    if (pacer_nccl_err_ != ncclSuccess && pacer_nccl_err_ != ncclInProgress) {             \
+      return ::pacer::Status(::pacer::StatusCode::kUnavailable,                            \
+                             ::pacer::worker::GpuErrorWhere(__FILE__, __LINE__) +          \
+                                 ": NCCL error: " + ncclGetErrorString(pacer_nccl_err_) + \
+                                 " (" #cmd ")");                                           \
+    }                                                                                      \
   } while (0)
 
 #endif  // PACER_WORKER_GPU_CUDA_CHECK_H_
