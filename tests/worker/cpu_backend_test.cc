@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,7 +26,6 @@
 #include "core/worker_config.h"
 #include "cpu/calibrate_cpu.h"
 #include "cpu/gloo_comms.h"
-#include "cpu/model_scale.h"
 
 namespace pacer::worker {
 namespace {
@@ -289,12 +290,12 @@ TEST(CpuBackendTest, ScaledPlanStepsInSeconds) {
   config.gradient_accumulation_steps = 2;
   config.global_batch_size = 4;
   config.scale = 0.05;
-  auto scaled = cpu::ScaledConfig(config);
-  ASSERT_TRUE(scaled.ok()) << scaled.status().ToString();
+  std::optional<WorkerConfig> scaled = config;
+  ASSERT_TRUE(ApplyScale(&*scaled).ok());
   EXPECT_EQ(scaled->model.hidden_size, 96);  // 16 heads of 6 (128 x 0.05)
   EXPECT_EQ(scaled->model.sequence_length, 102);
   EXPECT_EQ(scaled->model.layers, 5);
-  EXPECT_EQ(scaled->model.vocab_size, 32000);
+  EXPECT_EQ(scaled->model.vocab_size, 1600);
   const std::vector<RankResult> results = RunRanks(*scaled, 2, milliseconds(60'000));
   for (const RankResult& r : results) {
     ASSERT_TRUE(r.status.ok()) << r.status.ToString();
@@ -311,10 +312,10 @@ TEST(CpuBackendTest, ScaledPlanStepsInSeconds) {
 TEST(CpuBackendTest, ScaleOutsideTheUnitIntervalIsRejected) {
   WorkerConfig config = TinyConfig({});
   config.scale = 0;
-  EXPECT_EQ(cpu::ScaledConfig(config).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ApplyScale(&config).code(), StatusCode::kInvalidArgument);
   config.scale = 1;
-  ASSERT_TRUE(cpu::ScaledConfig(config).ok());
-  EXPECT_EQ(cpu::ScaledConfig(config)->model.hidden_size, 32);
+  ASSERT_TRUE(ApplyScale(&config).ok());
+  EXPECT_EQ(config.model.hidden_size, 32);
 }
 
 TEST(CpuCalibrationTest, MeasuresGemmMemoryAndAllReduce) {

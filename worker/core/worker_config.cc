@@ -243,15 +243,20 @@ int ScaledMultiple(double value, int unit) {
 }  // namespace
 
 Status ApplyScale(WorkerConfig* c) {
-  if (c->scale >= 1.0) return Status::Ok();
+  if (!(c->scale > 0 && c->scale <= 1)) {
+    return InvalidArgumentError("PACER_SCALE: must be in (0, 1], got " + std::to_string(c->scale));
+  }
+  if (c->scale == 1.0) return Status::Ok();
   planner::ModelSpec& m = c->model;
   const double s = c->scale;
-  // Keep the head count (and so head size shrinks with h): heads must stay
-  // divisible by t, and the attention shape stays the plan's.
+  const int t = c->tensor_parallel;
+  // Keep the head count (the head size shrinks with h): heads must stay
+  // divisible by t, and the attention shape stays the plan's. Sequence
+  // parallelism shards the sequence t ways, the vocabulary is split t ways.
   m.hidden_size = ScaledMultiple(m.hidden_size * s, m.attention_heads);
-  m.ffn_hidden_size = ScaledMultiple(m.ffn_hidden_size * s, c->tensor_parallel);
-  m.sequence_length = std::max(8, static_cast<int>(m.sequence_length * s));
-  m.vocab_size = ScaledMultiple(m.vocab_size * s, c->tensor_parallel);
+  m.ffn_hidden_size = ScaledMultiple(m.ffn_hidden_size * s, t);
+  m.sequence_length = ScaledMultiple(std::max(8.0, m.sequence_length * s), t);
+  m.vocab_size = ScaledMultiple(m.vocab_size * s, t);
   m.layers = ScaledMultiple(m.layers * std::sqrt(s), c->pipeline_parallel * c->virtual_stages);
   return ValidateConfig(*c);
 }

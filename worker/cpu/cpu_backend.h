@@ -2,7 +2,7 @@
 // OpenBLAS sgemm for the GEMMs and Gloo over TCP for the collectives. It is
 // what CI, the tests and the local quickstart run, and what pacer-worker
 // picks when no GPU is present (or with --backend cpu); --scale shrinks the
-// model (model_scale.h) so a step takes seconds.
+// model (ApplyScale in core/worker_config.h) so a step takes seconds.
 //
 // It executes the schedule faithfully: every GEMM at the schedule's shape
 // (batched ones as a loop), every tensor-parallel collective of a layer on
