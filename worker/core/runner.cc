@@ -1,0 +1,269 @@
+#include "core/runner.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "core/checkpoint.h"
+#include "core/exit_codes.h"
+#include "core/metrics.h"
+#include "core/signals.h"
+#include "core/step_schedule.h"
+#include "core/tcp_store.h"
+#include "pacer/planner/model_math.h"
+
+namespace pacer::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kStopClaimsKey[] = "runner/stop-claims";
+constexpr char kStopAtKey[] = "runner/stop-at";
+constexpr char kResumeStepKey[] = "runner/resume-step";
+
+// Kubernetes-style structured log line naming the job and the rank.
+void Log(const WorkerConfig& c, int rank, const std::string& fields) {
+  std::fprintf(stderr, "pacer-worker job=%s/%s rank=%d %s\n", c.job_namespace.c_str(),
+               c.job_name.c_str(), rank, fields.c_str());
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::chrono::milliseconds Timeout(const WorkerConfig& c) {
+  return std::chrono::milliseconds(static_cast<int64_t>(c.timeout_seconds * 1000));
+}
+
+// The step every rank resumes from (0 = start fresh), decided by rank 0 from
+// the checkpoints on the shared volume and published through the store.
+StatusOr<int64_t> AgreeOnResumeStep(const WorkerConfig& c, int rank, TcpStoreClient& store) {
+  if (rank == 0) {
+    int64_t step = 0;
+    if (!c.checkpoint_dir.empty()) {
+      // The previous run's world size is recorded in rank 0's checkpoints
+      // (every plan has a rank 0); after a re-plan it differs from ours.
+      CheckpointStore rank0(c.checkpoint_dir, 0);
+      ASSIGN_OR_RETURN(std::optional<CheckpointState> newest, rank0.LoadNewest());
+      if (newest) {
+        ASSIGN_OR_RETURN(std::optional<int64_t> common,
+                         NewestCommonStep(c.checkpoint_dir, newest->world_size));
+        if (common) step = *common;
+      }
+    }
+    RETURN_IF_ERROR(store.Set(kResumeStepKey, std::to_string(step)));
+    return step;
+  }
+  ASSIGN_OR_RETURN(std::string value, store.Get(kResumeStepKey, Timeout(c)));
+  return std::stoll(value);
+}
+
+// Whether every rank must stop before `step` (see runner.h, point 4).
+StatusOr<bool> StopBefore(const WorkerConfig& c, TcpStoreClient& store, int64_t step,
+                          bool stop_requested_here, bool* claimed) {
+  if (stop_requested_here && !*claimed) {
+    *claimed = true;
+    ASSIGN_OR_RETURN(int64_t claims, store.Add(kStopClaimsKey, 1));
+    // Only the first claimer picks the step; nobody can have started
+    // step + 1 before this rank takes part in `step`.
+    if (claims == 1) RETURN_IF_ERROR(store.Set(kStopAtKey, std::to_string(step + 1)));
+  }
+  ASSIGN_OR_RETURN(int64_t claims, store.Add(kStopClaimsKey, 0));
+  if (claims == 0) return false;
+  ASSIGN_OR_RETURN(std::string stop_at, store.Get(kStopAtKey, Timeout(c)));
+  return step >= std::stoll(stop_at);
+}
+
+std::vector<std::byte> EncodeRng(uint64_t seed, int64_t step) {
+  // The worker's data and initialisation are a pure function of (seed,
+  // step, rank), so this is the generator state to restore.
+  std::vector<std::byte> bytes(16);
+  std::memcpy(bytes.data(), &seed, 8);
+  std::memcpy(bytes.data() + 8, &step, 8);
+  return bytes;
+}
+
+Status SaveCheckpoint(const WorkerConfig& c, int rank, int64_t step, StepBackend& backend,
+                      const RunOptions& options, WorkerMetrics* metrics) {
+  if (c.checkpoint_dir.empty()) return Status::Ok();
+  const Clock::time_point start = Clock::now();
+  CheckpointState state;
+  state.step = step;
+  state.rng_state = EncodeRng(options.seed, step);
+  state.job_name = c.job_name;
+  state.rank = rank;
+  state.world_size = c.world_size;
+  state.plan_fingerprint = PlanFingerprint(c);
+  if (options.checkpoint_buffers) {
+    ASSIGN_OR_RETURN(state.buffers, backend.SaveBuffers());
+  }
+  RETURN_IF_ERROR(CheckpointStore(c.checkpoint_dir, rank).Save(state));
+  const double seconds = SecondsSince(start);
+  if (metrics) metrics->ObserveCheckpoint(seconds);
+  char fields[128];
+  std::snprintf(fields, sizeof(fields), "event=checkpoint step=%lld seconds=%.3f",
+                static_cast<long long>(step), seconds);
+  Log(c, rank, fields);
+  return Status::Ok();
+}
+
+// Rank 0's process hosts the store: it must not exit (and take the store
+// with it) while another rank still has a store call to make.
+void LeaveTogether(const WorkerConfig& c, int rank, TcpStoreClient& store) {
+  if (Status s = store.Barrier("runner/exit", c.world_size, Timeout(c)); !s.ok()) {
+    Log(c, rank, "event=exit-barrier-failed error=\"" + s.ToString() + "\"");
+  }
+}
+
+int Fail(const WorkerConfig& c, int rank, const char* what, const Status& status) {
+  const int code = ExitCodeFor(status);
+  Log(c, rank,
+      std::string("event=failed during=") + what + " exit=" + ExitCodeName(code) + " error=\"" +
+          status.ToString() + "\"");
+  return code;
+}
+
+}  // namespace
+
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk: return kExitSuccess;
+    case StatusCode::kInvalidArgument: return kExitInvalidConfig;
+    case StatusCode::kResourceExhausted: return kExitOutOfMemory;
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+    case StatusCode::kAborted: return kExitCollectiveFailure;
+    default: return kExitInternalError;
+  }
+}
+
+std::string PlanFingerprint(const WorkerConfig& c) {
+  char buffer[256];
+  std::snprintf(buffer, sizeof(buffer), "t%d p%d v%d d%d z%d b%d k%lld %s %s L%d h%d s%d V%d",
+                c.tensor_parallel, c.pipeline_parallel, c.virtual_stages, c.data_parallel,
+                c.zero_stage, c.micro_batch_size,
+                static_cast<long long>(c.gradient_accumulation_steps),
+                planner::PrecisionName(c.precision), planner::RecomputeName(c.recompute),
+                c.model.layers, c.model.hidden_size, c.model.sequence_length,
+                c.model.vocab_size);
+  return buffer;
+}
+
+int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_backend,
+            const RunOptions& options) {
+  const int rank = c.GlobalRank(local_rank);
+  StopSignal stop_signal;
+
+  // 1. Rendezvous.
+  std::unique_ptr<TcpStoreServer> server;
+  if (rank == 0) {
+    auto started = TcpStoreServer::Start("0.0.0.0", c.master_port);
+    if (!started.ok()) return Fail(c, rank, "store", started.status());
+    server = std::move(started).value();
+  }
+  auto connected = TcpStoreClient::Connect(c.master_addr, c.master_port, rank, Timeout(c));
+  if (!connected.ok()) {
+    Log(c, rank, "event=failed during=rendezvous exit=rendezvous-timeout error=\"" +
+                     connected.status().ToString() + "\"");
+    return kExitRendezvousTimeout;
+  }
+  TcpStoreClient& store = **connected;
+
+  auto schedule = BuildStepSchedule(c, rank);
+  if (!schedule.ok()) return Fail(c, rank, "schedule", schedule.status());
+  std::unique_ptr<StepBackend> backend = make_backend();
+  BackendContext context;
+  context.config = &c;
+  context.schedule = &*schedule;
+  context.global_rank = rank;
+  context.local_rank = local_rank;
+  context.store = &store;
+  context.timeout = Timeout(c);
+  if (Status s = backend->Initialize(context, options.seed); !s.ok()) {
+    return Fail(c, rank, "initialize", s);
+  }
+
+  // 2. Resume.
+  auto resume = AgreeOnResumeStep(c, rank, store);
+  if (!resume.ok()) return Fail(c, rank, "resume", resume.status());
+  int64_t step = *resume;
+  if (step > 0 && options.checkpoint_buffers) {
+    auto state = CheckpointStore(c.checkpoint_dir, rank).Load(step);
+    if (state.ok() && state->plan_fingerprint == PlanFingerprint(c)) {
+      if (Status s = backend->LoadBuffers(state->buffers); !s.ok()) {
+        return Fail(c, rank, "restore", s);
+      }
+    }
+  }
+
+  // Metrics: each local rank exports on its own port.
+  MetricsLabels labels{c.job_name, c.job_namespace, std::to_string(rank), backend->name(),
+                       c.gpu_type.empty() ? std::string("cpu") : c.gpu_type};
+  const int port = c.metrics_port == 0 ? 0 : c.metrics_port + local_rank;
+  auto metrics_or = WorkerMetrics::Create(labels, "0.0.0.0:" + std::to_string(port));
+  if (!metrics_or.ok()) return Fail(c, rank, "metrics", metrics_or.status());
+  WorkerMetrics& metrics = **metrics_or;
+  metrics.SetTotalSteps(c.total_steps);
+  metrics.SetStepsCompleted(step);
+  metrics.SetModelScale(c.scale);
+  metrics.SetPeaks(options.catalog_peak_flops, options.calibrated_peak_flops);
+  metrics.SetPlanInfo({c.tensor_parallel, c.pipeline_parallel, c.data_parallel, c.zero_stage,
+                       c.micro_batch_size, static_cast<int>(c.gradient_accumulation_steps),
+                       planner::PrecisionName(c.precision)});
+  if (c.predicted_step_seconds || c.predicted_memory_bytes) {
+    metrics.SetPredicted(c.predicted_step_seconds.value_or(0), c.predicted_memory_bytes.value_or(0));
+  }
+  Log(c, rank,
+      "event=start backend=" + std::string(backend->name()) + " resume_step=" +
+          std::to_string(step) + " total_steps=" + std::to_string(c.total_steps) +
+          " metrics_port=" + std::to_string(metrics.port()) + " plan=\"" + PlanFingerprint(c) +
+          "\"");
+
+  // 3. Steps.
+  const double model_flops_per_rank =
+      planner::ModelFlopsPerSequence(c.model) * static_cast<double>(c.global_batch_size) /
+      c.world_size;
+  bool claimed = false;
+  while (step < c.total_steps) {
+    auto stop = StopBefore(c, store, step, stop_signal.requested(), &claimed);
+    if (!stop.ok()) return Fail(c, rank, "stop-check", stop.status());
+    if (*stop) {
+      if (Status s = SaveCheckpoint(c, rank, step, *backend, options, &metrics); !s.ok()) {
+        Log(c, rank, "event=failed during=checkpoint error=\"" + s.ToString() + "\"");
+        return kExitCheckpointFailure;
+      }
+      Log(c, rank, "event=stopped step=" + std::to_string(step) + " exit=stopped-after-checkpoint");
+      LeaveTogether(c, rank, store);
+      return kExitStoppedAfterCheckpoint;
+    }
+    auto timing = backend->RunStep(step);
+    if (!timing.ok()) return Fail(c, rank, "step", timing.status());
+    ++step;
+    StepMeasurement m;
+    m.step = step;
+    m.step_seconds = timing->step_seconds;
+    m.global_samples = c.global_batch_size;
+    m.global_tokens = c.global_batch_size * c.model.sequence_length;
+    m.model_flops = model_flops_per_rank;
+    m.collective_seconds = timing->collective_seconds;
+    m.collective_bytes = timing->collective_bus_bytes;  // already bus bytes
+    m.collective_bus_factor = 1;
+    m.exposed_communication_seconds = timing->exposed_communication_seconds;
+    metrics.ObserveStep(m);
+    metrics.SetPeakMemoryBytes(backend->PeakMemoryBytes());
+    if (c.checkpoint_interval_steps > 0 && step % c.checkpoint_interval_steps == 0 &&
+        step < c.total_steps) {
+      if (Status s = SaveCheckpoint(c, rank, step, *backend, options, &metrics); !s.ok()) {
+        Log(c, rank, "event=failed during=checkpoint error=\"" + s.ToString() + "\"");
+        return kExitCheckpointFailure;
+      }
+    }
+  }
+  Log(c, rank, "event=done steps=" + std::to_string(step));
+  LeaveTogether(c, rank, store);
+  return kExitSuccess;
+}
+
+}  // namespace pacer::worker

@@ -1,0 +1,61 @@
+// The per-rank training loop of pacer-worker: rendezvous, resume, steps,
+// checkpoints, metrics and a clean stop. One call runs one rank to its end
+// and returns the process exit code (exit_codes.h).
+//
+//   1. Global rank 0 hosts the TcpStoreServer at MASTER_ADDR:MASTER_PORT;
+//      every rank connects to it (a peer that never shows up ends the wait
+//      with kExitRendezvousTimeout).
+//   2. The ranks agree on the step to resume from: rank 0 finds the newest
+//      step every rank of the previous run checkpointed (NewestCommonStep)
+//      and publishes it; a torn checkpoint is ignored. Model buffers are
+//      restored only when the checkpoint was written by the same plan; after
+//      a re-plan the step counter carries over and the new layout starts from
+//      freshly initialised shards.
+//   3. Steps run until the plan's total. Every checkpoint_interval_steps and
+//      on a stop request, each rank writes its checkpoint atomically.
+//   4. SIGTERM / SIGINT: the rank that sees it first claims a stop at the
+//      next step no rank can have started yet (the current step + 1: nobody
+//      finishes the current step without this rank's collectives), publishes
+//      it in the store, and every rank stops there after checkpointing. One
+//      store round trip per step and rank reads the claim.
+//
+// Thread-safety: RunRank owns everything it creates; call it once per rank
+// (in its own process, see supervisor.h).
+#ifndef PACER_WORKER_CORE_RUNNER_H_
+#define PACER_WORKER_CORE_RUNNER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/step_backend.h"
+#include "core/worker_config.h"
+#include "pacer/status.h"
+
+namespace pacer::worker {
+
+using BackendFactory = std::function<std::unique_ptr<StepBackend>()>;
+
+struct RunOptions {
+  uint64_t seed = 1234;
+  bool checkpoint_buffers = false;  // store weights and optimizer state too
+  // Catalog and calibrated peak FLOP/s per GPU (or CPU rank) for MFU; 0 = unknown.
+  double catalog_peak_flops = 0;
+  double calibrated_peak_flops = 0;
+};
+
+// Runs global rank config.GlobalRank(local_rank) to completion and returns
+// its exit code. Logs key=value lines to stderr naming job and rank.
+int RunRank(const WorkerConfig& config, int local_rank, const BackendFactory& make_backend,
+            const RunOptions& options);
+
+// The exit code for a failed Status (step_backend.h's mapping).
+int ExitCodeFor(const Status& status);
+
+// A short, stable description of the plan, stored in checkpoints: buffers
+// are restored only into the same plan.
+std::string PlanFingerprint(const WorkerConfig& config);
+
+}  // namespace pacer::worker
+
+#endif  // PACER_WORKER_CORE_RUNNER_H_
