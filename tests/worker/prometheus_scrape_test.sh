@@ -49,7 +49,16 @@ fail() {
 # for ":0", so ask the kernel for one and hand it over (a tiny race, which a
 # failed start below reports plainly).
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    return
+  fi
+  local port
+  for _ in $(seq 50); do  # without python3: a random port nobody answers on
+    port=$((20000 + RANDOM % 40000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return; fi
+  done
+  fail "found no free port"
 }
 
 # The stand-in worker picks its own port and prints it; its labels come from
