@@ -1,0 +1,176 @@
+#include "app/calibrate_command.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "app/backend_choice.h"
+#include "core/exit_codes.h"
+#include "core/runner.h"
+#include "core/tcp_store.h"
+#include "cpu/calibrate_cpu.h"
+#include "cpu/gloo_comms.h"
+#include "pacer/planner/gpu_catalog.h"
+#ifdef PACER_HAVE_CUDA
+#include "gpu/calibrate_gpu.h"
+#endif
+
+namespace pacer::worker {
+namespace {
+
+using nlohmann::json;
+
+std::string Format(const char* fmt, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), fmt, value);
+  return buffer;
+}
+
+int Fail(const Status& s, std::ostream& err) {
+  err << "pacer-worker calibrate: " << s.ToString() << "\n";
+  return ExitCodeFor(s);
+}
+
+int WriteCalibration(const CalibrateFlags& flags, const std::string& key, const json& entry,
+                     std::ostream& out, std::ostream& err) {
+  json document = {{"apiVersion", "pacer.dev/v1alpha1"},
+                   {"kind", "Calibration"},
+                   {"gpuTypes", {{key, entry}}}};
+  if (flags.output_path.empty()) {
+    out << "\n" << document.dump(2) << "\n";
+    return kExitSuccess;
+  }
+  std::ofstream file(flags.output_path, std::ios::trunc);
+  file << document.dump(2) << "\n";
+  file.close();
+  if (!file) {
+    err << "pacer-worker calibrate: cannot write " << flags.output_path << "\n";
+    return kExitInternalError;
+  }
+  out << "\nwrote " << flags.output_path << "\n";
+  return kExitSuccess;
+}
+
+// CPU: sgemm and memcpy in this process; the Gloo all-reduce among
+// `cpu_ranks` threads that rendezvous through a private store.
+int CalibrateOnCpu(const CalibrateFlags& flags, std::ostream& out, std::ostream& err) {
+  cpu::CpuCalibrationOptions options;
+  if (flags.quick) {
+    options.gemm_sizes = {128, 256};
+    options.all_reduce_bytes = {4 << 10, 256 << 10};
+    options.memcpy_bytes = 8 << 20;
+    options.iterations = 2;
+  }
+  const int n = std::max(1, flags.cpu_ranks);
+  auto server = TcpStoreServer::Start("127.0.0.1", 0);
+  if (!server.ok()) return Fail(server.status(), err);
+  WorkerConfig config;
+  config.world_size = n;
+  config.local_world_size = n;
+  config.data_parallel = n;
+  config.gradient_accumulation_steps = 1;
+  config.global_batch_size = n;
+  const auto timeout = std::chrono::milliseconds(60'000);
+  std::vector<std::optional<StatusOr<cpu::CpuCalibrationReport>>> reports(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < n; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto& slot = reports[static_cast<size_t>(rank)];
+      auto client = TcpStoreClient::Connect("127.0.0.1", (*server)->port(), rank, timeout);
+      if (!client.ok()) {
+        slot = client.status();
+        return;
+      }
+      auto comms = cpu::GlooComms::Connect(config, rank, client->get(), timeout);
+      if (!comms.ok()) {
+        slot = comms.status();
+        return;
+      }
+      slot = cpu::CalibrateCpu(options, n > 1 ? comms->get() : nullptr);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const auto& r : reports) {
+    if (!r || !r->ok()) return Fail(r ? r->status() : InternalError("no report"), err);
+  }
+  const cpu::CpuCalibrationReport& report = **reports[0];
+  out << "CPU calibration (OpenBLAS sgemm, memcpy, Gloo all-reduce over " << report.ranks
+      << " ranks)\n\n  GEMM n      GFLOP/s\n";
+  for (const cpu::GemmPoint& g : report.gemm) {
+    out << "  " << Format("%-8.0f", static_cast<double>(g.size)) << Format("%10.1f", g.gflops) << "\n";
+  }
+  out << "\n  memcpy      " << Format("%.2f GB/s", report.memcpy_gbps) << "\n";
+  if (!report.all_reduce.empty()) {
+    out << "\n  all-reduce bytes      time         algbw GB/s   busbw GB/s\n";
+    for (const cpu::AllReducePoint& a : report.all_reduce) {
+      out << "  " << Format("%-14.0f", static_cast<double>(a.bytes))
+          << Format("%10.6f s", a.seconds) << Format("%13.3f", a.algbw_gbps)
+          << Format("%13.3f", a.busbw_gbps) << "\n";
+    }
+  }
+  // CPUs have no catalog peak, so no gemmEfficiency: only what the planner
+  // can use without one.
+  json entry = {{"memoryBandwidthGBps", report.memcpy_gbps}};
+  if (!report.all_reduce.empty() && report.all_reduce.back().busbw_gbps > 0) {
+    entry["intraNodeBusBandwidthGBps"] = report.all_reduce.back().busbw_gbps;
+  }
+  return WriteCalibration(flags, flags.gpu_type.empty() ? "cpu" : flags.gpu_type, entry, out, err);
+}
+
+#ifdef PACER_HAVE_CUDA
+int CalibrateOnGpu(const CalibrateFlags& flags, std::ostream& out, std::ostream& err) {
+  GpuCalibrationOptions options;
+  if (flags.quick) {
+    options.gemm_sizes = {1024, 4096};
+    options.all_reduce_max_bytes = int64_t{64} << 20;
+  }
+  auto report = CalibrateGpu(options);
+  if (!report.ok()) return Fail(report.status(), err);
+  out << "GPU calibration: " << report->device_name << " x " << report->device_count << "\n\n"
+      << "  dtype  GEMM n   TFLOP/s\n";
+  for (const GemmMeasurement& g : report->gemms) {
+    out << "  " << g.dtype << std::string(g.dtype.size() < 7 ? 7 - g.dtype.size() : 1, ' ')
+        << Format("%-8.0f", static_cast<double>(g.size)) << Format("%9.1f", g.tflops) << "\n";
+  }
+  out << "\n  device-to-device copy " << Format("%.0f GB/s", report->memory_bandwidth_gbps) << "\n";
+  if (!report->all_reduce.empty()) {
+    out << "\n  all-reduce bytes      time         algbw GB/s   busbw GB/s   ("
+        << report->all_reduce_ranks << " GPUs)\n";
+    for (const AllReduceMeasurement& a : report->all_reduce) {
+      out << "  " << Format("%-14.0f", static_cast<double>(a.bytes))
+          << Format("%10.6f s", a.seconds) << Format("%13.1f", a.algbw_gbps)
+          << Format("%13.1f", a.busbw_gbps) << "\n";
+    }
+  }
+  for (const std::string& note : report->notes) out << "  note: " << note << "\n";
+  json entry = {{"memoryBandwidthGBps", report->memory_bandwidth_gbps}};
+  const planner::GpuType* gpu = planner::GpuCatalog::BuiltIn().Find(flags.gpu_type);
+  if (gpu != nullptr && gpu->bf16_tflops > 0 && report->BestTflops("bf16") > 0) {
+    entry["gemmEfficiency"] = std::min(1.0, report->BestTflops("bf16") / gpu->bf16_tflops);
+  } else {
+    out << "  (no --gpu-type from the catalog: gemmEfficiency not written)\n";
+  }
+  if (report->LargeMessageBusbwGbps() > 0) {
+    entry["intraNodeBusBandwidthGBps"] = report->LargeMessageBusbwGbps();
+  }
+  return WriteCalibration(flags, flags.gpu_type.empty() ? report->device_name : flags.gpu_type,
+                          entry, out, err);
+}
+#endif
+
+}  // namespace
+
+int RunCalibrate(const CalibrateFlags& flags, std::ostream& out, std::ostream& err) {
+  auto backend = ResolveBackend(flags.backend);
+  if (!backend.ok()) return Fail(backend.status(), err);
+#ifdef PACER_HAVE_CUDA
+  if (*backend == Backend::kGpu) return CalibrateOnGpu(flags, out, err);
+#endif
+  return CalibrateOnCpu(flags, out, err);
+}
+
+}  // namespace pacer::worker
