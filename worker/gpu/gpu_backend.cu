@@ -102,13 +102,15 @@ class GpuBackend final : public StepBackend {
   const char* name() const override { return "gpu"; }
 
   Status Initialize(const BackendContext& context, uint64_t seed) override {
+    if (initialized_) return FailedPreconditionError("GPU backend: initialized twice");
     Status s = InitializeImpl(context, seed);
     if (!s.ok()) comms_.AbortAll();
+    initialized_ = s.ok();
     return s;
   }
 
   StatusOr<StepTiming> RunStep(int64_t step) override {
-    if (config_ == nullptr) return FailedPreconditionError("GPU backend: RunStep before Initialize");
+    if (!initialized_) return FailedPreconditionError("GPU backend: RunStep before Initialize");
     StatusOr<StepTiming> timing = RunStepImpl(step);
     // Whatever failed, peers must not wait on this rank forever.
     if (!timing.ok()) comms_.AbortAll();
@@ -121,7 +123,7 @@ class GpuBackend final : public StepBackend {
   }
 
   StatusOr<NamedBuffers> SaveBuffers() override {
-    if (config_ == nullptr) return FailedPreconditionError("GPU backend: not initialized");
+    if (!initialized_) return FailedPreconditionError("GPU backend: not initialized");
     RETURN_IF_ERROR(comms_.WaitForStream(compute_, Now() + context_.timeout, "save"));
     RETURN_IF_ERROR(comms_.WaitForStream(comm_, Now() + context_.timeout, "save"));
     NamedBuffers out;
@@ -134,7 +136,7 @@ class GpuBackend final : public StepBackend {
   }
 
   Status LoadBuffers(const NamedBuffers& buffers) override {
-    if (config_ == nullptr) return FailedPreconditionError("GPU backend: not initialized");
+    if (!initialized_) return FailedPreconditionError("GPU backend: not initialized");
     for (const auto& entry : CheckpointedBuffers()) {
       const std::string& name = std::get<0>(entry);
       void* pointer = std::get<1>(entry);
@@ -807,8 +809,11 @@ class GpuBackend final : public StepBackend {
 
   // --- embedding and logits --------------------------------------------------
 
+  // Data-parallel replicas see different tokens; tensor ranks of one
+  // replica the same sequence.
   uint64_t TokenSeed(int micro_batch) const {
-    return MixSeed(step_seed_, static_cast<uint64_t>(micro_batch));
+    return MixSeed(MixSeed(step_seed_, static_cast<uint64_t>(d_rank_)),
+                   static_cast<uint64_t>(micro_batch));
   }
   int64_t TokenOffset() const { return t_rank_ * dims_.local_tokens; }
 
@@ -1051,6 +1056,7 @@ class GpuBackend final : public StepBackend {
 
   // --- state -----------------------------------------------------------------
 
+  bool initialized_ = false;
   BackendContext context_;
   const WorkerConfig* config_ = nullptr;
   const StepSchedule* schedule_ = nullptr;
