@@ -67,6 +67,7 @@ coproc DEMO {
   PACER_JOB_NAME=scrape-test PACER_JOB_NAMESPACE=pacer-ci RANK=5 PACER_GPU_TYPE=cpu \
     exec "$demo" --port 0 --interval-ms 100 --steps 600 --max-seconds $((timeout_seconds + 30))
 }
+# shellcheck disable=SC2153  # coproc sets DEMO_PID
 demo_pid=$DEMO_PID
 read -r -t 10 -u "${DEMO[0]}" port_line || fail "metrics_demo did not report its port within 10 s"
 demo_port=${port_line#port=}
