@@ -1,0 +1,234 @@
+// The real pacer-worker binary on the CPU backend, as the controller runs
+// it: a SIGTERM stops it after a checkpoint and a restart continues at the
+// right step; a torn checkpoint is ignored; a node whose peer dies exits with
+// the collective-failure code instead of hanging.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "core/exit_codes.h"
+
+extern char** environ;
+
+namespace pacer::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A free TCP port for the store: distinct per test so parallel ctest runs
+// never collide (ports from the test's pid and a counter).
+int NextPort() {
+  static int counter = 0;
+  return 20000 + (static_cast<int>(getpid()) * 7 + counter++ * 101) % 20000;
+}
+
+// A running pacer-worker whose stdout and stderr come through a pipe. The
+// pipe reaches EOF only when the worker and all its rank processes are gone,
+// so reading it is how the test waits: no sleeps.
+struct Worker {
+  pid_t pid = -1;
+  int fd = -1;
+  std::string log;
+};
+
+std::map<std::string, std::string> BaseEnv(const std::string& checkpoint_dir, int port) {
+  return {{"WORLD_SIZE", "2"},
+          {"LOCAL_WORLD_SIZE", "2"},
+          {"NNODES", "1"},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)},
+          {"PACER_DATA_PARALLEL", "2"},
+          {"PACER_GRAD_ACCUM_STEPS", "2"},
+          {"PACER_GLOBAL_BATCH_SIZE", "4"},
+          {"PACER_MODEL_LAYERS", "2"},
+          {"PACER_MODEL_HIDDEN_SIZE", "128"},
+          {"PACER_MODEL_ATTENTION_HEADS", "4"},
+          {"PACER_SEQUENCE_LENGTH", "64"},
+          {"PACER_MODEL_VOCAB_SIZE", "512"},
+          {"PACER_CHECKPOINT_DIR", checkpoint_dir},
+          {"PACER_CHECKPOINT_INTERVAL_STEPS", "3"},
+          {"PACER_METRICS_PORT", "0"},
+          {"PACER_BACKEND", "cpu"},
+          {"PACER_TIMEOUT_SECONDS", "20"},
+          {"PACER_JOB_NAME", "process-test"}};
+}
+
+// Starts pacer-worker with exactly `env` (plus PATH).
+Worker Start(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> entries;
+  for (const auto& [k, v] : env) entries.push_back(k + "=" + v);
+  if (const char* path = std::getenv("PATH")) entries.push_back(std::string("PATH=") + path);
+  std::vector<char*> envp;
+  for (std::string& e : entries) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int fds[2];
+  EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
+  std::string binary = PACER_WORKER_BINARY;
+  char* argv[] = {binary.data(), nullptr};
+  Worker w;
+  EXPECT_EQ(posix_spawn(&w.pid, binary.c_str(), &actions, nullptr, argv, envp.data()), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  w.fd = fds[0];
+  return w;
+}
+
+// Reads the worker's output until `text` appears (true) or EOF / `limit`.
+bool ReadUntil(Worker& w, const std::string& text, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (text.empty() || w.log.find(text) == std::string::npos) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{w.fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
+    char buffer[4096];
+    const ssize_t n = read(w.fd, buffer, sizeof(buffer));
+    if (n <= 0) return false;  // EOF: every process of the worker is gone
+    w.log.append(buffer, static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// The worker's exit code, once all its output is read; kills it and fails
+// the test after `limit`.
+int WaitExit(Worker& w, std::chrono::seconds limit) {
+  const auto start = std::chrono::steady_clock::now();
+  ReadUntil(w, "", limit);  // returns at EOF or the deadline
+  int status = 0;
+  if (std::chrono::steady_clock::now() - start >= limit) {
+    kill(w.pid, SIGKILL);
+    waitpid(w.pid, &status, 0);
+    ADD_FAILURE() << "pacer-worker did not exit within " << limit.count() << " s:\n" << w.log;
+    return -1;
+  }
+  waitpid(w.pid, &status, 0);
+  close(w.fd);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int64_t NumberAfter(const std::string& log, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(log, m, std::regex(key + "=([0-9]+)"))) return -1;
+  return std::stoll(m[1]);
+}
+
+class WorkerProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("pacer-worker-test-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+TEST_F(WorkerProcessTest, SigtermCheckpointsAndARestartContinuesAtTheRightStep) {
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_TOTAL_STEPS"] = "100000";  // far more than the test lets it run
+  Worker first = Start(env);
+  ASSERT_TRUE(ReadUntil(first, "event=checkpoint step=3", std::chrono::seconds(60))) << first.log;
+  kill(first.pid, SIGTERM);
+  ASSERT_EQ(WaitExit(first, std::chrono::seconds(60)), kExitStoppedAfterCheckpoint);
+  const std::string& first_log = first.log;
+  const int64_t stopped_at = NumberAfter(first_log, "event=stopped step");
+  ASSERT_GE(stopped_at, 3) << first_log;
+  // Both ranks stopped at the same step, and each wrote that checkpoint.
+  EXPECT_NE(first_log.find("rank=0 event=stopped step=" + std::to_string(stopped_at)),
+            std::string::npos);
+  EXPECT_NE(first_log.find("rank=1 event=stopped step=" + std::to_string(stopped_at)),
+            std::string::npos);
+
+  // Restart with a total a few steps beyond: it resumes exactly there.
+  env["PACER_TOTAL_STEPS"] = std::to_string(stopped_at + 4);
+  env["MASTER_PORT"] = std::to_string(NextPort());
+  Worker second = Start(env);
+  ASSERT_EQ(WaitExit(second, std::chrono::seconds(60)), kExitSuccess) << second.log;
+  const std::string& second_log = second.log;
+  EXPECT_EQ(NumberAfter(second_log, "resume_step"), stopped_at);
+  EXPECT_EQ(NumberAfter(second_log, "event=done steps"), stopped_at + 4);
+}
+
+TEST_F(WorkerProcessTest, ATornCheckpointIsIgnored) {
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_TOTAL_STEPS"] = "7";  // checkpoints at 3 and 6
+  Worker first = Start(env);
+  ASSERT_EQ(WaitExit(first, std::chrono::seconds(60)), kExitSuccess) << first.log;
+  // Tear rank 1's newest checkpoint, as a crash in the middle of a write would.
+  const fs::path newest = fs::path(Path("ckpt")) / "rank-1" / "step-000000000006.ckpt";
+  ASSERT_TRUE(fs::exists(newest));
+  fs::resize_file(newest, fs::file_size(newest) / 2);
+
+  env["PACER_TOTAL_STEPS"] = "9";
+  env["MASTER_PORT"] = std::to_string(NextPort());
+  Worker second = Start(env);
+  ASSERT_EQ(WaitExit(second, std::chrono::seconds(60)), kExitSuccess) << second.log;
+  // Step 6 is not complete on every rank any more: resume from 3.
+  EXPECT_EQ(NumberAfter(second.log, "resume_step"), 3);
+}
+
+TEST_F(WorkerProcessTest, APeerKilledMidStepEndsTheOthersWithCollectiveFailure) {
+  // Two nodes of one rank each, as two pods would run.
+  const int port = NextPort();
+  auto env = BaseEnv(Path("ckpt"), port);
+  env["NNODES"] = "2";
+  env["LOCAL_WORLD_SIZE"] = "1";
+  env["PACER_TOTAL_STEPS"] = "100000";
+  env["PACER_TIMEOUT_SECONDS"] = "10";
+  env["NODE_RANK"] = "0";
+  Worker node0 = Start(env);
+  env["NODE_RANK"] = "1";
+  Worker node1 = Start(env);
+  ASSERT_TRUE(ReadUntil(node0, "event=checkpoint step=3", std::chrono::seconds(60))) << node0.log;
+  // The whole node 1 dies mid-run: its supervisor, and with it (the kernel
+  // kills a rank whose supervisor died) its rank.
+  kill(node1.pid, SIGKILL);
+  WaitExit(node1, std::chrono::seconds(30));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(WaitExit(node0, std::chrono::seconds(60)), kExitCollectiveFailure) << node0.log;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_NE(node0.log.find("exit=collective-failure"), std::string::npos) << node0.log;
+}
+
+TEST_F(WorkerProcessTest, InvalidEnvironmentExitsWithInvalidConfig) {
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_GLOBAL_BATCH_SIZE"] = "5";
+  Worker w = Start(env);
+  EXPECT_EQ(WaitExit(w, std::chrono::seconds(30)), kExitInvalidConfig);
+  EXPECT_NE(w.log.find("PACER_GLOBAL_BATCH_SIZE"), std::string::npos) << w.log;
+}
+
+TEST_F(WorkerProcessTest, AMissingPeerIsARendezvousTimeout) {
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["NNODES"] = "2";
+  env["LOCAL_WORLD_SIZE"] = "1";
+  env["NODE_RANK"] = "1";  // rank 0, which hosts the store, never starts
+  env["PACER_TIMEOUT_SECONDS"] = "2";
+  env["PACER_TOTAL_STEPS"] = "3";
+  Worker w = Start(env);
+  EXPECT_EQ(WaitExit(w, std::chrono::seconds(30)), kExitRendezvousTimeout);
+  EXPECT_NE(w.log.find("127.0.0.1:" + env["MASTER_PORT"]), std::string::npos) << w.log;
+}
+
+}  // namespace
+}  // namespace pacer::worker
