@@ -8,17 +8,6 @@
 
 namespace pacer::worker::cpu {
 
-const char* BufferClassName(BufferClass c) {
-  switch (c) {
-    case BufferClass::kWeights: return "weights";
-    case BufferClass::kGradients: return "gradients";
-    case BufferClass::kOptimizer: return "optimizer";
-    case BufferClass::kActivations: return "activations";
-    case BufferClass::kCommunication: return "communication";
-  }
-  return "unknown";
-}
-
 void MemoryTracker::Charge(BufferClass c, double bytes) {
   by_class_[static_cast<size_t>(c)] += bytes;
   current_ += bytes;

@@ -13,13 +13,11 @@
 #include <cstddef>
 #include <vector>
 
+#include "core/buffer_class.h"
 #include "pacer/status.h"
 
 namespace pacer::worker::cpu {
 
-enum class BufferClass { kWeights, kGradients, kOptimizer, kActivations, kCommunication };
-inline constexpr int kBufferClasses = 5;
-const char* BufferClassName(BufferClass c);
 
 // Current and peak bytes, per class and in total.
 class MemoryTracker {

@@ -15,13 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "core/buffer_class.h"
 #include "pacer/status.h"
 
 namespace pacer::worker {
-
-enum class BufferClass { kWeights, kGradients, kOptimizer, kActivations, kLogits, kWorkspace };
-inline constexpr int kBufferClasses = 6;
-const char* BufferClassName(BufferClass c);
 
 class DeviceAllocator {
  public:
