@@ -1,23 +1,70 @@
 #include "app/backend_choice.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
 #include "cpu/cpu_backend.h"
-#ifdef PACER_HAVE_CUDA
-#include "gpu/gpu_backend.h"
-#endif
 
 namespace pacer::worker {
+namespace {
 
-bool GpuBackendBuilt() {
-#ifdef PACER_HAVE_CUDA
-  return true;
-#else
-  return false;
-#endif
+// Stands in for a backend that could not be created, so the failure comes
+// out of Initialize with its Status (and exit code) like any other.
+class FailedBackend : public StepBackend {
+ public:
+  explicit FailedBackend(Status status) : status_(std::move(status)) {}
+  const char* name() const override { return "gpu"; }
+  Status Initialize(const BackendContext&, uint64_t) override { return status_; }
+  StatusOr<StepTiming> RunStep(int64_t) override { return status_; }
+  double PeakMemoryBytes() const override { return 0; }
+  StatusOr<NamedBuffers> SaveBuffers() override { return status_; }
+  Status LoadBuffers(const NamedBuffers&) override { return status_; }
+
+ private:
+  Status status_;
+};
+
+}  // namespace
+
+std::string GpuPluginPath() {
+  if (const char* path = std::getenv("PACER_GPU_PLUGIN"); path != nullptr && *path != '\0') {
+    return path;
+  }
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return kGpuPluginFile;
+  return (exe.parent_path() / kGpuPluginFile).string();
 }
 
+bool GpuBackendBuilt() { return access(GpuPluginPath().c_str(), R_OK) == 0; }
+
 bool NvidiaDriverPresent() { return access("/proc/driver/nvidia/version", R_OK) == 0; }
+
+StatusOr<const GpuPlugin*> LoadGpuPlugin() {
+  static const StatusOr<const GpuPlugin*> loaded = []() -> StatusOr<const GpuPlugin*> {
+    const std::string path = GpuPluginPath();
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      return FailedPreconditionError("cannot load the GPU backend " + path + ": " + dlerror());
+    }
+    using Entry = const GpuPlugin* (*)();
+    auto entry = reinterpret_cast<Entry>(dlsym(handle, kGpuPluginSymbol));
+    if (entry == nullptr) {
+      return FailedPreconditionError(path + " has no " + kGpuPluginSymbol + " entry point");
+    }
+    const GpuPlugin* plugin = entry();
+    if (plugin == nullptr || plugin->version != kGpuPluginVersion) {
+      return FailedPreconditionError(path + " is a different version of the GPU backend; "
+                                     "install the one built with this pacer-worker");
+    }
+    return plugin;
+  }();
+  return loaded;
+}
 
 StatusOr<Backend> ResolveBackend(Backend requested) {
   const bool gpu_possible = GpuBackendBuilt() && NvidiaDriverPresent();
@@ -26,9 +73,9 @@ StatusOr<Backend> ResolveBackend(Backend requested) {
     case Backend::kCpu: return Backend::kCpu;
     case Backend::kGpu:
       if (!GpuBackendBuilt()) {
-        return InvalidArgumentError(
-            "PACER_BACKEND: gpu requested but this pacer-worker was built without CUDA; use cpu "
-            "or a build with nvcc");
+        return InvalidArgumentError("PACER_BACKEND: gpu requested but the GPU backend " +
+                                    GpuPluginPath() +
+                                    " is missing (built without nvcc?); use cpu or a CUDA build");
       }
       if (!NvidiaDriverPresent()) {
         return InvalidArgumentError(
@@ -41,11 +88,13 @@ StatusOr<Backend> ResolveBackend(Backend requested) {
 }
 
 BackendFactory FactoryFor(Backend backend) {
-#ifdef PACER_HAVE_CUDA
-  if (backend == Backend::kGpu) return [] { return MakeGpuBackend(); };
-#else
-  (void)backend;
-#endif
+  if (backend == Backend::kGpu) {
+    return []() -> std::unique_ptr<StepBackend> {
+      StatusOr<const GpuPlugin*> plugin = LoadGpuPlugin();
+      if (!plugin.ok()) return std::make_unique<FailedBackend>(plugin.status());
+      return (*plugin)->make_backend();
+    };
+  }
   return [] { return MakeCpuBackend(); };
 }
 

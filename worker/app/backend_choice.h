@@ -1,23 +1,37 @@
-// Which step backend a worker runs, and the factories for it.
-// Thread-safety: pure apart from reading /proc; callable before fork.
+// Which step backend a worker runs, and the factories for it. The GPU
+// backend lives in a plugin (gpu/gpu_plugin.h) loaded with dlopen in the
+// ranks that use it, never in the supervisor before it forks.
+// Thread-safety: ResolveBackend is pure apart from reading the file system;
+// LoadGpuPlugin loads once per process (thread-safe, function-local static).
 #ifndef PACER_WORKER_APP_BACKEND_CHOICE_H_
 #define PACER_WORKER_APP_BACKEND_CHOICE_H_
 
+#include <string>
+
 #include "core/runner.h"
 #include "core/worker_config.h"
+#include "gpu/gpu_plugin.h"
 #include "pacer/status.h"
 
 namespace pacer::worker {
 
-// Whether this binary was built with the GPU backend.
+// Where the GPU plugin is: $PACER_GPU_PLUGIN, else libpacer_worker_gpu.so
+// beside the pacer-worker executable.
+std::string GpuPluginPath();
+
+// Whether the GPU plugin file exists (the build found nvcc).
 bool GpuBackendBuilt();
 
 // Whether an NVIDIA driver is loaded. Decided without touching CUDA, because
 // the supervisor forks its ranks afterwards and CUDA does not survive fork.
 bool NvidiaDriverPresent();
 
-// kAuto -> GPU when built and a driver is present, else CPU. Asking for the
-// GPU where there is none is InvalidArgument (PACER_BACKEND names the fix).
+// Loads the plugin (once). FailedPrecondition naming the file and dlerror()
+// when it cannot be loaded, e.g. without the CUDA libraries.
+StatusOr<const GpuPlugin*> LoadGpuPlugin();
+
+// kAuto -> GPU when the plugin exists and a driver is present, else CPU.
+// Asking for the GPU where there is none is InvalidArgument naming the fix.
 StatusOr<Backend> ResolveBackend(Backend requested);
 
 BackendFactory FactoryFor(Backend backend);

@@ -15,9 +15,6 @@
 #include "cpu/calibrate_cpu.h"
 #include "cpu/gloo_comms.h"
 #include "pacer/planner/gpu_catalog.h"
-#ifdef PACER_HAVE_CUDA
-#include "gpu/calibrate_gpu.h"
-#endif
 
 namespace pacer::worker {
 namespace {
@@ -121,14 +118,15 @@ int CalibrateOnCpu(const CalibrateFlags& flags, std::ostream& out, std::ostream&
   return WriteCalibration(flags, flags.gpu_type.empty() ? "cpu" : flags.gpu_type, entry, out, err);
 }
 
-#ifdef PACER_HAVE_CUDA
 int CalibrateOnGpu(const CalibrateFlags& flags, std::ostream& out, std::ostream& err) {
   GpuCalibrationOptions options;
   if (flags.quick) {
     options.gemm_sizes = {1024, 4096};
     options.all_reduce_max_bytes = int64_t{64} << 20;
   }
-  auto report = CalibrateGpu(options);
+  StatusOr<const GpuPlugin*> plugin = LoadGpuPlugin();
+  if (!plugin.ok()) return Fail(plugin.status(), err);
+  auto report = (*plugin)->calibrate(options);
   if (!report.ok()) return Fail(report.status(), err);
   out << "GPU calibration: " << report->device_name << " x " << report->device_count << "\n\n"
       << "  dtype  GEMM n   TFLOP/s\n";
@@ -160,16 +158,13 @@ int CalibrateOnGpu(const CalibrateFlags& flags, std::ostream& out, std::ostream&
   return WriteCalibration(flags, flags.gpu_type.empty() ? report->device_name : flags.gpu_type,
                           entry, out, err);
 }
-#endif
 
 }  // namespace
 
 int RunCalibrate(const CalibrateFlags& flags, std::ostream& out, std::ostream& err) {
   auto backend = ResolveBackend(flags.backend);
   if (!backend.ok()) return Fail(backend.status(), err);
-#ifdef PACER_HAVE_CUDA
   if (*backend == Backend::kGpu) return CalibrateOnGpu(flags, out, err);
-#endif
   return CalibrateOnCpu(flags, out, err);
 }
 
