@@ -210,6 +210,29 @@ TEST_F(WorkerProcessTest, APeerKilledMidStepEndsTheOthersWithCollectiveFailure) 
   EXPECT_NE(node0.log.find("exit=collective-failure"), std::string::npos) << node0.log;
 }
 
+TEST_F(WorkerProcessTest, InterleavedPipelineWithTensorParallelismRunsToTheEnd) {
+  // The layouts the planner picks for big models: t = 2, p = 2, v = 2 with
+  // full recomputation, on four local ranks.
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["WORLD_SIZE"] = "4";
+  env["LOCAL_WORLD_SIZE"] = "4";
+  env["PACER_TENSOR_PARALLEL"] = "2";
+  env["PACER_PIPELINE_PARALLEL"] = "2";
+  env["PACER_VIRTUAL_STAGES"] = "2";
+  env["PACER_DATA_PARALLEL"] = "1";
+  env["PACER_GRAD_ACCUM_STEPS"] = "4";
+  env["PACER_GLOBAL_BATCH_SIZE"] = "4";
+  env["PACER_MODEL_LAYERS"] = "4";
+  env["PACER_ACTIVATION_CHECKPOINTING"] = "full";
+  env["PACER_TOTAL_STEPS"] = "2";
+  Worker w = Start(env);
+  ASSERT_EQ(WaitExit(w, std::chrono::seconds(60)), kExitSuccess) << w.log;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(w.log.find("rank=" + std::to_string(rank) + " event=done steps=2"), std::string::npos)
+        << w.log;
+  }
+}
+
 TEST_F(WorkerProcessTest, InvalidEnvironmentExitsWithInvalidConfig) {
   auto env = BaseEnv(Path("ckpt"), NextPort());
   env["PACER_GLOBAL_BATCH_SIZE"] = "5";
