@@ -14,6 +14,7 @@ packages=(
   libgloo-dev                            # CPU collectives and rendezvous in pacer-worker
   libopenblas-dev                        # CPU backend GEMMs (cblas_sgemm) in pacer-worker
   prometheus-cpp-dev                     # the worker's /metrics endpoint
+  libcpprest-dev libssl-dev              # the controller's Kubernetes and Prometheus clients
   prometheus                             # Prometheus server for the real-scrape test
   curl                                   # the scrape test's Prometheus API queries
   jq                                     # the scrape test's JSON checks

@@ -1,0 +1,185 @@
+#include "kube/kube_config.h"
+
+#include <cpprest/asyncrt_utils.h>
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace pacer::controller {
+namespace {
+
+constexpr std::size_t kMaxFileBytes = 1 << 20;
+
+StatusOr<std::string> DecodeBase64(const std::string& field, const std::string& data) {
+  try {
+    const std::vector<unsigned char> bytes = utility::conversions::from_base64(data);
+    return std::string(bytes.begin(), bytes.end());
+  } catch (const std::exception&) {
+    return InvalidArgumentError(field + ": is not valid base64");
+  }
+}
+
+// A named entry of a kubeconfig list (clusters, users, contexts).
+StatusOr<YAML::Node> FindNamed(const YAML::Node& root, const std::string& list,
+                               const std::string& name) {
+  const YAML::Node items = root[list];
+  if (!items || !items.IsSequence()) {
+    return InvalidArgumentError(list + ": missing; a kubeconfig lists " + list);
+  }
+  for (const YAML::Node& item : items) {
+    if (item["name"] && item["name"].as<std::string>() == name) return item;
+  }
+  return InvalidArgumentError(list + ": no entry named \"" + name + "\"");
+}
+
+std::string Scalar(const YAML::Node& n, const char* key) {
+  const YAML::Node v = n[key];
+  return v && v.IsScalar() ? v.as<std::string>() : std::string();
+}
+
+// `data` (base64) wins over a file path, as kubectl does.
+StatusOr<std::string> DataOrFile(const YAML::Node& n, const std::string& where,
+                                 const char* data_key, const char* file_key,
+                                 const std::filesystem::path& base, const ReadFileFn& read_file) {
+  if (std::string data = Scalar(n, data_key); !data.empty()) {
+    return DecodeBase64(where + "." + data_key, data);
+  }
+  if (std::string file = Scalar(n, file_key); !file.empty()) {
+    std::filesystem::path path(file);
+    if (path.is_relative()) path = base / path;
+    StatusOr<std::string> content = read_file(path.string());
+    if (!content.ok()) return content.status().WithContext(where + "." + file_key);
+    return content;
+  }
+  return std::string();
+}
+
+}  // namespace
+
+std::string KubeConfig::ToString() const {
+  std::string credential = !bearer_token.empty()      ? "bearer token (redacted)"
+                           : !client_cert_pem.empty() ? "client certificate"
+                                                      : "none";
+  return "server=" + server + " namespace=" + namespace_name + " context=" + context +
+         " credential=" + credential + " ca=" + (ca_pem.empty() ? "system" : "cluster");
+}
+
+StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFoundError(path + ": cannot be read");
+  std::ostringstream out;
+  out << in.rdbuf();
+  std::string content = out.str();
+  if (content.size() > kMaxFileBytes) {
+    return ResourceExhaustedError(path + ": larger than " + std::to_string(kMaxFileBytes) +
+                                  " bytes");
+  }
+  return content;
+}
+
+StatusOr<KubeConfig> InClusterConfig(const GetEnvFn& getenv, const ReadFileFn& read_file,
+                                     const std::string& secrets_dir) {
+  const char* host = getenv("KUBERNETES_SERVICE_HOST");
+  const char* port = getenv("KUBERNETES_SERVICE_PORT");
+  if (host == nullptr || *host == '\0' || port == nullptr || *port == '\0') {
+    return FailedPreconditionError(
+        "not running in a pod: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are unset; "
+        "pass --kubeconfig to run outside a cluster");
+  }
+  KubeConfig c;
+  const std::string h = host;
+  // IPv6 service addresses need brackets in a URL.
+  c.server = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + port;
+  ASSIGN_OR_RETURN(c.bearer_token, read_file(secrets_dir + "/token"));
+  while (!c.bearer_token.empty() &&
+         (c.bearer_token.back() == '\n' || c.bearer_token.back() == '\r')) {
+    c.bearer_token.pop_back();
+  }
+  ASSIGN_OR_RETURN(c.ca_pem, read_file(secrets_dir + "/ca.crt"));
+  if (StatusOr<std::string> ns = read_file(secrets_dir + "/namespace"); ns.ok() && !ns->empty()) {
+    c.namespace_name = *ns;
+    while (!c.namespace_name.empty() && c.namespace_name.back() == '\n')
+      c.namespace_name.pop_back();
+  }
+  c.context = "in-cluster";
+  if (c.bearer_token.empty()) {
+    return FailedPreconditionError(secrets_dir +
+                                   "/token is empty: the pod has no service-account "
+                                   "token (automountServiceAccountToken: false?)");
+  }
+  return c;
+}
+
+StatusOr<KubeConfig> KubeconfigFile(const std::string& path, const std::string& context,
+                                    const ReadFileFn& read_file) {
+  ASSIGN_OR_RETURN(std::string text, read_file(path));
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError(path + ": not a kubeconfig: " + e.what());
+  }
+  if (!root.IsMap()) return InvalidArgumentError(path + ": not a kubeconfig (expected a map)");
+  try {
+    KubeConfig c;
+    c.context = context.empty() ? Scalar(root, "current-context") : context;
+    if (c.context.empty()) {
+      return InvalidArgumentError(path + ": current-context: not set; pass --context NAME");
+    }
+    ASSIGN_OR_RETURN(YAML::Node ctx, FindNamed(root, "contexts", c.context));
+    const YAML::Node ctx_body = ctx["context"];
+    const std::string cluster_name = Scalar(ctx_body, "cluster");
+    const std::string user_name = Scalar(ctx_body, "user");
+    if (std::string ns = Scalar(ctx_body, "namespace"); !ns.empty()) c.namespace_name = ns;
+
+    ASSIGN_OR_RETURN(YAML::Node cluster, FindNamed(root, "clusters", cluster_name));
+    const YAML::Node cl = cluster["cluster"];
+    const std::string where = "clusters[" + cluster_name + "].cluster";
+    c.server = Scalar(cl, "server");
+    if (c.server.rfind("https://", 0) != 0) {
+      return InvalidArgumentError(where + ".server: must be an https:// URL, got \"" + c.server +
+                                  "\"");
+    }
+    if (Scalar(cl, "insecure-skip-tls-verify") == "true") {
+      return InvalidArgumentError(where +
+                                  ".insecure-skip-tls-verify: Pacer always verifies the "
+                                  "API server's certificate; give certificate-authority(-data)");
+    }
+    const std::filesystem::path base = std::filesystem::path(path).parent_path();
+    ASSIGN_OR_RETURN(c.ca_pem, DataOrFile(cl, where, "certificate-authority-data",
+                                          "certificate-authority", base, read_file));
+
+    ASSIGN_OR_RETURN(YAML::Node user, FindNamed(root, "users", user_name));
+    const YAML::Node u = user["user"];
+    const std::string user_where = "users[" + user_name + "].user";
+    c.bearer_token = Scalar(u, "token");
+    if (std::string token_file = Scalar(u, "tokenFile");
+        c.bearer_token.empty() && !token_file.empty()) {
+      std::filesystem::path token_path(token_file);
+      if (token_path.is_relative()) token_path = base / token_path;
+      StatusOr<std::string> token = read_file(token_path.string());
+      if (!token.ok()) return token.status().WithContext(user_where + ".tokenFile");
+      c.bearer_token = *token;
+      while (!c.bearer_token.empty() && c.bearer_token.back() == '\n') c.bearer_token.pop_back();
+    }
+    ASSIGN_OR_RETURN(c.client_cert_pem, DataOrFile(u, user_where, "client-certificate-data",
+                                                   "client-certificate", base, read_file));
+    ASSIGN_OR_RETURN(c.client_key_pem,
+                     DataOrFile(u, user_where, "client-key-data", "client-key", base, read_file));
+    if (c.bearer_token.empty() && c.client_cert_pem.empty()) {
+      return InvalidArgumentError(user_where +
+                                  ": no credential Pacer supports; give token, "
+                                  "tokenFile or client-certificate(-data) and client-key(-data)");
+    }
+    if (!c.client_cert_pem.empty() && c.client_key_pem.empty()) {
+      return InvalidArgumentError(user_where + ".client-key: missing for the client certificate");
+    }
+    return c;
+  } catch (const YAML::Exception& e) {
+    return InvalidArgumentError(path + ": malformed kubeconfig: " + e.what());
+  }
+}
+
+}  // namespace pacer::controller

@@ -1,0 +1,144 @@
+#include "promql/prometheus_client.h"
+
+#include <cpprest/http_client.h>
+#include <cpprest/uri_builder.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace pacer::controller {
+namespace {
+
+using nlohmann::json;
+
+StatusOr<double> SampleValue(const json& pair) {
+  // Prometheus writes [<unix seconds>, "<value>"]; values may be "NaN", "+Inf".
+  if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number() || !pair[1].is_string()) {
+    return InternalError("Prometheus answered a sample that is not [time, \"value\"]");
+  }
+  const std::string text = pair[1].get<std::string>();
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str())
+    return InternalError("Prometheus answered a non-number \"" + text + "\"");
+  return v;
+}
+
+StatusOr<std::vector<PromSample>> ParseAnswer(const std::string& body, int http_status,
+                                              std::string_view promql) {
+  json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    if (http_status >= 500) {
+      return UnavailableError("Prometheus answered HTTP " + std::to_string(http_status));
+    }
+    return InternalError("Prometheus answered HTTP " + std::to_string(http_status) +
+                         " with a body that is not JSON");
+  }
+  if (doc.value("status", "") != "success") {
+    const std::string message = doc.value("errorType", "error") + ": " + doc.value("error", "");
+    if (http_status >= 500 || http_status == 0) {
+      return UnavailableError("Prometheus failed the query " + std::string(promql) + ": " +
+                              message);
+    }
+    return InvalidArgumentError("Prometheus rejected the query " + std::string(promql) + ": " +
+                                message);
+  }
+  const json& data = doc["data"];
+  const std::string type = data.value("resultType", "");
+  std::vector<PromSample> samples;
+  if (type == "scalar") {
+    PromSample s;
+    ASSIGN_OR_RETURN(s.value, SampleValue(data["result"]));
+    s.timestamp_unix_seconds = data["result"][0].get<double>();
+    samples.push_back(std::move(s));
+    return samples;
+  }
+  if (type != "vector") {
+    return InternalError("Prometheus answered a " + type + ", expected an instant vector");
+  }
+  for (const json& item : data["result"]) {
+    PromSample s;
+    for (const auto& [k, v] : item["metric"].items()) {
+      if (v.is_string()) s.labels[k] = v.get<std::string>();
+    }
+    ASSIGN_OR_RETURN(s.value, SampleValue(item["value"]));
+    s.timestamp_unix_seconds = item["value"][0].get<double>();
+    samples.push_back(std::move(s));
+  }
+  return samples;
+}
+
+std::optional<double> FirstFinite(const std::vector<PromSample>& samples) {
+  if (samples.empty() || !std::isfinite(samples.front().value)) return std::nullopt;
+  return samples.front().value;
+}
+
+}  // namespace
+
+std::string PromQuote(std::string_view value) {
+  std::string out = "\"";
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+PrometheusClient::PrometheusClient(const std::string& base_url, std::chrono::milliseconds timeout)
+    : base_url_(base_url) {
+  web::http::client::http_client_config config;
+  config.set_timeout(timeout);
+  client_ = std::make_unique<web::http::client::http_client>(base_url, config);
+}
+
+PrometheusClient::~PrometheusClient() = default;
+
+StatusOr<std::vector<PromSample>> PrometheusClient::Query(std::string_view promql) const {
+  web::uri_builder uri("/api/v1/query");
+  uri.append_query("query", std::string(promql));
+  try {
+    web::http::http_response response =
+        client_->request(web::http::methods::GET, uri.to_string()).get();
+    const auto length = response.headers().content_length();
+    if (length > kMaxResponseBytes) {
+      return ResourceExhaustedError("Prometheus answer of " + std::to_string(length) +
+                                    " bytes to " + std::string(promql) + " is over the limit");
+    }
+    const std::string body = response.extract_string(/*ignore_content_type=*/true).get();
+    if (body.size() > kMaxResponseBytes) {
+      return ResourceExhaustedError("Prometheus answer to " + std::string(promql) +
+                                    " is over the limit");
+    }
+    return ParseAnswer(body, response.status_code(), promql);
+  } catch (const std::exception& e) {
+    // Connection refused, DNS, timeouts: cpprestsdk throws http_exception.
+    return UnavailableError("Prometheus at " + base_url_ + " is unreachable: " + e.what());
+  }
+}
+
+StatusOr<JobMeasurement> PrometheusClient::MeasureJob(const std::string& namespace_name,
+                                                      const std::string& job_name,
+                                                      std::chrono::seconds window) const {
+  const std::string selector =
+      "{job=" + PromQuote(job_name) + ",namespace=" + PromQuote(namespace_name) + "}";
+  const std::string range = "[" + std::to_string(window.count()) + "s]";
+  JobMeasurement m;
+  // The slowest rank sets the pace of a synchronous job.
+  ASSIGN_OR_RETURN(auto step, Query("max(rate(pacer_worker_step_duration_seconds_sum" + selector +
+                                    range + ") / rate(pacer_worker_step_duration_seconds_count" +
+                                    selector + range + "))"));
+  m.step_seconds = FirstFinite(step);
+  ASSIGN_OR_RETURN(auto steps, Query("max(pacer_worker_step" + selector + ")"));
+  if (auto v = FirstFinite(steps)) m.steps_completed = static_cast<int64_t>(*v);
+  ASSIGN_OR_RETURN(auto total, Query("max(pacer_worker_total_steps" + selector + ")"));
+  if (auto v = FirstFinite(total)) m.total_steps = static_cast<int64_t>(*v);
+  ASSIGN_OR_RETURN(auto ranks, Query("count(pacer_worker_step" + selector + ")"));
+  if (auto v = FirstFinite(ranks)) m.ranks_reporting = static_cast<int>(*v);
+  return m;
+}
+
+}  // namespace pacer::controller

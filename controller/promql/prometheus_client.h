@@ -1,0 +1,83 @@
+// PrometheusClient: the controller's reads of what workers measured, through
+// Prometheus' HTTP API (GET /api/v1/query, instant queries). The re-plan loop
+// asks it for a job's measured step time and progress (docs/metrics.md, "How
+// the controller reads them").
+//
+// Errors say whether to retry (status.h): Prometheus unreachable, timing out
+// or answering 5xx -> Unavailable (the job keeps running on predictions and
+// gets a Degraded condition); a query Prometheus rejects (HTTP 400/422,
+// "bad_data") -> InvalidArgument with Prometheus' message; an answer that is
+// not the documented JSON -> Internal; an answer over kMaxResponseBytes ->
+// ResourceExhausted.
+//
+// Units: seconds; Unix seconds for timestamps. Thread-safety: a client may be
+// used from several threads at once (cpprestsdk's http_client is).
+#ifndef PACER_CONTROLLER_PROMQL_PROMETHEUS_CLIENT_H_
+#define PACER_CONTROLLER_PROMQL_PROMETHEUS_CLIENT_H_
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pacer/status.h"
+
+namespace web::http::client {
+class http_client;
+}
+
+namespace pacer::controller {
+
+// One element of an instant vector (or the scalar, with no labels).
+struct PromSample {
+  std::map<std::string, std::string> labels;
+  double value = 0;
+  double timestamp_unix_seconds = 0;
+};
+
+// What the workers of one job have measured, as the re-plan loop needs it.
+struct JobMeasurement {
+  std::optional<double> step_seconds;      // mean step time over the window; none before a step
+  std::optional<int64_t> steps_completed;  // the furthest any rank got
+  std::optional<int64_t> total_steps;
+  int ranks_reporting = 0;
+};
+
+class PrometheusClient {
+ public:
+  // Bounds what a single answer may cost the controller.
+  static constexpr std::size_t kMaxResponseBytes = 16u << 20;
+
+  // `base_url` like "http://prometheus.monitoring:9090"; every request is
+  // bounded by `timeout`.
+  PrometheusClient(const std::string& base_url, std::chrono::milliseconds timeout);
+  ~PrometheusClient();
+  PrometheusClient(const PrometheusClient&) = delete;
+  PrometheusClient& operator=(const PrometheusClient&) = delete;
+
+  // Evaluates `promql` now. A scalar answer comes back as one sample.
+  StatusOr<std::vector<PromSample>> Query(std::string_view promql) const;
+
+  // The job's mean step time over `window` (rate of the step histogram's sum
+  // over the rate of its count, slowest rank), furthest step and total steps.
+  StatusOr<JobMeasurement> MeasureJob(const std::string& namespace_name,
+                                      const std::string& job_name,
+                                      std::chrono::seconds window) const;
+
+  const std::string& base_url() const { return base_url_; }
+
+ private:
+  std::string base_url_;
+  std::unique_ptr<web::http::client::http_client> client_;
+};
+
+// Quotes a label value for a PromQL selector (backslash, quote, newline).
+std::string PromQuote(std::string_view value);
+
+}  // namespace pacer::controller
+
+#endif  // PACER_CONTROLLER_PROMQL_PROMETHEUS_CLIENT_H_

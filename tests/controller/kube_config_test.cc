@@ -1,0 +1,126 @@
+// Kubernetes client configuration: in-cluster and kubeconfig, as kubectl
+// reads them; TLS verification cannot be turned off; secrets never printed.
+#include "kube/kube_config.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+namespace pacer::controller {
+namespace {
+
+// An in-memory file system for the loaders.
+ReadFileFn Files(std::map<std::string, std::string> files) {
+  return [files](const std::string& path) -> StatusOr<std::string> {
+    auto it = files.find(path);
+    if (it == files.end()) return NotFoundError(path + ": cannot be read");
+    return it->second;
+  };
+}
+
+constexpr char kKubeconfig[] = R"(apiVersion: v1
+kind: Config
+current-context: dev
+clusters:
+  - name: prod
+    cluster:
+      server: https://prod.example:6443
+      certificate-authority-data: UFJPRENB
+  - name: dev
+    cluster:
+      server: https://127.0.0.1:6443
+      certificate-authority: certs/ca.pem
+contexts:
+  - name: dev
+    context: {cluster: dev, user: alice, namespace: research}
+  - name: prod
+    context: {cluster: prod, user: robot}
+users:
+  - name: alice
+    user:
+      client-certificate: certs/alice.crt
+      client-key-data: S0VZ
+  - name: robot
+    user:
+      token: s3cr3t-token
+)";
+
+TEST(KubeConfigTest, CurrentContextWithClientCertificateAndRelativeCaFile) {
+  auto c = KubeconfigFile("/home/u/.kube/config", "",
+                          Files({{"/home/u/.kube/config", kKubeconfig},
+                                 {"/home/u/.kube/certs/ca.pem", "DEVCA"},
+                                 {"/home/u/.kube/certs/alice.crt", "CERT"}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->server, "https://127.0.0.1:6443");
+  EXPECT_EQ(c->ca_pem, "DEVCA");
+  EXPECT_EQ(c->client_cert_pem, "CERT");
+  EXPECT_EQ(c->client_key_pem, "KEY");  // base64 "S0VZ"
+  EXPECT_EQ(c->namespace_name, "research");
+  EXPECT_TRUE(c->bearer_token.empty());
+}
+
+TEST(KubeConfigTest, NamedContextWithTokenAndCaDataIsRedactedInLogs) {
+  auto c = KubeconfigFile("/k", "prod", Files({{"/k", kKubeconfig}}));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->ca_pem, "PRODCA");
+  EXPECT_EQ(c->bearer_token, "s3cr3t-token");
+  EXPECT_EQ(c->namespace_name, "default");
+  EXPECT_EQ(c->ToString().find("s3cr3t"), std::string::npos);
+  EXPECT_NE(c->ToString().find("redacted"), std::string::npos);
+}
+
+TEST(KubeConfigTest, ErrorsNameTheField) {
+  struct Case {
+    std::string kubeconfig, context, expect;
+  };
+  std::string insecure = kKubeconfig;
+  insecure.replace(insecure.find("certificate-authority-data: UFJPRENB"),
+                   std::string("certificate-authority-data: UFJPRENB").size(),
+                   "insecure-skip-tls-verify: true");
+  std::string http = kKubeconfig;
+  http.replace(http.find("https://prod"), 12, "http://prod");
+  const Case cases[] = {
+      {kKubeconfig, "staging", "contexts: no entry named \"staging\""},
+      {insecure, "prod", "insecure-skip-tls-verify: Pacer always verifies"},
+      {http, "prod", "server: must be an https:// URL"},
+      {"[not, a, map]", "", "not a kubeconfig"},
+      {"clusters: [", "", "not a kubeconfig"},
+  };
+  for (const Case& c : cases) {
+    auto r = KubeconfigFile("/k", c.context, Files({{"/k", c.kubeconfig}}));
+    ASSERT_FALSE(r.ok()) << c.expect;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().message();
+  }
+  auto missing_ca =
+      KubeconfigFile("/home/u/.kube/config", "", Files({{"/home/u/.kube/config", kKubeconfig}}));
+  ASSERT_FALSE(missing_ca.ok());
+  EXPECT_NE(missing_ca.status().message().find("certificate-authority"), std::string::npos);
+}
+
+TEST(KubeConfigTest, InClusterReadsTheServiceAccount) {
+  const std::string dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+  auto env = [](const char* name) -> const char* {
+    if (std::string(name) == "KUBERNETES_SERVICE_HOST") return "fd00::1";
+    if (std::string(name) == "KUBERNETES_SERVICE_PORT") return "443";
+    return nullptr;
+  };
+  auto c = InClusterConfig(env,
+                           Files({{dir + "/token", "tok\n"},
+                                  {dir + "/ca.crt", "CA"},
+                                  {dir + "/namespace", "pacer-system"}}),
+                           dir);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->server, "https://[fd00::1]:443");
+  EXPECT_EQ(c->bearer_token, "tok");
+  EXPECT_EQ(c->namespace_name, "pacer-system");
+  auto outside =
+      InClusterConfig([](const char*) -> const char* { return nullptr; }, Files({}), dir);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_EQ(outside.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(outside.status().message().find("--kubeconfig"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pacer::controller

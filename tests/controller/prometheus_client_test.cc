@@ -1,0 +1,160 @@
+// The controller's Prometheus client against a real Prometheus server
+// (Debian's) scraping a real pacer-worker: the re-plan loop's measurement
+// comes back with the worker's step time and progress; errors are coded so
+// the caller knows whether to retry. Skipped without the prometheus binary.
+#include "promql/prometheus_client.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace pacer::controller {
+namespace {
+
+namespace fs = std::filesystem;
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+bool OnPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return false;
+  std::string p = path;
+  size_t start = 0;
+  while (start <= p.size()) {
+    const size_t end = std::min(p.find(':', start), p.size());
+    if (access((p.substr(start, end - start) + "/" + program).c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+pid_t Spawn(std::vector<std::string> argv, const std::vector<std::string>& extra_env,
+            const std::string& log) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
+  std::vector<char*> envp, args;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+void Stop(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+TEST(PrometheusClientTest, UnreachablePrometheusIsUnavailable) {
+  PrometheusClient client("http://127.0.0.1:" + std::to_string(FreePort()),
+                          std::chrono::milliseconds(2000));
+  auto r = client.Query("up");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(r.status().retryable());
+  EXPECT_NE(r.status().message().find("unreachable"), std::string::npos);
+}
+
+TEST(PrometheusClientTest, QuotesLabelValues) {
+  EXPECT_EQ(PromQuote("a\"b\\c"), "\"a\\\"b\\\\c\"");
+}
+
+TEST(PrometheusClientTest, MeasuresARunningWorkerThroughARealPrometheus) {
+  if (!OnPath("prometheus")) GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
+  const fs::path dir = fs::temp_directory_path() / ("pacer-prom-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const int worker_port = FreePort();
+  const int prometheus_port = FreePort();
+  const pid_t worker =
+      Spawn({PACER_WORKER_BINARY},
+            {"PACER_JOB_NAME=measured", "PACER_JOB_NAMESPACE=research", "PACER_BACKEND=cpu",
+             "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(FreePort()),
+             "PACER_METRICS_PORT=" + std::to_string(worker_port), "PACER_TOTAL_STEPS=100000",
+             "PACER_MODEL_LAYERS=2", "PACER_MODEL_HIDDEN_SIZE=128", "PACER_MODEL_ATTENTION_HEADS=4",
+             "PACER_SEQUENCE_LENGTH=64", "PACER_MODEL_VOCAB_SIZE=512"},
+            (dir / "worker.log").string());
+  {
+    std::ofstream config(dir / "prometheus.yml");
+    config << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+           << "scrape_configs:\n  - job_name: pacer-workers\n    honor_labels: true\n"
+           << "    static_configs: [{targets: ['127.0.0.1:" << worker_port << "']}]\n";
+  }
+  const pid_t prometheus = Spawn(
+      {"prometheus", "--config.file=" + (dir / "prometheus.yml").string(),
+       "--storage.tsdb.path=" + (dir / "data").string(),
+       "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port), "--log.level=warn"},
+      {}, (dir / "prometheus.log").string());
+
+  PrometheusClient client("http://127.0.0.1:" + std::to_string(prometheus_port),
+                          std::chrono::milliseconds(5000));
+  // Waiting on external servers: bounded polling of their answers.
+  StatusOr<JobMeasurement> m = UnavailableError("not asked yet");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    m = client.MeasureJob("research", "measured", std::chrono::seconds(10));
+    if (m.ok() && m->step_seconds && m->steps_completed && *m->steps_completed >= 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_TRUE(m->step_seconds.has_value());
+  EXPECT_GT(*m->step_seconds, 0);
+  EXPECT_LT(*m->step_seconds, 60);
+  ASSERT_TRUE(m->steps_completed.has_value());
+  EXPECT_GE(*m->steps_completed, 3);
+  EXPECT_EQ(m->total_steps, 100000);
+  EXPECT_EQ(m->ranks_reporting, 1);
+
+  // Another job's selector finds nothing: no measurement, not an error.
+  auto other = client.MeasureJob("research", "someone-else", std::chrono::seconds(10));
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(other->step_seconds.has_value());
+  EXPECT_EQ(other->ranks_reporting, 0);
+
+  // A query Prometheus rejects is the caller's bug: InvalidArgument, not retried.
+  auto bad = client.Query("rate(pacer_worker_step[");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("bad_data"), std::string::npos);
+
+  Stop(prometheus);
+  Stop(worker);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pacer::controller
