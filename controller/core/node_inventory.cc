@@ -1,0 +1,297 @@
+#include "core/node_inventory.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <utility>
+
+namespace pacer::controller {
+namespace {
+
+using Json = nlohmann::json;
+
+struct ProductRow {
+  const char* product;  // nvidia.com/gpu.product (NVML's name, spaces as dashes)
+  const char* catalog_name;
+};
+
+// GPU feature discovery's product strings of the catalog's types. V100
+// 16 GB and the PCIe A100s are left out: the catalog's V100 and A100 rows
+// are the 32 GB and SXM parts, whose memory and bandwidth they lack.
+constexpr ProductRow kProducts[] = {
+    {"NVIDIA-A100-SXM4-40GB", "A100-40GB"},
+    {"NVIDIA-A100-SXM4-80GB", "A100-80GB"},
+    {"NVIDIA-H100-80GB-HBM3", "H100-SXM"},
+    {"NVIDIA-H100-SXM5-80GB", "H100-SXM"},
+    {"NVIDIA-H100-PCIe", "H100-PCIe"},
+    {"NVIDIA-H100-NVL", "H100-NVL"},
+    {"NVIDIA-H200", "H200"},
+    {"NVIDIA-B200", "B200"},
+    {"NVIDIA-L40S", "L40S"},
+    {"Tesla-V100-SXM2-32GB", "V100-SXM2"},
+};
+
+// The H100 NVL is not in the built-in catalog; its datasheet (per GPU, dense:
+// half the sparse figures): 835 TFLOP/s bf16/fp16, 1670 fp8, 418 tf32, 60
+// fp32, 94 GB HBM3 at 3.9 TB/s, NVLink bridge 600 GB/s.
+planner::GpuType H100Nvl() {
+  planner::GpuType gpu;
+  gpu.name = "H100-NVL";
+  gpu.bf16_tflops = 835;
+  gpu.fp16_tflops = 835;
+  gpu.fp8_tflops = 1670;
+  gpu.tf32_tflops = 418;
+  gpu.fp32_tflops = 60;
+  gpu.memory_gb = 94;
+  gpu.hbm_gbps = 3900;
+  gpu.nvlink_gbps = 600;
+  return gpu;
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+bool ContainsIgnoreCase(std::string_view text, std::string_view part) {
+  if (part.size() > text.size()) return false;
+  for (size_t i = 0; i + part.size() <= text.size(); ++i) {
+    if (EqualsIgnoreCase(text.substr(i, part.size()), part)) return true;
+  }
+  return false;
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// A string field at obj[key], or "" when absent or not a string.
+std::string StringAt(const Json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+const Json* ObjectAt(const Json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_object() ? &*it : nullptr;
+}
+
+// A Kubernetes quantity of whole devices ("8", or the number 8).
+std::optional<int> DeviceCount(const Json& quantity) {
+  if (quantity.is_number_integer()) {
+    const int64_t n = quantity.get<int64_t>();
+    if (n >= 0 && n <= 1'000'000) return static_cast<int>(n);
+    return std::nullopt;
+  }
+  if (!quantity.is_string()) return std::nullopt;
+  const std::string s = quantity.get<std::string>();
+  int n = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  if (ec != std::errc() || end != s.data() + s.size() || n < 0) return std::nullopt;
+  return n;
+}
+
+// A positive number in an annotation; nullopt when absent, a warning when bad.
+std::optional<double> PositiveAnnotation(const Json* annotations, const char* key,
+                                         const std::string& node,
+                                         std::vector<std::string>* warnings) {
+  if (annotations == nullptr) return std::nullopt;
+  const std::string text = StringAt(*annotations, key);
+  if (text.empty()) return std::nullopt;
+  double value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(value) ||
+      value <= 0) {
+    warnings->push_back("node " + node + ": annotation " + key + "=\"" + text +
+                        "\" is not a positive number; using the default");
+    return std::nullopt;
+  }
+  return value;
+}
+
+// GPUs one container asks for: its request, or its limit when it has none.
+int ContainerGpus(const Json& container) {
+  const Json* resources = ObjectAt(container, "resources");
+  if (resources == nullptr) return 0;
+  for (const char* field : {"requests", "limits"}) {
+    if (const Json* r = ObjectAt(*resources, field)) {
+      auto it = r->find(kGpuResource);
+      if (it != r->end()) return DeviceCount(*it).value_or(0);
+    }
+  }
+  return 0;
+}
+
+// The pod's effective request, as the scheduler computes it.
+int PodGpus(const Json& spec) {
+  int app = 0;
+  if (auto it = spec.find("containers"); it != spec.end() && it->is_array()) {
+    for (const Json& c : *it) app += ContainerGpus(c);
+  }
+  int init_max = 0;
+  if (auto it = spec.find("initContainers"); it != spec.end() && it->is_array()) {
+    for (const Json& c : *it) {
+      if (StringAt(c, "restartPolicy") == "Always") {
+        app += ContainerGpus(c);  // a sidecar runs beside the app containers
+      } else {
+        init_max = std::max(init_max, ContainerGpus(c));
+      }
+    }
+  }
+  return std::max(app, init_max);
+}
+
+bool IsReady(const Json& node) {
+  const Json* status = ObjectAt(node, "status");
+  if (status == nullptr) return false;
+  auto it = status->find("conditions");
+  if (it == status->end() || !it->is_array()) return false;
+  for (const Json& c : *it) {
+    if (StringAt(c, "type") == "Ready") return StringAt(c, "status") == "True";
+  }
+  return false;
+}
+
+Status CheckList(const Json& list, const char* what) {
+  if (!list.is_object() || !list.contains("items") || !list["items"].is_array()) {
+    return InvalidArgumentError(std::string(what) + ": expected a list with an items array");
+  }
+  return Status::Ok();
+}
+
+// Nodes that can share a pool: same type, GPU count, network, NVLink, price.
+using PoolKey = std::tuple<std::string, int, double, double, double>;
+
+}  // namespace
+
+std::optional<std::string> CatalogNameForProduct(std::string_view product) {
+  for (const ProductRow& row : kProducts) {
+    if (EqualsIgnoreCase(product, row.product)) return std::string(row.catalog_name);
+  }
+  return std::nullopt;
+}
+
+StatusOr<ClusterInventory> BuildInventory(const nlohmann::json& node_list,
+                                          const nlohmann::json& pod_list) {
+  RETURN_IF_ERROR(CheckList(node_list, "NodeList"));
+  RETURN_IF_ERROR(CheckList(pod_list, "PodList"));
+  ClusterInventory result;
+  result.inventory.catalog.Upsert(H100Nvl());
+  const planner::GpuCatalog& catalog = result.inventory.catalog;
+
+  // GPUs held by live pods, per node.
+  std::map<std::string, int> used_by_node;
+  for (const Json& pod : pod_list["items"]) {
+    const Json* spec = ObjectAt(pod, "spec");
+    if (spec == nullptr) continue;
+    const std::string node = StringAt(*spec, "nodeName");
+    if (node.empty()) continue;  // not scheduled yet
+    const Json* status = ObjectAt(pod, "status");
+    const std::string phase = status != nullptr ? StringAt(*status, "phase") : "";
+    if (phase == "Succeeded" || phase == "Failed") continue;
+    used_by_node[node] += PodGpus(*spec);
+  }
+
+  std::map<PoolKey, std::vector<PoolNode>> groups;
+  for (const Json& node : node_list["items"]) {
+    const Json* metadata = ObjectAt(node, "metadata");
+    const std::string name = metadata != nullptr ? StringAt(*metadata, "name") : "";
+    if (name.empty()) {
+      result.warnings.push_back("a node without metadata.name was skipped");
+      continue;
+    }
+    const Json* labels = metadata->contains("labels") ? ObjectAt(*metadata, "labels") : nullptr;
+    const std::string product = labels != nullptr ? StringAt(*labels, kGpuProductLabel) : "";
+    const Json* status = ObjectAt(node, "status");
+    const Json* allocatable = status != nullptr ? ObjectAt(*status, "allocatable") : nullptr;
+    std::optional<int> gpus;
+    if (allocatable != nullptr && allocatable->contains(kGpuResource)) {
+      gpus = DeviceCount((*allocatable)[kGpuResource]);
+      if (!gpus) {
+        result.warnings.push_back("node " + name + ": allocatable " + kGpuResource +
+                                  " is not a whole number; skipped");
+        continue;
+      }
+    }
+    if (product.empty()) {
+      if (gpus.value_or(0) > 0) {
+        result.warnings.push_back("node " + name + ": " + std::to_string(*gpus) + " GPUs but no " +
+                                  kGpuProductLabel +
+                                  " label (is GPU feature discovery running?); skipped");
+      }
+      continue;  // a CPU node
+    }
+    if (ContainsIgnoreCase(product, "-MIG-") || ContainsIgnoreCase(product, "-SHARED")) {
+      result.warnings.push_back("node " + name + ": GPU product \"" + product +
+                                "\" is MIG-partitioned or shared; training needs whole GPUs; "
+                                "skipped");
+      continue;
+    }
+    const std::optional<std::string> type = CatalogNameForProduct(product);
+    if (!type) {
+      result.warnings.push_back("node " + name + ": unknown GPU product \"" + product +
+                                "\"; skipped");
+      continue;
+    }
+    if (gpus.value_or(0) == 0) {
+      result.warnings.push_back("node " + name + ": no allocatable " + kGpuResource +
+                                " (is the device plugin running?); skipped");
+      continue;
+    }
+    const Json* spec = ObjectAt(node, "spec");
+    if (spec != nullptr && spec->value("unschedulable", false)) continue;  // cordoned
+    if (!IsReady(node)) continue;
+
+    const planner::GpuType* gpu = catalog.Find(*type);
+    const Json* annotations =
+        metadata->contains("annotations") ? ObjectAt(*metadata, "annotations") : nullptr;
+    const double network =
+        PositiveAnnotation(annotations, kNetworkGbpsAnnotation, name, &result.warnings)
+            .value_or(kDefaultNetworkGbpsPerGpu * *gpus);
+    const double nvlink =
+        PositiveAnnotation(annotations, kNvlinkGbpsAnnotation, name, &result.warnings)
+            .value_or(gpu != nullptr ? gpu->nvlink_gbps : 0);
+    const double price =
+        PositiveAnnotation(annotations, kPricePerGpuHourAnnotation, name, &result.warnings)
+            .value_or(gpu != nullptr ? gpu->price_per_gpu_hour : 0);
+
+    const int used = used_by_node.count(name) > 0 ? used_by_node[name] : 0;
+    PoolNode pool_node{name, *gpus, std::max(0, *gpus - used)};
+    groups[PoolKey{*type, *gpus, network, nvlink, price}].push_back(std::move(pool_node));
+  }
+
+  // Name pools "<type>-<n>gpu", with "-2", "-3", ... when several groups
+  // share a type and GPU count (in key order: deterministic).
+  std::map<std::string, int> name_uses;
+  for (auto& [key, nodes] : groups) {
+    const auto& [type, gpus_per_node, network, nvlink, price] = key;
+    std::string name = Lower(type) + "-" + std::to_string(gpus_per_node) + "gpu";
+    const int uses = ++name_uses[name];
+    if (uses > 1) name += "-" + std::to_string(uses);
+
+    std::sort(nodes.begin(), nodes.end(),
+              [](const PoolNode& a, const PoolNode& b) { return a.name < b.name; });
+    planner::NodePool pool;
+    pool.name = name;
+    pool.gpu_type = type;
+    pool.nodes = static_cast<int>(nodes.size());
+    pool.gpus_per_node = gpus_per_node;
+    for (const PoolNode& n : nodes) pool.free_gpus += n.free_gpus;
+    pool.network_gbps_per_node = network;
+    pool.nvlink_gbps = nvlink;
+    pool.price_per_gpu_hour = price;
+    result.inventory.node_pools.push_back(std::move(pool));
+    result.nodes_by_pool[name] = std::move(nodes);
+  }
+  return result;
+}
+
+}  // namespace pacer::controller

@@ -1,0 +1,77 @@
+// The cluster inventory from Kubernetes objects: builds the planner's
+// Inventory from the JSON of a NodeList and a PodList (as the API server
+// returns them), without any network access. Rules (docs/controller.md,
+// "Inventory from Nodes"):
+//
+//  - A node's GPU type comes from its `nvidia.com/gpu.product` label (set by
+//    NVIDIA GPU feature discovery), mapped to a catalog name by
+//    CatalogNameForProduct(); unknown products, MIG slices and shared
+//    (time-sliced) GPUs are skipped with a warning.
+//  - GPUs per node = allocatable `nvidia.com/gpu`. Nodes of one type with the
+//    same GPU count, network, NVLink and price form one pool; nodes that differ
+//    in any of these form separate pools.
+//  - Free GPUs = allocatable minus the `nvidia.com/gpu` requests (limits when
+//    no request is given) of the pods bound to the node (spec.nodeName) that
+//    have not terminated (phase neither Succeeded nor Failed). Init
+//    containers count as Kubernetes counts them (the larger of the largest
+//    init container and the app containers plus sidecars).
+//  - Cordoned (spec.unschedulable) and NotReady nodes are left out.
+//  - Annotations override defaults: `pacer.dev/network-gbps` (the node's NICs
+//    together, Gbit/s; default kDefaultNetworkGbpsPerGpu x GPUs),
+//    `pacer.dev/nvlink-gbps` (GB/s bidirectional per GPU; default the
+//    catalog's) and `pacer.dev/price-per-gpu-hour` (default unknown).
+//
+// Units: network Gbit/s per node, NVLink GB/s per GPU, prices per GPU-hour.
+// Thread-safety: pure functions.
+#ifndef PACER_CONTROLLER_CORE_NODE_INVENTORY_H_
+#define PACER_CONTROLLER_CORE_NODE_INVENTORY_H_
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pacer/planner/inventory.h"
+#include "pacer/status.h"
+
+namespace pacer::controller {
+
+inline constexpr const char* kGpuProductLabel = "nvidia.com/gpu.product";
+inline constexpr const char* kGpuResource = "nvidia.com/gpu";
+inline constexpr const char* kNetworkGbpsAnnotation = "pacer.dev/network-gbps";
+inline constexpr const char* kNvlinkGbpsAnnotation = "pacer.dev/nvlink-gbps";
+inline constexpr const char* kPricePerGpuHourAnnotation = "pacer.dev/price-per-gpu-hour";
+
+// One 400 Gbit/s NIC per GPU: the rail-optimized fabric of DGX/HGX H100, H200
+// and B200 systems (8 x ConnectX-7). Annotate nodes with slower fabrics.
+inline constexpr double kDefaultNetworkGbpsPerGpu = 400;
+
+// A node of a pool, for a launcher choosing where to place workers.
+struct PoolNode {
+  std::string name;
+  int gpus = 0;       // allocatable
+  int free_gpus = 0;  // allocatable minus requests of running pods
+};
+
+struct ClusterInventory {
+  planner::Inventory inventory;  // pools named "<gpu-type>-<n>gpu[-<k>]", lower case
+  std::map<std::string, std::vector<PoolNode>> nodes_by_pool;  // nodes sorted by name
+  std::vector<std::string> warnings;  // nodes skipped and annotations ignored, and why
+};
+
+// The catalog name for a GPU feature discovery product string
+// ("NVIDIA-H100-80GB-HBM3" -> "H100-SXM"), case-insensitively; nullopt when
+// the product is not in the table.
+std::optional<std::string> CatalogNameForProduct(std::string_view product);
+
+// Errors: InvalidArgument when either document is not a list (an object with
+// an `items` array). Malformed individual nodes or pods are skipped with a
+// warning, never an error.
+StatusOr<ClusterInventory> BuildInventory(const nlohmann::json& node_list,
+                                          const nlohmann::json& pod_list);
+
+}  // namespace pacer::controller
+
+#endif  // PACER_CONTROLLER_CORE_NODE_INVENTORY_H_

@@ -1,0 +1,185 @@
+// The inventory from a NodeList and a PodList (testdata/nodes.json and
+// pods.json): product mapping, pools, free GPUs, excluded nodes, annotations.
+#include "core/node_inventory.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "pacer/planner/job_parser.h"
+#include "pacer/planner/search.h"
+
+namespace pacer::controller {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+nlohmann::json Fixture(const std::string& name) {
+  std::ifstream in(std::string(PACER_SOURCE_DIR) + "/tests/controller/testdata/" + name);
+  EXPECT_TRUE(in.good()) << name;
+  std::stringstream text;
+  text << in.rdbuf();
+  return nlohmann::json::parse(text.str());
+}
+
+const planner::NodePool* FindPool(const ClusterInventory& c, const std::string& name) {
+  for (const auto& p : c.inventory.node_pools) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+class NodeInventoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto built = BuildInventory(Fixture("nodes.json"), Fixture("pods.json"));
+    ASSERT_TRUE(built.ok()) << built.status().ToString();
+    cluster_ = *built;
+  }
+  ClusterInventory cluster_;
+};
+
+TEST(CatalogNameForProductTest, MapsTheCommonProducts) {
+  EXPECT_EQ(CatalogNameForProduct("NVIDIA-H100-80GB-HBM3"), "H100-SXM");
+  EXPECT_EQ(CatalogNameForProduct("nvidia-h100-80gb-hbm3"), "H100-SXM");
+  EXPECT_EQ(CatalogNameForProduct("NVIDIA-H100-PCIe"), "H100-PCIe");
+  EXPECT_EQ(CatalogNameForProduct("NVIDIA-H100-NVL"), "H100-NVL");
+  EXPECT_EQ(CatalogNameForProduct("NVIDIA-A100-SXM4-40GB"), "A100-40GB");
+  EXPECT_EQ(CatalogNameForProduct("NVIDIA-A100-SXM4-80GB"), "A100-80GB");
+  EXPECT_EQ(CatalogNameForProduct("NVIDIA-H200"), "H200");
+  EXPECT_EQ(CatalogNameForProduct("NVIDIA-B200"), "B200");
+  EXPECT_EQ(CatalogNameForProduct("NVIDIA-L40S"), "L40S");
+  EXPECT_EQ(CatalogNameForProduct("Tesla-V100-SXM2-32GB"), "V100-SXM2");
+  EXPECT_EQ(CatalogNameForProduct("Tesla-V100-SXM2-16GB"), std::nullopt);
+  EXPECT_EQ(CatalogNameForProduct("NVIDIA-GeForce-RTX-4090"), std::nullopt);
+}
+
+TEST_F(NodeInventoryTest, GroupsNodesIntoPoolsByTypeCountAndAnnotations) {
+  std::vector<std::string> names;
+  for (const auto& p : cluster_.inventory.node_pools) names.push_back(p.name);
+  EXPECT_THAT(names, ElementsAre("a100-80gb-8gpu", "h100-nvl-2gpu", "h100-sxm-4gpu",
+                                 "h100-sxm-8gpu", "h100-sxm-8gpu-2", "h200-8gpu"));
+  const planner::NodePool* h100 = FindPool(cluster_, "h100-sxm-8gpu");
+  ASSERT_NE(h100, nullptr);
+  EXPECT_EQ(h100->gpu_type, "H100-SXM");
+  EXPECT_EQ(h100->nodes, 3);  // d is cordoned, e NotReady, f has 4 GPUs, g another price
+  EXPECT_EQ(h100->gpus_per_node, 8);
+  EXPECT_EQ(h100->price_per_gpu_hour, 2.5);
+  EXPECT_EQ(FindPool(cluster_, "h100-sxm-8gpu-2")->price_per_gpu_hour, 3.0);
+}
+
+TEST_F(NodeInventoryTest, FreeGpusSubtractLivePodsOnTheNode) {
+  // a: 4 requested. b: limit-only 2 + 1, init 1 -> 3. c: 1 + sidecar 1, init 1
+  // -> 2. Succeeded, Failed and unscheduled pods hold nothing.
+  ASSERT_EQ(cluster_.nodes_by_pool.count("h100-sxm-8gpu"), 1u);
+  const auto& nodes = cluster_.nodes_by_pool.at("h100-sxm-8gpu");
+  ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(nodes[0].name, "gpu-h100-a");
+  EXPECT_EQ(nodes[0].free_gpus, 4);
+  EXPECT_EQ(nodes[1].name, "gpu-h100-b");
+  EXPECT_EQ(nodes[1].free_gpus, 5);
+  EXPECT_EQ(nodes[2].name, "gpu-h100-c");
+  EXPECT_EQ(nodes[2].free_gpus, 6);
+  EXPECT_EQ(FindPool(cluster_, "h100-sxm-8gpu")->free_gpus, 15);
+  // An init container larger than the app containers sets the request.
+  EXPECT_EQ(FindPool(cluster_, "h100-sxm-4gpu")->free_gpus, 1);
+  EXPECT_EQ(FindPool(cluster_, "a100-80gb-8gpu")->free_gpus, 8);
+  EXPECT_EQ(cluster_.nodes_by_pool.at("a100-80gb-8gpu")[0].free_gpus, 0);
+}
+
+TEST_F(NodeInventoryTest, AnnotationsOverrideDefaults) {
+  const planner::NodePool* a100 = FindPool(cluster_, "a100-80gb-8gpu");
+  ASSERT_NE(a100, nullptr);
+  EXPECT_EQ(a100->nodes, 2);
+  EXPECT_EQ(a100->network_gbps_per_node, 1600);
+  EXPECT_EQ(a100->nvlink_gbps, 500);
+  EXPECT_EQ(a100->price_per_gpu_hour, 0);  // unknown
+  // Defaults: 400 Gbit/s per GPU, the catalog's NVLink.
+  const planner::NodePool* small = FindPool(cluster_, "h100-sxm-4gpu");
+  EXPECT_EQ(small->network_gbps_per_node, 1600);
+  EXPECT_EQ(small->nvlink_gbps, 900);
+  const planner::NodePool* nvl = FindPool(cluster_, "h100-nvl-2gpu");
+  EXPECT_EQ(nvl->network_gbps_per_node, 800);
+  EXPECT_EQ(nvl->nvlink_gbps, 600);
+  ASSERT_NE(cluster_.inventory.catalog.Find("H100-NVL"), nullptr);
+  EXPECT_EQ(cluster_.inventory.catalog.Find("H100-NVL")->memory_gb, 94);
+  // A bad annotation falls back to the default, with a warning.
+  EXPECT_EQ(FindPool(cluster_, "h200-8gpu")->network_gbps_per_node, 3200);
+}
+
+TEST_F(NodeInventoryTest, WarnsAboutSkippedNodes) {
+  EXPECT_THAT(cluster_.warnings,
+              UnorderedElementsAre(HasSubstr("gpu-mig-a"), HasSubstr("ws-4090"),
+                                   HasSubstr("gpu-nolabel"), HasSubstr("gpu-h200-a")));
+  for (const std::string& w : cluster_.warnings) {
+    if (w.find("ws-4090") != std::string::npos) {
+      EXPECT_THAT(w, HasSubstr("unknown GPU product \"NVIDIA-GeForce-RTX-4090\""));
+    }
+  }
+}
+
+TEST_F(NodeInventoryTest, ExcludesCordonedAndNotReadyNodes) {
+  for (const auto& [pool, nodes] : cluster_.nodes_by_pool) {
+    for (const PoolNode& n : nodes) {
+      EXPECT_NE(n.name, "gpu-h100-d") << pool;
+      EXPECT_NE(n.name, "gpu-h100-e") << pool;
+      EXPECT_NE(n.name, "cpu-a") << pool;
+    }
+  }
+}
+
+TEST_F(NodeInventoryTest, ThePlannerAcceptsTheInventory) {
+  auto job = planner::ParseTrainJob(
+      "apiVersion: pacer.dev/v1alpha1\nkind: TrainJob\nmetadata: {name: j}\nspec:\n"
+      "  model: {parameters: 1.3B}\n  data: {tokens: 1B}\n"
+      "  training: {globalBatchSize: 64}\n  resources: {gpuTypes: [H100-SXM, H100-NVL]}\n");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  planner::PlanOptions options;
+  options.now_unix_seconds = 1795305600;
+  auto result = planner::Plan(*job, cluster_.inventory, {}, options);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_TRUE(result->plan.has_value());
+  EXPECT_EQ(result->plan->layout.global_batch(), 64);
+}
+
+TEST(BuildInventoryTest, EmptyListsGiveAnEmptyInventory) {
+  auto built = BuildInventory(nlohmann::json::parse(R"({"items": []})"),
+                              nlohmann::json::parse(R"({"items": []})"));
+  ASSERT_TRUE(built.ok());
+  EXPECT_TRUE(built->inventory.node_pools.empty());
+  EXPECT_TRUE(built->warnings.empty());
+}
+
+TEST(BuildInventoryTest, RejectsDocumentsThatAreNotLists) {
+  const auto list = nlohmann::json::parse(R"({"items": []})");
+  EXPECT_EQ(BuildInventory(nlohmann::json::parse("[]"), list).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildInventory(list, nlohmann::json::parse(R"({"kind": "PodList"})")).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(BuildInventoryTest, PodsOverAllocatableLeaveZeroFree) {
+  auto nodes = nlohmann::json::parse(R"({"items": [{
+      "metadata": {"name": "n1", "labels": {"nvidia.com/gpu.product": "NVIDIA-L40S"}},
+      "status": {"allocatable": {"nvidia.com/gpu": 4},
+                 "conditions": [{"type": "Ready", "status": "True"}]}}]})");
+  auto pods = nlohmann::json::parse(R"({"items": [
+      {"spec": {"nodeName": "n1", "containers": [{"resources": {"limits": {"nvidia.com/gpu": "3"}}}]},
+       "status": {"phase": "Running"}},
+      {"spec": {"nodeName": "n1", "containers": [{"resources": {"requests": {"nvidia.com/gpu": "3"}}}]},
+       "status": {"phase": "Running"}}]})");
+  auto built = BuildInventory(nodes, pods);
+  ASSERT_TRUE(built.ok());
+  ASSERT_EQ(built->inventory.node_pools.size(), 1u);
+  EXPECT_EQ(built->inventory.node_pools[0].name, "l40s-4gpu");
+  EXPECT_EQ(built->inventory.node_pools[0].free_gpus, 0);
+  EXPECT_EQ(built->inventory.node_pools[0].nvlink_gbps, 0);  // L40S: PCIe only
+}
+
+}  // namespace
+}  // namespace pacer::controller
