@@ -81,13 +81,20 @@ StatusOr<Decision> DecideReplan(const ReplanInputs& in, const ReplanOptions& opt
   RETURN_IF_ERROR(Validate(in));
   Decision d;
   const double now = static_cast<double>(in.now_unix_seconds);
-  const double deadline = static_cast<double>(in.deadline_unix_seconds);
   const int64_t remaining_steps = in.total_steps - in.completed_steps;
   const double predicted = in.current_plan.step.step_seconds;
   d.step_seconds_used = in.measured_step_seconds.value_or(predicted);
 
   const double projected = now + static_cast<double>(remaining_steps) * d.step_seconds_used;
   d.projected_completion_unix_seconds = CeilSeconds(projected);
+  if (!in.deadline_unix_seconds) {
+    d.reason = "NoDeadline";
+    d.message = "the job has no deadline; projected completion " +
+                planner::FormatRfc3339(d.projected_completion_unix_seconds);
+    return d;
+  }
+  const int64_t deadline_unix_seconds = *in.deadline_unix_seconds;
+  const double deadline = static_cast<double>(deadline_unix_seconds);
   d.slack_seconds = deadline - projected;
   const double threshold = deadline - in.slack_fraction * std::max(0.0, deadline - now);
   d.at_risk = remaining_steps > 0 && projected > threshold;
@@ -98,7 +105,7 @@ StatusOr<Decision> DecideReplan(const ReplanInputs& in, const ReplanOptions& opt
                                : "no measurement yet, predicted " + Fixed(predicted, 3) + " s/step";
   const std::string projection = "projected completion " +
                                  planner::FormatRfc3339(d.projected_completion_unix_seconds) +
-                                 ", deadline " + planner::FormatRfc3339(in.deadline_unix_seconds);
+                                 ", deadline " + planner::FormatRfc3339(deadline_unix_seconds);
 
   if (remaining_steps == 0) {
     d.reason = "Completed";
@@ -110,10 +117,10 @@ StatusOr<Decision> DecideReplan(const ReplanInputs& in, const ReplanOptions& opt
     d.message = pace + "; " + projection + " (" + Seconds(d.slack_seconds) + " of slack)";
     return d;
   }
-  if (in.deadline_unix_seconds <= in.now_unix_seconds) {
+  if (deadline_unix_seconds <= in.now_unix_seconds) {
     d.action = Decision::Action::kInfeasible;
     d.reason = "DeadlinePassed";
-    d.message = "the deadline " + planner::FormatRfc3339(in.deadline_unix_seconds) +
+    d.message = "the deadline " + planner::FormatRfc3339(deadline_unix_seconds) +
                 " has passed with " + std::to_string(remaining_steps) + " steps left";
     return d;
   }

@@ -48,7 +48,8 @@ struct ReplanInputs {
   // replan.enabled are used. Its data and deadline fields are not: the policy
   // plans the remaining steps against `deadline_unix_seconds`.
   planner::JobSpec job;
-  int64_t deadline_unix_seconds = 0;
+  // planner::EffectiveDeadline(job, now); a job without one is never at risk.
+  std::optional<int64_t> deadline_unix_seconds;
   double slack_fraction = 0.05;  // spec.replan.slack, [0, 1)
   int64_t now_unix_seconds = 0;
   int64_t total_steps = 0;      // > 0

@@ -88,7 +88,7 @@ TEST(ReplanPolicyTest, SlowerThanPredictedReplansOnMoreGpusWithTheSameBatch) {
   // The new plan was calibrated with the measurement.
   EXPECT_NEAR(d->new_plan->step.calibration_ratio, 1.5, 1e-9);
   EXPECT_LT(*d->new_projected_completion_unix_seconds, d->projected_completion_unix_seconds);
-  EXPECT_LE(*d->new_projected_completion_unix_seconds, in.deadline_unix_seconds);
+  EXPECT_LE(*d->new_projected_completion_unix_seconds, *in.deadline_unix_seconds);
 }
 
 TEST(ReplanPolicyTest, FasterThanPredictedKeeps) {
@@ -230,6 +230,17 @@ TEST(ReplanPolicyTest, InconsistentInputsAreInvalid) {
   in = s.inputs;
   in.total_steps = 0;
   EXPECT_EQ(DecideReplan(in).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ReplanPolicyTest, NoDeadlineIsNeverAtRisk) {
+  Scenario s = Running();
+  s.inputs.deadline_unix_seconds.reset();
+  s.inputs.measured_step_seconds = 3 * s.inputs.current_plan.step.step_seconds;
+  auto d = DecideReplan(s.inputs);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->action, Decision::Action::kKeep);
+  EXPECT_FALSE(d->at_risk);
+  EXPECT_EQ(d->reason, "NoDeadline");
 }
 
 TEST(ReplanPolicyTest, FinishedJobKeeps) {
