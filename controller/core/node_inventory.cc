@@ -247,7 +247,10 @@ StatusOr<ClusterInventory> BuildInventory(const nlohmann::json& node_list,
       continue;
     }
     const Json* spec = ObjectAt(node, "spec");
-    if (spec != nullptr && spec->value("unschedulable", false)) continue;  // cordoned
+    if (spec != nullptr && spec->contains("unschedulable") &&
+        (*spec)["unschedulable"].is_boolean() && (*spec)["unschedulable"].get<bool>()) {
+      continue;  // cordoned
+    }
     if (!IsReady(node)) continue;
 
     const planner::GpuType* gpu = catalog.Find(*type);

@@ -109,7 +109,14 @@ StatusJson BuildTrainJobStatus(const StatusInputs& in, const nlohmann::json& pre
   std::vector<Condition> conditions;
   for (const Condition& wanted : in.conditions) {
     SetCondition(&merged, wanted, now_unix_seconds);
-    conditions.push_back(*FindCondition(merged, wanted.type));
+    const Condition& set = *FindCondition(merged, wanted.type);
+    auto listed = std::find_if(conditions.begin(), conditions.end(),
+                               [&](const Condition& c) { return c.type == wanted.type; });
+    if (listed != conditions.end()) {
+      *listed = set;  // listed twice: the last one wins
+    } else {
+      conditions.push_back(set);
+    }
   }
 
   StatusJson status;

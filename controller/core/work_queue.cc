@@ -102,7 +102,9 @@ std::optional<std::string> WorkQueue::Get() {
 
 void WorkQueue::Done(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
-  processing_.erase(key);
+  // Only a key that was processing can be owed a re-queue: a stray Done()
+  // for a queued key must not queue it twice.
+  if (processing_.erase(key) == 0) return;
   if (dirty_.count(key) > 0) {
     queue_.push_back(key);
     ready_cv_.notify_one();

@@ -9,7 +9,7 @@
 //  - AddAfter(key, delay) (a reconcile's RequeueAfter) puts the key on a timer
 //    heap ordered by the injected clock's steady time; a key waiting twice
 //    keeps the earlier time. Timers move to the queue when Tick() runs:
-//    Get(), Len() and every Add* call Tick() themselves, tests advance a
+//    Get() and every Add* call Tick() themselves, tests advance a
 //    FakeClock and call Tick(), and a daemon runs RunTimerLoop() on a thread
 //    of its own with the SystemClock.
 //  - AddRateLimited(key) = AddAfter(key, the larger of the key's exponential

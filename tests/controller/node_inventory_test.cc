@@ -163,6 +163,25 @@ TEST(BuildInventoryTest, RejectsDocumentsThatAreNotLists) {
             StatusCode::kInvalidArgument);
 }
 
+TEST(BuildInventoryTest, ToleratesOddlyTypedFields) {
+  auto nodes = nlohmann::json::parse(R"({"items": [
+      {"metadata": {"name": "n1", "labels": {"nvidia.com/gpu.product": "NVIDIA-B200"}},
+       "spec": {"unschedulable": "yes"},
+       "status": {"allocatable": {"nvidia.com/gpu": "8"},
+                  "conditions": [{"type": "Ready", "status": "True"}]}},
+      {"metadata": {"name": "n2", "labels": {"nvidia.com/gpu.product": "NVIDIA-B200"}},
+       "status": {"allocatable": {"nvidia.com/gpu": "8x"}}},
+      {"metadata": {}}, 42]})");
+  auto pods = nlohmann::json::parse(R"({"items": [
+      {"spec": {"nodeName": "n1", "containers": [7, {"resources": {"limits": {"nvidia.com/gpu": "x"}}}]}},
+      "garbage"]})");
+  auto built = BuildInventory(nodes, pods);
+  ASSERT_TRUE(built.ok());
+  ASSERT_EQ(built->inventory.node_pools.size(), 1u);
+  EXPECT_EQ(built->inventory.node_pools[0].free_gpus, 8);
+  EXPECT_EQ(built->warnings.size(), 3u);  // n2's count, and two nodes without a name
+}
+
 TEST(BuildInventoryTest, PodsOverAllocatableLeaveZeroFree) {
   auto nodes = nlohmann::json::parse(R"({"items": [{
       "metadata": {"name": "n1", "labels": {"nvidia.com/gpu.product": "NVIDIA-L40S"}},

@@ -168,6 +168,15 @@ TEST(TrainJobStatusTest, CarriesTransitionTimesOverAndDropsStaleConditions) {
   EXPECT_EQ(s["conditions"][1]["reason"], "SlowerThanPredicted");
 }
 
+TEST(TrainJobStatusTest, AConditionListedTwiceAppearsOnce) {
+  StatusInputs in;
+  in.conditions = {Make(kConditionRunning, kConditionFalse, "WorkersPending"),
+                   Make(kConditionRunning, kConditionTrue, "WorkersRunning")};
+  const StatusJson s = BuildTrainJobStatus(in, nlohmann::json(), kNow);
+  ASSERT_EQ(s["conditions"].size(), 1u);
+  EXPECT_EQ(s["conditions"][0]["reason"], "WorkersRunning");
+}
+
 TEST(TrainJobStatusTest, PhaseNames) {
   EXPECT_STREQ(PhaseName(Phase::kPlanning), "Planning");
   EXPECT_STREQ(PhaseName(Phase::kReplanning), "Replanning");

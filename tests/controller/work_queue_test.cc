@@ -63,6 +63,14 @@ TEST(WorkQueueTest, DoneWithoutAddDoesNotRequeue) {
   EXPECT_EQ(q.Len(), 0);
 }
 
+TEST(WorkQueueTest, StrayDoneDoesNotDuplicateAQueuedKey) {
+  FakeClock clock;
+  WorkQueue q(clock);
+  q.Add("ns/a");
+  q.Done("ns/a");  // never handed out
+  EXPECT_EQ(q.Len(), 1);
+}
+
 TEST(WorkQueueTest, NeverHandsOneKeyToTwoWorkersAtOnce) {
   FakeClock clock;
   WorkQueue q(clock);
