@@ -226,6 +226,7 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
       planner::ModelFlopsPerSequence(c.model) * static_cast<double>(c.global_batch_size) /
       c.world_size;
   bool claimed = false;
+  bool warmed_up = false;
   while (step < c.total_steps) {
     auto stop = StopBefore(c, store, step, stop_signal.requested(), &claimed);
     if (!stop.ok()) return Fail(c, rank, "stop-check", stop.status());
@@ -241,18 +242,26 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
     auto timing = backend->RunStep(step);
     if (!timing.ok()) return Fail(c, rank, "step", timing.status());
     ++step;
-    StepMeasurement m;
-    m.step = step;
-    m.step_seconds = timing->step_seconds;
-    m.global_samples = c.global_batch_size;
-    m.global_tokens = c.global_batch_size * c.model.sequence_length;
-    m.model_flops = model_flops_per_rank;
-    m.collective_seconds = timing->collective_seconds;
-    m.collective_bytes = timing->collective_bus_bytes;  // already bus bytes
-    m.collective_bus_factor = 1;
-    m.exposed_communication_seconds = timing->exposed_communication_seconds;
-    metrics.ObserveStep(m);
     metrics.SetPeakMemoryBytes(backend->PeakMemoryBytes());
+    if (!warmed_up) {
+      // The first step of a process pays for library and communicator
+      // warm-up (cuBLAS handles, NCCL connections, first-touch allocations):
+      // it counts as progress but not as a measurement of the step time.
+      warmed_up = true;
+      metrics.SetStepsCompleted(step);
+    } else {
+      StepMeasurement m;
+      m.step = step;
+      m.step_seconds = timing->step_seconds;
+      m.global_samples = c.global_batch_size;
+      m.global_tokens = c.global_batch_size * c.model.sequence_length;
+      m.model_flops = model_flops_per_rank;
+      m.collective_seconds = timing->collective_seconds;
+      m.collective_bytes = timing->collective_bus_bytes;  // already bus bytes
+      m.collective_bus_factor = 1;
+      m.exposed_communication_seconds = timing->exposed_communication_seconds;
+      metrics.ObserveStep(m);
+    }
     if (c.checkpoint_interval_steps > 0 && step % c.checkpoint_interval_steps == 0 &&
         step < c.total_steps) {
       if (Status s = SaveCheckpoint(c, rank, step, *backend, options, &metrics); !s.ok()) {
