@@ -13,39 +13,14 @@
 
 #include "pacer/planner/cost_model.h"
 #include "pacer/planner/gpu_catalog.h"
+#include "test_plans.h"
 
 namespace pacer::worker {
 namespace {
 
 using planner::Recompute;
 
-WorkerConfig Plan(int t, int p, int d, int v, int zero, int b, int k, Recompute r,
-                  planner::Precision precision = planner::Precision::kBf16) {
-  WorkerConfig c;
-  c.tensor_parallel = t;
-  c.pipeline_parallel = p;
-  c.data_parallel = d;
-  c.virtual_stages = v;
-  c.zero_stage = zero;
-  c.micro_batch_size = b;
-  c.gradient_accumulation_steps = k;
-  c.global_batch_size = static_cast<int64_t>(b) * k * d;
-  c.world_size = t * p * d;
-  c.local_world_size = std::min(8, c.world_size);
-  c.nnodes = c.world_size / c.local_world_size;
-  c.recompute = r;
-  c.precision = precision;
-  planner::ModelSpec& m = c.model;
-  m.layers = 16;
-  m.hidden_size = 1024;
-  m.attention_heads = 16;
-  m.kv_heads = 4;
-  m.ffn_hidden_size = 2816;
-  m.ffn_kind = planner::FfnKind::kSwiglu;
-  m.vocab_size = 32000;
-  m.sequence_length = 512;
-  return c;
-}
+using testing::TestPlan;
 
 planner::MemoryBreakdown PlannerMemory(const WorkerConfig& c) {
   const planner::GpuType* gpu = planner::GpuCatalog::BuiltIn().Find("H100-SXM");
@@ -86,7 +61,7 @@ const PlanCase kCases[] = {
 
 TEST(DeviceLayoutTest, StateBytesAreThePlannersShardedState) {
   for (const PlanCase& pc : kCases) {
-    const WorkerConfig c = Plan(pc.t, pc.p, pc.d, pc.v, pc.zero, pc.b, pc.k, pc.r, pc.precision);
+    const WorkerConfig c = TestPlan(pc.t, pc.p, pc.d, pc.v, pc.zero, pc.b, pc.k, pc.r, pc.precision);
     auto s = BuildStepSchedule(c, 0);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     auto plan = PlanDeviceMemory(c, *s);
@@ -111,7 +86,7 @@ TEST(DeviceLayoutTest, StateBytesAreThePlannersShardedState) {
 
 TEST(DeviceLayoutTest, ActivationBytesAreTheLayerBytesTimesLayersInFlight) {
   for (const PlanCase& pc : kCases) {
-    const WorkerConfig c = Plan(pc.t, pc.p, pc.d, pc.v, pc.zero, pc.b, pc.k, pc.r, pc.precision);
+    const WorkerConfig c = TestPlan(pc.t, pc.p, pc.d, pc.v, pc.zero, pc.b, pc.k, pc.r, pc.precision);
     auto s = BuildStepSchedule(c, 0);  // first stage
     ASSERT_TRUE(s.ok());
     auto plan = PlanDeviceMemory(c, *s);
@@ -148,7 +123,7 @@ TEST(DeviceLayoutTest, ActivationBytesAreTheLayerBytesTimesLayersInFlight) {
 }
 
 TEST(DeviceLayoutTest, LogitsOnlyOnTheLastStage) {
-  const WorkerConfig c = Plan(2, 4, 1, 1, 0, 1, 8, Recompute::kNone);
+  const WorkerConfig c = TestPlan(2, 4, 1, 1, 0, 1, 8, Recompute::kNone);
   auto first = BuildStepSchedule(c, GlobalRankOf(c, {0, 0, 0}));
   auto last = BuildStepSchedule(c, GlobalRankOf(c, {0, 0, 3}));
   ASSERT_TRUE(first.ok() && last.ok());
@@ -171,7 +146,7 @@ TEST(DeviceLayoutTest, LogitsOnlyOnTheLastStage) {
 
 TEST(DeviceLayoutTest, BucketsSplitEvenlyIntoAlignedShards) {
   for (const PlanCase& pc : kCases) {
-    const WorkerConfig c = Plan(pc.t, pc.p, pc.d, pc.v, pc.zero, pc.b, pc.k, pc.r, pc.precision);
+    const WorkerConfig c = TestPlan(pc.t, pc.p, pc.d, pc.v, pc.zero, pc.b, pc.k, pc.r, pc.precision);
     auto s = BuildStepSchedule(c, 0);
     auto plan = PlanDeviceMemory(c, *s);
     ASSERT_TRUE(plan.ok());
@@ -192,7 +167,7 @@ TEST(DeviceLayoutTest, BucketsSplitEvenlyIntoAlignedShards) {
 }
 
 TEST(DeviceLayoutTest, TiedSingleStageSharesOneTable) {
-  WorkerConfig c = Plan(1, 1, 1, 1, 0, 1, 1, Recompute::kNone);
+  WorkerConfig c = TestPlan(1, 1, 1, 1, 0, 1, 1, Recompute::kNone);
   c.model.tied_embeddings = true;
   auto s = BuildStepSchedule(c, 0);
   auto plan = PlanDeviceMemory(c, *s);
@@ -202,7 +177,7 @@ TEST(DeviceLayoutTest, TiedSingleStageSharesOneTable) {
 }
 
 TEST(DeviceLayoutTest, RejectsPlansThatDoNotSplitEvenly) {
-  WorkerConfig c = Plan(2, 1, 1, 1, 0, 1, 1, Recompute::kNone);
+  WorkerConfig c = TestPlan(2, 1, 1, 1, 0, 1, 1, Recompute::kNone);
   c.model.vocab_size = 32001;  // a vocabulary that does not split over t = 2
   auto s = BuildStepSchedule(c, 0);
   ASSERT_TRUE(s.ok());
@@ -213,7 +188,7 @@ TEST(DeviceLayoutTest, RejectsPlansThatDoNotSplitEvenly) {
 }
 
 TEST(DeviceLayoutTest, CommunicatorGroupsPartitionTheWorld) {
-  const WorkerConfig c = Plan(2, 2, 4, 1, 0, 1, 2, Recompute::kNone);
+  const WorkerConfig c = TestPlan(2, 2, 4, 1, 0, 1, 2, Recompute::kNone);
   for (Group g : {Group::kTensor, Group::kData, Group::kPipeline}) {
     std::set<int> seen;
     std::set<std::string> keys;

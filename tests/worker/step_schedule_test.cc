@@ -12,36 +12,12 @@
 #include "pacer/planner/cost_model.h"
 #include "pacer/planner/gpu_catalog.h"
 #include "pacer/planner/model_math.h"
+#include "test_plans.h"
 
 namespace pacer::worker {
 namespace {
 
-WorkerConfig Plan(int t, int p, int d, int v, int zero, int b, int k, planner::Recompute r) {
-  WorkerConfig c;
-  c.tensor_parallel = t;
-  c.pipeline_parallel = p;
-  c.data_parallel = d;
-  c.virtual_stages = v;
-  c.zero_stage = zero;
-  c.micro_batch_size = b;
-  c.gradient_accumulation_steps = k;
-  c.global_batch_size = static_cast<int64_t>(b) * k * d;
-  c.world_size = t * p * d;
-  c.local_world_size = std::min(8, c.world_size);
-  c.nnodes = c.world_size / c.local_world_size;
-  c.recompute = r;
-  c.precision = planner::Precision::kBf16;
-  planner::ModelSpec& m = c.model;
-  m.layers = 16;
-  m.hidden_size = 1024;
-  m.attention_heads = 16;
-  m.kv_heads = 4;
-  m.ffn_hidden_size = 2816;
-  m.ffn_kind = planner::FfnKind::kSwiglu;
-  m.vocab_size = 32000;
-  m.sequence_length = 512;
-  return c;
-}
+using testing::TestPlan;
 
 TEST(PipelineOrderTest, EveryMicroBatchGoesForwardThenBackwardOnce) {
   for (auto [p, m, v] : {std::tuple{1, 4, 1}, {4, 8, 1}, {4, 2, 1}, {4, 8, 2}, {2, 6, 3}}) {
@@ -79,7 +55,7 @@ TEST(PipelineOrderTest, EveryMicroBatchGoesForwardThenBackwardOnce) {
 }
 
 TEST(RankLayoutTest, TensorGroupsAreConsecutiveRanks) {
-  const WorkerConfig c = Plan(2, 2, 4, 1, 1, 1, 2, planner::Recompute::kNone);
+  const WorkerConfig c = TestPlan(2, 2, 4, 1, 1, 1, 2, planner::Recompute::kNone);
   std::set<std::tuple<int, int, int>> seen;
   for (int r = 0; r < c.world_size; ++r) {
     const RankCoordinates x = CoordinatesOf(c, r);
@@ -94,7 +70,7 @@ TEST(StepScheduleTest, GemmFlopsOverAllRanksEqualThePlannersHardwareFlops) {
        {planner::Recompute::kNone, planner::Recompute::kSelective, planner::Recompute::kFull}) {
     for (auto [t, p, d, v, b, k] : {std::tuple{1, 1, 4, 1, 2, 3}, {2, 2, 2, 1, 1, 4},
                                     {4, 2, 1, 2, 2, 4}, {2, 4, 1, 2, 1, 8}}) {
-      const WorkerConfig c = Plan(t, p, d, v, 1, b, k, r);
+      const WorkerConfig c = TestPlan(t, p, d, v, 1, b, k, r);
       double total = 0;
       for (int rank = 0; rank < c.world_size; ++rank) {
         auto s = BuildStepSchedule(c, rank);
@@ -116,7 +92,7 @@ TEST(StepScheduleTest, TensorParallelBytesMatchThePlannersCollectiveCount) {
   for (auto [r, count] : {std::pair{planner::Recompute::kNone, 5.0},
                           {planner::Recompute::kSelective, 5.0},
                           {planner::Recompute::kFull, 6.0}}) {
-    const WorkerConfig c = Plan(4, 2, 1, 1, 0, 2, 4, r);
+    const WorkerConfig c = TestPlan(4, 2, 1, 1, 0, 2, 4, r);
     auto s = BuildStepSchedule(c, 0);
     ASSERT_TRUE(s.ok());
     const double message = 2.0 * 512 * 1024 * 2;  // b s h x 2 bytes
@@ -130,7 +106,7 @@ TEST(StepScheduleTest, DataParallelBytesFollowTheZeroStage) {
   const planner::StateBytesPerParameter bf16 =
       planner::StateBytes(planner::Precision::kBf16, planner::Optimizer::kAdamW);
   for (int zero = 0; zero <= 3; ++zero) {
-    const WorkerConfig c = Plan(1, 1, 8, 1, zero, 1, 4, planner::Recompute::kNone);
+    const WorkerConfig c = TestPlan(1, 1, 8, 1, zero, 1, 4, planner::Recompute::kNone);
     auto s = BuildStepSchedule(c, 3);
     ASSERT_TRUE(s.ok());
     const double allreduce = 2 * 7.0 / 8 * s->stage_parameters * bf16.gradients;
@@ -146,7 +122,7 @@ TEST(StepScheduleTest, DataParallelBytesFollowTheZeroStage) {
 TEST(StepScheduleTest, ParametersPerRankMatchThePlannersMemoryModel) {
   const planner::GpuType* gpu = planner::GpuCatalog::BuiltIn().Find("H100-SXM");
   for (auto [t, p] : {std::pair{1, 1}, {2, 2}, {4, 4}}) {
-    const WorkerConfig c = Plan(t, p, 2, 1, 1, 1, 4, planner::Recompute::kSelective);
+    const WorkerConfig c = TestPlan(t, p, 2, 1, 1, 1, 4, planner::Recompute::kSelective);
     planner::JobSpec job;
     job.model = c.model;
     job.training.global_batch_size = c.global_batch_size;
@@ -167,7 +143,7 @@ TEST(StepScheduleTest, ParametersPerRankMatchThePlannersMemoryModel) {
 }
 
 TEST(StepScheduleTest, PipelineSendsOneActivationPerBoundaryCrossing) {
-  const WorkerConfig c = Plan(2, 4, 1, 1, 0, 1, 8, planner::Recompute::kNone);
+  const WorkerConfig c = TestPlan(2, 4, 1, 1, 0, 1, 8, planner::Recompute::kNone);
   // A middle stage sends every forward on and every gradient back.
   auto middle = BuildStepSchedule(c, GlobalRankOf(c, {0, 0, 1}));
   ASSERT_TRUE(middle.ok());
@@ -179,7 +155,7 @@ TEST(StepScheduleTest, PipelineSendsOneActivationPerBoundaryCrossing) {
 }
 
 TEST(StepScheduleTest, RejectsRanksOutsideTheWorld) {
-  const WorkerConfig c = Plan(2, 1, 2, 1, 0, 1, 1, planner::Recompute::kNone);
+  const WorkerConfig c = TestPlan(2, 1, 2, 1, 0, 1, 1, planner::Recompute::kNone);
   auto s = BuildStepSchedule(c, 4);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);

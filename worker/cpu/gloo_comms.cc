@@ -18,6 +18,7 @@
 #include <numeric>
 #include <utility>
 
+#include "core/device_layout.h"
 #include "cpu/cpu_kernels.h"
 
 namespace pacer::worker::cpu {
@@ -85,27 +86,11 @@ StatusOr<std::unique_ptr<GlooComms>> GlooComms::Connect(const WorkerConfig& conf
   comms->gloo_store_ = std::make_unique<GlooStore>(*store, timeout);
 
   const RankCoordinates me = CoordinatesOf(config, global_rank);
-  const int t = config.tensor_parallel, d = config.data_parallel, p = config.pipeline_parallel;
-  // Members of each group in index order, and an id naming the group's
-  // instance (which TP group of the d x p, ...) for its store prefix.
-  auto members_of = [&](Group g) {
-    std::vector<int> members;
-    const int n = g == Group::kTensor ? t : g == Group::kData ? d : p;
-    for (int i = 0; i < n; ++i) {
-      RankCoordinates c = me;
-      if (g == Group::kTensor) c.tensor_rank = i;
-      if (g == Group::kData) c.data_rank = i;
-      if (g == Group::kPipeline) c.pipeline_rank = i;
-      members.push_back(GlobalRankOf(config, c));
-    }
-    return members;
-  };
-  comms->groups_[Index(Group::kTensor)] = {Group::kTensor, t, me.tensor_rank,
-                                           members_of(Group::kTensor), nullptr};
-  comms->groups_[Index(Group::kData)] = {Group::kData, d, me.data_rank, members_of(Group::kData),
-                                         nullptr};
-  comms->groups_[Index(Group::kPipeline)] = {Group::kPipeline, p, me.pipeline_rank,
-                                             members_of(Group::kPipeline), nullptr};
+  const int p = config.pipeline_parallel;
+  for (Group g : {Group::kTensor, Group::kData, Group::kPipeline}) {
+    CommunicatorGroup group = CommunicatorGroupOf(config, me, g);
+    comms->groups_[Index(g)] = {g, group.size, group.rank, std::move(group.members), nullptr};
+  }
   comms->sent_.assign(static_cast<size_t>(p), {0, 0});
   comms->received_.assign(static_cast<size_t>(p), {0, 0});
 
