@@ -15,6 +15,8 @@ packages=(
   libopenblas-dev                        # CPU backend GEMMs (cblas_sgemm) in pacer-worker
   prometheus-cpp-dev                     # the worker's /metrics endpoint
   libcpprest-dev libssl-dev              # the controller's Kubernetes and Prometheus clients
+  libboost-dev                           # Boost.Beast: the test Kubernetes API server (tests/support)
+  libspdlog-dev                          # the controller's structured logs
   prometheus                             # Prometheus server for the real-scrape test
   curl                                   # the scrape test's Prometheus API queries
   jq                                     # the scrape test's JSON checks
