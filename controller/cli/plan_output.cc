@@ -33,6 +33,7 @@ Json PlanJson(const planner::Evaluation& evaluation, int64_t now_unix_seconds) {
   plan["pool"] = l.pool;
   plan["nodes"] = l.nodes;
   plan["gpusPerNode"] = l.gpus_per_node;
+  plan["gpus"] = l.gpus();
   plan["tensorParallel"] = l.tensor_parallel;
   plan["pipelineParallel"] = l.pipeline_parallel;
   plan["dataParallel"] = l.data_parallel;

@@ -50,7 +50,8 @@ planner::Inventory WithOwnGpus(const planner::Inventory& inventory, const planne
   return result;
 }
 
-// The job reduced to its remaining steps, due at `deadline`.
+}  // namespace
+
 planner::JobSpec RemainingJob(const planner::JobSpec& job, int64_t remaining_steps,
                               int64_t deadline) {
   planner::JobSpec remaining = job;
@@ -63,7 +64,6 @@ planner::JobSpec RemainingJob(const planner::JobSpec& job, int64_t remaining_ste
   return remaining;
 }
 
-}  // namespace
 
 const char* ActionName(Decision::Action action) {
   switch (action) {

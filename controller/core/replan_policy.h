@@ -91,6 +91,13 @@ struct Decision {
   std::optional<int64_t> new_projected_completion_unix_seconds;
 };
 
+// The job reduced to its remaining steps (data = remaining x global batch
+// sequences, one epoch), due at `deadline_unix_seconds` (maxDuration
+// dropped). Relaunches plan this, so a restarted or re-planned job is sized
+// for the work left, not the whole run.
+planner::JobSpec RemainingJob(const planner::JobSpec& job, int64_t remaining_steps,
+                              int64_t deadline_unix_seconds);
+
 const char* ActionName(Decision::Action action);  // "Keep", "Replan", "Infeasible"
 
 // Errors: InvalidArgument for inconsistent inputs (no steps, completed >

@@ -1,0 +1,126 @@
+// The reconciler's view of the outside world, as four small interfaces, so
+// one reconciler drives both a Kubernetes cluster (worker Pods, TrainJobs in
+// the API server, Prometheus) and local mode (worker processes, a job read
+// from a file, metrics scraped directly):
+//
+//   JobStore         where TrainJobs live and their status is written
+//   Launcher         starts, observes and stops a job's workers
+//   MetricsSource    measured step time and progress of a running job
+//   InventorySource  the GPUs of the cluster (or this machine) now
+//
+// Units: seconds in `_seconds` names, steps are optimizer steps.
+// Thread-safety: implementations must be safe to call from several reconcile
+// workers at once, for different keys (the work queue never hands one key to
+// two workers).
+#ifndef PACER_CONTROLLER_RECONCILE_INTERFACES_H_
+#define PACER_CONTROLLER_RECONCILE_INTERFACES_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/node_inventory.h"
+#include "pacer/planner/cost_model.h"
+#include "pacer/planner/job_spec.h"
+#include "pacer/status.h"
+
+namespace pacer::controller {
+
+// Which TrainJob. `key` is "namespace/name", the work queue's item.
+struct JobRef {
+  std::string namespace_name;
+  std::string name;
+  std::string uid;  // owner references need it; empty in tests that do not
+  std::string key() const { return namespace_name + "/" + name; }
+};
+
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+  // The TrainJob object for "namespace/name"; NotFound once deleted.
+  virtual StatusOr<nlohmann::json> Get(const std::string& key) = 0;
+  // Writes `status` through the status subresource, guarded by the object's
+  // metadata.resourceVersion (Aborted on a conflict: re-read and retry).
+  virtual Status WriteStatus(const nlohmann::json& job, const nlohmann::json& status) = 0;
+  // Adds or removes `finalizer` in metadata.finalizers; returns the object
+  // as stored afterwards.
+  virtual StatusOr<nlohmann::json> SetFinalizer(const nlohmann::json& job,
+                                                const std::string& finalizer, bool present) = 0;
+  // An event on the job ("Normal" or "Warning", a CamelCase reason, a
+  // message). Best effort: never fails the reconcile.
+  virtual void RecordEvent(const nlohmann::json& job, const std::string& type,
+                           const std::string& reason, const std::string& message) = 0;
+};
+
+// What one launch runs: the job, the plan, and the attempt number that tells
+// this launch's workers from an earlier one's.
+struct LaunchSpec {
+  JobRef job;
+  planner::JobSpec spec;
+  planner::Evaluation plan;
+  int attempt = 1;
+  int64_t total_steps = 0;  // of the whole job; workers resume from checkpoints
+  int64_t checkpoint_interval_steps = 0;
+};
+
+enum class WorkerPhase { kPending, kRunning, kSucceeded, kFailed };
+const char* WorkerPhaseName(WorkerPhase phase);
+
+struct WorkerState {
+  int node_rank = 0;
+  WorkerPhase phase = WorkerPhase::kPending;
+  std::optional<int> exit_code;  // pacer-worker's exit code, when it ended
+  std::string message;           // why it failed, for events
+};
+
+// The workers of a job as they are now.
+struct WorkerGroup {
+  int attempt = 0;
+  int expected_workers = 0;  // nodes of the plan
+  std::vector<WorkerState> workers;
+  bool stopping = false;  // a graceful stop was requested
+  int Count(WorkerPhase phase) const;
+};
+
+enum class StopMode {
+  kGraceful,  // SIGTERM: workers checkpoint and exit (code 6); kept until Remove
+  kRemove,    // delete every worker and the group's other objects
+};
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  // Creates what is missing of `spec`'s workers. Idempotent.
+  virtual Status Launch(const LaunchSpec& spec) = 0;
+  // The job's workers, or nullopt when it has none.
+  virtual StatusOr<std::optional<WorkerGroup>> Observe(const JobRef& job) = 0;
+  virtual Status Stop(const JobRef& job, StopMode mode) = 0;
+};
+
+struct Measurement {
+  std::optional<double> step_seconds;      // mean over the recent window
+  std::optional<int64_t> steps_completed;  // the furthest any rank got
+  std::optional<double> model_scale;       // < 1: a shrunk CPU run, never re-planned from
+};
+
+class MetricsSource {
+ public:
+  virtual ~MetricsSource() = default;
+  // Unavailable when the metrics backend cannot be reached (the job then
+  // runs on predictions with a Degraded condition).
+  virtual StatusOr<Measurement> Measure(const JobRef& job) = 0;
+};
+
+class InventorySource {
+ public:
+  virtual ~InventorySource() = default;
+  // The inventory with free GPUs as of now: GPUs held by running pods of any
+  // job (this one included) are not free.
+  virtual StatusOr<ClusterInventory> Current() = 0;
+};
+
+}  // namespace pacer::controller
+
+#endif  // PACER_CONTROLLER_RECONCILE_INTERFACES_H_

@@ -1,0 +1,177 @@
+#include "reconcile/job_object.h"
+
+#include <algorithm>
+
+#include "core/node_inventory.h"
+#include "pacer/planner/gpu_catalog.h"
+#include "pacer/planner/job_parser.h"
+#include "pacer/planner/units.h"
+
+namespace pacer::controller {
+namespace {
+
+template <typename T>
+std::optional<T> Field(const nlohmann::json& object, const char* key) {
+  if (!object.is_object() || !object.contains(key)) return std::nullopt;
+  const nlohmann::json& v = object[key];
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (v.is_string()) return v.get<std::string>();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (v.is_boolean()) return v.get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (v.is_number_integer()) return v.get<T>();
+  } else {
+    if (v.is_number()) return v.get<T>();
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> TimeField(const nlohmann::json& object, const char* key) {
+  std::optional<std::string> text = Field<std::string>(object, key);
+  if (!text) return std::nullopt;
+  StatusOr<int64_t> t = planner::ParseRfc3339(*text);
+  if (!t.ok()) return std::nullopt;
+  return *t;
+}
+
+std::optional<planner::Recompute> RecomputeFromName(const std::string& name) {
+  for (planner::Recompute r :
+       {planner::Recompute::kNone, planner::Recompute::kSelective, planner::Recompute::kFull}) {
+    if (name == planner::RecomputeName(r)) return r;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+StatusOr<planner::JobSpec> ParseJobObject(const nlohmann::json& trainjob) {
+  if (!trainjob.is_object()) return InvalidArgumentError("a TrainJob must be a JSON object");
+  // The status is the controller's, not the user's: the parser must not see it.
+  nlohmann::json document = trainjob;
+  document.erase("status");
+  if (document.contains("metadata") && document["metadata"].is_object()) {
+    document["metadata"].erase("managedFields");
+    if (document["metadata"].contains("annotations") &&
+        document["metadata"]["annotations"].is_object()) {
+      document["metadata"]["annotations"].erase(
+          "kubectl.kubernetes.io/last-applied-configuration");
+    }
+  }
+  // JSON is YAML: the planner's parser reads it as is.
+  return planner::ParseTrainJob(document.dump());
+}
+
+JobRef JobRefOf(const nlohmann::json& object) {
+  JobRef ref;
+  const nlohmann::json metadata = object.value("metadata", nlohmann::json::object());
+  ref.namespace_name = Field<std::string>(metadata, "namespace").value_or("default");
+  ref.name = Field<std::string>(metadata, "name").value_or("");
+  ref.uid = Field<std::string>(metadata, "uid").value_or("");
+  return ref;
+}
+
+bool HasFinalizer(const nlohmann::json& object, const std::string& finalizer) {
+  if (!object.contains("metadata") || !object["metadata"].contains("finalizers")) return false;
+  const nlohmann::json& list = object["metadata"]["finalizers"];
+  if (!list.is_array()) return false;
+  return std::any_of(list.begin(), list.end(), [&](const nlohmann::json& f) {
+    return f.is_string() && f.get<std::string>() == finalizer;
+  });
+}
+
+std::optional<planner::Layout> LayoutFromPlanJson(const nlohmann::json& plan) {
+  planner::Layout l;
+  auto gpu_type = Field<std::string>(plan, "gpuType");
+  auto pool = Field<std::string>(plan, "pool");
+  auto nodes = Field<int>(plan, "nodes");
+  auto gpn = Field<int>(plan, "gpusPerNode");
+  auto t = Field<int>(plan, "tensorParallel");
+  auto p = Field<int>(plan, "pipelineParallel");
+  auto d = Field<int>(plan, "dataParallel");
+  auto b = Field<int>(plan, "microBatchSize");
+  auto k = Field<int64_t>(plan, "gradientAccumulationSteps");
+  auto recompute = Field<std::string>(plan, "activationCheckpointing");
+  if (!gpu_type || !pool || !nodes || !gpn || !t || !p || !d || !b || !k || !recompute) {
+    return std::nullopt;
+  }
+  std::optional<planner::Recompute> r = RecomputeFromName(*recompute);
+  if (!r || *nodes <= 0 || *gpn <= 0 || *t <= 0 || *p <= 0 || *d <= 0 || *b <= 0 || *k <= 0) {
+    return std::nullopt;
+  }
+  l.gpu_type = *gpu_type;
+  l.pool = *pool;
+  l.nodes = *nodes;
+  l.gpus_per_node = *gpn;
+  l.tensor_parallel = *t;
+  l.pipeline_parallel = *p;
+  l.data_parallel = *d;
+  l.virtual_stages = std::max(1, Field<int>(plan, "virtualStages").value_or(1));
+  l.sequence_parallel = Field<bool>(plan, "sequenceParallel").value_or(*t > 1);
+  l.zero_stage = std::clamp(Field<int>(plan, "zeroStage").value_or(0), 0, 3);
+  l.micro_batch_size = *b;
+  l.gradient_accumulation_steps = *k;
+  l.recompute = *r;
+  return l;
+}
+
+PersistedState ReadPersistedState(const nlohmann::json& status) {
+  PersistedState s;
+  s.attempt = std::max(0, Field<int>(status, "attempt").value_or(0));
+  s.replans = std::max(0, Field<int>(status, "replans").value_or(0));
+  s.restarts = std::max(0, Field<int>(status, "restarts").value_or(0));
+  s.last_replan_unix_seconds = TimeField(status, "lastReplanTime");
+  s.plan_unix_seconds = TimeField(status, "launchTime").value_or(0);
+  if (status.is_object() && status.contains("plan")) s.layout = LayoutFromPlanJson(status["plan"]);
+  if (status.is_object() && status.contains("calibration") && status["calibration"].is_object()) {
+    for (const auto& [gpu_type, entry] : status["calibration"].items()) {
+      std::optional<double> ratio = Field<double>(entry, "stepTimeRatio");
+      if (ratio && *ratio > 0) s.calibration.by_gpu_type[gpu_type].step_time_ratio = *ratio;
+    }
+  }
+  if (status.is_object() && status.contains("progress")) {
+    s.steps_completed = std::max<int64_t>(
+        0, Field<int64_t>(status["progress"], "stepsCompleted").value_or(0));
+  }
+  s.measured_step_seconds = Field<double>(status, "measuredStepSeconds");
+  return s;
+}
+
+void WritePersistedState(const PersistedState& state, nlohmann::ordered_json* status) {
+  (*status)["attempt"] = state.attempt;
+  if (state.plan_unix_seconds > 0) {
+    (*status)["launchTime"] = planner::FormatRfc3339(state.plan_unix_seconds);
+  }
+  if (state.last_replan_unix_seconds) {
+    (*status)["lastReplanTime"] = planner::FormatRfc3339(*state.last_replan_unix_seconds);
+  }
+  nlohmann::ordered_json calibration = nlohmann::ordered_json::object();
+  for (const auto& [gpu_type, entry] : state.calibration.by_gpu_type) {
+    if (entry.step_time_ratio) calibration[gpu_type]["stepTimeRatio"] = *entry.step_time_ratio;
+  }
+  if (!calibration.empty()) (*status)["calibration"] = calibration;
+}
+
+std::optional<planner::Evaluation> EvaluateLayout(const planner::JobSpec& job,
+                                                  const planner::Layout& layout,
+                                                  const planner::Inventory& inventory,
+                                                  const planner::Calibration& calibration,
+                                                  const planner::ModelConstants& constants) {
+  const planner::GpuType* gpu = inventory.catalog.Find(layout.gpu_type);
+  if (gpu == nullptr) return std::nullopt;
+  planner::NodePool pool;
+  auto found = std::find_if(inventory.node_pools.begin(), inventory.node_pools.end(),
+                            [&](const planner::NodePool& p) { return p.name == layout.pool; });
+  if (found != inventory.node_pools.end()) {
+    pool = *found;
+  } else {
+    pool.name = layout.pool;
+    pool.gpu_type = layout.gpu_type;
+    pool.nodes = layout.nodes;
+    pool.gpus_per_node = layout.gpus_per_node;
+    pool.network_gbps_per_node = kDefaultNetworkGbpsPerGpu * layout.gpus_per_node;
+    pool.nvlink_gbps = gpu->nvlink_gbps;
+  }
+  return planner::Evaluate(job, layout, pool, *gpu, calibration.Find(layout.gpu_type), constants);
+}
+
+}  // namespace pacer::controller

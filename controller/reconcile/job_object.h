@@ -1,0 +1,69 @@
+// Reading a TrainJob object (the JSON the API server returns) for the
+// reconciler: its spec through the planner's parser (one source of
+// validation for the CLI and the controller), its identity and finalizers,
+// and the controller's own bookkeeping kept in its status so that it
+// survives a controller restart (the plan in force, launch attempt, re-plan
+// and restart counts, the measured/predicted step-time ratio).
+//
+// Units: Unix seconds (`_unix_seconds`), steps.
+// Thread-safety: pure functions.
+#ifndef PACER_CONTROLLER_RECONCILE_JOB_OBJECT_H_
+#define PACER_CONTROLLER_RECONCILE_JOB_OBJECT_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "pacer/planner/calibration.h"
+#include "pacer/planner/cost_model.h"
+#include "pacer/planner/inventory.h"
+#include "pacer/planner/job_spec.h"
+#include "pacer/planner/layout.h"
+#include "pacer/status.h"
+#include "reconcile/interfaces.h"
+
+namespace pacer::controller {
+
+// The job as the planner reads it. InvalidArgument naming the field and the
+// fix, exactly as `pacer plan` reports it.
+StatusOr<planner::JobSpec> ParseJobObject(const nlohmann::json& trainjob);
+
+JobRef JobRefOf(const nlohmann::json& object);
+bool HasFinalizer(const nlohmann::json& object, const std::string& finalizer);
+
+// The reconciler's bookkeeping, in status fields next to the user-facing ones.
+struct PersistedState {
+  int attempt = 0;   // status.attempt: launches so far (pods carry it as a label)
+  int replans = 0;   // status.replans
+  int restarts = 0;  // status.restarts
+  std::optional<int64_t> last_replan_unix_seconds;  // status.lastReplanTime
+  int64_t plan_unix_seconds = 0;                    // status.launchTime
+  std::optional<planner::Layout> layout;            // status.plan's layout fields
+  planner::Calibration calibration;                 // status.calibration
+  int64_t steps_completed = 0;                      // status.progress.stepsCompleted
+  int64_t total_steps = 0;
+  std::optional<double> measured_step_seconds;      // status.measuredStepSeconds
+};
+
+// Lenient: a field that is missing or malformed keeps its default.
+PersistedState ReadPersistedState(const nlohmann::json& status);
+// Adds attempt, launchTime, lastReplanTime and calibration to `status`.
+void WritePersistedState(const PersistedState& state, nlohmann::ordered_json* status);
+
+// The layout of a status.plan object (cli::PlanJson's field names); nullopt
+// when a field is missing.
+std::optional<planner::Layout> LayoutFromPlanJson(const nlohmann::json& plan);
+
+// Re-evaluates a layout in force for `job`: the pool comes from `inventory`
+// (or, when it is gone, a pool of the layout's size with default network),
+// the GPU from its catalog. nullopt when the GPU type is unknown.
+std::optional<planner::Evaluation> EvaluateLayout(const planner::JobSpec& job,
+                                                  const planner::Layout& layout,
+                                                  const planner::Inventory& inventory,
+                                                  const planner::Calibration& calibration,
+                                                  const planner::ModelConstants& constants);
+
+}  // namespace pacer::controller
+
+#endif  // PACER_CONTROLLER_RECONCILE_JOB_OBJECT_H_

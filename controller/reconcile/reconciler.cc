@@ -1,0 +1,512 @@
+#include "reconcile/reconciler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "pacer/planner/job_parser.h"
+#include "pacer/planner/search.h"
+#include "pacer/planner/units.h"
+#include "reconcile/job_object.h"
+#include "reconcile/worker_env.h"
+
+namespace pacer::controller {
+
+using Millis = std::chrono::milliseconds;
+
+#define RETURN_IF_ERROR_RESULT(expr)                          \
+  do {                                                        \
+    Status _status = (expr);                                  \
+    if (!_status.ok()) return ReconcileResult{_status, std::nullopt}; \
+  } while (0)
+
+
+// One pass's working state: what the previous status carried over, and what
+// this pass decided.
+struct Reconciler::Pass {
+  std::string key;
+  nlohmann::json object;
+  nlohmann::json previous_status;
+  JobRef ref;
+  int64_t now = 0;
+  std::optional<int64_t> generation;
+  planner::JobSpec spec;
+  std::optional<int64_t> deadline;
+
+  // Carried over from the previous status.
+  PersistedState state;
+
+  // This pass's outcome.
+  Phase phase = Phase::kPending;
+  std::vector<Condition> conditions;
+  std::optional<planner::Evaluation> plan;
+  std::optional<double> measured_step_seconds;
+  std::optional<int64_t> projected;
+  std::optional<double> slack;
+  bool deleted = false;
+
+  void Set(const char* type, const char* status, std::string reason, std::string message) {
+    Condition c;
+    c.type = type;
+    c.status = status;
+    c.reason = std::move(reason);
+    c.message = std::move(message);
+    c.observed_generation = generation;
+    conditions.push_back(std::move(c));
+  }
+  // Whether the previous status already had this condition with this reason
+  // (events are recorded on transitions only, so a requeue never repeats one).
+  bool Had(const char* type, const std::string& reason) const {
+    std::vector<Condition> previous = ParseConditions(previous_status);
+    const Condition* c = FindCondition(previous, type);
+    return c != nullptr && c->status == kConditionTrue && c->reason == reason;
+  }
+};
+
+namespace {
+
+bool IsTerminal(Phase phase) {
+  return phase == Phase::kSucceeded || phase == Phase::kFailed || phase == Phase::kInfeasible;
+}
+
+std::optional<Phase> PhaseFromName(const std::string& name) {
+  for (Phase p : {Phase::kPending, Phase::kPlanning, Phase::kRunning, Phase::kReplanning,
+                  Phase::kSucceeded, Phase::kFailed, Phase::kInfeasible}) {
+    if (name == PhaseName(p)) return p;
+  }
+  return std::nullopt;
+}
+
+Millis Seconds(double seconds) {
+  return Millis(static_cast<int64_t>(std::max(0.0, seconds) * 1000.0));
+}
+
+std::string GpuSummary(const planner::Evaluation& plan) {
+  return plan.layout.ToString();
+}
+
+}  // namespace
+
+Reconciler::Reconciler(ReconcilerDeps deps, ReconcilerOptions options)
+    : deps_(deps), options_(std::move(options)) {}
+
+std::optional<JobView> Reconciler::View(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = views_.find(key);
+  if (it == views_.end()) return std::nullopt;
+  return it->second;
+}
+
+ReconcileResult Reconciler::Reconcile(const std::string& key) {
+  Pass pass;
+  pass.key = key;
+  pass.now = deps_.clock->WallUnixSeconds();
+  StatusOr<nlohmann::json> object = deps_.store->Get(key);
+  if (!object.ok()) {
+    if (object.status().code() != StatusCode::kNotFound) return {object.status(), std::nullopt};
+    // Gone (its finalizer was removed): nothing of it may outlive it.
+    const size_t slash = key.find('/');
+    pass.ref.namespace_name = key.substr(0, slash);
+    pass.ref.name = slash == std::string::npos ? key : key.substr(slash + 1);
+    Status stopped = deps_.launcher->Stop(pass.ref, StopMode::kRemove);
+    std::lock_guard<std::mutex> lock(mu_);
+    views_.erase(key);
+    return {stopped, std::nullopt};
+  }
+  pass.object = std::move(*object);
+  pass.ref = JobRefOf(pass.object);
+  pass.previous_status = pass.object.value("status", nlohmann::json::object());
+  if (!pass.previous_status.is_object()) pass.previous_status = nlohmann::json::object();
+  pass.state = ReadPersistedState(pass.previous_status);
+  const nlohmann::json& metadata = pass.object["metadata"];
+  if (metadata.contains("generation") && metadata["generation"].is_number_integer()) {
+    pass.generation = metadata["generation"].get<int64_t>();
+  }
+
+  if (metadata.contains("deletionTimestamp") && !metadata["deletionTimestamp"].is_null()) {
+    return ReconcileDeleted(pass);
+  }
+  if (options_.use_finalizer && !HasFinalizer(pass.object, kFinalizer)) {
+    StatusOr<nlohmann::json> updated = deps_.store->SetFinalizer(pass.object, kFinalizer, true);
+    if (!updated.ok()) return {updated.status(), std::nullopt};
+    pass.object = std::move(*updated);
+  }
+
+  StatusOr<planner::JobSpec> spec = ParseJobObject(pass.object);
+  if (!spec.ok()) {
+    // A spec the planner cannot read is the user's to fix: terminal until
+    // they edit it (the edit bumps metadata.generation and wakes us).
+    pass.phase = Phase::kFailed;
+    const std::string& message = spec.status().message();
+    if (!pass.Had(kConditionInvalidSpec, "InvalidSpec")) {
+      deps_.store->RecordEvent(pass.object, "Warning", "InvalidSpec", message);
+    }
+    pass.Set(kConditionInvalidSpec, kConditionTrue, "InvalidSpec", message);
+    pass.Set(kConditionFailed, kConditionTrue, "InvalidSpec", message);
+    Status removed = deps_.launcher->Stop(pass.ref, StopMode::kRemove);
+    if (!removed.ok()) return {removed, std::nullopt};
+    return Finish(pass, std::nullopt);
+  }
+  pass.spec = std::move(*spec);
+  pass.spec.namespace_name = pass.ref.namespace_name;
+  pass.spec.name = pass.ref.name;
+  pass.deadline = planner::EffectiveDeadline(pass.spec, pass.now);
+  pass.state.total_steps = TotalSteps(pass.spec);
+
+  // A finished job stays finished until its spec changes.
+  const std::optional<Phase> previous_phase =
+      PhaseFromName(pass.previous_status.value("phase", std::string()));
+  const std::optional<int64_t> observed =
+      pass.previous_status.contains("observedGeneration") &&
+              pass.previous_status["observedGeneration"].is_number_integer()
+          ? std::optional<int64_t>(pass.previous_status["observedGeneration"].get<int64_t>())
+          : std::nullopt;
+  if (previous_phase && IsTerminal(*previous_phase) && observed == pass.generation) {
+    pass.phase = *previous_phase;
+    pass.conditions = ParseConditions(pass.previous_status);
+    pass.measured_step_seconds = pass.state.measured_step_seconds;
+    return Finish(pass, std::nullopt);
+  }
+
+  StatusOr<std::optional<WorkerGroup>> group = deps_.launcher->Observe(pass.ref);
+  if (!group.ok()) return {group.status(), std::nullopt};
+  if (!group->has_value()) return ReconcileWithoutWorkers(pass);
+  return ReconcileWithWorkers(pass, **group);
+}
+
+ReconcileResult Reconciler::ReconcileDeleted(Pass& pass) {
+  pass.deleted = true;
+  Status stopped = deps_.launcher->Stop(pass.ref, StopMode::kRemove);
+  if (!stopped.ok()) return {stopped, std::nullopt};
+  StatusOr<std::optional<WorkerGroup>> group = deps_.launcher->Observe(pass.ref);
+  if (!group.ok()) return {group.status(), std::nullopt};
+  if (group->has_value()) return {Status::Ok(), options_.transition_poll};  // still going
+  if (HasFinalizer(pass.object, kFinalizer)) {
+    StatusOr<nlohmann::json> updated = deps_.store->SetFinalizer(pass.object, kFinalizer, false);
+    if (!updated.ok() && updated.status().code() != StatusCode::kNotFound) {
+      return {updated.status(), std::nullopt};
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  views_.erase(pass.key);
+  return {Status::Ok(), std::nullopt};
+}
+
+ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
+  StatusOr<ClusterInventory> inventory = deps_.inventory->Current();
+  if (!inventory.ok()) return {inventory.status(), std::nullopt};
+
+  const int64_t remaining =
+      std::max<int64_t>(1, pass.state.total_steps - pass.state.steps_completed);
+  planner::JobSpec job = RemainingJob(pass.spec, remaining, pass.deadline.value_or(0));
+  job.deadline_unix_seconds = pass.deadline;
+  planner::PlanOptions plan_options;
+  plan_options.now_unix_seconds = pass.now;
+  plan_options.alternatives = 0;
+  plan_options.constants = options_.replan.constants;
+  const planner::Calibration calibration = pass.state.calibration;
+
+  StatusOr<planner::PlanResult> result =
+      planner::Plan(job, inventory->inventory, calibration, plan_options);
+  // Would it work if every GPU of the cluster were free? Tells "wait for
+  // GPUs" from "impossible".
+  auto feasible_on_whole_cluster = [&]() {
+    planner::PlanOptions all = plan_options;
+    all.ignore_free_gpus = true;
+    StatusOr<planner::PlanResult> r = planner::Plan(job, inventory->inventory, calibration, all);
+    return r.ok() && r->feasible && r->plan.has_value();
+  };
+
+  if (!result.ok()) {
+    const Status& error = result.status();
+    if (error.code() == StatusCode::kInvalidArgument) {
+      pass.phase = Phase::kFailed;
+      if (!pass.Had(kConditionInvalidSpec, "InvalidSpec")) {
+        deps_.store->RecordEvent(pass.object, "Warning", "InvalidSpec", error.message());
+      }
+      pass.Set(kConditionInvalidSpec, kConditionTrue, "InvalidSpec", error.message());
+      pass.Set(kConditionFailed, kConditionTrue, "InvalidSpec", error.message());
+      return Finish(pass, std::nullopt);
+    }
+    if (error.code() != StatusCode::kFailedPrecondition) return {error, std::nullopt};
+    if (feasible_on_whole_cluster()) {
+      return ReconcileWaiting(pass, "InsufficientGpus", error.message());
+    }
+    pass.phase = Phase::kInfeasible;
+    if (!pass.Had(kConditionInfeasible, "NoLayoutFits")) {
+      deps_.store->RecordEvent(pass.object, "Warning", "NoLayoutFits", error.message());
+    }
+    pass.Set(kConditionInfeasible, kConditionTrue, "NoLayoutFits", error.message());
+    return Finish(pass, std::nullopt);
+  }
+
+  if (!result->feasible || !result->plan) {
+    if (feasible_on_whole_cluster()) {
+      return ReconcileWaiting(
+          pass, "InsufficientGpus",
+          "the deadline can be met on this cluster, but not with the GPUs free now; "
+          "waiting for GPUs to free up");
+    }
+    std::string message = result->advice ? result->advice->summary
+                                         : std::string("no plan meets the deadline");
+    pass.phase = Phase::kInfeasible;
+    if (!pass.Had(kConditionInfeasible, "DeadlineUnreachable")) {
+      deps_.store->RecordEvent(pass.object, "Warning", "DeadlineUnreachable", message);
+    }
+    pass.Set(kConditionInfeasible, kConditionTrue, "DeadlineUnreachable", message);
+    if (result->plan) pass.plan = *result->plan;
+    return Finish(pass, std::nullopt);
+  }
+
+  // Launch.
+  LaunchSpec launch;
+  launch.job = pass.ref;
+  launch.spec = pass.spec;
+  launch.plan = *result->plan;
+  launch.attempt = pass.state.attempt + 1;
+  launch.total_steps = pass.state.total_steps;
+  launch.checkpoint_interval_steps = CheckpointIntervalSteps(launch.plan);
+  Status launched = deps_.launcher->Launch(launch);
+  if (!launched.ok()) return {launched, std::nullopt};
+  pass.state.attempt = launch.attempt;
+  pass.state.plan_unix_seconds = pass.now;
+  pass.plan = launch.plan;
+  pass.phase = Phase::kPlanning;
+  const std::string message = "launched " + GpuSummary(launch.plan) + ", predicted " +
+                              planner::FormatDurationHuman(launch.plan.step.step_seconds) +
+                              " per step (attempt " + std::to_string(launch.attempt) + ")";
+  deps_.store->RecordEvent(pass.object, "Normal", "Launched", message);
+  pass.Set(kConditionPlanned, kConditionTrue, "Planned", message);
+  pass.projected = pass.now + static_cast<int64_t>(std::ceil(launch.plan.total.total_seconds));
+  if (pass.deadline) pass.slack = static_cast<double>(*pass.deadline - *pass.projected);
+  return Finish(pass, options_.transition_poll);
+}
+
+ReconcileResult Reconciler::ReconcileWaiting(Pass& pass, const std::string& reason,
+                                             const std::string& message) {
+  pass.phase = Phase::kPending;
+  if (!pass.Had(kConditionPlanned, reason)) {
+    // Planned=False with reason: the job is valid but cannot be placed yet.
+    deps_.store->RecordEvent(pass.object, "Normal", reason, message);
+  }
+  pass.Set(kConditionPlanned, kConditionFalse, reason, message);
+  return Finish(pass, options_.pending_retry);
+}
+
+ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& group) {
+  if (group.attempt < pass.state.attempt) {
+    // An earlier launch's workers are still there: remove them first.
+    Status removed = deps_.launcher->Stop(pass.ref, StopMode::kRemove);
+    return {removed, options_.transition_poll};
+  }
+  if (group.attempt > pass.state.attempt) {
+    // A launch whose status write was lost (the controller stopped in
+    // between): adopt it.
+    pass.state.attempt = group.attempt;
+  }
+
+  StatusOr<ClusterInventory> inventory = deps_.inventory->Current();
+  if (!inventory.ok()) return {inventory.status(), std::nullopt};
+  if (pass.state.layout) {
+    pass.plan = EvaluateLayout(pass.spec, *pass.state.layout, inventory->inventory,
+                               pass.state.calibration, options_.replan.constants);
+  }
+  if (!pass.plan) {
+    // Workers whose plan is unknown (never written to the status) cannot be
+    // tracked against a prediction: start them over from their checkpoint.
+    Status removed = deps_.launcher->Stop(pass.ref, StopMode::kRemove);
+    return {removed, options_.transition_poll};
+  }
+  pass.Set(kConditionPlanned, kConditionTrue, "Planned", GpuSummary(*pass.plan));
+
+  const int succeeded = group.Count(WorkerPhase::kSucceeded);
+  const int failed = group.Count(WorkerPhase::kFailed);
+  const int running = group.Count(WorkerPhase::kRunning);
+  const int pending = group.Count(WorkerPhase::kPending);
+
+  if (group.expected_workers > 0 && succeeded == group.expected_workers) {
+    pass.phase = Phase::kSucceeded;
+    pass.state.steps_completed = pass.state.total_steps;
+    if (!pass.Had(kConditionSucceeded, "Completed")) {
+      deps_.store->RecordEvent(pass.object, "Normal", "Completed",
+                               "all " + std::to_string(pass.state.total_steps) +
+                                   " steps completed");
+    }
+    pass.Set(kConditionSucceeded, kConditionTrue, "Completed",
+             std::to_string(pass.state.total_steps) + " steps completed");
+    return Finish(pass, std::nullopt);
+  }
+
+  if (group.stopping) {
+    // A re-plan is under way: wait until every worker has checkpointed and
+    // exited, then remove them; the next pass launches the new plan.
+    pass.phase = Phase::kReplanning;
+    pass.Set(kConditionReplanning, kConditionTrue, "Relaunching",
+             "stopping workers at a checkpoint to relaunch on a new plan");
+    if (running + pending > 0) return Finish(pass, options_.transition_poll);
+    RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kRemove));
+    return Finish(pass, Millis(0));
+  }
+
+  if (failed > 0) {
+    const WorkerState* first = nullptr;
+    for (const WorkerState& w : group.workers) {
+      if (w.phase == WorkerPhase::kFailed) {
+        first = &w;
+        break;
+      }
+    }
+    std::string why = "worker " + std::to_string(first->node_rank) + " failed";
+    if (first->exit_code) why += " with exit code " + std::to_string(*first->exit_code);
+    if (!first->message.empty()) why += ": " + first->message;
+    RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kRemove));
+    if (pass.state.restarts < options_.max_restarts) {
+      ++pass.state.restarts;
+      const std::string message = why + "; restarting from the last checkpoint (restart " +
+                                  std::to_string(pass.state.restarts) + " of " +
+                                  std::to_string(options_.max_restarts) + ")";
+      deps_.store->RecordEvent(pass.object, "Warning", "WorkerFailed", message);
+      pass.phase = Phase::kPending;
+      return Finish(pass, Millis(0));
+    }
+    const std::string message = why + "; " + std::to_string(options_.max_restarts) +
+                                " restarts used (the limit)";
+    deps_.store->RecordEvent(pass.object, "Warning", "RestartLimitExceeded", message);
+    pass.phase = Phase::kFailed;
+    pass.Set(kConditionFailed, kConditionTrue, "RestartLimitExceeded", message);
+    return Finish(pass, std::nullopt);
+  }
+
+  // Starting or running: progress and projection.
+  pass.phase = running == group.expected_workers ? Phase::kRunning : Phase::kPlanning;
+  if (pass.phase == Phase::kRunning) {
+    pass.Set(kConditionRunning, kConditionTrue, "WorkersRunning",
+             std::to_string(running) + " of " + std::to_string(group.expected_workers) +
+                 " workers running");
+  }
+  std::optional<double> usable_step_seconds;
+  StatusOr<Measurement> measurement = deps_.metrics->Measure(pass.ref);
+  if (measurement.ok()) {
+    if (measurement->steps_completed) {
+      pass.state.steps_completed =
+          std::clamp<int64_t>(*measurement->steps_completed, 0, pass.state.total_steps);
+    }
+    pass.measured_step_seconds = measurement->step_seconds;
+    // A shrunk CPU run's time says nothing about the planned model.
+    if (measurement->model_scale.value_or(1.0) >= 1.0) {
+      usable_step_seconds = measurement->step_seconds;
+    }
+  } else {
+    pass.measured_step_seconds = pass.state.measured_step_seconds;
+    if (!pass.Had(kConditionDegraded, "MetricsUnavailable")) {
+      deps_.store->RecordEvent(pass.object, "Warning", "MetricsUnavailable",
+                               measurement.status().message());
+    }
+    pass.Set(kConditionDegraded, kConditionTrue, "MetricsUnavailable",
+             measurement.status().message() +
+                 "; progress and ETA use the plan's predictions until metrics return");
+  }
+
+  const double step_seconds = usable_step_seconds.value_or(pass.plan->step.step_seconds);
+  const int64_t remaining = pass.state.total_steps - pass.state.steps_completed;
+  pass.projected =
+      pass.now + static_cast<int64_t>(std::ceil(static_cast<double>(remaining) * step_seconds));
+  if (pass.deadline) pass.slack = static_cast<double>(*pass.deadline - *pass.projected);
+
+  const Millis replan_interval = Seconds(pass.spec.replan.interval_seconds);
+  if (pass.phase == Phase::kRunning && pass.spec.replan.enabled && remaining > 0) {
+    ReplanInputs in;
+    in.job = pass.spec;
+    in.deadline_unix_seconds = pass.deadline;
+    in.slack_fraction = pass.spec.replan.slack_fraction;
+    in.now_unix_seconds = pass.now;
+    in.total_steps = pass.state.total_steps;
+    in.completed_steps = pass.state.steps_completed;
+    in.measured_step_seconds = usable_step_seconds;
+    in.current_plan = *pass.plan;
+    in.inventory = inventory->inventory;
+    in.calibration = pass.state.calibration;
+    in.last_replan_unix_seconds = pass.state.last_replan_unix_seconds;
+    StatusOr<Decision> decision = DecideReplan(in, options_.replan);
+    if (decision.ok()) {
+      pass.projected = decision->projected_completion_unix_seconds;
+      if (pass.deadline) pass.slack = decision->slack_seconds;
+      if (decision->at_risk) {
+        pass.Set(kConditionDeadlineAtRisk, kConditionTrue, decision->reason, decision->message);
+      } else {
+        pass.Set(kConditionDeadlineAtRisk, kConditionFalse, decision->reason, decision->message);
+      }
+      if (decision->action == Decision::Action::kReplan && decision->new_plan) {
+        RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kGraceful));
+        ++pass.state.replans;
+        pass.state.last_replan_unix_seconds = pass.now;
+        if (decision->step_time_ratio) {
+          pass.state.calibration.by_gpu_type[pass.plan->layout.gpu_type].step_time_ratio =
+              *decision->step_time_ratio;
+        }
+        const std::string message = decision->message + " (from " + GpuSummary(*pass.plan) +
+                                    " to " + GpuSummary(*decision->new_plan) + ")";
+        deps_.store->RecordEvent(pass.object, "Normal", "Replanning", message);
+        pass.phase = Phase::kReplanning;
+        pass.Set(kConditionReplanning, kConditionTrue, decision->reason, message);
+        return Finish(pass, options_.transition_poll);
+      }
+    }
+  }
+
+  if (pass.deadline && pass.now > *pass.deadline) {
+    pass.Set(kConditionDeadlineExceeded, kConditionTrue, "DeadlinePassed",
+             "the deadline " + planner::FormatRfc3339(*pass.deadline) + " passed with " +
+                 std::to_string(remaining) + " steps left");
+  }
+  if (pass.phase != Phase::kRunning) return Finish(pass, options_.transition_poll);
+  return Finish(pass, std::min(replan_interval, Millis(std::max<int64_t>(
+                                                    1000, replan_interval.count()))));
+}
+
+ReconcileResult Reconciler::Finish(Pass& pass, std::optional<Millis> requeue_after) {
+  if (pass.measured_step_seconds) pass.state.measured_step_seconds = pass.measured_step_seconds;
+  StatusInputs in;
+  in.phase = pass.phase;
+  in.conditions = pass.conditions;
+  in.plan = pass.plan;
+  in.plan_unix_seconds = pass.state.plan_unix_seconds;
+  in.steps_completed = pass.state.steps_completed;
+  in.total_steps = pass.state.total_steps;
+  in.measured_step_seconds = pass.measured_step_seconds;
+  in.projected_completion_unix_seconds = pass.projected;
+  in.deadline_slack_seconds = pass.slack;
+  in.replans = pass.state.replans;
+  in.restarts = pass.state.restarts;
+  in.observed_generation = pass.generation;
+  StatusJson built = BuildTrainJobStatus(in, pass.previous_status, pass.now);
+  if (pass.deadline) built["deadline"] = planner::FormatRfc3339(*pass.deadline);
+  WritePersistedState(pass.state, &built);
+  nlohmann::json status = nlohmann::json::parse(built.dump());
+
+  Status written = Status::Ok();
+  if (status != pass.previous_status) written = deps_.store->WriteStatus(pass.object, status);
+
+  JobView view;
+  view.job = pass.ref;
+  view.phase = pass.phase;
+  view.plan = pass.plan;
+  view.attempt = pass.state.attempt;
+  view.steps_completed = pass.state.steps_completed;
+  view.total_steps = pass.state.total_steps;
+  view.measured_step_seconds = pass.measured_step_seconds;
+  view.projected_completion_unix_seconds = pass.projected;
+  view.deadline_unix_seconds = pass.deadline;
+  view.slack_seconds = pass.slack;
+  view.replans = pass.state.replans;
+  view.restarts = pass.state.restarts;
+  view.conditions = ParseConditions(status);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    views_[pass.key] = std::move(view);
+  }
+  if (!written.ok()) return {written, std::nullopt};
+  return {Status::Ok(), requeue_after};
+}
+
+}  // namespace pacer::controller

@@ -1,0 +1,119 @@
+// The TrainJob reconciler: one level-triggered pass for one job key moves the
+// world one step toward the job's spec (controller-runtime's Reconcile). It
+// reads the TrainJob, its workers and their metrics, and
+//
+//   invalid spec            -> phase Failed, condition InvalidSpec, Warning event
+//   being deleted           -> workers removed, then the finalizer
+//   no workers yet          -> plan the remaining steps on the GPUs free now:
+//                                fits and meets the deadline -> launch
+//                                would meet it with GPUs now busy -> Pending, waits
+//                                cannot meet it at all -> Infeasible, with the fix
+//   workers running         -> progress and projection from metrics (Degraded
+//                              when they cannot be read); the re-plan policy
+//                              (core/replan_policy.h) decides Keep or Replan;
+//                              Replan stops the workers gracefully (SIGTERM ->
+//                              checkpoint) and the next pass launches the new plan
+//   a worker failed         -> remove the rest and relaunch from the checkpoint,
+//                              up to max_restarts; then Failed
+//   all workers succeeded   -> Succeeded
+//
+// The status is rebuilt from the world on every pass and written through the
+// status subresource; what must survive a controller restart (the plan in
+// force, the launch attempt, re-plan and restart counts, the measured step
+// time ratio) lives in the status itself. Docs: docs/controller.md.
+//
+// Units: seconds (`_seconds`), Unix seconds (`_unix_seconds`), steps.
+// Thread-safety: Reconcile may run concurrently for different keys (the work
+// queue never runs one key twice at once); View is safe from any thread.
+#ifndef PACER_CONTROLLER_RECONCILE_RECONCILER_H_
+#define PACER_CONTROLLER_RECONCILE_RECONCILER_H_
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/replan_policy.h"
+#include "core/trainjob_status.h"
+#include "reconcile/interfaces.h"
+
+namespace pacer::controller {
+
+inline constexpr const char* kFinalizer = "pacer.dev/cleanup";
+// Conditions beyond core/trainjob_status.h's.
+inline constexpr const char* kConditionInvalidSpec = "InvalidSpec";
+inline constexpr const char* kConditionDeadlineExceeded = "DeadlineExceeded";
+
+struct ReconcilerOptions {
+  int max_restarts = 3;              // worker failures before the job fails
+  bool use_finalizer = true;         // off in local mode (nothing outlives it)
+  ReplanOptions replan;              // margin and hysteresis
+  // How long a job waiting for GPUs waits before it is planned again (a
+  // node or pod change also wakes it).
+  std::chrono::milliseconds pending_retry{30000};
+  // How often a starting or stopping job is looked at (pod events also wake it).
+  std::chrono::milliseconds transition_poll{2000};
+};
+
+// What the last pass saw, for the daemon's metrics and the local progress bar.
+struct JobView {
+  JobRef job;
+  Phase phase = Phase::kPending;
+  std::optional<planner::Evaluation> plan;
+  int attempt = 0;
+  int64_t steps_completed = 0;
+  int64_t total_steps = 0;
+  std::optional<double> measured_step_seconds;
+  std::optional<int64_t> projected_completion_unix_seconds;
+  std::optional<int64_t> deadline_unix_seconds;
+  std::optional<double> slack_seconds;
+  int replans = 0;
+  int restarts = 0;
+  std::vector<Condition> conditions;
+  bool deleted = false;
+};
+
+struct ReconcileResult {
+  Status status;  // non-OK: requeue with backoff unless !status.retryable()
+  std::optional<std::chrono::milliseconds> requeue_after;
+};
+
+struct ReconcilerDeps {
+  JobStore* store = nullptr;
+  Launcher* launcher = nullptr;
+  MetricsSource* metrics = nullptr;
+  InventorySource* inventory = nullptr;
+  const Clock* clock = nullptr;
+};
+
+class Reconciler {
+ public:
+  Reconciler(ReconcilerDeps deps, ReconcilerOptions options);
+
+  ReconcileResult Reconcile(const std::string& key);
+
+  // The last pass's view of `key`; nullopt before the first pass.
+  std::optional<JobView> View(const std::string& key) const;
+
+ private:
+  struct Pass;  // one pass's working state (reconciler.cc)
+
+  ReconcileResult ReconcileDeleted(Pass& pass);
+  ReconcileResult ReconcileWithoutWorkers(Pass& pass);
+  ReconcileResult ReconcileWithWorkers(Pass& pass, const WorkerGroup& group);
+  ReconcileResult ReconcileWaiting(Pass& pass, const std::string& reason,
+                                   const std::string& message);
+  ReconcileResult Finish(Pass& pass, std::optional<std::chrono::milliseconds> requeue_after);
+
+  ReconcilerDeps deps_;
+  ReconcilerOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, JobView> views_;
+};
+
+}  // namespace pacer::controller
+
+#endif  // PACER_CONTROLLER_RECONCILE_RECONCILER_H_
