@@ -1,0 +1,308 @@
+#include "kube/informer.h"
+
+#include <algorithm>
+#include <iostream>
+
+namespace pacer::controller {
+namespace {
+
+using nlohmann::json;
+
+// A watch that ends this soon without an event counts as a failure, so a
+// server that closes watches at once is not hammered.
+constexpr auto kShortWatch = std::chrono::seconds(1);
+
+std::string StringAt(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+const json& MetadataOf(const json& object) {
+  static const json* const kEmpty = new json(json::object());
+  if (!object.is_object()) return *kEmpty;
+  auto it = object.find("metadata");
+  return it != object.end() && it->is_object() ? *it : *kEmpty;
+}
+
+std::string ResourceVersionOf(const json& object) {
+  return StringAt(MetadataOf(object), "resourceVersion");
+}
+
+// The value of label `label`, nullopt when the object does not have it.
+std::optional<std::string> LabelOf(const json& object, const std::string& label) {
+  const json& meta = MetadataOf(object);
+  if (!meta.contains("labels")) return std::nullopt;
+  const json& labels = meta.at("labels");
+  if (!labels.is_object() || !labels.contains(label)) return std::nullopt;
+  const json& value = labels.at(label);
+  if (!value.is_string()) return std::nullopt;
+  return value.get<std::string>();
+}
+
+}  // namespace
+
+Informer::Informer(KubeClient* client, ResourceRef resource, std::string namespace_name,
+                   InformerOptions options)
+    : client_(client),
+      resource_(std::move(resource)),
+      namespace_name_(std::move(namespace_name)),
+      options_(std::move(options)) {}
+
+Informer::~Informer() { Stop(); }
+
+void Informer::OnChange(InformerHandler handler) { handlers_.push_back(std::move(handler)); }
+
+void Informer::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread(&Informer::Loop, this);
+  if (options_.resync_period.count() > 0) {
+    resync_thread_ = std::thread(&Informer::ResyncTimerLoop, this);
+  }
+}
+
+void Informer::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  stop_ = true;
+  cancel_watch_ = true;
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (resync_thread_.joinable()) resync_thread_.join();
+}
+
+bool Informer::HasSynced() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return synced_;
+}
+
+bool Informer::WaitForSync(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return synced_ || stopping_; });
+  return synced_;
+}
+
+std::optional<json> Informer::Get(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<json> Informer::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<json> out;
+  out.reserve(cache_.size());
+  for (const auto& [key, object] : cache_) out.push_back(object);
+  return out;
+}
+
+std::vector<json> Informer::ListByLabel(const std::string& label, const std::string& value) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<json> out;
+  if (!options_.index_label.empty() && label == options_.index_label) {
+    auto keys = index_.find(value);
+    if (keys == index_.end()) return out;
+    for (const std::string& key : keys->second) out.push_back(cache_.at(key));
+    return out;
+  }
+  for (const auto& [key, object] : cache_) {
+    if (LabelOf(object, label) == value) out.push_back(object);
+  }
+  return out;
+}
+
+int64_t Informer::relists() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return relists_;
+}
+
+std::string Informer::resource_version() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return resource_version_;
+}
+
+std::string Informer::IndexValue(const json& object) const {
+  if (options_.index_label.empty()) return "";
+  return LabelOf(object, options_.index_label).value_or("");
+}
+
+void Informer::PutLocked(const std::string& key, json object) {
+  EraseLocked(key);
+  if (std::string value = IndexValue(object); !value.empty()) index_[value].insert(key);
+  cache_[key] = std::move(object);
+}
+
+void Informer::EraseLocked(const std::string& key) {
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return;
+  if (std::string value = IndexValue(it->second); !value.empty()) {
+    auto keys = index_.find(value);
+    if (keys != index_.end()) {
+      keys->second.erase(key);
+      if (keys->second.empty()) index_.erase(keys);
+    }
+  }
+  cache_.erase(it);
+}
+
+void Informer::Notify(const std::vector<Change>& changes) {
+  for (const Change& change : changes) {
+    for (const InformerHandler& handler : handlers_) {
+      handler(change.key, change.object ? &*change.object : nullptr);
+    }
+  }
+}
+
+bool Informer::WaitStop(std::chrono::milliseconds delay) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, delay, [&] { return stopping_; });
+}
+
+Status Informer::ListAndReplace() {
+  ListOptions list;
+  list.label_selector = options_.label_selector;
+  list.field_selector = options_.field_selector;
+  list.limit = options_.page_size;
+  ASSIGN_OR_RETURN(controller::ListPage page, client_->ListAll(resource_, namespace_name_, list));
+  std::map<std::string, json> fresh;
+  for (json& item : page.items) {
+    std::string key = ObjectKey(item);
+    if (!key.empty()) fresh[std::move(key)] = std::move(item);
+  }
+  std::vector<Change> changes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // What changed while no watch was looking: deletions first, as they happened earlier.
+    for (const auto& [key, object] : cache_) {
+      if (fresh.count(key) == 0) changes.push_back({key, std::nullopt});
+    }
+    for (const auto& [key, object] : fresh) {
+      auto old = cache_.find(key);
+      if (old == cache_.end() || ResourceVersionOf(old->second) != ResourceVersionOf(object) ||
+          old->second != object) {
+        changes.push_back({key, object});
+      }
+    }
+    cache_.clear();
+    index_.clear();
+    for (auto& [key, object] : fresh) PutLocked(key, std::move(object));
+    resource_version_ = page.resource_version;
+    ++relists_;
+  }
+  Notify(changes);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    synced_ = true;  // after the handlers saw the first list
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+void Informer::Apply(const WatchEvent& event) {
+  std::vector<Change> changes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (std::string rv = ResourceVersionOf(event.object); !rv.empty()) resource_version_ = rv;
+    if (event.type == WatchEvent::Type::kBookmark) return;
+    const std::string key = ObjectKey(event.object);
+    if (key.empty()) return;
+    if (event.type == WatchEvent::Type::kDeleted) {
+      if (cache_.count(key) == 0) return;
+      EraseLocked(key);
+      changes.push_back({key, std::nullopt});
+    } else {
+      PutLocked(key, event.object);
+      changes.push_back({key, event.object});
+    }
+  }
+  Notify(changes);
+}
+
+Status Informer::WatchOnce(bool* saw_event) {
+  WatchOptions watch;
+  watch.resource_version = resource_version();
+  watch.label_selector = options_.label_selector;
+  watch.field_selector = options_.field_selector;
+  watch.timeout_seconds = options_.watch_timeout_seconds;
+  watch.allow_bookmarks = true;
+  return client_->Watch(
+      resource_, namespace_name_, watch,
+      [&](const WatchEvent& event) {
+        *saw_event = true;
+        Apply(event);
+      },
+      cancel_watch_);
+}
+
+void Informer::Resync() {
+  std::vector<Change> changes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, object] : cache_) changes.push_back({key, object});
+  }
+  Notify(changes);
+}
+
+void Informer::ResyncTimerLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    if (cv_.wait_for(lock, options_.resync_period, [&] { return stopping_; })) return;
+    resync_due_ = true;
+    cancel_watch_ = true;  // the informer's thread resyncs, then watches again
+  }
+}
+
+void Informer::Loop() {
+  const std::string what =
+      "informer " + resource_.plural + (namespace_name_.empty() ? "" : " in " + namespace_name_);
+  std::chrono::milliseconds backoff = options_.min_backoff;
+  // Waits before the next try, doubling the backoff; false when stopped.
+  const auto back_off = [&](const Status& error) {
+    std::chrono::milliseconds delay = backoff;
+    if (auto hint = RetryAfter(error)) {
+      delay = std::max(delay, std::chrono::duration_cast<std::chrono::milliseconds>(*hint));
+    }
+    delay = std::min(delay, options_.max_backoff);
+    std::cerr << what << ": " << error.ToString() << "; retrying in " << delay.count() << " ms\n";
+    backoff = std::min(backoff * 2, options_.max_backoff);
+    return WaitStop(delay);
+  };
+  bool need_list = true;
+  while (!stop_) {
+    if (need_list) {
+      Status listed = ListAndReplace();
+      if (!listed.ok()) {
+        if (!back_off(listed)) return;
+        continue;
+      }
+      need_list = false;
+      backoff = options_.min_backoff;
+    }
+    bool saw_event = false;
+    const auto started = std::chrono::steady_clock::now();
+    Status watched = WatchOnce(&saw_event);
+    if (stop_) return;
+    bool resynced = false;
+    if (resync_due_.exchange(false)) {
+      cancel_watch_ = false;
+      if (stop_) return;  // Stop() raced with the timer: keep its cancel
+      Resync();
+      resynced = true;
+    }
+    if (IsGone(watched)) {
+      need_list = true;  // our resourceVersion is too old: list again now
+    } else if (!watched.ok()) {
+      if (!back_off(watched)) return;
+    } else if (resynced || saw_event || std::chrono::steady_clock::now() - started > kShortWatch) {
+      backoff = options_.min_backoff;
+    } else if (!WaitStop(backoff)) {
+      return;
+    } else {
+      backoff = std::min(backoff * 2, options_.max_backoff);
+    }
+  }
+}
+
+}  // namespace pacer::controller

@@ -1,0 +1,182 @@
+#include "kube/leader_election.h"
+
+#include <iostream>
+
+#include "kube/kube_time.h"
+
+namespace pacer::controller {
+namespace {
+
+using nlohmann::json;
+
+const Clock& SystemWallClock() {
+  static const SystemClock kClock;
+  return kClock;
+}
+
+int64_t CeilSeconds(std::chrono::milliseconds d) {
+  return std::max<int64_t>(1, (d.count() + 999) / 1000);
+}
+
+std::string StringAt(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+int64_t IntAt(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+}  // namespace
+
+LeaderElector::LeaderElector(KubeClient* client, LeaderElectionOptions options)
+    : client_(client),
+      options_(std::move(options)),
+      clock_(options_.clock != nullptr ? *options_.clock : SystemWallClock()) {}
+
+LeaderElector::~LeaderElector() { Stop(); }
+
+Status LeaderElector::Validate() const {
+  if (options_.namespace_name.empty() || options_.lease_name.empty()) {
+    return InvalidArgumentError("leader election needs the Lease's namespace and name");
+  }
+  if (options_.identity.empty()) {
+    return InvalidArgumentError("leader election needs an identity unique to this replica");
+  }
+  if (options_.retry_period.count() <= 0 || options_.renew_deadline <= options_.retry_period ||
+      options_.lease_duration <= options_.renew_deadline) {
+    return InvalidArgumentError(
+        "leader election needs 0 < retry_period < renew_deadline < lease_duration");
+  }
+  return Status::Ok();
+}
+
+void LeaderElector::Run(std::function<void()> on_started_leading,
+                        std::function<void()> on_stopped_leading) {
+  if (thread_.joinable()) return;
+  on_started_ = on_started_leading ? std::move(on_started_leading) : [] {};
+  on_stopped_ = on_stopped_leading ? std::move(on_stopped_leading) : [] {};
+  thread_ = std::thread(&LeaderElector::Loop, this);
+}
+
+void LeaderElector::Start(std::function<void()> on_started_leading,
+                          std::function<void()> on_stopped_leading) {
+  Run(std::move(on_started_leading), std::move(on_stopped_leading));
+}
+
+void LeaderElector::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool LeaderElector::WaitStop(std::chrono::milliseconds delay) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, delay, [&] { return stopping_; });
+}
+
+LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
+  const std::string now = FormatKubeMicroTime(clock_.WallNow());
+  const std::string& ns = options_.namespace_name;
+  StatusOr<json> got = client_->Get(kLeases, ns, options_.lease_name);
+  if (!got.ok() && got.status().code() == StatusCode::kNotFound) {
+    json lease = {{"apiVersion", kLeases.ApiVersion()},
+                  {"kind", kLeases.kind},
+                  {"metadata", {{"name", options_.lease_name}, {"namespace", ns}}},
+                  {"spec",
+                   {{"holderIdentity", options_.identity},
+                    {"leaseDurationSeconds", CeilSeconds(options_.lease_duration)},
+                    {"acquireTime", now},
+                    {"renewTime", now},
+                    {"leaseTransitions", 0}}}};
+    StatusOr<json> created = client_->Create(kLeases, ns, lease);
+    if (created.ok()) return Attempt::kAcquired;
+    if (created.status().code() == StatusCode::kAlreadyExists) return Attempt::kHeldByOther;
+    std::cerr << "leader election: cannot create Lease " << ns << "/" << options_.lease_name << ": "
+              << created.status().ToString() << "\n";
+    return Attempt::kFailed;
+  }
+  if (!got.ok()) {
+    std::cerr << "leader election: cannot read Lease " << ns << "/" << options_.lease_name << ": "
+              << got.status().ToString() << "\n";
+    return Attempt::kFailed;
+  }
+  json lease = std::move(got).value();
+  json spec = lease.contains("spec") && lease["spec"].is_object() ? lease["spec"] : json::object();
+  const std::string holder = StringAt(spec, "holderIdentity");
+  if (!holder.empty() && holder != options_.identity) {
+    const auto renewed = ParseKubeTime(StringAt(spec, "renewTime"));
+    const auto duration = std::chrono::seconds(IntAt(spec, "leaseDurationSeconds"));
+    if (renewed && clock_.WallNow() <= *renewed + duration) return Attempt::kHeldByOther;
+  }
+  if (holder != options_.identity) {
+    spec["acquireTime"] = now;
+    spec["leaseTransitions"] = IntAt(spec, "leaseTransitions") + 1;
+  }
+  spec["holderIdentity"] = options_.identity;
+  spec["leaseDurationSeconds"] = CeilSeconds(options_.lease_duration);
+  spec["renewTime"] = now;
+  lease["spec"] = std::move(spec);
+  // Conditional on the resourceVersion we read: a 409 means another candidate wrote first.
+  StatusOr<json> updated = client_->Update(kLeases, ns, lease);
+  if (updated.ok()) return Attempt::kAcquired;
+  if (updated.status().code() == StatusCode::kAborted) return Attempt::kHeldByOther;
+  std::cerr << "leader election: cannot write Lease " << ns << "/" << options_.lease_name << ": "
+            << updated.status().ToString() << "\n";
+  return Attempt::kFailed;
+}
+
+void LeaderElector::Release() {
+  const std::string& ns = options_.namespace_name;
+  StatusOr<json> got = client_->Get(kLeases, ns, options_.lease_name);
+  if (!got.ok()) return;
+  json lease = std::move(got).value();
+  if (!lease.contains("spec") || !lease["spec"].is_object() ||
+      StringAt(lease["spec"], "holderIdentity") != options_.identity) {
+    return;
+  }
+  const std::string now = FormatKubeMicroTime(clock_.WallNow());
+  lease["spec"]["holderIdentity"] = "";
+  lease["spec"]["leaseDurationSeconds"] = 1;
+  lease["spec"]["renewTime"] = now;
+  StatusOr<json> updated = client_->Update(kLeases, ns, lease);
+  if (!updated.ok()) {
+    std::cerr << "leader election: cannot release Lease " << ns << "/" << options_.lease_name
+              << ": " << updated.status().ToString() << "\n";
+  }
+}
+
+void LeaderElector::Loop() {
+  // Renewal is timed in real (steady) time: the waits between tries are real.
+  auto last_renew = std::chrono::steady_clock::now();
+  while (true) {
+    const Attempt attempt = TryAcquireOrRenew();
+    const auto now = std::chrono::steady_clock::now();
+    if (attempt == Attempt::kAcquired) {
+      last_renew = now;
+      if (!leader_.exchange(true)) {
+        std::cerr << "leader election: " << options_.identity << " leads "
+                  << options_.namespace_name << "/" << options_.lease_name << "\n";
+        on_started_();
+      }
+    } else if (leader_.load() &&
+               (attempt == Attempt::kHeldByOther || now - last_renew >= options_.renew_deadline)) {
+      leader_ = false;
+      std::cerr << "leader election: " << options_.identity << " lost " << options_.namespace_name
+                << "/" << options_.lease_name << "\n";
+      on_stopped_();
+    }
+    if (!WaitStop(options_.retry_period)) break;
+  }
+  if (leader_.load()) {
+    Release();
+    leader_ = false;
+    on_stopped_();
+  }
+}
+
+}  // namespace pacer::controller
