@@ -19,8 +19,8 @@ const char* WorkerPhaseName(WorkerPhase phase) {
 }
 
 int WorkerGroup::Count(WorkerPhase phase) const {
-  return static_cast<int>(std::count_if(workers.begin(), workers.end(),
-                                        [phase](const WorkerState& w) { return w.phase == phase; }));
+  return static_cast<int>(std::count_if(
+      workers.begin(), workers.end(), [phase](const WorkerState& w) { return w.phase == phase; }));
 }
 
 }  // namespace pacer::controller

@@ -53,8 +53,7 @@ StatusOr<planner::JobSpec> ParseJobObject(const nlohmann::json& trainjob) {
     document["metadata"].erase("managedFields");
     if (document["metadata"].contains("annotations") &&
         document["metadata"]["annotations"].is_object()) {
-      document["metadata"]["annotations"].erase(
-          "kubectl.kubernetes.io/last-applied-configuration");
+      document["metadata"]["annotations"].erase("kubectl.kubernetes.io/last-applied-configuration");
     }
   }
   // JSON is YAML: the planner's parser reads it as is.
@@ -129,8 +128,8 @@ PersistedState ReadPersistedState(const nlohmann::json& status) {
     }
   }
   if (status.is_object() && status.contains("progress")) {
-    s.steps_completed = std::max<int64_t>(
-        0, Field<int64_t>(status["progress"], "stepsCompleted").value_or(0));
+    s.steps_completed =
+        std::max<int64_t>(0, Field<int64_t>(status["progress"], "stepsCompleted").value_or(0));
   }
   s.measured_step_seconds = Field<double>(status, "measuredStepSeconds");
   return s;

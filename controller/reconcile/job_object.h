@@ -43,7 +43,7 @@ struct PersistedState {
   planner::Calibration calibration;                 // status.calibration
   int64_t steps_completed = 0;                      // status.progress.stepsCompleted
   int64_t total_steps = 0;
-  std::optional<double> measured_step_seconds;      // status.measuredStepSeconds
+  std::optional<double> measured_step_seconds;  // status.measuredStepSeconds
 };
 
 // Lenient: a field that is missing or malformed keeps its default.

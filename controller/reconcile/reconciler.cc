@@ -14,12 +14,11 @@ namespace pacer::controller {
 
 using Millis = std::chrono::milliseconds;
 
-#define RETURN_IF_ERROR_RESULT(expr)                          \
-  do {                                                        \
-    Status _status = (expr);                                  \
+#define RETURN_IF_ERROR_RESULT(expr)                                  \
+  do {                                                                \
+    Status _status = (expr);                                          \
     if (!_status.ok()) return ReconcileResult{_status, std::nullopt}; \
   } while (0)
-
 
 // One pass's working state: what the previous status carried over, and what
 // this pass decided.
@@ -44,6 +43,7 @@ struct Reconciler::Pass {
   std::optional<int64_t> projected;
   std::optional<double> slack;
   bool deleted = false;
+  bool keep_status = false;
 
   void Set(const char* type, const char* status, std::string reason, std::string message) {
     Condition c;
@@ -81,9 +81,7 @@ Millis Seconds(double seconds) {
   return Millis(static_cast<int64_t>(std::max(0.0, seconds) * 1000.0));
 }
 
-std::string GpuSummary(const planner::Evaluation& plan) {
-  return plan.layout.ToString();
-}
+std::string GpuSummary(const planner::Evaluation& plan) { return plan.layout.ToString(); }
 
 }  // namespace
 
@@ -137,7 +135,7 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
     // A spec the planner cannot read is the user's to fix: terminal until
     // they edit it (the edit bumps metadata.generation and wakes us).
     pass.phase = Phase::kFailed;
-    const std::string& message = spec.status().message();
+    const std::string message = spec.status().message();
     if (!pass.Had(kConditionInvalidSpec, "InvalidSpec")) {
       deps_.store->RecordEvent(pass.object, "Warning", "InvalidSpec", message);
     }
@@ -165,6 +163,7 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
     pass.phase = *previous_phase;
     pass.conditions = ParseConditions(pass.previous_status);
     pass.measured_step_seconds = pass.state.measured_step_seconds;
+    pass.keep_status = true;  // nothing changed: no write
     return Finish(pass, std::nullopt);
   }
 
@@ -211,14 +210,15 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
   // Would it work if every GPU of the cluster were free? Tells "wait for
   // GPUs" from "impossible".
   auto feasible_on_whole_cluster = [&]() {
-    planner::PlanOptions all = plan_options;
-    all.ignore_free_gpus = true;
-    StatusOr<planner::PlanResult> r = planner::Plan(job, inventory->inventory, calibration, all);
+    planner::Inventory idle = inventory->inventory;
+    for (planner::NodePool& pool : idle.node_pools)
+      pool.free_gpus = pool.nodes * pool.gpus_per_node;
+    StatusOr<planner::PlanResult> r = planner::Plan(job, idle, calibration, plan_options);
     return r.ok() && r->feasible && r->plan.has_value();
   };
 
   if (!result.ok()) {
-    const Status& error = result.status();
+    const Status error = result.status();
     if (error.code() == StatusCode::kInvalidArgument) {
       pass.phase = Phase::kFailed;
       if (!pass.Had(kConditionInvalidSpec, "InvalidSpec")) {
@@ -247,8 +247,8 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
           "the deadline can be met on this cluster, but not with the GPUs free now; "
           "waiting for GPUs to free up");
     }
-    std::string message = result->advice ? result->advice->summary
-                                         : std::string("no plan meets the deadline");
+    std::string message =
+        result->advice ? result->advice->summary : std::string("no plan meets the deadline");
     pass.phase = Phase::kInfeasible;
     if (!pass.Had(kConditionInfeasible, "DeadlineUnreachable")) {
       deps_.store->RecordEvent(pass.object, "Warning", "DeadlineUnreachable", message);
@@ -328,9 +328,9 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     pass.phase = Phase::kSucceeded;
     pass.state.steps_completed = pass.state.total_steps;
     if (!pass.Had(kConditionSucceeded, "Completed")) {
-      deps_.store->RecordEvent(pass.object, "Normal", "Completed",
-                               "all " + std::to_string(pass.state.total_steps) +
-                                   " steps completed");
+      deps_.store->RecordEvent(
+          pass.object, "Normal", "Completed",
+          "all " + std::to_string(pass.state.total_steps) + " steps completed");
     }
     pass.Set(kConditionSucceeded, kConditionTrue, "Completed",
              std::to_string(pass.state.total_steps) + " steps completed");
@@ -369,8 +369,8 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       pass.phase = Phase::kPending;
       return Finish(pass, Millis(0));
     }
-    const std::string message = why + "; " + std::to_string(options_.max_restarts) +
-                                " restarts used (the limit)";
+    const std::string message =
+        why + "; " + std::to_string(options_.max_restarts) + " restarts used (the limit)";
     deps_.store->RecordEvent(pass.object, "Warning", "RestartLimitExceeded", message);
     pass.phase = Phase::kFailed;
     pass.Set(kConditionFailed, kConditionTrue, "RestartLimitExceeded", message);
@@ -460,8 +460,8 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
                  std::to_string(remaining) + " steps left");
   }
   if (pass.phase != Phase::kRunning) return Finish(pass, options_.transition_poll);
-  return Finish(pass, std::min(replan_interval, Millis(std::max<int64_t>(
-                                                    1000, replan_interval.count()))));
+  return Finish(
+      pass, std::min(replan_interval, Millis(std::max<int64_t>(1000, replan_interval.count()))));
 }
 
 ReconcileResult Reconciler::Finish(Pass& pass, std::optional<Millis> requeue_after) {
@@ -485,7 +485,8 @@ ReconcileResult Reconciler::Finish(Pass& pass, std::optional<Millis> requeue_aft
   nlohmann::json status = nlohmann::json::parse(built.dump());
 
   Status written = Status::Ok();
-  if (status != pass.previous_status) written = deps_.store->WriteStatus(pass.object, status);
+  if (!pass.keep_status && status != pass.previous_status)
+    written = deps_.store->WriteStatus(pass.object, status);
 
   JobView view;
   view.job = pass.ref;

@@ -48,9 +48,9 @@ inline constexpr const char* kConditionInvalidSpec = "InvalidSpec";
 inline constexpr const char* kConditionDeadlineExceeded = "DeadlineExceeded";
 
 struct ReconcilerOptions {
-  int max_restarts = 3;              // worker failures before the job fails
-  bool use_finalizer = true;         // off in local mode (nothing outlives it)
-  ReplanOptions replan;              // margin and hysteresis
+  int max_restarts = 3;       // worker failures before the job fails
+  bool use_finalizer = true;  // off in local mode (nothing outlives it)
+  ReplanOptions replan;       // margin and hysteresis
   // How long a job waiting for GPUs waits before it is planned again (a
   // node or pod change also wakes it).
   std::chrono::milliseconds pending_retry{30000};

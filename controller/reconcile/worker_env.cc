@@ -17,11 +17,12 @@ std::string Number(double value) {
 }  // namespace
 
 int64_t TotalSteps(const planner::JobSpec& job) {
-  const double samples = job.data.samples ? *job.data.samples
-                                          : std::ceil(job.data.tokens.value_or(0) /
-                                                      std::max(1, job.model.sequence_length));
-  const double per_epoch =
-      std::ceil(samples / static_cast<double>(std::max<int64_t>(1, job.training.global_batch_size)));
+  const double samples =
+      job.data.samples
+          ? *job.data.samples
+          : std::ceil(job.data.tokens.value_or(0) / std::max(1, job.model.sequence_length));
+  const double per_epoch = std::ceil(
+      samples / static_cast<double>(std::max<int64_t>(1, job.training.global_batch_size)));
   return std::max<int64_t>(1, static_cast<int64_t>(per_epoch) * std::max(1, job.data.epochs));
 }
 

@@ -1,0 +1,150 @@
+// In-memory stand-ins for the reconciler's interfaces (reconcile/interfaces.h):
+// a job store with events and conflict injection, a launcher whose workers the
+// test moves between phases, a settable metrics source and a fixed inventory.
+// Thread-safety: none; the tests drive them from one thread.
+#ifndef PACER_TESTS_RECONCILE_FAKES_H_
+#define PACER_TESTS_RECONCILE_FAKES_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "reconcile/interfaces.h"
+
+namespace pacer::controller::testing {
+
+struct RecordedEvent {
+  std::string key, type, reason, message;
+};
+
+class FakeJobStore : public JobStore {
+ public:
+  std::map<std::string, nlohmann::json> jobs;
+  std::vector<RecordedEvent> events;
+  int status_writes = 0;
+  int fail_next_status_writes = 0;  // answered Aborted (a conflict)
+
+  void Put(const nlohmann::json& job) {
+    const auto& m = job["metadata"];
+    jobs[m.value("namespace", "default") + "/" + m["name"].get<std::string>()] = job;
+  }
+  StatusOr<nlohmann::json> Get(const std::string& key) override {
+    auto it = jobs.find(key);
+    if (it == jobs.end()) return NotFoundError("trainjobs \"" + key + "\" not found");
+    return it->second;
+  }
+  Status WriteStatus(const nlohmann::json& job, const nlohmann::json& status) override {
+    if (fail_next_status_writes > 0) {
+      --fail_next_status_writes;
+      return Status(StatusCode::kAborted, "conflict");
+    }
+    ++status_writes;
+    jobs[Key(job)]["status"] = status;
+    return Status::Ok();
+  }
+  StatusOr<nlohmann::json> SetFinalizer(const nlohmann::json& job, const std::string& finalizer,
+                                        bool present) override {
+    nlohmann::json& stored = jobs[Key(job)];
+    nlohmann::json list = nlohmann::json::array();
+    if (stored["metadata"].contains("finalizers")) {
+      for (const auto& f : stored["metadata"]["finalizers"]) {
+        if (f != finalizer) list.push_back(f);
+      }
+    }
+    if (present) list.push_back(finalizer);
+    stored["metadata"]["finalizers"] = list;
+    if (!present && stored["metadata"].contains("deletionTimestamp") && list.empty()) {
+      nlohmann::json copy = stored;
+      jobs.erase(Key(job));
+      return copy;
+    }
+    return stored;
+  }
+  void RecordEvent(const nlohmann::json& job, const std::string& type, const std::string& reason,
+                   const std::string& message) override {
+    events.push_back({Key(job), type, reason, message});
+  }
+  int CountEvents(const std::string& reason) const {
+    int n = 0;
+    for (const auto& e : events) n += e.reason == reason ? 1 : 0;
+    return n;
+  }
+  nlohmann::json StatusOf(const std::string& key) const {
+    return jobs.at(key).value("status", nlohmann::json::object());
+  }
+  static std::string Key(const nlohmann::json& job) {
+    return job["metadata"].value("namespace", "default") + "/" +
+           job["metadata"]["name"].get<std::string>();
+  }
+};
+
+class FakeLauncher : public Launcher {
+ public:
+  std::map<std::string, WorkerGroup> groups;
+  std::vector<LaunchSpec> launches;
+  std::vector<std::pair<std::string, StopMode>> stops;
+
+  Status Launch(const LaunchSpec& spec) override {
+    launches.push_back(spec);
+    auto it = groups.find(spec.job.key());
+    if (it != groups.end() && it->second.attempt == spec.attempt) return Status::Ok();
+    WorkerGroup g;
+    g.attempt = spec.attempt;
+    g.expected_workers = spec.plan.layout.nodes;
+    for (int n = 0; n < spec.plan.layout.nodes; ++n)
+      g.workers.push_back({n, WorkerPhase::kPending, std::nullopt, ""});
+    groups[spec.job.key()] = g;
+    return Status::Ok();
+  }
+  StatusOr<std::optional<WorkerGroup>> Observe(const JobRef& job) override {
+    auto it = groups.find(job.key());
+    if (it == groups.end()) return std::optional<WorkerGroup>();
+    return std::optional<WorkerGroup>(it->second);
+  }
+  Status Stop(const JobRef& job, StopMode mode) override {
+    stops.emplace_back(job.key(), mode);
+    auto it = groups.find(job.key());
+    if (it == groups.end()) return Status::Ok();
+    if (mode == StopMode::kRemove) {
+      groups.erase(it);
+    } else {
+      it->second.stopping = true;
+    }
+    return Status::Ok();
+  }
+  // Test helpers: every worker of `key` to `phase` (with an exit code).
+  void SetAll(const std::string& key, WorkerPhase phase, std::optional<int> exit_code = {}) {
+    for (WorkerState& w : groups.at(key).workers) {
+      w.phase = phase;
+      w.exit_code = exit_code;
+    }
+  }
+  int CountStops(StopMode mode) const {
+    int n = 0;
+    for (const auto& s : stops) n += s.second == mode ? 1 : 0;
+    return n;
+  }
+};
+
+class FakeMetrics : public MetricsSource {
+ public:
+  std::map<std::string, Measurement> measurements;
+  std::optional<Status> error;
+  StatusOr<Measurement> Measure(const JobRef& job) override {
+    if (error) return *error;
+    auto it = measurements.find(job.key());
+    if (it == measurements.end()) return Measurement{};
+    return it->second;
+  }
+};
+
+class FakeInventory : public InventorySource {
+ public:
+  ClusterInventory inventory;
+  StatusOr<ClusterInventory> Current() override { return inventory; }
+};
+
+}  // namespace pacer::controller::testing
+
+#endif  // PACER_TESTS_RECONCILE_FAKES_H_

@@ -1,0 +1,342 @@
+// The reconciler against in-memory fakes: launch, progress, re-plan, restart,
+// infeasible and invalid jobs, deletion, and a controller restart.
+#include "reconcile/reconciler.h"
+
+#include <gtest/gtest.h>
+
+#include "core/clock.h"
+#include "fakes.h"
+#include "pacer/planner/inventory.h"
+
+namespace pacer::controller {
+namespace {
+
+using testing::FakeInventory;
+using testing::FakeJobStore;
+using testing::FakeLauncher;
+using testing::FakeMetrics;
+
+constexpr char kKey[] = "research/llama";
+
+// The 7B job of manifests/examples/llama-7b-h100.yaml: planned on 16 H100s,
+// about 7.7 days against a 14-day limit, created at the fake clock's start.
+nlohmann::json LlamaJob(const std::string& name = "llama",
+                        const std::string& max_duration = "14d") {
+  return nlohmann::json::parse(R"({
+    "apiVersion": "pacer.dev/v1alpha1", "kind": "TrainJob",
+    "metadata": {"name": ")" + name +
+                               R"(", "namespace": "research", "uid": "uid-)" + name +
+                               R"(", "generation": 1, "creationTimestamp": "2026-11-22T00:00:00Z"},
+    "spec": {
+      "model": {"parameters": 6.7e9, "layers": 32, "hiddenSize": 4096, "attentionHeads": 32,
+                "kvHeads": 32, "ffnHiddenSize": 11008, "ffnKind": "swiglu", "vocabSize": 32000,
+                "sequenceLength": 4096},
+      "data": {"tokens": 140e9},
+      "training": {"globalBatchSize": 1024, "precision": "bf16"},
+      "maxDuration": ")" + max_duration +
+                               R"(",
+      "objective": "cost",
+      "resources": {"gpuTypes": ["H100-SXM"], "minGPUs": 8},
+      "replan": {"enabled": true, "interval": "60s", "slack": "5%"}
+    }})");
+}
+
+// 16 nodes x 8 H100s, all free.
+ClusterInventory H100Cluster(int nodes = 16, int free_gpus = -1) {
+  ClusterInventory c;
+  planner::NodePool pool;
+  pool.name = "h100";
+  pool.gpu_type = "H100-SXM";
+  pool.nodes = nodes;
+  pool.gpus_per_node = 8;
+  pool.free_gpus = free_gpus < 0 ? nodes * 8 : free_gpus;
+  pool.network_gbps_per_node = 3200;
+  pool.nvlink_gbps = 900;
+  c.inventory.node_pools.push_back(pool);
+  return c;
+}
+
+class ReconcilerTest : public ::testing::Test {
+ protected:
+  ReconcilerTest() { inventory_.inventory = H100Cluster(); }
+
+  Reconciler& reconciler() {
+    if (!reconciler_) {
+      ReconcilerDeps deps{&store_, &launcher_, &metrics_, &inventory_, &clock_};
+      reconciler_ = std::make_unique<Reconciler>(deps, ReconcilerOptions{});
+    }
+    return *reconciler_;
+  }
+  ReconcileResult Pass(const std::string& key = kKey) { return reconciler().Reconcile(key); }
+  nlohmann::json Status(const std::string& key = kKey) { return store_.StatusOf(key); }
+  std::string ConditionReason(const std::string& type, const std::string& key = kKey) {
+    const nlohmann::json status = Status(key);
+    for (const auto& c : status["conditions"]) {
+      if (c["type"] == type)
+        return c["status"].get<std::string>() + "/" + c["reason"].get<std::string>();
+    }
+    return "";
+  }
+  // Launches the job and brings its workers up.
+  void LaunchAndRun() {
+    ASSERT_TRUE(Pass().status.ok());
+    ASSERT_EQ(launcher_.launches.size(), 1u);
+    launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  }
+
+  FakeClock clock_;
+  FakeJobStore store_;
+  FakeLauncher launcher_;
+  FakeMetrics metrics_;
+  FakeInventory inventory_;
+  std::unique_ptr<Reconciler> reconciler_;
+};
+
+TEST_F(ReconcilerTest, NewJobIsPlannedAndLaunchedWithTheExactGlobalBatch) {
+  store_.Put(LlamaJob());
+  ReconcileResult r = Pass();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  const LaunchSpec& launch = launcher_.launches[0];
+  EXPECT_EQ(launch.plan.layout.global_batch(), 1024);
+  EXPECT_EQ(launch.plan.layout.gpu_type, "H100-SXM");
+  EXPECT_EQ(launch.attempt, 1);
+  EXPECT_EQ(launch.total_steps, 33379);
+  EXPECT_EQ(launch.job.uid, "uid-llama");
+  EXPECT_EQ(Status()["phase"], "Planning");
+  EXPECT_EQ(Status()["attempt"], 1);
+  EXPECT_EQ(Status()["plan"]["gpus"], launch.plan.layout.gpus());
+  EXPECT_EQ(ConditionReason("Planned"), "True/Planned");
+  EXPECT_EQ(store_.CountEvents("Launched"), 1);
+  EXPECT_EQ(store_.jobs[kKey]["metadata"]["finalizers"][0], kFinalizer);
+  EXPECT_TRUE(r.requeue_after.has_value());
+
+  // A second pass while the pods start launches nothing new.
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(store_.CountEvents("Launched"), 1);
+}
+
+TEST_F(ReconcilerTest, RunningJobReportsProgressAndEtaFromMetrics) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  const double predicted = launcher_.launches[0].plan.step.step_seconds;
+  metrics_.measurements[kKey] = Measurement{predicted, 1000, 1.0};
+  clock_.Advance(std::chrono::hours(6));
+  ReconcileResult r = Pass();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(Status()["phase"], "Running");
+  EXPECT_EQ(Status()["progress"]["stepsCompleted"], 1000);
+  EXPECT_EQ(Status()["progress"]["totalSteps"], 33379);
+  EXPECT_NEAR(Status()["measuredStepSeconds"].get<double>(), predicted, 1e-3);
+  EXPECT_EQ(ConditionReason("DeadlineAtRisk"), "False/OnTrack");
+  // ETA = now + remaining x measured.
+  const int64_t eta = clock_.WallUnixSeconds() + static_cast<int64_t>(32379 * predicted);
+  auto view = reconciler().View(kKey);
+  ASSERT_TRUE(view.has_value());
+  ASSERT_TRUE(view->projected_completion_unix_seconds.has_value());
+  EXPECT_NEAR(static_cast<double>(*view->projected_completion_unix_seconds),
+              static_cast<double>(eta), 2.0);
+  EXPECT_GT(Status()["deadlineSlackSeconds"].get<int64_t>(), 0);
+  // Re-checked every spec.replan.interval.
+  ASSERT_TRUE(r.requeue_after.has_value());
+  EXPECT_EQ(*r.requeue_after, std::chrono::seconds(60));
+}
+
+TEST_F(ReconcilerTest, SlowerThanPredictedReplansToMoreGpusWithTheSameGlobalBatch) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  const planner::Evaluation first = launcher_.launches[0].plan;
+  metrics_.measurements[kKey] = Measurement{first.step.step_seconds * 2.0, 500, 1.0};
+  clock_.Advance(std::chrono::hours(3));
+  ASSERT_TRUE(Pass().status.ok());
+
+  // Stopped gracefully (SIGTERM -> checkpoint), recorded in status and events.
+  EXPECT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
+  EXPECT_EQ(Status()["phase"], "Replanning");
+  EXPECT_EQ(Status()["replans"], 1);
+  EXPECT_EQ(store_.CountEvents("Replanning"), 1);
+  EXPECT_NEAR(Status()["calibration"]["H100-SXM"]["stepTimeRatio"].get<double>(), 2.0, 0.05);
+
+  // Workers checkpoint and exit with code 6; the next passes remove them and
+  // launch the new plan.
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
+  EXPECT_EQ(store_.CountEvents("WorkerFailed"), 0) << "a planned stop is not a failure";
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  const LaunchSpec& second = launcher_.launches[1];
+  EXPECT_EQ(second.attempt, 2);
+  EXPECT_GT(second.plan.layout.gpus(), first.layout.gpus());
+  EXPECT_EQ(second.plan.layout.global_batch(), 1024);
+  EXPECT_EQ(second.total_steps, 33379);
+  EXPECT_EQ(Status()["restarts"], 0);
+  EXPECT_EQ(Status()["replans"], 1);
+}
+
+TEST_F(ReconcilerTest, FasterThanPredictedCausesNoChurn) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  const double predicted = launcher_.launches[0].plan.step.step_seconds;
+  for (int i = 1; i <= 5; ++i) {
+    metrics_.measurements[kKey] = Measurement{predicted * 0.8, 300 * i, 1.0};
+    clock_.Advance(std::chrono::minutes(30));
+    ASSERT_TRUE(Pass().status.ok());
+  }
+  EXPECT_EQ(launcher_.stops.size(), 0u);
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(Status()["replans"], 0);
+  EXPECT_EQ(ConditionReason("DeadlineAtRisk"), "False/OnTrack");
+}
+
+TEST_F(ReconcilerTest, ImpossibleDeadlineIsInfeasibleWithTheFix) {
+  store_.Put(LlamaJob("llama", "6h"));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_TRUE(launcher_.launches.empty());
+  EXPECT_EQ(Status()["phase"], "Infeasible");
+  EXPECT_EQ(ConditionReason("Infeasible"), "True/DeadlineUnreachable");
+  ASSERT_EQ(store_.CountEvents("DeadlineUnreachable"), 1);
+  std::string message;
+  const nlohmann::json status = Status();
+  for (const auto& c : status["conditions"]) {
+    if (c["type"] == "Infeasible") message = c["message"];
+  }
+  EXPECT_NE(message.find("GPU"), std::string::npos) << message;  // says what would fix it
+  // Terminal: another pass changes nothing and records no new event.
+  const int writes = store_.status_writes;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(store_.status_writes, writes);
+  EXPECT_EQ(store_.CountEvents("DeadlineUnreachable"), 1);
+}
+
+TEST_F(ReconcilerTest, InvalidSpecSetsAConditionAndOthersKeepBeingServed) {
+  nlohmann::json bad = LlamaJob("bad");
+  bad["spec"]["training"]["globalBatchSize"] = -4;
+  store_.Put(bad);
+  store_.Put(LlamaJob());
+  ReconcileResult r = Pass("research/bad");
+  EXPECT_TRUE(r.status.ok());
+  EXPECT_FALSE(r.requeue_after.has_value());
+  EXPECT_EQ(Status("research/bad")["phase"], "Failed");
+  EXPECT_EQ(ConditionReason("InvalidSpec", "research/bad"), "True/InvalidSpec");
+  ASSERT_EQ(store_.CountEvents("InvalidSpec"), 1);
+  EXPECT_NE(store_.events[0].message.find("globalBatchSize"), std::string::npos)
+      << store_.events[0].message;
+  ASSERT_TRUE(Pass("research/bad").status.ok());
+  EXPECT_EQ(store_.CountEvents("InvalidSpec"), 1) << "no event storm on requeue";
+
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(launcher_.launches[0].job.name, "llama");
+}
+
+TEST_F(ReconcilerTest, FailedWorkerRestartsFromCheckpointUpToTheLimit) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  for (int restart = 1; restart <= 3; ++restart) {
+    launcher_.SetAll(kKey, WorkerPhase::kFailed, 4);
+    ASSERT_TRUE(Pass().status.ok());
+    EXPECT_EQ(Status()["restarts"], restart);
+    ASSERT_TRUE(Pass().status.ok());  // relaunch
+    ASSERT_EQ(launcher_.launches.size(), static_cast<size_t>(restart + 1));
+    EXPECT_EQ(launcher_.launches.back().attempt, restart + 1);
+    launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  }
+  EXPECT_EQ(store_.CountEvents("WorkerFailed"), 3);
+  for (const auto& e : store_.events) {
+    if (e.reason == "WorkerFailed") {
+      EXPECT_NE(e.message.find("exit code 4"), std::string::npos) << e.message;
+    }
+  }
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 4);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Failed");
+  EXPECT_EQ(ConditionReason("Failed"), "True/RestartLimitExceeded");
+  EXPECT_EQ(launcher_.launches.size(), 4u);
+  EXPECT_TRUE(launcher_.groups.empty());
+}
+
+TEST_F(ReconcilerTest, SucceededWhenEveryWorkerFinished) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  launcher_.SetAll(kKey, WorkerPhase::kSucceeded, 0);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Succeeded");
+  EXPECT_EQ(Status()["progress"]["percent"], 100.0);
+  EXPECT_EQ(store_.CountEvents("Completed"), 1);
+}
+
+TEST_F(ReconcilerTest, UnreachableMetricsAreDegradedButTheJobRunsOnPredictions) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  metrics_.error = UnavailableError("prometheus at http://prom:9090: connection refused");
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Running");
+  EXPECT_EQ(ConditionReason("Degraded"), "True/MetricsUnavailable");
+  EXPECT_EQ(launcher_.stops.size(), 0u);
+  EXPECT_TRUE(Status().contains("projectedCompletionTime"));
+  // Metrics return: the condition goes away.
+  metrics_.error.reset();
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("Degraded"), "");
+}
+
+TEST_F(ReconcilerTest, WaitsForGpusWhenTheClusterIsBusy) {
+  inventory_.inventory = H100Cluster(16, 0);
+  store_.Put(LlamaJob());
+  ReconcileResult r = Pass();
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_TRUE(launcher_.launches.empty());
+  EXPECT_EQ(Status()["phase"], "Pending");
+  EXPECT_EQ(ConditionReason("Planned"), "False/InsufficientGpus");
+  ASSERT_TRUE(r.requeue_after.has_value());
+  // GPUs free up: the next pass launches.
+  inventory_.inventory = H100Cluster(16);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+}
+
+TEST_F(ReconcilerTest, DeletionRemovesWorkersThenTheFinalizer) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  store_.jobs[kKey]["metadata"]["deletionTimestamp"] = "2026-11-22T01:00:00Z";
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
+  EXPECT_EQ(store_.jobs.count(kKey), 0u) << "finalizer removed, object gone";
+  EXPECT_FALSE(reconciler().View(kKey).has_value());
+}
+
+TEST_F(ReconcilerTest, RestartedControllerAdoptsRunningWorkersWithoutDuplicates) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  reconciler_.reset();  // a new controller process: only the store and the pods remain
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(Status()["phase"], "Running");
+  EXPECT_EQ(Status()["attempt"], 1);
+}
+
+TEST_F(ReconcilerTest, StatusConflictIsRetryable) {
+  store_.Put(LlamaJob());
+  store_.fail_next_status_writes = 1;
+  ReconcileResult r = Pass();
+  EXPECT_EQ(r.status.code(), StatusCode::kAborted);
+  EXPECT_TRUE(r.status.retryable());
+  // The retry adopts the launched workers instead of launching again.
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+}
+
+TEST_F(ReconcilerTest, PassedDeadlineSetsACondition) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  const double predicted = launcher_.launches[0].plan.step.step_seconds;
+  metrics_.measurements[kKey] = Measurement{predicted, 100, 1.0};
+  clock_.Advance(std::chrono::hours(24 * 15));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("DeadlineExceeded"), "True/DeadlinePassed");
+}
+
+}  // namespace
+}  // namespace pacer::controller
