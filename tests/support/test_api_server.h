@@ -1,0 +1,94 @@
+// TestApiServer: an in-process Kubernetes API server for tests, speaking
+// the real REST protocol over HTTPS well enough for our cpprestsdk client
+// and for the real kubectl (apply, get, describe, delete). See
+// docs/testing.md for what it implements and what it does not.
+//
+// It serves every resource of the table in resource_table.h plus those
+// CustomResourceDefinitions add; objects live in memory (ObjectStore). TLS
+// material (a CA and a serving certificate for localhost and 127.0.0.1) is
+// generated at start; every request needs "Authorization: Bearer <token>".
+//
+// Units: durations are std::chrono types; sizes in bytes.
+// Thread-safety: every method is thread-safe. One thread accepts
+// connections, one thread serves each connection (HTTP/1.1 keep-alive);
+// the destructor stops and joins them all.
+#ifndef PACER_TESTS_SUPPORT_TEST_API_SERVER_H_
+#define PACER_TESTS_SUPPORT_TEST_API_SERVER_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "pacer/status.h"
+
+namespace pacer::testing {
+
+struct TestApiServerOptions {
+  std::string bind_address = "127.0.0.1";
+  int port = 0;            // 0 = pick a free port
+  std::string token;       // bearer token; empty = generate a random one
+  size_t history_limit = 10000;  // watch events kept for resuming; older resourceVersions get 410 Gone
+  std::chrono::milliseconds bookmark_interval{1000};
+};
+
+class TestApiServer {
+ public:
+  static StatusOr<std::unique_ptr<TestApiServer>> Start(TestApiServerOptions options = {});
+  ~TestApiServer();  // stops and joins every thread
+
+  TestApiServer(const TestApiServer&) = delete;
+  TestApiServer& operator=(const TestApiServer&) = delete;
+
+  std::string url() const;            // "https://127.0.0.1:PORT"
+  const std::string& ca_pem() const;  // the generated CA (PEM) that signed the serving cert
+  const std::string& token() const;
+  // A kubeconfig (certificate-authority-data, token, one context "pacer-test"
+  // with that namespace) kubectl and our client accept. Written mode 0600.
+  Status WriteKubeconfig(const std::string& path,
+                         const std::string& namespace_name = "default") const;
+
+  // Direct access to the store, as the kubelet/scheduler would act (tests set
+  // pod phases this way). Paths are API paths, e.g.
+  // "/api/v1/namespaces/ns/pods/p",
+  // "/apis/pacer.dev/v1alpha1/namespaces/ns/trainjobs/j".
+  StatusOr<nlohmann::json> GetObject(const std::string& path) const;
+  // Fills metadata (uid, resourceVersion, creationTimestamp, generation);
+  // keeps .status as given.
+  StatusOr<nlohmann::json> CreateObject(const std::string& collection_path, nlohmann::json object);
+  // Replaces the object incl. status, bumps resourceVersion, emits MODIFIED.
+  StatusOr<nlohmann::json> UpdateObject(const std::string& path, nlohmann::json object);
+  Status DeleteObject(const std::string& path);
+  // e.g. "/api/v1/pods" (all namespaces) or "/api/v1/namespaces/ns/pods".
+  std::vector<nlohmann::json> ListObjects(const std::string& collection_path) const;
+
+  // Fault injection. The next `count` requests whose method matches
+  // (`method` "" = any) and whose path contains `path_substring` get
+  // `http_code` with a metav1 Status (429 with Retry-After: 1).
+  void FailNextRequests(const std::string& method, const std::string& path_substring,
+                        int http_code, int count);
+  void DropWatches();     // close every open watch stream now
+  void CompactHistory();  // forget watch history: resuming from any older resourceVersion gets 410 Gone
+  void SetLatency(std::chrono::milliseconds latency);  // added to every request
+
+  // Observability for tests (no sleeps in tests!).
+  int64_t RequestCount(const std::string& method, const std::string& path_substring) const;
+  int OpenWatchCount() const;
+  // Blocks until pred() holds (re-evaluated after every store mutation and
+  // every request) or timeout; returns pred()'s final value.
+  bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) const;
+
+  class Impl;
+
+ private:
+  explicit TestApiServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pacer::testing
+
+#endif  // PACER_TESTS_SUPPORT_TEST_API_SERVER_H_
