@@ -138,7 +138,8 @@ std::string ObjectStore::NewUid() {
     if (i == 8 || i == 12 || i == 16 || i == 20) uid += '-';
     uid += kHex[digit(rng_)];
   }
-  uid[14] = '4';  // version 4, as a UUID
+  uid[14] = '4';                                      // version 4
+  uid[19] = kHex[8 + (std::uniform_int_distribution<int>(0, 3)(rng_))];  // RFC 4122 variant
   return uid;
 }
 

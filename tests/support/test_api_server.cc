@@ -28,6 +28,7 @@
 
 #include "api_error.h"
 #include "object_store.h"
+#include "openapi.h"
 #include "table_output.h"
 #include "tls_certs.h"
 
@@ -464,6 +465,18 @@ class TestApiServer::Impl {
       return r;
     }
     if (path == "/apis" || path == "/apis/") return Discovery(json(), "");
+    if (path == "/openapi/v3" || path == "/openapi/v3/") {
+      Reply r;
+      r.body = OpenApiV3Root(store_.Resources());
+      return r;
+    }
+    if (path.rfind("/openapi/v3/", 0) == 0) {
+      if (auto doc = OpenApiV3GroupVersion(store_.Resources(), path.substr(12))) {
+        Reply r;
+        r.body = std::move(*doc);
+        return r;
+      }
+    }
     if (path == "/api/v1") return ResourceList("", "v1");
     if (path.rfind("/apis/", 0) == 0) {
       std::string rest = path.substr(6);
