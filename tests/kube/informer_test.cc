@@ -1,0 +1,225 @@
+// Informer against the test API server: sync, following changes, surviving
+// dropped watches without losing updates, re-listing after 410 Gone with
+// deletions reported, backing off under errors, resync, the label index.
+#include "kube/informer.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "kube_test_env.h"
+
+namespace pacer::controller {
+namespace {
+
+using nlohmann::json;
+
+// Records handler calls; waits on them with a condition variable.
+class Recorder {
+ public:
+  InformerHandler Handler() {
+    return [this](const std::string& key, const json* object) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++calls_[key];
+      last_[key] = object ? std::optional<json>(*object) : std::nullopt;
+      cv_.notify_all();
+    };
+  }
+  // Waits until the last call for `key` satisfies `pred` (nullopt: deleted).
+  bool WaitFor(const std::string& key,
+               const std::function<bool(const std::optional<json>&)>& pred) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] {
+      auto it = last_.find(key);
+      return it != last_.end() && pred(it->second);
+    });
+  }
+  bool WaitForCalls(const std::string& key, int n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, kWait, [&] { return calls_[key] >= n; });
+  }
+  int calls(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_[key];
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, int> calls_;
+  std::map<std::string, std::optional<json>> last_;
+};
+
+bool ModelIs(const std::optional<json>& object, const std::string& model) {
+  return object && (*object)["spec"]["model"] == model;
+}
+
+class InformerTest : public KubeTest {
+ protected:
+  json Put(const std::string& name, const std::string& model) {
+    json job = TrainJob(name);
+    job["spec"]["model"] = model;
+    auto existing = server_->GetObject(TrainJobsPath() + "/" + name);
+    if (existing.ok()) {
+      job["metadata"] = (*existing)["metadata"];
+      auto updated = server_->UpdateObject(TrainJobsPath() + "/" + name, job);
+      EXPECT_TRUE(updated.ok()) << updated.status().ToString();
+      return updated.ok() ? *updated : json();
+    }
+    auto created = server_->CreateObject(TrainJobsPath(), job);
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    return created.ok() ? *created : json();
+  }
+};
+
+TEST_F(InformerTest, SyncsThenFollowsChanges) {
+  Put("a", "m1");
+  Put("b", "m1");
+  Informer informer(client_.get(), kTrainJobs, "default");
+  Recorder recorder;
+  informer.OnChange(recorder.Handler());
+  EXPECT_FALSE(informer.HasSynced());
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  EXPECT_EQ(informer.List().size(), 2u);
+  EXPECT_EQ(recorder.calls("default/a"), 1);  // seen before sync was reported
+  ASSERT_TRUE(informer.Get("default/b").has_value());
+
+  Put("a", "m2");
+  Put("c", "m1");
+  ASSERT_TRUE(server_->DeleteObject(TrainJobsPath() + "/b").ok());
+  ASSERT_TRUE(recorder.WaitFor("default/a", [](const auto& o) { return ModelIs(o, "m2"); }));
+  ASSERT_TRUE(recorder.WaitFor("default/c", [](const auto& o) { return o.has_value(); }));
+  ASSERT_TRUE(recorder.WaitFor("default/b", [](const auto& o) { return !o.has_value(); }));
+  EXPECT_TRUE(ModelIs(informer.Get("default/a"), "m2"));
+  EXPECT_FALSE(informer.Get("default/b").has_value());
+  EXPECT_EQ(informer.List().size(), 2u);
+  EXPECT_EQ(informer.relists(), 1);
+
+  const auto stop_at = std::chrono::steady_clock::now();
+  informer.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_at, std::chrono::seconds(5));
+}
+
+TEST_F(InformerTest, DroppedWatchResumesWithoutLosingAnUpdate) {
+  Put("a", "m1");
+  Informer informer(client_.get(), kTrainJobs, "default");
+  Recorder recorder;
+  informer.OnChange(recorder.Handler());
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  ASSERT_TRUE(server_->WaitFor([&] { return server_->OpenWatchCount() == 1; }, kWait));
+  const int64_t watches_before = server_->RequestCount("GET", "trainjobs");
+
+  server_->DropWatches();
+  Put("a", "changed-while-down");  // straight into the store: no watch may be open now
+  ASSERT_TRUE(recorder.WaitFor("default/a",
+                               [](const auto& o) { return ModelIs(o, "changed-while-down"); }));
+  EXPECT_TRUE(ModelIs(informer.Get("default/a"), "changed-while-down"));
+  // Resumed from its resourceVersion: a new watch, no new list.
+  EXPECT_GT(server_->RequestCount("GET", "trainjobs"), watches_before);
+  EXPECT_EQ(informer.relists(), 1);
+}
+
+TEST_F(InformerTest, RelistsAfterCompactionAndReportsDeletionsInTheGap) {
+  Put("stays", "m1");
+  Put("goes", "m1");
+  InformerOptions options;
+  options.min_backoff = std::chrono::milliseconds(300);
+  Informer informer(client_.get(), kTrainJobs, "default", options);
+  Recorder recorder;
+  informer.OnChange(recorder.Handler());
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  ASSERT_TRUE(server_->WaitFor([&] { return server_->OpenWatchCount() == 1; }, kWait));
+
+  // Keep the informer from watching again (3 failures, backing off 300 +
+  // 600 + 1200 ms) while the store changes and forgets its history.
+  server_->FailNextRequests("GET", "trainjobs", 503, 3);
+  server_->DropWatches();
+  ASSERT_TRUE(server_->WaitFor([&] { return server_->OpenWatchCount() == 0; }, kWait));
+  ASSERT_TRUE(server_->DeleteObject(TrainJobsPath() + "/goes").ok());
+  Put("stays", "m2");
+  Put("new", "m1");
+  server_->CompactHistory();
+
+  ASSERT_TRUE(recorder.WaitFor("default/goes", [](const auto& o) { return !o.has_value(); }));
+  ASSERT_TRUE(recorder.WaitFor("default/stays", [](const auto& o) { return ModelIs(o, "m2"); }));
+  ASSERT_TRUE(recorder.WaitFor("default/new", [](const auto& o) { return o.has_value(); }));
+  EXPECT_EQ(informer.relists(), 2);
+  EXPECT_FALSE(informer.Get("default/goes").has_value());
+  EXPECT_EQ(informer.List().size(), 2u);
+}
+
+TEST_F(InformerTest, BacksOffUnderServerErrorsAndRecovers) {
+  Put("a", "m1");
+  InformerOptions options;
+  options.min_backoff = std::chrono::milliseconds(100);
+  options.max_backoff = std::chrono::milliseconds(400);
+  Informer informer(client_.get(), kTrainJobs, "default", options);
+  Recorder recorder;
+  informer.OnChange(recorder.Handler());
+  // The first list fails 5 times: 100 + 200 + 400 + 400 + 400 ms of backoff at least.
+  server_->FailNextRequests("GET", "trainjobs", 503, 5);
+  const auto started = std::chrono::steady_clock::now();
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(1500));
+  // Not hammering: 5 failed lists, the one served, perhaps the watch that followed.
+  EXPECT_GE(server_->RequestCount("GET", "trainjobs"), 6);
+  EXPECT_LE(server_->RequestCount("GET", "trainjobs"), 7);
+  EXPECT_TRUE(informer.Get("default/a").has_value());
+
+  Put("a", "m2");  // and it watches afterwards
+  EXPECT_TRUE(recorder.WaitFor("default/a", [](const auto& o) { return ModelIs(o, "m2"); }));
+}
+
+TEST_F(InformerTest, ResyncRepeatsEveryCachedObject) {
+  Put("a", "m1");
+  InformerOptions options;
+  options.resync_period = std::chrono::milliseconds(100);
+  Informer informer(client_.get(), kTrainJobs, "default", options);
+  Recorder recorder;
+  informer.OnChange(recorder.Handler());
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  EXPECT_TRUE(recorder.WaitForCalls("default/a", 3));  // one from the list, two resyncs
+  EXPECT_EQ(informer.relists(), 1);
+}
+
+TEST_F(InformerTest, ListByLabelUsesTheIndexAndFollowsRelabelling) {
+  auto labelled = [&](const std::string& name, const std::string& job) {
+    ASSERT_TRUE(server_->CreateObject(TrainJobsPath(), TrainJob(name, "default", job)).ok());
+  };
+  labelled("p0", "job-1");
+  labelled("p1", "job-1");
+  labelled("p2", "job-2");
+  InformerOptions options;
+  options.index_label = "pacer.dev/job";
+  Informer informer(client_.get(), kTrainJobs, "default", options);
+  Recorder recorder;
+  informer.OnChange(recorder.Handler());
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  EXPECT_EQ(informer.ListByLabel("pacer.dev/job", "job-1").size(), 2u);
+  EXPECT_EQ(informer.ListByLabel("pacer.dev/job", "job-2").size(), 1u);
+  EXPECT_TRUE(informer.ListByLabel("pacer.dev/job", "job-3").empty());
+
+  auto p1 = server_->GetObject(TrainJobsPath() + "/p1");
+  ASSERT_TRUE(p1.ok());
+  (*p1)["metadata"]["labels"]["pacer.dev/job"] = "job-2";
+  ASSERT_TRUE(server_->UpdateObject(TrainJobsPath() + "/p1", *p1).ok());
+  ASSERT_TRUE(recorder.WaitFor("default/p1", [](const auto& o) {
+    return o && (*o)["metadata"]["labels"]["pacer.dev/job"] == "job-2";
+  }));
+  EXPECT_EQ(informer.ListByLabel("pacer.dev/job", "job-1").size(), 1u);
+  EXPECT_EQ(informer.ListByLabel("pacer.dev/job", "job-2").size(), 2u);
+  // Another label key scans.
+  EXPECT_EQ(informer.ListByLabel("other", "x").size(), 0u);
+}
+
+}  // namespace
+}  // namespace pacer::controller

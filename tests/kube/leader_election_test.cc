@@ -1,0 +1,131 @@
+// LeaderElector against the test API server's Leases: one leader of two,
+// hand-over on Stop, taking over an expired Lease, respecting a live one.
+#include "kube/leader_election.h"
+
+#include <gtest/gtest.h>
+
+#include "kube/kube_time.h"
+#include "kube_test_env.h"
+
+namespace pacer::controller {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kLeasesPath[] = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+
+class LeaderElectionTest : public KubeTest {
+ protected:
+  LeaderElectionOptions Options(const std::string& identity) {
+    LeaderElectionOptions options;
+    options.namespace_name = "default";
+    options.lease_name = "pacer-controller";
+    options.identity = identity;
+    options.lease_duration = std::chrono::milliseconds(2000);
+    options.renew_deadline = std::chrono::milliseconds(1500);
+    options.retry_period = std::chrono::milliseconds(200);
+    return options;
+  }
+
+  std::string Holder() {
+    auto lease = server_->GetObject(std::string(kLeasesPath) + "/pacer-controller");
+    if (!lease.ok()) return "<none>";
+    return (*lease)["spec"].value("holderIdentity", "");
+  }
+};
+
+struct Counts {
+  std::atomic<int> started{0};
+  std::atomic<int> stopped{0};
+};
+
+TEST_F(LeaderElectionTest, TwoCandidatesOneLeaderThenHandOverOnStop) {
+  LeaderElector a(client_.get(), Options("replica-a"));
+  LeaderElector b(client_.get(), Options("replica-b"));
+  ASSERT_TRUE(a.Validate().ok());
+  Counts ca;
+  Counts cb;
+  a.Run([&] { ++ca.started; }, [&] { ++ca.stopped; });
+  b.Run([&] { ++cb.started; }, [&] { ++cb.stopped; });
+  ASSERT_TRUE(Eventually([&] { return a.IsLeader() || b.IsLeader(); }));
+  // Several renewals later there is still exactly one leader, and it holds the Lease.
+  const int64_t gets = server_->RequestCount("GET", "leases");
+  ASSERT_TRUE(Eventually([&] {
+    EXPECT_FALSE(a.IsLeader() && b.IsLeader());
+    return server_->RequestCount("GET", "leases") >= gets + 10;
+  }));
+  ASSERT_NE(a.IsLeader(), b.IsLeader());
+  LeaderElector& leader = a.IsLeader() ? a : b;
+  LeaderElector& standby = a.IsLeader() ? b : a;
+  Counts& leader_counts = a.IsLeader() ? ca : cb;
+  Counts& standby_counts = a.IsLeader() ? cb : ca;
+  const std::string leader_name = a.IsLeader() ? "replica-a" : "replica-b";
+  const std::string standby_name = a.IsLeader() ? "replica-b" : "replica-a";
+  EXPECT_EQ(Holder(), leader_name);
+  EXPECT_EQ(leader_counts.started.load(), 1);
+  EXPECT_EQ(standby_counts.started.load(), 0);
+
+  leader.Stop();  // releases the Lease
+  EXPECT_FALSE(leader.IsLeader());
+  EXPECT_EQ(leader_counts.stopped.load(), 1);
+  EXPECT_NE(Holder(), leader_name);  // released: empty, or the standby's already
+  ASSERT_TRUE(Eventually([&] { return standby.IsLeader(); }));
+  EXPECT_EQ(Holder(), standby_name);
+  EXPECT_EQ(standby_counts.started.load(), 1);
+  auto lease = server_->GetObject(std::string(kLeasesPath) + "/pacer-controller");
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ((*lease)["spec"]["leaseTransitions"], 1);
+}
+
+TEST_F(LeaderElectionTest, TakesOverAnExpiredLeaseButNotALiveOne) {
+  const auto now = std::chrono::system_clock::now();
+  json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                {"kind", "Lease"},
+                {"metadata", {{"name", "pacer-controller"}, {"namespace", "default"}}},
+                {"spec",
+                 {{"holderIdentity", "ghost"},
+                  {"leaseDurationSeconds", 3600},
+                  {"renewTime", FormatKubeMicroTime(now)},
+                  {"leaseTransitions", 4}}}};
+  ASSERT_TRUE(server_->CreateObject(kLeasesPath, lease).ok());
+  LeaderElector elector(client_.get(), Options("replica-a"));
+  elector.Run(nullptr, nullptr);
+  // Several tries against a Lease live for an hour: never leader.
+  const int64_t gets = server_->RequestCount("GET", "leases");
+  ASSERT_TRUE(
+      server_->WaitFor([&] { return server_->RequestCount("GET", "leases") >= gets + 3; }, kWait));
+  EXPECT_FALSE(elector.IsLeader());
+  EXPECT_EQ(Holder(), "ghost");
+
+  // The ghost stops renewing: its last renewal is now long past.
+  auto stored = server_->GetObject(std::string(kLeasesPath) + "/pacer-controller");
+  ASSERT_TRUE(stored.ok());
+  (*stored)["spec"]["leaseDurationSeconds"] = 1;
+  (*stored)["spec"]["renewTime"] = FormatKubeMicroTime(now - std::chrono::seconds(10));
+  ASSERT_TRUE(server_->UpdateObject(std::string(kLeasesPath) + "/pacer-controller", *stored).ok());
+  ASSERT_TRUE(Eventually([&] { return elector.IsLeader(); }));
+  auto taken = server_->GetObject(std::string(kLeasesPath) + "/pacer-controller");
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ((*taken)["spec"]["holderIdentity"], "replica-a");
+  EXPECT_EQ((*taken)["spec"]["leaseTransitions"], 5);
+  EXPECT_EQ((*taken)["spec"]["leaseDurationSeconds"], 2);
+}
+
+TEST_F(LeaderElectionTest, LeaderStepsDownWhenItCannotRenew) {
+  LeaderElector elector(client_.get(), Options("replica-a"));
+  Counts counts;
+  elector.Run([&] { ++counts.started; }, [&] { ++counts.stopped; });
+  ASSERT_TRUE(Eventually([&] { return elector.IsLeader(); }));
+  server_->FailNextRequests("", "leases", 503, 1000000);  // the API server is gone
+  ASSERT_TRUE(Eventually([&] { return !elector.IsLeader(); }));
+  EXPECT_EQ(counts.stopped.load(), 1);
+}
+
+TEST_F(LeaderElectionTest, OptionsOutOfOrderAreRefused) {
+  LeaderElectionOptions options = Options("a");
+  options.renew_deadline = options.lease_duration;
+  EXPECT_EQ(LeaderElector(client_.get(), options).Validate().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pacer::controller
