@@ -3,10 +3,10 @@
 namespace pacer::testing {
 
 nlohmann::json StatusJson(const ApiError& error) {
-  nlohmann::json status = {{"kind", "Status"},          {"apiVersion", "v1"},
-                           {"metadata", nlohmann::json::object()},
-                           {"status", "Failure"},       {"message", error.message},
-                           {"reason", error.reason},    {"code", error.code}};
+  nlohmann::json status = {
+      {"kind", "Status"},    {"apiVersion", "v1"},       {"metadata", nlohmann::json::object()},
+      {"status", "Failure"}, {"message", error.message}, {"reason", error.reason},
+      {"code", error.code}};
   nlohmann::json details = nlohmann::json::object();
   if (!error.name.empty()) details["name"] = error.name;
   if (!error.group.empty()) details["group"] = error.group;
@@ -89,30 +89,33 @@ std::string QualifiedResource(const std::string& plural, const std::string& grou
 }
 
 ApiError NotFound(const std::string& plural, const std::string& group, const std::string& name) {
-  return {404, "NotFound", QualifiedResource(plural, group) + " \"" + name + "\" not found", name,
-          group, plural};
+  return {404,  "NotFound", QualifiedResource(plural, group) + " \"" + name + "\" not found",
+          name, group,      plural};
 }
 
 ApiError AlreadyExists(const std::string& plural, const std::string& group,
                        const std::string& name) {
-  return {409, "AlreadyExists",
-          QualifiedResource(plural, group) + " \"" + name + "\" already exists", name, group,
-          plural};
+  return {
+      409,  "AlreadyExists", QualifiedResource(plural, group) + " \"" + name + "\" already exists",
+      name, group,           plural};
 }
 
 ApiError Conflict(const std::string& plural, const std::string& group, const std::string& name,
                   const std::string& why) {
-  return {409, "Conflict",
+  return {409,
+          "Conflict",
           "Operation cannot be fulfilled on " + QualifiedResource(plural, group) + " \"" + name +
               "\": " + why,
-          name, group, plural};
+          name,
+          group,
+          plural};
 }
 
 ApiError Invalid(const std::string& plural, const std::string& group, const std::string& name,
                  const std::string& why) {
-  return {422, "Invalid",
-          QualifiedResource(plural, group) + " \"" + name + "\" is invalid: " + why, name, group,
-          plural};
+  return {
+      422,  "Invalid", QualifiedResource(plural, group) + " \"" + name + "\" is invalid: " + why,
+      name, group,     plural};
 }
 
 ApiError BadRequest(const std::string& message) { return {400, "BadRequest", message, "", "", ""}; }

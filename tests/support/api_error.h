@@ -50,7 +50,7 @@ ApiError BadRequest(const std::string& message);
 template <typename T>
 class ApiResult {
  public:
-  ApiResult(T value) : value_(std::move(value)) {}        // NOLINT: implicit by design
+  ApiResult(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   ApiResult(ApiError error) : error_(std::move(error)) {}  // NOLINT
   bool ok() const { return !error_.has_value(); }
   const ApiError& error() const { return *error_; }

@@ -25,8 +25,7 @@ int main(int argc, char** argv) {
   app.add_option("--port", options.port, "Port to listen on; 0 picks a free one")
       ->capture_default_str();
   app.add_option("--token", options.token, "Bearer token to require; empty generates one");
-  app.add_option("--history-limit", options.history_limit,
-                 "Watch events kept for resuming watches")
+  app.add_option("--history-limit", options.history_limit, "Watch events kept for resuming watches")
       ->capture_default_str();
   app.add_option("--bookmark-interval-ms", bookmark_interval_ms,
                  "Milliseconds between watch bookmarks")

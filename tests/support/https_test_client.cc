@@ -8,6 +8,7 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <functional>
 
 namespace pacer::testing {
 
@@ -44,7 +45,9 @@ StatusOr<std::unique_ptr<Connection>> Connect(const std::string& host, const std
   ::setsockopt(conn->stream->next_layer().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv,
                sizeof(tv));
   conn->stream->set_verify_callback(ssl::host_name_verification(host));
-  SSL_set_tlsext_host_name(conn->stream->native_handle(), host.c_str());
+  // SSL_set_tlsext_host_name() is a macro with a C cast.
+  SSL_ctrl(conn->stream->native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+           const_cast<char*>(host.c_str()));
   conn->stream->handshake(ssl::stream_base::client, ec);
   if (ec) return UnavailableError("TLS handshake: " + ec.message());
   return conn;
@@ -102,6 +105,8 @@ StatusOr<HttpResponse> HttpsTestClient::Request(
 struct WatchStream::State {
   std::unique_ptr<Connection> conn;
   beast::flat_buffer buffer;
+  // The parser keeps a reference to its chunk callback: it lives here.
+  std::function<size_t(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk;
   http::response_parser<http::empty_body> parser;
   std::string pending;
   bool failed = false;
@@ -139,11 +144,12 @@ StatusOr<std::unique_ptr<WatchStream>> HttpsTestClient::Watch(const std::string&
   auto req = MakeRequest("GET", target, host_, token_, "", "", {});
   http::write(*state->conn->stream, req, ec);
   if (ec) return UnavailableError("write: " + ec.message());
-  State* raw = state.get();
-  raw->parser.on_chunk_body([raw](std::uint64_t, beast::string_view body, beast::error_code&) {
+  WatchStream::State* raw = state.get();
+  raw->on_chunk = [raw](std::uint64_t, beast::string_view body, beast::error_code&) {
     raw->pending.append(body.data(), body.size());
     return body.size();
-  });
+  };
+  raw->parser.on_chunk_body(raw->on_chunk);
   http::read_header(*state->conn->stream, state->buffer, state->parser, ec);
   if (ec) return UnavailableError("read header: " + ec.message());
   return std::make_unique<WatchStream>(std::move(state));

@@ -77,7 +77,8 @@ nlohmann::json StrategicMergePatch(nlohmann::json target, const nlohmann::json& 
         }
         bool found = false;
         for (size_t i = 0; i < merged.size(); ++i) {
-          if (merged[i].is_object() && merged[i].value("name", nlohmann::json()) == element["name"]) {
+          if (merged[i].is_object() &&
+              merged[i].value("name", nlohmann::json()) == element["name"]) {
             found = true;
             if (element.value("$patch", "") == "delete") {
               merged.erase(i);

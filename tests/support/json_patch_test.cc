@@ -20,12 +20,13 @@ TEST(MergePatchTest, Rfc7386Examples) {
 }
 
 TEST(StrategicMergePatchTest, MergesNamedListsByName) {
-  json pod = {{"spec",
-               {{"containers",
-                 {{{"name", "a"}, {"image", "a:1"}}, {{"name", "b"}, {"image", "b:1"}}}}}}};
-  json patch = {{"spec",
-                 {{"$setElementOrder/containers", {{{"name", "a"}}, {{"name", "b"}}}},
-                  {"containers", {{{"name", "b"}, {"image", "b:2"}}, {{"name", "c"}, {"image", "c:1"}}}}}}};
+  json pod = {
+      {"spec",
+       {{"containers", {{{"name", "a"}, {"image", "a:1"}}, {{"name", "b"}, {"image", "b:1"}}}}}}};
+  json patch = {
+      {"spec",
+       {{"$setElementOrder/containers", {{{"name", "a"}}, {{"name", "b"}}}},
+        {"containers", {{{"name", "b"}, {"image", "b:2"}}, {{"name", "c"}, {"image", "c:1"}}}}}}};
   json out = StrategicMergePatch(pod, patch);
   ASSERT_EQ(out["spec"]["containers"].size(), 3u);
   EXPECT_EQ(out["spec"]["containers"][0]["image"], "a:1");
@@ -41,8 +42,9 @@ TEST(StrategicMergePatchTest, MergesNamedListsByName) {
 
 TEST(StrategicMergePatchTest, PrimitiveListsReplaceAndDirectivesDelete) {
   json obj = {{"metadata", {{"finalizers", {"x", "y"}}}}, {"spec", {{"args", {"1", "2"}}}}};
-  json out = StrategicMergePatch(
-      obj, {{"spec", {{"args", {"3"}}}}, {"metadata", {{"$deleteFromPrimitiveList/finalizers", {"x"}}}}});
+  json out =
+      StrategicMergePatch(obj, {{"spec", {{"args", {"3"}}}},
+                                {"metadata", {{"$deleteFromPrimitiveList/finalizers", {"x"}}}}});
   EXPECT_EQ(out["spec"]["args"], json({"3"}));
   EXPECT_EQ(out["metadata"]["finalizers"], json({"y"}));
 }
@@ -63,7 +65,8 @@ TEST(JsonPatchTest, AddRemoveReplaceTest) {
 
 TEST(JsonPatchTest, FailuresAreInvalid) {
   json doc = {{"spec", {{"replicas", 1}}}};
-  auto failed_test = JsonPatch(doc, json::parse(R"([{"op":"test","path":"/spec/replicas","value":2}])"));
+  auto failed_test =
+      JsonPatch(doc, json::parse(R"([{"op":"test","path":"/spec/replicas","value":2}])"));
   ASSERT_FALSE(failed_test.ok());
   EXPECT_EQ(failed_test.error().code, 422);
   EXPECT_FALSE(JsonPatch(doc, json::parse(R"([{"op":"remove","path":"/spec/nope"}])")).ok());

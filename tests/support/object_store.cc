@@ -138,7 +138,7 @@ std::string ObjectStore::NewUid() {
     if (i == 8 || i == 12 || i == 16 || i == 20) uid += '-';
     uid += kHex[digit(rng_)];
   }
-  uid[14] = '4';                                      // version 4
+  uid[14] = '4';                                                         // version 4
   uid[19] = kHex[8 + (std::uniform_int_distribution<int>(0, 3)(rng_))];  // RFC 4122 variant
   return uid;
 }
@@ -567,8 +567,8 @@ ApiResult<json> ObjectStore::List(const ApiPath& collection, const ListOptions& 
 }
 
 ApiResult<std::shared_ptr<Watcher>> ObjectStore::Watch(const ApiPath& collection, Selector labels,
-                                                      Selector fields,
-                                                      const std::string& resource_version) {
+                                                       Selector fields,
+                                                       const std::string& resource_version) {
   std::lock_guard<std::mutex> lock(mu_);
   const ResourceInfo& r = *collection.resource;
   auto watcher = std::make_shared<Watcher>(r.key(), collection.namespace_name, std::move(labels),
@@ -596,14 +596,16 @@ ApiResult<std::shared_ptr<Watcher>> ObjectStore::Watch(const ApiPath& collection
                         "\": pass metadata.resourceVersion from a list or an event");
     }
     if (from < compacted_version_) {
-      return ApiError{410, "Expired",
+      return ApiError{410,
+                      "Expired",
                       "too old resource version: " + resource_version + " (" +
                           std::to_string(compacted_version_ + 1) + ")",
-                      "", "", ""};
+                      "",
+                      "",
+                      ""};
     }
-    auto first = std::upper_bound(
-        history_.begin(), history_.end(), from,
-        [](int64_t v, const HistoryEvent& e) { return v < e.version; });
+    auto first = std::upper_bound(history_.begin(), history_.end(), from,
+                                  [](int64_t v, const HistoryEvent& e) { return v < e.version; });
     for (auto e = first; e != history_.end(); ++e) {
       if (e->resource_key != r.key()) continue;
       if (!collection.namespace_name.empty() && e->namespace_name != collection.namespace_name) {

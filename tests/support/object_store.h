@@ -149,7 +149,8 @@ class ObjectStore {
   // Removes the object now (DELETED), then its dependents.
   void RemoveLocked(const ResourceInfo& resource, const ObjectKey& key, bool orphan);
   void Emit(const std::string& resource_key, const std::string& namespace_name,
-            const std::string& type, const nlohmann::json& object, const nlohmann::json& old_object);
+            const std::string& type, const nlohmann::json& object,
+            const nlohmann::json& old_object);
   // Queues an event for one watcher, as it sees it through its selectors.
   static void Deliver(Watcher& watcher, int64_t version, const std::string& type,
                       const nlohmann::json& object, const nlohmann::json& old_object);

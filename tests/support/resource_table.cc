@@ -52,16 +52,16 @@ ResourceTable::ResourceTable() {
   Register(Make("", "v1", "Event", "events", "event", {"ev"}, true, false));
   Register(Make("", "v1", "Namespace", "namespaces", "namespace", {"ns"}, false, true));
   Register(Make("", "v1", "ConfigMap", "configmaps", "configmap", {"cm"}, true, false));
-  Register(Make("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", {"sa"}, true,
-                false));
+  Register(
+      Make("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", {"sa"}, true, false));
   Register(Make("", "v1", "Secret", "secrets", "secret", {}, true, false));
   Register(Make("coordination.k8s.io", "v1", "Lease", "leases", "lease", {}, true, false));
   Register(Make("apps", "v1", "Deployment", "deployments", "deployment", {"deploy"}, true, true));
   Register(Make("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", {}, true, false));
-  Register(Make("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", "rolebinding",
-                {}, true, false));
-  Register(Make("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", "clusterrole",
-                {}, false, false));
+  Register(Make("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", "rolebinding", {},
+                true, false));
+  Register(Make("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", "clusterrole", {},
+                false, false));
   Register(Make("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings",
                 "clusterrolebinding", {}, false, false));
   Register(Make("apiextensions.k8s.io", "v1", "CustomResourceDefinition",

@@ -66,7 +66,8 @@ std::string FieldAsString(const nlohmann::json& object, const std::string& dotte
 ApiResult<Selector> Selector::ParseLabels(const std::string& text) {
   Selector selector;
   for (const std::string& term : SplitTerms(text)) {
-    if (term.empty()) return BadRequest("unable to parse requirement: empty term in \"" + text + "\"");
+    if (term.empty())
+      return BadRequest("unable to parse requirement: empty term in \"" + text + "\"");
     Requirement r;
     size_t paren = term.find('(');
     size_t space = term.find(' ');
@@ -97,7 +98,10 @@ ApiResult<Selector> Selector::ParseLabels(const std::string& text) {
       r.key = term;
       r.op = Op::kExists;
     }
-    if (r.key.empty()) return BadRequest("unable to parse requirement: \"" + term + "\": no key");
+    if (r.key.empty() || r.key.find_first_of(" ()!=,") != std::string::npos) {
+      return BadRequest("unable to parse requirement: \"" + term +
+                        "\": a label key is a name like app or example.com/tier");
+    }
     selector.requirements_.push_back(std::move(r));
   }
   return selector;

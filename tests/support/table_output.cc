@@ -122,7 +122,8 @@ std::string HumanDuration(int64_t seconds) {
   if (seconds < 120) return Format("%llds", seconds);
   const int64_t minutes = seconds / 60;
   if (minutes < 10) {
-    return seconds % 60 == 0 ? Format("%lldm", minutes) : Format("%lldm%llds", minutes, seconds % 60);
+    return seconds % 60 == 0 ? Format("%lldm", minutes)
+                             : Format("%lldm%llds", minutes, seconds % 60);
   }
   if (minutes < 180) return Format("%lldm", minutes);
   const int64_t hours = minutes / 60;
@@ -131,7 +132,8 @@ std::string HumanDuration(int64_t seconds) {
   }
   if (hours < 48) return Format("%lldh", hours);
   if (hours < 24 * 8) {
-    return hours % 24 == 0 ? Format("%lldd", hours / 24) : Format("%lldd%lldh", hours / 24, hours % 24);
+    return hours % 24 == 0 ? Format("%lldd", hours / 24)
+                           : Format("%lldd%lldh", hours / 24, hours % 24);
   }
   if (hours < 24 * 365 * 2) return Format("%lldd", hours / 24);
   if (hours < 24 * 365 * 8) return Format("%lldy%lldd", hours / 24 / 365, (hours / 24) % 365);
@@ -141,8 +143,8 @@ std::string HumanDuration(int64_t seconds) {
 json ToTable(const ResourceInfo& resource, const std::vector<json>& objects,
              const json& list_metadata, const std::string& include_object) {
   json columns = json::array();
-  columns.push_back(ColumnDefinition("Name", "string", "name",
-                                     "Name must be unique within a namespace.", 0));
+  columns.push_back(
+      ColumnDefinition("Name", "string", "name", "Name must be unique within a namespace.", 0));
   const bool core = resource.group.empty();
   const bool pods = core && resource.plural == "pods";
   const bool with_status = core && (resource.plural == "namespaces" || resource.plural == "nodes");

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,8 +18,8 @@
 #include <boost/beast/http.hpp>
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -247,8 +248,7 @@ class TestApiServer::Impl {
     }
   }
 
-  void FailNext(const std::string& method, const std::string& path_substring, int code,
-                int count) {
+  void FailNext(const std::string& method, const std::string& path_substring, int code, int count) {
     std::lock_guard<std::mutex> lock(fault_mu_);
     faults_.push_back(Fault{method, path_substring, code, count});
   }
@@ -303,9 +303,8 @@ class TestApiServer::Impl {
         const uint64_t id = next_connection_id_++;
         Connection& conn = conns_[id];
         conn.fd = socket.native_handle();
-        conn.thread = std::thread([this, id, s = std::move(socket)]() mutable {
-          Serve(id, std::move(s));
-        });
+        conn.thread =
+            std::thread([this, id, s = std::move(socket)]() mutable { Serve(id, std::move(s)); });
       }
     }
   }
@@ -337,10 +336,14 @@ class TestApiServer::Impl {
         parser.header_limit(kMaxHeaderBytes);
         http::read(stream, buffer, parser, ec);
         if (ec == http::error::body_limit) {
-          ApiError too_large{413, "RequestEntityTooLarge",
-                             "the request body is larger than 3 MiB; split the object", "", "",
+          ApiError too_large{413,
+                             "RequestEntityTooLarge",
+                             "the request body is larger than 3 MiB; split the object",
+                             "",
+                             "",
                              ""};
           WriteReply(stream, ErrorReply(too_large), 11, false);
+          DiscardInput(stream.next_layer());
           break;
         }
         if (ec) break;
@@ -359,6 +362,22 @@ class TestApiServer::Impl {
     }
     std::lock_guard<std::mutex> lock(conn_mu_);
     finished_.push_back(id);
+  }
+
+  // A lingering close: reads and drops what the client is still sending
+  // (for at most a second of silence or 16 MiB), so that it reads our answer
+  // instead of a connection reset.
+  static void DiscardInput(tcp::socket& socket) {
+    timeval tv{1, 0};
+    ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    std::vector<char> sink(64 * 1024);
+    size_t total = 0;
+    beast::error_code ec;
+    while (total < 16 * 1024 * 1024) {
+      const size_t n = socket.read_some(net::buffer(sink), ec);
+      if (ec || n == 0) break;
+      total += n;
+    }
   }
 
   bool WriteReply(Stream& stream, const Reply& reply, unsigned version, bool keep_alive) {
@@ -399,8 +418,7 @@ class TestApiServer::Impl {
     const std::string target(req.target());
     const size_t qmark = target.find('?');
     const std::string path = target.substr(0, qmark);
-    const auto query =
-        ParseQuery(qmark == std::string::npos ? "" : target.substr(qmark + 1));
+    const auto query = ParseQuery(qmark == std::string::npos ? "" : target.substr(qmark + 1));
     {
       std::lock_guard<std::mutex> lock(count_mu_);
       ++counts_[{method, path}];
@@ -419,8 +437,9 @@ class TestApiServer::Impl {
       std::string reason = ReasonForCode(fault->code);
       std::string message = "injected failure for " + method + " " + path;
       if (fault->code == 409) {
-        message = "Operation cannot be fulfilled: the object has been modified; please apply "
-                  "your changes to the latest version and try again (injected)";
+        message =
+            "Operation cannot be fulfilled: the object has been modified; please apply "
+            "your changes to the latest version and try again (injected)";
       } else if (fault->code == 410) {
         message = "too old resource version (injected)";
       }
@@ -447,11 +466,14 @@ class TestApiServer::Impl {
     }
     if (path == "/version") {
       Reply r;
-      r.body = {{"major", "1"},          {"minor", "32"},
+      r.body = {{"major", "1"},
+                {"minor", "32"},
                 {"gitVersion", "v1.32.0-pacer-test"},
                 {"gitCommit", "0000000000000000000000000000000000000000"},
-                {"gitTreeState", "clean"}, {"buildDate", "2025-01-01T00:00:00Z"},
-                {"goVersion", "go1.23.0"}, {"compiler", "gc"},
+                {"gitTreeState", "clean"},
+                {"buildDate", "2025-01-01T00:00:00Z"},
+                {"goVersion", "go1.23.0"},
+                {"compiler", "gc"},
                 {"platform", "linux/amd64"}};
       return r;
     }
@@ -489,8 +511,8 @@ class TestApiServer::Impl {
     }
     std::optional<ApiPath> api = store_.Parse(path);
     if (!api) {
-      return ErrorReply({404, "NotFound", "the server could not find the requested resource",
-                         "", "", ""});
+      return ErrorReply(
+          {404, "NotFound", "the server could not find the requested resource", "", "", ""});
     }
     const ResourceInfo& r = *api->resource;
     const bool table = std::string(req[http::field::accept]).find("as=Table") != std::string::npos;
@@ -506,14 +528,16 @@ class TestApiServer::Impl {
                          method + " is not supported on a collection of " + r.plural, "", r.group,
                          r.plural});
     }
-    const UpdateScope scope = api->subresource == "status" ? UpdateScope::kStatus : UpdateScope::kMain;
+    const UpdateScope scope =
+        api->subresource == "status" ? UpdateScope::kStatus : UpdateScope::kMain;
     if (method == "GET") {
       ApiResult<json> got = store_.Get(*api);
       if (!got.ok() || !table) return FromResult(std::move(got), 200);
       Reply reply;
-      reply.body = ToTable(r, {got.value()},
-                           {{"resourceVersion", FieldAsString(got.value(), "metadata.resourceVersion")}},
-                           Param(query, "includeObject"));
+      reply.body =
+          ToTable(r, {got.value()},
+                  {{"resourceVersion", FieldAsString(got.value(), "metadata.resourceVersion")}},
+                  Param(query, "includeObject"));
       return reply;
     }
     if (method == "PUT") {
@@ -625,8 +649,8 @@ class TestApiServer::Impl {
     if (!only_group.empty()) {
       auto it = groups.find(only_group);
       if (it == groups.end()) {
-        return ErrorReply({404, "NotFound", "the server could not find the requested resource",
-                           "", "", ""});
+        return ErrorReply(
+            {404, "NotFound", "the server could not find the requested resource", "", "", ""});
       }
       reply.body = group_json(it->first, it->second);
       reply.body["kind"] = "APIGroup";
@@ -643,8 +667,10 @@ class TestApiServer::Impl {
     json resources = json::array();
     for (const auto& r : store_.Resources()) {
       if (r->group != group || r->version != version) continue;
-      json entry = {{"name", r->plural},          {"singularName", r->singular},
-                    {"namespaced", r->namespaced}, {"kind", r->kind},
+      json entry = {{"name", r->plural},
+                    {"singularName", r->singular},
+                    {"namespaced", r->namespaced},
+                    {"kind", r->kind},
                     {"verbs", VerbsFor(false)}};
       if (!r->short_names.empty()) entry["shortNames"] = r->short_names;
       if (group.empty() && (r->plural == "pods" || r->plural == "services")) {
@@ -661,8 +687,8 @@ class TestApiServer::Impl {
       }
     }
     if (resources.empty()) {
-      return ErrorReply({404, "NotFound", "the server could not find the requested resource",
-                         "", "", ""});
+      return ErrorReply(
+          {404, "NotFound", "the server could not find the requested resource", "", "", ""});
     }
     Reply reply;
     reply.body = {{"kind", "APIResourceList"},
@@ -761,12 +787,11 @@ class TestApiServer::Impl {
       }
       if (bookmarks && now >= next_bookmark) {
         if (std::optional<int64_t> version = watcher->BookmarkVersion()) {
-          const json bookmark = {
-              {"type", "BOOKMARK"},
-              {"object",
-               {{"kind", r.kind},
-                {"apiVersion", r.api_version()},
-                {"metadata", {{"resourceVersion", std::to_string(*version)}}}}}};
+          const json bookmark = {{"type", "BOOKMARK"},
+                                 {"object",
+                                  {{"kind", r.kind},
+                                   {"apiVersion", r.api_version()},
+                                   {"metadata", {{"resourceVersion", std::to_string(*version)}}}}}};
           if (!WriteChunk(stream, bookmark.dump() + "\n")) break;
           next_bookmark = now + interval;
         }
@@ -828,24 +853,33 @@ const std::string& TestApiServer::token() const { return impl_->token(); }
 
 Status TestApiServer::WriteKubeconfig(const std::string& path,
                                       const std::string& namespace_name) const {
-  const std::string text = "apiVersion: v1\n"
-                           "kind: Config\n"
-                           "clusters:\n"
-                           "- name: pacer-test\n"
-                           "  cluster:\n"
-                           "    server: " + url() + "\n"
-                           "    certificate-authority-data: " + Base64(ca_pem()) + "\n"
-                           "users:\n"
-                           "- name: pacer-test\n"
-                           "  user:\n"
-                           "    token: " + token() + "\n"
-                           "contexts:\n"
-                           "- name: pacer-test\n"
-                           "  context:\n"
-                           "    cluster: pacer-test\n"
-                           "    user: pacer-test\n"
-                           "    namespace: " + namespace_name + "\n"
-                           "current-context: pacer-test\n";
+  const std::string text =
+      "apiVersion: v1\n"
+      "kind: Config\n"
+      "clusters:\n"
+      "- name: pacer-test\n"
+      "  cluster:\n"
+      "    server: " +
+      url() +
+      "\n"
+      "    certificate-authority-data: " +
+      Base64(ca_pem()) +
+      "\n"
+      "users:\n"
+      "- name: pacer-test\n"
+      "  user:\n"
+      "    token: " +
+      token() +
+      "\n"
+      "contexts:\n"
+      "- name: pacer-test\n"
+      "  context:\n"
+      "    cluster: pacer-test\n"
+      "    user: pacer-test\n"
+      "    namespace: " +
+      namespace_name +
+      "\n"
+      "current-context: pacer-test\n";
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
     return UnavailableError("cannot write the kubeconfig " + path + ": " + std::strerror(errno) +
@@ -858,8 +892,8 @@ Status TestApiServer::WriteKubeconfig(const std::string& path,
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       ::close(fd);
-      return UnavailableError("writing the kubeconfig " + path + " failed: " +
-                              std::strerror(errno));
+      return UnavailableError("writing the kubeconfig " + path +
+                              " failed: " + std::strerror(errno));
     }
     written += static_cast<size_t>(n);
   }

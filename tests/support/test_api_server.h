@@ -30,9 +30,10 @@ namespace pacer::testing {
 
 struct TestApiServerOptions {
   std::string bind_address = "127.0.0.1";
-  int port = 0;            // 0 = pick a free port
-  std::string token;       // bearer token; empty = generate a random one
-  size_t history_limit = 10000;  // watch events kept for resuming; older resourceVersions get 410 Gone
+  int port = 0;       // 0 = pick a free port
+  std::string token;  // bearer token; empty = generate a random one
+  size_t history_limit =
+      10000;  // watch events kept for resuming; older resourceVersions get 410 Gone
   std::chrono::milliseconds bookmark_interval{1000};
 };
 
@@ -69,10 +70,11 @@ class TestApiServer {
   // Fault injection. The next `count` requests whose method matches
   // (`method` "" = any) and whose path contains `path_substring` get
   // `http_code` with a metav1 Status (429 with Retry-After: 1).
-  void FailNextRequests(const std::string& method, const std::string& path_substring,
-                        int http_code, int count);
-  void DropWatches();     // close every open watch stream now
-  void CompactHistory();  // forget watch history: resuming from any older resourceVersion gets 410 Gone
+  void FailNextRequests(const std::string& method, const std::string& path_substring, int http_code,
+                        int count);
+  void DropWatches();  // close every open watch stream now
+  void
+  CompactHistory();  // forget watch history: resuming from any older resourceVersion gets 410 Gone
   void SetLatency(std::chrono::milliseconds latency);  // added to every request
 
   // Observability for tests (no sleeps in tests!).

@@ -93,8 +93,8 @@ StatusOr<TlsMaterial> GenerateTlsMaterial(const std::string& extra_ip) {
   PkeyPtr ca_key(EVP_EC_gen("P-256"));
   PkeyPtr server_key(EVP_EC_gen("P-256"));
   if (!ca_key || !server_key) return InternalError("generating EC P-256 keys failed");
-  ASSIGN_OR_RETURN(X509Ptr ca, MakeCert(ca_key.get(), "pacer-test-ca", nullptr, ca_key.get(),
-                                        true, ""));
+  ASSIGN_OR_RETURN(X509Ptr ca,
+                   MakeCert(ca_key.get(), "pacer-test-ca", nullptr, ca_key.get(), true, ""));
   std::string san = "DNS:localhost,IP:127.0.0.1";
   if (!extra_ip.empty() && extra_ip != "127.0.0.1" && extra_ip != "0.0.0.0") {
     san += ",IP:" + extra_ip;
@@ -105,9 +105,8 @@ StatusOr<TlsMaterial> GenerateTlsMaterial(const std::string& extra_ip) {
   ASSIGN_OR_RETURN(out.ca_pem, CertPem(ca.get()));
   ASSIGN_OR_RETURN(out.cert_pem, CertPem(server.get()));
   BioPtr bio(BIO_new(BIO_s_mem()));
-  if (!bio ||
-      PEM_write_bio_PrivateKey(bio.get(), server_key.get(), nullptr, nullptr, 0, nullptr,
-                               nullptr) != 1) {
+  if (!bio || PEM_write_bio_PrivateKey(bio.get(), server_key.get(), nullptr, nullptr, 0, nullptr,
+                                       nullptr) != 1) {
     return InternalError("PEM encoding of the serving key failed");
   }
   out.key_pem = BioToString(bio.get());
