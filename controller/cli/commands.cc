@@ -165,7 +165,8 @@ int RunSweepCommand(const SweepFlags& flags, std::ostream& out, std::ostream& er
   return kExitOk;
 }
 
-int Run(int argc, char** argv, std::ostream& out, std::ostream& err) {
+int Run(int argc, char** argv, std::ostream& out, std::ostream& err,
+        const std::vector<CommandExtension*>& extensions) {
   CLI::App app(
       "Pacer plans distributed LLM training jobs (TrainJobs) so that they finish by their "
       "deadline at the lowest cost: GPU type and count, tensor/pipeline/data parallelism, "
@@ -178,6 +179,7 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err) {
              "  pacer plan job.yaml -o json --now 2026-06-01T00:00:00Z\n"
              "  pacer explain job.yaml\n"
              "  pacer sweep job.yaml --gpus 8..1024 --svg sweep.svg\n"
+             "  pacer run manifests/examples/quickstart.yaml\n"
              "\nDocumentation: docs/cli.md");
   app.set_version_flag("--version", std::string("pacer ") + PACER_VERSION);
 
@@ -232,6 +234,13 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
   CLI::App* version = app.add_subcommand("version", "Print the version of pacer");
 
+  std::vector<CLI::App*> extension_commands;
+  for (CommandExtension* extension : extensions) {
+    CLI::App* command = app.add_subcommand(extension->name(), extension->description());
+    extension->AddOptions(command);
+    extension_commands.push_back(command);
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -252,6 +261,9 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err) {
   if (*plan) return RunPlanCommand(plan_flags, /*explain=*/false, out, err);
   if (*explain) return RunPlanCommand(explain_flags, /*explain=*/true, out, err);
   if (*sweep) return RunSweepCommand(sweep_flags, out, err);
+  for (size_t i = 0; i < extensions.size(); ++i) {
+    if (*extension_commands[i]) return extensions[i]->Run(out, err);
+  }
   return kExitInternalError;  // require_subcommand(1) makes this unreachable
 }
 
@@ -259,9 +271,10 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
 const char* PacerVersion() { return PACER_VERSION; }
 
-int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err,
+           const std::vector<CommandExtension*>& extensions) {
   try {
-    return Run(argc, argv, out, err);
+    return Run(argc, argv, out, err, extensions);
   } catch (const std::exception& e) {
     // No exception may escape the CLI; a crash would hide the message.
     err << "error: internal: " << e.what() << '\n';

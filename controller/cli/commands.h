@@ -11,6 +11,11 @@
 #define PACER_CLI_COMMANDS_H_
 
 #include <ostream>
+#include <vector>
+
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace pacer::cli {
 
@@ -26,9 +31,22 @@ enum ExitCode : int {
 // "0.1.0": the project version `pacer version` prints.
 const char* PacerVersion();
 
+// A subcommand defined by a library that depends on this one (`pacer run`,
+// local mode, lives in controller/local/): it declares its options on its
+// CLI11 subcommand, and runs when the user chose it.
+class CommandExtension {
+ public:
+  virtual ~CommandExtension() = default;
+  virtual const char* name() const = 0;
+  virtual const char* description() const = 0;
+  virtual void AddOptions(CLI::App* command) = 0;
+  virtual int Run(std::ostream& out, std::ostream& err) = 0;
+};
+
 // Runs `pacer` with the given arguments (argv[0] is the program name) and
 // returns the process exit code.
-int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err);
+int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err,
+           const std::vector<CommandExtension*>& extensions = {});
 
 }  // namespace pacer::cli
 

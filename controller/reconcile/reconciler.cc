@@ -326,6 +326,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
 
   if (group.expected_workers > 0 && succeeded == group.expected_workers) {
     pass.phase = Phase::kSucceeded;
+    pass.measured_step_seconds = pass.state.measured_step_seconds;
     pass.state.steps_completed = pass.state.total_steps;
     if (!pass.Had(kConditionSucceeded, "Completed")) {
       deps_.store->RecordEvent(
@@ -396,6 +397,10 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     if (measurement->model_scale.value_or(1.0) >= 1.0) {
       usable_step_seconds = measurement->step_seconds;
     }
+  } else if (WorkersJustEnded(pass.ref)) {
+    // The endpoints went away with the workers: not a metrics outage. The
+    // next pass sees how they ended.
+    pass.measured_step_seconds = pass.state.measured_step_seconds;
   } else {
     pass.measured_step_seconds = pass.state.measured_step_seconds;
     if (!pass.Had(kConditionDegraded, "MetricsUnavailable")) {
@@ -462,6 +467,14 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
   if (pass.phase != Phase::kRunning) return Finish(pass, options_.transition_poll);
   return Finish(
       pass, std::min(replan_interval, Millis(std::max<int64_t>(1000, replan_interval.count()))));
+}
+
+bool Reconciler::WorkersJustEnded(const JobRef& job) {
+  StatusOr<std::optional<WorkerGroup>> group = deps_.launcher->Observe(job);
+  if (!group.ok()) return false;
+  if (!group->has_value()) return true;
+  return (*group)->Count(WorkerPhase::kRunning) + (*group)->Count(WorkerPhase::kPending) <
+         (*group)->expected_workers;
 }
 
 ReconcileResult Reconciler::Finish(Pass& pass, std::optional<Millis> requeue_after) {

@@ -106,6 +106,8 @@ class Reconciler {
   ReconcileResult ReconcileWithWorkers(Pass& pass, const WorkerGroup& group);
   ReconcileResult ReconcileWaiting(Pass& pass, const std::string& reason,
                                    const std::string& message);
+  // Whether some of the job's workers ended since this pass observed them.
+  bool WorkersJustEnded(const JobRef& job);
   ReconcileResult Finish(Pass& pass, std::optional<std::chrono::milliseconds> requeue_after);
 
   ReconcilerDeps deps_;

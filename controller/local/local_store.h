@@ -1,0 +1,47 @@
+// Local mode's job store: the one TrainJob `pacer run` read from a file,
+// kept in memory (no API server). Status writes replace the object's status;
+// events go to a callback that the terminal UI prints.
+//
+// Thread-safety: all methods are safe to call concurrently (one mutex).
+#ifndef PACER_CONTROLLER_LOCAL_LOCAL_STORE_H_
+#define PACER_CONTROLLER_LOCAL_LOCAL_STORE_H_
+
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include "reconcile/interfaces.h"
+
+namespace pacer::controller {
+
+struct LocalEvent {
+  std::string type;  // "Normal" or "Warning"
+  std::string reason;
+  std::string message;
+};
+
+class LocalJobStore final : public JobStore {
+ public:
+  // `job` is the TrainJob as parsed from the user's file; metadata.namespace
+  // defaults to "default".
+  LocalJobStore(nlohmann::json job, std::function<void(const LocalEvent&)> on_event);
+
+  std::string key() const;
+  nlohmann::json Snapshot() const;
+
+  StatusOr<nlohmann::json> Get(const std::string& key) override;
+  Status WriteStatus(const nlohmann::json& job, const nlohmann::json& status) override;
+  StatusOr<nlohmann::json> SetFinalizer(const nlohmann::json& job, const std::string& finalizer,
+                                        bool present) override;
+  void RecordEvent(const nlohmann::json& job, const std::string& type, const std::string& reason,
+                   const std::string& message) override;
+
+ private:
+  mutable std::mutex mu_;
+  nlohmann::json job_;
+  std::function<void(const LocalEvent&)> on_event_;
+};
+
+}  // namespace pacer::controller
+
+#endif  // PACER_CONTROLLER_LOCAL_LOCAL_STORE_H_

@@ -1,0 +1,81 @@
+// Local mode's launcher: each node of the plan is one pacer-worker process on
+// this machine (it forks one rank per GPU of the node, or per CPU "device"),
+// started with the same environment contract the worker pods get
+// (reconcile/worker_env.h), in a process group of its own so that the
+// terminal's Ctrl-C reaches `pacer run` only, which then stops the workers
+// gracefully (SIGTERM -> checkpoint -> exit code 6).
+//
+// Files: <work_dir>/checkpoints (PACER_CHECKPOINT_DIR, kept between runs so a
+// second `pacer run` resumes) and <work_dir>/logs/attempt-<a>-node-<n>.log.
+// Thread-safety: all methods are safe to call concurrently (one mutex).
+#ifndef PACER_CONTROLLER_LOCAL_PROCESS_LAUNCHER_H_
+#define PACER_CONTROLLER_LOCAL_PROCESS_LAUNCHER_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "reconcile/interfaces.h"
+
+namespace pacer::controller {
+
+struct ProcessLauncherOptions {
+  std::string worker_binary;  // path to pacer-worker
+  std::string work_dir;       // checkpoints and logs
+  std::string backend;        // "", "cpu" or "gpu" (PACER_BACKEND)
+  double scale = 1.0;         // PACER_SCALE (< 1 shrinks the model)
+  // After a SIGTERM, how long Remove waits before SIGKILL.
+  std::chrono::milliseconds kill_grace{20000};
+};
+
+class ProcessLauncher final : public Launcher {
+ public:
+  explicit ProcessLauncher(ProcessLauncherOptions options);
+  ~ProcessLauncher() override;  // kills and reaps any worker still running
+
+  ProcessLauncher(const ProcessLauncher&) = delete;
+  ProcessLauncher& operator=(const ProcessLauncher&) = delete;
+
+  Status Launch(const LaunchSpec& spec) override;
+  StatusOr<std::optional<WorkerGroup>> Observe(const JobRef& job) override;
+  Status Stop(const JobRef& job, StopMode mode) override;
+
+  // The /metrics ports of every rank of the job's live workers.
+  std::vector<int> MetricsPorts(const JobRef& job);
+  // The log file of node `node_rank` of the job's current attempt ("" if none).
+  std::string LogPath(const JobRef& job, int node_rank) const;
+
+ private:
+  struct Process {
+    pid_t pid = -1;
+    int node_rank = 0;
+    bool exited = false;
+    int exit_code = 0;
+    std::string log_path;
+    std::vector<int> metrics_ports;
+  };
+  struct Group {
+    int attempt = 0;
+    bool stopping = false;
+    std::vector<Process> processes;
+  };
+
+  void ReapLocked(Group& group);
+  void KillLocked(Group& group);
+
+  ProcessLauncherOptions options_;
+  mutable std::mutex mu_;
+  std::map<std::string, Group> groups_;
+};
+
+// `count` consecutive TCP ports on 127.0.0.1 that are free now (the kernel
+// may still hand them out later; the worker fails loudly if so).
+StatusOr<int> FindFreePorts(int count);
+
+}  // namespace pacer::controller
+
+#endif  // PACER_CONTROLLER_LOCAL_PROCESS_LAUNCHER_H_

@@ -1,0 +1,267 @@
+#include "local/run_command.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+
+#include "cli/inputs.h"
+#include "core/clock.h"
+#include "local/local_inventory.h"
+#include "local/local_store.h"
+#include "local/process_launcher.h"
+#include "local/progress_line.h"
+#include "local/scraped_metrics.h"
+#include "local/yaml_json.h"
+#include "pacer/planner/job_parser.h"
+#include "pacer/planner/units.h"
+#include "reconcile/job_object.h"
+#include "reconcile/reconciler.h"
+
+namespace pacer::controller {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void OnInterrupt(int /*signal*/) { g_interrupted.store(true); }
+
+// Waits up to `ms`, returning early on Ctrl-C. The loop refreshes the
+// progress line at this pace; nothing waits on another thread here.
+void WaitInterruptibly(int64_t ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!g_interrupted.load() && std::chrono::steady_clock::now() < until) {
+    ::poll(nullptr, 0, 50);
+  }
+}
+
+std::string DefaultWorkerBinary() {
+  if (const char* env = std::getenv("PACER_WORKER_BINARY"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    // Installed side by side, or the build tree (build/controller/pacer and
+    // build/worker/pacer-worker).
+    for (const auto& candidate : {self.parent_path() / "pacer-worker",
+                                  self.parent_path().parent_path() / "worker" / "pacer-worker"}) {
+      if (std::filesystem::exists(candidate, ec)) return candidate.string();
+    }
+  }
+  return "pacer-worker";
+}
+
+int ExitCodeFor(Phase phase, const JobView& view) {
+  switch (phase) {
+    case Phase::kSucceeded:
+      return 0;
+    case Phase::kInfeasible:
+      return 3;
+    case Phase::kFailed:
+      for (const Condition& c : view.conditions) {
+        if (c.type == kConditionInvalidSpec && c.status == kConditionTrue) return 2;
+      }
+      return 1;
+    default:
+      return 1;
+  }
+}
+
+}  // namespace
+
+const char* RunCommand::description() const {
+  return "Run a TrainJob on this machine (local mode): plan it for the local GPUs or CPU, run "
+         "pacer-worker processes, show live progress and ETA against the deadline, and re-plan "
+         "from measured step time. Ctrl-C stops at a checkpoint; run again to resume";
+}
+
+void RunCommand::AddOptions(CLI::App* command) {
+  command->add_option("job", options_.job_path, "The TrainJob YAML file")
+      ->required()
+      ->type_name("FILE");
+  command
+      ->add_option("--worker-binary", options_.worker_binary,
+                   "The pacer-worker program (default: next to pacer, or "
+                   "$PACER_WORKER_BINARY)")
+      ->type_name("PATH");
+  command
+      ->add_option("--work-dir", options_.work_dir,
+                   "Checkpoints and logs (default: .pacer/<namespace>-<name>)")
+      ->type_name("DIR");
+  command->add_option("--backend", options_.backend, "auto, cpu or gpu")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
+      ->capture_default_str();
+  command
+      ->add_option("--cpu-devices", options_.cpu_devices,
+                   "CPU ranks the planner may use (0 = min(cores, 4))")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  command
+      ->add_option("--cpu-tflops", options_.cpu_tflops,
+                   "Peak fp32 TFLOP/s of one CPU rank, for the planner's prediction")
+      ->check(CLI::Range(1e-4, 100.0))
+      ->capture_default_str();
+  command
+      ->add_option("--progress", options_.progress,
+                   "auto (a live line on a terminal, else one line per change), plain, none")
+      ->check(CLI::IsMember({"auto", "plain", "none"}))
+      ->capture_default_str();
+  command
+      ->add_option("--max-restarts", options_.max_restarts,
+                   "Worker failures survived by restarting from the checkpoint")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  command->footer(
+      "Exit codes:\n"
+      "  0    the job finished\n"
+      "  1    the job failed (or an internal error)\n"
+      "  2    invalid input: arguments or the TrainJob file\n"
+      "  3    the deadline cannot be met on this machine (the reason and the fix are printed)\n"
+      "  130  stopped by Ctrl-C at a checkpoint (run again to resume)");
+}
+
+int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
+  StatusOr<std::string> document = cli::ReadDocument(options.job_path);
+  if (!document.ok()) {
+    err << "error: " << document.status().message() << '\n';
+    return 2;
+  }
+  // Validate first: the planner's parser says exactly what is wrong.
+  StatusOr<planner::JobSpec> parsed = planner::ParseTrainJob(*document);
+  if (!parsed.ok()) {
+    err << "error: " << options.job_path << ": " << parsed.status().message() << '\n';
+    return 2;
+  }
+  StatusOr<nlohmann::json> object = YamlToJson(*document);
+  if (!object.ok() || !object->is_object()) {
+    err << "error: " << options.job_path << ": "
+        << (object.ok() ? std::string("not a YAML mapping") : object.status().message()) << '\n';
+    return 2;
+  }
+  SystemClock& clock = SystemClock::Default();
+  nlohmann::json& metadata = (*object)["metadata"];
+  if (!metadata.is_object()) metadata = nlohmann::json::object();
+  // maxDuration counts from the start of this run.
+  if (!metadata.contains("creationTimestamp")) {
+    metadata["creationTimestamp"] = planner::FormatRfc3339(clock.WallUnixSeconds());
+  }
+
+  const bool terminal = ::isatty(STDOUT_FILENO) == 1 && &out == &std::cout;
+  ProgressLine::Mode mode = ProgressLine::Mode::kPlain;
+  if (options.progress == "none") mode = ProgressLine::Mode::kNone;
+  if (options.progress == "auto" && terminal) mode = ProgressLine::Mode::kLive;
+  ProgressLine progress(out, mode);
+
+  LocalJobStore store(*object, [&progress](const LocalEvent& e) { progress.Event(e); });
+  const std::string key = store.key();
+  const JobRef ref = JobRefOf(store.Snapshot());
+
+  LocalInventoryOptions inventory_options;
+  inventory_options.cpu_devices = options.cpu_devices;
+  inventory_options.cpu_tflops_per_device = options.cpu_tflops;
+  inventory_options.use_gpus = options.backend != "cpu";
+  LocalInventory inventory(inventory_options);
+
+  ProcessLauncherOptions launcher_options;
+  launcher_options.worker_binary =
+      options.worker_binary.empty() ? DefaultWorkerBinary() : options.worker_binary;
+  launcher_options.work_dir =
+      options.work_dir.empty() ? ".pacer/" + ref.namespace_name + "-" + ref.name : options.work_dir;
+  launcher_options.backend = inventory.uses_gpus() ? "gpu" : "cpu";
+  ProcessLauncher launcher(launcher_options);
+  ScrapedMetricsSource metrics(
+      [&launcher](const JobRef& job) { return launcher.MetricsPorts(job); },
+      HttpScraper(std::chrono::milliseconds(2000)));
+
+  ReconcilerOptions reconciler_options;
+  reconciler_options.use_finalizer = false;
+  reconciler_options.max_restarts = options.max_restarts;
+  reconciler_options.transition_poll = std::chrono::milliseconds(500);
+  reconciler_options.pending_retry = std::chrono::milliseconds(5000);
+  Reconciler reconciler({&store, &launcher, &metrics, &inventory, &clock}, reconciler_options);
+
+  out << "pacer run: " << key << " on " << inventory.Describe() << "\n"
+      << "  worker " << launcher_options.worker_binary << "\n"
+      << "  logs and checkpoints in " << launcher_options.work_dir << "\n";
+  out.flush();
+
+  struct sigaction action {};
+  action.sa_handler = OnInterrupt;
+  sigemptyset(&action.sa_mask);
+  struct sigaction previous_int {
+  }, previous_term{};
+  g_interrupted.store(false);
+  sigaction(SIGINT, &action, &previous_int);
+  sigaction(SIGTERM, &action, &previous_term);
+  auto restore = [&]() {
+    sigaction(SIGINT, &previous_int, nullptr);
+    sigaction(SIGTERM, &previous_term, nullptr);
+  };
+
+  const int64_t started = clock.WallUnixSeconds();
+  RunSummary summary;
+  int consecutive_errors = 0;
+  int exit_code = 1;
+  while (true) {
+    if (g_interrupted.load()) {
+      progress.Message("stopping the workers at a checkpoint (Ctrl-C again is ignored)...");
+      (void)launcher.Stop(ref, StopMode::kGraceful);
+      // Wait for every worker to checkpoint and exit.
+      for (int i = 0; i < 1200; ++i) {
+        StatusOr<std::optional<WorkerGroup>> group = launcher.Observe(ref);
+        if (!group.ok() || !group->has_value()) break;
+        const WorkerGroup& g = **group;
+        if (g.Count(WorkerPhase::kRunning) + g.Count(WorkerPhase::kPending) == 0) break;
+        ::poll(nullptr, 0, 50);
+      }
+      (void)launcher.Stop(ref, StopMode::kRemove);
+      std::optional<JobView> view = reconciler.View(key);
+      progress.Finish();
+      out << "stopped at step " << (view ? view->steps_completed : 0) << " with a checkpoint in "
+          << launcher_options.work_dir << "/checkpoints; run the same command again to resume\n";
+      restore();
+      return 130;
+    }
+    ReconcileResult result = reconciler.Reconcile(key);
+    int64_t wait_ms = 1000;
+    if (!result.status.ok()) {
+      progress.Message("warning: " + result.status.ToString());
+      if (!result.status.retryable() || ++consecutive_errors > 5) {
+        progress.Finish();
+        err << "error: " << result.status.message() << '\n';
+        (void)launcher.Stop(ref, StopMode::kRemove);
+        restore();
+        return 1;
+      }
+    } else {
+      consecutive_errors = 0;
+      if (result.requeue_after) wait_ms = std::min<int64_t>(wait_ms, result.requeue_after->count());
+    }
+    std::optional<JobView> view = reconciler.View(key);
+    if (view) {
+      summary.Observe(*view, clock.WallUnixSeconds());
+      progress.Update(*view, clock.WallUnixSeconds());
+      if (view->phase == Phase::kSucceeded || view->phase == Phase::kFailed ||
+          view->phase == Phase::kInfeasible) {
+        progress.Finish();
+        summary.Print(*view, store.Snapshot(), started, clock.WallUnixSeconds(),
+                      launcher_options.work_dir, out);
+        exit_code = ExitCodeFor(view->phase, *view);
+        break;
+      }
+    }
+    WaitInterruptibly(std::max<int64_t>(wait_ms, 100));
+  }
+  (void)launcher.Stop(ref, StopMode::kRemove);
+  restore();
+  return exit_code;
+}
+
+}  // namespace pacer::controller

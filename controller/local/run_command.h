@@ -1,0 +1,51 @@
+// `pacer run JOB.yaml`: local mode. The controller's reconciler
+// (reconcile/reconciler.h) drives pacer-worker processes on this machine
+// (ProcessLauncher), reads their /metrics directly (ScrapedMetricsSource) and
+// plans against this machine (LocalInventory): the same plan -> launch ->
+// measure -> re-plan loop as in a cluster, without one. The terminal shows a
+// live progress line (step, measured vs predicted step time, ETA against the
+// deadline, re-plans) and a summary with the first ETA against the actual
+// finish. Ctrl-C stops the workers at a checkpoint; running again resumes.
+//
+// Exit codes: 0 Succeeded; 1 Failed (or internal error); 2 invalid input;
+// 3 Infeasible (the deadline cannot be met here); 130 interrupted by Ctrl-C
+// after a clean stop.
+// Thread-safety: one run per process (it installs a SIGINT handler).
+#ifndef PACER_CONTROLLER_LOCAL_RUN_COMMAND_H_
+#define PACER_CONTROLLER_LOCAL_RUN_COMMAND_H_
+
+#include <ostream>
+#include <string>
+
+#include "cli/commands.h"
+
+namespace pacer::controller {
+
+struct RunOptions {
+  std::string job_path;
+  std::string worker_binary;      // "" = next to `pacer`, then $PACER_WORKER_BINARY
+  std::string work_dir;           // "" = .pacer/<namespace>-<name>
+  std::string backend = "auto";   // auto, cpu or gpu
+  int cpu_devices = 0;            // 0 = min(cores, 4)
+  double cpu_tflops = 0.02;       // per CPU device, for the planner
+  std::string progress = "auto";  // auto (a live line on a terminal), plain, none
+  int max_restarts = 3;
+};
+
+int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err);
+
+// `pacer run` for the CLI (cli::RunCli's extension point).
+class RunCommand final : public cli::CommandExtension {
+ public:
+  const char* name() const override { return "run"; }
+  const char* description() const override;
+  void AddOptions(CLI::App* command) override;
+  int Run(std::ostream& out, std::ostream& err) override { return RunLocal(options_, out, err); }
+
+ private:
+  RunOptions options_;
+};
+
+}  // namespace pacer::controller
+
+#endif  // PACER_CONTROLLER_LOCAL_RUN_COMMAND_H_

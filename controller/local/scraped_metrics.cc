@@ -1,0 +1,150 @@
+#include "local/scraped_metrics.h"
+
+#include <cpprest/http_client.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+namespace pacer::controller {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return s;
+}
+
+// Parses `{a="x",b="y"}` starting at text[0] == '{'; returns the position
+// after '}' or npos when malformed.
+size_t ParseLabels(std::string_view text, std::map<std::string, std::string>* labels) {
+  size_t i = 1;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == ',')) ++i;
+    if (i < text.size() && text[i] == '}') return i + 1;
+    const size_t eq = text.find('=', i);
+    if (eq == std::string_view::npos || eq + 1 >= text.size() || text[eq + 1] != '"') {
+      return std::string_view::npos;
+    }
+    std::string name(Trim(text.substr(i, eq - i)));
+    std::string value;
+    size_t j = eq + 2;
+    for (; j < text.size() && text[j] != '"'; ++j) {
+      if (text[j] == '\\' && j + 1 < text.size()) {
+        ++j;
+        value += text[j] == 'n' ? '\n' : text[j];
+      } else {
+        value += text[j];
+      }
+    }
+    if (j >= text.size()) return std::string_view::npos;
+    (*labels)[name] = value;
+    i = j + 1;
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
+std::vector<MetricSample> ParseMetricsText(std::string_view text) {
+  std::vector<MetricSample> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = Trim(text.substr(start, end - start));
+    start = end + 1;
+    if (line.empty() || line.front() == '#') continue;
+    MetricSample s;
+    size_t i = 0;
+    while (i < line.size() && line[i] != '{' && line[i] != ' ') ++i;
+    s.name = std::string(line.substr(0, i));
+    std::string_view rest = line.substr(i);
+    if (!rest.empty() && rest.front() == '{') {
+      const size_t after = ParseLabels(rest, &s.labels);
+      if (after == std::string_view::npos) continue;
+      rest = rest.substr(after);
+    }
+    rest = Trim(rest);
+    const size_t space = rest.find(' ');  // an optional timestamp follows
+    const std::string number(rest.substr(0, space));
+    if (number.empty() || s.name.empty()) continue;
+    char* parsed_end = nullptr;
+    s.value = std::strtod(number.c_str(), &parsed_end);
+    if (parsed_end == number.c_str()) continue;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+ScrapeFn HttpScraper(std::chrono::milliseconds timeout) {
+  return [timeout](int port) -> StatusOr<std::string> {
+    const std::string url = "http://127.0.0.1:" + std::to_string(port);
+    try {
+      web::http::client::http_client_config config;
+      config.set_timeout(timeout);
+      web::http::client::http_client client(url, config);
+      web::http::http_response response = client.request(web::http::methods::GET, "/metrics").get();
+      if (response.status_code() != 200) {
+        return UnavailableError("GET " + url + "/metrics: HTTP " +
+                                std::to_string(response.status_code()));
+      }
+      return response.extract_string(true).get();
+    } catch (const std::exception& e) {
+      return UnavailableError("GET " + url + "/metrics: " + e.what());
+    }
+  };
+}
+
+ScrapedMetricsSource::ScrapedMetricsSource(std::function<std::vector<int>(const JobRef&)> ports,
+                                           ScrapeFn scrape)
+    : ports_(std::move(ports)), scrape_(std::move(scrape)) {}
+
+StatusOr<Measurement> ScrapedMetricsSource::Measure(const JobRef& job) {
+  const std::vector<int> ports = ports_(job);
+  Measurement m;
+  if (ports.empty()) return m;
+  int reached = 0;
+  Status last_error = Status::Ok();
+  for (int port : ports) {
+    StatusOr<std::string> text = scrape_(port);
+    if (!text.ok()) {
+      last_error = text.status();
+      continue;
+    }
+    ++reached;
+    double sum = 0, count = 0;
+    bool has_histogram = false;
+    for (const MetricSample& s : ParseMetricsText(*text)) {
+      if (s.name == "pacer_worker_step" && std::isfinite(s.value)) {
+        m.steps_completed =
+            std::max<int64_t>(m.steps_completed.value_or(0), static_cast<int64_t>(s.value));
+      } else if (s.name == "pacer_worker_step_duration_seconds_sum") {
+        sum = s.value;
+        has_histogram = true;
+      } else if (s.name == "pacer_worker_step_duration_seconds_count") {
+        count = s.value;
+      } else if (s.name == "pacer_worker_model_scale" && std::isfinite(s.value)) {
+        m.model_scale = s.value;
+      }
+    }
+    if (!has_histogram || count <= 0) continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    RankHistory& h = history_[port];
+    double mean = sum / count;
+    if (count > h.count && h.count > 0) {
+      mean = (sum - h.sum_seconds) / (count - h.count);
+    } else if (count == h.count && h.last_mean_seconds > 0) {
+      mean = h.last_mean_seconds;  // no step since the last scrape
+    }
+    h = RankHistory{sum, count, mean};
+    // Ranks step in lock-step: the slowest one is the job's step time.
+    m.step_seconds = std::max(m.step_seconds.value_or(0.0), mean);
+  }
+  // A rank still starting has no endpoint yet; only none at all is an error.
+  if (reached == 0 && !last_error.ok()) return last_error;
+  return m;
+}
+
+}  // namespace pacer::controller

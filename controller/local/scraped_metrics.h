@@ -1,0 +1,61 @@
+// Local mode's metrics source: reads every rank's /metrics endpoint directly
+// (no Prometheus), the worker -> controller contract of docs/metrics.md:
+//   progress     = max over ranks of pacer_worker_step
+//   step seconds = the slowest rank's mean step time since the previous
+//                  scrape (pacer_worker_step_duration_seconds sum/count
+//                  deltas; the cumulative mean on the first scrape)
+//   model scale  = pacer_worker_model_scale
+//
+// Units: seconds, steps. Thread-safety: Measure may be called concurrently
+// (one mutex guards the per-rank history).
+#ifndef PACER_CONTROLLER_LOCAL_SCRAPED_METRICS_H_
+#define PACER_CONTROLLER_LOCAL_SCRAPED_METRICS_H_
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reconcile/interfaces.h"
+
+namespace pacer::controller {
+
+struct MetricSample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+// Parses the Prometheus text exposition format (comments skipped; label
+// values unescaped). Malformed lines are skipped.
+std::vector<MetricSample> ParseMetricsText(std::string_view text);
+
+// GETs http://127.0.0.1:<port>/metrics; Unavailable when it cannot.
+using ScrapeFn = std::function<StatusOr<std::string>(int port)>;
+ScrapeFn HttpScraper(std::chrono::milliseconds timeout);
+
+class ScrapedMetricsSource final : public MetricsSource {
+ public:
+  // `ports` lists the /metrics ports of a job's live ranks (the launcher's).
+  ScrapedMetricsSource(std::function<std::vector<int>(const JobRef&)> ports, ScrapeFn scrape);
+
+  StatusOr<Measurement> Measure(const JobRef& job) override;
+
+ private:
+  struct RankHistory {
+    double sum_seconds = 0;
+    double count = 0;
+    double last_mean_seconds = 0;
+  };
+  std::function<std::vector<int>(const JobRef&)> ports_;
+  ScrapeFn scrape_;
+  std::mutex mu_;
+  std::map<int, RankHistory> history_;  // by port
+};
+
+}  // namespace pacer::controller
+
+#endif  // PACER_CONTROLLER_LOCAL_SCRAPED_METRICS_H_

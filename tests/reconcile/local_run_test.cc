@@ -1,0 +1,154 @@
+// `pacer run` end to end with real pacer-worker processes: the quickstart is
+// interrupted with Ctrl-C (workers stop at a checkpoint, exit 130), then run
+// again: it resumes from the checkpoint, finishes, and reports its first ETA
+// against the actual finish.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+namespace {
+
+#if defined(PACER_BINARY)
+struct Child {
+  pid_t pid = -1;
+  int out = -1;  // stdout and stderr
+};
+
+Child Spawn(const std::vector<std::string>& args) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  Child c;
+  c.pid = ::fork();
+  if (c.pid == 0) {
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  c.out = fds[0];
+  return c;
+}
+
+// Reads the child's output until `until` matches the text so far (returns
+// true) or EOF / the timeout (returns false).
+bool ReadUntil(const Child& c, std::string* text, const std::regex& until,
+               std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  char buffer[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (std::regex_search(*text, until)) return true;
+    pollfd p{c.out, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 1000);  // wakes on output; the timeout bounds the test
+    if (ready <= 0) continue;
+    const ssize_t n = ::read(c.out, buffer, sizeof(buffer));
+    if (n <= 0) return std::regex_search(*text, until);
+    text->append(buffer, static_cast<size_t>(n));
+  }
+  return false;
+}
+
+int Wait(Child& c, std::string* text) {
+  ReadUntil(c, text, std::regex("$^never"), std::chrono::seconds(300));
+  int status = 0;
+  ::waitpid(c.pid, &status, 0);
+  ::close(c.out);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(LocalRunTest, QuickstartStopsAtACheckpointOnCtrlCThenResumesAndFinishes) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-local-run-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::vector<std::string> args = {
+      PACER_BINARY,
+      "run",
+      std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
+      "--work-dir",
+      dir.string(),
+      "--progress",
+      "plain",
+      "--cpu-devices",
+      "2"};
+
+  // 1. Run until some steps are done, then Ctrl-C.
+  Child first = Spawn(args);
+  std::string out1;
+  ASSERT_TRUE(ReadUntil(first, &out1, std::regex(R"(step ([2-9][0-9]|1[0-4][0-9])/150)"),
+                        std::chrono::seconds(240)))
+      << out1;
+  ::kill(first.pid, SIGINT);
+  EXPECT_EQ(Wait(first, &out1), 130) << out1;
+  std::smatch stopped;
+  ASSERT_TRUE(std::regex_search(out1, stopped, std::regex(R"(stopped at step (\d+))"))) << out1;
+  const int stopped_step = std::stoi(stopped[1]);
+  EXPECT_GT(stopped_step, 0);
+
+  // 2. Run again: resumes from the checkpoint and finishes.
+  Child second = Spawn(args);
+  std::string out2;
+  EXPECT_EQ(Wait(second, &out2), 0) << out2;
+  EXPECT_NE(out2.find("Succeeded"), std::string::npos) << out2;
+  EXPECT_NE(out2.find("150 of 150"), std::string::npos) << out2;
+  EXPECT_TRUE(std::regex_search(out2, std::regex(R"(first ETA +\d{4}-\d\d-\d\dT)"))) << out2;
+  EXPECT_TRUE(std::regex_search(out2, std::regex(R"(against the first ETA)"))) << out2;
+  EXPECT_TRUE(std::regex_search(out2, std::regex(R"(measured/predicted \d+\.\d\d)"))) << out2;
+
+  std::ifstream log(dir / "logs" / "attempt-1-node-0.log");
+  std::stringstream log_text;
+  log_text << log.rdbuf();
+  const std::string log_string = log_text.str();
+  std::smatch resumed;
+  ASSERT_TRUE(std::regex_search(log_string, resumed, std::regex(R"(resume_step=(\d+))")))
+      << log_string;
+  // Resumed at a checkpoint written when stopping: nothing done was lost.
+  EXPECT_GE(std::stoi(resumed[1]), stopped_step);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(LocalRunTest, InvalidJobFileExitsTwoNamingTheField) {
+  const std::filesystem::path file = std::filesystem::temp_directory_path() /
+                                     ("pacer-bad-job-" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(file) << "apiVersion: pacer.dev/v1alpha1\nkind: TrainJob\nmetadata: {name: bad}\n"
+                         "spec:\n  model: {parameters: 350M}\n  data: {tokens: 1e9}\n"
+                         "  training: {globalBatchSize: 0}\n";
+  Child c = Spawn({PACER_BINARY, "run", file.string()});
+  std::string out;
+  EXPECT_EQ(Wait(c, &out), 2) << out;
+  EXPECT_NE(out.find("globalBatchSize"), std::string::npos) << out;
+  std::filesystem::remove(file);
+}
+
+TEST(LocalRunTest, ImpossibleDeadlineExitsThreeWithTheReason) {
+  const std::filesystem::path file = std::filesystem::temp_directory_path() /
+                                     ("pacer-late-job-" + std::to_string(::getpid()) + ".yaml");
+  std::ifstream in(std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml =
+      std::regex_replace(text.str(), std::regex("maxDuration: 10m"), "maxDuration: 5s");
+  std::ofstream(file) << yaml;
+  Child c = Spawn({PACER_BINARY, "run", file.string(), "--progress", "none"});
+  std::string out;
+  EXPECT_EQ(Wait(c, &out), 3) << out;
+  EXPECT_NE(out.find("Infeasible"), std::string::npos) << out;
+  std::filesystem::remove(file);
+}
+#endif
+
+}  // namespace

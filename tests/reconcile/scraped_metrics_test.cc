@@ -1,0 +1,75 @@
+// Local mode's metrics: the text-format parser and the measurement rules
+// (progress = max step, step time = slowest rank's recent mean).
+#include "local/scraped_metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace pacer::controller {
+namespace {
+
+TEST(ParseMetricsTextTest, ReadsNamesLabelsValuesAndSkipsComments) {
+  const auto samples = ParseMetricsText(
+      "# HELP pacer_worker_step Global steps\n"
+      "# TYPE pacer_worker_step gauge\n"
+      "pacer_worker_step{job=\"q\",rank=\"0\"} 42\n"
+      "pacer_worker_info{note=\"a \\\"quoted\\\" word, and a comma\"} 1 1700000000000\n"
+      "pacer_worker_mfu_ratio NaN\n"
+      "broken{label=\"unterminated} 3\n"
+      "\n");
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_EQ(samples[0].name, "pacer_worker_step");
+  EXPECT_EQ(samples[0].labels.at("job"), "q");
+  EXPECT_EQ(samples[0].labels.at("rank"), "0");
+  EXPECT_DOUBLE_EQ(samples[0].value, 42);
+  EXPECT_EQ(samples[1].labels.at("note"), "a \"quoted\" word, and a comma");
+  EXPECT_DOUBLE_EQ(samples[1].value, 1);
+  EXPECT_TRUE(std::isnan(samples[2].value));
+}
+
+std::string Exposition(double step, double sum, double count, double scale = 1) {
+  return "pacer_worker_step " + std::to_string(step) + "\npacer_worker_step_duration_seconds_sum " +
+         std::to_string(sum) + "\npacer_worker_step_duration_seconds_count " +
+         std::to_string(count) + "\npacer_worker_model_scale " + std::to_string(scale) + "\n";
+}
+
+TEST(ScrapedMetricsSourceTest, ProgressIsTheFurthestRankAndStepTimeTheSlowestRecentMean) {
+  std::map<int, std::string> pages;
+  ScrapedMetricsSource source(
+      [](const JobRef&) {
+        return std::vector<int>{1, 2};
+      },
+      [&pages](int port) -> StatusOr<std::string> { return pages[port]; });
+  JobRef job{"default", "q", ""};
+  pages[1] = Exposition(10, 10.0, 10);  // 1 s per step so far
+  pages[2] = Exposition(9, 18.0, 9);    // 2 s per step so far
+  StatusOr<Measurement> m = source.Measure(job);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->steps_completed, 10);
+  EXPECT_DOUBLE_EQ(*m->step_seconds, 2.0);
+  // Next scrape: both ranks did 10 more steps at 0.5 s: the recent mean wins
+  // over the cumulative one.
+  pages[1] = Exposition(20, 15.0, 20);
+  pages[2] = Exposition(19, 23.0, 19);
+  m = source.Measure(job);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->steps_completed, 20);
+  EXPECT_DOUBLE_EQ(*m->step_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(*m->model_scale, 1.0);
+}
+
+TEST(ScrapedMetricsSourceTest, NoReachableRankIsUnavailableButNoRanksIsNoMeasurement) {
+  ScrapedMetricsSource down(
+      [](const JobRef&) { return std::vector<int>{1}; },
+      [](int) -> StatusOr<std::string> { return UnavailableError("connection refused"); });
+  EXPECT_EQ(down.Measure(JobRef{"d", "q", ""}).status().code(), StatusCode::kUnavailable);
+  ScrapedMetricsSource none([](const JobRef&) { return std::vector<int>{}; },
+                            [](int) -> StatusOr<std::string> { return std::string(); });
+  StatusOr<Measurement> m = none.Measure(JobRef{"d", "q", ""});
+  ASSERT_TRUE(m.ok());
+  EXPECT_FALSE(m->step_seconds.has_value());
+}
+
+}  // namespace
+}  // namespace pacer::controller

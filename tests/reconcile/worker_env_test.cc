@@ -1,0 +1,101 @@
+// The controller -> worker contract: the environment the controller builds
+// for each node is read back by pacer-worker's own parser to the same plan.
+#include "reconcile/worker_env.h"
+
+#include <gtest/gtest.h>
+
+#include "core/worker_config.h"
+#include "pacer/planner/gpu_catalog.h"
+#include "pacer/planner/job_parser.h"
+
+namespace pacer::controller {
+namespace {
+
+LaunchSpec TwoNodeLaunch() {
+  StatusOr<planner::JobSpec> job = planner::ParseTrainJob(R"(
+apiVersion: pacer.dev/v1alpha1
+kind: TrainJob
+metadata: {name: llama, namespace: research}
+spec:
+  model: {parameters: 6.7e9, layers: 32, hiddenSize: 4096, attentionHeads: 32, kvHeads: 8,
+          ffnHiddenSize: 11008, ffnKind: swiglu, vocabSize: 32000, sequenceLength: 4096}
+  data: {tokens: 1e10}
+  training: {globalBatchSize: 512, precision: bf16, optimizer: adamw}
+)");
+  EXPECT_TRUE(job.ok()) << job.status().ToString();
+  LaunchSpec launch;
+  launch.job = JobRef{"research", "llama", "uid-1"};
+  launch.spec = *job;
+  planner::Layout& l = launch.plan.layout;
+  l.gpu_type = "H100-SXM";
+  l.pool = "h100";
+  l.nodes = 2;
+  l.gpus_per_node = 8;
+  l.tensor_parallel = 2;
+  l.pipeline_parallel = 2;
+  l.data_parallel = 4;
+  l.virtual_stages = 2;
+  l.zero_stage = 1;
+  l.micro_batch_size = 2;
+  l.gradient_accumulation_steps = 64;
+  l.recompute = planner::Recompute::kSelective;
+  launch.plan.step.step_seconds = 7.5;
+  launch.total_steps = TotalSteps(launch.spec);
+  launch.checkpoint_interval_steps = 100;
+  return launch;
+}
+
+TEST(WorkerEnvTest, TheWorkerReadsBackThePlanOnEveryNode) {
+  const LaunchSpec launch = TwoNodeLaunch();
+  WorkerEnvOptions options;
+  options.master_addr = "llama-a1-0.llama-workers.research.svc";
+  options.checkpoint_dir = "/checkpoints";
+  for (int node = 0; node < 2; ++node) {
+    const auto env = WorkerEnvironment(launch, node, options);
+    StatusOr<worker::WorkerConfig> c = worker::ConfigFromEnvironment([&env](const char* name) {
+      auto it = env.find(name);
+      return it == env.end() ? nullptr : it->second.c_str();
+    });
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->node_rank, node);
+    EXPECT_EQ(c->rank, node * 8);
+    EXPECT_EQ(c->world_size, 16);
+    EXPECT_EQ(c->nnodes, 2);
+    EXPECT_EQ(c->local_world_size, 8);
+    EXPECT_EQ(c->master_addr, options.master_addr);
+    EXPECT_EQ(c->tensor_parallel, 2);
+    EXPECT_EQ(c->pipeline_parallel, 2);
+    EXPECT_EQ(c->data_parallel, 4);
+    EXPECT_EQ(c->virtual_stages, 2);
+    EXPECT_EQ(c->zero_stage, 1);
+    EXPECT_EQ(c->micro_batch_size * c->gradient_accumulation_steps * c->data_parallel, 512);
+    EXPECT_EQ(c->global_batch_size, 512);
+    EXPECT_EQ(c->total_steps, launch.total_steps);
+    EXPECT_EQ(c->recompute, planner::Recompute::kSelective);
+    EXPECT_EQ(c->model.kv_heads, 8);
+    EXPECT_EQ(c->model.ffn_kind, planner::FfnKind::kSwiglu);
+    EXPECT_EQ(c->checkpoint_dir, "/checkpoints");
+    EXPECT_EQ(c->checkpoint_interval_steps, 100);
+    EXPECT_EQ(c->job_name, "llama");
+    EXPECT_EQ(c->job_namespace, "research");
+    EXPECT_EQ(c->gpu_type, "H100-SXM");
+    ASSERT_TRUE(c->predicted_step_seconds.has_value());
+    EXPECT_DOUBLE_EQ(*c->predicted_step_seconds, 7.5);
+    // torchrun's spellings are there for a user's own PyTorch image.
+    EXPECT_EQ(env.at("PET_NNODES"), "2");
+    EXPECT_EQ(env.at("PET_NPROC_PER_NODE"), "8");
+  }
+}
+
+TEST(WorkerEnvTest, TotalStepsRoundUpAndCheckpointIntervalFollowsThePlan) {
+  LaunchSpec launch = TwoNodeLaunch();
+  // 1e10 tokens / 4096 per sequence = 2441407 sequences (rounded up) / 512.
+  EXPECT_EQ(TotalSteps(launch.spec), 4769);
+  launch.plan.total.checkpoint_interval_seconds = 3600;
+  EXPECT_EQ(CheckpointIntervalSteps(launch.plan), 480);
+  launch.plan.total.checkpoint_interval_seconds = 0;
+  EXPECT_EQ(CheckpointIntervalSteps(launch.plan), 0);
+}
+
+}  // namespace
+}  // namespace pacer::controller
