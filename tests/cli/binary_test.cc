@@ -26,10 +26,14 @@ TEST(BinaryTest, VersionPrintsTheVersion) {
 TEST(BinaryTest, HelpIsInformative) {
   CliRun run = RunBinary({"--help"});
   EXPECT_EQ(run.exit_code, 0);
-  for (const char* text : {"plan", "explain", "sweep", "version", "Exit codes"}) {
+  for (const char* text : {"plan", "explain", "sweep", "run", "version", "Exit codes"}) {
     EXPECT_NE(run.out.find(text), std::string::npos) << text << "\n" << run.out;
   }
-  EXPECT_EQ(run.out.find("run "), std::string::npos) << "`pacer run` does not exist yet";
+  run = RunBinary({"run", "--help"});
+  EXPECT_EQ(run.exit_code, 0);
+  for (const char* text : {"--worker-binary", "--work-dir", "--progress", "Ctrl-C", "130"}) {
+    EXPECT_NE(run.out.find(text), std::string::npos) << text << "\n" << run.out;
+  }
   run = RunBinary({"plan", "--help"});
   EXPECT_EQ(run.exit_code, 0);
   for (const char* text :
