@@ -114,7 +114,10 @@ void Watcher::Drop() {
 // --- ObjectStore -------------------------------------------------------------
 
 ObjectStore::ObjectStore(size_t history_limit)
-    : history_limit_(history_limit), rng_(std::random_device{}()) {}
+    : history_limit_(history_limit), rng_(std::random_device{}()) {
+  std::lock_guard<std::mutex> lock(mu_);
+  EnsureNamespaceLocked("default");
+}
 
 std::optional<ApiPath> ObjectStore::Parse(const std::string& path) const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -181,6 +184,11 @@ ApiResult<json> ObjectStore::Create(const ApiPath& collection, json object, bool
   } else {
     md.erase("namespace");
   }
+  if (r.namespaced && !(r.group.empty() && r.plural == "namespaces")) {
+    // Lenient where the real server refuses: a missing namespace is made
+    // (tests need not create one first; kubectl checks that it exists).
+    EnsureNamespaceLocked(ns);
+  }
   Objects& objects = objects_[r.key()];
   std::string name = md.value("name", "");
   if (name.empty()) {
@@ -232,6 +240,25 @@ ApiResult<json> ObjectStore::Create(const ApiPath& collection, json object, bool
   if (crd_resource) table_.Register(*crd_resource);
   Emit(r.key(), ns, "ADDED", object, json());
   return object;
+}
+
+void ObjectStore::EnsureNamespaceLocked(const std::string& name) {
+  Objects& namespaces = objects_["/namespaces"];
+  if (namespaces.count({"", name}) != 0) return;
+  json object = {{"apiVersion", "v1"},
+                 {"kind", "Namespace"},
+                 {"metadata",
+                  {{"name", name},
+                   {"uid", NewUid()},
+                   {"creationTimestamp", Rfc3339Now()},
+                   {"generation", 1},
+                   {"labels", {{"kubernetes.io/metadata.name", name}}},
+                   {"resourceVersion", std::to_string(++version_)}}},
+                 {"spec", {{"finalizers", {"kubernetes"}}}},
+                 {"status", {{"phase", "Active"}}}};
+  namespaces[{"", name}] = object;
+  uids_.insert(object["metadata"]["uid"].get<std::string>());
+  Emit("/namespaces", "", "ADDED", object, json());
 }
 
 ApiResult<json> ObjectStore::Update(const ApiPath& path, json object, UpdateScope scope) {

@@ -157,6 +157,8 @@ class ObjectStore {
   void IndexOwners(const std::string& resource_key, const ObjectKey& key,
                    const nlohmann::json& object, bool add);
   void OnCrdChange(const nlohmann::json& crd, bool removed);
+  // Creates the Namespace `name` unless it exists.
+  void EnsureNamespaceLocked(const std::string& name);
   std::string NewUid();
   std::string RandomSuffix();
 
