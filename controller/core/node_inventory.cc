@@ -172,6 +172,14 @@ using PoolKey = std::tuple<std::string, int, double, double, double>;
 
 }  // namespace
 
+std::vector<std::string> ProductsForCatalogName(std::string_view gpu_type) {
+  std::vector<std::string> products;
+  for (const ProductRow& row : kProducts) {
+    if (EqualsIgnoreCase(gpu_type, row.catalog_name)) products.emplace_back(row.product);
+  }
+  return products;
+}
+
 std::optional<std::string> CatalogNameForProduct(std::string_view product) {
   for (const ProductRow& row : kProducts) {
     if (EqualsIgnoreCase(product, row.product)) return std::string(row.catalog_name);

@@ -66,6 +66,10 @@ struct ClusterInventory {
 // the product is not in the table.
 std::optional<std::string> CatalogNameForProduct(std::string_view product);
 
+// The product label values that map to catalog name `gpu_type` (the
+// inverse of CatalogNameForProduct), in the table's spelling; empty when none.
+std::vector<std::string> ProductsForCatalogName(std::string_view gpu_type);
+
 // Errors: InvalidArgument when either document is not a list (an object with
 // an `items` array). Malformed individual nodes or pods are skipped with a
 // warning, never an error.

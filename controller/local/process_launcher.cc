@@ -101,6 +101,7 @@ Status ProcessLauncher::Launch(const LaunchSpec& spec) {
 
   Group group;
   group.attempt = spec.attempt;
+  group.layout = layout;
   for (int node = 0; node < layout.nodes; ++node) {
     WorkerEnvOptions env_options;
     env_options.master_addr = "127.0.0.1";
@@ -215,6 +216,7 @@ StatusOr<std::optional<WorkerGroup>> ProcessLauncher::Observe(const JobRef& job)
   out.attempt = g.attempt;
   out.expected_workers = static_cast<int>(g.processes.size());
   out.stopping = g.stopping;
+  out.layout = g.layout;
   for (const Process& p : g.processes) {
     WorkerState w;
     w.node_rank = p.node_rank;

@@ -61,6 +61,7 @@ class ProcessLauncher final : public Launcher {
   struct Group {
     int attempt = 0;
     bool stopping = false;
+    planner::Layout layout;
     std::vector<Process> processes;
   };
 

@@ -81,6 +81,10 @@ struct WorkerGroup {
   int expected_workers = 0;  // nodes of the plan
   std::vector<WorkerState> workers;
   bool stopping = false;  // a graceful stop was requested
+  // The layout the workers run, when the launcher recorded it (pods carry it
+  // as an annotation): lets a restarted controller adopt workers whose plan
+  // never reached the status.
+  std::optional<planner::Layout> layout;
   int Count(WorkerPhase phase) const;
 };
 

@@ -301,8 +301,10 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
   }
   if (group.attempt > pass.state.attempt) {
     // A launch whose status write was lost (the controller stopped in
-    // between): adopt it.
+    // between): adopt it, with the layout its workers run.
     pass.state.attempt = group.attempt;
+    if (group.layout) pass.state.layout = group.layout;
+    if (pass.state.plan_unix_seconds == 0) pass.state.plan_unix_seconds = pass.now;
   }
 
   StatusOr<ClusterInventory> inventory = deps_.inventory->Current();

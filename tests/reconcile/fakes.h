@@ -92,6 +92,7 @@ class FakeLauncher : public Launcher {
     WorkerGroup g;
     g.attempt = spec.attempt;
     g.expected_workers = spec.plan.layout.nodes;
+    g.layout = spec.plan.layout;
     for (int n = 0; n < spec.plan.layout.nodes; ++n)
       g.workers.push_back({n, WorkerPhase::kPending, std::nullopt, ""});
     groups[spec.job.key()] = g;

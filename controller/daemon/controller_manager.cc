@@ -1,0 +1,295 @@
+#include "daemon/controller_manager.h"
+
+#include <unistd.h>
+
+#include <chrono>
+
+#include "core/work_queue.h"
+#include "daemon/kube_sources.h"
+#include "daemon/pod_launcher.h"
+#include "kube/event_recorder.h"
+#include "kube/informer.h"
+#include "kube/kube_client.h"
+#include "kube/leader_election.h"
+#include "kube/resources.h"
+#include "observe/controller_metrics.h"
+#include "observe/health_server.h"
+#include "observe/heartbeat.h"
+#include "observe/log.h"
+
+namespace pacer::controller {
+
+struct ControllerManager::Impl {
+  explicit Impl(ManagerOptions o) : options(std::move(o)) {}
+
+  ManagerOptions options;
+  std::unique_ptr<KubeClient> client;
+  std::unique_ptr<Informer> trainjobs, pods, nodes;
+  std::unique_ptr<EventRecorder> events;
+  std::unique_ptr<KubeJobStore> store;
+  std::unique_ptr<PodLauncher> launcher;
+  std::unique_ptr<KubeInventory> inventory;
+  std::unique_ptr<PrometheusMetricsSource> metrics_source;
+  std::unique_ptr<Reconciler> reconciler;
+  std::unique_ptr<WorkQueue> queue;
+  std::unique_ptr<ControllerMetrics> metrics;
+  std::unique_ptr<HealthServer> health;
+  std::unique_ptr<Heartbeat> heartbeat;
+  std::unique_ptr<LeaderElector> elector;
+  std::thread timer_thread;
+  std::vector<std::thread> workers;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopped = false;
+  bool lost_leadership = false;
+  std::atomic<bool> leading{false};
+  std::atomic<bool> workers_started{false};
+
+  void Enqueue(const std::string& key) {
+    queue->Add(key);
+    metrics->CountQueueAdd();
+    metrics->SetQueueDepth(queue->Len());
+  }
+
+  void StartWorkers() {
+    if (workers_started.exchange(true)) return;
+    Log(LogLevel::kInfo, "became the leader; starting reconcile workers",
+        {{"workers", options.workers}});
+    leading.store(true);
+    metrics->SetLeader(true);
+    // Every known job is reconciled once on start (level-triggered).
+    for (const nlohmann::json& job : trainjobs->List()) Enqueue(ObjectKey(job));
+    for (int i = 0; i < options.workers; ++i) workers.emplace_back([this] { WorkerLoop(); });
+  }
+
+  void WorkerLoop() {
+    while (std::optional<std::string> key = queue->Get()) {
+      const auto start = std::chrono::steady_clock::now();
+      ReconcileResult result = reconciler->Reconcile(*key);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      metrics->RecordReconcile(seconds, result.status, result.requeue_after.has_value());
+      ObjectLogger log("TrainJob", *key);
+      if (result.status.ok()) {
+        queue->Forget(*key);
+        if (result.requeue_after) queue->AddAfter(*key, *result.requeue_after);
+      } else if (result.status.code() == StatusCode::kInvalidArgument) {
+        // Terminal: the spec (or our request) must change first.
+        log.Error("reconcile failed; not retrying", {{"error", result.status}});
+        queue->Forget(*key);
+      } else {
+        log.Warning("reconcile failed; retrying with backoff",
+                    {{"error", result.status}, {"requeues", queue->NumRequeues(*key)}});
+        queue->AddRateLimited(*key);
+      }
+      PublishJob(*key);
+      queue->Done(*key);
+      metrics->SetQueueDepth(queue->Len());
+      heartbeat->Beat();
+    }
+  }
+
+  void PublishJob(const std::string& key) {
+    const size_t slash = key.find('/');
+    const std::string ns = key.substr(0, slash), name = key.substr(slash + 1);
+    std::optional<JobView> view = reconciler->View(key);
+    if (!view) {
+      metrics->RemoveJob(ns, name);
+      return;
+    }
+    JobMetrics m;
+    m.namespace_name = ns;
+    m.name = name;
+    if (view->plan) {
+      m.predicted_step_seconds = view->plan->step.step_seconds;
+      m.gpus = view->plan->layout.gpus();
+    }
+    m.measured_step_seconds = view->measured_step_seconds;
+    if (view->projected_completion_unix_seconds) {
+      m.projected_completion_timestamp_seconds =
+          static_cast<double>(*view->projected_completion_unix_seconds);
+    }
+    if (view->deadline_unix_seconds) {
+      m.deadline_timestamp_seconds = static_cast<double>(*view->deadline_unix_seconds);
+    }
+    m.deadline_slack_seconds = view->slack_seconds;
+    if (view->total_steps > 0) {
+      m.progress_ratio = std::clamp(static_cast<double>(view->steps_completed) /
+                                        static_cast<double>(view->total_steps),
+                                    0.0, 1.0);
+    }
+    m.phase = PhaseName(view->phase);
+    metrics->SetJob(m);
+    // Counters follow the status's totals.
+    std::lock_guard<std::mutex> lock(counts_mu);
+    auto& seen = counts[key];
+    for (; seen.first < view->replans; ++seen.first) metrics->AddReplan(ns, name);
+    for (; seen.second < view->restarts; ++seen.second) metrics->AddRestart(ns, name);
+  }
+  std::mutex counts_mu;
+  std::map<std::string, std::pair<int, int>> counts;
+
+  void StopWorkers() {
+    if (queue) queue->ShutDown();
+    for (std::thread& t : workers) t.join();
+    workers.clear();
+    if (timer_thread.joinable()) timer_thread.join();
+  }
+};
+
+ControllerManager::ControllerManager(ManagerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+ControllerManager::~ControllerManager() { Stop(); }
+
+Status ControllerManager::Start() {
+  Impl& m = *impl_;
+  Log(LogLevel::kInfo, "starting pacer-controller", {{"cluster", m.options.kube.ToString()}});
+  ASSIGN_OR_RETURN(m.client, KubeClient::Create(m.options.kube));
+  m.metrics = std::make_unique<ControllerMetrics>();
+  m.queue = std::make_unique<WorkQueue>(SystemClock::Default());
+
+  InformerOptions job_options;
+  job_options.resync_period = std::chrono::minutes(10);
+  m.trainjobs = std::make_unique<Informer>(m.client.get(), kTrainJobs, m.options.watch_namespace,
+                                           job_options);
+  InformerOptions pod_options;
+  pod_options.index_label = kJobLabel;
+  // All pods: GPUs held by anyone's pods are not free.
+  m.pods = std::make_unique<Informer>(m.client.get(), kPods, "", pod_options);
+  m.nodes = std::make_unique<Informer>(m.client.get(), kNodes, "", InformerOptions{});
+
+  m.events = std::make_unique<EventRecorder>(m.client.get());
+  m.store = std::make_unique<KubeJobStore>(m.client.get(), m.events.get());
+  m.launcher = std::make_unique<PodLauncher>(m.client.get(), m.pods.get(), m.options.pods);
+  m.inventory = std::make_unique<KubeInventory>(m.nodes.get(), m.pods.get());
+  m.metrics_source = std::make_unique<PrometheusMetricsSource>(m.options.prometheus_url,
+                                                               m.options.measurement_window);
+  m.reconciler = std::make_unique<Reconciler>(
+      ReconcilerDeps{m.store.get(), m.launcher.get(), m.metrics_source.get(), m.inventory.get(),
+                     &SystemClock::Default()},
+      m.options.reconciler);
+
+  Impl* impl = impl_.get();
+  m.trainjobs->OnChange([impl](const std::string& key, const nlohmann::json*) {
+    if (impl->leading.load()) impl->Enqueue(key);
+  });
+  m.pods->OnChange([impl](const std::string& key, const nlohmann::json* pod) {
+    if (!impl->leading.load() || pod == nullptr) {
+      // A deleted pod: its job is found by the key's namespace and the
+      // informer no longer has the labels; the job's own requeue covers it.
+      (void)key;
+      return;
+    }
+    const nlohmann::json labels = (*pod)["metadata"].value("labels", nlohmann::json::object());
+    if (labels.contains(kJobLabel) && labels[kJobLabel].is_string()) {
+      impl->Enqueue((*pod)["metadata"].value("namespace", "default") + "/" +
+                    labels[kJobLabel].get<std::string>());
+    }
+  });
+  m.nodes->OnChange([impl](const std::string&, const nlohmann::json*) {
+    // Capacity changed: jobs waiting for GPUs may fit now.
+    if (!impl->leading.load()) return;
+    for (const nlohmann::json& job : impl->trainjobs->List()) {
+      if (job.value("status", nlohmann::json::object()).value("phase", "") == "Pending") {
+        impl->Enqueue(ObjectKey(job));
+      }
+    }
+  });
+
+  m.heartbeat = std::make_unique<Heartbeat>("reconcile-workers", std::chrono::minutes(5));
+  HealthServerOptions health_options;
+  health_options.bind_address = m.options.bind_address;
+  health_options.metrics_port = m.options.metrics_port;
+  health_options.probe_port = m.options.probe_port;
+  m.health = std::make_unique<HealthServer>(health_options, m.metrics->registry());
+  RETURN_IF_ERROR(m.health->AddLivenessCheck("reconcile-workers", [impl]() {
+    return impl->leading.load() ? impl->heartbeat->Check() : Status::Ok();
+  }));
+  RETURN_IF_ERROR(m.health->AddReadinessCheck("informers-synced", [impl]() {
+    if (impl->trainjobs->HasSynced() && impl->pods->HasSynced() && impl->nodes->HasSynced()) {
+      return Status::Ok();
+    }
+    return UnavailableError("waiting for the TrainJob, Pod and Node caches to sync");
+  }));
+  RETURN_IF_ERROR(m.health->Start());
+
+  m.trainjobs->Start();
+  m.pods->Start();
+  m.nodes->Start();
+  m.timer_thread = std::thread([impl] { impl->queue->RunTimerLoop(); });
+  const auto sync_timeout = std::chrono::seconds(60);
+  if (!m.trainjobs->WaitForSync(sync_timeout) || !m.pods->WaitForSync(sync_timeout) ||
+      !m.nodes->WaitForSync(sync_timeout)) {
+    return UnavailableError("the TrainJob, Pod and Node caches did not sync within 60 s; check "
+                            "the API server address and the controller's RBAC");
+  }
+  Log(LogLevel::kInfo, "caches synced",
+      {{"trainjobs", static_cast<int64_t>(m.trainjobs->List().size())},
+       {"nodes", static_cast<int64_t>(m.nodes->List().size())}});
+
+  if (!m.options.leader_elect) {
+    m.StartWorkers();
+    return Status::Ok();
+  }
+  LeaderElectionOptions le;
+  le.namespace_name = m.options.lease_namespace;
+  le.lease_name = m.options.lease_name;
+  le.identity = m.options.identity;
+  if (le.identity.empty()) {
+    char host[256] = {0};
+    ::gethostname(host, sizeof(host) - 1);
+    le.identity = std::string(host) + "_" + std::to_string(::getpid());
+  }
+  m.elector = std::make_unique<LeaderElector>(m.client.get(), le);
+  RETURN_IF_ERROR(m.elector->Validate());
+  Log(LogLevel::kInfo, "waiting to become the leader",
+      {{"lease", le.namespace_name + "/" + le.lease_name}, {"identity", le.identity}});
+  m.elector->Start([impl] { impl->StartWorkers(); },
+                   [impl] {
+                     if (!impl->workers_started.load()) return;
+                     Log(LogLevel::kError, "lost the leader lease; stopping");
+                     impl->leading.store(false);
+                     impl->metrics->SetLeader(false);
+                     std::lock_guard<std::mutex> lock(impl->mu);
+                     impl->lost_leadership = true;
+                     impl->cv.notify_all();
+                   });
+  return Status::Ok();
+}
+
+void ControllerManager::Stop() {
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (m.stopped) return;
+    m.stopped = true;
+    m.cv.notify_all();
+  }
+  m.leading.store(false);
+  m.StopWorkers();
+  if (m.elector) m.elector->Stop();  // releases the lease: a standby takes over at once
+  if (m.trainjobs) m.trainjobs->Stop();
+  if (m.pods) m.pods->Stop();
+  if (m.nodes) m.nodes->Stop();
+  if (m.events) m.events->Flush(std::chrono::seconds(5));
+  if (m.health) m.health->Stop();
+}
+
+ControllerManager::Exit ControllerManager::Wait() {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mu);
+  m.cv.wait(lock, [&m] { return m.stopped || m.lost_leadership; });
+  return m.lost_leadership ? Exit::kLostLeadership : Exit::kStopped;
+}
+
+bool ControllerManager::IsLeader() const { return impl_->leading.load(); }
+int ControllerManager::metrics_port() const {
+  return impl_->health ? impl_->health->metrics_port() : 0;
+}
+int ControllerManager::probe_port() const {
+  return impl_->health ? impl_->health->probe_port() : 0;
+}
+
+}  // namespace pacer::controller

@@ -1,0 +1,71 @@
+// pacer-controller's wiring (controller-runtime's Manager): the Kubernetes
+// client, informers on TrainJobs, Pods and Nodes, the work queue and its
+// reconcile workers, Lease-based leader election, the event recorder, the
+// /healthz /readyz /metrics server, and structured logs.
+//
+// Only the leader reconciles; every replica keeps its caches warm and
+// answers probes. Losing the lease stops the workers and makes Wait() return
+// kLostLeadership, so the process exits and restarts as a standby (as
+// controller-runtime does): two leaders never act at once.
+//
+// Thread-safety: Start, Stop and Wait from one thread; the rest is internal.
+#ifndef PACER_CONTROLLER_DAEMON_CONTROLLER_MANAGER_H_
+#define PACER_CONTROLLER_DAEMON_CONTROLLER_MANAGER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/worker_pods.h"
+#include "kube/kube_config.h"
+#include "reconcile/reconciler.h"
+
+namespace pacer::controller {
+
+struct ManagerOptions {
+  KubeConfig kube;
+  std::string watch_namespace;  // "" = all namespaces
+  std::string prometheus_url;   // "" = none (jobs run Degraded, on predictions)
+  std::chrono::seconds measurement_window{120};
+  int workers = 4;              // concurrent reconciles (never two for one job)
+  bool leader_elect = true;
+  std::string lease_namespace = "pacer-system";
+  std::string lease_name = "pacer-controller";
+  std::string identity;         // "" = host name + pid
+  std::string bind_address = "0.0.0.0";
+  int metrics_port = 8080;      // 0 = pick a free one
+  int probe_port = 8081;
+  ReconcilerOptions reconciler;
+  PodTemplateOptions pods;
+};
+
+class ControllerManager {
+ public:
+  enum class Exit { kStopped, kLostLeadership };
+
+  explicit ControllerManager(ManagerOptions options);
+  ~ControllerManager();  // Stop()s
+
+  ControllerManager(const ControllerManager&) = delete;
+  ControllerManager& operator=(const ControllerManager&) = delete;
+
+  Status Start();
+  void Stop();
+  Exit Wait();  // until Stop() or lost leadership
+
+  bool IsLeader() const;
+  int metrics_port() const;
+  int probe_port() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pacer::controller
+
+#endif  // PACER_CONTROLLER_DAEMON_CONTROLLER_MANAGER_H_

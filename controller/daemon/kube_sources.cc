@@ -1,0 +1,106 @@
+#include "daemon/kube_sources.h"
+
+#include <algorithm>
+
+#include "kube/resources.h"
+
+namespace pacer::controller {
+namespace {
+
+std::pair<std::string, std::string> SplitKey(const std::string& key) {
+  const size_t slash = key.find('/');
+  if (slash == std::string::npos) return {"default", key};
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
+
+nlohmann::json ListOf(std::vector<nlohmann::json> items) {
+  nlohmann::json list = {{"items", nlohmann::json::array()}};
+  for (nlohmann::json& item : items) list["items"].push_back(std::move(item));
+  return list;
+}
+
+}  // namespace
+
+KubeJobStore::KubeJobStore(KubeClient* client, EventRecorder* events)
+    : client_(client), events_(events) {}
+
+StatusOr<nlohmann::json> KubeJobStore::Get(const std::string& key) {
+  const auto [ns, name] = SplitKey(key);
+  return client_->Get(kTrainJobs, ns, name);
+}
+
+Status KubeJobStore::WriteStatus(const nlohmann::json& job, const nlohmann::json& status) {
+  nlohmann::json updated = job;
+  updated["status"] = status;
+  StatusOr<nlohmann::json> written =
+      client_->UpdateStatus(kTrainJobs, job["metadata"].value("namespace", "default"), updated);
+  return written.status();
+}
+
+StatusOr<nlohmann::json> KubeJobStore::SetFinalizer(const nlohmann::json& job,
+                                                    const std::string& finalizer, bool present) {
+  nlohmann::json list = nlohmann::json::array();
+  const nlohmann::json& metadata = job["metadata"];
+  if (metadata.contains("finalizers") && metadata["finalizers"].is_array()) {
+    for (const nlohmann::json& f : metadata["finalizers"]) {
+      if (f != finalizer) list.push_back(f);
+    }
+  }
+  if (present) list.push_back(finalizer);
+  // The resourceVersion makes the patch conditional: a concurrent change to
+  // the list is a conflict, not a lost update.
+  nlohmann::json patch = {{"metadata",
+                           {{"finalizers", list},
+                            {"resourceVersion", metadata.value("resourceVersion", "")}}}};
+  return client_->MergePatch(kTrainJobs, metadata.value("namespace", "default"),
+                             metadata.value("name", ""), patch);
+}
+
+void KubeJobStore::RecordEvent(const nlohmann::json& job, const std::string& type,
+                               const std::string& reason, const std::string& message) {
+  events_->Record(job, type == "Warning" ? EventType::kWarning : EventType::kNormal, reason,
+                  message);
+}
+
+KubeInventory::KubeInventory(Informer* nodes, Informer* pods) : nodes_(nodes), pods_(pods) {
+  auto mark = [this](const std::string&, const nlohmann::json*) { dirty_.store(true); };
+  nodes_->OnChange(mark);
+  pods_->OnChange(mark);
+}
+
+StatusOr<ClusterInventory> KubeInventory::Current() {
+  if (!nodes_->HasSynced() || !pods_->HasSynced()) {
+    return UnavailableError("the node and pod caches are not synced yet");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dirty_.exchange(false) || !cached_) {
+    StatusOr<ClusterInventory> built = BuildInventory(ListOf(nodes_->List()), ListOf(pods_->List()));
+    if (!built.ok()) {
+      dirty_.store(true);
+      return built.status();
+    }
+    cached_ = std::move(*built);
+  }
+  return *cached_;
+}
+
+PrometheusMetricsSource::PrometheusMetricsSource(const std::string& base_url,
+                                                 std::chrono::seconds window)
+    : window_(window) {
+  if (!base_url.empty()) {
+    client_ = std::make_unique<PrometheusClient>(base_url, std::chrono::milliseconds(5000));
+  }
+}
+
+StatusOr<Measurement> PrometheusMetricsSource::Measure(const JobRef& job) {
+  if (!client_) {
+    return UnavailableError("no Prometheus configured (--prometheus-url)");
+  }
+  ASSIGN_OR_RETURN(JobMeasurement m, client_->MeasureJob(job.namespace_name, job.name, window_));
+  Measurement out;
+  out.step_seconds = m.step_seconds;
+  out.steps_completed = m.steps_completed;
+  return out;
+}
+
+}  // namespace pacer::controller

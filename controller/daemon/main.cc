@@ -1,0 +1,114 @@
+// pacer-controller: the in-cluster TrainJob controller (docs/controller.md,
+// docs/operations.md). Flags follow controller-runtime's names.
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "daemon/controller_manager.h"
+#include "observe/log.h"
+
+namespace {
+
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace pacer::controller;
+  ManagerOptions options;
+  std::string kubeconfig, context, log_format = "text", log_level = "info";
+  bool leader_elect = true;
+
+  CLI::App app("pacer-controller: plans, launches, watches and re-plans TrainJobs", "pacer-controller");
+  app.add_option("--kubeconfig", kubeconfig,
+                 "Kubeconfig file (default: the in-cluster service account, then $KUBECONFIG)")
+      ->type_name("FILE");
+  app.add_option("--context", context, "Kubeconfig context (default: its current-context)");
+  app.add_option("--namespace", options.watch_namespace, "Watch TrainJobs in this namespace only");
+  app.add_option("--prometheus-url", options.prometheus_url,
+                 "Prometheus HTTP API base URL, e.g. http://prometheus-operated.monitoring:9090");
+  app.add_option("--workers", options.workers, "Concurrent reconciles")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--max-restarts", options.reconciler.max_restarts,
+                 "Worker failures a job survives by restarting from its checkpoint")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  app.add_flag("--leader-elect,!--no-leader-elect", leader_elect,
+               "Lease-based leader election (run several replicas; one acts)")
+      ->capture_default_str();
+  app.add_option("--leader-election-namespace", options.lease_namespace, "The Lease's namespace")
+      ->capture_default_str();
+  app.add_option("--leader-election-id", options.lease_name, "The Lease's name")
+      ->capture_default_str();
+  app.add_option("--identity", options.identity, "This replica's name (default: host_pid)");
+  app.add_option("--bind-address", options.bind_address, "Address of /metrics and the probes")
+      ->capture_default_str();
+  app.add_option("--metrics-port", options.metrics_port, "/metrics port (0 = any)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  app.add_option("--health-probe-port", options.probe_port, "/healthz and /readyz port (0 = any)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  app.add_option("--log-format", log_format, "text (key=value) or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "debug, info, warning or error")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error"}))
+      ->capture_default_str();
+  app.footer(
+      "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 lost the leader lease (restart to stand by), "
+      "2 invalid flags or configuration, 3 cannot reach the API server.");
+  CLI11_PARSE(app, argc, argv);
+  options.leader_elect = leader_elect;
+  SetLogFormat(log_format == "json" ? LogFormat::kJson : LogFormat::kText);
+  SetLogLevel(log_level == "debug"     ? LogLevel::kDebug
+              : log_level == "warning" ? LogLevel::kWarning
+              : log_level == "error"   ? LogLevel::kError
+                                       : LogLevel::kInfo);
+
+  // Configuration: the flag, the in-cluster service account, $KUBECONFIG.
+  pacer::StatusOr<KubeConfig> config = pacer::FailedPreconditionError("no configuration");
+  if (kubeconfig.empty()) {
+    config = InClusterConfig(std::getenv, ReadWholeFile,
+                             "/var/run/secrets/kubernetes.io/serviceaccount");
+    if (!config.ok() && std::getenv("KUBECONFIG") != nullptr) kubeconfig = std::getenv("KUBECONFIG");
+  }
+  if (!kubeconfig.empty()) config = KubeconfigFile(kubeconfig, context, ReadWholeFile);
+  if (!config.ok()) {
+    Log(LogLevel::kError, "no Kubernetes configuration", {{"error", config.status()}});
+    return 2;
+  }
+  options.kube = *config;
+
+  // Signals are taken by a thread of their own: Stop() is not signal-safe.
+  sigset_t signals = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ControllerManager manager(options);
+  pacer::Status started = manager.Start();
+  if (!started.ok()) {
+    Log(LogLevel::kError, "cannot start", {{"error", started}});
+    manager.Stop();
+    return started.code() == pacer::StatusCode::kInvalidArgument ? 2 : 3;
+  }
+  std::thread signal_thread([&manager, signals]() {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    Log(LogLevel::kInfo, "stopping", {{"signal", signal}});
+    manager.Stop();
+  });
+  const ControllerManager::Exit exit = manager.Wait();
+  manager.Stop();
+  // Wake the signal thread if it is still waiting.
+  pthread_kill(signal_thread.native_handle(), SIGTERM);
+  signal_thread.join();
+  return exit == ControllerManager::Exit::kLostLeadership ? 1 : 0;
+}

@@ -1,0 +1,170 @@
+#include "daemon/worker_pods.h"
+
+#include <cstdio>
+#include <functional>
+
+#include "cli/plan_output.h"
+#include "core/node_inventory.h"
+#include "reconcile/worker_env.h"
+
+namespace pacer::controller {
+namespace {
+
+constexpr size_t kMaxDnsLabel = 63;
+
+std::string Shortened(const std::string& name, size_t max_length) {
+  if (name.size() <= max_length) return name;
+  char hash[16];
+  std::snprintf(hash, sizeof(hash), "%06zx", std::hash<std::string>{}(name) & 0xffffff);
+  std::string prefix = name.substr(0, max_length - 7);
+  while (!prefix.empty() && prefix.back() == '-') prefix.pop_back();
+  return prefix + "-" + hash;
+}
+
+nlohmann::json OwnerReference(const LaunchSpec& launch) {
+  return {{"apiVersion", "pacer.dev/v1alpha1"},
+          {"kind", "TrainJob"},
+          {"name", launch.job.name},
+          {"uid", launch.job.uid},
+          {"controller", true},
+          {"blockOwnerDeletion", true}};
+}
+
+nlohmann::json Labels(const LaunchSpec& launch) {
+  return {{kJobLabel, launch.job.name}, {kManagedByLabel, "pacer"}};
+}
+
+}  // namespace
+
+std::string WorkerServiceName(const std::string& job_name) {
+  return Shortened(job_name, kMaxDnsLabel - 8) + "-workers";
+}
+
+std::string WorkerPodName(const std::string& job_name, int attempt, int node_rank) {
+  const std::string suffix = "-a" + std::to_string(attempt) + "-n" + std::to_string(node_rank);
+  return Shortened(job_name, kMaxDnsLabel - suffix.size()) + suffix;
+}
+
+nlohmann::json WorkerServiceObject(const LaunchSpec& launch, const PodTemplateOptions& options) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Service"},
+          {"metadata",
+           {{"name", WorkerServiceName(launch.job.name)},
+            {"namespace", launch.job.namespace_name},
+            {"labels", Labels(launch)},
+            {"ownerReferences", nlohmann::json::array({OwnerReference(launch)})}}},
+          {"spec",
+           {{"clusterIP", "None"},
+            // Rendezvous must work before the pods are Ready.
+            {"publishNotReadyAddresses", true},
+            {"selector", {{kJobLabel, launch.job.name}}},
+            {"ports",
+             nlohmann::json::array(
+                 {{{"name", "rendezvous"}, {"port", options.rendezvous_port}},
+                  {{"name", "metrics"}, {"port", options.metrics_port}}})}}}};
+}
+
+nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
+                               const PodTemplateOptions& options) {
+  const planner::Layout& l = launch.plan.layout;
+  const std::string name = WorkerPodName(launch.job.name, launch.attempt, node_rank);
+  const std::string service = WorkerServiceName(launch.job.name);
+  WorkerEnvOptions env_options;
+  env_options.master_addr = WorkerPodName(launch.job.name, launch.attempt, 0) + "." + service +
+                            "." + launch.job.namespace_name + ".svc";
+  env_options.master_port = options.rendezvous_port;
+  env_options.checkpoint_dir = options.checkpoint_mount;
+  env_options.metrics_port = options.metrics_port;
+  const std::map<std::string, std::string> contract =
+      WorkerEnvironment(launch, node_rank, env_options);
+  nlohmann::json env = nlohmann::json::array();
+  for (const auto& [k, v] : contract) env.push_back({{"name", k}, {"value", v}});
+  // The user's variables, except where they would break the contract.
+  for (const planner::EnvVar& var : launch.spec.worker.env) {
+    if (contract.count(var.name) == 0) env.push_back({{"name", var.name}, {"value", var.value}});
+  }
+
+  nlohmann::json labels = Labels(launch);
+  labels[kAttemptLabel] = std::to_string(launch.attempt);
+  labels[kNodeRankLabel] = std::to_string(node_rank);
+
+  nlohmann::json container = {
+      {"name", "worker"},
+      {"image", launch.spec.worker.image},
+      {"env", env},
+      {"ports", nlohmann::json::array({{{"name", "rendezvous"},
+                                        {"containerPort", options.rendezvous_port}},
+                                       {{"name", "metrics"}, {"containerPort", options.metrics_port}}})},
+      {"resources",
+       {{"limits", {{kGpuResource, std::to_string(l.gpus_per_node)}}},
+        {"requests", {{kGpuResource, std::to_string(l.gpus_per_node)}}}}},
+      {"volumeMounts", nlohmann::json::array({{{"name", "checkpoints"},
+                                               {"mountPath", options.checkpoint_mount}},
+                                              {{"name", "dshm"}, {"mountPath", "/dev/shm"}},
+                                              {{"name", "tmp"}, {"mountPath", "/tmp"}}})},
+      {"securityContext",
+       {{"allowPrivilegeEscalation", false},
+        {"readOnlyRootFilesystem", true},
+        {"capabilities", {{"drop", nlohmann::json::array({"ALL"})}}}}}};
+  if (!launch.spec.worker.command.empty()) {
+    container["command"] = launch.spec.worker.command;
+  } else {
+    container["command"] = nlohmann::json::array({"pacer-worker", "run"});
+  }
+
+  nlohmann::json checkpoint_volume = {{"name", "checkpoints"}};
+  if (!launch.spec.checkpoint.volume_claim_name.empty()) {
+    checkpoint_volume["persistentVolumeClaim"] = {
+        {"claimName", launch.spec.checkpoint.volume_claim_name}};
+  } else {
+    checkpoint_volume["emptyDir"] = nlohmann::json::object();
+  }
+
+  nlohmann::json products = nlohmann::json::array();
+  for (const std::string& p : ProductsForCatalogName(l.gpu_type)) products.push_back(p);
+  if (products.empty()) products.push_back(l.gpu_type);
+
+  nlohmann::json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata",
+       {{"name", name},
+        {"namespace", launch.job.namespace_name},
+        {"labels", labels},
+        {"annotations",
+         {{kLayoutAnnotation, cli::PlanJson(launch.plan, 0).dump()},
+          {kNodesAnnotation, std::to_string(l.nodes)},
+          {"prometheus.io/scrape", "true"},
+          {"prometheus.io/port", std::to_string(options.metrics_port)}}},
+        {"ownerReferences", nlohmann::json::array({OwnerReference(launch)})}}},
+      {"spec",
+       {{"hostname", name},
+        {"subdomain", service},
+        {"restartPolicy", "Never"},
+        {"terminationGracePeriodSeconds", options.termination_grace_seconds},
+        {"affinity",
+         {{"nodeAffinity",
+           {{"requiredDuringSchedulingIgnoredDuringExecution",
+             {{"nodeSelectorTerms",
+               nlohmann::json::array({{{"matchExpressions",
+                                        nlohmann::json::array({{{"key", kGpuProductLabel},
+                                                                {"operator", "In"},
+                                                                {"values", products}}})}}})}}}}}}},
+        {"tolerations", nlohmann::json::array({{{"key", kGpuResource},
+                                                {"operator", "Exists"},
+                                                {"effect", "NoSchedule"}}})},
+        {"securityContext",
+         {{"runAsNonRoot", true},
+          {"runAsUser", 65532},
+          {"runAsGroup", 65532},
+          {"fsGroup", 65532},
+          {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
+        {"containers", nlohmann::json::array({container})},
+        {"volumes", nlohmann::json::array({checkpoint_volume,
+                                           {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}},
+                                           {{"name", "tmp"}, {"emptyDir", nlohmann::json::object()}}})}}}};
+  if (!options.service_account.empty()) pod["spec"]["serviceAccountName"] = options.service_account;
+  return pod;
+}
+
+}  // namespace pacer::controller

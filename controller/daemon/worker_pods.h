@@ -1,0 +1,57 @@
+// The Kubernetes objects of one launch: a headless Service that gives the
+// workers stable DNS names (node 0's rank 0 is the rendezvous point) and one
+// worker Pod per node of the plan. Pure: the PodLauncher creates them.
+//
+//   Service  <job>-workers            clusterIP None, selector pacer.dev/job
+//   Pod      <job>-a<attempt>-n<node> hostname = its name, subdomain = the
+//            Service, so MASTER_ADDR = <job>-a<a>-n0.<job>-workers.<ns>.svc
+//
+// Every pod: the env contract (reconcile/worker_env.h) plus the user's
+// spec.worker.env; `nvidia.com/gpu` requests = limits = GPUs per node;
+// required node affinity on the GPU product label for the plan's GPU type;
+// owner reference to the TrainJob (controller, blockOwnerDeletion) so that
+// deleting the job deletes its pods; the checkpoint volume
+// (spec.checkpoint.volumeClaimName, else an emptyDir: no resume across pods);
+// non-root, no privilege escalation, all capabilities dropped, read-only
+// root file system; restartPolicy Never (the controller restarts jobs from
+// their checkpoint, whole). Docs: docs/controller.md ("Worker pods").
+//
+// Thread-safety: pure functions.
+#ifndef PACER_CONTROLLER_DAEMON_WORKER_PODS_H_
+#define PACER_CONTROLLER_DAEMON_WORKER_PODS_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "reconcile/interfaces.h"
+
+namespace pacer::controller {
+
+inline constexpr const char* kJobLabel = "pacer.dev/job";
+inline constexpr const char* kAttemptLabel = "pacer.dev/attempt";
+inline constexpr const char* kNodeRankLabel = "pacer.dev/node-rank";
+inline constexpr const char* kManagedByLabel = "app.kubernetes.io/managed-by";
+inline constexpr const char* kLayoutAnnotation = "pacer.dev/layout";  // status.plan's JSON
+inline constexpr const char* kNodesAnnotation = "pacer.dev/nodes";    // pods in the launch
+
+struct PodTemplateOptions {
+  int rendezvous_port = 29500;
+  int metrics_port = 9400;
+  std::string checkpoint_mount = "/checkpoints";
+  // Time for a SIGTERM'd worker to finish its step and write a checkpoint.
+  int64_t termination_grace_seconds = 300;
+  std::string service_account;  // "" = the namespace's default
+};
+
+std::string WorkerServiceName(const std::string& job_name);
+// A DNS label (<= 63 characters): long job names are shortened with a hash.
+std::string WorkerPodName(const std::string& job_name, int attempt, int node_rank);
+
+nlohmann::json WorkerServiceObject(const LaunchSpec& launch, const PodTemplateOptions& options);
+nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
+                               const PodTemplateOptions& options);
+
+}  // namespace pacer::controller
+
+#endif  // PACER_CONTROLLER_DAEMON_WORKER_PODS_H_
