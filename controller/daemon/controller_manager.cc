@@ -115,9 +115,9 @@ struct ControllerManager::Impl {
     }
     m.deadline_slack_seconds = view->slack_seconds;
     if (view->total_steps > 0) {
-      m.progress_ratio = std::clamp(static_cast<double>(view->steps_completed) /
-                                        static_cast<double>(view->total_steps),
-                                    0.0, 1.0);
+      m.progress_ratio = std::clamp(
+          static_cast<double>(view->steps_completed) / static_cast<double>(view->total_steps), 0.0,
+          1.0);
     }
     m.phase = PhaseName(view->phase);
     metrics->SetJob(m);
@@ -222,8 +222,9 @@ Status ControllerManager::Start() {
   const auto sync_timeout = std::chrono::seconds(60);
   if (!m.trainjobs->WaitForSync(sync_timeout) || !m.pods->WaitForSync(sync_timeout) ||
       !m.nodes->WaitForSync(sync_timeout)) {
-    return UnavailableError("the TrainJob, Pod and Node caches did not sync within 60 s; check "
-                            "the API server address and the controller's RBAC");
+    return UnavailableError(
+        "the TrainJob, Pod and Node caches did not sync within 60 s; check "
+        "the API server address and the controller's RBAC");
   }
   Log(LogLevel::kInfo, "caches synced",
       {{"trainjobs", static_cast<int64_t>(m.trainjobs->List().size())},

@@ -31,13 +31,13 @@ struct ManagerOptions {
   std::string watch_namespace;  // "" = all namespaces
   std::string prometheus_url;   // "" = none (jobs run Degraded, on predictions)
   std::chrono::seconds measurement_window{120};
-  int workers = 4;              // concurrent reconciles (never two for one job)
+  int workers = 4;  // concurrent reconciles (never two for one job)
   bool leader_elect = true;
   std::string lease_namespace = "pacer-system";
   std::string lease_name = "pacer-controller";
-  std::string identity;         // "" = host name + pid
+  std::string identity;  // "" = host name + pid
   std::string bind_address = "0.0.0.0";
-  int metrics_port = 8080;      // 0 = pick a free one
+  int metrics_port = 8080;  // 0 = pick a free one
   int probe_port = 8081;
   ReconcilerOptions reconciler;
   PodTemplateOptions pods;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kube/resources.h"
+#include "observe/log.h"
 
 namespace pacer::controller {
 namespace {
@@ -49,15 +50,22 @@ StatusOr<nlohmann::json> KubeJobStore::SetFinalizer(const nlohmann::json& job,
   if (present) list.push_back(finalizer);
   // The resourceVersion makes the patch conditional: a concurrent change to
   // the list is a conflict, not a lost update.
-  nlohmann::json patch = {{"metadata",
-                           {{"finalizers", list},
-                            {"resourceVersion", metadata.value("resourceVersion", "")}}}};
+  nlohmann::json patch = {
+      {"metadata",
+       {{"finalizers", list}, {"resourceVersion", metadata.value("resourceVersion", "")}}}};
   return client_->MergePatch(kTrainJobs, metadata.value("namespace", "default"),
                              metadata.value("name", ""), patch);
 }
 
 void KubeJobStore::RecordEvent(const nlohmann::json& job, const std::string& type,
                                const std::string& reason, const std::string& message) {
+  const nlohmann::json& m = job["metadata"];
+  ObjectLogger log("TrainJob", m.value("namespace", "default") + "/" + m.value("name", ""));
+  if (type == "Warning") {
+    log.Warning(message, {{"reason", reason}});
+  } else {
+    log.Info(message, {{"reason", reason}});
+  }
   events_->Record(job, type == "Warning" ? EventType::kWarning : EventType::kNormal, reason,
                   message);
 }
@@ -74,7 +82,8 @@ StatusOr<ClusterInventory> KubeInventory::Current() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (dirty_.exchange(false) || !cached_) {
-    StatusOr<ClusterInventory> built = BuildInventory(ListOf(nodes_->List()), ListOf(pods_->List()));
+    StatusOr<ClusterInventory> built =
+        BuildInventory(ListOf(nodes_->List()), ListOf(pods_->List()));
     if (!built.ok()) {
       dirty_.store(true);
       return built.status();

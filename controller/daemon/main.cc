@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   std::string kubeconfig, context, log_format = "text", log_level = "info";
   bool leader_elect = true;
 
-  CLI::App app("pacer-controller: plans, launches, watches and re-plans TrainJobs", "pacer-controller");
+  CLI::App app("pacer-controller: plans, launches, watches and re-plans TrainJobs",
+               "pacer-controller");
   app.add_option("--kubeconfig", kubeconfig,
                  "Kubeconfig file (default: the in-cluster service account, then $KUBECONFIG)")
       ->type_name("FILE");
@@ -80,7 +81,8 @@ int main(int argc, char** argv) {
   if (kubeconfig.empty()) {
     config = InClusterConfig(std::getenv, ReadWholeFile,
                              "/var/run/secrets/kubernetes.io/serviceaccount");
-    if (!config.ok() && std::getenv("KUBECONFIG") != nullptr) kubeconfig = std::getenv("KUBECONFIG");
+    if (!config.ok() && std::getenv("KUBECONFIG") != nullptr)
+      kubeconfig = std::getenv("KUBECONFIG");
   }
   if (!kubeconfig.empty()) config = KubeconfigFile(kubeconfig, context, ReadWholeFile);
   if (!config.ok()) {

@@ -59,7 +59,8 @@ PodLauncher::PodLauncher(KubeClient* client, const Informer* pods, PodTemplateOp
 
 Status PodLauncher::Launch(const LaunchSpec& spec) {
   const std::string& ns = spec.job.namespace_name;
-  StatusOr<nlohmann::json> service = client_->Create(kServices, ns, WorkerServiceObject(spec, options_));
+  StatusOr<nlohmann::json> service =
+      client_->Create(kServices, ns, WorkerServiceObject(spec, options_));
   if (!service.ok() && service.status().code() != StatusCode::kAlreadyExists) {
     return service.status().WithContext("creating the workers' Service");
   }
@@ -93,7 +94,8 @@ Status PodLauncher::Launch(const LaunchSpec& spec) {
 StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
   std::vector<nlohmann::json> pods;
   for (nlohmann::json& pod : pods_->ListByLabel(kJobLabel, job.name)) {
-    if (pod["metadata"].value("namespace", "") == job.namespace_name) pods.push_back(std::move(pod));
+    if (pod["metadata"].value("namespace", "") == job.namespace_name)
+      pods.push_back(std::move(pod));
   }
   std::lock_guard<std::mutex> lock(mu_);
   Expectations* e = nullptr;
@@ -191,7 +193,8 @@ Status PodLauncher::Stop(const JobRef& job, StopMode mode) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   Expectations& e = expectations_[job.key()];
-  if (e.since == std::chrono::steady_clock::time_point()) e.since = std::chrono::steady_clock::now();
+  if (e.since == std::chrono::steady_clock::time_point())
+    e.since = std::chrono::steady_clock::now();
   if (mode == StopMode::kRemove) {
     // In a real cluster a deleted pod lingers while its container stops;
     // only then is it gone. Until the cache shows that, hide it.

@@ -15,7 +15,7 @@ constexpr size_t kMaxDnsLabel = 63;
 std::string Shortened(const std::string& name, size_t max_length) {
   if (name.size() <= max_length) return name;
   char hash[16];
-  std::snprintf(hash, sizeof(hash), "%06zx", std::hash<std::string>{}(name) & 0xffffff);
+  std::snprintf(hash, sizeof(hash), "%06zx", std::hash<std::string>{}(name)&0xffffff);
   std::string prefix = name.substr(0, max_length - 7);
   while (!prefix.empty() && prefix.back() == '-') prefix.pop_back();
   return prefix + "-" + hash;
@@ -59,9 +59,8 @@ nlohmann::json WorkerServiceObject(const LaunchSpec& launch, const PodTemplateOp
             {"publishNotReadyAddresses", true},
             {"selector", {{kJobLabel, launch.job.name}}},
             {"ports",
-             nlohmann::json::array(
-                 {{{"name", "rendezvous"}, {"port", options.rendezvous_port}},
-                  {{"name", "metrics"}, {"port", options.metrics_port}}})}}}};
+             nlohmann::json::array({{{"name", "rendezvous"}, {"port", options.rendezvous_port}},
+                                    {{"name", "metrics"}, {"port", options.metrics_port}}})}}}};
 }
 
 nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
@@ -92,16 +91,16 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
       {"name", "worker"},
       {"image", launch.spec.worker.image},
       {"env", env},
-      {"ports", nlohmann::json::array({{{"name", "rendezvous"},
-                                        {"containerPort", options.rendezvous_port}},
-                                       {{"name", "metrics"}, {"containerPort", options.metrics_port}}})},
+      {"ports",
+       nlohmann::json::array({{{"name", "rendezvous"}, {"containerPort", options.rendezvous_port}},
+                              {{"name", "metrics"}, {"containerPort", options.metrics_port}}})},
       {"resources",
        {{"limits", {{kGpuResource, std::to_string(l.gpus_per_node)}}},
         {"requests", {{kGpuResource, std::to_string(l.gpus_per_node)}}}}},
-      {"volumeMounts", nlohmann::json::array({{{"name", "checkpoints"},
-                                               {"mountPath", options.checkpoint_mount}},
-                                              {{"name", "dshm"}, {"mountPath", "/dev/shm"}},
-                                              {{"name", "tmp"}, {"mountPath", "/tmp"}}})},
+      {"volumeMounts",
+       nlohmann::json::array({{{"name", "checkpoints"}, {"mountPath", options.checkpoint_mount}},
+                              {{"name", "dshm"}, {"mountPath", "/dev/shm"}},
+                              {{"name", "tmp"}, {"mountPath", "/tmp"}}})},
       {"securityContext",
        {{"allowPrivilegeEscalation", false},
         {"readOnlyRootFilesystem", true},
@@ -150,9 +149,9 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
                                         nlohmann::json::array({{{"key", kGpuProductLabel},
                                                                 {"operator", "In"},
                                                                 {"values", products}}})}}})}}}}}}},
-        {"tolerations", nlohmann::json::array({{{"key", kGpuResource},
-                                                {"operator", "Exists"},
-                                                {"effect", "NoSchedule"}}})},
+        {"tolerations",
+         nlohmann::json::array(
+             {{{"key", kGpuResource}, {"operator", "Exists"}, {"effect", "NoSchedule"}}})},
         {"securityContext",
          {{"runAsNonRoot", true},
           {"runAsUser", 65532},
@@ -160,9 +159,10 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
           {"fsGroup", 65532},
           {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
         {"containers", nlohmann::json::array({container})},
-        {"volumes", nlohmann::json::array({checkpoint_volume,
-                                           {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}},
-                                           {{"name", "tmp"}, {"emptyDir", nlohmann::json::object()}}})}}}};
+        {"volumes",
+         nlohmann::json::array({checkpoint_volume,
+                                {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}},
+                                {{"name", "tmp"}, {"emptyDir", nlohmann::json::object()}}})}}}};
   if (!options.service_account.empty()) pod["spec"]["serviceAccountName"] = options.service_account;
   return pod;
 }

@@ -205,6 +205,29 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
   plan_options.constants = options_.replan.constants;
   const planner::Calibration calibration = pass.state.calibration;
 
+  // No node of an allowed GPU type (yet): wait for one rather than give up;
+  // node changes wake waiting jobs.
+  const bool has_allowed_pool = std::any_of(
+      inventory->inventory.node_pools.begin(), inventory->inventory.node_pools.end(),
+      [&](const planner::NodePool& pool) {
+        const auto& allowed = pass.spec.resources.gpu_types;
+        return allowed.empty() ||
+               std::any_of(allowed.begin(), allowed.end(), [&](const std::string& type) {
+                 const planner::GpuType* a = inventory->inventory.catalog.Find(type);
+                 const planner::GpuType* b = inventory->inventory.catalog.Find(pool.gpu_type);
+                 return a != nullptr && a == b;
+               });
+      });
+  if (!has_allowed_pool) {
+    std::string types;
+    for (const std::string& t : pass.spec.resources.gpu_types)
+      types += (types.empty() ? "" : ", ") + t;
+    return ReconcileWaiting(
+        pass, "NoMatchingNodes",
+        "no ready node has " + (types.empty() ? std::string("GPUs") : "a GPU of type " + types) +
+            " (nodes are matched by their nvidia.com/gpu.product label); waiting for one");
+  }
+
   StatusOr<planner::PlanResult> result =
       planner::Plan(job, inventory->inventory, calibration, plan_options);
   // Would it work if every GPU of the cluster were free? Tells "wait for

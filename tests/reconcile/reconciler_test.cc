@@ -297,6 +297,17 @@ TEST_F(ReconcilerTest, WaitsForGpusWhenTheClusterIsBusy) {
   EXPECT_EQ(launcher_.launches.size(), 1u);
 }
 
+TEST_F(ReconcilerTest, WaitsForNodesOfAnAllowedGpuType) {
+  inventory_.inventory.inventory.node_pools[0].gpu_type = "A100-80GB";
+  store_.Put(LlamaJob());  // allows H100-SXM only
+  ReconcileResult r = Pass();
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_TRUE(launcher_.launches.empty());
+  EXPECT_EQ(Status()["phase"], "Pending");
+  EXPECT_EQ(ConditionReason("Planned"), "False/NoMatchingNodes");
+  EXPECT_TRUE(r.requeue_after.has_value()) << "not terminal: nodes may join";
+}
+
 TEST_F(ReconcilerTest, DeletionRemovesWorkersThenTheFinalizer) {
   store_.Put(LlamaJob());
   LaunchAndRun();
