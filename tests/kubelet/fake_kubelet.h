@@ -99,7 +99,7 @@ class FakeKubelet {
 
   int RunningWorkers() const;
   int StartedWorkers() const;  // total ever started (duplicate detection in tests)
-  std::vector<std::string> StartedPodNames() const;  // in start order, "ns/pod" -> just "pod"
+  std::vector<std::string> StartedPodNames() const;  // pod names (no namespace), in start order
 
   // The exit code of the pod's most recent worker once it exited (128 +
   // signal when killed), also for pods deleted meanwhile; nullopt while it
