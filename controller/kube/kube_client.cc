@@ -198,7 +198,14 @@ struct KubeClient::Impl {
     if (!config.bearer_token.empty()) {
       request.headers().add("Authorization", "Bearer " + config.bearer_token);
     }
-    if (body != nullptr) request.set_body(body->dump(), content_type);
+    if (body != nullptr) {
+      // Bytes, not set_body(std::string): cpprestsdk reads a std::string body
+      // through a streambuf of the wrong type (UBSan reports it). A
+      // Content-Type set first is kept.
+      request.headers().set_content_type(content_type);
+      const std::string text = body->dump();
+      request.set_body(std::vector<unsigned char>(text.begin(), text.end()));
+    }
     return request;
   }
 
@@ -238,14 +245,16 @@ struct KubeClient::Impl {
                                     "or a narrower selector");
     };
     if (response.headers().content_length() > options.max_response_bytes) return too_big();
-    concurrency::streams::container_buffer<std::string> sink;
+    // The body is a byte stream: the sink's character type must match it.
+    concurrency::streams::container_buffer<std::vector<uint8_t>> sink;
     concurrency::streams::istream body = response.body();
     while (true) {
       const size_t n = body.read(sink, 64 * 1024).get();
       if (n == 0) break;
       if (sink.collection().size() > options.max_response_bytes) return too_big();
     }
-    return std::move(sink.collection());
+    const std::vector<uint8_t>& bytes = sink.collection();
+    return std::string(bytes.begin(), bytes.end());
   }
 
   StatusOr<json> Call(const http::method& method, const std::string& path, const std::string& query,
