@@ -24,7 +24,9 @@
 // pass into API round trips, cache reads and the reconciler's own work.
 //
 // Usage: reconcile_bench [--jobs 1000] [--pods-per-job 10] [--nodes K]
-//                        [--namespaces 10]
+//                        [--namespaces 10] [--unique-names]
+// Jobs are ns-<i % namespaces>/job-<i / namespaces> (the same names in every
+// namespace), or job-<i> with --unique-names.
 // K defaults to jobs x pods-per-job: every worker pod takes a whole 8-GPU
 // node. Units: latencies in milliseconds, memory in MiB.
 #include <sys/resource.h>
@@ -97,21 +99,29 @@ struct Flags {
   int pods_per_job = 10;
   int nodes = 0;  // 0 = jobs x pods_per_job
   int namespaces = 10;
+  // job-<i> across all namespaces instead of job-0.. in each: no two jobs
+  // share a name (and so a pacer.dev/job label value).
+  bool unique_names = false;
 };
 
 bool ParseFlags(int argc, char** argv, Flags* flags) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "--unique-names") {
+      flags->unique_names = true;
+      continue;
+    }
     int* target = nullptr;
     if (arg == "--jobs") target = &flags->jobs;
     if (arg == "--pods-per-job") target = &flags->pods_per_job;
     if (arg == "--nodes") target = &flags->nodes;
     if (arg == "--namespaces") target = &flags->namespaces;
     if (target == nullptr || i + 1 >= argc) {
-      std::fprintf(stderr,
-                   "usage: %s [--jobs N] [--pods-per-job M] [--nodes K] [--namespaces S]\n"
-                   "unknown flag or missing value: %s\n",
-                   argv[0], arg.c_str());
+      std::fprintf(
+          stderr,
+          "usage: %s [--jobs N] [--pods-per-job M] [--nodes K] [--namespaces S] [--unique-names]\n"
+          "unknown flag or missing value: %s\n",
+          argv[0], arg.c_str());
       return false;
     }
     *target = std::atoi(argv[++i]);
@@ -163,10 +173,12 @@ json TrainJobObject(const std::string& ns, const std::string& name, int gpus) {
             {"resources", {{"gpuTypes", {"H100-SXM"}}, {"minGPUs", gpus}, {"maxGPUs", gpus}}}}}};
 }
 
-std::string JobNamespace(int job, int namespaces) {
-  return "ns-" + std::to_string(job % namespaces);
+std::string JobNamespace(int job, const Flags& flags) {
+  return "ns-" + std::to_string(job % flags.namespaces);
 }
-std::string JobName(int job, int namespaces) { return "job-" + std::to_string(job / namespaces); }
+std::string JobName(int job, const Flags& flags) {
+  return "job-" + std::to_string(flags.unique_names ? job : job / flags.namespaces);
+}
 
 std::string ServerAnswer(pacer::testing::TestApiServer& server, const std::string& command,
                          const Flags& flags) {
@@ -177,10 +189,10 @@ std::string ServerAnswer(pacer::testing::TestApiServer& server, const std::strin
       if (!made.ok()) return "error " + made.status().ToString();
     }
     for (int j = 0; j < flags.jobs; ++j) {
-      const std::string ns = JobNamespace(j, flags.namespaces);
+      const std::string ns = JobNamespace(j, flags);
       StatusOr<json> made = server.CreateObject(
           "/apis/pacer.dev/v1alpha1/namespaces/" + ns + "/trainjobs",
-          TrainJobObject(ns, JobName(j, flags.namespaces), flags.pods_per_job * kGpusPerNode));
+          TrainJobObject(ns, JobName(j, flags), flags.pods_per_job * kGpusPerNode));
       if (!made.ok()) return "error " + made.status().ToString();
     }
   } else if (command == "run-pods") {
@@ -593,12 +605,14 @@ int Run(const Flags& flags) {
   pod_options.index_label = kJobLabel;
   Informer pods(client.get(), kPods, "", pod_options);
   Informer nodes(client.get(), kNodes, "", InformerOptions{});
-  pods.OnChange(
-      [&pod_counter](const std::string& key, const json* pod) { pod_counter.OnChange(key, pod); });
   EventRecorder events(client.get());
   KubeJobStore store(client.get(), &events);
   PodLauncher launcher(client.get(), &pods, PodTemplateOptions{});
   KubeInventory inventory(&nodes, &pods);
+  // After the inventory's handler, so that when the counter sees the last
+  // pod change the inventory has already been marked for a rebuild.
+  pods.OnChange(
+      [&pod_counter](const std::string& key, const json* pod) { pod_counter.OnChange(key, pod); });
   PrometheusMetricsSource metrics("", std::chrono::seconds(120));
 
   CallTimes times;
@@ -671,7 +685,7 @@ int Run(const Flags& flags) {
 
   std::vector<std::string> keys;
   for (int j = 0; j < flags.jobs; ++j) {
-    keys.push_back(JobNamespace(j, flags.namespaces) + "/" + JobName(j, flags.namespaces));
+    keys.push_back(JobNamespace(j, flags) + "/" + JobName(j, flags));
   }
 
   std::vector<PhaseResult> results;
