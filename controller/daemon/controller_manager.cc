@@ -250,6 +250,11 @@ Status ControllerManager::Start() {
   m.elector->Start([impl] { impl->StartWorkers(); },
                    [impl] {
                      if (!impl->workers_started.load()) return;
+                     {
+                       // Stop() releases the lease on purpose: not a loss.
+                       std::lock_guard<std::mutex> lock(impl->mu);
+                       if (impl->stopped) return;
+                     }
                      Log(LogLevel::kError, "lost the leader lease; stopping");
                      impl->leading.store(false);
                      impl->metrics->SetLeader(false);

@@ -43,6 +43,24 @@ int main(int argc, char** argv) {
                  "Worker failures a job survives by restarting from its checkpoint")
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
+  app.add_option("--replan-min-improvement-seconds",
+                 options.reconciler.replan.min_improvement_seconds,
+                 "A relaunch must gain at least this much (and 10 % of the remaining time)")
+      ->check(CLI::Range(0.0, 1e7))
+      ->capture_default_str();
+  app.add_option("--replan-min-interval-seconds", options.reconciler.replan.min_interval_seconds,
+                 "Hysteresis: at least this long between two re-plans of a job")
+      ->check(CLI::Range(0.0, 1e7))
+      ->capture_default_str();
+  app.add_option("--relaunch-seconds", options.reconciler.replan.constants.startup_seconds,
+                 "What a (re)launch costs before the first step: pod scheduling, image pull, "
+                 "rendezvous, checkpoint load; the planner adds it to every plan")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  app.add_option("--pod-termination-grace-seconds", options.pods.termination_grace_seconds,
+                 "Time a SIGTERM'd worker has to write its checkpoint")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
   app.add_flag("--leader-elect,!--no-leader-elect", leader_elect,
                "Lease-based leader election (run several replicas; one acts)")
       ->capture_default_str();

@@ -272,6 +272,15 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
     }
     std::string message =
         result->advice ? result->advice->summary : std::string("no plan meets the deadline");
+    if (pass.state.attempt > 0 && result->plan) {
+      // The job has run (a restart or a re-plan): stopping now would only
+      // lose more. Run the fastest plan and say that it will be late.
+      if (!pass.Had(kConditionDeadlineAtRisk, "DeadlineUnreachable")) {
+        deps_.store->RecordEvent(pass.object, "Warning", "DeadlineUnreachable", message);
+      }
+      pass.Set(kConditionDeadlineAtRisk, kConditionTrue, "DeadlineUnreachable", message);
+      return LaunchPlan(pass, *result->plan);
+    }
     pass.phase = Phase::kInfeasible;
     if (!pass.Had(kConditionInfeasible, "DeadlineUnreachable")) {
       deps_.store->RecordEvent(pass.object, "Warning", "DeadlineUnreachable", message);
@@ -281,11 +290,14 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
     return Finish(pass, std::nullopt);
   }
 
-  // Launch.
+  return LaunchPlan(pass, *result->plan);
+}
+
+ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& plan) {
   LaunchSpec launch;
   launch.job = pass.ref;
   launch.spec = pass.spec;
-  launch.plan = *result->plan;
+  launch.plan = plan;
   launch.attempt = pass.state.attempt + 1;
   launch.total_steps = pass.state.total_steps;
   launch.checkpoint_interval_steps = CheckpointIntervalSteps(launch.plan);

@@ -8,6 +8,8 @@
 //                                fits and meets the deadline -> launch
 //                                would meet it with GPUs now busy -> Pending, waits
 //                                cannot meet it at all -> Infeasible, with the fix
+//                                (a job that already ran gets the fastest plan
+//                                and DeadlineAtRisk instead: stopping loses more)
 //   workers running         -> progress and projection from metrics (Degraded
 //                              when they cannot be read); the re-plan policy
 //                              (core/replan_policy.h) decides Keep or Replan;
@@ -104,6 +106,7 @@ class Reconciler {
   ReconcileResult ReconcileDeleted(Pass& pass);
   ReconcileResult ReconcileWithoutWorkers(Pass& pass);
   ReconcileResult ReconcileWithWorkers(Pass& pass, const WorkerGroup& group);
+  ReconcileResult LaunchPlan(Pass& pass, const planner::Evaluation& plan);
   ReconcileResult ReconcileWaiting(Pass& pass, const std::string& reason,
                                    const std::string& message);
   // Whether some of the job's workers ended since this pass observed them.

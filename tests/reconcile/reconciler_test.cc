@@ -210,6 +210,22 @@ TEST_F(ReconcilerTest, ImpossibleDeadlineIsInfeasibleWithTheFix) {
   EXPECT_EQ(store_.CountEvents("DeadlineUnreachable"), 1);
 }
 
+TEST_F(ReconcilerTest, AJobThatAlreadyRanKeepsRunningOnTheFastestPlanWhenLate) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  // A restart after the deadline became unreachable (6 hours left for 7 days
+  // of work): not Infeasible, the fastest plan with DeadlineAtRisk.
+  store_.jobs[kKey]["spec"]["maxDuration"] = "6h";
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 4);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(Status()["phase"], "Planning");
+  EXPECT_EQ(ConditionReason("DeadlineAtRisk"), "True/DeadlineUnreachable");
+  EXPECT_EQ(store_.CountEvents("DeadlineUnreachable"), 1);
+  EXPECT_GT(launcher_.launches[1].plan.layout.gpus(), launcher_.launches[0].plan.layout.gpus());
+}
+
 TEST_F(ReconcilerTest, InvalidSpecSetsAConditionAndOthersKeepBeingServed) {
   nlohmann::json bad = LlamaJob("bad");
   bad["spec"]["training"]["globalBatchSize"] = -4;

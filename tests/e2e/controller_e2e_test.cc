@@ -1,0 +1,234 @@
+// pacer-controller end to end: kubectl applies TrainJobs to the test API
+// server; the controller plans and launches worker pods; the fake kubelet
+// runs them as real pacer-worker processes; a real Prometheus scrapes them;
+// the controller reads it back, writes status and events, and re-plans.
+#include <csignal>
+#include <regex>
+#include <set>
+
+#include "e2e_fixture.h"
+
+namespace pacer::e2e {
+namespace {
+
+using std::chrono::seconds;
+
+std::string EnvOf(const nlohmann::json& pod, const std::string& name) {
+  for (const nlohmann::json& e : pod["spec"]["containers"][0]["env"]) {
+    if (e.value("name", "") == name) return e.value("value", "");
+  }
+  return "";
+}
+
+std::string Phase(const nlohmann::json& job) {
+  return job.contains("status") ? job["status"].value("phase", "") : "";
+}
+
+TEST_F(E2eTest, AppliedJobRunsItsPodsReportsProgressThroughPrometheusAndSucceeds) {
+  if (!StartPrometheus()) GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
+  ControllerProcess controller = StartController("c1");
+  controllers_.push_back(&controller);
+  Apply(TinyJobYaml("tiny", 20000, "2h"));
+
+  // Pods appear with the plan in their environment, GPUs, labels, owner.
+  ASSERT_TRUE(WaitFor([&] { return !Pods("research").empty(); }, seconds(60)));
+  const nlohmann::json job = Job("research", "tiny");
+  const nlohmann::json pod = Pods("research")[0];
+  EXPECT_EQ(pod["metadata"]["labels"]["pacer.dev/job"], "tiny");
+  EXPECT_EQ(pod["metadata"]["labels"]["pacer.dev/attempt"], "1");
+  EXPECT_EQ(pod["metadata"]["ownerReferences"][0]["uid"], job["metadata"]["uid"]);
+  EXPECT_EQ(pod["metadata"]["ownerReferences"][0]["controller"], true);
+  const std::string gpus = pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"];
+  EXPECT_EQ(EnvOf(pod, "LOCAL_WORLD_SIZE"), gpus);
+  EXPECT_EQ(EnvOf(pod, "PACER_GLOBAL_BATCH_SIZE"), "16");
+  EXPECT_EQ(EnvOf(pod, "PACER_TOTAL_STEPS"), "20000");
+  EXPECT_EQ(EnvOf(pod, "PACER_JOB_NAME"), "tiny");
+  EXPECT_EQ(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+
+  // Progress and ETA arrive through Prometheus into the status.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const nlohmann::json j = Job("research", "tiny");
+        return (j["status"].contains("measuredStepSeconds") &&
+                j["status"]["progress"].value("stepsCompleted", 0) > 0 &&
+                j["status"].contains("projectedCompletionTime"));
+      },
+      seconds(180)))
+      << Job("research", "tiny").dump(2);
+  std::string out;
+  EXPECT_EQ(Kubectl({"get", "trainjobs", "-n", "research"}, &out), 0) << out;
+  EXPECT_NE(out.find("PHASE"), std::string::npos) << out;
+  EXPECT_NE(out.find("tiny"), std::string::npos) << out;
+
+  ASSERT_TRUE(WaitFor([&] { return Phase(Job("research", "tiny")) == "Succeeded"; }, seconds(300)))
+      << Job("research", "tiny").dump(2);
+  const nlohmann::json done = Job("research", "tiny");
+  EXPECT_EQ(done["status"]["progress"]["stepsCompleted"], 20000);
+  EXPECT_EQ(done["status"]["replans"], 0) << "on track: no churn";
+  EXPECT_EQ(Kubectl({"describe", "trainjob", "tiny", "-n", "research"}, &out), 0) << out;
+  EXPECT_NE(out.find("Launched"), std::string::npos) << out;
+  EXPECT_NE(out.find("Completed"), std::string::npos) << out;
+  // The controller's own metrics carry the job.
+  const std::string metrics = HttpGet(controller.metrics_port, "/metrics");
+  EXPECT_NE(
+      metrics.find("pacer_trainjob_progress_ratio{namespace=\"research\",trainjob=\"tiny\"} 1"),
+      std::string::npos)
+      << metrics.substr(0, 2000);
+  EXPECT_NE(metrics.find("pacer_controller_reconcile_total"), std::string::npos);
+}
+
+TEST_F(E2eTest, SlowerThanPredictedReplansToMoreGpusWithTheGlobalBatchUnchanged) {
+  if (!StartPrometheus()) GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
+  ControllerProcess controller = StartController("c1");
+  controllers_.push_back(&controller);
+  // Planned on H100 predictions (microseconds a step), measured on CPU
+  // workers (a fraction of a millisecond: the fake kubelet shrinks the
+  // model, and Prometheus does not say so): ten million steps cannot
+  // finish in 30 minutes on one GPU.
+  Apply(TinyJobYaml("slow", 10000000, "30m"));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const nlohmann::json j = Job("research", "slow");
+        return j.contains("status") && j["status"].value("replans", 0) >= 1;
+      },
+      seconds(240)))
+      << Job("research", "slow").dump(2);
+  // The new plan's pods: more GPUs, the same global batch.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const nlohmann::json& p : Pods("research")) {
+          if (p["metadata"]["labels"]["pacer.dev/attempt"] == "2") return true;
+        }
+        return false;
+      },
+      seconds(120)))
+      << Job("research", "slow").dump(2);
+  int first_gpus = 0, second_gpus = 0;
+  std::set<std::string> names;
+  for (const std::string& name : kubelet_->StartedPodNames()) {
+    EXPECT_TRUE(names.insert(name).second) << "pod started twice: " << name;
+  }
+  const nlohmann::json job = Job("research", "slow");
+  for (const nlohmann::json& p : Pods("research")) {
+    EXPECT_EQ(EnvOf(p, "PACER_GLOBAL_BATCH_SIZE"), "16");
+    if (p["metadata"]["labels"]["pacer.dev/attempt"] == "2") {
+      second_gpus += std::stoi(p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
+                                   .get<std::string>());
+    }
+  }
+  first_gpus = 1;  // the cost objective's first plan: one GPU (checked below from the event)
+  EXPECT_GT(second_gpus, first_gpus);
+  EXPECT_GE(job["status"]["calibration"]["H100-SXM"]["stepTimeRatio"].get<double>(), 2.0);
+  std::string out;
+  EXPECT_EQ(Kubectl({"describe", "trainjob", "slow", "-n", "research"}, &out), 0);
+  EXPECT_TRUE(std::regex_search(out, std::regex("Replanning.*from H100-SXM 1x1"))) << out;
+  EXPECT_EQ(Kubectl({"delete", "trainjob", "slow", "-n", "research", "--timeout=60s"}, &out), 0)
+      << out;
+  EXPECT_TRUE(WaitFor([&] { return Pods("research").empty(); }, seconds(60)));
+}
+
+TEST_F(E2eTest, InvalidAndImpossibleJobsGetConditionsWhileOthersAreServed) {
+  ControllerProcess controller = StartController("c1");
+  controllers_.push_back(&controller);
+  Apply(std::regex_replace(TinyJobYaml("invalid", 100, "1h"), std::regex("globalBatchSize: 16"),
+                           "globalBatchSize: 0"));
+  // 7B parameters on a trillion tokens within an hour, on 8 GPUs.
+  Apply(std::regex_replace(TinyJobYaml("impossible", 100, "1h"),
+                           std::regex("  data: \\{samples: 1600\\}"),
+                           "  data: {tokens: 1e12}\n  # 7B\n") +
+        "");
+  Apply(TinyJobYaml("fine", 200, "1h"));
+
+  ASSERT_TRUE(WaitFor([&] { return Phase(Job("research", "invalid")) == "Failed"; }, seconds(60)));
+  EXPECT_EQ(Condition(Job("research", "invalid"), "InvalidSpec"), "True/InvalidSpec");
+  ASSERT_TRUE(
+      WaitFor([&] { return Phase(Job("research", "impossible")) == "Infeasible"; }, seconds(60)))
+      << Job("research", "impossible").dump(2);
+  EXPECT_EQ(Condition(Job("research", "impossible"), "Infeasible"), "True/DeadlineUnreachable");
+  ASSERT_TRUE(WaitFor([&] { return Phase(Job("research", "fine")) == "Succeeded"; }, seconds(180)))
+      << Job("research", "fine").dump(2);
+  std::string out;
+  EXPECT_EQ(Kubectl({"describe", "trainjob", "invalid", "-n", "research"}, &out), 0);
+  EXPECT_NE(out.find("globalBatchSize"), std::string::npos) << out;
+  EXPECT_EQ(Kubectl({"describe", "trainjob", "impossible", "-n", "research"}, &out), 0);
+  EXPECT_NE(out.find("DeadlineUnreachable"), std::string::npos) << out;
+  for (const nlohmann::json& p : Pods("research")) {
+    EXPECT_EQ(p["metadata"]["labels"]["pacer.dev/job"], "fine");
+  }
+}
+
+TEST_F(E2eTest, ApiFaultsConvergeWithoutDuplicatePods) {
+  ControllerProcess controller = StartController("c1");
+  controllers_.push_back(&controller);
+  // A failed pod create (the gang is rolled back and retried), conflicts on
+  // status writes, dropped watches and an expired resourceVersion.
+  server_->FailNextRequests("POST", "/pods", 500, 1);
+  server_->FailNextRequests("PUT", "/status", 409, 2);
+  Apply(TinyJobYaml("faulty", 1500, "1h"));
+  ASSERT_TRUE(WaitFor([&] { return kubelet_->RunningWorkers() > 0; }, seconds(90)));
+  server_->DropWatches();
+  server_->FailNextRequests("GET", "/trainjobs", 503, 2);
+  server_->CompactHistory();
+  server_->DropWatches();
+  ASSERT_TRUE(WaitFor([&] { return Phase(Job("research", "faulty")) == "Succeeded"; }, seconds(240)))
+      << Job("research", "faulty").dump(2);
+  std::set<std::string> names;
+  for (const std::string& name : kubelet_->StartedPodNames()) {
+    EXPECT_TRUE(names.insert(name).second) << "pod started twice: " << name;
+    EXPECT_NE(name.find("-a1-"), std::string::npos) << "no relaunch was needed: " << name;
+  }
+  EXPECT_EQ(Job("research", "faulty")["status"]["restarts"], 0);
+}
+
+TEST_F(E2eTest, KilledControllerRestartsWithoutDuplicatingOrLosingPods) {
+  ControllerProcess first = StartController("c1");
+  controllers_.push_back(&first);
+  Apply(TinyJobYaml("survivor", 2500, "1h"));
+  ASSERT_TRUE(WaitFor([&] { return kubelet_->RunningWorkers() > 0; }, seconds(90)));
+  const std::vector<std::string> before = kubelet_->StartedPodNames();
+  KillController(first, SIGKILL);
+  ControllerProcess second = StartController("c2");
+  controllers_.push_back(&second);
+  ASSERT_TRUE(
+      WaitFor([&] { return Phase(Job("research", "survivor")) == "Succeeded"; }, seconds(300)))
+      << Job("research", "survivor").dump(2);
+  EXPECT_EQ(kubelet_->StartedPodNames(), before) << "the new controller adopted the running pods";
+  EXPECT_EQ(Job("research", "survivor")["status"]["attempt"], 1);
+}
+
+TEST_F(E2eTest, TwoControllersElectOneLeaderAndHandOver) {
+  ControllerProcess a = StartController("a");
+  ControllerProcess b = StartController("b");
+  controllers_.push_back(&a);
+  controllers_.push_back(&b);
+  auto holder = [&]() -> std::string {
+    auto lease = server_->GetObject(
+        "/apis/coordination.k8s.io/v1/namespaces/pacer-system/leases/pacer-controller");
+    if (!lease.ok() || !(*lease)["spec"].contains("holderIdentity") ||
+        !(*lease)["spec"]["holderIdentity"].is_string()) {
+      return "";
+    }
+    return (*lease)["spec"]["holderIdentity"];
+  };
+  ASSERT_TRUE(WaitFor([&] { return !holder().empty(); }, seconds(60)));
+  const std::string leader = holder();
+  ASSERT_TRUE(leader == "a" || leader == "b") << leader;
+  ControllerProcess& lead = leader == "a" ? a : b;
+  ControllerProcess& standby = leader == "a" ? b : a;
+  // Exactly one reports itself leader.
+  auto is_leader = [](const ControllerProcess& c) {
+    return HttpGet(c.metrics_port, "/metrics").find("\npacer_controller_leader 1") !=
+           std::string::npos;
+  };
+  ASSERT_TRUE(WaitFor([&] { return is_leader(lead); }, seconds(30)));
+  EXPECT_FALSE(is_leader(standby));
+  // The leader stops (releasing the lease): the standby takes over.
+  KillController(lead, SIGTERM);
+  ASSERT_TRUE(WaitFor([&] { return holder() == standby.identity; }, seconds(60)));
+  Apply(TinyJobYaml("after-handover", 100, "1h"));
+  ASSERT_TRUE(WaitFor([&] { return Phase(Job("research", "after-handover")) == "Succeeded"; },
+                      seconds(180)));
+}
+
+}  // namespace
+}  // namespace pacer::e2e

@@ -1,0 +1,74 @@
+// The end-to-end fixture: a TestApiServer, a FakeKubelet with GPU nodes
+// running real pacer-worker processes, optionally a real Prometheus scraping
+// them (file_sd written by the kubelet), and pacer-controller processes.
+// Every wait is on a condition (the server's WaitFor wakes on each change);
+// external servers (Prometheus, the controller's HTTP endpoints) are polled
+// with a deadline.
+#ifndef PACER_TESTS_E2E_E2E_FIXTURE_H_
+#define PACER_TESTS_E2E_E2E_FIXTURE_H_
+
+#include <gtest/gtest.h>
+#include <sys/types.h>
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "fake_kubelet.h"
+#include "test_api_server.h"
+
+namespace pacer::e2e {
+
+struct ControllerProcess {
+  pid_t pid = -1;
+  int metrics_port = 0;
+  int probe_port = 0;
+  std::string identity;
+  std::string log_path;
+};
+
+class E2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  // Starts Prometheus on the kubelet's targets; false when not installed.
+  bool StartPrometheus();
+  std::string prometheus_url() const;
+
+  ControllerProcess StartController(const std::string& identity,
+                                    const std::vector<std::string>& extra_args = {});
+  void KillController(ControllerProcess& c, int signal);
+
+  // kubectl with the test kubeconfig; returns exit code, output in *out.
+  int Kubectl(const std::vector<std::string>& args, std::string* out);
+  // Writes `yaml` to a file and `kubectl apply -f`s it.
+  void Apply(const std::string& yaml);
+
+  nlohmann::json Job(const std::string& ns, const std::string& name) const;
+  std::vector<nlohmann::json> Pods(const std::string& ns) const;
+  // The condition of `type` as "Status/Reason", or "".
+  std::string Condition(const nlohmann::json& job, const std::string& type) const;
+  bool WaitFor(const std::function<bool()>& pred, std::chrono::seconds timeout) const;
+  // GET http://127.0.0.1:<port><path>; "" when it cannot.
+  static std::string HttpGet(int port, const std::string& path);
+
+  std::filesystem::path dir_;
+  std::unique_ptr<testing::TestApiServer> server_;
+  std::unique_ptr<testing::FakeKubelet> kubelet_;
+  std::string kubeconfig_;
+  pid_t prometheus_ = -1;
+  int prometheus_port_ = 0;
+  std::vector<ControllerProcess*> controllers_;
+};
+
+// A tiny GPT-style TrainJob for nodes of 2 H100s (CPU workers run it in
+// milliseconds per step).
+std::string TinyJobYaml(const std::string& name, int64_t steps, const std::string& max_duration,
+                        const std::string& extra_spec = "");
+
+}  // namespace pacer::e2e
+
+#endif  // PACER_TESTS_E2E_E2E_FIXTURE_H_
