@@ -81,11 +81,23 @@ TEST_F(E2eTest, SlowerThanPredictedReplansToMoreGpusWithTheGlobalBatchUnchanged)
   if (!StartPrometheus()) GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
   ControllerProcess controller = StartController("c1");
   controllers_.push_back(&controller);
-  // Planned on H100 predictions (microseconds a step), measured on CPU
-  // workers (a fraction of a millisecond: the fake kubelet shrinks the
-  // model, and Prometheus does not say so): ten million steps cannot
-  // finish in 30 minutes on one GPU.
-  Apply(TinyJobYaml("slow", 10000000, "30m"));
+  // Planned on H100 predictions (about 0.06 ms a step for this tiny model),
+  // measured on CPU workers (0.1 to 0.4 ms: the fake kubelet shrinks the
+  // model, and Prometheus does not say so): ten million steps fit 15 minutes
+  // by the prediction, not by the measurement.
+  Apply(TinyJobYaml("slow", 10000000, "15m"));
+  auto gpus_of_attempt = [&](const std::string& attempt) {
+    int gpus = 0;
+    for (const nlohmann::json& p : Pods("research")) {
+      if (p["metadata"]["labels"]["pacer.dev/attempt"] == attempt) {
+        gpus += std::stoi(
+            p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"].get<std::string>());
+      }
+    }
+    return gpus;
+  };
+  ASSERT_TRUE(WaitFor([&] { return gpus_of_attempt("1") > 0; }, seconds(60)));
+  const int first_gpus = gpus_of_attempt("1");
   ASSERT_TRUE(WaitFor(
       [&] {
         const nlohmann::json j = Job("research", "slow");
@@ -94,16 +106,9 @@ TEST_F(E2eTest, SlowerThanPredictedReplansToMoreGpusWithTheGlobalBatchUnchanged)
       seconds(240)))
       << Job("research", "slow").dump(2);
   // The new plan's pods: more GPUs, the same global batch.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        for (const nlohmann::json& p : Pods("research")) {
-          if (p["metadata"]["labels"]["pacer.dev/attempt"] == "2") return true;
-        }
-        return false;
-      },
-      seconds(120)))
+  ASSERT_TRUE(WaitFor([&] { return gpus_of_attempt("2") > 0; }, seconds(120)))
       << Job("research", "slow").dump(2);
-  int first_gpus = 0, second_gpus = 0;
+  const int second_gpus = gpus_of_attempt("2");
   std::set<std::string> names;
   for (const std::string& name : kubelet_->StartedPodNames()) {
     EXPECT_TRUE(names.insert(name).second) << "pod started twice: " << name;
@@ -111,17 +116,12 @@ TEST_F(E2eTest, SlowerThanPredictedReplansToMoreGpusWithTheGlobalBatchUnchanged)
   const nlohmann::json job = Job("research", "slow");
   for (const nlohmann::json& p : Pods("research")) {
     EXPECT_EQ(EnvOf(p, "PACER_GLOBAL_BATCH_SIZE"), "16");
-    if (p["metadata"]["labels"]["pacer.dev/attempt"] == "2") {
-      second_gpus += std::stoi(p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
-                                   .get<std::string>());
-    }
   }
-  first_gpus = 1;  // the cost objective's first plan: one GPU (checked below from the event)
   EXPECT_GT(second_gpus, first_gpus);
-  EXPECT_GE(job["status"]["calibration"]["H100-SXM"]["stepTimeRatio"].get<double>(), 2.0);
+  EXPECT_GT(job["status"]["calibration"]["H100-SXM"]["stepTimeRatio"].get<double>(), 1.0);
   std::string out;
   EXPECT_EQ(Kubectl({"describe", "trainjob", "slow", "-n", "research"}, &out), 0);
-  EXPECT_TRUE(std::regex_search(out, std::regex("Replanning.*from H100-SXM 1x1"))) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("Replanning.*from H100-SXM"))) << out;
   EXPECT_EQ(Kubectl({"delete", "trainjob", "slow", "-n", "research", "--timeout=60s"}, &out), 0)
       << out;
   EXPECT_TRUE(WaitFor([&] { return Pods("research").empty(); }, seconds(60)));
@@ -170,7 +170,8 @@ TEST_F(E2eTest, ApiFaultsConvergeWithoutDuplicatePods) {
   server_->FailNextRequests("GET", "/trainjobs", 503, 2);
   server_->CompactHistory();
   server_->DropWatches();
-  ASSERT_TRUE(WaitFor([&] { return Phase(Job("research", "faulty")) == "Succeeded"; }, seconds(240)))
+  ASSERT_TRUE(
+      WaitFor([&] { return Phase(Job("research", "faulty")) == "Succeeded"; }, seconds(240)))
       << Job("research", "faulty").dump(2);
   std::set<std::string> names;
   for (const std::string& name : kubelet_->StartedPodNames()) {

@@ -67,9 +67,9 @@ void StopProcess(pid_t pid, int signal) {
 }  // namespace
 
 void E2eTest::SetUp() {
-  dir_ = fs::temp_directory_path() /
-         ("pacer-e2e-" + std::to_string(::getpid()) + "-" +
-          ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  dir_ =
+      fs::temp_directory_path() / ("pacer-e2e-" + std::to_string(::getpid()) + "-" +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
   fs::remove_all(dir_);
   fs::create_directories(dir_);
   auto server = testing::TestApiServer::Start();
@@ -84,7 +84,8 @@ void E2eTest::SetUp() {
   options.extra_env = {{"PACER_TIMEOUT_SECONDS", "60"}};
   kubelet_ = std::make_unique<testing::FakeKubelet>(server_.get(), options);
   std::vector<testing::FakeNode> nodes;
-  for (int i = 0; i < 4; ++i) nodes.push_back({"gpu-" + std::to_string(i), "NVIDIA-H100-80GB-HBM3", 2});
+  for (int i = 0; i < 4; ++i)
+    nodes.push_back({"gpu-" + std::to_string(i), "NVIDIA-H100-80GB-HBM3", 2});
   ASSERT_TRUE(kubelet_->AddNodes(nodes).ok());
   kubelet_->SetFileSdPath((dir_ / "targets.json").string());
   kubelet_->Start();
@@ -109,11 +110,11 @@ bool E2eTest::StartPrometheus() {
            << "    file_sd_configs: [{files: ['" << (dir_ / "targets.json").string()
            << "'], refresh_interval: 1s}]\n";
   }
-  prometheus_ = Spawn({"prometheus", "--config.file=" + (dir_ / "prometheus.yml").string(),
-                       "--storage.tsdb.path=" + (dir_ / "prometheus-data").string(),
-                       "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port_),
-                       "--log.level=warn"},
-                      (dir_ / "prometheus.log").string());
+  prometheus_ = Spawn(
+      {"prometheus", "--config.file=" + (dir_ / "prometheus.yml").string(),
+       "--storage.tsdb.path=" + (dir_ / "prometheus-data").string(),
+       "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port_), "--log.level=warn"},
+      (dir_ / "prometheus.log").string());
   return prometheus_ > 0;
 }
 
@@ -129,16 +130,26 @@ ControllerProcess E2eTest::StartController(const std::string& identity,
   c.probe_port = FreePort();
   c.log_path = (dir_ / ("controller-" + identity + ".log")).string();
   std::vector<std::string> args = {PACER_CONTROLLER_BINARY,
-                                   "--kubeconfig", kubeconfig_,
-                                   "--identity", identity,
-                                   "--bind-address", "127.0.0.1",
-                                   "--metrics-port", std::to_string(c.metrics_port),
-                                   "--health-probe-port", std::to_string(c.probe_port),
-                                   "--workers", "2",
-                                   "--relaunch-seconds", "5",
-                                   "--replan-min-improvement-seconds", "5",
-                                   "--replan-min-interval-seconds", "30",
-                                   "--pod-termination-grace-seconds", "30"};
+                                   "--kubeconfig",
+                                   kubeconfig_,
+                                   "--identity",
+                                   identity,
+                                   "--bind-address",
+                                   "127.0.0.1",
+                                   "--metrics-port",
+                                   std::to_string(c.metrics_port),
+                                   "--health-probe-port",
+                                   std::to_string(c.probe_port),
+                                   "--workers",
+                                   "2",
+                                   "--relaunch-seconds",
+                                   "5",
+                                   "--replan-min-improvement-seconds",
+                                   "5",
+                                   "--replan-min-interval-seconds",
+                                   "30",
+                                   "--pod-termination-grace-seconds",
+                                   "30"};
   if (!prometheus_url().empty()) {
     args.push_back("--prometheus-url");
     args.push_back(prometheus_url());
@@ -214,7 +225,8 @@ std::string E2eTest::HttpGet(int port, const std::string& path) {
   std::string response;
   char buffer[4096];
   ssize_t n = 0;
-  while ((n = ::read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, static_cast<size_t>(n));
+  while ((n = ::read(fd, buffer, sizeof(buffer))) > 0)
+    response.append(buffer, static_cast<size_t>(n));
   ::close(fd);
   return response;
 }
