@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "kube/kube_time.h"
+#include "observe/log.h"
 
 namespace pacer::controller {
 namespace {
@@ -145,17 +146,22 @@ void EventRecorder::Send(const Pending& pending) {
       return;
     }
     if (patched.status().code() != StatusCode::kNotFound) {
-      std::cerr << "event recorder: cannot update Event " << aggregate.namespace_name << "/"
-                << aggregate.name << ": " << patched.status().ToString() << "\n";
+      Log(LogLevel::kWarning, "cannot update an aggregated Event",
+          {{"kind", "Event"},
+           {"object", aggregate.namespace_name + "/" + aggregate.name},
+           {"error", patched.status()}});
       return;
     }
     aggregates_.erase(it);  // the Event expired on the server: start a new one
   }
   Status created = CreateEvent(pending, key);
   if (!created.ok()) {
-    std::cerr << "event recorder: cannot record " << pending.type << " " << pending.reason
-              << " for " << StringAt(ref, "kind") << " " << StringAt(ref, "namespace") << "/"
-              << StringAt(ref, "name") << ": " << created.ToString() << "\n";
+    Log(LogLevel::kWarning, "cannot record an Event",
+        {{"kind", StringAt(ref, "kind")},
+         {"object", StringAt(ref, "namespace") + "/" + StringAt(ref, "name")},
+         {"type", pending.type},
+         {"reason", pending.reason},
+         {"error", created}});
   }
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <iostream>
 
+#include "observe/log.h"
+
 namespace pacer::controller {
 namespace {
 
@@ -265,7 +267,11 @@ void Informer::Loop() {
       delay = std::max(delay, std::chrono::duration_cast<std::chrono::milliseconds>(*hint));
     }
     delay = std::min(delay, options_.max_backoff);
-    std::cerr << what << ": " << error.ToString() << "; retrying in " << delay.count() << " ms\n";
+    Log(LogLevel::kWarning, "informer request failed; backing off",
+        {{"resource", resource_.plural},
+         {"what", what},
+         {"error", error},
+         {"retry_ms", static_cast<int64_t>(delay.count())}});
     backoff = std::min(backoff * 2, options_.max_backoff);
     return WaitStop(delay);
   };

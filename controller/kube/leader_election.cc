@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "kube/kube_time.h"
+#include "observe/log.h"
 
 namespace pacer::controller {
 namespace {
@@ -96,13 +97,15 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
     StatusOr<json> created = client_->Create(kLeases, ns, lease);
     if (created.ok()) return Attempt::kAcquired;
     if (created.status().code() == StatusCode::kAlreadyExists) return Attempt::kHeldByOther;
-    std::cerr << "leader election: cannot create Lease " << ns << "/" << options_.lease_name << ": "
-              << created.status().ToString() << "\n";
+    Log(LogLevel::kWarning, "leader election: cannot create the Lease",
+        {{"kind", "Lease"},
+         {"object", ns + "/" + options_.lease_name},
+         {"error", created.status()}});
     return Attempt::kFailed;
   }
   if (!got.ok()) {
-    std::cerr << "leader election: cannot read Lease " << ns << "/" << options_.lease_name << ": "
-              << got.status().ToString() << "\n";
+    Log(LogLevel::kWarning, "leader election: cannot read the Lease",
+        {{"kind", "Lease"}, {"object", ns + "/" + options_.lease_name}, {"error", got.status()}});
     return Attempt::kFailed;
   }
   json lease = std::move(got).value();
@@ -125,8 +128,8 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
   StatusOr<json> updated = client_->Update(kLeases, ns, lease);
   if (updated.ok()) return Attempt::kAcquired;
   if (updated.status().code() == StatusCode::kAborted) return Attempt::kHeldByOther;
-  std::cerr << "leader election: cannot write Lease " << ns << "/" << options_.lease_name << ": "
-            << updated.status().ToString() << "\n";
+  Log(LogLevel::kWarning, "leader election: cannot write the Lease",
+      {{"kind", "Lease"}, {"object", ns + "/" + options_.lease_name}, {"error", updated.status()}});
   return Attempt::kFailed;
 }
 
@@ -145,8 +148,10 @@ void LeaderElector::Release() {
   lease["spec"]["renewTime"] = now;
   StatusOr<json> updated = client_->Update(kLeases, ns, lease);
   if (!updated.ok()) {
-    std::cerr << "leader election: cannot release Lease " << ns << "/" << options_.lease_name
-              << ": " << updated.status().ToString() << "\n";
+    Log(LogLevel::kWarning, "leader election: cannot release the Lease",
+        {{"kind", "Lease"},
+         {"object", ns + "/" + options_.lease_name},
+         {"error", updated.status()}});
   }
 }
 
@@ -159,15 +164,19 @@ void LeaderElector::Loop() {
     if (attempt == Attempt::kAcquired) {
       last_renew = now;
       if (!leader_.exchange(true)) {
-        std::cerr << "leader election: " << options_.identity << " leads "
-                  << options_.namespace_name << "/" << options_.lease_name << "\n";
+        Log(LogLevel::kInfo, "leader election: acquired the Lease",
+            {{"kind", "Lease"},
+             {"object", options_.namespace_name + "/" + options_.lease_name},
+             {"identity", options_.identity}});
         on_started_();
       }
     } else if (leader_.load() &&
                (attempt == Attempt::kHeldByOther || now - last_renew >= options_.renew_deadline)) {
       leader_ = false;
-      std::cerr << "leader election: " << options_.identity << " lost " << options_.namespace_name
-                << "/" << options_.lease_name << "\n";
+      Log(LogLevel::kWarning, "leader election: lost the Lease",
+          {{"kind", "Lease"},
+           {"object", options_.namespace_name + "/" + options_.lease_name},
+           {"identity", options_.identity}});
       on_stopped_();
     }
     if (!WaitStop(options_.retry_period)) break;

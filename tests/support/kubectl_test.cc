@@ -123,6 +123,7 @@ TEST_F(KubectlTest, GetShowsPrinterColumnsAndPods) {
   job["status"] = {{"phase", "Running"},
                    {"plan", {{"gpus", 16}}},
                    {"progress", {{"percent", 37.5}}},
+                   {"deadline", "2030-01-01T00:00:00Z"},
                    {"deadlineSlackSeconds", 7200}};
   ASSERT_TRUE(server_->UpdateObject(kJobPath, job).ok());
 
@@ -137,6 +138,7 @@ TEST_F(KubectlTest, GetShowsPrinterColumnsAndPods) {
   EXPECT_THAT(get.output, HasSubstr("16"));
   EXPECT_THAT(get.output, HasSubstr("37.5"));
   EXPECT_THAT(get.output, HasSubstr("7200"));
+  EXPECT_THAT(get.output, HasSubstr("2030-01-01T00:00:00Z"));
   CommandResult short_name = Kubectl("get tj llama");
   ASSERT_EQ(short_name.exit_code, 0) << short_name.output;
   EXPECT_THAT(short_name.output, HasSubstr("Running"));

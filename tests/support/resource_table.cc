@@ -39,7 +39,8 @@ std::vector<PrinterColumn> TrainJobPrinterColumns() {
       {"GPUs", "integer", ".status.plan.gpus", "GPUs in the plan in force", 0},
       {"Progress", "number", ".status.progress.percent", "Percent of steps done", 0},
       {"ETA", "date", ".status.projectedCompletionTime", "Projected completion", 0},
-      {"Deadline", "string", ".spec.deadline", "The deadline", 0},
+      // status.deadline: the effective deadline, also for maxDuration jobs.
+      {"Deadline", "string", ".status.deadline", "The deadline", 0},
       {"Slack", "integer", ".status.deadlineSlackSeconds", "Deadline minus projection, s", 0},
       {"Age", "date", ".metadata.creationTimestamp", "", 0},
   };
