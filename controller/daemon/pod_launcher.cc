@@ -94,6 +94,7 @@ Status PodLauncher::Launch(const LaunchSpec& spec) {
 StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
   std::vector<nlohmann::json> pods;
   for (nlohmann::json& pod : pods_->ListByLabel(kJobLabel, job.name)) {
+    if (!pod.contains("metadata") || !pod["metadata"].is_object()) continue;  // malformed
     if (pod["metadata"].value("namespace", "") == job.namespace_name)
       pods.push_back(std::move(pod));
   }
@@ -168,6 +169,7 @@ Status PodLauncher::Stop(const JobRef& job, StopMode mode) {
   if (!observed.ok()) return observed.status();
   std::vector<std::string> names;
   for (const nlohmann::json& pod : pods_->ListByLabel(kJobLabel, job.name)) {
+    if (!pod.contains("metadata") || !pod["metadata"].is_object()) continue;  // malformed
     if (pod["metadata"].value("namespace", "") != job.namespace_name) continue;
     if (mode == StopMode::kGraceful && observed->has_value() &&
         IntOr(Label(pod, kAttemptLabel), 0) != (*observed)->attempt) {
