@@ -28,7 +28,7 @@ TEST_F(E2eTest, AppliedJobRunsItsPodsReportsProgressThroughPrometheusAndSucceeds
   if (!StartPrometheus()) GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
   ControllerProcess controller = StartController("c1");
   controllers_.push_back(&controller);
-  Apply(TinyJobYaml("tiny", 200000, "2h"));
+  Apply(TinyJobYaml("tiny", 100000, "2h"));
 
   // Pods appear with the plan in their environment, GPUs, labels, owner.
   ASSERT_TRUE(WaitFor([&] { return !Pods("research").empty(); }, seconds(60)));
@@ -41,7 +41,7 @@ TEST_F(E2eTest, AppliedJobRunsItsPodsReportsProgressThroughPrometheusAndSucceeds
   const std::string gpus = pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"];
   EXPECT_EQ(EnvOf(pod, "LOCAL_WORLD_SIZE"), gpus);
   EXPECT_EQ(EnvOf(pod, "PACER_GLOBAL_BATCH_SIZE"), "16");
-  EXPECT_EQ(EnvOf(pod, "PACER_TOTAL_STEPS"), "200000");
+  EXPECT_EQ(EnvOf(pod, "PACER_TOTAL_STEPS"), "100000");
   EXPECT_EQ(EnvOf(pod, "PACER_JOB_NAME"), "tiny");
   EXPECT_EQ(pod["spec"]["securityContext"]["runAsNonRoot"], true);
 
@@ -60,10 +60,10 @@ TEST_F(E2eTest, AppliedJobRunsItsPodsReportsProgressThroughPrometheusAndSucceeds
   EXPECT_NE(out.find("PHASE"), std::string::npos) << out;
   EXPECT_NE(out.find("tiny"), std::string::npos) << out;
 
-  ASSERT_TRUE(WaitFor([&] { return Phase(Job("research", "tiny")) == "Succeeded"; }, seconds(300)))
+  ASSERT_TRUE(WaitFor([&] { return Phase(Job("research", "tiny")) == "Succeeded"; }, seconds(600)))
       << Job("research", "tiny").dump(2);
   const nlohmann::json done = Job("research", "tiny");
-  EXPECT_EQ(done["status"]["progress"]["stepsCompleted"], 200000);
+  EXPECT_EQ(done["status"]["progress"]["stepsCompleted"], 100000);
   EXPECT_EQ(done["status"]["replans"], 0) << "on track: no churn";
   EXPECT_EQ(Kubectl({"describe", "trainjob", "tiny", "-n", "research"}, &out), 0) << out;
   EXPECT_NE(out.find("Launched"), std::string::npos) << out;
@@ -191,7 +191,7 @@ TEST_F(E2eTest, KilledControllerRestartsWithoutDuplicatingOrLosingPods) {
   ControllerProcess second = StartController("c2");
   controllers_.push_back(&second);
   ASSERT_TRUE(
-      WaitFor([&] { return Phase(Job("research", "survivor")) == "Succeeded"; }, seconds(300)))
+      WaitFor([&] { return Phase(Job("research", "survivor")) == "Succeeded"; }, seconds(600)))
       << Job("research", "survivor").dump(2);
   EXPECT_EQ(kubelet_->StartedPodNames(), before) << "the new controller adopted the running pods";
   EXPECT_EQ(Job("research", "survivor")["status"]["attempt"], 1);
