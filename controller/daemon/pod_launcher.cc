@@ -93,7 +93,7 @@ Status PodLauncher::Launch(const LaunchSpec& spec) {
 
 StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
   std::vector<nlohmann::json> pods;
-  for (nlohmann::json& pod : pods_->ListByLabel(kJobLabel, job.name)) {
+  for (nlohmann::json& pod : pods_->ListByLabel(kJobLabel, job.name, job.namespace_name)) {
     if (!pod.contains("metadata") || !pod["metadata"].is_object()) continue;  // malformed
     if (pod["metadata"].value("namespace", "") == job.namespace_name)
       pods.push_back(std::move(pod));
@@ -168,7 +168,7 @@ Status PodLauncher::Stop(const JobRef& job, StopMode mode) {
   StatusOr<std::optional<WorkerGroup>> observed = Observe(job);
   if (!observed.ok()) return observed.status();
   std::vector<std::string> names;
-  for (const nlohmann::json& pod : pods_->ListByLabel(kJobLabel, job.name)) {
+  for (const nlohmann::json& pod : pods_->ListByLabel(kJobLabel, job.name, job.namespace_name)) {
     if (!pod.contains("metadata") || !pod["metadata"].is_object()) continue;  // malformed
     if (pod["metadata"].value("namespace", "") != job.namespace_name) continue;
     if (mode == StopMode::kGraceful && observed->has_value() &&

@@ -100,17 +100,25 @@ std::vector<json> Informer::List() const {
   return out;
 }
 
-std::vector<json> Informer::ListByLabel(const std::string& label, const std::string& value) const {
+std::vector<json> Informer::ListByLabel(const std::string& label, const std::string& value,
+                                        const std::string& namespace_name) const {
+  // Keys are "namespace/name": filter on the key before copying an object.
+  const std::string prefix = namespace_name.empty() ? "" : namespace_name + "/";
+  auto in_namespace = [&prefix](const std::string& key) {
+    return prefix.empty() || key.compare(0, prefix.size(), prefix) == 0;
+  };
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<json> out;
   if (!options_.index_label.empty() && label == options_.index_label) {
     auto keys = index_.find(value);
     if (keys == index_.end()) return out;
-    for (const std::string& key : keys->second) out.push_back(cache_.at(key));
+    for (const std::string& key : keys->second) {
+      if (in_namespace(key)) out.push_back(cache_.at(key));
+    }
     return out;
   }
   for (const auto& [key, object] : cache_) {
-    if (LabelOf(object, label) == value) out.push_back(object);
+    if (in_namespace(key) && LabelOf(object, label) == value) out.push_back(object);
   }
   return out;
 }

@@ -75,7 +75,10 @@ class Informer {
   // By key "namespace/name" (or "name" when cluster-scoped).
   std::optional<nlohmann::json> Get(const std::string& key) const;
   std::vector<nlohmann::json> List() const;
-  std::vector<nlohmann::json> ListByLabel(const std::string& label, const std::string& value) const;
+  // `namespace_name` "" = all namespaces; otherwise only that namespace's
+  // objects are copied out.
+  std::vector<nlohmann::json> ListByLabel(const std::string& label, const std::string& value,
+                                          const std::string& namespace_name = "") const;
 
   // Lists done (the first one included): tests check re-lists with it.
   int64_t relists() const;

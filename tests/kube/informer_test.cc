@@ -219,6 +219,10 @@ TEST_F(InformerTest, ListByLabelUsesTheIndexAndFollowsRelabelling) {
   EXPECT_EQ(informer.ListByLabel("pacer.dev/job", "job-2").size(), 2u);
   // Another label key scans.
   EXPECT_EQ(informer.ListByLabel("other", "x").size(), 0u);
+  // A namespace narrows the answer (the same job name in two namespaces).
+  EXPECT_EQ(informer.ListByLabel("pacer.dev/job", "job-2", "default").size(), 2u);
+  EXPECT_TRUE(informer.ListByLabel("pacer.dev/job", "job-2", "other").empty());
+  EXPECT_TRUE(informer.ListByLabel("other", "x", "default").empty());
 }
 
 }  // namespace
