@@ -321,6 +321,7 @@ TEST_F(ApiServerTest, TableOutputUsesPrinterColumns) {
   job["status"] = {{"phase", "Running"},
                    {"plan", {{"gpus", 16}}},
                    {"progress", {{"percent", 42.5}}},
+                   {"deadline", "2030-01-01T00:00:00Z"},  // the DEADLINE column's source
                    {"deadlineSlackSeconds", 3600}};
   ASSERT_TRUE(server_->UpdateObject(std::string(kTrainJobs) + "/j", job).ok());
   auto r = client_->Request(
