@@ -56,7 +56,7 @@ free_port() {
   fi
   local port
   for _ in $(seq 50); do  # without python3: a random port nobody answers on
-    port=$((20000 + RANDOM % 40000))
+    port=$((20000 + RANDOM % 12000))  # below the ephemeral range (32768-60999)
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return; fi
   done
   fail "found no free port"

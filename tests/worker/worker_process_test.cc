@@ -28,10 +28,12 @@ namespace {
 namespace fs = std::filesystem;
 
 // A free TCP port for the store: distinct per test so parallel ctest runs
-// never collide (ports from the test's pid and a counter).
+// never collide (ports from the test's pid and a counter), and below Linux's
+// ephemeral range (32768-60999), where the kernel hands out ports to other
+// tests' connections and port-0 listeners at any moment.
 int NextPort() {
   static int counter = 0;
-  return 20000 + (static_cast<int>(getpid()) * 7 + counter++ * 101) % 20000;
+  return 20000 + (static_cast<int>(getpid()) * 7 + counter++ * 101) % 12000;
 }
 
 // A running pacer-worker whose stdout and stderr come through a pipe. The
