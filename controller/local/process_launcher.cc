@@ -1,10 +1,5 @@
 #include "local/process_launcher.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <spawn.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,64 +8,14 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
+#include "local/child_process.h"
 #include "reconcile/worker_env.h"
 
 extern char** environ;
 
 namespace pacer::controller {
-namespace {
-
-bool PortFree(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  ::close(fd);
-  return ok;
-}
-
-// The last non-empty line of a worker's log: usually why it failed.
-std::string LastLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (!line.empty()) last = line;
-  }
-  if (last.size() > 300) last = last.substr(0, 300) + "...";
-  return last;
-}
-
-}  // namespace
-
-StatusOr<int> FindFreePorts(int count) {
-  // Start from an ephemeral port the kernel picks, then look for a run.
-  for (int attempt = 0; attempt < 64; ++attempt) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = 0;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    int base = 0;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-      base = ntohs(addr.sin_port);
-    }
-    ::close(fd);
-    if (base == 0 || base + count > 65535) continue;
-    bool all = true;
-    for (int p = base; p < base + count && all; ++p) all = PortFree(p);
-    if (all) return base;
-  }
-  return UnavailableError("no run of " + std::to_string(count) + " free TCP ports on 127.0.0.1");
-}
 
 ProcessLauncher::ProcessLauncher(ProcessLauncherOptions options) : options_(std::move(options)) {}
 
@@ -96,8 +41,10 @@ Status ProcessLauncher::Launch(const LaunchSpec& spec) {
   std::filesystem::create_directories(checkpoints, ec);
   if (ec) return UnavailableError("cannot create " + logs.string() + ": " + ec.message());
 
-  ASSIGN_OR_RETURN(int master_port, FindFreePorts(1));
-  ASSIGN_OR_RETURN(int metrics_base, FindFreePorts(layout.gpus()));
+  // The rendezvous port is bound only when the workers start: keep the
+  // metrics ports clear of it.
+  ASSIGN_OR_RETURN(int master_port, FindFreePortRun(1, {}));
+  ASSIGN_OR_RETURN(int metrics_base, FindFreePortRun(layout.gpus(), {master_port}));
 
   Group group;
   group.attempt = spec.attempt;
@@ -113,50 +60,29 @@ Status ProcessLauncher::Launch(const LaunchSpec& spec) {
     std::map<std::string, std::string> env = WorkerEnvironment(spec, node, env_options);
 
     // The parent's environment (PATH, LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES,
-    // ...) plus the contract, which wins.
-    std::vector<std::string> entries;
+    // ...) under the contract, which wins.
     for (char** e = environ; *e != nullptr; ++e) {
-      std::string entry(*e);
-      const std::string name = entry.substr(0, entry.find('='));
-      if (env.count(name) == 0) entries.push_back(std::move(entry));
+      const std::string entry(*e);
+      const size_t eq = entry.find('=');
+      if (eq != std::string::npos) env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
     }
-    for (const auto& [k, v] : env) entries.push_back(k + "=" + v);
-    std::vector<char*> envp;
-    for (std::string& e : entries) envp.push_back(e.data());
-    envp.push_back(nullptr);
 
     Process p;
     p.node_rank = node;
     p.log_path = (logs / ("attempt-" + std::to_string(spec.attempt) + "-node-" +
                           std::to_string(node) + ".log"))
                      .string();
-    for (int r = 0; r < layout.gpus_per_node; ++r)
+    for (int r = 0; r < layout.gpus_per_node; ++r) {
       p.metrics_ports.push_back(env_options.metrics_port + r);
-
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, p.log_path.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    // A process group of its own: the terminal's Ctrl-C is pacer run's to handle.
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    std::string binary = options_.worker_binary;
-    std::string run = "run";
-    char* argv[] = {binary.data(), run.data(), nullptr};
-    pid_t pid = -1;
-    const int rc = posix_spawn(&pid, binary.c_str(), &actions, &attr, argv, envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) {
-      KillLocked(group);
-      return UnavailableError("cannot start " + binary + ": " + std::strerror(rc) +
-                              " (set --worker-binary to the pacer-worker program)");
     }
-    p.pid = pid;
+    StatusOr<pid_t> pid =
+        SpawnProcess(options_.worker_binary, {"run"}, env, p.log_path, LogMode::kTruncate);
+    if (!pid.ok()) {
+      KillLocked(group);
+      return Status(pid.status().code(),
+                    pid.status().message() + " (set --worker-binary to the pacer-worker program)");
+    }
+    p.pid = *pid;
     group.processes.push_back(std::move(p));
   }
   groups_[spec.job.key()] = std::move(group);
@@ -225,7 +151,7 @@ StatusOr<std::optional<WorkerGroup>> ProcessLauncher::Observe(const JobRef& job)
     } else {
       w.exit_code = p.exit_code;
       w.phase = p.exit_code == 0 ? WorkerPhase::kSucceeded : WorkerPhase::kFailed;
-      if (p.exit_code != 0) w.message = LastLine(p.log_path) + " (log: " + p.log_path + ")";
+      if (p.exit_code != 0) w.message = LastLogLine(p.log_path) + " (log: " + p.log_path + ")";
     }
     out.workers.push_back(std::move(w));
   }

@@ -73,10 +73,6 @@ class ProcessLauncher final : public Launcher {
   std::map<std::string, Group> groups_;
 };
 
-// `count` consecutive TCP ports on 127.0.0.1 that are free now (the kernel
-// may still hand them out later; the worker fails loudly if so).
-StatusOr<int> FindFreePorts(int count);
-
 }  // namespace pacer::controller
 
 #endif  // PACER_CONTROLLER_LOCAL_PROCESS_LAUNCHER_H_

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <utility>
 
+#include "local/child_process.h"
 #include "pod_scheduling.h"
-#include "worker_process.h"
 
 extern char** environ;
 
@@ -450,11 +450,11 @@ Status FakeKubelet::StartWorker(const json& pod, Worker& w) {
   const std::string attempt_key = w.ns + "/" + w.job + "/" + Str(labels, "pacer.dev/attempt");
   auto master = master_ports_.find(attempt_key);
   if (master == master_ports_.end()) {
-    ASSIGN_OR_RETURN(int port, FindFreePortRun(1, reserved_ports_));
+    ASSIGN_OR_RETURN(int port, controller::FindFreePortRun(1, reserved_ports_));
     reserved_ports_.insert(port);
     master = master_ports_.emplace(attempt_key, port).first;
   }
-  ASSIGN_OR_RETURN(w.metrics_port, FindFreePortRun(w.ranks, reserved_ports_));
+  ASSIGN_OR_RETURN(w.metrics_port, controller::FindFreePortRun(w.ranks, reserved_ports_));
   for (int p = w.metrics_port; p < w.metrics_port + w.ranks; ++p) reserved_ports_.insert(p);
 
   const fs::path checkpoints = work_dir / w.ns / w.job / "checkpoints";
@@ -473,10 +473,12 @@ Status FakeKubelet::StartWorker(const json& pod, Worker& w) {
   env["PACER_SCALE"] = FormatScale(options_.scale);
   for (const auto& [name, value] : options_.extra_env) env[name] = value;
 
-  StatusOr<pid_t> pid = SpawnProcess(options_.worker_binary, {"run"}, env, w.log_path);
+  StatusOr<pid_t> pid = controller::SpawnProcess(options_.worker_binary, {"run"}, env, w.log_path);
   if (!pid.ok()) {
     for (int p = w.metrics_port; p < w.metrics_port + w.ranks; ++p) reserved_ports_.erase(p);
-    return pid.status();
+    return Status(pid.status().code(),
+                  pid.status().message() +
+                      " (set FakeKubeletOptions::worker_binary to the pacer-worker program)");
   }
   w.pid = *pid;
   return Status::Ok();
@@ -484,7 +486,7 @@ Status FakeKubelet::StartWorker(const json& pod, Worker& w) {
 
 void FakeKubelet::ReportExit(const Worker& w) {
   const std::string now = Rfc3339Now();
-  const std::string message = LastLogLine(w.log_path);
+  const std::string message = controller::LastLogLine(w.log_path);
   const Status s = UpdatePod(w.ns, w.pod, w.uid, [&](json& p) {
     json& status = p["status"];
     status["phase"] = w.exit_code == 0 ? "Succeeded" : "Failed";

@@ -1,4 +1,4 @@
-#include "worker_process.h"
+#include "local/child_process.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <fstream>
 
-namespace pacer::testing {
+namespace pacer::controller {
 namespace {
 
 // Binds an IPv4 loopback socket to `port` (0 = the kernel picks); returns the
@@ -55,7 +55,7 @@ StatusOr<int> FindFreePortRun(int count, const std::set<int>& taken) {
 
 StatusOr<pid_t> SpawnProcess(const std::string& binary, const std::vector<std::string>& args,
                              const std::map<std::string, std::string>& env,
-                             const std::string& log_path) {
+                             const std::string& log_path, LogMode log_mode) {
   std::vector<std::string> entries;
   entries.reserve(env.size());
   for (const auto& [name, value] : env) entries.push_back(name + "=" + value);
@@ -72,8 +72,9 @@ StatusOr<pid_t> SpawnProcess(const std::string& binary, const std::vector<std::s
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(
+      &actions, STDOUT_FILENO, log_path.c_str(),
+      O_WRONLY | O_CREAT | (log_mode == LogMode::kAppend ? O_APPEND : O_TRUNC), 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -84,8 +85,7 @@ StatusOr<pid_t> SpawnProcess(const std::string& binary, const std::vector<std::s
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    return UnavailableError("cannot start " + binary + ": " + std::strerror(rc) +
-                            " (set FakeKubeletOptions::worker_binary to the pacer-worker program)");
+    return UnavailableError("cannot start " + binary + ": " + std::strerror(rc));
   }
   return pid;
 }
@@ -100,4 +100,4 @@ std::string LastLogLine(const std::string& path) {
   return last;
 }
 
-}  // namespace pacer::testing
+}  // namespace pacer::controller
