@@ -96,6 +96,8 @@ struct ControllerManager::Impl {
     std::optional<JobView> view = reconciler->View(key);
     if (!view) {
       metrics->RemoveJob(ns, name);
+      std::lock_guard<std::mutex> lock(counts_mu);
+      counts.erase(key);  // a job re-created under this name counts from zero
       return;
     }
     JobMetrics m;

@@ -502,8 +502,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
                  std::to_string(remaining) + " steps left");
   }
   if (pass.phase != Phase::kRunning) return Finish(pass, options_.transition_poll);
-  return Finish(
-      pass, std::min(replan_interval, Millis(std::max<int64_t>(1000, replan_interval.count()))));
+  return Finish(pass, replan_interval);
 }
 
 bool Reconciler::WorkersJustEnded(const JobRef& job) {
@@ -532,7 +531,7 @@ ReconcileResult Reconciler::Finish(Pass& pass, std::optional<Millis> requeue_aft
   StatusJson built = BuildTrainJobStatus(in, pass.previous_status, pass.now);
   if (pass.deadline) built["deadline"] = planner::FormatRfc3339(*pass.deadline);
   WritePersistedState(pass.state, &built);
-  nlohmann::json status = nlohmann::json::parse(built.dump());
+  const nlohmann::json status(built);  // ordered (as written) to plain JSON, no reparse
 
   Status written = Status::Ok();
   if (!pass.keep_status && status != pass.previous_status)
