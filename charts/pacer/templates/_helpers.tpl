@@ -1,0 +1,70 @@
+{{/* The chart's name, or nameOverride. */}}
+{{- define "pacer.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The prefix of every object's name: fullnameOverride, else the release name
+when it contains the chart's name, else "<release>-<name>". 52 characters at
+most, so that "<prefix>-controller" stays a DNS label.
+*/}}
+{{- define "pacer.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := include "pacer.name" . }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The controller's objects: Deployment, Service, ClusterRole, ... */}}
+{{- define "pacer.controllerName" -}}
+{{- printf "%s-controller" (include "pacer.fullname" .) }}
+{{- end }}
+
+{{- define "pacer.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "pacer.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: pacer
+{{- end }}
+
+{{- define "pacer.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "pacer.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "pacer.controllerLabels" -}}
+{{ include "pacer.labels" . }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{- define "pacer.controllerSelectorLabels" -}}
+{{ include "pacer.selectorLabels" . }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{- define "pacer.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "pacer.controllerName" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "pacer.leaseName" -}}
+{{- default (include "pacer.controllerName" .) .Values.leaderElection.leaseName }}
+{{- end }}
+
+{{- define "pacer.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "pacer.workerImage" -}}
+{{- printf "%s:%s" .Values.workerImage.repository (default .Chart.AppVersion .Values.workerImage.tag) }}
+{{- end }}
