@@ -72,7 +72,7 @@ LABEL org.opencontainers.image.title="pacer-worker" \
 #   libyaml-cpp.so.0.8                     libyaml-cpp0.8 (noble's yaml-cpp; Debian 12
 #                                          has 0.7): the planner library links it, and
 #                                          whether the linker keeps it depends on the
-#                                          build type (a Debug build does)
+#                                          build type (the Debug ASan build keeps it)
 # The GPU plugin's CUDA libraries are the runtime image's own; the loop below
 # fails the build if one is missing rather than a GPU pod at its first step.
 RUN apt-get update \
