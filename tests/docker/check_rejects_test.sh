@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # The Dockerfile checker must reject what it is there to catch: each case
-# below breaks docker/controller.Dockerfile in one way (a sed edit of a copy)
+# below breaks docker/controller.Dockerfile (the last one
+# docker/worker.Dockerfile) in one way (a sed edit of a copy)
 # and expects dockerfile_check.sh to fail with that case's message, and with
 # no other failure, so a check that always passes, or one that fails for the
 # wrong reason, shows here.
 #
-# Usage: check_rejects_test.sh SOURCE_DIR [PACER_CONTROLLER_BINARY]
-# The missing-runtime-library case needs the built pacer-controller; it is
-# skipped (with a message) without it.
+# Usage: check_rejects_test.sh SOURCE_DIR [PACER_CONTROLLER_BINARY [GPU_PLUGIN]]
+# The missing-runtime-library cases need the built pacer-controller and GPU
+# plugin (libpacer_worker_gpu.so); each is skipped (with a message) without it.
 set -uo pipefail
 source_dir="$1"
 controller_binary="${2:-}"
+gpu_plugin="${3:-}"
 checker="$source_dir/tests/docker/dockerfile_check.sh"
+# The file the cases edit, and its image and distribution.
 dockerfile="$source_dir/docker/controller.Dockerfile"
+image=ghcr.io/pacer-dev/pacer-controller
+distro=debian
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -23,12 +28,12 @@ expect_rejected() {
   local broken="$work/$case_name.Dockerfile" output status
   sed -E "$edit" "$dockerfile" > "$broken"
   if cmp -s "$dockerfile" "$broken"; then
-    echo "FAIL - $case_name: the edit did not change docker/controller.Dockerfile"
+    echo "FAIL - $case_name: the edit did not change $(basename "$dockerfile")"
     failed=$((failed + 1))
     return
   fi
   local args=(--source-dir "$source_dir" --dockerfile "$broken"
-              --image ghcr.io/pacer-dev/pacer-controller --values "$work/no-values.yaml")
+              --image "$image" --distro "$distro" --values "$work/no-values.yaml")
   [ -n "$binary" ] && args+=(--binary "$binary")
   output=$("$checker" "${args[@]}" 2>&1)
   status=$?
@@ -103,6 +108,19 @@ if [ -n "$controller_binary" ] && [ -e "$controller_binary" ]; then
     "$controller_binary"
 else
   echo "skip - missing-runtime-library: pacer-controller not built (${controller_binary:-no path given})"
+  skipped=$((skipped + 1))
+fi
+
+dockerfile="$source_dir/docker/worker.Dockerfile"
+image=ghcr.io/pacer-dev/pacer-worker
+distro=ubuntu
+if [ -n "$gpu_plugin" ] && [ -e "$gpu_plugin" ]; then
+  # NCCL comes from the CUDA runtime image, not from a package the stage
+  # installs: only the stage's assertion covers it.
+  expect_rejected unasserted-cuda-library 's/ libnccl\.so\.2; do/; do/' \
+    "libpacer_worker_gpu.so: libnccl.so.2 (" 1 "$gpu_plugin"
+else
+  echo "skip - unasserted-cuda-library: the GPU plugin not built (${gpu_plugin:-no path given})"
   skipped=$((skipped + 1))
 fi
 

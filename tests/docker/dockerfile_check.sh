@@ -112,7 +112,6 @@ fi
 
 # ARG values visible in a stage: a global ARG redeclared without a default
 # keeps the global default; a stage ARG with a default overrides it.
-declare -A stage_args=()
 resolve() {  # resolve STAGE TEXT: substitutes ${NAME} and $NAME
   local st="$1" text="$2" i n v
   declare -A vars=()
@@ -139,7 +138,7 @@ stage_runs() {
   return 0
 }
 # Whitespace-separated words of a text, one per line.
-words() { tr -s ' \t' '\n\n' <<< "$1" | sed '/^$/d'; }
+words() { tr -s ' \t' '\n' <<< "$1" | sed '/^$/d'; }
 
 # --- project facts -------------------------------------------------------------
 project_version=$(sed -n 's/^project(pacer VERSION \([0-9][0-9.]*\).*/\1/p' \
@@ -438,7 +437,7 @@ if [ "${#binaries[@]}" -gt 0 ]; then
   # The base image's packages: what a minimal Debian has (Essential or
   # Priority required) and their dependencies — libc6, libgcc-s1,
   # libstdc++6, zlib1g. The CUDA and slim images contain at least these.
-  base_set=$(closure =base)
+  base_set=$(closure "=base")
   listed=()
   for p in $packages; do
     p="${p%%=*}"
