@@ -57,6 +57,14 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
   return pid;
 }
 
+// Prometheus re-reads file_sd files at any moment: never let it see half of one.
+void WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp, std::ios::trunc) << text << "\n";
+  std::error_code ignored;
+  fs::rename(tmp, path, ignored);
+}
+
 void StopProcess(pid_t pid, int signal) {
   if (pid <= 0) return;
   ::kill(pid, signal);
@@ -104,7 +112,9 @@ void E2eTest::TearDown() {
   if (!HasFailure() && !dir_.empty()) fs::remove_all(dir_, ignored);
 }
 
-bool E2eTest::StartPrometheus() {
+bool E2eTest::StartPrometheus() { return StartPrometheus(PrometheusOptions{}); }
+
+bool E2eTest::StartPrometheus(const PrometheusOptions& options) {
   if (!OnPath("prometheus")) return false;
   prometheus_port_ = FreePort();
   {
@@ -113,6 +123,17 @@ bool E2eTest::StartPrometheus() {
            << "scrape_configs:\n  - job_name: pacer-workers\n    honor_labels: true\n"
            << "    file_sd_configs: [{files: ['" << (dir_ / "targets.json").string()
            << "'], refresh_interval: 1s}]\n";
+    if (options.scrape_controllers) {
+      controller_targets_path_ = (dir_ / "controllers.json").string();
+      WriteFileAtomically(controller_targets_path_, controller_targets_.dump(2));
+      config << "  - job_name: pacer-controller\n    honor_labels: true\n"
+             << "    file_sd_configs: [{files: ['" << controller_targets_path_
+             << "'], refresh_interval: 1s}]\n";
+    }
+    if (!options.rule_files.empty()) {
+      config << "rule_files:\n";
+      for (const std::string& f : options.rule_files) config << "  - '" << f << "'\n";
+    }
   }
   prometheus_ = Spawn(
       {"prometheus", "--config.file=" + (dir_ / "prometheus.yml").string(),
@@ -160,6 +181,12 @@ ControllerProcess E2eTest::StartController(const std::string& identity,
   }
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   c.pid = Spawn(args, c.log_path);
+  if (!controller_targets_path_.empty()) {
+    controller_targets_.push_back(
+        {{"targets", nlohmann::json::array({"127.0.0.1:" + std::to_string(c.metrics_port)})},
+         {"labels", {{"namespace", "pacer-system"}, {"pod", "pacer-controller-" + identity}}}});
+    WriteFileAtomically(controller_targets_path_, controller_targets_.dump(2));
+  }
   return c;
 }
 

@@ -21,6 +21,18 @@
 
 namespace pacer::e2e {
 
+// What the fixture's Prometheus does besides scraping the workers (job
+// "pacer-workers", honor_labels: the workers' own job/namespace/rank win).
+struct PrometheusOptions {
+  // Also scrape every controller StartController starts afterwards, as the
+  // Helm chart's ServiceMonitor does: job "pacer-controller", honor_labels
+  // (per-job series keep the TrainJob's namespace), target labels
+  // namespace "pacer-system" and pod "pacer-controller-<identity>".
+  bool scrape_controllers = false;
+  // Rule files to load, evaluated every second.
+  std::vector<std::string> rule_files;
+};
+
 struct ControllerProcess {
   pid_t pid = -1;
   int metrics_port = 0;
@@ -36,6 +48,7 @@ class E2eTest : public ::testing::Test {
 
   // Starts Prometheus on the kubelet's targets; false when not installed.
   bool StartPrometheus();
+  bool StartPrometheus(const PrometheusOptions& options);
   std::string prometheus_url() const;
 
   ControllerProcess StartController(const std::string& identity,
@@ -62,6 +75,10 @@ class E2eTest : public ::testing::Test {
   pid_t prometheus_ = -1;
   int prometheus_port_ = 0;
   std::vector<ControllerProcess*> controllers_;
+  // Controllers Prometheus scrapes (PrometheusOptions::scrape_controllers):
+  // their file_sd file, empty when not scraping; targets as JSON groups.
+  std::string controller_targets_path_;
+  nlohmann::json controller_targets_ = nlohmann::json::array();
 };
 
 // A tiny GPT-style TrainJob for nodes of 2 H100s (CPU workers run it in
