@@ -113,6 +113,14 @@ TEST_F(ApplyTest, KustomizeManifestsAreAcceptedAndExampleJobsListWithTheirColumn
   EXPECT_THAT(get.out, HasSubstr("quickstart"));
 }
 
+TEST_F(ApplyTest, KustomizeCarriesTheDashboardForTheGrafanaSidecar) {
+  const json map = FindObject(Kustomize().objects, "ConfigMap", "pacer-dashboard");
+  ASSERT_TRUE(map.is_object());
+  EXPECT_EQ(map["metadata"]["labels"]["grafana_dashboard"], "1");
+  EXPECT_EQ(json::parse(map["data"]["pacer.json"].get<std::string>()),
+            json::parse(ReadFile(SourcePath("manifests/grafana/pacer.json"))));
+}
+
 TEST_F(ApplyTest, AnInvalidTrainJobIsRefusedWithTheSchemasMessage) {
   ASSERT_EQ(Apply("manifests.yaml", Kustomize().yaml).exit_code, 0);
   CommandResult refused =
