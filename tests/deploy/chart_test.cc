@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 
 #include "deploy_util.h"
 #include "local/yaml_json.h"
@@ -275,10 +276,20 @@ TEST_F(ChartTest, MonitorsAreOptInAndFollowTheLabelContract) {
   EXPECT_EQ(pod_monitor["spec"]["selector"]["matchExpressions"][0],
             json::parse(R"({"key":"pacer.dev/job","operator":"Exists"})"));
   const json pod_endpoint = pod_monitor["spec"]["podMetricsEndpoints"][0];
-  EXPECT_EQ(pod_endpoint["port"], "metrics");
+  // Every local rank's port ("metrics", "metrics-1", ...), not the rendezvous.
+  EXPECT_FALSE(pod_endpoint.contains("port")) << "a port would keep rank 0's only";
   EXPECT_EQ(pod_endpoint["honorLabels"], true);
-  EXPECT_EQ(pod_endpoint["relabelings"],
-            json::parse(R"([{"action":"replace","targetLabel":"job","replacement":"pacer-workers"}])"));
+  EXPECT_EQ(pod_endpoint["relabelings"], json::parse(R"([
+      {"action":"keep","sourceLabels":["__meta_kubernetes_pod_container_port_name"],
+       "regex":"metrics(-[0-9]+)?"},
+      {"action":"replace","targetLabel":"job","replacement":"pacer-workers"}])"));
+  const std::regex kept(pod_endpoint["relabelings"][0]["regex"].get<std::string>());
+  for (const char* port : {"metrics", "metrics-1", "metrics-15"}) {
+    EXPECT_TRUE(std::regex_match(port, kept)) << port;
+  }
+  for (const char* port : {"rendezvous", "metrics-", "metrics-x", "health"}) {
+    EXPECT_FALSE(std::regex_match(port, kept)) << port;
+  }
   // By default every namespace's workers are scraped.
   const json any = FindObject(Render("--set podMonitor.enabled=true"), "PodMonitor");
   EXPECT_EQ(any["spec"]["namespaceSelector"], json::parse(R"({"any":true})"));
