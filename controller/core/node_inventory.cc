@@ -187,122 +187,160 @@ std::optional<std::string> CatalogNameForProduct(std::string_view product) {
   return std::nullopt;
 }
 
-StatusOr<ClusterInventory> BuildInventory(const nlohmann::json& node_list,
-                                          const nlohmann::json& pod_list) {
-  RETURN_IF_ERROR(CheckList(node_list, "NodeList"));
-  RETURN_IF_ERROR(CheckList(pod_list, "PodList"));
-  ClusterInventory result;
-  result.inventory.catalog.Upsert(H100Nvl());
-  const planner::GpuCatalog& catalog = result.inventory.catalog;
+const planner::GpuCatalog& InventoryCatalog() {
+  static const planner::GpuCatalog* const catalog = [] {
+    auto* c = new planner::GpuCatalog(planner::GpuCatalog::BuiltIn());
+    c->Upsert(H100Nvl());
+    return c;
+  }();
+  return *catalog;
+}
 
-  // GPUs held by live pods, per node.
-  std::map<std::string, int> used_by_node;
-  for (const Json& pod : pod_list["items"]) {
-    const Json* spec = ObjectAt(pod, "spec");
-    if (spec == nullptr) continue;
-    const std::string node = StringAt(*spec, "nodeName");
-    if (node.empty()) continue;  // not scheduled yet
-    const Json* status = ObjectAt(pod, "status");
-    const std::string phase = status != nullptr ? StringAt(*status, "phase") : "";
-    if (phase == "Succeeded" || phase == "Failed") continue;
-    used_by_node[node] += PodGpus(*spec);
+std::optional<NodeCapacity> NodeCapacityOf(const nlohmann::json& node,
+                                           std::vector<std::string>* warnings) {
+  const Json* metadata = ObjectAt(node, "metadata");
+  const std::string name = metadata != nullptr ? StringAt(*metadata, "name") : "";
+  if (name.empty()) {
+    warnings->push_back("a node without metadata.name was skipped");
+    return std::nullopt;
   }
+  const Json* labels = metadata->contains("labels") ? ObjectAt(*metadata, "labels") : nullptr;
+  const std::string product = labels != nullptr ? StringAt(*labels, kGpuProductLabel) : "";
+  const Json* status = ObjectAt(node, "status");
+  const Json* allocatable = status != nullptr ? ObjectAt(*status, "allocatable") : nullptr;
+  std::optional<int> gpus;
+  if (allocatable != nullptr && allocatable->contains(kGpuResource)) {
+    gpus = DeviceCount((*allocatable)[kGpuResource]);
+    if (!gpus) {
+      warnings->push_back("node " + name + ": allocatable " + kGpuResource +
+                          " is not a whole number; skipped");
+      return std::nullopt;
+    }
+  }
+  if (product.empty()) {
+    if (gpus.value_or(0) > 0) {
+      warnings->push_back("node " + name + ": " + std::to_string(*gpus) + " GPUs but no " +
+                          kGpuProductLabel +
+                          " label (is GPU feature discovery running?); skipped");
+    }
+    return std::nullopt;  // a CPU node
+  }
+  if (ContainsIgnoreCase(product, "-MIG-") || ContainsIgnoreCase(product, "-SHARED")) {
+    warnings->push_back("node " + name + ": GPU product \"" + product +
+                        "\" is MIG-partitioned or shared; training needs whole GPUs; "
+                        "skipped");
+    return std::nullopt;
+  }
+  const std::optional<std::string> type = CatalogNameForProduct(product);
+  if (!type) {
+    warnings->push_back("node " + name + ": unknown GPU product \"" + product + "\"; skipped");
+    return std::nullopt;
+  }
+  if (gpus.value_or(0) == 0) {
+    warnings->push_back("node " + name + ": no allocatable " + kGpuResource +
+                        " (is the device plugin running?); skipped");
+    return std::nullopt;
+  }
+  const Json* spec = ObjectAt(node, "spec");
+  if (spec != nullptr && spec->contains("unschedulable") &&
+      (*spec)["unschedulable"].is_boolean() && (*spec)["unschedulable"].get<bool>()) {
+    return std::nullopt;  // cordoned
+  }
+  if (!IsReady(node)) return std::nullopt;
+
+  const planner::GpuType* gpu = InventoryCatalog().Find(*type);
+  const Json* annotations =
+      metadata->contains("annotations") ? ObjectAt(*metadata, "annotations") : nullptr;
+  NodeCapacity capacity;
+  capacity.name = name;
+  capacity.gpu_type = *type;
+  capacity.gpus = *gpus;
+  capacity.network_gbps = PositiveAnnotation(annotations, kNetworkGbpsAnnotation, name, warnings)
+                              .value_or(kDefaultNetworkGbpsPerGpu * *gpus);
+  capacity.nvlink_gbps = PositiveAnnotation(annotations, kNvlinkGbpsAnnotation, name, warnings)
+                             .value_or(gpu != nullptr ? gpu->nvlink_gbps : 0);
+  capacity.price_per_gpu_hour =
+      PositiveAnnotation(annotations, kPricePerGpuHourAnnotation, name, warnings)
+          .value_or(gpu != nullptr ? gpu->price_per_gpu_hour : 0);
+  return capacity;
+}
+
+std::optional<PodGpuClaim> PodGpuClaimOf(const nlohmann::json& pod) {
+  const Json* spec = ObjectAt(pod, "spec");
+  if (spec == nullptr) return std::nullopt;
+  std::string node = StringAt(*spec, "nodeName");
+  if (node.empty()) return std::nullopt;  // not scheduled yet
+  const Json* status = ObjectAt(pod, "status");
+  const std::string phase = status != nullptr ? StringAt(*status, "phase") : "";
+  if (phase == "Succeeded" || phase == "Failed") return std::nullopt;
+  const int gpus = PodGpus(*spec);
+  if (gpus == 0) return std::nullopt;
+  return PodGpuClaim{std::move(node), gpus};
+}
+
+ClusterInventory AssembleInventory(const std::vector<const NodeCapacity*>& nodes,
+                                   const std::map<std::string, int>& used_gpus_by_node,
+                                   std::vector<std::string> warnings) {
+  ClusterInventory result;
+  result.inventory.catalog = InventoryCatalog();
+  result.warnings = std::move(warnings);
 
   std::map<PoolKey, std::vector<PoolNode>> groups;
-  for (const Json& node : node_list["items"]) {
-    const Json* metadata = ObjectAt(node, "metadata");
-    const std::string name = metadata != nullptr ? StringAt(*metadata, "name") : "";
-    if (name.empty()) {
-      result.warnings.push_back("a node without metadata.name was skipped");
-      continue;
-    }
-    const Json* labels = metadata->contains("labels") ? ObjectAt(*metadata, "labels") : nullptr;
-    const std::string product = labels != nullptr ? StringAt(*labels, kGpuProductLabel) : "";
-    const Json* status = ObjectAt(node, "status");
-    const Json* allocatable = status != nullptr ? ObjectAt(*status, "allocatable") : nullptr;
-    std::optional<int> gpus;
-    if (allocatable != nullptr && allocatable->contains(kGpuResource)) {
-      gpus = DeviceCount((*allocatable)[kGpuResource]);
-      if (!gpus) {
-        result.warnings.push_back("node " + name + ": allocatable " + kGpuResource +
-                                  " is not a whole number; skipped");
-        continue;
-      }
-    }
-    if (product.empty()) {
-      if (gpus.value_or(0) > 0) {
-        result.warnings.push_back("node " + name + ": " + std::to_string(*gpus) + " GPUs but no " +
-                                  kGpuProductLabel +
-                                  " label (is GPU feature discovery running?); skipped");
-      }
-      continue;  // a CPU node
-    }
-    if (ContainsIgnoreCase(product, "-MIG-") || ContainsIgnoreCase(product, "-SHARED")) {
-      result.warnings.push_back("node " + name + ": GPU product \"" + product +
-                                "\" is MIG-partitioned or shared; training needs whole GPUs; "
-                                "skipped");
-      continue;
-    }
-    const std::optional<std::string> type = CatalogNameForProduct(product);
-    if (!type) {
-      result.warnings.push_back("node " + name + ": unknown GPU product \"" + product +
-                                "\"; skipped");
-      continue;
-    }
-    if (gpus.value_or(0) == 0) {
-      result.warnings.push_back("node " + name + ": no allocatable " + kGpuResource +
-                                " (is the device plugin running?); skipped");
-      continue;
-    }
-    const Json* spec = ObjectAt(node, "spec");
-    if (spec != nullptr && spec->contains("unschedulable") &&
-        (*spec)["unschedulable"].is_boolean() && (*spec)["unschedulable"].get<bool>()) {
-      continue;  // cordoned
-    }
-    if (!IsReady(node)) continue;
-
-    const planner::GpuType* gpu = catalog.Find(*type);
-    const Json* annotations =
-        metadata->contains("annotations") ? ObjectAt(*metadata, "annotations") : nullptr;
-    const double network =
-        PositiveAnnotation(annotations, kNetworkGbpsAnnotation, name, &result.warnings)
-            .value_or(kDefaultNetworkGbpsPerGpu * *gpus);
-    const double nvlink =
-        PositiveAnnotation(annotations, kNvlinkGbpsAnnotation, name, &result.warnings)
-            .value_or(gpu != nullptr ? gpu->nvlink_gbps : 0);
-    const double price =
-        PositiveAnnotation(annotations, kPricePerGpuHourAnnotation, name, &result.warnings)
-            .value_or(gpu != nullptr ? gpu->price_per_gpu_hour : 0);
-
-    const int used = used_by_node.count(name) > 0 ? used_by_node[name] : 0;
-    PoolNode pool_node{name, *gpus, std::max(0, *gpus - used)};
-    groups[PoolKey{*type, *gpus, network, nvlink, price}].push_back(std::move(pool_node));
+  for (const NodeCapacity* node : nodes) {
+    auto used = used_gpus_by_node.find(node->name);
+    const int used_gpus = used != used_gpus_by_node.end() ? used->second : 0;
+    groups[PoolKey{node->gpu_type, node->gpus, node->network_gbps, node->nvlink_gbps,
+                   node->price_per_gpu_hour}]
+        .push_back(PoolNode{node->name, node->gpus, std::max(0, node->gpus - used_gpus)});
   }
 
   // Name pools "<type>-<n>gpu", with "-2", "-3", ... when several groups
   // share a type and GPU count (in key order: deterministic).
   std::map<std::string, int> name_uses;
-  for (auto& [key, nodes] : groups) {
+  for (auto& [key, pool_nodes] : groups) {
     const auto& [type, gpus_per_node, network, nvlink, price] = key;
     std::string name = Lower(type) + "-" + std::to_string(gpus_per_node) + "gpu";
     const int uses = ++name_uses[name];
     if (uses > 1) name += "-" + std::to_string(uses);
 
-    std::sort(nodes.begin(), nodes.end(),
+    std::sort(pool_nodes.begin(), pool_nodes.end(),
               [](const PoolNode& a, const PoolNode& b) { return a.name < b.name; });
     planner::NodePool pool;
     pool.name = name;
     pool.gpu_type = type;
-    pool.nodes = static_cast<int>(nodes.size());
+    pool.nodes = static_cast<int>(pool_nodes.size());
     pool.gpus_per_node = gpus_per_node;
-    for (const PoolNode& n : nodes) pool.free_gpus += n.free_gpus;
+    for (const PoolNode& n : pool_nodes) pool.free_gpus += n.free_gpus;
     pool.network_gbps_per_node = network;
     pool.nvlink_gbps = nvlink;
     pool.price_per_gpu_hour = price;
     result.inventory.node_pools.push_back(std::move(pool));
-    result.nodes_by_pool[name] = std::move(nodes);
+    result.nodes_by_pool[name] = std::move(pool_nodes);
   }
   return result;
+}
+
+StatusOr<ClusterInventory> BuildInventory(const nlohmann::json& node_list,
+                                          const nlohmann::json& pod_list) {
+  RETURN_IF_ERROR(CheckList(node_list, "NodeList"));
+  RETURN_IF_ERROR(CheckList(pod_list, "PodList"));
+  std::map<std::string, int> used_gpus_by_node;
+  for (const Json& pod : pod_list["items"]) {
+    if (std::optional<PodGpuClaim> claim = PodGpuClaimOf(pod)) {
+      used_gpus_by_node[claim->node] += claim->gpus;
+    }
+  }
+  std::vector<std::string> warnings;
+  std::vector<NodeCapacity> capacities;
+  for (const Json& node : node_list["items"]) {
+    if (std::optional<NodeCapacity> c = NodeCapacityOf(node, &warnings)) {
+      capacities.push_back(std::move(*c));
+    }
+  }
+  std::vector<const NodeCapacity*> pointers;
+  pointers.reserve(capacities.size());
+  for (const NodeCapacity& c : capacities) pointers.push_back(&c);
+  return AssembleInventory(pointers, used_gpus_by_node, std::move(warnings));
 }
 
 }  // namespace pacer::controller

@@ -22,7 +22,7 @@
 //    catalog's) and `pacer.dev/price-per-gpu-hour` (default unknown).
 //
 // Units: network Gbit/s per node, NVLink GB/s per GPU, prices per GPU-hour.
-// Thread-safety: pure functions.
+// Thread-safety: pure functions (InventoryCatalog is built once, then read-only).
 #ifndef PACER_CONTROLLER_CORE_NODE_INVENTORY_H_
 #define PACER_CONTROLLER_CORE_NODE_INVENTORY_H_
 
@@ -70,6 +70,43 @@ std::optional<std::string> CatalogNameForProduct(std::string_view product);
 // inverse of CatalogNameForProduct), in the table's spelling; empty when none.
 std::vector<std::string> ProductsForCatalogName(std::string_view gpu_type);
 
+// The built-in GPU catalog plus the types only node labels name (H100 NVL).
+const planner::GpuCatalog& InventoryCatalog();
+
+// What one usable GPU node contributes, parsed from its Node object.
+struct NodeCapacity {
+  std::string name;
+  std::string gpu_type;  // catalog name
+  int gpus = 0;          // allocatable
+  double network_gbps = 0;
+  double nvlink_gbps = 0;
+  double price_per_gpu_hour = 0;
+  bool operator==(const NodeCapacity&) const = default;
+};
+
+// nullopt when the node cannot take training pods (a CPU node, cordoned,
+// NotReady, unknown or partitioned GPUs, no device plugin); the reason is
+// appended to *warnings when an operator should see it.
+std::optional<NodeCapacity> NodeCapacityOf(const nlohmann::json& node,
+                                           std::vector<std::string>* warnings);
+
+// The GPUs a pod holds on its node; nullopt when it holds none (not
+// scheduled, terminated, or no GPU request).
+struct PodGpuClaim {
+  std::string node;
+  int gpus = 0;
+  bool operator==(const PodGpuClaim&) const = default;
+};
+std::optional<PodGpuClaim> PodGpuClaimOf(const nlohmann::json& pod);
+
+// Groups usable nodes into pools and subtracts the GPUs pods hold. Lets a
+// caller that keeps NodeCapacity and per-node usage up to date from watch
+// events rebuild the inventory without re-reading every object.
+ClusterInventory AssembleInventory(const std::vector<const NodeCapacity*>& nodes,
+                                   const std::map<std::string, int>& used_gpus_by_node,
+                                   std::vector<std::string> warnings);
+
+// NodeCapacityOf + PodGpuClaimOf + AssembleInventory over whole lists.
 // Errors: InvalidArgument when either document is not a list (an object with
 // an `items` array). Malformed individual nodes or pods are skipped with a
 // warning, never an error.

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <set>
 
 #include "core/work_queue.h"
 #include "daemon/kube_sources.h"
@@ -18,6 +19,37 @@
 #include "observe/log.h"
 
 namespace pacer::controller {
+namespace {
+
+// Read-only lookups that tolerate any shape (a watch may deliver anything).
+const nlohmann::json* Member(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(key);
+  return it != object.end() ? &*it : nullptr;
+}
+
+std::string StringMember(const nlohmann::json* object, const char* key) {
+  const nlohmann::json* value = object != nullptr ? Member(*object, key) : nullptr;
+  return value != nullptr && value->is_string() ? value->get<std::string>() : "";
+}
+
+// No status yet, or phase Pending: not planned, or waiting for GPUs.
+bool IsPending(const nlohmann::json& job) {
+  const std::string phase = StringMember(Member(job, "status"), "phase");
+  return phase.empty() || phase == "Pending";
+}
+
+std::string JobLabelOf(const nlohmann::json& pod) {
+  const nlohmann::json* metadata = Member(pod, "metadata");
+  return StringMember(metadata != nullptr ? Member(*metadata, "labels") : nullptr, kJobLabel);
+}
+
+std::string NamespaceOf(const nlohmann::json& pod) {
+  const std::string ns = StringMember(Member(pod, "metadata"), "namespace");
+  return ns.empty() ? "default" : ns;
+}
+
+}  // namespace
 
 struct ControllerManager::Impl {
   explicit Impl(ManagerOptions o) : options(std::move(o)) {}
@@ -132,6 +164,24 @@ struct ControllerManager::Impl {
   std::mutex counts_mu;
   std::map<std::string, std::pair<int, int>> counts;
 
+  // Keys of jobs in phase Pending (waiting for GPUs or not yet planned),
+  // kept from the TrainJob informer so that freed GPUs wake only them.
+  void NotePhase(const std::string& key, const nlohmann::json* job) {
+    const bool pending = job != nullptr && IsPending(*job);
+    std::lock_guard<std::mutex> lock(pending_mu);
+    if (pending) {
+      pending_jobs.insert(key);
+    } else {
+      pending_jobs.erase(key);
+    }
+  }
+  std::vector<std::string> PendingJobs() {
+    std::lock_guard<std::mutex> lock(pending_mu);
+    return {pending_jobs.begin(), pending_jobs.end()};
+  }
+  std::mutex pending_mu;
+  std::set<std::string> pending_jobs;
+
   void StopWorkers() {
     if (queue) queue->ShutDown();
     for (std::thread& t : workers) t.join();
@@ -165,7 +215,12 @@ Status ControllerManager::Start() {
   m.events = std::make_unique<EventRecorder>(m.client.get());
   m.store = std::make_unique<KubeJobStore>(m.client.get(), m.events.get());
   m.launcher = std::make_unique<PodLauncher>(m.client.get(), m.pods.get(), m.options.pods);
-  m.inventory = std::make_unique<KubeInventory>(m.nodes.get(), m.pods.get());
+  Impl* impl = impl_.get();
+  // Jobs waiting for GPUs get another look when GPUs may have become free.
+  m.inventory = std::make_unique<KubeInventory>(m.nodes.get(), m.pods.get(), [impl] {
+    if (!impl->leading.load()) return;
+    for (const std::string& key : impl->PendingJobs()) impl->Enqueue(key);
+  });
   m.metrics_source = std::make_unique<PrometheusMetricsSource>(m.options.prometheus_url,
                                                                m.options.measurement_window);
   m.reconciler = std::make_unique<Reconciler>(
@@ -173,8 +228,8 @@ Status ControllerManager::Start() {
                      &SystemClock::Default()},
       m.options.reconciler);
 
-  Impl* impl = impl_.get();
-  m.trainjobs->OnChange([impl](const std::string& key, const nlohmann::json*) {
+  m.trainjobs->OnChange([impl](const std::string& key, const nlohmann::json* job) {
+    impl->NotePhase(key, job);
     if (impl->leading.load()) impl->Enqueue(key);
   });
   m.pods->OnChange([impl](const std::string& key, const nlohmann::json* pod) {
@@ -184,22 +239,9 @@ Status ControllerManager::Start() {
       (void)key;
       return;
     }
-    const nlohmann::json labels = (*pod)["metadata"].value("labels", nlohmann::json::object());
-    if (labels.contains(kJobLabel) && labels[kJobLabel].is_string()) {
-      impl->Enqueue((*pod)["metadata"].value("namespace", "default") + "/" +
-                    labels[kJobLabel].get<std::string>());
-    }
+    const std::string job = JobLabelOf(*pod);
+    if (!job.empty()) impl->Enqueue(NamespaceOf(*pod) + "/" + job);
   });
-  m.nodes->OnChange([impl](const std::string&, const nlohmann::json*) {
-    // Capacity changed: jobs waiting for GPUs may fit now.
-    if (!impl->leading.load()) return;
-    for (const nlohmann::json& job : impl->trainjobs->List()) {
-      if (job.value("status", nlohmann::json::object()).value("phase", "") == "Pending") {
-        impl->Enqueue(ObjectKey(job));
-      }
-    }
-  });
-
   m.heartbeat = std::make_unique<Heartbeat>("reconcile-workers", std::chrono::minutes(5));
   HealthServerOptions health_options;
   health_options.bind_address = m.options.bind_address;

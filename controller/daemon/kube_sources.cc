@@ -14,12 +14,6 @@ std::pair<std::string, std::string> SplitKey(const std::string& key) {
   return {key.substr(0, slash), key.substr(slash + 1)};
 }
 
-nlohmann::json ListOf(std::vector<nlohmann::json> items) {
-  nlohmann::json list = {{"items", nlohmann::json::array()}};
-  for (nlohmann::json& item : items) list["items"].push_back(std::move(item));
-  return list;
-}
-
 }  // namespace
 
 KubeJobStore::KubeJobStore(KubeClient* client, EventRecorder* events)
@@ -70,27 +64,21 @@ void KubeJobStore::RecordEvent(const nlohmann::json& job, const std::string& typ
                   message);
 }
 
-KubeInventory::KubeInventory(Informer* nodes, Informer* pods) : nodes_(nodes), pods_(pods) {
-  auto mark = [this](const std::string&, const nlohmann::json*) { dirty_.store(true); };
-  nodes_->OnChange(mark);
-  pods_->OnChange(mark);
+KubeInventory::KubeInventory(Informer* nodes, Informer* pods, std::function<void()> on_gpus_freed)
+    : nodes_(nodes), pods_(pods) {
+  nodes_->OnChange([this, on_gpus_freed](const std::string& key, const nlohmann::json* node) {
+    if (tracker_.UpdateNode(key, node) && on_gpus_freed) on_gpus_freed();
+  });
+  pods_->OnChange([this, on_gpus_freed](const std::string& key, const nlohmann::json* pod) {
+    if (tracker_.UpdatePod(key, pod) && on_gpus_freed) on_gpus_freed();
+  });
 }
 
 StatusOr<ClusterInventory> KubeInventory::Current() {
   if (!nodes_->HasSynced() || !pods_->HasSynced()) {
     return UnavailableError("the node and pod caches are not synced yet");
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (dirty_.exchange(false) || !cached_) {
-    StatusOr<ClusterInventory> built =
-        BuildInventory(ListOf(nodes_->List()), ListOf(pods_->List()));
-    if (!built.ok()) {
-      dirty_.store(true);
-      return built.status();
-    }
-    cached_ = std::move(*built);
-  }
-  return *cached_;
+  return tracker_.Current();
 }
 
 PrometheusMetricsSource::PrometheusMetricsSource(const std::string& base_url,

@@ -7,8 +7,9 @@
 //                          resourceVersion (409 -> Aborted -> requeue),
 //                          finalizers by merge patch guarded the same way,
 //                          events through the EventRecorder.
-//   KubeInventory          Nodes and Pods from their informers through
-//                          core/node_inventory.h, rebuilt only after a change.
+//   KubeInventory          the informers' change events feed an
+//                          InventoryTracker (core/inventory_tracker.h): no
+//                          object copies, and pod status churn costs nothing.
 //   PrometheusMetricsSource  measured step time and progress from Prometheus's
 //                          HTTP API (promql/prometheus_client.h).
 //
@@ -16,12 +17,12 @@
 #ifndef PACER_CONTROLLER_DAEMON_KUBE_SOURCES_H_
 #define PACER_CONTROLLER_DAEMON_KUBE_SOURCES_H_
 
-#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "core/inventory_tracker.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "kube/kube_client.h"
@@ -48,15 +49,15 @@ class KubeJobStore final : public JobStore {
 class KubeInventory final : public InventorySource {
  public:
   // Registers change handlers on both informers (before they start).
-  KubeInventory(Informer* nodes, Informer* pods);
+  // `on_gpus_freed` (may be empty) runs on an informer thread whenever GPUs
+  // may have become free (InventoryTracker's rule); it must return promptly.
+  KubeInventory(Informer* nodes, Informer* pods, std::function<void()> on_gpus_freed = {});
   StatusOr<ClusterInventory> Current() override;
 
  private:
   Informer* nodes_;
   Informer* pods_;
-  std::atomic<bool> dirty_{true};
-  std::mutex mu_;
-  std::optional<ClusterInventory> cached_;
+  InventoryTracker tracker_;
 };
 
 class PrometheusMetricsSource final : public MetricsSource {

@@ -61,6 +61,18 @@ int main(int argc, char** argv) {
                  "Time a SIGTERM'd worker has to write its checkpoint")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  app.add_option("--worker-image", options.pods.default_worker_image,
+                 "Worker image of TrainJobs that set no spec.worker.image")
+      ->check([](const std::string& image) {
+        return image.empty() ? std::string("must not be empty") : std::string();
+      })
+      ->capture_default_str();
+  int64_t pending_retry_seconds = 30;
+  app.add_option("--pending-retry-seconds", pending_retry_seconds,
+                 "How often a job waiting for GPUs is planned again when nothing happens; "
+                 "GPUs being freed wake waiting jobs at once")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
   app.add_flag("--leader-elect,!--no-leader-elect", leader_elect,
                "Lease-based leader election (run several replicas; one acts)")
       ->capture_default_str();
@@ -88,6 +100,7 @@ int main(int argc, char** argv) {
       "2 invalid flags or configuration, 3 cannot reach the API server.");
   CLI11_PARSE(app, argc, argv);
   options.leader_elect = leader_elect;
+  options.reconciler.pending_retry = std::chrono::seconds(pending_retry_seconds);
   SetLogFormat(log_format == "json" ? LogFormat::kJson : LogFormat::kText);
   SetLogLevel(log_level == "debug"     ? LogLevel::kDebug
               : log_level == "warning" ? LogLevel::kWarning

@@ -1,5 +1,6 @@
 #include "daemon/worker_pods.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 
@@ -32,6 +33,19 @@ nlohmann::json OwnerReference(const LaunchSpec& launch) {
 
 nlohmann::json Labels(const LaunchSpec& launch) {
   return {{kJobLabel, launch.job.name}, {kManagedByLabel, "pacer"}};
+}
+
+// Local rank r serves /metrics on metrics_port + r: every port is declared,
+// named "metrics" (rank 0) and "metrics-<r>", so a PodMonitor keeping ports
+// that match metrics(-[0-9]+)? scrapes every rank, not only the first.
+nlohmann::json ContainerPorts(int local_ranks, const PodTemplateOptions& options) {
+  nlohmann::json ports = nlohmann::json::array(
+      {{{"name", "rendezvous"}, {"containerPort", options.rendezvous_port}}});
+  for (int r = 0; r < std::max(1, local_ranks); ++r) {
+    ports.push_back({{"name", r == 0 ? std::string("metrics") : "metrics-" + std::to_string(r)},
+                     {"containerPort", options.metrics_port + r}});
+  }
+  return ports;
 }
 
 }  // namespace
@@ -89,11 +103,10 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
 
   nlohmann::json container = {
       {"name", "worker"},
-      {"image", launch.spec.worker.image},
+      {"image", launch.spec.worker.image.empty() ? options.default_worker_image
+                                                 : launch.spec.worker.image},
       {"env", env},
-      {"ports",
-       nlohmann::json::array({{{"name", "rendezvous"}, {"containerPort", options.rendezvous_port}},
-                              {{"name", "metrics"}, {"containerPort", options.metrics_port}}})},
+      {"ports", ContainerPorts(l.gpus_per_node, options)},
       {"resources",
        {{"limits", {{kGpuResource, std::to_string(l.gpus_per_node)}}},
         {"requests", {{kGpuResource, std::to_string(l.gpus_per_node)}}}}},

@@ -42,6 +42,9 @@ struct PodTemplateOptions {
   // Time for a SIGTERM'd worker to finish its step and write a checkpoint.
   int64_t termination_grace_seconds = 300;
   std::string service_account;  // "" = the namespace's default
+  // The image of jobs whose spec.worker.image is empty: the worker image of
+  // this release (docker/worker.Dockerfile).
+  std::string default_worker_image = "ghcr.io/pacer-dev/pacer-worker:0.1.0";
 };
 
 std::string WorkerServiceName(const std::string& job_name);

@@ -44,6 +44,13 @@ TEST_F(E2eTest, AppliedJobRunsItsPodsReportsProgressThroughPrometheusAndSucceeds
   EXPECT_EQ(EnvOf(pod, "PACER_TOTAL_STEPS"), "100000");
   EXPECT_EQ(EnvOf(pod, "PACER_JOB_NAME"), "tiny");
   EXPECT_EQ(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+  // One metrics port per local rank, so a PodMonitor can scrape them all.
+  std::set<std::string> port_names;
+  for (const nlohmann::json& port : pod["spec"]["containers"][0]["ports"]) {
+    port_names.insert(port.value("name", ""));
+  }
+  EXPECT_EQ(port_names.count("metrics"), 1u);
+  EXPECT_EQ(port_names.count("metrics-1"), gpus == "2" ? 1u : 0u) << pod.dump(2);
 
   // Progress and ETA arrive through Prometheus into the status.
   ASSERT_TRUE(WaitFor(
@@ -155,6 +162,49 @@ TEST_F(E2eTest, InvalidAndImpossibleJobsGetConditionsWhileOthersAreServed) {
   for (const nlohmann::json& p : Pods("research")) {
     EXPECT_EQ(p["metadata"]["labels"]["pacer.dev/job"], "fine");
   }
+}
+
+TEST_F(E2eTest, WaitingJobLaunchesAsSoonAsGpusAreFreed) {
+  // The periodic retry is an hour away: only freed GPUs can wake the job.
+  ControllerProcess controller = StartController(
+      "c1", {"--pending-retry-seconds", "3600", "--worker-image", "registry.example.com/w:7"});
+  controllers_.push_back(&controller);
+  Apply(std::regex_replace(TinyJobYaml("hog", 100000, "2h"), std::regex("gpuTypes: \\[H100-SXM\\]"),
+                           "gpuTypes: [H100-SXM], minGPUs: 8"));  // every GPU there is
+  // Every GPU held: all four of the hog's pods bound to their nodes.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        int bound = 0;
+        for (const nlohmann::json& p : Pods("research")) {
+          bound += p["spec"].contains("nodeName") && p["status"].value("phase", "") == "Running";
+        }
+        return bound == 4;
+      },
+      seconds(90)));
+  Apply(TinyJobYaml("patient", 200, "2h"));
+  ASSERT_TRUE(WaitFor(
+      [&] { return Condition(Job("research", "patient"), "Planned") == "False/InsufficientGpus"; },
+      seconds(60)))
+      << Job("research", "patient").dump(2);
+
+  std::string out;
+  ASSERT_EQ(Kubectl({"delete", "trainjob", "hog", "-n", "research", "--wait=false"}, &out), 0)
+      << out;
+  nlohmann::json pod;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const nlohmann::json& p : Pods("research")) {
+          if (p["metadata"]["labels"]["pacer.dev/job"] == "patient") pod = p;
+        }
+        return !pod.is_null();
+      },
+      seconds(90)))
+      << Job("research", "patient").dump(2);
+  EXPECT_EQ(pod["spec"]["containers"][0]["image"], "registry.example.com/w:7")
+      << "a job without spec.worker.image runs the controller's --worker-image";
+  ASSERT_TRUE(
+      WaitFor([&] { return Phase(Job("research", "patient")) == "Succeeded"; }, seconds(180)))
+      << Job("research", "patient").dump(2);
 }
 
 TEST_F(E2eTest, ApiFaultsConvergeWithoutDuplicatePods) {

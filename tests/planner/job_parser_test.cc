@@ -271,7 +271,7 @@ TEST(JobParserTest, Defaults) {
   EXPECT_FALSE(job.resources.max_gpus.has_value());
   EXPECT_FALSE(job.parallelism.tensor_parallel.has_value());
   EXPECT_FALSE(job.parallelism.zero_stage.has_value());
-  EXPECT_EQ(job.worker.image, "pacer-worker:latest");
+  EXPECT_EQ(job.worker.image, "");  // the controller's --worker-image
   EXPECT_TRUE(job.checkpoint.volume_claim_name.empty());
   EXPECT_FALSE(job.checkpoint.interval_seconds.has_value());
   EXPECT_TRUE(job.replan.enabled);

@@ -83,7 +83,7 @@ struct EnvVar {
 };
 
 struct WorkerSpec {
-  std::string image = "pacer-worker:latest";
+  std::string image;  // "" = the platform's default (pacer-controller --worker-image)
   std::vector<std::string> command;
   std::vector<EnvVar> env;
 };
