@@ -1,5 +1,7 @@
 #include "api_error.h"
 
+#include "schema_validation.h"
+
 namespace pacer::testing {
 
 nlohmann::json StatusJson(const ApiError& error) {
@@ -11,6 +13,7 @@ nlohmann::json StatusJson(const ApiError& error) {
   if (!error.name.empty()) details["name"] = error.name;
   if (!error.group.empty()) details["group"] = error.group;
   if (!error.kind.empty()) details["kind"] = error.kind;
+  if (!error.causes.empty()) details["causes"] = error.causes;
   if (!details.empty()) status["details"] = details;
   return status;
 }
@@ -119,5 +122,17 @@ ApiError Invalid(const std::string& plural, const std::string& group, const std:
 }
 
 ApiError BadRequest(const std::string& message) { return {400, "BadRequest", message, "", "", ""}; }
+
+ApiError InvalidFields(const std::string& kind, const std::string& group, const std::string& name,
+                       const std::vector<FieldError>& errors) {
+  const std::string qualified_kind = group.empty() ? kind : kind + "." + group;
+  ApiError error(422, "Invalid",
+                 qualified_kind + " \"" + name + "\" is invalid: " + AggregateMessage(errors), name,
+                 group, kind);
+  for (const FieldError& e : errors) {
+    error.causes.push_back({{"reason", e.type}, {"message", e.body}, {"field", e.field}});
+  }
+  return error;
+}
 
 }  // namespace pacer::testing

@@ -10,18 +10,31 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "pacer/status.h"
 
 namespace pacer::testing {
 
 struct ApiError {
+  ApiError() = default;
+  ApiError(int code_, std::string reason_, std::string message_, std::string name_ = "",
+           std::string group_ = "", std::string kind_ = "")
+      : code(code_),
+        reason(std::move(reason_)),
+        message(std::move(message_)),
+        name(std::move(name_)),
+        group(std::move(group_)),
+        kind(std::move(kind_)) {}
+
   int code = 500;
   std::string reason = "InternalError";  // metav1 StatusReason
   std::string message;
   std::string name;   // details.name
   std::string group;  // details.group
-  std::string kind;   // details.kind (the plural, as the real server reports it)
+  std::string kind;   // details.kind (the plural, as the real server reports it for most errors)
+  // details.causes: [{"reason","message","field"}], for 422 Invalid.
+  nlohmann::json causes = nlohmann::json::array();
 };
 
 // {"kind":"Status","apiVersion":"v1","status":"Failure",...,"code":N}
@@ -45,6 +58,13 @@ ApiError Conflict(const std::string& plural, const std::string& group, const std
 ApiError Invalid(const std::string& plural, const std::string& group, const std::string& name,
                  const std::string& why);
 ApiError BadRequest(const std::string& message);
+
+struct FieldError;
+// 422 Invalid as kube-apiserver's errors.NewInvalid reports field errors:
+// `Kind.group "name" is invalid: <field error, or [e1, e2]>`, details.kind
+// the Kind, one cause per error.
+ApiError InvalidFields(const std::string& kind, const std::string& group, const std::string& name,
+                       const std::vector<FieldError>& errors);
 
 // A JSON value or the ApiError that explains why there is none.
 template <typename T>

@@ -347,24 +347,32 @@ TEST_F(ApiServerTest, TableOutputUsesPrinterColumns) {
 }
 
 TEST_F(ApiServerTest, CustomResourceDefinitionRegistersAResource) {
-  json crd = {{"apiVersion", "apiextensions.k8s.io/v1"},
-              {"kind", "CustomResourceDefinition"},
-              {"metadata", {{"name", "widgets.example.com"}}},
-              {"spec",
-               {{"group", "example.com"},
-                {"scope", "Namespaced"},
-                {"names",
-                 {{"plural", "widgets"},
-                  {"singular", "widget"},
-                  {"kind", "Widget"},
-                  {"shortNames", {"wd"}}}},
-                {"versions",
-                 {{{"name", "v1"},
-                   {"served", true},
-                   {"storage", true},
-                   {"subresources", {{"status", json::object()}}},
-                   {"additionalPrinterColumns",
-                    {{{"name", "Size"}, {"type", "integer"}, {"jsonPath", ".spec.size"}}}}}}}}}};
+  json crd = {
+      {"apiVersion", "apiextensions.k8s.io/v1"},
+      {"kind", "CustomResourceDefinition"},
+      {"metadata", {{"name", "widgets.example.com"}}},
+      {"spec",
+       {{"group", "example.com"},
+        {"scope", "Namespaced"},
+        {"names",
+         {{"plural", "widgets"},
+          {"singular", "widget"},
+          {"kind", "Widget"},
+          {"shortNames", {"wd"}}}},
+        {"versions",
+         {{{"name", "v1"},
+           {"served", true},
+           {"storage", true},
+           {"subresources", {{"status", json::object()}}},
+           {"schema",
+            {{"openAPIV3Schema",
+              {{"type", "object"},
+               {"properties",
+                {{"spec", {{"type", "object"}, {"properties", {{"size", {{"type", "integer"}}}}}}},
+                 {"status",
+                  {{"type", "object"}, {"x-kubernetes-preserve-unknown-fields", true}}}}}}}}},
+           {"additionalPrinterColumns",
+            {{{"name", "Size"}, {"type", "integer"}, {"jsonPath", ".spec.size"}}}}}}}}}};
   const std::string widgets = "/apis/example.com/v1/namespaces/research/widgets";
   EXPECT_EQ(Call("GET", widgets).status, 404);
   json created = MustCreate("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd);

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "apiserver_test_fixture.h"
@@ -263,6 +264,15 @@ spec:
   - name: v1
     served: true
     storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              color:
+                type: string
     additionalPrinterColumns:
     - name: Color
       type: string
@@ -284,6 +294,147 @@ spec:
   EXPECT_THAT(get.output, HasSubstr("COLOR"));
   EXPECT_THAT(get.output, HasSubstr("teal"));
 }
+
+// A TrainJob CRD with a small schema, for the validation tests below.
+constexpr char kTrainJobCrd[] = R"(apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: trainjobs.pacer.dev
+spec:
+  group: pacer.dev
+  scope: Namespaced
+  names:
+    plural: trainjobs
+    singular: trainjob
+    kind: TrainJob
+    shortNames: [tj]
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              deadline:
+                type: string
+                format: date-time
+              gpus:
+                type: integer
+                minimum: 1
+              model:
+                type: object
+                properties:
+                  parameters:
+                    x-kubernetes-int-or-string: true
+)";
+
+TEST_F(KubectlTest, ApplyRefusesUnknownFieldsAndInvalidValues) {
+  ASSERT_EQ(Kubectl("apply -f " + WriteFile("crd.yaml", kTrainJobCrd)).exit_code, 0);
+  std::string typo = JobYaml("1.3B");
+  typo += "  gpuz: 8\n";
+  // kubectl apply asks for fieldValidation=Strict: the unknown field fails
+  // the request and nothing is created.
+  CommandResult strict = Kubectl("apply -f " + WriteFile("typo.yaml", typo));
+  EXPECT_NE(strict.exit_code, 0);
+  EXPECT_THAT(strict.output,
+              HasSubstr("TrainJob in version \"v1alpha1\" cannot be handled as a TrainJob: "
+                        "strict decoding error: unknown field \"spec.gpuz\""));
+  EXPECT_EQ(server_->GetObject(kJobPath).status().code(), StatusCode::kNotFound);
+
+  // --validate=warn: created without the field, and kubectl prints the warning.
+  CommandResult warned = Kubectl("apply --validate=warn -f " + WriteFile("typo.yaml", typo));
+  ASSERT_EQ(warned.exit_code, 0) << warned.output;
+  EXPECT_THAT(warned.output, HasSubstr("Warning: unknown field \"spec.gpuz\""));
+  auto job = server_->GetObject(kJobPath);
+  ASSERT_TRUE(job.ok());
+  EXPECT_FALSE((*job)["spec"].contains("gpuz"));
+  EXPECT_EQ((*job)["spec"]["model"]["parameters"], "1.3B");
+
+  // An invalid value on an existing object: the patch is refused.
+  std::string zero = JobYaml("1.3B");
+  zero += "  gpus: 0\n";
+  CommandResult invalid = Kubectl("apply -f " + WriteFile("zero.yaml", zero));
+  EXPECT_NE(invalid.exit_code, 0);
+  EXPECT_THAT(invalid.output,
+              HasSubstr("The TrainJob \"llama\" is invalid: spec.gpus: Invalid value: 0: "
+                        "spec.gpus in body should be greater than or equal to 1"));
+  EXPECT_FALSE(server_->GetObject(kJobPath).value()["spec"].contains("gpus"));
+}
+
+#ifdef PACER_SOURCE_DIR
+std::string ReadSource(const std::string& relative) {
+  std::ifstream in(std::string(PACER_SOURCE_DIR) + "/" + relative);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The project's CRD (manifests/crd/pacer.dev_trainjobs.yaml) takes every
+// example and refuses broken TrainJobs at the broken field.
+TEST_F(KubectlTest, TheProjectCrdAcceptsTheExamplesAndRefusesBrokenJobs) {
+  const std::string crd = std::string(PACER_SOURCE_DIR) + "/manifests/crd/pacer.dev_trainjobs.yaml";
+  if (!std::filesystem::exists(crd)) GTEST_SKIP() << crd << " does not exist";
+  CommandResult registered = Kubectl("apply -f " + crd);
+  ASSERT_EQ(registered.exit_code, 0) << registered.output;
+  EXPECT_THAT(registered.output,
+              HasSubstr("customresourcedefinition.apiextensions.k8s.io/trainjobs.pacer.dev"));
+
+  int examples = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(PACER_SOURCE_DIR) + "/manifests/examples")) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++examples;
+    CommandResult applied = Kubectl("apply -f " + entry.path().string());
+    EXPECT_EQ(applied.exit_code, 0) << entry.path() << ": " << applied.output;
+    EXPECT_THAT(applied.output, HasSubstr("created")) << entry.path();
+  }
+  EXPECT_GE(examples, 5);
+  EXPECT_EQ(server_->ListObjects("/apis/pacer.dev/v1alpha1/trainjobs").size(),
+            static_cast<size_t>(examples));
+
+  const std::string quickstart = ReadSource("manifests/examples/quickstart.yaml");
+  ASSERT_FALSE(quickstart.empty());
+  struct Broken {
+    std::string from;
+    std::string to;
+    std::string error;
+  };
+  const Broken broken[] = {
+      {"objective: time", "objective: speed",
+       "spec.objective: Unsupported value: \"speed\": supported values: \"cost\", \"time\""},
+      {"precision: fp32", "precision: fp64",
+       "spec.training.precision: Unsupported value: \"fp64\""},
+      {"layers: 2", "layers: 0",
+       "spec.model.layers: Invalid value: 0: spec.model.layers in body should be greater than "
+       "or equal to 1"},
+      {"globalBatchSize: 16", "globalBatchSize: \"16\"",
+       "spec.training.globalBatchSize: Invalid value: \"string\": "
+       "spec.training.globalBatchSize in body must be of type integer: \"string\""},
+      {"  maxDuration: 10m", "  maxDuration: 10m\n  gpuz: 8",
+       "strict decoding error: unknown field \"spec.gpuz\""},
+  };
+  int n = 0;
+  for (const Broken& b : broken) {
+    std::string yaml = quickstart;
+    const size_t at = yaml.find(b.from);
+    ASSERT_NE(at, std::string::npos) << b.from;
+    yaml.replace(at, b.from.size(), b.to);
+    yaml.replace(yaml.find("name: quickstart"), 16, "name: broken-" + std::to_string(n));
+    CommandResult refused =
+        Kubectl("apply -f " + WriteFile("broken-" + std::to_string(n++) + ".yaml", yaml));
+    EXPECT_NE(refused.exit_code, 0) << b.to;
+    EXPECT_THAT(refused.output, HasSubstr(b.error)) << b.to;
+  }
+  EXPECT_EQ(server_->ListObjects("/apis/pacer.dev/v1alpha1/trainjobs").size(),
+            static_cast<size_t>(examples));
+}
+#endif
 
 }  // namespace
 }  // namespace pacer::testing

@@ -64,6 +64,65 @@ void EnsureMetadata(json& object) {
   }
 }
 
+// What kube-apiserver's decoder does to a custom object's body (or, for a
+// patch, to the patched object) before anything else: prune what the schema
+// does not declare (refusing the request for fieldValidation=Strict), drop
+// non-nullable nulls, fill in defaults.
+std::optional<ApiError> DecodeCustomObject(const ResourceInfo& r, json& object,
+                                           const WriteOptions& options, bool patch) {
+  if (r.schema.is_null() || !object.is_object()) return std::nullopt;
+  const std::string before = patch ? object.dump() : "";
+  const std::vector<std::string> unknown = PruneUnknownFields(object, r.schema);
+  if (!unknown.empty() && options.field_validation == FieldValidation::kStrict) {
+    std::string why = "strict decoding error: ";
+    for (size_t i = 0; i < unknown.size(); ++i) {
+      why += (i ? ", " : "") + std::string("unknown field ") + GoQuote(unknown[i]);
+    }
+    if (patch) {
+      // The patch handler reports the patched object as an invalid "patch"
+      // of no kind and no name.
+      const std::string body = "Invalid value: " + GoQuote(before) + ": " + why;
+      ApiError error(422, "Invalid", " \"\" is invalid: patch: " + body);
+      error.causes.push_back(
+          {{"reason", "FieldValueInvalid"}, {"message", body}, {"field", "patch"}});
+      return error;
+    }
+    return ApiError(400, "BadRequest",
+                    r.kind + " in version " + GoQuote(r.version) + " cannot be handled as a " +
+                        r.kind + ": " + why);
+  }
+  if (options.field_validation == FieldValidation::kWarn && options.warnings != nullptr) {
+    for (const std::string& path : unknown)
+      options.warnings->push_back("unknown field " + GoQuote(path));
+  }
+  PruneNullsAndDefault(object, r.schema);
+  return std::nullopt;
+}
+
+// The custom resource strategy's validation of a whole object: its name (on
+// create) and its schema.
+std::optional<ApiError> ValidateCustomObject(const ResourceInfo& r, const json& object,
+                                             bool check_name) {
+  if (r.schema.is_null()) return std::nullopt;
+  const std::string name = FieldAsString(object, "metadata.name");
+  std::vector<FieldError> errors;
+  if (check_name) errors = ValidateObjectName(name);
+  for (FieldError& e : ValidateObject(object, r.schema)) errors.push_back(std::move(e));
+  if (errors.empty()) return std::nullopt;
+  return InvalidFields(r.kind, r.group, name, errors);
+}
+
+std::optional<ApiError> ValidateCrd(const ResourceInfo& r, const json& crd,
+                                    const std::string& name) {
+  const std::vector<FieldError> errors = ValidateCustomResourceDefinition(crd);
+  if (!errors.empty()) return InvalidFields(r.kind, r.group, name, errors);
+  if (!ResourceFromCrd(crd)) {
+    return Invalid(r.plural, r.group, name,
+                   "spec.versions: Invalid value: \"\": no served version");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string Rfc3339Now() {
@@ -165,10 +224,12 @@ ApiResult<json> ObjectStore::Get(const ApiPath& path) const {
   return NotFound(r.plural, r.group, path.name);
 }
 
-ApiResult<json> ObjectStore::Create(const ApiPath& collection, json object, bool keep_status) {
+ApiResult<json> ObjectStore::Create(const ApiPath& collection, json object, bool keep_status,
+                                    const WriteOptions& options) {
   std::lock_guard<std::mutex> lock(mu_);
   const ResourceInfo& r = *collection.resource;
   if (!object.is_object()) return BadRequest("the request body must be a JSON object");
+  if (auto error = DecodeCustomObject(r, object, options, false)) return *error;
   EnsureMetadata(object);
   json& md = object["metadata"];
   std::string ns;
@@ -205,12 +266,8 @@ ApiResult<json> ObjectStore::Create(const ApiPath& collection, json object, bool
   if (objects.count({ns, name}) != 0) return AlreadyExists(r.plural, r.group, name);
   std::optional<ResourceInfo> crd_resource;
   if (r.kind == "CustomResourceDefinition") {
+    if (auto error = ValidateCrd(r, object, name)) return *error;
     crd_resource = ResourceFromCrd(object);
-    if (!crd_resource) {
-      return Invalid(r.plural, r.group, name,
-                     "spec: a CustomResourceDefinition needs spec.group, spec.names.plural, "
-                     "spec.names.kind and a served version in spec.versions");
-    }
   }
   object["apiVersion"] = r.api_version();
   object["kind"] = r.kind;
@@ -229,6 +286,7 @@ ApiResult<json> ObjectStore::Create(const ApiPath& collection, json object, bool
           {{"type", "Established"}, {"status", "True"}, {"reason", "InitialNamesAccepted"}}}},
         {"storedVersions", {crd_resource->version}}};
   }
+  if (auto error = ValidateCustomObject(r, object, true)) return *error;
   md.erase("deletionTimestamp");
   md.erase("deletionGracePeriodSeconds");
   md["uid"] = NewUid();
@@ -261,13 +319,15 @@ void ObjectStore::EnsureNamespaceLocked(const std::string& name) {
   Emit("/namespaces", "", "ADDED", object, json());
 }
 
-ApiResult<json> ObjectStore::Update(const ApiPath& path, json object, UpdateScope scope) {
+ApiResult<json> ObjectStore::Update(const ApiPath& path, json object, UpdateScope scope,
+                                    const WriteOptions& options) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (auto error = DecodeCustomObject(*path.resource, object, options, false)) return *error;
   return UpdateLocked(path, std::move(object), scope);
 }
 
 ApiResult<json> ObjectStore::Patch(const ApiPath& path, PatchType type, const json& patch,
-                                   UpdateScope scope) {
+                                   UpdateScope scope, const WriteOptions& options) {
   std::lock_guard<std::mutex> lock(mu_);
   const ResourceInfo& r = *path.resource;
   auto objects = objects_.find(r.key());
@@ -304,6 +364,7 @@ ApiResult<json> ObjectStore::Patch(const ApiPath& path, PatchType type, const js
   if (type == PatchType::kJson || patch_version == nullptr) {
     patched["metadata"]["resourceVersion"] = VersionOf(current);
   }
+  if (auto error = DecodeCustomObject(r, patched, options, true)) return *error;
   return UpdateLocked(path, std::move(patched), scope);
 }
 
@@ -364,11 +425,10 @@ ApiResult<json> ObjectStore::UpdateLocked(const ApiPath& path, json object, Upda
       md["generation"] = old_md.value("generation", int64_t{1}) + 1;
     }
   }
-  if (r.kind == "CustomResourceDefinition" && !ResourceFromCrd(result)) {
-    return Invalid(r.plural, r.group, path.name,
-                   "spec: a CustomResourceDefinition needs spec.group, spec.names.plural, "
-                   "spec.names.kind and a served version in spec.versions");
+  if (r.kind == "CustomResourceDefinition") {
+    if (auto error = ValidateCrd(r, result, path.name)) return *error;
   }
+  if (auto error = ValidateCustomObject(r, result, false)) return *error;
   result["metadata"]["resourceVersion"] = VersionOf(existing);
   if (result == existing) return result;  // a no-op update changes nothing, emits nothing
   if (FieldAt(result, "metadata.deletionTimestamp") != nullptr && !HasFinalizers(result)) {

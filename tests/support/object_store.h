@@ -32,6 +32,7 @@
 
 #include "api_error.h"
 #include "resource_table.h"
+#include "schema_validation.h"
 #include "selectors.h"
 
 namespace pacer::testing {
@@ -91,6 +92,15 @@ enum class UpdateScope { kAll, kMain, kStatus };
 
 enum class PatchType { kMerge, kStrategicMerge, kJson };
 
+// How a write to a resource with a schema (a CRD's) treats fields the schema
+// does not declare: Strict refuses the write, Warn drops them and says so in
+// `warnings` ("unknown field \"spec.foo\""), Ignore drops them silently.
+// Resources without a schema keep every field.
+struct WriteOptions {
+  FieldValidation field_validation = FieldValidation::kStrict;
+  std::vector<std::string>* warnings = nullptr;
+};
+
 class ObjectStore {
  public:
   explicit ObjectStore(size_t history_limit);
@@ -102,11 +112,14 @@ class ObjectStore {
   ApiResult<nlohmann::json> Get(const ApiPath& path) const;
   // `keep_status`: the test API creates objects with status (as a kubelet
   // would); over HTTP a status subresource's .status is dropped on create.
+  // Objects of a resource with a schema are pruned, defaulted and validated
+  // (schema_validation.h); a CustomResourceDefinition must be structural.
   ApiResult<nlohmann::json> Create(const ApiPath& collection, nlohmann::json object,
-                                   bool keep_status);
-  ApiResult<nlohmann::json> Update(const ApiPath& path, nlohmann::json object, UpdateScope scope);
+                                   bool keep_status, const WriteOptions& options = {});
+  ApiResult<nlohmann::json> Update(const ApiPath& path, nlohmann::json object, UpdateScope scope,
+                                   const WriteOptions& options = {});
   ApiResult<nlohmann::json> Patch(const ApiPath& path, PatchType type, const nlohmann::json& patch,
-                                  UpdateScope scope);
+                                  UpdateScope scope, const WriteOptions& options = {});
   // `orphan`: propagationPolicy=Orphan, dependents stay.
   ApiResult<nlohmann::json> Delete(const ApiPath& path, bool orphan);
   // A "<Kind>List" with metadata.resourceVersion and, when limited,

@@ -2,8 +2,9 @@
 // (/openapi/v3) and one document per group version
 // (/openapi/v3/apis/G/V, /openapi/v3/api/v1) whose PATCH operations declare
 // the fieldValidation query parameter. kubectl then validates on the server
-// (which accepts any fields) instead of downloading schemas; there are no
-// schemas here.
+// (custom resources against their CRD's schema, schema_validation.h; the
+// built-in resources accept any fields) instead of downloading schemas;
+// no schemas are published here.
 //
 // Thread-safety: pure functions.
 #ifndef PACER_TESTS_SUPPORT_OPENAPI_H_

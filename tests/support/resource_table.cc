@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "schema_validation.h"
+
 namespace pacer::testing {
 namespace {
 
@@ -177,6 +179,7 @@ std::optional<ResourceInfo> ResourceFromCrd(const nlohmann::json& crd) {
   for (const auto& v : versions) {
     if (!v.is_object() || !v.value("served", true)) continue;
     info.version = v.value("name", "");
+    info.schema = CrdVersionSchema(crd, info.version);
     if (v.contains("subresources") && v["subresources"].is_object()) {
       info.has_status = v["subresources"].contains("status");
     }

@@ -37,6 +37,10 @@ struct ResourceInfo {
   bool has_status = false;
   // Empty: the default columns (NAME, AGE, and a few kind-specific ones).
   std::vector<PrinterColumn> printer_columns;
+  // The served version's openAPIV3Schema (schema_validation.h): objects are
+  // pruned, defaulted and validated against it. Null: anything goes (the
+  // built-in resources, whose schemas this server does not know).
+  nlohmann::json schema;
 
   std::string api_version() const { return group.empty() ? version : group + "/" + version; }
   // The store's key for this resource: "pacer.dev/trainjobs".
@@ -79,7 +83,8 @@ class ResourceTable {
 };
 
 // The ResourceInfo a CustomResourceDefinition describes (its first served
-// version). nullopt when the CRD lacks group, names.plural or names.kind.
+// version, with that version's schema). nullopt when the CRD lacks group,
+// names.plural or names.kind.
 std::optional<ResourceInfo> ResourceFromCrd(const nlohmann::json& crd);
 
 // TrainJob's printer columns, the same as the CRD in the Helm chart.

@@ -24,12 +24,14 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <unordered_map>
 
 #include "api_error.h"
 #include "object_store.h"
 #include "openapi.h"
+#include "schema_validation.h"
 #include "table_output.h"
 #include "tls_certs.h"
 
@@ -119,6 +121,78 @@ std::string Base64(const std::string& in) {
 json VerbsFor(bool subresource) {
   if (subresource) return {"get", "patch", "update"};
   return {"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"};
+}
+
+// kube-apiserver's RequestInfo for a request: verb, group, resource,
+// subresource, namespace and name (k8s.io/apiserver pkg/endpoints/request).
+AuditRecord DescribeRequest(const std::string& method, const std::string& path,
+                            const std::map<std::string, std::string>& query) {
+  AuditRecord record{};
+  record.code = 0;
+  record.verb = method;
+  std::transform(record.verb.begin(), record.verb.end(), record.verb.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start < path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (end > start) parts.push_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  size_t first = 0;
+  if (parts.size() >= 3 && parts[0] == "api") {
+    first = 2;  // api/v1/...
+  } else if (parts.size() >= 4 && parts[0] == "apis") {
+    record.group = parts[1];
+    first = 3;  // apis/group/version/...
+  } else {
+    return record;  // discovery, /version, /openapi, health: no resource
+  }
+  std::vector<std::string> rest(parts.begin() + static_cast<std::ptrdiff_t>(first), parts.end());
+  if (method == "POST") {
+    record.verb = "create";
+  } else if (method == "GET" || method == "HEAD") {
+    record.verb = "get";
+  } else if (method == "PUT") {
+    record.verb = "update";
+  } else if (method == "PATCH") {
+    record.verb = "patch";
+  } else if (method == "DELETE") {
+    record.verb = "delete";
+  }
+  if (rest[0] == "namespaces" && rest.size() > 1) {
+    record.namespace_ = rest[1];
+    // "namespaces/NS/status" and ".../finalize" are the Namespace's own
+    // subresources; anything else after the name is a namespaced resource.
+    if (rest.size() > 2 && rest[2] != "status" && rest[2] != "finalize") {
+      rest.erase(rest.begin(), rest.begin() + 2);
+    }
+  }
+  record.resource = rest[0];
+  if (rest.size() >= 2) record.name = rest[1];
+  if (rest.size() >= 3) record.subresource = rest[2];
+  if (record.name.empty() && record.verb == "get") {
+    auto watch = query.find("watch");
+    const bool watching = watch != query.end() && (watch->second == "true" || watch->second == "1");
+    record.verb = watching ? "watch" : "list";
+    // A field selector on metadata.name names the one object listed.
+    auto fields = query.find("fieldSelector");
+    if (fields != query.end()) {
+      std::stringstream terms(fields->second);
+      std::string term;
+      while (std::getline(terms, term, ',')) {
+        for (const char* prefix : {"metadata.name==", "metadata.name="}) {
+          if (term.rfind(prefix, 0) == 0) {
+            record.name = term.substr(std::strlen(prefix));
+            break;
+          }
+        }
+      }
+    }
+  }
+  if (record.name.empty() && record.verb == "delete") record.verb = "deletecollection";
+  return record;
 }
 
 struct Reply {
@@ -267,6 +341,11 @@ class TestApiServer::Impl {
     return total;
   }
 
+  std::vector<AuditRecord> AuditLog() const {
+    std::lock_guard<std::mutex> lock(audit_mu_);
+    return audit_;
+  }
+
   ObjectStore& store() { return store_; }
   const ObjectStore& store() const { return store_; }
   const TlsMaterial& tls() const { return tls_; }
@@ -336,6 +415,12 @@ class TestApiServer::Impl {
         parser.header_limit(kMaxHeaderBytes);
         http::read(stream, buffer, parser, ec);
         if (ec == http::error::body_limit) {
+          const std::string target(parser.get().target());
+          const size_t qmark = target.find('?');
+          Audit(DescribeRequest(
+                    std::string(parser.get().method_string()), target.substr(0, qmark),
+                    ParseQuery(qmark == std::string::npos ? "" : target.substr(qmark + 1))),
+                std::string(parser.get()[http::field::user_agent]), 413);
           ApiError too_large{413,
                              "RequestEntityTooLarge",
                              "the request body is larger than 3 MiB; split the object",
@@ -391,7 +476,8 @@ class TestApiServer::Impl {
       res.body() = reply.text;
     }
     res.set(http::field::cache_control, "no-cache, private");
-    for (const auto& [name, value] : reply.headers) res.set(name, value);
+    // insert, not set: a response may carry several Warning headers.
+    for (const auto& [name, value] : reply.headers) res.insert(name, value);
     res.keep_alive(keep_alive);
     res.prepare_payload();
     beast::error_code ec;
@@ -426,9 +512,13 @@ class TestApiServer::Impl {
     const int64_t latency_ms = latency_ms_;
     if (latency_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(latency_ms));
     const bool keep_alive = req.keep_alive();
+    const AuditRecord request_info = DescribeRequest(method, path, query);
+    const std::string user_agent(req[http::field::user_agent]);
+    auto audit = [&](int code) { Audit(request_info, user_agent, code); };
 
     auto auth = req.find(http::field::authorization);
     if (auth == req.end() || std::string(auth->value()) != "Bearer " + token_) {
+      audit(401);
       return WriteReply(stream, ErrorReply({401, "Unauthorized", "Unauthorized", "", "", ""}),
                         req.version(), keep_alive) &&
              keep_alive;
@@ -443,6 +533,7 @@ class TestApiServer::Impl {
       } else if (fault->code == 410) {
         message = "too old resource version (injected)";
       }
+      audit(fault->code);
       return WriteReply(stream, ErrorReply({fault->code, reason, message, "", "", ""}),
                         req.version(), keep_alive) &&
              keep_alive;
@@ -450,11 +541,47 @@ class TestApiServer::Impl {
 
     if (method == "GET" && IsTrue(Param(query, "watch"))) {
       if (std::optional<ApiPath> api = store_.Parse(path); api && api->name.empty()) {
-        return ServeWatch(stream, req, *api, query);
+        return ServeWatch(stream, req, *api, query, audit);
       }
     }
     Reply reply = Route(req, method, path, query);
+    audit(reply.code);
     return WriteReply(stream, reply, req.version(), keep_alive) && keep_alive;
+  }
+
+  void Audit(AuditRecord record, const std::string& user_agent, int code) {
+    record.user_agent = user_agent;
+    record.code = code;
+    std::lock_guard<std::mutex> lock(audit_mu_);
+    audit_.push_back(std::move(record));
+  }
+
+  // The fieldValidation parameter, or the 422 kube-apiserver answers for an
+  // unknown value (for `options_kind` CreateOptions, UpdateOptions or
+  // PatchOptions).
+  static ApiResult<FieldValidation> FieldValidationParam(
+      const std::map<std::string, std::string>& query, const std::string& options_kind) {
+    const std::string value = Param(query, "fieldValidation");
+    if (std::optional<FieldValidation> parsed = ParseFieldValidation(value)) return *parsed;
+    ApiError error(422, "Invalid",
+                   options_kind +
+                       ".meta.k8s.io \"\" is invalid: fieldValidation: Unsupported "
+                       "value: " +
+                       GoQuote(value) +
+                       ": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"",
+                   "", "meta.k8s.io", options_kind);
+    return error;
+  }
+
+  // A write's answer, with a Warning header per field dropped under
+  // fieldValidation=Warn (kubectl prints them as "Warning: ...").
+  static Reply WriteResult(ApiResult<json> result, int code,
+                           const std::vector<std::string>& warnings) {
+    Reply reply = FromResult(std::move(result), code);
+    for (const std::string& warning : warnings) {
+      reply.headers.emplace_back("Warning", "299 - " + GoQuote(warning));
+    }
+    return reply;
   }
 
   Reply Route(const Request& req, const std::string& method, const std::string& path,
@@ -521,7 +648,12 @@ class TestApiServer::Impl {
       if (method == "POST") {
         json body = json::parse(req.body(), nullptr, false);
         if (body.is_discarded()) return ErrorReply(BadRequest("the request body is not JSON"));
-        return FromResult(store_.Create(*api, std::move(body), false), 201);
+        ApiResult<FieldValidation> validation = FieldValidationParam(query, "CreateOptions");
+        if (!validation.ok()) return ErrorReply(validation.error());
+        std::vector<std::string> warnings;
+        return WriteResult(
+            store_.Create(*api, std::move(body), false, {validation.value(), &warnings}), 201,
+            warnings);
       }
       if (method == "DELETE") return DeleteCollection(*api, query);
       return ErrorReply({405, "MethodNotAllowed",
@@ -543,7 +675,12 @@ class TestApiServer::Impl {
     if (method == "PUT") {
       json body = json::parse(req.body(), nullptr, false);
       if (body.is_discarded()) return ErrorReply(BadRequest("the request body is not JSON"));
-      return FromResult(store_.Update(*api, std::move(body), scope), 200);
+      ApiResult<FieldValidation> validation = FieldValidationParam(query, "UpdateOptions");
+      if (!validation.ok()) return ErrorReply(validation.error());
+      std::vector<std::string> warnings;
+      return WriteResult(
+          store_.Update(*api, std::move(body), scope, {validation.value(), &warnings}), 200,
+          warnings);
     }
     if (method == "PATCH") {
       const std::string content_type(req[http::field::content_type]);
@@ -563,7 +700,11 @@ class TestApiServer::Impl {
       }
       json patch = json::parse(req.body(), nullptr, false);
       if (patch.is_discarded()) return ErrorReply(BadRequest("the patch is not JSON"));
-      return FromResult(store_.Patch(*api, type, patch, scope), 200);
+      ApiResult<FieldValidation> validation = FieldValidationParam(query, "PatchOptions");
+      if (!validation.ok()) return ErrorReply(validation.error());
+      std::vector<std::string> warnings;
+      return WriteResult(store_.Patch(*api, type, patch, scope, {validation.value(), &warnings}),
+                         200, warnings);
     }
     if (method == "DELETE") {
       bool orphan = Param(query, "propagationPolicy") == "Orphan";
@@ -705,7 +846,8 @@ class TestApiServer::Impl {
   }
 
   bool ServeWatch(Stream& stream, const Request& req, const ApiPath& api,
-                  const std::map<std::string, std::string>& query) {
+                  const std::map<std::string, std::string>& query,
+                  const std::function<void(int)>& audit) {
     http::response<http::empty_body> res{http::status::ok, req.version()};
     res.set(http::field::server, "pacer-test-apiserver");
     res.set(http::field::content_type, "application/json");
@@ -732,9 +874,11 @@ class TestApiServer::Impl {
       }
     }
     if (failed && failure.code != 410) {
+      audit(failure.code);
       return WriteReply(stream, ErrorReply(failure), req.version(), req.keep_alive()) &&
              req.keep_alive();
     }
+    audit(200);  // a 410 is an ERROR event inside a 200 stream
     http::write_header(stream, serializer, ec);
     if (ec) {
       if (watcher) store_.Unwatch(watcher);
@@ -828,6 +972,9 @@ class TestApiServer::Impl {
 
   mutable std::mutex count_mu_;
   std::map<std::pair<std::string, std::string>, int64_t> counts_;
+
+  mutable std::mutex audit_mu_;
+  std::vector<AuditRecord> audit_;
 
   mutable std::mutex wait_mu_;
   mutable std::condition_variable wait_cv_;
@@ -978,6 +1125,8 @@ int64_t TestApiServer::RequestCount(const std::string& method,
 }
 
 int TestApiServer::OpenWatchCount() const { return impl_->store().OpenWatchCount(); }
+
+std::vector<AuditRecord> TestApiServer::AuditLog() const { return impl_->AuditLog(); }
 
 bool TestApiServer::WaitFor(const std::function<bool()>& pred,
                             std::chrono::milliseconds timeout) const {

@@ -37,6 +37,23 @@ struct TestApiServerOptions {
   std::chrono::milliseconds bookmark_interval{1000};
 };
 
+// One request as Kubernetes' audit log and RBAC see it. The verb follows
+// kube-apiserver's RequestInfo: GET on an object is "get", on a collection
+// "list" ("watch" with watch=true), POST "create", PUT "update", PATCH
+// "patch", DELETE "delete" ("deletecollection" on a collection). Requests
+// for no resource (discovery, /version, /openapi) have an empty resource and
+// the method in lower case as the verb.
+struct AuditRecord {
+  std::string verb;
+  std::string group;        // "" for the core group
+  std::string resource;     // "trainjobs"
+  std::string subresource;  // "status" or ""
+  std::string namespace_;   // "" for cluster-scoped or all-namespaces requests
+  std::string name;         // "" for a collection (or a list's metadata.name field selector)
+  std::string user_agent;
+  int code;  // the HTTP status of the response (200 for a watch that started)
+};
+
 class TestApiServer {
  public:
   static StatusOr<std::unique_ptr<TestApiServer>> Start(TestApiServerOptions options = {});
@@ -58,6 +75,10 @@ class TestApiServer {
   // "/api/v1/namespaces/ns/pods/p",
   // "/apis/pacer.dev/v1alpha1/namespaces/ns/trainjobs/j".
   StatusOr<nlohmann::json> GetObject(const std::string& path) const;
+  // Objects of a resource whose CRD has a schema are pruned, defaulted and
+  // validated as over HTTP with fieldValidation=Strict: an unknown field is
+  // an error, so that a test's typo shows.
+  //
   // Fills metadata (uid, resourceVersion, creationTimestamp, generation);
   // keeps .status as given.
   StatusOr<nlohmann::json> CreateObject(const std::string& collection_path, nlohmann::json object);
@@ -80,6 +101,10 @@ class TestApiServer {
   // Observability for tests (no sleeps in tests!).
   int64_t RequestCount(const std::string& method, const std::string& path_substring) const;
   int OpenWatchCount() const;
+  // Every request so far, in the order their responses were started
+  // (recorded before the response is written, so a client that has its
+  // answer finds its record).
+  std::vector<AuditRecord> AuditLog() const;
   // Blocks until pred() holds (re-evaluated after every store mutation and
   // every request) or timeout; returns pred()'s final value.
   bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) const;
