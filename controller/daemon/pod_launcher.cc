@@ -1,6 +1,8 @@
 #include "daemon/pod_launcher.h"
 
 #include <algorithm>
+#include <future>
+#include <utility>
 
 #include "kube/resources.h"
 #include "reconcile/job_object.h"
@@ -12,10 +14,17 @@ namespace {
 // watch outage longer than this is covered by the informer's relist).
 constexpr std::chrono::seconds kExpectationTimeout{120};
 
-std::string Label(const nlohmann::json& pod, const char* key) {
-  const nlohmann::json& labels = pod["metadata"].value("labels", nlohmann::json::object());
-  if (!labels.contains(key) || !labels[key].is_string()) return "";
-  return labels[key].get<std::string>();
+// Read-only lookups without copies; any shape is tolerated (a cache holds
+// what the API server sent).
+const nlohmann::json* Member(const nlohmann::json& object, const char* key) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(key);
+  return it != object.end() ? &*it : nullptr;
+}
+
+std::string StringMember(const nlohmann::json* object, const char* key) {
+  const nlohmann::json* value = object != nullptr ? Member(*object, key) : nullptr;
+  return value != nullptr && value->is_string() ? value->get<std::string>() : "";
 }
 
 int IntOr(const std::string& text, int fallback) {
@@ -26,30 +35,72 @@ int IntOr(const std::string& text, int fallback) {
   }
 }
 
-WorkerState StateOf(const nlohmann::json& pod) {
+WorkerState StateOf(const nlohmann::json& pod, const nlohmann::json* labels) {
   WorkerState w;
-  w.node_rank = IntOr(Label(pod, kNodeRankLabel), 0);
-  const nlohmann::json status = pod.value("status", nlohmann::json::object());
-  const std::string phase = status.value("phase", "Pending");
+  w.node_rank = IntOr(StringMember(labels, kNodeRankLabel), 0);
+  const nlohmann::json* status = Member(pod, "status");
+  std::string phase = StringMember(status, "phase");
+  if (phase.empty()) phase = "Pending";
   if (phase == "Running") w.phase = WorkerPhase::kRunning;
   if (phase == "Succeeded") w.phase = WorkerPhase::kSucceeded;
   if (phase == "Failed") w.phase = WorkerPhase::kFailed;
-  for (const nlohmann::json& c : status.value("containerStatuses", nlohmann::json::array())) {
-    if (c.value("name", "") != "worker") continue;
-    const nlohmann::json state = c.value("state", nlohmann::json::object());
-    if (state.contains("terminated")) {
-      const nlohmann::json& t = state["terminated"];
-      if (t.contains("exitCode") && t["exitCode"].is_number_integer()) {
-        w.exit_code = t["exitCode"].get<int>();
-      }
-      w.message = t.value("reason", "");
-      if (t.contains("message") && t["message"].is_string()) {
-        w.message += (w.message.empty() ? "" : ": ") + t["message"].get<std::string>();
-      }
+  const nlohmann::json* containers = status != nullptr ? Member(*status, "containerStatuses") : nullptr;
+  if (containers != nullptr && containers->is_array()) {
+    for (const nlohmann::json& c : *containers) {
+      if (StringMember(&c, "name") != "worker") continue;
+      const nlohmann::json* state = Member(c, "state");
+      const nlohmann::json* t = state != nullptr ? Member(*state, "terminated") : nullptr;
+      if (t == nullptr) continue;
+      const nlohmann::json* code = Member(*t, "exitCode");
+      if (code != nullptr && code->is_number_integer()) w.exit_code = code->get<int>();
+      w.message = StringMember(t, "reason");
+      const std::string message = StringMember(t, "message");
+      if (!message.empty()) w.message += (w.message.empty() ? "" : ": ") + message;
     }
   }
-  if (phase == "Failed" && w.message.empty()) w.message = status.value("reason", "pod failed");
+  if (phase == "Failed" && w.message.empty()) {
+    w.message = StringMember(status, "reason");
+    if (w.message.empty()) w.message = "pod failed";
+  }
   return w;
+}
+
+// What Observe and Stop need of one worker pod, read in place from the
+// informer's cache (a pod is ~5 KiB of JSON; copying each job's pods on
+// every pass was most of a pass's own time at 10,000 pods).
+struct PodFacts {
+  std::string name;
+  int attempt = 0;
+  bool deleting = false;
+  int nodes = 0;           // the pacer.dev/nodes annotation
+  std::string layout_json;  // the pacer.dev/layout annotation
+  WorkerState state;
+};
+
+PodFacts FactsOf(const nlohmann::json& pod) {
+  PodFacts f;
+  const nlohmann::json* metadata = Member(pod, "metadata");
+  if (metadata == nullptr) return f;
+  f.name = StringMember(metadata, "name");
+  const nlohmann::json* labels = Member(*metadata, "labels");
+  f.attempt = IntOr(StringMember(labels, kAttemptLabel), 0);
+  const nlohmann::json* deletion = Member(*metadata, "deletionTimestamp");
+  f.deleting = deletion != nullptr && !deletion->is_null();
+  const nlohmann::json* annotations = Member(*metadata, "annotations");
+  f.nodes = IntOr(StringMember(annotations, kNodesAnnotation), 0);
+  f.layout_json = StringMember(annotations, kLayoutAnnotation);
+  f.state = StateOf(pod, labels);
+  return f;
+}
+
+// The job's pods in its namespace.
+std::vector<PodFacts> JobPods(const Informer& informer, const JobRef& job) {
+  std::vector<PodFacts> pods;
+  informer.VisitByLabel(kJobLabel, job.name, job.namespace_name, [&pods](const nlohmann::json& pod) {
+    PodFacts facts = FactsOf(pod);
+    if (!facts.name.empty()) pods.push_back(std::move(facts));  // else malformed
+  });
+  return pods;
 }
 
 }  // namespace
@@ -64,18 +115,38 @@ Status PodLauncher::Launch(const LaunchSpec& spec) {
   if (!service.ok() && service.status().code() != StatusCode::kAlreadyExists) {
     return service.status().WithContext("creating the workers' Service");
   }
+  // Pods are created in batches of 1, 2, 4, ... in parallel (the Kubernetes
+  // Job controller's slow start): a launch that cannot succeed (quota, an
+  // admission webhook) fails on its first pod, not after N requests, and a
+  // large gang does not wait for N round trips one after another.
+  const int nodes = spec.plan.layout.nodes;
   std::vector<std::string> created;
-  for (int node = 0; node < spec.plan.layout.nodes; ++node) {
-    nlohmann::json pod = WorkerPodObject(spec, node, options_);
-    const std::string name = pod["metadata"]["name"];
-    StatusOr<nlohmann::json> result = client_->Create(kPods, ns, pod);
-    if (result.ok()) {
-      created.push_back(name);
-    } else if (result.status().code() != StatusCode::kAlreadyExists) {
-      // All or none: a partial gang would hold GPUs and never start.
-      for (const std::string& done : created) (void)client_->Delete(kPods, ns, done, int64_t{0});
-      return result.status().WithContext("creating worker pod " + name);
+  Status failure;
+  for (int next = 0, batch = 1; next < nodes && failure.ok(); batch *= 2) {
+    const int end = std::min(nodes, next + batch);
+    std::vector<std::pair<std::string, std::future<StatusOr<nlohmann::json>>>> requests;
+    for (int node = next; node < end; ++node) {
+      nlohmann::json pod = WorkerPodObject(spec, node, options_);
+      std::string name = pod["metadata"]["name"];
+      requests.emplace_back(std::move(name),
+                            std::async(std::launch::async, [this, &ns, pod = std::move(pod)] {
+                              return client_->Create(kPods, ns, pod);
+                            }));
     }
+    for (auto& [name, request] : requests) {
+      StatusOr<nlohmann::json> result = request.get();
+      if (result.ok()) {
+        created.push_back(name);
+      } else if (result.status().code() != StatusCode::kAlreadyExists && failure.ok()) {
+        failure = result.status().WithContext("creating worker pod " + name);
+      }
+    }
+    next = end;
+  }
+  if (!failure.ok()) {
+    // All or none: a partial gang would hold GPUs and never start.
+    for (const std::string& done : created) (void)client_->Delete(kPods, ns, done, int64_t{0});
+    return failure;
   }
   std::lock_guard<std::mutex> lock(mu_);
   Expectations& e = expectations_[spec.job.key()];
@@ -92,12 +163,7 @@ Status PodLauncher::Launch(const LaunchSpec& spec) {
 }
 
 StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
-  std::vector<nlohmann::json> pods;
-  for (nlohmann::json& pod : pods_->ListByLabel(kJobLabel, job.name, job.namespace_name)) {
-    if (!pod.contains("metadata") || !pod["metadata"].is_object()) continue;  // malformed
-    if (pod["metadata"].value("namespace", "") == job.namespace_name)
-      pods.push_back(std::move(pod));
-  }
+  const std::vector<PodFacts> pods = JobPods(*pods_, job);
   std::lock_guard<std::mutex> lock(mu_);
   Expectations* e = nullptr;
   if (auto it = expectations_.find(job.key()); it != expectations_.end()) {
@@ -109,20 +175,18 @@ StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
   }
   std::set<std::string> seen;
   int attempt = 0;
-  for (const nlohmann::json& pod : pods) {
-    const std::string name = pod["metadata"].value("name", "");
-    if (e != nullptr && e->deleted.count(name) > 0) continue;  // deleted; the cache lags
-    seen.insert(name);
-    attempt = std::max(attempt, IntOr(Label(pod, kAttemptLabel), 0));
+  for (const PodFacts& pod : pods) {
+    if (e != nullptr && e->deleted.count(pod.name) > 0) continue;  // deleted; the cache lags
+    seen.insert(pod.name);
+    attempt = std::max(attempt, pod.attempt);
   }
   if (e != nullptr) {
     for (auto it = e->created.begin(); it != e->created.end();) {
       it = seen.count(*it) > 0 ? e->created.erase(it) : std::next(it);
     }
     for (auto it = e->deleted.begin(); it != e->deleted.end();) {
-      const bool still = std::any_of(pods.begin(), pods.end(), [&](const nlohmann::json& p) {
-        return p["metadata"].value("name", "") == *it;
-      });
+      const bool still = std::any_of(pods.begin(), pods.end(),
+                                     [&](const PodFacts& p) { return p.name == *it; });
       it = still ? std::next(it) : e->deleted.erase(it);
     }
     if (!e->created.empty()) attempt = std::max(attempt, e->attempt);
@@ -131,21 +195,14 @@ StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
 
   WorkerGroup group;
   group.attempt = attempt;
-  for (const nlohmann::json& pod : pods) {
-    const std::string name = pod["metadata"].value("name", "");
-    if (seen.count(name) == 0 || IntOr(Label(pod, kAttemptLabel), 0) != attempt) continue;
-    group.workers.push_back(StateOf(pod));
-    const nlohmann::json& metadata = pod["metadata"];
-    if (metadata.contains("deletionTimestamp") && !metadata["deletionTimestamp"].is_null()) {
-      group.stopping = true;
-    }
-    const nlohmann::json annotations = metadata.value("annotations", nlohmann::json::object());
-    group.expected_workers =
-        std::max(group.expected_workers, IntOr(annotations.value(kNodesAnnotation, ""), 0));
-    if (!group.layout && annotations.contains(kLayoutAnnotation)) {
+  for (const PodFacts& pod : pods) {
+    if (seen.count(pod.name) == 0 || pod.attempt != attempt) continue;
+    group.workers.push_back(pod.state);
+    if (pod.deleting) group.stopping = true;
+    group.expected_workers = std::max(group.expected_workers, pod.nodes);
+    if (!group.layout && !pod.layout_json.empty()) {
       try {
-        group.layout = LayoutFromPlanJson(
-            nlohmann::json::parse(annotations[kLayoutAnnotation].get<std::string>()));
+        group.layout = LayoutFromPlanJson(nlohmann::json::parse(pod.layout_json));
       } catch (const std::exception&) {
         // A hand-edited annotation: the status's plan is used instead.
       }
@@ -168,14 +225,12 @@ Status PodLauncher::Stop(const JobRef& job, StopMode mode) {
   StatusOr<std::optional<WorkerGroup>> observed = Observe(job);
   if (!observed.ok()) return observed.status();
   std::vector<std::string> names;
-  for (const nlohmann::json& pod : pods_->ListByLabel(kJobLabel, job.name, job.namespace_name)) {
-    if (!pod.contains("metadata") || !pod["metadata"].is_object()) continue;  // malformed
-    if (pod["metadata"].value("namespace", "") != job.namespace_name) continue;
+  for (const PodFacts& pod : JobPods(*pods_, job)) {
     if (mode == StopMode::kGraceful && observed->has_value() &&
-        IntOr(Label(pod, kAttemptLabel), 0) != (*observed)->attempt) {
+        pod.attempt != (*observed)->attempt) {
       continue;
     }
-    names.push_back(pod["metadata"].value("name", ""));
+    names.push_back(pod.name);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

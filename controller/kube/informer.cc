@@ -102,25 +102,31 @@ std::vector<json> Informer::List() const {
 
 std::vector<json> Informer::ListByLabel(const std::string& label, const std::string& value,
                                         const std::string& namespace_name) const {
-  // Keys are "namespace/name": filter on the key before copying an object.
+  std::vector<json> out;
+  VisitByLabel(label, value, namespace_name, [&out](const json& object) { out.push_back(object); });
+  return out;
+}
+
+void Informer::VisitByLabel(const std::string& label, const std::string& value,
+                            const std::string& namespace_name,
+                            const std::function<void(const json&)>& visit) const {
+  // Keys are "namespace/name": filter on the key before looking at an object.
   const std::string prefix = namespace_name.empty() ? "" : namespace_name + "/";
   auto in_namespace = [&prefix](const std::string& key) {
     return prefix.empty() || key.compare(0, prefix.size(), prefix) == 0;
   };
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<json> out;
   if (!options_.index_label.empty() && label == options_.index_label) {
     auto keys = index_.find(value);
-    if (keys == index_.end()) return out;
+    if (keys == index_.end()) return;
     for (const std::string& key : keys->second) {
-      if (in_namespace(key)) out.push_back(cache_.at(key));
+      if (in_namespace(key)) visit(cache_.at(key));
     }
-    return out;
+    return;
   }
   for (const auto& [key, object] : cache_) {
-    if (in_namespace(key) && LabelOf(object, label) == value) out.push_back(object);
+    if (in_namespace(key) && LabelOf(object, label) == value) visit(object);
   }
-  return out;
 }
 
 int64_t Informer::relists() const {

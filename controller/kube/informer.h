@@ -79,6 +79,11 @@ class Informer {
   // objects are copied out.
   std::vector<nlohmann::json> ListByLabel(const std::string& label, const std::string& value,
                                           const std::string& namespace_name = "") const;
+  // The same objects, visited in place under the cache's lock instead of
+  // copied: `visit` must be quick and must not call back into the informer.
+  void VisitByLabel(const std::string& label, const std::string& value,
+                    const std::string& namespace_name,
+                    const std::function<void(const nlohmann::json&)>& visit) const;
 
   // Lists done (the first one included): tests check re-lists with it.
   int64_t relists() const;

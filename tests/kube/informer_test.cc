@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "kube_test_env.h"
 
@@ -223,6 +224,16 @@ TEST_F(InformerTest, ListByLabelUsesTheIndexAndFollowsRelabelling) {
   EXPECT_EQ(informer.ListByLabel("pacer.dev/job", "job-2", "default").size(), 2u);
   EXPECT_TRUE(informer.ListByLabel("pacer.dev/job", "job-2", "other").empty());
   EXPECT_TRUE(informer.ListByLabel("other", "x", "default").empty());
+  // Visiting in place sees the same objects as copying them out.
+  std::set<std::string> visited;
+  informer.VisitByLabel("pacer.dev/job", "job-2", "default", [&](const json& object) {
+    visited.insert(object["metadata"]["name"].get<std::string>());
+  });
+  EXPECT_EQ(visited, (std::set<std::string>{"p1", "p2"}));
+  visited.clear();
+  informer.VisitByLabel("pacer.dev/job", "job-2", "other",
+                        [&](const json& object) { visited.insert(object.dump()); });
+  EXPECT_TRUE(visited.empty());
 }
 
 }  // namespace
