@@ -36,6 +36,7 @@ controller:
   maxRestarts: 5
   relaunchSeconds: 120
   podTerminationGraceSeconds: 600
+  pendingRetrySeconds: 45
   replan: {minImprovementSeconds: 300, minIntervalSeconds: 900}
   metricsPort: 9080
   healthProbePort: 9081
@@ -214,7 +215,8 @@ TEST_F(ChartTest, ControllerFlagsComeFromValues) {
   args = d["args"].get<std::vector<std::string>>();
   for (const char* flag :
        {"--workers=8", "--max-restarts=5", "--relaunch-seconds=120",
-        "--pod-termination-grace-seconds=600", "--replan-min-improvement-seconds=300",
+        "--pod-termination-grace-seconds=600", "--pending-retry-seconds=45",
+        "--replan-min-improvement-seconds=300",
         "--replan-min-interval-seconds=900", "--metrics-port=9080", "--health-probe-port=9081",
         "--log-format=text", "--log-level=debug", "--namespace=research",
         "--prometheus-url=http://prometheus.example:9090",

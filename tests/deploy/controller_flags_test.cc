@@ -1,0 +1,116 @@
+// The Deployments' container arguments (the chart's, with defaults and with
+// every value set, and the kustomize manifests') given to the real
+// pacer-controller: it must accept every flag, take the leader Lease where
+// the arguments say, sync its caches and answer /readyz. A flag the
+// controller does not know, or a value it refuses, fails here rather than in
+// a cluster's crash loop.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <csignal>
+
+#include "deploy_util.h"
+#include "local/child_process.h"
+
+namespace pacer::deploy {
+namespace {
+
+using nlohmann::json;
+using std::chrono::seconds;
+
+struct Case {
+  std::string source;
+  std::vector<json> objects;
+  std::string lease;  // namespace/name the arguments name
+};
+
+class ControllerFlagsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (env_.skipped()) GTEST_SKIP() << "kubectl was not found when the build was configured";
+  }
+
+  // Runs the controller with the Deployment's arguments, the ports moved to
+  // free ones and this server's kubeconfig; checks it becomes ready and
+  // holds `lease`, then stops it.
+  void RunWithArgumentsOf(const Case& c) {
+    SCOPED_TRACE(c.source);
+    const json deployment = FindObject(c.objects, "Deployment");
+    ASSERT_TRUE(deployment.is_object());
+    StatusOr<int> ports = controller::FindFreePortRun(2, {});
+    ASSERT_TRUE(ports.ok()) << ports.status().ToString();
+    std::vector<std::string> args = {"--kubeconfig", (env_.dir() / "kubeconfig").string(),
+                                     "--bind-address=127.0.0.1"};
+    for (const json& a : deployment["spec"]["template"]["spec"]["containers"][0]["args"]) {
+      std::string arg = a.get<std::string>();
+      if (arg.rfind("--metrics-port=", 0) == 0) arg = "--metrics-port=" + std::to_string(*ports);
+      if (arg.rfind("--health-probe-port=", 0) == 0) {
+        arg = "--health-probe-port=" + std::to_string(*ports + 1);
+      }
+      args.push_back(arg);
+    }
+    const std::string log = (env_.dir() / (c.source + ".log")).string();
+    StatusOr<pid_t> pid =
+        controller::SpawnProcess(PACER_CONTROLLER_BINARY, args, {}, log, controller::LogMode::kTruncate);
+    ASSERT_TRUE(pid.ok()) << pid.status().ToString();
+
+    // Leading and synced: the Lease names it, and its three informers watch.
+    const std::string lease_path = "/apis/coordination.k8s.io/v1/namespaces/" +
+                                   c.lease.substr(0, c.lease.find('/')) + "/leases/" +
+                                   c.lease.substr(c.lease.find('/') + 1);
+    auto holder = [&] {
+      StatusOr<json> lease = env_.server().GetObject(lease_path);
+      return lease.ok() ? (*lease)["spec"].value("holderIdentity", std::string()) : std::string();
+    };
+    const bool ready = env_.server().WaitFor(
+        [&] { return !holder().empty() && env_.server().OpenWatchCount() >= 3; }, seconds(60));
+    int status = 0;
+    const bool exited_early = ::waitpid(*pid, &status, WNOHANG) == *pid;
+    EXPECT_FALSE(exited_early) << "exit code " << WEXITSTATUS(status) << ": "
+                               << controller::LastLogLine(log);
+    EXPECT_TRUE(ready) << controller::LastLogLine(log);
+    if (!exited_early) {
+      CommandResult probe = RunCommand("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" +
+                                       std::to_string(*ports + 1) + "/readyz");
+      EXPECT_EQ(probe.out, "200") << controller::LastLogLine(log);
+      // SIGTERM: it stops cleanly and hands the Lease back.
+      ::kill(*pid, SIGTERM);
+      ASSERT_EQ(::waitpid(*pid, &status, 0), *pid);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << controller::LastLogLine(log);
+      EXPECT_EQ(holder(), "") << "the Lease was released";
+    }
+  }
+
+  KubectlEnv env_;
+};
+
+TEST_F(ControllerFlagsTest, TheKustomizeDeploymentsArgumentsStartTheController) {
+  CommandResult r = RunCommand(std::string(KUBECTL_BINARY) + " kustomize " + SourcePath("manifests"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  RunWithArgumentsOf({"manifests", YamlDocuments(r.out), "pacer-system/pacer-controller"});
+}
+
+TEST_F(ControllerFlagsTest, TheChartsArgumentsStartTheControllerWithDefaultsAndEveryValueSet) {
+  std::string why;
+  std::optional<std::string> helm = Helm(&why);
+  if (!helm) GTEST_SKIP() << why;
+  CommandResult defaults = HelmTemplate(*helm);
+  ASSERT_EQ(defaults.exit_code, 0) << defaults.err;
+  RunWithArgumentsOf({"chart-defaults", YamlDocuments(defaults.out), "pacer-system/pacer-controller"});
+
+  CommandResult all_set = HelmTemplate(
+      *helm,
+      "--set leaderElection.leaseName=pacer-lease --set controller.watchNamespace=research "
+      "--set controller.workers=2 --set controller.maxRestarts=5 "
+      "--set controller.relaunchSeconds=120 --set controller.podTerminationGraceSeconds=60 "
+      "--set controller.pendingRetrySeconds=45 --set controller.replan.minImprovementSeconds=300 "
+      "--set controller.replan.minIntervalSeconds=900 --set controller.logFormat=text "
+      "--set controller.logLevel=debug --set workerImage.tag=9.9.9 "
+      "--set prometheus.url=http://127.0.0.1:1 --set-json controller.extraArgs='[\"--identity=x\"]'");
+  ASSERT_EQ(all_set.exit_code, 0) << all_set.err;
+  RunWithArgumentsOf({"chart-all-set", YamlDocuments(all_set.out), "pacer-system/pacer-lease"});
+}
+
+}  // namespace
+}  // namespace pacer::deploy
