@@ -5,6 +5,7 @@
 #include <chrono>
 #include <set>
 
+#include "core/json_fields.h"
 #include "core/work_queue.h"
 #include "daemon/kube_sources.h"
 #include "daemon/pod_launcher.h"
@@ -20,18 +21,6 @@
 
 namespace pacer::controller {
 namespace {
-
-// Read-only lookups that tolerate any shape (a watch may deliver anything).
-const nlohmann::json* Member(const nlohmann::json& object, const char* key) {
-  if (!object.is_object()) return nullptr;
-  auto it = object.find(key);
-  return it != object.end() ? &*it : nullptr;
-}
-
-std::string StringMember(const nlohmann::json* object, const char* key) {
-  const nlohmann::json* value = object != nullptr ? Member(*object, key) : nullptr;
-  return value != nullptr && value->is_string() ? value->get<std::string>() : "";
-}
 
 // No status yet, or phase Pending: not planned, or waiting for GPUs.
 bool IsPending(const nlohmann::json& job) {

@@ -4,6 +4,7 @@
 #include <future>
 #include <utility>
 
+#include "core/json_fields.h"
 #include "kube/resources.h"
 #include "reconcile/job_object.h"
 
@@ -13,19 +14,6 @@ namespace {
 // How long an expectation may wait for the cache before it is dropped (a
 // watch outage longer than this is covered by the informer's relist).
 constexpr std::chrono::seconds kExpectationTimeout{120};
-
-// Read-only lookups without copies; any shape is tolerated (a cache holds
-// what the API server sent).
-const nlohmann::json* Member(const nlohmann::json& object, const char* key) {
-  if (!object.is_object()) return nullptr;
-  auto it = object.find(key);
-  return it != object.end() ? &*it : nullptr;
-}
-
-std::string StringMember(const nlohmann::json* object, const char* key) {
-  const nlohmann::json* value = object != nullptr ? Member(*object, key) : nullptr;
-  return value != nullptr && value->is_string() ? value->get<std::string>() : "";
-}
 
 int IntOr(const std::string& text, int fallback) {
   try {
