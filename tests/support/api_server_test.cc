@@ -358,7 +358,8 @@ TEST_F(ApiServerTest, CustomResourceDefinitionRegistersAResource) {
          {{"plural", "widgets"},
           {"singular", "widget"},
           {"kind", "Widget"},
-          {"shortNames", {"wd"}}}},
+          {"shortNames", {"wd"}},
+          {"categories", {"gadgetry"}}}},
         {"versions",
          {{{"name", "v1"},
            {"served", true},
@@ -392,6 +393,7 @@ TEST_F(ApiServerTest, CustomResourceDefinitionRegistersAResource) {
   EXPECT_EQ(list["items"].size(), 2u);
   json discovery = Call("GET", "/apis/example.com/v1").Json();
   EXPECT_EQ(discovery["resources"][0]["shortNames"], json({"wd"}));
+  EXPECT_EQ(discovery["resources"][0]["categories"], json({"gadgetry"}));
   auto table = client_->Request("GET", widgets, "", "",
                                 {{"Accept", "application/json;as=Table;v=v1;g=meta.k8s.io"}});
   ASSERT_TRUE(table.ok());

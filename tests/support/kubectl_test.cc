@@ -397,6 +397,13 @@ TEST_F(KubectlTest, TheProjectCrdAcceptsTheExamplesAndRefusesBrokenJobs) {
   EXPECT_GE(examples, 5);
   EXPECT_EQ(server_->ListObjects("/apis/pacer.dev/v1alpha1/trainjobs").size(),
             static_cast<size_t>(examples));
+  // The CRD's category: `kubectl get pacer` lists TrainJobs. kubectl's
+  // discovery cache still holds the built-in TrainJob it saw before the CRD
+  // (found, so never refreshed), which has no categories: start afresh.
+  std::filesystem::remove_all(dir_ + "/cache");
+  CommandResult category = Kubectl("get pacer -A");
+  EXPECT_EQ(category.exit_code, 0) << category.output;
+  EXPECT_THAT(category.output, HasSubstr("quickstart"));
 
   const std::string quickstart = ReadSource("manifests/examples/quickstart.yaml");
   ASSERT_FALSE(quickstart.empty());

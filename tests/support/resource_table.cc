@@ -169,9 +169,12 @@ std::optional<ResourceInfo> ResourceFromCrd(const nlohmann::json& crd) {
     std::transform(info.singular.begin(), info.singular.end(), info.singular.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   }
-  if (names.contains("shortNames") && names["shortNames"].is_array()) {
-    for (const auto& s : names["shortNames"]) {
-      if (s.is_string()) info.short_names.push_back(s.get<std::string>());
+  for (const char* key : {"shortNames", "categories"}) {
+    if (!names.contains(key) || !names[key].is_array()) continue;
+    for (const auto& s : names[key]) {
+      if (!s.is_string()) continue;
+      (std::string(key) == "shortNames" ? info.short_names : info.categories)
+          .push_back(s.get<std::string>());
     }
   }
   info.namespaced = spec.value("scope", "Namespaced") != "Cluster";

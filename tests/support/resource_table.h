@@ -33,6 +33,7 @@ struct ResourceInfo {
   std::string plural;
   std::string singular;
   std::vector<std::string> short_names;
+  std::vector<std::string> categories;  // `kubectl get <category>` lists these resources
   bool namespaced = true;
   bool has_status = false;
   // Empty: the default columns (NAME, AGE, and a few kind-specific ones).

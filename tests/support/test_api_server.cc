@@ -818,6 +818,7 @@ class TestApiServer::Impl {
         entry["categories"] = {"all"};
       }
       if (group == "apps") entry["categories"] = {"all"};
+      if (!r->categories.empty()) entry["categories"] = r->categories;
       resources.push_back(entry);
       if (r->has_status) {
         resources.push_back({{"name", r->plural + "/status"},
