@@ -56,10 +56,13 @@ struct Reconciler::Pass {
   }
   // Whether the previous status already had this condition with this reason
   // (events are recorded on transitions only, so a requeue never repeats one).
-  bool Had(const char* type, const std::string& reason) const {
+  // Whether the previous status had condition `type` with `reason` and
+  // `status` (events fire on transitions only).
+  bool Had(const char* type, const std::string& reason,
+           const char* status = kConditionTrue) const {
     std::vector<Condition> previous = ParseConditions(previous_status);
     const Condition* c = FindCondition(previous, type);
-    return c != nullptr && c->status == kConditionTrue && c->reason == reason;
+    return c != nullptr && c->status == status && c->reason == reason;
   }
 };
 
@@ -205,29 +208,6 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
   plan_options.constants = options_.replan.constants;
   const planner::Calibration calibration = pass.state.calibration;
 
-  // No node of an allowed GPU type (yet): wait for one rather than give up;
-  // node changes wake waiting jobs.
-  const bool has_allowed_pool = std::any_of(
-      inventory->inventory.node_pools.begin(), inventory->inventory.node_pools.end(),
-      [&](const planner::NodePool& pool) {
-        const auto& allowed = pass.spec.resources.gpu_types;
-        return allowed.empty() ||
-               std::any_of(allowed.begin(), allowed.end(), [&](const std::string& type) {
-                 const planner::GpuType* a = inventory->inventory.catalog.Find(type);
-                 const planner::GpuType* b = inventory->inventory.catalog.Find(pool.gpu_type);
-                 return a != nullptr && a == b;
-               });
-      });
-  if (!has_allowed_pool) {
-    std::string types;
-    for (const std::string& t : pass.spec.resources.gpu_types)
-      types += (types.empty() ? "" : ", ") + t;
-    return ReconcileWaiting(
-        pass, "NoMatchingNodes",
-        "no ready node has " + (types.empty() ? std::string("GPUs") : "a GPU of type " + types) +
-            " (nodes are matched by their nvidia.com/gpu.product label); waiting for one");
-  }
-
   StatusOr<planner::PlanResult> result =
       planner::Plan(job, inventory->inventory, calibration, plan_options);
   // Would it work if every GPU of the cluster were free? Tells "wait for
@@ -251,6 +231,33 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
       pass.Set(kConditionFailed, kConditionTrue, "InvalidSpec", error.message());
       return Finish(pass, std::nullopt);
     }
+  }
+  // No node of an allowed GPU type (yet): wait for one rather than give up.
+  // Checked after the planner's validation: a GPU type no catalog knows, or
+  // a deadline already past, is an error in the spec, not a reason to wait.
+  const bool has_allowed_pool = std::any_of(
+      inventory->inventory.node_pools.begin(), inventory->inventory.node_pools.end(),
+      [&](const planner::NodePool& pool) {
+        const auto& allowed = pass.spec.resources.gpu_types;
+        return allowed.empty() ||
+               std::any_of(allowed.begin(), allowed.end(), [&](const std::string& type) {
+                 const planner::GpuType* a = inventory->inventory.catalog.Find(type);
+                 const planner::GpuType* b = inventory->inventory.catalog.Find(pool.gpu_type);
+                 return a != nullptr && a == b;
+               });
+      });
+  if (!has_allowed_pool) {
+    std::string types;
+    for (const std::string& t : pass.spec.resources.gpu_types)
+      types += (types.empty() ? "" : ", ") + t;
+    return ReconcileWaiting(
+        pass, "NoMatchingNodes",
+        "no ready node has " + (types.empty() ? std::string("GPUs") : "a GPU of type " + types) +
+            " (nodes are matched by their nvidia.com/gpu.product label); waiting for one");
+  }
+
+  if (!result.ok()) {
+    const Status error = result.status();
     if (error.code() != StatusCode::kFailedPrecondition) return {error, std::nullopt};
     if (feasible_on_whole_cluster()) {
       return ReconcileWaiting(pass, "InsufficientGpus", error.message());
@@ -320,7 +327,7 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
 ReconcileResult Reconciler::ReconcileWaiting(Pass& pass, const std::string& reason,
                                              const std::string& message) {
   pass.phase = Phase::kPending;
-  if (!pass.Had(kConditionPlanned, reason)) {
+  if (!pass.Had(kConditionPlanned, reason, kConditionFalse)) {
     // Planned=False with reason: the job is valid but cannot be placed yet.
     deps_.store->RecordEvent(pass.object, "Normal", reason, message);
   }

@@ -88,6 +88,15 @@ void E2eTest::SetUp() {
   server_ = std::move(*server);
   kubeconfig_ = (dir_ / "kubeconfig").string();
   ASSERT_TRUE(server_->WriteKubeconfig(kubeconfig_).ok());
+  // The real CRD: the server then validates and prunes TrainJobs by its
+  // schema as kube-apiserver does, so a status field the controller writes
+  // but the schema lacks is lost here as it would be in a cluster.
+  std::string out;
+  ASSERT_EQ(Kubectl({"apply", "-f",
+                     std::string(PACER_SOURCE_DIR) + "/manifests/crd/pacer.dev_trainjobs.yaml"},
+                    &out),
+            0)
+      << out;
 
   testing::FakeKubeletOptions options;
   options.worker_binary = PACER_WORKER_BINARY;

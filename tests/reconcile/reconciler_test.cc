@@ -307,6 +307,10 @@ TEST_F(ReconcilerTest, WaitsForGpusWhenTheClusterIsBusy) {
   EXPECT_EQ(Status()["phase"], "Pending");
   EXPECT_EQ(ConditionReason("Planned"), "False/InsufficientGpus");
   ASSERT_TRUE(r.requeue_after.has_value());
+  // Still busy: the condition stays, and the event is not repeated.
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("Planned"), "False/InsufficientGpus");
+  EXPECT_EQ(store_.CountEvents("InsufficientGpus"), 1);
   // GPUs free up: the next pass launches.
   inventory_.inventory = H100Cluster(16);
   ASSERT_TRUE(Pass().status.ok());
@@ -322,6 +326,20 @@ TEST_F(ReconcilerTest, WaitsForNodesOfAnAllowedGpuType) {
   EXPECT_EQ(Status()["phase"], "Pending");
   EXPECT_EQ(ConditionReason("Planned"), "False/NoMatchingNodes");
   EXPECT_TRUE(r.requeue_after.has_value()) << "not terminal: nodes may join";
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(store_.CountEvents("NoMatchingNodes"), 1) << "events on transitions only";
+}
+
+TEST_F(ReconcilerTest, AnUnknownGpuTypeIsAnInvalidSpecNotAWaitForNodes) {
+  nlohmann::json job = LlamaJob();
+  job["spec"]["resources"]["gpuTypes"] = {"H100-SXMM"};  // no catalog has it
+  store_.Put(job);
+  ReconcileResult r = Pass();
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(Status()["phase"], "Failed");
+  EXPECT_EQ(ConditionReason("InvalidSpec"), "True/InvalidSpec");
+  EXPECT_EQ(store_.CountEvents("NoMatchingNodes"), 0);
+  EXPECT_FALSE(r.requeue_after.has_value()) << "terminal until the spec changes";
 }
 
 TEST_F(ReconcilerTest, DeletionRemovesWorkersThenTheFinalizer) {
