@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <set>
+#include <unordered_map>
 
 #include "core/json_fields.h"
 #include "core/work_queue.h"
@@ -171,6 +172,53 @@ struct ControllerManager::Impl {
   std::mutex pending_mu;
   std::set<std::string> pending_jobs;
 
+  // Whether a TrainJob event needs a pass (controller-runtime's
+  // GenerationChangedPredicate, plus deletion and resync): the controller's
+  // own status writes change the resourceVersion but not the generation,
+  // and a pass for each of them would reconcile every running job again
+  // right after every pass instead of at its requeue time.
+  bool WorthAPass(const std::string& key, const nlohmann::json* job) {
+    std::lock_guard<std::mutex> lock(seen_mu);
+    if (job == nullptr) {
+      seen_versions.erase(key);
+      return true;
+    }
+    const nlohmann::json* metadata = Member(*job, "metadata");
+    const nlohmann::json* generation = metadata != nullptr ? Member(*metadata, "generation") : nullptr;
+    const std::string version = StringMember(metadata, "resourceVersion");
+    const int64_t gen = generation != nullptr && generation->is_number_integer()
+                            ? generation->get<int64_t>()
+                            : -1;
+    const bool deleting = metadata != nullptr && Member(*metadata, "deletionTimestamp") != nullptr;
+    auto [it, first] = seen_versions.try_emplace(key, gen, version);
+    const bool resync = !first && it->second.second == version;  // the same object again
+    const bool spec_changed = !first && it->second.first != gen;
+    it->second = {gen, version};
+    return first || resync || spec_changed || deleting || gen < 0;
+  }
+  std::mutex seen_mu;
+  std::unordered_map<std::string, std::pair<int64_t, std::string>> seen_versions;
+
+  // The job key ("namespace/name") of a worker pod, remembered while the pod
+  // exists; "" for pods of no TrainJob. Returns the job to wake.
+  std::string NotePodJob(const std::string& pod_key, const nlohmann::json* pod) {
+    std::lock_guard<std::mutex> lock(pod_jobs_mu);
+    if (pod == nullptr) {
+      auto it = pod_jobs.find(pod_key);
+      if (it == pod_jobs.end()) return "";
+      std::string job = std::move(it->second);
+      pod_jobs.erase(it);
+      return job;
+    }
+    const std::string label = JobLabelOf(*pod);
+    if (label.empty()) return "";
+    std::string job = NamespaceOf(*pod) + "/" + label;
+    pod_jobs[pod_key] = job;
+    return job;
+  }
+  std::mutex pod_jobs_mu;
+  std::unordered_map<std::string, std::string> pod_jobs;
+
   void StopWorkers() {
     if (queue) queue->ShutDown();
     for (std::thread& t : workers) t.join();
@@ -219,17 +267,13 @@ Status ControllerManager::Start() {
 
   m.trainjobs->OnChange([impl](const std::string& key, const nlohmann::json* job) {
     impl->NotePhase(key, job);
-    if (impl->leading.load()) impl->Enqueue(key);
+    if (impl->leading.load() && impl->WorthAPass(key, job)) impl->Enqueue(key);
   });
   m.pods->OnChange([impl](const std::string& key, const nlohmann::json* pod) {
-    if (!impl->leading.load() || pod == nullptr) {
-      // A deleted pod: its job is found by the key's namespace and the
-      // informer no longer has the labels; the job's own requeue covers it.
-      (void)key;
-      return;
-    }
-    const std::string job = JobLabelOf(*pod);
-    if (!job.empty()) impl->Enqueue(NamespaceOf(*pod) + "/" + job);
+    // A deleted pod no longer carries its labels here: its job is
+    // remembered from the pod's earlier events.
+    const std::string job = impl->NotePodJob(key, pod);
+    if (impl->leading.load() && !job.empty()) impl->Enqueue(job);
   });
   m.heartbeat = std::make_unique<Heartbeat>("reconcile-workers", std::chrono::minutes(5));
   HealthServerOptions health_options;

@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
         return image.empty() ? std::string("must not be empty") : std::string();
       })
       ->capture_default_str();
+  app.add_option("--worker-service-account", options.pods.service_account,
+                 "ServiceAccount of worker pods (default: the namespace's default; workers get "
+                 "no API token either way)");
   int64_t pending_retry_seconds = 30;
   app.add_option("--pending-retry-seconds", pending_retry_seconds,
                  "How often a job waiting for GPUs is planned again when nothing happens; "

@@ -107,6 +107,9 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
                                                  : launch.spec.worker.image},
       {"env", env},
       {"ports", ContainerPorts(l.gpus_per_node, options)},
+      // A crash's last log lines become the termination message, which the
+      // controller puts in the WorkerFailed event.
+      {"terminationMessagePolicy", "FallbackToLogsOnError"},
       {"resources",
        {{"limits", {{kGpuResource, std::to_string(l.gpus_per_node)}}},
         {"requests", {{kGpuResource, std::to_string(l.gpus_per_node)}}}}},
@@ -153,6 +156,8 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
        {{"hostname", name},
         {"subdomain", service},
         {"restartPolicy", "Never"},
+        // Workers never call the Kubernetes API: no token in the pod.
+        {"automountServiceAccountToken", false},
         {"terminationGracePeriodSeconds", options.termination_grace_seconds},
         {"affinity",
          {{"nodeAffinity",

@@ -45,6 +45,8 @@ TEST_F(E2eTest, AppliedJobRunsItsPodsReportsProgressThroughPrometheusAndSucceeds
   EXPECT_EQ(EnvOf(pod, "PACER_TOTAL_STEPS"), "100000");
   EXPECT_EQ(EnvOf(pod, "PACER_JOB_NAME"), "tiny");
   EXPECT_EQ(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+  EXPECT_EQ(pod["spec"]["automountServiceAccountToken"], false) << "workers need no API token";
+  EXPECT_EQ(pod["spec"]["containers"][0]["terminationMessagePolicy"], "FallbackToLogsOnError");
   // One metrics port per local rank, so a PodMonitor can scrape them all.
   std::set<std::string> port_names;
   for (const nlohmann::json& port : pod["spec"]["containers"][0]["ports"]) {
@@ -218,6 +220,37 @@ TEST_F(E2eTest, WaitingJobLaunchesAsSoonAsGpusAreFreed) {
   ASSERT_TRUE(
       WaitFor([&] { return Phase(Job("research", "patient")) == "Succeeded"; }, seconds(180)))
       << Job("research", "patient").dump(2);
+}
+
+TEST_F(E2eTest, AForceDeletedWorkerPodRelaunchesItsJob) {
+  ControllerProcess controller = StartController("c1");
+  controllers_.push_back(&controller);
+  // Re-planning hourly, and one pod (no peer to fail with it): nothing but
+  // the pod's deletion can wake the job soon.
+  Apply(std::regex_replace(
+      std::regex_replace(TinyJobYaml("orphaned", 100000, "2h"), std::regex("interval: 2s"),
+                         "interval: 1h"),
+      std::regex("gpuTypes: \\[H100-SXM\\]"), "gpuTypes: [H100-SXM], maxGPUs: 1"));
+  ASSERT_TRUE(WaitFor([&] { return Phase(Job("research", "orphaned")) == "Running"; }, seconds(90)))
+      << Job("research", "orphaned").dump(2);
+  std::string victim;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const nlohmann::json& p : Pods("research")) {
+          if (p["status"].value("phase", "") == "Running") victim = p["metadata"]["name"];
+        }
+        return !victim.empty();
+      },
+      seconds(60)));
+  std::string out;
+  ASSERT_EQ(Kubectl({"delete", "pod", victim, "-n", "research", "--grace-period=0", "--force"},
+                    &out),
+            0)
+      << out;
+  ASSERT_TRUE(WaitFor(
+      [&] { return Job("research", "orphaned")["status"].value("attempt", 0) >= 2; }, seconds(30)))
+      << "the job was not relaunched after its pod " << victim << " was deleted\n"
+      << Job("research", "orphaned").dump(2);
 }
 
 TEST_F(E2eTest, ApiFaultsConvergeWithoutDuplicatePods) {
