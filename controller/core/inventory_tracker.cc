@@ -4,7 +4,8 @@
 
 namespace pacer::controller {
 
-bool InventoryTracker::UpdateNode(const std::string& key, const nlohmann::json* node) {
+bool InventoryTracker::UpdateNode(const std::string& key, const nlohmann::json* node,
+                                  std::vector<std::string>* new_warnings) {
   NodeEntry entry;
   if (node != nullptr) entry.capacity = NodeCapacityOf(*node, &entry.warnings);
   std::lock_guard<std::mutex> lock(mu_);
@@ -22,6 +23,10 @@ bool InventoryTracker::UpdateNode(const std::string& key, const nlohmann::json* 
   }
   const bool capacity_changed =
       it == nodes_by_key_.end() ? entry.capacity.has_value() : it->second.capacity != entry.capacity;
+  if (new_warnings != nullptr &&
+      (it == nodes_by_key_.end() || it->second.warnings != entry.warnings)) {
+    *new_warnings = entry.warnings;
+  }
   nodes_by_key_[key] = std::move(entry);
   dirty_ = true;
   return capacity_changed;

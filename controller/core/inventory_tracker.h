@@ -30,7 +30,11 @@ class InventoryTracker {
   // Both return true when GPUs may have become free (a node's capacity
   // changed, or a pod's claim went away or shrank): jobs waiting for GPUs
   // are worth another look then, and only then.
-  bool UpdateNode(const std::string& key, const nlohmann::json* node);
+  // `new_warnings`, when given, receives the node's warnings (why it is
+  // skipped, which annotation is ignored) when they differ from the last
+  // ones, so that an operator hears about a node once, not on every event.
+  bool UpdateNode(const std::string& key, const nlohmann::json* node,
+                  std::vector<std::string>* new_warnings = nullptr);
   bool UpdatePod(const std::string& key, const nlohmann::json* pod);
 
   ClusterInventory Current();

@@ -67,7 +67,13 @@ void KubeJobStore::RecordEvent(const nlohmann::json& job, const std::string& typ
 KubeInventory::KubeInventory(Informer* nodes, Informer* pods, std::function<void()> on_gpus_freed)
     : nodes_(nodes), pods_(pods) {
   nodes_->OnChange([this, on_gpus_freed](const std::string& key, const nlohmann::json* node) {
-    if (tracker_.UpdateNode(key, node) && on_gpus_freed) on_gpus_freed();
+    std::vector<std::string> warnings;
+    const bool freed = tracker_.UpdateNode(key, node, &warnings);
+    for (const std::string& warning : warnings) {
+      ObjectLogger("Node", key).Warning("node left out of the GPU inventory or partly ignored",
+                                        {{"reason", warning}});
+    }
+    if (freed && on_gpus_freed) on_gpus_freed();
   });
   pods_->OnChange([this, on_gpus_freed](const std::string& key, const nlohmann::json* pod) {
     if (tracker_.UpdatePod(key, pod) && on_gpus_freed) on_gpus_freed();

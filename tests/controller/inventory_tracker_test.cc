@@ -140,6 +140,19 @@ TEST_F(InventoryTrackerTest, FollowsClaimsAsPodsFinishAndGo) {
   EXPECT_EQ(Describe(tracker_.Current()), Expected());
 }
 
+TEST_F(InventoryTrackerTest, ReportsANodesWarningsOnlyWhenTheyChange) {
+  Json& b = Node("gpu-h100-b");
+  b["metadata"]["annotations"]["pacer.dev/network-gbps"] = "fast";
+  std::vector<std::string> warnings;
+  tracker_.UpdateNode("gpu-h100-b", &b, &warnings);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], ::testing::HasSubstr("pacer.dev/network-gbps"));
+  warnings.clear();
+  b["metadata"]["resourceVersion"] = "1000";  // the same node again
+  tracker_.UpdateNode("gpu-h100-b", &b, &warnings);
+  EXPECT_TRUE(warnings.empty()) << "said once, not on every event";
+}
+
 TEST_F(InventoryTrackerTest, FollowsCordonsDeletionsAndRepricing) {
   Json& a = Node("gpu-h100-a");
   a["spec"]["unschedulable"] = true;
