@@ -40,7 +40,8 @@ std::vector<PrinterColumn> TrainJobPrinterColumns() {
       {"Phase", "string", ".status.phase", "Where the job is in its life", 0},
       {"GPUs", "integer", ".status.plan.gpus", "GPUs in the plan in force", 0},
       {"Progress", "number", ".status.progress.percent", "Percent of steps done", 0},
-      {"ETA", "date", ".status.projectedCompletionTime", "Projected completion", 0},
+      // A string, as in the CRD: a date column shows a future time as <invalid>.
+      {"ETA", "string", ".status.projectedCompletionTime", "Projected completion", 0},
       // status.deadline: the effective deadline, also for maxDuration jobs.
       {"Deadline", "string", ".status.deadline", "The deadline", 0},
       {"Slack", "integer", ".status.deadlineSlackSeconds", "Deadline minus projection, s", 0},
