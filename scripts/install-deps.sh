@@ -31,6 +31,7 @@ for p in "${packages[@]}"; do
 done
 
 "$(dirname "$0")/helm.sh" >/dev/null || echo "install-deps: no Helm (scripts/helm.sh); the chart tests will skip" >&2
+"$(dirname "$0")/cel.sh" >/dev/null || echo "install-deps: no CEL evaluator (scripts/cel.sh); the CRD's CEL rule test will skip" >&2
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
