@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/cache_transforms.h"
 #include "core/json_fields.h"
 #include "core/work_queue.h"
 #include "daemon/kube_sources.h"
@@ -245,9 +246,12 @@ Status ControllerManager::Start() {
                                            job_options);
   InformerOptions pod_options;
   pod_options.index_label = kJobLabel;
+  pod_options.transform = TrimPodForCache;
   // All pods: GPUs held by anyone's pods are not free.
   m.pods = std::make_unique<Informer>(m.client.get(), kPods, "", pod_options);
-  m.nodes = std::make_unique<Informer>(m.client.get(), kNodes, "", InformerOptions{});
+  InformerOptions node_options;
+  node_options.transform = TrimNodeForCache;
+  m.nodes = std::make_unique<Informer>(m.client.get(), kNodes, "", node_options);
 
   m.events = std::make_unique<EventRecorder>(m.client.get());
   m.store = std::make_unique<KubeJobStore>(m.client.get(), m.events.get());

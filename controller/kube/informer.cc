@@ -185,7 +185,9 @@ Status Informer::ListAndReplace() {
   std::map<std::string, json> fresh;
   for (json& item : page.items) {
     std::string key = ObjectKey(item);
-    if (!key.empty()) fresh[std::move(key)] = std::move(item);
+    if (key.empty()) continue;
+    if (options_.transform) options_.transform(item);
+    fresh[std::move(key)] = std::move(item);
   }
   std::vector<Change> changes;
   {
@@ -229,8 +231,10 @@ void Informer::Apply(const WatchEvent& event) {
       EraseLocked(key);
       changes.push_back({key, std::nullopt});
     } else {
-      PutLocked(key, event.object);
-      changes.push_back({key, event.object});
+      json object = event.object;
+      if (options_.transform) options_.transform(object);
+      changes.push_back({key, object});
+      PutLocked(key, std::move(object));
     }
   }
   Notify(changes);

@@ -47,6 +47,11 @@ struct InformerOptions {
   std::string index_label;
   // The server ends each watch after this long; the informer then re-watches.
   int watch_timeout_seconds = 300;
+  // Trims each listed or watched object before it is compared, cached and
+  // handed to handlers (client-go's TransformFunc): a cache of every pod of
+  // a cluster keeps only what its readers use. Must keep
+  // metadata.name/namespace/resourceVersion and the index label.
+  std::function<void(nlohmann::json&)> transform;
 };
 
 // `object` is nullptr when the object was deleted.

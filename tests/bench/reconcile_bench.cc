@@ -54,6 +54,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cache_transforms.h"
 #include "core/clock.h"
 #include "core/node_inventory.h"
 #include "daemon/kube_sources.h"
@@ -605,8 +606,11 @@ int Run(const Flags& flags) {
   Informer trainjobs(client.get(), kTrainJobs, "", job_options);
   InformerOptions pod_options;
   pod_options.index_label = kJobLabel;
+  pod_options.transform = TrimPodForCache;  // as the manager does
   Informer pods(client.get(), kPods, "", pod_options);
-  Informer nodes(client.get(), kNodes, "", InformerOptions{});
+  InformerOptions node_options;
+  node_options.transform = TrimNodeForCache;
+  Informer nodes(client.get(), kNodes, "", node_options);
   EventRecorder events(client.get());
   KubeJobStore store(client.get(), &events);
   PodLauncher launcher(client.get(), &pods, PodTemplateOptions{});

@@ -105,6 +105,25 @@ TEST_F(InformerTest, SyncsThenFollowsChanges) {
   EXPECT_LT(std::chrono::steady_clock::now() - stop_at, std::chrono::seconds(5));
 }
 
+TEST_F(InformerTest, TransformTrimsListedAndWatchedObjectsBeforeCachingThem) {
+  Put("a", "m1");
+  InformerOptions options;
+  options.transform = [](json& object) { object["spec"].erase("model"); };
+  Informer informer(client_.get(), kTrainJobs, "default", options);
+  Recorder recorder;
+  informer.OnChange(recorder.Handler());
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  ASSERT_TRUE(informer.Get("default/a").has_value());
+  EXPECT_FALSE((*informer.Get("default/a"))["spec"].contains("model")) << "listed";
+  Put("b", "m1");
+  ASSERT_TRUE(recorder.WaitFor("default/b", [](const auto& o) { return o.has_value(); }));
+  ASSERT_TRUE(recorder.WaitFor(
+      "default/b", [](const auto& o) { return o && !(*o)["spec"].contains("model"); }))
+      << "handlers see the trimmed object";
+  EXPECT_FALSE((*informer.Get("default/b"))["spec"].contains("model")) << "watched";
+}
+
 TEST_F(InformerTest, DroppedWatchResumesWithoutLosingAnUpdate) {
   Put("a", "m1");
   Informer informer(client_.get(), kTrainJobs, "default");
