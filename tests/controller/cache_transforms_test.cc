@@ -10,19 +10,13 @@
 #include <string>
 
 #include "core/node_inventory.h"
+#include "json_fixture.h"
 
 namespace pacer::controller {
 namespace {
 
 using Json = nlohmann::json;
 
-Json Fixture(const std::string& name) {
-  std::ifstream in(std::string(PACER_SOURCE_DIR) + "/tests/controller/testdata/" + name);
-  EXPECT_TRUE(in.good()) << name;
-  std::stringstream text;
-  text << in.rdbuf();
-  return Json::parse(text.str());
-}
 
 std::string Inventory(const Json& nodes, const Json& pods) {
   auto built = BuildInventory(nodes, pods);

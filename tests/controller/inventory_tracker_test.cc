@@ -11,19 +11,13 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include "json_fixture.h"
 
 namespace pacer::controller {
 namespace {
 
 using Json = nlohmann::json;
 
-Json Fixture(const std::string& name) {
-  std::ifstream in(std::string(PACER_SOURCE_DIR) + "/tests/controller/testdata/" + name);
-  EXPECT_TRUE(in.good()) << name;
-  std::stringstream text;
-  text << in.rdbuf();
-  return Json::parse(text.str());
-}
 
 std::string PodKey(const Json& pod) {
   return pod["metadata"]["namespace"].get<std::string>() + "/" +

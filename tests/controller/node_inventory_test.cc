@@ -11,6 +11,7 @@
 
 #include "pacer/planner/job_parser.h"
 #include "pacer/planner/search.h"
+#include "json_fixture.h"
 
 namespace pacer::controller {
 namespace {
@@ -19,13 +20,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
-nlohmann::json Fixture(const std::string& name) {
-  std::ifstream in(std::string(PACER_SOURCE_DIR) + "/tests/controller/testdata/" + name);
-  EXPECT_TRUE(in.good()) << name;
-  std::stringstream text;
-  text << in.rdbuf();
-  return nlohmann::json::parse(text.str());
-}
 
 const planner::NodePool* FindPool(const ClusterInventory& c, const std::string& name) {
   for (const auto& p : c.inventory.node_pools) {
