@@ -860,6 +860,23 @@ std::string ChildPath(const std::string& parent, const std::string& key) {
 void Prune(json& x, const json* s, bool embedded, const std::string& path,
            std::vector<std::string>& pruned);
 
+// Prunes the value of field `key` of an object by the schema that declares
+// it (a property, or additionalProperties); false when `s` declares no such
+// field.
+bool PruneDeclared(json& value, const json& s, const std::string& key, const std::string& path,
+                   std::vector<std::string>& pruned) {
+  if (const json* prop = Property(s, key)) {
+    Prune(value, prop, Flag(*prop, "x-kubernetes-embedded-resource"), ChildPath(path, key), pruned);
+    return true;
+  }
+  if (auto ap = AdditionalProperties(s)) {
+    Prune(value, *ap, *ap != nullptr && Flag(**ap, "x-kubernetes-embedded-resource"),
+          ChildPath(path, key), pruned);
+    return true;
+  }
+  return false;
+}
+
 // Below x-kubernetes-preserve-unknown-fields: unknown fields stay, declared
 // ones are still pruned inside.
 void SkipPrune(json& x, const json* s, const std::string& path, std::vector<std::string>& pruned) {
@@ -869,13 +886,7 @@ void SkipPrune(json& x, const json* s, const std::string& path, std::vector<std:
     for (auto it = x.begin(); it != x.end(); ++it) {
       const std::string& k = it.key();
       if (embedded && (k == "apiVersion" || k == "kind" || k == "metadata")) continue;
-      if (const json* prop = Property(*s, k)) {
-        Prune(it.value(), prop, Flag(*prop, "x-kubernetes-embedded-resource"), ChildPath(path, k),
-              pruned);
-      } else if (auto ap = AdditionalProperties(*s)) {
-        Prune(it.value(), *ap, *ap != nullptr && Flag(**ap, "x-kubernetes-embedded-resource"),
-              ChildPath(path, k), pruned);
-      }
+      PruneDeclared(it.value(), *s, k, path, pruned);
     }
   } else if (x.is_array()) {
     for (size_t i = 0; i < x.size(); ++i) {
@@ -900,15 +911,7 @@ void Prune(json& x, const json* s, bool embedded, const std::string& path,
       }
       if (embedded && (k == "apiVersion" || k == "kind") && it.value().is_string()) continue;
       if (embedded && k == "metadata" && it.value().is_object()) continue;
-      if (const json* prop = Property(*s, k)) {
-        Prune(it.value(), prop, Flag(*prop, "x-kubernetes-embedded-resource"), ChildPath(path, k),
-              pruned);
-      } else if (auto ap = AdditionalProperties(*s)) {
-        Prune(it.value(), *ap, *ap != nullptr && Flag(**ap, "x-kubernetes-embedded-resource"),
-              ChildPath(path, k), pruned);
-      } else {
-        drop.push_back(k);
-      }
+      if (!PruneDeclared(it.value(), *s, k, path, pruned)) drop.push_back(k);
     }
     for (const std::string& k : drop) {
       pruned.push_back(ChildPath(path, k));
