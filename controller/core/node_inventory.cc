@@ -34,23 +34,6 @@ constexpr ProductRow kProducts[] = {
     {"Tesla-V100-SXM2-32GB", "V100-SXM2"},
 };
 
-// The H100 NVL is not in the built-in catalog; its datasheet (per GPU, dense:
-// half the sparse figures): 835 TFLOP/s bf16/fp16, 1670 fp8, 418 tf32, 60
-// fp32, 94 GB HBM3 at 3.9 TB/s, NVLink bridge 600 GB/s.
-planner::GpuType H100Nvl() {
-  planner::GpuType gpu;
-  gpu.name = "H100-NVL";
-  gpu.bf16_tflops = 835;
-  gpu.fp16_tflops = 835;
-  gpu.fp8_tflops = 1670;
-  gpu.tf32_tflops = 418;
-  gpu.fp32_tflops = 60;
-  gpu.memory_gb = 94;
-  gpu.hbm_gbps = 3900;
-  gpu.nvlink_gbps = 600;
-  return gpu;
-}
-
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) ==
@@ -187,15 +170,6 @@ std::optional<std::string> CatalogNameForProduct(std::string_view product) {
   return std::nullopt;
 }
 
-const planner::GpuCatalog& InventoryCatalog() {
-  static const planner::GpuCatalog* const catalog = [] {
-    auto* c = new planner::GpuCatalog(planner::GpuCatalog::BuiltIn());
-    c->Upsert(H100Nvl());
-    return c;
-  }();
-  return *catalog;
-}
-
 std::optional<NodeCapacity> NodeCapacityOf(const nlohmann::json& node,
                                            std::vector<std::string>* warnings) {
   const Json* metadata = ObjectAt(node, "metadata");
@@ -220,8 +194,7 @@ std::optional<NodeCapacity> NodeCapacityOf(const nlohmann::json& node,
   if (product.empty()) {
     if (gpus.value_or(0) > 0) {
       warnings->push_back("node " + name + ": " + std::to_string(*gpus) + " GPUs but no " +
-                          kGpuProductLabel +
-                          " label (is GPU feature discovery running?); skipped");
+                          kGpuProductLabel + " label (is GPU feature discovery running?); skipped");
     }
     return std::nullopt;  // a CPU node
   }
@@ -242,13 +215,13 @@ std::optional<NodeCapacity> NodeCapacityOf(const nlohmann::json& node,
     return std::nullopt;
   }
   const Json* spec = ObjectAt(node, "spec");
-  if (spec != nullptr && spec->contains("unschedulable") &&
-      (*spec)["unschedulable"].is_boolean() && (*spec)["unschedulable"].get<bool>()) {
+  if (spec != nullptr && spec->contains("unschedulable") && (*spec)["unschedulable"].is_boolean() &&
+      (*spec)["unschedulable"].get<bool>()) {
     return std::nullopt;  // cordoned
   }
   if (!IsReady(node)) return std::nullopt;
 
-  const planner::GpuType* gpu = InventoryCatalog().Find(*type);
+  const planner::GpuType* gpu = planner::GpuCatalog::BuiltIn().Find(*type);
   const Json* annotations =
       metadata->contains("annotations") ? ObjectAt(*metadata, "annotations") : nullptr;
   NodeCapacity capacity;
@@ -282,7 +255,7 @@ ClusterInventory AssembleInventory(const std::vector<const NodeCapacity*>& nodes
                                    const std::map<std::string, int>& used_gpus_by_node,
                                    std::vector<std::string> warnings) {
   ClusterInventory result;
-  result.inventory.catalog = InventoryCatalog();
+  result.inventory.catalog = planner::GpuCatalog::BuiltIn();
   result.warnings = std::move(warnings);
 
   std::map<PoolKey, std::vector<PoolNode>> groups;

@@ -22,7 +22,7 @@
 //    catalog's) and `pacer.dev/price-per-gpu-hour` (default unknown).
 //
 // Units: network Gbit/s per node, NVLink GB/s per GPU, prices per GPU-hour.
-// Thread-safety: pure functions (InventoryCatalog is built once, then read-only).
+// Thread-safety: pure functions.
 #ifndef PACER_CONTROLLER_CORE_NODE_INVENTORY_H_
 #define PACER_CONTROLLER_CORE_NODE_INVENTORY_H_
 
@@ -69,9 +69,6 @@ std::optional<std::string> CatalogNameForProduct(std::string_view product);
 // The product label values that map to catalog name `gpu_type` (the
 // inverse of CatalogNameForProduct), in the table's spelling; empty when none.
 std::vector<std::string> ProductsForCatalogName(std::string_view gpu_type);
-
-// The built-in GPU catalog plus the types only node labels name (H100 NVL).
-const planner::GpuCatalog& InventoryCatalog();
 
 // What one usable GPU node contributes, parsed from its Node object.
 struct NodeCapacity {

@@ -18,12 +18,16 @@ struct PoolContext {
   const GpuType* gpu = nullptr;
   ModelConstants constants;
 
-  double peak_flops = 0;            // dense peak for the job's precision
-  double gemm_efficiency = 0;       // of peak, for large GEMMs
+  double peak_flops = 0;            // dense peak for the job's precision (linear GEMMs)
+  double gemm_efficiency = 0;       // of that peak, for large GEMMs
+  double peak16_flops = 0;          // 16-bit peak: attention and logits (fp8 runs only
+                                    // the linear layers in fp8)
+  double gemm16_efficiency = 0;
   double hbm_bytes_per_second = 0;  // achieved by streaming kernels
   double nvlink_busbw = 0;          // large-message collectives inside a node, bytes/s
   double tp_busbw = 0;              // tensor-parallel collectives inside a node, bytes/s
-  double network_busbw_per_gpu = 0; // collectives across nodes, per GPU, bytes/s
+  double network_busbw_per_node = 0;  // all of a node's NICs, achieved, bytes/s
+  bool calibrated_network = false;  // network_busbw_per_node came from a calibration
   double step_time_ratio = 1;       // measured / predicted (calibration)
   double activation_bytes = 2;      // bytes per activation element
   StateBytesPerParameter state;

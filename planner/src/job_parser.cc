@@ -113,9 +113,9 @@ Status ParseMetadata(const Field& f, JobSpec* job) {
 
 Status ParseModel(const Field& f, ModelSpec* m) {
   if (!f.present()) return f.Error(std::string("required; ") + kModelHint);
-  RETURN_IF_ERROR(
-      f.CheckMap({"parameters", "layers", "hiddenSize", "attentionHeads", "kvHeads",
-                  "ffnHiddenSize", "ffnKind", "vocabSize", "sequenceLength", "tiedEmbeddings"}));
+  RETURN_IF_ERROR(f.CheckMap({"parameters", "layers", "hiddenSize", "attentionHeads", "kvHeads",
+                              "ffnHiddenSize", "ffnKind", "vocabSize", "sequenceLength",
+                              "tiedEmbeddings", "dropout"}));
   std::optional<double> parameters;
   if (const Field p = f.Get("parameters"); p.present()) {
     ASSIGN_OR_RETURN(parameters, p.Count(kMinParameters, kMaxParameters));
@@ -123,6 +123,10 @@ Status ParseModel(const Field& f, ModelSpec* m) {
   int sequence_length = kDefaultSequenceLength;
   if (const Field s = f.Get("sequenceLength"); s.present()) {
     ASSIGN_OR_RETURN(sequence_length, s.Int(1, kMaxSequenceLength));
+  }
+  bool dropout = false;
+  if (const Field d = f.Get("dropout"); d.present()) {
+    ASSIGN_OR_RETURN(dropout, d.Bool());
   }
 
   static constexpr std::string_view kArchitectureFields[] = {
@@ -136,6 +140,7 @@ Status ParseModel(const Field& f, ModelSpec* m) {
     *m = InferArchitecture(*parameters, sequence_length);
     m->parameters = parameters;
     m->sequence_length = sequence_length;
+    m->dropout = dropout;
     m->architecture_inferred = true;
     return Status::Ok();
   }
@@ -151,6 +156,7 @@ Status ParseModel(const Field& f, ModelSpec* m) {
   ModelSpec out;
   out.parameters = parameters;
   out.sequence_length = sequence_length;
+  out.dropout = dropout;
   ASSIGN_OR_RETURN(out.layers, f.Get("layers").Int(1, kMaxLayers));
   const Field hidden = f.Get("hiddenSize");
   ASSIGN_OR_RETURN(out.hidden_size, hidden.Int(1, kMaxHiddenSize));
@@ -222,10 +228,33 @@ Status ParseData(const Field& f, DataSpec* d) {
   return Status::Ok();
 }
 
+Status ParseStack(const Field& f, StackSpec* s) {
+  if (!f.present()) return Status::Ok();
+  RETURN_IF_ERROR(
+      f.CheckMap({"attention", "tensorParallelOverlap", "dataParallelOverlap", "fp8Recipe"}));
+  if (const Field a = f.Get("attention"); a.present()) {
+    ASSIGN_OR_RETURN(const std::size_t i, a.OneOf({"fused", "unfused"}));
+    s->attention = i == 0 ? AttentionKernel::kFused : AttentionKernel::kUnfused;
+  }
+  if (const Field o = f.Get("tensorParallelOverlap"); o.present()) {
+    ASSIGN_OR_RETURN(s->tensor_parallel_overlap, o.Bool());
+  }
+  if (const Field o = f.Get("dataParallelOverlap"); o.present()) {
+    ASSIGN_OR_RETURN(s->data_parallel_overlap, o.Bool());
+  }
+  if (const Field r = f.Get("fp8Recipe"); r.present()) {
+    ASSIGN_OR_RETURN(const std::size_t i, r.OneOf({"delayed", "current", "blockwise"}));
+    static constexpr Fp8Recipe kValues[] = {Fp8Recipe::kDelayed, Fp8Recipe::kCurrent,
+                                            Fp8Recipe::kBlockwise};
+    s->fp8_recipe = kValues[i];
+  }
+  return Status::Ok();
+}
+
 Status ParseTraining(const Field& f, TrainingSpec* t) {
   if (!f.present()) return f.Error("required (it holds globalBatchSize)");
-  RETURN_IF_ERROR(f.CheckMap(
-      {"globalBatchSize", "precision", "optimizer", "activationCheckpointing", "microBatchSizes"}));
+  RETURN_IF_ERROR(f.CheckMap({"globalBatchSize", "precision", "optimizer",
+                              "activationCheckpointing", "microBatchSizes", "stack"}));
   const Field gbs = f.Get("globalBatchSize");
   if (!gbs.present()) return gbs.Error("required: sequences per optimizer step, e.g. 1024");
   ASSIGN_OR_RETURN(t->global_batch_size, gbs.Integer(1, kMaxGlobalBatchSize));
@@ -259,7 +288,7 @@ Status ParseTraining(const Field& f, TrainingSpec* t) {
         std::unique(t->micro_batch_sizes.begin(), t->micro_batch_sizes.end()),
         t->micro_batch_sizes.end());
   }
-  return Status::Ok();
+  return ParseStack(f.Get("stack"), &t->stack);
 }
 
 Status ParseResources(const Field& f, ResourcesSpec* r) {

@@ -68,6 +68,28 @@ const char* ObjectiveName(Objective o) {
   return "unknown";
 }
 
+const char* AttentionKernelName(AttentionKernel a) {
+  switch (a) {
+    case AttentionKernel::kFused:
+      return "fused";
+    case AttentionKernel::kUnfused:
+      return "unfused";
+  }
+  return "unknown";
+}
+
+const char* Fp8RecipeName(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::kDelayed:
+      return "delayed";
+    case Fp8Recipe::kCurrent:
+      return "current";
+    case Fp8Recipe::kBlockwise:
+      return "blockwise";
+  }
+  return "unknown";
+}
+
 std::optional<int64_t> EffectiveDeadline(const JobSpec& job, int64_t now_unix_seconds) {
   if (job.deadline_unix_seconds) return job.deadline_unix_seconds;
   if (!job.max_duration_seconds) return std::nullopt;

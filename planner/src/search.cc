@@ -36,9 +36,9 @@ std::vector<int> Divisors(int64_t n, int64_t limit) {
 
 auto TieKey(const Evaluation& e) {
   const Layout& l = e.layout;
-  return std::make_tuple(l.gpus(), l.pool, l.tensor_parallel, l.pipeline_parallel,
-                         l.virtual_stages, l.micro_batch_size, static_cast<int>(l.recompute),
-                         l.zero_stage, l.gpus_per_node);
+  return std::make_tuple(l.gpus(), l.pool, l.tensor_parallel, l.pipeline_parallel, l.virtual_stages,
+                         l.micro_batch_size, static_cast<int>(l.recompute), l.zero_stage,
+                         l.gpus_per_node);
 }
 
 double CostKey(const Evaluation& e, bool use_money) { return use_money ? e.cost : e.gpu_hours; }
@@ -142,8 +142,8 @@ class Searcher {
              pool.gpu_type + " does not support " + PrecisionName(job_.training.precision));
       return;
     }
-    const PoolContext ctx = MakePoolContext(job_, pool, *gpu,
-                                            calibration_.Find(pool.gpu_type), options_.constants);
+    const PoolContext ctx =
+        MakePoolContext(job_, pool, *gpu, calibration_.Find(pool.gpu_type), options_.constants);
     const ModelSpec& m = job_.model;
     for (int t : Divisors(pool.gpus_per_node, pool.gpus_per_node)) {
       if (job_.parallelism.tensor_parallel && *job_.parallelism.tensor_parallel != t) continue;
@@ -199,8 +199,8 @@ class Searcher {
             (job_.resources.max_gpus && gpus > *job_.resources.max_gpus)) {
           Reject(RejectReason::kGpuCountLimits, 1, nullptr,
                  job_.resources.max_gpus
-                     ? "spec.resources allows " + std::to_string(job_.resources.min_gpus) +
-                           " to " + std::to_string(*job_.resources.max_gpus) + " GPUs"
+                     ? "spec.resources allows " + std::to_string(job_.resources.min_gpus) + " to " +
+                           std::to_string(*job_.resources.max_gpus) + " GPUs"
                      : "spec.resources.minGPUs is " + std::to_string(job_.resources.min_gpus));
           continue;
         }
@@ -281,9 +281,8 @@ class Searcher {
   }
 
   bool MeetsDeadline(const Evaluation& e) const {
-    return !deadline_ ||
-           static_cast<double>(options_.now_unix_seconds) + e.total.total_seconds <=
-               static_cast<double>(*deadline_);
+    return !deadline_ || static_cast<double>(options_.now_unix_seconds) + e.total.total_seconds <=
+                             static_cast<double>(*deadline_);
   }
 
   void Consider(const Evaluation& e, int pool_index) {
@@ -294,8 +293,7 @@ class Searcher {
     if (!MeetsDeadline(named)) {
       Reject(RejectReason::kMissesDeadline, 1, &named,
              FormatDurationHuman(static_cast<double>(options_.now_unix_seconds) +
-                                     named.total.total_seconds -
-                                     static_cast<double>(*deadline_)) +
+                                 named.total.total_seconds - static_cast<double>(*deadline_)) +
                  " after the deadline");
       return;
     }

@@ -9,9 +9,9 @@
 #include <sstream>
 #include <string>
 
+#include "json_fixture.h"
 #include "pacer/planner/job_parser.h"
 #include "pacer/planner/search.h"
-#include "json_fixture.h"
 
 namespace pacer::controller {
 namespace {
@@ -19,7 +19,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
-
 
 const planner::NodePool* FindPool(const ClusterInventory& c, const std::string& name) {
   for (const auto& p : c.inventory.node_pools) {
@@ -51,6 +50,19 @@ TEST(CatalogNameForProductTest, MapsTheCommonProducts) {
   EXPECT_EQ(CatalogNameForProduct("Tesla-V100-SXM2-32GB"), "V100-SXM2");
   EXPECT_EQ(CatalogNameForProduct("Tesla-V100-SXM2-16GB"), std::nullopt);
   EXPECT_EQ(CatalogNameForProduct("NVIDIA-GeForce-RTX-4090"), std::nullopt);
+}
+
+// One catalog: every GPU type a node label maps to is one the planner knows,
+// so `pacer plan` and the controller accept the same gpuTypes.
+TEST(CatalogNameForProductTest, EveryMappedTypeIsInThePlannersCatalog) {
+  for (const char* product :
+       {"NVIDIA-A100-SXM4-40GB", "NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3",
+        "NVIDIA-H100-SXM5-80GB", "NVIDIA-H100-PCIe", "NVIDIA-H100-NVL", "NVIDIA-H200",
+        "NVIDIA-B200", "NVIDIA-L40S", "Tesla-V100-SXM2-32GB"}) {
+    const std::optional<std::string> name = CatalogNameForProduct(product);
+    ASSERT_TRUE(name.has_value()) << product;
+    EXPECT_NE(planner::GpuCatalog::BuiltIn().Find(*name), nullptr) << product << " -> " << *name;
+  }
 }
 
 TEST_F(NodeInventoryTest, GroupsNodesIntoPoolsByTypeCountAndAnnotations) {

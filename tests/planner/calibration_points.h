@@ -53,6 +53,10 @@ inline PointSetup SetUpPoint(const PublishedPoint& pt, bool full) {
   m.vocab_size = 51200;
   m.sequence_length = 2048;
   m.tied_embeddings = true;  // Megatron's GPT shares input and output embeddings
+  m.dropout = true;          // Megatron's GPT trains with dropout 0.1
+  // Megatron of 2022: its own fused softmax, no FlashAttention, no TP overlap.
+  s.job.training.stack.attention = AttentionKernel::kUnfused;
+  s.job.training.stack.tensor_parallel_overlap = false;
   s.job.data.samples = 1e6;
   s.job.training.global_batch_size = pt.batch;
   s.job.training.precision = Precision::kFp16;

@@ -125,32 +125,81 @@ TEST(MemoryModelTest, ZeroPaperTable) {
   EXPECT_EQ(mixed.weights + mixed.gradients + mixed.optimizer, 16);
   const double expected_gb[] = {120, 31.4, 16.6, 1.9};
   for (int stage = 0; stage <= 3; ++stage) {
-    EXPECT_NEAR(ShardedState(7.5e9, mixed, stage, 64).total_bytes() / 1e9, expected_gb[stage],
-                0.05)
+    EXPECT_NEAR(ShardedState(7.5e9, mixed, stage, 64).total_bytes() / 1e9, expected_gb[stage], 0.05)
         << "stage " << stage;
   }
 }
 
 TEST(MemoryModelTest, KorthikantiActivationFormulas) {
-  const ModelSpec m = Gpt(96, 12288, 96, 2048, 51200);
+  // Korthikanti's formulas: GPT with dropout and an unfused attention kernel.
+  ModelSpec m = Gpt(96, 12288, 96, 2048, 51200);
+  m.dropout = true;
   const double s = 2048, b = 2, h = 12288, a = 96, t = 8;
   const double sbh = s * b * h;
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 1, false, Recompute::kNone),
+  constexpr AttentionKernel kUnfused = AttentionKernel::kUnfused;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 1, false, Recompute::kNone, kUnfused),
                    sbh * (34 + 5 * a * s / h));
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, false, Recompute::kNone),
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, false, Recompute::kNone, kUnfused),
                    sbh * (10 + 24 / t + 5 * a * s / (h * t)));
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, true, Recompute::kNone),
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, true, Recompute::kNone, kUnfused),
                    sbh / t * (34 + 5 * a * s / h));
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, true, Recompute::kSelective), 34 * sbh / t);
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, false, Recompute::kFull), 2 * sbh);
-  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, true, Recompute::kFull), 2 * sbh / t);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, true, Recompute::kSelective, kUnfused),
+                   34 * sbh / t);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, false, Recompute::kFull, kUnfused), 2 * sbh);
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 8, true, Recompute::kFull, kUnfused), 2 * sbh / t);
+  // Without dropout the two 1-byte masks go, and the score term keeps only
+  // the softmax output (2 a s^2 b).
+  m.dropout = false;
+  EXPECT_DOUBLE_EQ(LayerActivationBytes(m, 2, 1, false, Recompute::kNone, kUnfused),
+                   sbh * (32 + 2 * a * s / h));
+}
+
+// A fused kernel never stores the score matrix, so it never needs more
+// memory than an unfused one, for any recomputation and parallelism.
+TEST(MemoryModelTest, FusedAttentionNeverNeedsMoreMemoryThanUnfused) {
+  for (const ModelSpec& m : {Gpt(96, 12288, 96, 2048, 51200), Llama3_70B()}) {
+    for (int t : {1, 2, 8}) {
+      for (bool sp : {false, true}) {
+        for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+          for (int b : {1, 4}) {
+            const double fused = LayerActivationBytes(m, b, t, sp, r, AttentionKernel::kFused);
+            const double unfused = LayerActivationBytes(m, b, t, sp, r, AttentionKernel::kUnfused);
+            EXPECT_LE(fused, unfused) << "t " << t << " sp " << sp << " b " << b;
+            if (r == Recompute::kNone) {
+              EXPECT_LT(fused, unfused);
+            }
+          }
+        }
+      }
+    }
+  }
+  // And the whole plan: same layout, fused needs no more memory.
+  JobSpec job;
+  job.model = Llama3_70B();
+  job.data.samples = 1e6;
+  job.training.global_batch_size = 64;
+  Layout l;
+  l.tensor_parallel = 8;
+  l.sequence_parallel = true;
+  l.gpus_per_node = 8;
+  l.data_parallel = 8;
+  l.nodes = 8;
+  l.micro_batch_size = 1;
+  l.gradient_accumulation_steps = 8;
+  l.zero_stage = 1;
+  const GpuType* h100 = GpuCatalog::BuiltIn().Find("H100-SXM");
+  JobSpec unfused_job = job;
+  unfused_job.training.stack.attention = AttentionKernel::kUnfused;
+  EXPECT_LT(PredictMemory(job, l, *h100).total_bytes(),
+            PredictMemory(unfused_job, l, *h100).total_bytes());
 }
 
 TEST(MemoryModelTest, GroupedQueryAttentionStoresLessThanMultiHead) {
   ModelSpec mha = Llama3_70B();
   mha.kv_heads = mha.attention_heads;
-  EXPECT_LT(LayerActivationBytes(Llama3_70B(), 1, 8, true, Recompute::kSelective),
-            LayerActivationBytes(mha, 1, 8, true, Recompute::kSelective));
+  EXPECT_LT(LayerActivationBytes(Llama3_70B(), 1, 8, true, Recompute::kSelective,
+                                 AttentionKernel::kFused),
+            LayerActivationBytes(mha, 1, 8, true, Recompute::kSelective, AttentionKernel::kFused));
 }
 
 JobSpec SeedJob() {
@@ -205,10 +254,52 @@ TEST(StepModelTest, EpochsRoundUpPerEpoch) {
   EXPECT_EQ(Evaluate(job, l, OneNode("A100-80GB", 1), *gpu, nullptr).total.optimizer_steps, 303);
 }
 
-TEST(StepModelTest, CommunicationTermsFollowTheRingFormula) {
-  // nccl-tests: all-reduce t = 2 (n-1)/n S / B.
-  EXPECT_DOUBLE_EQ(RingAllReduceSeconds(1e9, 8, 100e9), 2.0 * 7 / 8 * 1e9 / 100e9);
-  EXPECT_EQ(RingAllReduceSeconds(1e9, 1, 100e9), 0);
+TEST(CollectivesTest, LargeMessagesFollowTheRingFormula) {
+  // nccl-tests: all-reduce t = 2 (n-1)/n S / B, reduce-scatter (n-1)/n S / B,
+  // plus latency terms that vanish for large messages.
+  CollectiveGroup g;
+  g.ranks = 8;
+  g.ranks_per_node = 8;
+  g.intra_node_busbw_bytes_per_second = 100e9;
+  g.intra_node_hop_seconds = 1e-6;
+  g.base_seconds = 5e-6;
+  const CollectiveTime ar = AllReduceTime(1e9, g);
+  EXPECT_EQ(ar.algorithm, CollectiveAlgorithm::kRing);
+  EXPECT_DOUBLE_EQ(ar.latency_seconds, 5e-6 + 2 * 7 * 1e-6);
+  EXPECT_DOUBLE_EQ(ar.seconds, ar.latency_seconds + 2.0 * 7 / 8 * 1e9 / 100e9);
+  EXPECT_DOUBLE_EQ(ReduceScatterTime(1e9, g).seconds, 5e-6 + 7e-6 + 7.0 / 8 * 1e9 / 100e9);
+  g.ranks = 1;
+  EXPECT_EQ(AllReduceTime(1e9, g).seconds, 0);
+}
+
+// NCCL runs a channel per NIC: a data-parallel group with every GPU of its
+// nodes sees the node's whole network, one GPU per node only its own NIC.
+TEST(CollectivesTest, AGroupAcrossNodesUsesItsShareOfAllNics) {
+  CollectiveGroup g;
+  g.ranks = 64;
+  g.ranks_per_node = 8;
+  g.intra_node_busbw_bytes_per_second = 337e9;
+  g.inter_node_busbw_bytes_per_second = 360e9;  // 8 x 400 Gb/s x 0.9
+  EXPECT_DOUBLE_EQ(AllReduceTime(1e10, g).busbw_bytes_per_second, 337e9);
+  g.inter_node_busbw_bytes_per_second = 45e9;  // one NIC's share
+  EXPECT_DOUBLE_EQ(AllReduceTime(1e10, g).busbw_bytes_per_second, 45e9);
+}
+
+// Across many nodes the tree's log-depth latency beats the ring's linear one
+// for small messages; for large ones both move the same bytes.
+TEST(CollectivesTest, TreeWinsSmallMessagesAcrossManyNodes) {
+  CollectiveGroup g;
+  g.ranks = 1024;
+  g.ranks_per_node = 8;
+  g.intra_node_busbw_bytes_per_second = 337e9;
+  g.inter_node_busbw_bytes_per_second = 360e9;
+  g.intra_node_hop_seconds = 0.6e-6;
+  g.inter_node_hop_seconds = 5e-6;
+  const CollectiveTime small = AllReduceTime(1e3, g);
+  EXPECT_EQ(small.algorithm, CollectiveAlgorithm::kTree);
+  EXPECT_LT(small.latency_seconds, 2 * (1024 - 128) * 0.6e-6 + 2 * 128 * 5e-6);
+  g.ranks = 8;  // one node: the ring
+  EXPECT_EQ(AllReduceTime(1e3, g).algorithm, CollectiveAlgorithm::kRing);
 }
 
 TEST(StepModelTest, GemmEfficiencyFallsForSmallGemms) {
@@ -261,8 +352,9 @@ TEST(TotalTimeTest, YoungDalyIntervalAndOverheads) {
   EXPECT_NEAR(t.job_mtbf_seconds, ModelConstants{}.gpu_mtbf_seconds / 64, 1e-6);
   EXPECT_NEAR(t.checkpoint_interval_seconds,
               std::sqrt(2 * t.checkpoint_write_seconds * t.job_mtbf_seconds), 1e-6);
-  EXPECT_NEAR(t.total_seconds, t.startup_seconds + t.training_seconds +
-                                   t.checkpoint_overhead_seconds + t.failure_rework_seconds,
+  EXPECT_NEAR(t.total_seconds,
+              t.startup_seconds + t.training_seconds + t.checkpoint_overhead_seconds +
+                  t.failure_rework_seconds,
               1e-6);
   EXPECT_GT(t.failure_rework_seconds, 0);
   EXPECT_NEAR(e.gpu_hours, 64 * t.total_seconds / 3600, 1e-9);

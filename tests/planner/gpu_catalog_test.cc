@@ -8,9 +8,15 @@ namespace {
 TEST(GpuCatalogTest, BuiltInHasTheDocumentedTypes) {
   const GpuCatalog catalog = GpuCatalog::BuiltIn();
   EXPECT_EQ(catalog.NamesForMessage(),
-            "A100-40GB, A100-80GB, H100-SXM, H100-PCIe, H200, B200, L40S, V100-SXM2");
+            "A100-40GB, A100-80GB, H100-SXM, H100-PCIe, H100-NVL, H200, B200, L40S, V100-SXM2");
   for (const GpuType& gpu : catalog.gpus()) {
     EXPECT_GT(gpu.memory_gb, 0) << gpu.name;
+    // The device reports more than the datasheet's decimal GB: every "N GB"
+    // part has at least N GiB... less the ECC and driver reserve, which
+    // keeps it above N x 1e9 bytes.
+    EXPECT_GT(gpu.memory_bytes(), gpu.memory_gb * 1e9 * 0.99) << gpu.name;
+    EXPECT_GT(gpu.gemm_efficiency, 0) << gpu.name;
+    EXPECT_LE(gpu.gemm_efficiency, 1) << gpu.name;
     EXPECT_GT(gpu.hbm_gbps, 0) << gpu.name;
     EXPECT_GT(gpu.fp16_tflops, 0) << gpu.name;
     EXPECT_GT(gpu.fp32_tflops, 0) << gpu.name;
@@ -30,11 +36,14 @@ TEST(GpuCatalogTest, DatasheetValues) {
   EXPECT_EQ(h100->memory_gb, 80);
   EXPECT_EQ(h100->hbm_gbps, 3350);
   EXPECT_EQ(h100->nvlink_gbps, 900);
-  EXPECT_DOUBLE_EQ(h100->memory_bytes(), 80e9);
+  // An "80 GB" H100 has 81,559 MiB (nvidia-smi), not 80e9 bytes (74.5 GiB).
+  EXPECT_EQ(h100->memory_mib, 81559);
+  EXPECT_DOUBLE_EQ(h100->memory_bytes(), 81559.0 * 1024 * 1024);
 
   const GpuType* h200 = catalog.Find("H200");
   ASSERT_NE(h200, nullptr);
   EXPECT_EQ(h200->memory_gb, 141);
+  EXPECT_EQ(h200->memory_mib, 143771);
   EXPECT_EQ(h200->hbm_gbps, 4800);
 
   const GpuType* a100 = catalog.Find("A100-40GB");

@@ -107,7 +107,7 @@ TEST(InventoryTest, ErrorsNameThePath) {
   EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H1000, nodes: 2, gpusPerNode: 8, "
                     "networkGbpsPerNode: 3200}\n"),
             "nodePools[0].gpuType: unknown GPU type \"H1000\"; known types: A100-40GB, "
-            "A100-80GB, H100-SXM, H100-PCIe, H200, B200, L40S, V100-SXM2; add it under gpuTypes");
+            "A100-80GB, H100-SXM, H100-PCIe, H100-NVL, H200, B200, L40S, V100-SXM2; add it under gpuTypes");
   EXPECT_EQ(ErrorOf(pool0 + pool0.substr(11)),
             "nodePools[1].name: duplicate pool name (also nodePools[0]), got \"a\"");
   EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "

@@ -29,6 +29,7 @@ planner::MemoryBreakdown PlannerMemory(const WorkerConfig& c) {
   job.training.global_batch_size = c.global_batch_size;
   job.training.precision = c.precision;
   job.training.optimizer = c.optimizer;
+  job.training.stack.attention = planner::AttentionKernel::kUnfused;  // as the worker runs
   planner::Layout layout;
   layout.tensor_parallel = c.tensor_parallel;
   layout.pipeline_parallel = c.pipeline_parallel;
@@ -61,14 +62,15 @@ const PlanCase kCases[] = {
 
 TEST(DeviceLayoutTest, StateBytesAreThePlannersShardedState) {
   for (const PlanCase& pc : kCases) {
-    const WorkerConfig c = TestPlan(pc.t, pc.p, pc.d, pc.v, pc.zero, pc.b, pc.k, pc.r, pc.precision);
+    const WorkerConfig c =
+        TestPlan(pc.t, pc.p, pc.d, pc.v, pc.zero, pc.b, pc.k, pc.r, pc.precision);
     auto s = BuildStepSchedule(c, 0);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     auto plan = PlanDeviceMemory(c, *s);
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-    const planner::ShardedStateBytes want = planner::ShardedState(
-        s->stage_parameters, planner::StateBytes(c.precision, c.optimizer), c.zero_stage,
-        c.data_parallel);
+    const planner::ShardedStateBytes want =
+        planner::ShardedState(s->stage_parameters, planner::StateBytes(c.precision, c.optimizer),
+                              c.zero_stage, c.data_parallel);
     EXPECT_DOUBLE_EQ(plan->planned.weights_bytes, want.weights_bytes);
     EXPECT_DOUBLE_EQ(plan->planned.gradients_bytes, want.gradients_bytes);
     EXPECT_DOUBLE_EQ(plan->planned.optimizer_bytes, want.optimizer_bytes);
@@ -86,7 +88,8 @@ TEST(DeviceLayoutTest, StateBytesAreThePlannersShardedState) {
 
 TEST(DeviceLayoutTest, ActivationBytesAreTheLayerBytesTimesLayersInFlight) {
   for (const PlanCase& pc : kCases) {
-    const WorkerConfig c = TestPlan(pc.t, pc.p, pc.d, pc.v, pc.zero, pc.b, pc.k, pc.r, pc.precision);
+    const WorkerConfig c =
+        TestPlan(pc.t, pc.p, pc.d, pc.v, pc.zero, pc.b, pc.k, pc.r, pc.precision);
     auto s = BuildStepSchedule(c, 0);  // first stage
     ASSERT_TRUE(s.ok());
     auto plan = PlanDeviceMemory(c, *s);
@@ -94,9 +97,9 @@ TEST(DeviceLayoutTest, ActivationBytesAreTheLayerBytesTimesLayersInFlight) {
     const planner::MemoryBreakdown mem = PlannerMemory(c);
     const double element_scale = plan->element_bytes / 2.0;
     const double per_layer =
-        element_scale * planner::LayerActivationBytes(c.model, c.micro_batch_size,
-                                                      c.tensor_parallel, c.tensor_parallel > 1,
-                                                      c.recompute);
+        element_scale * planner::LayerActivationBytes(
+                            c.model, c.micro_batch_size, c.tensor_parallel, c.tensor_parallel > 1,
+                            c.recompute, planner::AttentionKernel::kUnfused);
     // 1F1B: the first stage stashes min(p, k) micro-batches of its L / p layers.
     const double layers_in_flight = static_cast<double>(std::min<int64_t>(pc.p, pc.k)) *
                                     c.model.layers / pc.p *
@@ -105,8 +108,8 @@ TEST(DeviceLayoutTest, ActivationBytesAreTheLayerBytesTimesLayersInFlight) {
     if (c.recompute == Recompute::kFull) {
       want += element_scale * planner::LayerActivationBytes(c.model, c.micro_batch_size,
                                                             c.tensor_parallel,
-                                                            c.tensor_parallel > 1,
-                                                            Recompute::kNone);
+                                                            c.tensor_parallel > 1, Recompute::kNone,
+                                                            planner::AttentionKernel::kUnfused);
     }
     EXPECT_NEAR(plan->planned.activations_bytes / want, 1.0, 1e-12)
         << pc.t << " " << pc.p << " " << pc.v;
@@ -132,8 +135,8 @@ TEST(DeviceLayoutTest, LogitsOnlyOnTheLastStage) {
   ASSERT_TRUE(first_plan.ok() && last_plan.ok());
   EXPECT_EQ(first_plan->planned.logits_bytes, 0);
   const planner::MemoryBreakdown mem = PlannerMemory(c);
-  EXPECT_NEAR(last_plan->planned.logits_bytes,
-              512.0 * 32000 / 2 * (2 + 4), 1e-6);  // s b V / t x (16-bit + fp32 copy)
+  EXPECT_NEAR(last_plan->planned.logits_bytes, 512.0 * 32000 / 2 * (2 + 4),
+              1e-6);  // s b V / t x (16-bit + fp32 copy)
   if (mem.logits_bytes > 0) {
     EXPECT_DOUBLE_EQ(last_plan->planned.logits_bytes, mem.logits_bytes);
   }
@@ -146,7 +149,8 @@ TEST(DeviceLayoutTest, LogitsOnlyOnTheLastStage) {
 
 TEST(DeviceLayoutTest, BucketsSplitEvenlyIntoAlignedShards) {
   for (const PlanCase& pc : kCases) {
-    const WorkerConfig c = TestPlan(pc.t, pc.p, pc.d, pc.v, pc.zero, pc.b, pc.k, pc.r, pc.precision);
+    const WorkerConfig c =
+        TestPlan(pc.t, pc.p, pc.d, pc.v, pc.zero, pc.b, pc.k, pc.r, pc.precision);
     auto s = BuildStepSchedule(c, 0);
     auto plan = PlanDeviceMemory(c, *s);
     ASSERT_TRUE(plan.ok());

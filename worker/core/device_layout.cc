@@ -172,12 +172,15 @@ StatusOr<DeviceMemoryPlan> PlanDeviceMemory(const WorkerConfig& c, const StepSch
   const bool sp = t > 1;
   plan.planned.activations_bytes =
       element_scale *
-      planner::LayerActivationBytes(m, c.micro_batch_size, c.tensor_parallel, sp, c.recompute) *
+      // This worker's step stores the score matrix (an unfused kernel).
+      planner::LayerActivationBytes(m, c.micro_batch_size, c.tensor_parallel, sp, c.recompute,
+                                    planner::AttentionKernel::kUnfused) *
       static_cast<double>(stashed_layers);
   if (c.recompute == Recompute::kFull) {
     plan.planned.activations_bytes +=
-        element_scale * planner::LayerActivationBytes(m, c.micro_batch_size, c.tensor_parallel,
-                                                      sp, Recompute::kNone);
+        element_scale * planner::LayerActivationBytes(m, c.micro_batch_size, c.tensor_parallel, sp,
+                                                      Recompute::kNone,
+                                                      planner::AttentionKernel::kUnfused);
   }
   const double logits_elements = static_cast<double>(d.tokens) * static_cast<double>(d.vocab);
   plan.planned.logits_bytes = s.holds_logits ? logits_elements * (e + 4.0) : 0;
@@ -187,19 +190,20 @@ StatusOr<DeviceMemoryPlan> PlanDeviceMemory(const WorkerConfig& c, const StepSch
   const double zero_d = static_cast<double>(dp);
   plan.allocated.weights_bytes = e * (c.zero_stage >= 3 ? n / zero_d : n);
   plan.allocated.gradients_bytes = e * (c.zero_stage >= 2 ? n / zero_d : n);
-  plan.allocated.optimizer_bytes = 4.0 * plan.optimizer_floats_per_parameter *
-                                   static_cast<double>(c.zero_stage >= 1 ? p.shard_elements
-                                                                         : p.padded_elements);
-  plan.allocated.activations_bytes =
-      static_cast<double>(e) * static_cast<double>(plan.stash.total_elements()) *
-      static_cast<double>(stashed_layers);
+  plan.allocated.optimizer_bytes =
+      4.0 * plan.optimizer_floats_per_parameter *
+      static_cast<double>(c.zero_stage >= 1 ? p.shard_elements : p.padded_elements);
+  plan.allocated.activations_bytes = static_cast<double>(e) *
+                                     static_cast<double>(plan.stash.total_elements()) *
+                                     static_cast<double>(stashed_layers);
   plan.allocated.logits_bytes = plan.planned.logits_bytes;
   double workspace = static_cast<double>(plan.cublas_workspace_bytes);
-  for (const auto& [name, elements] : w) workspace += static_cast<double>(e) * static_cast<double>(elements);
+  for (const auto& [name, elements] : w)
+    workspace += static_cast<double>(e) * static_cast<double>(elements);
   if (c.recompute == Recompute::kFull) {
     // The planner counts this one layer as activations; so does `allocated`.
-    const double one_layer =
-        static_cast<double>(e) * static_cast<double>(StashFor(d, Recompute::kNone).total_elements());
+    const double one_layer = static_cast<double>(e) *
+                             static_cast<double>(StashFor(d, Recompute::kNone).total_elements());
     workspace -= one_layer;
     plan.allocated.activations_bytes += one_layer;
   }

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "pacer/planner/calibration.h"
+#include "pacer/planner/collectives.h"
 #include "pacer/planner/gpu_catalog.h"
 #include "pacer/planner/inventory.h"
 #include "pacer/planner/job_spec.h"
@@ -20,29 +21,62 @@
 namespace pacer::planner {
 
 // Efficiencies and fixed costs. Defaults: see docs/planner.md "Constants";
-// the three marked (fit) were fitted on Korthikanti et al. 2022, Table 5 and
-// are reported with leave-one-model-out error in docs/benchmarks.md.
+// those marked (fit) were fitted on published runs (Korthikanti et al. 2022
+// Table 5 on A100; llm-foundry's H100 table) and are reported with
+// leave-one-group-out error in docs/benchmarks.md.
 struct ModelConstants {
-  // Fraction of dense peak reached by large GEMMs (fit; an 8192^3 bf16 GEMM
-  // measured 0.807 of peak on an H100, 0.797 on an H200). Calibration's
-  // gemmEfficiency replaces it per GPU type.
+  // Fraction of dense peak the linear layers' 16-bit GEMMs reach in a
+  // training step, for GPU types the catalog has no figure for (types an
+  // inventory adds): Ampere's fit. The catalog's gemm_efficiency (A100 0.84,
+  // Hopper 0.62, fit) and a calibration's gemmEfficiency replace it.
   double gemm_efficiency = 0.84;
+  // fp8 GEMMs as a fraction of the fp8 dense peak when the catalog has no
+  // figure (public cuBLAS results: ~1,300 of 1,979 TFLOP/s at 8192^3).
+  double fp8_gemm_efficiency = 0.66;
+  // A fused attention kernel (FlashAttention, cuDNN SDPA) as a fraction of
+  // the 16-bit dense peak, counting the FLOPs it really does (causal: half
+  // the s x s matrix; backward 2.5x forward because it recomputes the
+  // scores) (fit, on H100).
+  double flash_attention_efficiency = 0.18;
   // Achieved busbw of tensor-parallel collectives inside a node as a fraction
-  // of unidirectional NVLink bandwidth (fit). Small, frequent, un-overlapped
-  // collectives with launch and synchronization cost are far from nccl-tests'
-  // large-message busbw.
+  // of unidirectional NVLink bandwidth (fit). Small, frequent collectives
+  // with launch and synchronization cost are far from nccl-tests' large-
+  // message busbw.
   double tp_link_efficiency = 0.30;
+  // With tensor-parallel communication overlap (Megatron --tp-comm-overlap:
+  // the collectives are split into chunks pipelined with the GEMMs), the share
+  // of the collective time still exposed.
+  double tp_overlap_exposed_fraction = 0.30;
   // Elementwise (norm, activation, dropout, residual, softmax) HBM traffic in
   // multiples of the activation bytes a layer stores (fit).
   double elementwise_traffic_factor = 0.5;
-  // Large-message collectives (data parallel, pipeline p2p) vs link peak:
-  // NVLink (nccl-tests on DGX A100 reach ~230 of 300 GB/s unidirectional).
+  // Large-message collectives vs link peak: NVLink (nccl-tests on DGX A100
+  // reach ~230 of 300 GB/s unidirectional).
   double nvlink_collective_efficiency = 0.75;
   // Inter-node: Calculon's InfiniBand efficiency.
   double network_efficiency = 0.9;
+  // NCCL's latency terms (its tuning model's order of magnitude): a
+  // collective kernel's fixed cost, and one hop of the low-latency protocol
+  // over NVLink and over the network.
+  double collective_base_seconds = 7e-6;
+  double nvlink_hop_seconds = 0.6e-6;
+  double network_hop_seconds = 5e-6;
   // Fraction of HBM bandwidth streaming kernels reach (device-to-device copy
   // measured ~3.0 of 3.35 TB/s on an H100).
   double hbm_efficiency = 0.85;
+  // The latency floor: no kernel takes less than a launch, a transformer
+  // layer's forward is about this many kernels (norms, GEMMs, rotary,
+  // attention, activation, residuals; backward twice as many), and every
+  // optimizer step has a fixed cost (optimizer and gradient-norm kernels,
+  // loss reduction, data loading hand-off).
+  double kernel_launch_seconds = 4e-6;
+  // Sharded data parallelism (ZeRO-2/3 as PyTorch FSDP runs it) pays a fixed
+  // cost per layer and micro-batch beyond its collectives' time: the per-layer
+  // gather and reduce-scatter issue, their stream synchronisation with
+  // compute, and the allocations of the gathered weights (fit, on H100).
+  double sharded_layer_overhead_seconds = 5.25e-3;
+  int kernels_per_layer_forward = 14;
+  double step_overhead_seconds = 0.01;
   // Fixed memory: CUDA context and library workspaces (seed article).
   double cuda_context_bytes = 1.3e9;
   // Allocator fragmentation reserve as a share of GPU memory.
@@ -68,40 +102,59 @@ struct MemoryBreakdown {
   double optimizer_bytes = 0;
   double activations_bytes = 0;
   double logits_bytes = 0;
-  double reserve_bytes = 0;  // CUDA context + fragmentation reserve
+  // ZeRO-3 working buffers: the current and the prefetched layer's gathered
+  // weights and the layer's unsharded gradients (FSDP's unit of gathering).
+  double buffers_bytes = 0;
+  double reserve_bytes = 0;   // CUDA context + fragmentation reserve
   double capacity_bytes = 0;  // the GPU's memory
 
   double total_bytes() const {
     return weights_bytes + gradients_bytes + optimizer_bytes + activations_bytes + logits_bytes +
-           reserve_bytes;
+           buffers_bytes + reserve_bytes;
   }
   bool fits() const { return total_bytes() <= capacity_bytes; }
 };
 
-// One optimizer step on the slowest pipeline stage, in seconds.
+// One optimizer step on the slowest pipeline stage, in seconds, and how the
+// stack the job declares shaped it.
 struct StepTimeBreakdown {
-  double compute_seconds = 0;      // forward + backward GEMMs (and elementwise)
-  double recompute_seconds = 0;    // the forward work recomputation repeats
-  double tp_comm_seconds = 0;      // tensor-parallel collectives (not overlapped)
-  double pp_bubble_seconds = 0;    // pipeline fill and drain
-  double pp_p2p_seconds = 0;       // activations between stages
-  double dp_comm_seconds = 0;      // gradient collective, total
-  double dp_exposed_seconds = 0;   // ... the part not hidden behind backward
-  double optimizer_seconds = 0;    // the parameter update, HBM bound
-  double calibration_ratio = 1;    // measured / predicted, applied to the sum
-  double step_seconds = 0;         // the prediction
+  double compute_seconds = 0;            // forward + backward: GEMMs, attention, elementwise
+  double attention_seconds = 0;          // ... of which the attention core (fused kernel or
+                                         //     score GEMMs and softmax)
+  double recompute_seconds = 0;          // the forward work recomputation repeats
+  double tp_comm_seconds = 0;            // tensor-parallel collectives, total
+  double tp_exposed_seconds = 0;         // ... the part not hidden behind GEMMs
+  double pp_bubble_seconds = 0;          // pipeline fill and drain
+  double pp_p2p_seconds = 0;             // activations between stages
+  double dp_comm_seconds = 0;            // data-parallel / ZeRO collectives, total
+  double dp_exposed_seconds = 0;         // ... the part not hidden behind compute
+  double sharding_overhead_seconds = 0;  // ZeRO-2/3 per-layer fixed costs
+  double optimizer_seconds = 0;          // the parameter update, HBM bound
+  double overhead_seconds = 0;           // fixed per-step cost
+  // The step this layout cannot beat however small the work: kernel launches,
+  // collective latencies and the fixed per-step cost (included above).
+  double latency_floor_seconds = 0;
+  double calibration_ratio = 1;  // measured / predicted, applied to the sum
+  double step_seconds = 0;       // the prediction
+
+  // What the model assumed (for explain).
+  AttentionKernel attention = AttentionKernel::kFused;
+  bool tp_overlap = false;
+  bool dp_overlap = false;
+  CollectiveTime tp_collective;  // one tensor-parallel all-reduce
+  CollectiveTime dp_collective;  // the data-parallel gradient collective, once
 };
 
 // The whole run, in seconds.
 struct TotalTimeBreakdown {
   int64_t optimizer_steps = 0;
-  double training_seconds = 0;          // optimizer_steps x step_seconds
+  double training_seconds = 0;  // optimizer_steps x step_seconds
   double startup_seconds = 0;
   double checkpoint_interval_seconds = 0;  // Young/Daly or as pinned
   double checkpoint_write_seconds = 0;     // one checkpoint
   double checkpoint_overhead_seconds = 0;  // all checkpoint writes
   double job_mtbf_seconds = 0;
-  double failure_rework_seconds = 0;       // expected lost work + restarts
+  double failure_rework_seconds = 0;  // expected lost work + restarts
   double total_seconds = 0;
 };
 
@@ -110,11 +163,11 @@ struct Evaluation {
   MemoryBreakdown memory;
   StepTimeBreakdown step;
   TotalTimeBreakdown total;
-  double model_flops_per_step = 0;     // all GPUs together
+  double model_flops_per_step = 0;  // all GPUs together
   double hardware_flops_per_step = 0;
-  double mfu = 0;                      // model FLOP/s per GPU / catalog peak
+  double mfu = 0;  // model FLOP/s per GPU / catalog peak
   double gpu_hours = 0;
-  double cost = 0;                     // gpu_hours x price; 0 when price unknown
+  double cost = 0;  // gpu_hours x price; 0 when price unknown
 };
 
 // Predicts everything for `layout` on `pool`. Does not check feasibility
@@ -152,12 +205,10 @@ ShardedStateBytes ShardedState(double parameters, StateBytesPerParameter per_par
 
 // Activation bytes one transformer layer stores for one micro-batch
 // (Korthikanti 2022, generalized to GQA and SwiGLU; 2-byte activations).
+// A fused attention kernel never stores the 5 a s^2 b score bytes (softmax
+// output, dropout mask and output), whatever the recomputation.
 double LayerActivationBytes(const ModelSpec& m, int micro_batch_size, int tensor_parallel,
-                            bool sequence_parallel, Recompute recompute);
-
-// Ring all-reduce of `bytes` over `ranks` at bus bandwidth `busbw_bytes_per_second`
-// (nccl-tests: t = 2 (n-1)/n S / B). Reduce-scatter / all-gather are half.
-double RingAllReduceSeconds(double bytes, int ranks, double busbw_bytes_per_second);
+                            bool sequence_parallel, Recompute recompute, AttentionKernel attention);
 
 // Calculon's GEMM efficiency prior as a multiplier (1 for GEMMs of >= 128
 // GFLOP, falling to ~0.1 for tiny ones), interpolated on log(FLOPs).

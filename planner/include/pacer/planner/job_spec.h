@@ -23,6 +23,14 @@ enum class Optimizer { kAdamW, kAdam, kSgd, kSgdMomentum, kAdafactor };
 enum class Recompute { kNone, kSelective, kFull };
 enum class FfnKind { kGelu, kSwiglu };
 enum class Objective { kCost, kTime };
+// The attention kernel the training stack runs. Fused (FlashAttention, cuDNN
+// SDPA: every current stack) never stores the s x s score matrix and
+// recomputes it in the backward pass; unfused materialises it (older stacks).
+enum class AttentionKernel { kFused, kUnfused };
+// How fp8 GEMMs are scaled (TransformerEngine recipes): delayed scaling keeps
+// an amax history; current scaling computes each tensor's amax before the GEMM
+// (one more pass over it); blockwise scales sub-blocks (MXFP8-style).
+enum class Fp8Recipe { kDelayed, kCurrent, kBlockwise };
 
 // The names used in YAML/JSON ("bf16", "adamw", "selective", "swiglu", "cost").
 const char* PrecisionName(Precision p);
@@ -30,6 +38,8 @@ const char* OptimizerName(Optimizer o);
 const char* RecomputeName(Recompute r);
 const char* FfnKindName(FfnKind f);
 const char* ObjectiveName(Objective o);
+const char* AttentionKernelName(AttentionKernel a);
+const char* Fp8RecipeName(Fp8Recipe r);
 
 // The model. Either `parameters` alone, or the architecture (layers through
 // sequence_length), or both. When only `parameters` is given the parser fills
@@ -40,12 +50,15 @@ struct ModelSpec {
   int layers = 0;
   int hidden_size = 0;
   int attention_heads = 0;
-  int kv_heads = 0;          // == attention_heads unless grouped-query attention
-  int ffn_hidden_size = 0;   // intermediate size of the MLP
+  int kv_heads = 0;         // == attention_heads unless grouped-query attention
+  int ffn_hidden_size = 0;  // intermediate size of the MLP
   FfnKind ffn_kind = FfnKind::kGelu;
   int vocab_size = 0;
-  int sequence_length = 0;   // tokens per sequence (sample)
+  int sequence_length = 0;  // tokens per sequence (sample)
   bool tied_embeddings = false;
+  // Dropout after attention and MLP (GPT-2/3, Megatron's GPT): its masks are
+  // stored activations. Current LLMs (Llama, MPT, Mistral) train without.
+  bool dropout = false;
   bool architecture_inferred = false;
 };
 
@@ -56,12 +69,26 @@ struct DataSpec {
   int epochs = 1;  // >= 1
 };
 
+// The software stack, where it changes time or memory. Defaults describe a
+// current Megatron-Core / NeMo / PyTorch FSDP stack.
+struct StackSpec {
+  AttentionKernel attention = AttentionKernel::kFused;
+  // Megatron's --tp-comm-overlap: tensor-parallel collectives pipelined with
+  // the GEMMs that produce and consume them.
+  bool tensor_parallel_overlap = true;
+  // Data-parallel / ZeRO collectives overlapped with compute (DDP gradient
+  // buckets, FSDP prefetch of the next layer's weights).
+  bool data_parallel_overlap = true;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // used only when precision is fp8
+};
+
 struct TrainingSpec {
   int64_t global_batch_size = 0;  // sequences per optimizer step; > 0
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdamW;
   std::optional<Recompute> activation_checkpointing;  // nullopt = auto
   std::vector<int> micro_batch_sizes;                 // allowed set; empty = any divisor
+  StackSpec stack;
 };
 
 struct ResourcesSpec {
@@ -89,8 +116,8 @@ struct WorkerSpec {
 };
 
 struct CheckpointSpec {
-  std::string volume_claim_name;                 // empty = no persistent volume
-  std::optional<double> interval_seconds;        // nullopt = auto (Young/Daly)
+  std::string volume_claim_name;           // empty = no persistent volume
+  std::optional<double> interval_seconds;  // nullopt = auto (Young/Daly)
 };
 
 struct ReplanSpec {
