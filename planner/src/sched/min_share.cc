@@ -1,0 +1,73 @@
+#include "min_share.h"
+
+#include <algorithm>
+
+namespace pacer::sched {
+
+Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const SchedOptions& options,
+                            bool reserve_if_infeasible, FreeTimeline& free) {
+  Reservation result;
+  const double deadline = *job.deadline_seconds;
+  if (deadline <= now_seconds) return result;
+  const size_t end_index = free.Split(deadline);  // segments [0, end_index) lie before it
+  const ThroughputCurve& curve = job.curve;
+  // A segment's usable GPUs at share q: the largest level within q and free.
+  auto usable = [&](size_t i, int q) { return curve.FloorLevel(std::min(q, free.free(i))); };
+
+  for (const ThroughputPoint& level : curve.levels()) {
+    const int q = level.gpus;
+    double need =
+        job.remaining_iterations / (1.0 - std::clamp(options.overhead_fraction, 0.0, 0.5));
+    // Starting or resizing stalls the job for a relaunch; count it as work at
+    // the level's rate (an over-estimate where fewer GPUs are free).
+    if (q != job.current_gpus) {
+      need += options.restart.RelaunchSeconds(q) * level.iterations_per_second;
+    }
+    for (size_t i = end_index; i-- > 0;) {
+      const double rate = curve.IterationsPerSecond(usable(i, q));
+      const double length = std::min(free.end(i), deadline) - free.start(i);
+      if (rate * length >= need) {
+        // Latest start: the job runs from `start` to the deadline.
+        const double start = std::min(free.end(i), deadline) - need / rate;
+        result.feasible = true;
+        result.level = q;
+        result.finish_seconds = deadline;
+        result.segments.push_back({start, std::min(free.end(i), deadline), usable(i, q)});
+        for (size_t k = i + 1; k < end_index; ++k) {
+          result.segments.push_back({free.start(k), free.end(k), usable(k, q)});
+        }
+        for (const PlanSegment& s : result.segments) {
+          free.Reserve(s.start_seconds, s.end_seconds, s.gpus);
+        }
+        return result;
+      }
+      need -= rate * length;
+    }
+  }
+  // Infeasible: hold the most it can get before the deadline.
+  const int top = curve.max_gpus();
+  result.level = top;
+  if (!reserve_if_infeasible) return result;
+  for (size_t i = 0; i < end_index; ++i) {
+    result.segments.push_back({free.start(i), free.end(i), usable(i, top)});
+  }
+  for (const PlanSegment& s : result.segments) free.Reserve(s.start_seconds, s.end_seconds, s.gpus);
+  return result;
+}
+
+int GpusAt(const Reservation& reservation, double t) {
+  for (const PlanSegment& s : reservation.segments) {
+    if (s.start_seconds <= t + 1e-3 && t + 1e-3 < s.end_seconds) return s.gpus;
+  }
+  return 0;
+}
+
+int MostGpusWithin(const Reservation& reservation, double from, double to) {
+  int most = 0;
+  for (const PlanSegment& s : reservation.segments) {
+    if (s.start_seconds <= to + 1e-3 && from < s.end_seconds) most = std::max(most, s.gpus);
+  }
+  return most;
+}
+
+}  // namespace pacer::sched

@@ -1,0 +1,48 @@
+// Minimum satisfactory share: the fewest GPUs (a curve level) with which a
+// job still finishes by its deadline, reserved as late as possible on the
+// free timeline so that early capacity stays free for jobs yet to arrive.
+// Internal to the scheduler (docs/scheduling.md, "Admission").
+// Units: seconds, iterations, GPUs. Thread-safety: pure except `free`.
+#ifndef PACER_SCHED_MIN_SHARE_H_
+#define PACER_SCHED_MIN_SHARE_H_
+
+#include <vector>
+
+#include "free_timeline.h"
+#include "pacer/sched/scheduler.h"
+
+namespace pacer::sched {
+
+struct PlanSegment {
+  double start_seconds = 0;
+  double end_seconds = 0;
+  int gpus = 0;
+};
+
+struct Reservation {
+  bool feasible = false;
+  int level = 0;  // the share: GPUs the plan asks for where they are free
+  std::vector<PlanSegment> segments;  // ascending, within [now, deadline)
+  double finish_seconds = 0;          // the deadline when feasible
+};
+
+// Plans `job` (which must have a deadline) on `free` and reserves the plan
+// there. When no level reaches the deadline, returns feasible = false and,
+// with `reserve_if_infeasible`, reserves the most it can get before the
+// deadline. A plan on a level other than the job's current GPUs includes one
+// relaunch.
+// The work is stretched by 1 / (1 - options.overhead_fraction) for future
+// stalls, plus one relaunch at the plan's rate.
+Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const SchedOptions& options,
+                            bool reserve_if_infeasible, FreeTimeline& free);
+
+// GPUs the reservation holds at `t` (0 outside its segments).
+int GpusAt(const Reservation& reservation, double t);
+
+// The most GPUs the reservation holds at any time in [from, to] (0 when
+// none): what a pass must give the job to carry it to the next pass.
+int MostGpusWithin(const Reservation& reservation, double from, double to);
+
+}  // namespace pacer::sched
+
+#endif  // PACER_SCHED_MIN_SHARE_H_
