@@ -71,8 +71,8 @@ std::string SimulationChartSvg(std::string_view title, const std::vector<sched::
   auto y = [&](double gpus) { return kTop + plot_h - gpus / top * plot_h; };
 
   std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\""
-      << kHeight << "\" viewBox=\"0 0 " << kWidth << ' ' << kHeight
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
+      << "\" viewBox=\"0 0 " << kWidth << ' ' << kHeight
       << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
       << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       << "<text x=\"" << kWidth / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
@@ -82,12 +82,11 @@ std::string SimulationChartSvg(std::string_view title, const std::vector<sched::
     const double hue = std::fmod(static_cast<double>(s.job) * 137.508, 360.0);
     svg << "<rect x=\"" << FormatFixed(x(s.start_seconds), 2) << "\" y=\""
         << FormatFixed(y(offsets[i] + s.gpus), 2) << "\" width=\""
-        << FormatFixed(std::max(x(s.end_seconds) - x(s.start_seconds), 0.3), 2)
-        << "\" height=\"" << FormatFixed(static_cast<double>(s.gpus) / top * plot_h, 2)
-        << "\" fill=\"hsl(" << FormatFixed(hue, 0) << ",60%,55%)\"><title>"
-        << XmlEscape(jobs[s.job].id) << ": " << s.gpus << " GPUs, "
-        << FormatFixed((s.start_seconds - result.start_seconds) / 3600.0, 2) << "–"
-        << FormatFixed((s.end_seconds - result.start_seconds) / 3600.0, 2)
+        << FormatFixed(std::max(x(s.end_seconds) - x(s.start_seconds), 0.3), 2) << "\" height=\""
+        << FormatFixed(static_cast<double>(s.gpus) / top * plot_h, 2) << "\" fill=\"hsl("
+        << FormatFixed(hue, 0) << ",60%,55%)\"><title>" << XmlEscape(jobs[s.job].id) << ": "
+        << s.gpus << " GPUs, " << FormatFixed((s.start_seconds - result.start_seconds) / 3600.0, 2)
+        << "–" << FormatFixed((s.end_seconds - result.start_seconds) / 3600.0, 2)
         << " h</title></rect>\n";
   }
   // Axes, ticks, pool line.
@@ -114,8 +113,9 @@ std::string SimulationChartSvg(std::string_view title, const std::vector<sched::
       << " GPUs</title></line>\n"
       << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\"" << kHeight - 10
       << "\" text-anchor=\"middle\">hours since the first arrival</text>\n"
-      << "<text x=\"16\" y=\"" << kTop + plot_h / 2 << "\" text-anchor=\"middle\" transform=\"rotate(-90 16 "
-      << kTop + plot_h / 2 << ")\">GPUs per job</text>\n"
+      << "<text x=\"16\" y=\"" << kTop + plot_h / 2
+      << "\" text-anchor=\"middle\" transform=\"rotate(-90 16 " << kTop + plot_h / 2
+      << ")\">GPUs per job</text>\n"
       << "</svg>\n";
   return svg.str();
 }

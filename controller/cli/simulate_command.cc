@@ -36,26 +36,37 @@ void SimulateCommand::AddOptions(CLI::App* command) {
       ->required()
       ->type_name("N")
       ->check(CLI::Range(1, 1 << 20));
-  command->add_option("--gpu-type", gpu_type_,
-                      "GPU type of the throughput curves (default: the one that covers every "
-                      "model of the trace)")
+  command
+      ->add_option("--gpu-type", gpu_type_,
+                   "GPU type of the throughput curves (default: the one that covers every "
+                   "model of the trace)")
       ->type_name("TYPE");
   command->add_option("--policy", policy_, "pacer, edf, fifo, or all (one row each)")
       ->type_name("POLICY")
       ->capture_default_str();
-  command->add_option("--throughput", throughput_path_,
-                      "Long-format throughput CSV (gpu_type,model,global_batch_size,num_gpus,"
-                      "iters_per_sec); default: the built-in ElasticFlow A100/T4 table")
+  command
+      ->add_option("--throughput", throughput_path_,
+                   "Long-format throughput CSV (gpu_type,model,global_batch_size,num_gpus,"
+                   "iters_per_sec); default: the built-in ElasticFlow A100/T4 table")
       ->type_name("FILE");
-  command->add_option("--max-gpus", max_gpus_path_,
-                      "Per-model GPU caps CSV (ef_max_gpus for pacer, baseline_max_gpus for "
-                      "edf/fifo); default: built in with the built-in table, none otherwise")
+  command
+      ->add_option("--max-gpus", max_gpus_path_,
+                   "Per-model GPU caps CSV (ef_max_gpus for pacer, baseline_max_gpus for "
+                   "edf/fifo); default: built in with the built-in table, none otherwise")
       ->type_name("FILE");
-  command->add_option("--hysteresis", hysteresis_,
-                      "pacer grows a running job only if it then finishes this many restart "
-                      "times earlier")
+  command
+      ->add_option("--hysteresis", hysteresis_,
+                   "pacer grows a running job only if it then finishes this many restart "
+                   "times earlier")
       ->type_name("FACTOR")
       ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
+  command
+      ->add_option("--headroom", headroom_,
+                   "pacer plans stretch work by this share of the worst-case restart stall "
+                   "rate (docs/scheduling.md)")
+      ->type_name("FACTOR")
+      ->check(CLI::Range(0.0, 10.0))
       ->capture_default_str();
   command->add_option("-o,--output", output_, "Output format: table or json")
       ->type_name("FORMAT")
@@ -132,7 +143,7 @@ int SimulateCommand::Run(std::ostream& out, std::ostream& err) {
     options.sched.restart = policy == sched::Policy::kEdf ? sched::RestartModel::None()
                                                           : sched::RestartModel::ElasticFlow(gpus_);
     options.sched.hysteresis_factor = hysteresis_;
-    if (getenv("EXP_NOOVH")) options.sched.restart = sched::RestartModel::None();
+    options.sched.stall_headroom_factor = headroom_;
     options.sched.compute_advice = false;  // the summary prints no per-job advice
     StatusOr<sched::SimResult> result = sched::Simulate(*jobs, options);
     if (!result.ok()) return Fail(result.status(), err);

@@ -29,6 +29,7 @@ class SimulateCommand final : public CommandExtension {
   std::string output_ = "table";
   std::string svg_path_;
   double hysteresis_ = 2.0;
+  double headroom_ = 0.5;
 };
 
 }  // namespace pacer::cli

@@ -41,8 +41,8 @@ void WriteSimulationTable(const SimulationSetup& setup, const std::vector<Simula
   out << "\n  ratio: deadlines met / jobs with a deadline (rejected jobs count as misses)\n"
          "  late: admitted jobs that finished after their deadline\n";
   for (const SimulationRun& run : runs) {
-    out << "  restart overhead (" << sched::PolicyName(run.policy) << "): "
-        << RestartText(run.restart) << '\n';
+    out << "  restart overhead (" << sched::PolicyName(run.policy)
+        << "): " << RestartText(run.restart) << '\n';
   }
 }
 
@@ -57,25 +57,24 @@ nlohmann::json SimulationJson(const SimulationSetup& setup,
   nlohmann::json results = nlohmann::json::array();
   for (const SimulationRun& run : runs) {
     const sched::SimResult& r = run.result;
-    nlohmann::json entry = {
-        {"policy", sched::PolicyName(run.policy)},
-        {"jobsWithDeadline", r.jobs_with_deadline},
-        {"metDeadline", r.met_deadline},
-        {"deadlineRatio", r.deadline_ratio()},
-        {"admitted", r.admitted},
-        {"rejected", r.rejected},
-        {"admittedLate", r.admitted_missed},
-        {"resizes", r.resizes},
-        {"decisions", r.decisions},
-        {"gpuUtilisation", r.utilisation},
-        {"gpuSeconds", r.gpu_seconds_used},
-        {"startSeconds", r.start_seconds},
-        {"endSeconds", r.end_seconds},
-        {"restart",
-         {{"keepSeconds", run.restart.keep_seconds},
-          {"perDoublingSeconds", run.restart.per_doubling_seconds},
-          {"restartRoundSeconds", run.restart.restart_round_seconds},
-          {"restartRoundEvents", run.restart.restart_round_events}}}};
+    nlohmann::json entry = {{"policy", sched::PolicyName(run.policy)},
+                            {"jobsWithDeadline", r.jobs_with_deadline},
+                            {"metDeadline", r.met_deadline},
+                            {"deadlineRatio", r.deadline_ratio()},
+                            {"admitted", r.admitted},
+                            {"rejected", r.rejected},
+                            {"admittedLate", r.admitted_missed},
+                            {"resizes", r.resizes},
+                            {"decisions", r.decisions},
+                            {"gpuUtilisation", r.utilisation},
+                            {"gpuSeconds", r.gpu_seconds_used},
+                            {"startSeconds", r.start_seconds},
+                            {"endSeconds", r.end_seconds},
+                            {"restart",
+                             {{"keepSeconds", run.restart.keep_seconds},
+                              {"perDoublingSeconds", run.restart.per_doubling_seconds},
+                              {"restartRoundSeconds", run.restart.restart_round_seconds},
+                              {"restartRoundEvents", run.restart.restart_round_events}}}};
     if (runs.size() == 1) {
       nlohmann::json jobs = nlohmann::json::array();
       for (const sched::JobOutcome& o : r.outcomes) {

@@ -4,6 +4,15 @@
 
 namespace pacer::sched {
 
+double StallHeadroom(const SchedOptions& options) {
+  if (options.decision_interval_seconds <= 0) return 0;
+  const RestartModel& r = options.restart;
+  const double per_pass =
+      r.keep_seconds +
+      (r.restart_round_events > 0 ? r.restart_round_seconds / r.restart_round_events : 0);
+  return options.stall_headroom_factor * per_pass / options.decision_interval_seconds;
+}
+
 Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const SchedOptions& options,
                             bool reserve_if_infeasible, FreeTimeline& free) {
   Reservation result;
@@ -16,8 +25,8 @@ Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const Sched
 
   for (const ThroughputPoint& level : curve.levels()) {
     const int q = level.gpus;
-    double need =
-        job.remaining_iterations / (1.0 - std::clamp(options.overhead_fraction, 0.0, 0.5));
+    const double fraction = std::max(options.overhead_fraction, StallHeadroom(options));
+    double need = job.remaining_iterations / (1.0 - std::clamp(fraction, 0.0, 0.5));
     // Starting or resizing stalls the job for a relaunch; count it as work at
     // the level's rate (an over-estimate where fewer GPUs are free).
     if (q != job.current_gpus) {

@@ -21,18 +21,24 @@ struct PlanSegment {
 
 struct Reservation {
   bool feasible = false;
-  int level = 0;  // the share: GPUs the plan asks for where they are free
+  int level = 0;                      // the share: GPUs the plan asks for where they are free
   std::vector<PlanSegment> segments;  // ascending, within [now, deadline)
   double finish_seconds = 0;          // the deadline when feasible
 };
+
+// The share of running time the restart model can take from a job that keeps
+// its size while passes come every decision interval (a keep charge per pass
+// plus the restart rounds), times options.stall_headroom_factor.
+double StallHeadroom(const SchedOptions& options);
 
 // Plans `job` (which must have a deadline) on `free` and reserves the plan
 // there. When no level reaches the deadline, returns feasible = false and,
 // with `reserve_if_infeasible`, reserves the most it can get before the
 // deadline. A plan on a level other than the job's current GPUs includes one
 // relaunch.
-// The work is stretched by 1 / (1 - options.overhead_fraction) for future
-// stalls, plus one relaunch at the plan's rate.
+// The work is stretched by 1 / (1 - f) for future stalls, f the larger of
+// options.overhead_fraction and StallHeadroom(options), plus one relaunch at
+// the plan's rate.
 Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const SchedOptions& options,
                             bool reserve_if_infeasible, FreeTimeline& free);
 

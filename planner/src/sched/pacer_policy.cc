@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <cstdio>
-#include <cstdlib>
 
 #include "min_share.h"
 
@@ -25,22 +23,33 @@ bool EdfLess(const SchedJob& a, const SchedJob& b) {
 
 // Plans `members` (indices of deadline jobs) in EDF order on a fresh pool.
 // reservations[i] is filled for each member.
+// Plans `order` in that order on a fresh pool; returns how many cannot make
+// their deadline. Those take what the others leave, never GPUs that a job
+// that still can needs.
+int PlanInOrder(const std::vector<const SchedJob*>& jobs, const std::vector<size_t>& order,
+                int gpus, double now, const SchedOptions& options,
+                std::vector<Reservation>& reservations) {
+  FreeTimeline free(now, gpus);
+  int infeasible = 0;
+  for (size_t i : order) {
+    reservations[i] =
+        ReserveMinShare(*jobs[i], now, options, /*reserve_if_infeasible=*/false, free);
+  }
+  for (size_t i : order) {
+    if (reservations[i].feasible) continue;
+    ++infeasible;
+    reservations[i] = ReserveMinShare(*jobs[i], now, options, /*reserve_if_infeasible=*/true, free);
+  }
+  return infeasible;
+}
+
+// Plans `members` (indices of deadline jobs) on a fresh pool, earliest
+// deadline first. reservations[i] is filled for each member.
 void PlanAll(const std::vector<const SchedJob*>& jobs, std::vector<size_t> members, int gpus,
              double now, const SchedOptions& options, std::vector<Reservation>& reservations) {
   std::sort(members.begin(), members.end(),
             [&](size_t a, size_t b) { return EdfLess(*jobs[a], *jobs[b]); });
-  FreeTimeline free(now, gpus);
-  for (size_t i : members) {
-    reservations[i] = ReserveMinShare(*jobs[i], now, options,
-                                      /*reserve_if_infeasible=*/false, free);
-  }
-  // A job that can no longer make its deadline takes what the others leave,
-  // never GPUs that one that still can needs.
-  for (size_t i : members) {
-    if (reservations[i].feasible) continue;
-    reservations[i] = ReserveMinShare(*jobs[i], now, options,
-                                      /*reserve_if_infeasible=*/true, free);
-  }
+  PlanInOrder(jobs, members, gpus, now, options, reservations);
 }
 
 // Admission of `candidate` next to `admitted`: every admitted job that was
@@ -157,10 +166,10 @@ double GrowScore(const SchedJob& job, int g, int next) {
 
 struct Slot {
   const SchedJob* job = nullptr;
-  int must = 0;        // the reservation's GPUs now (never shrunk below)
-  int gpus = 0;        // the allocation being built
-  bool urgent = false; // a live deadline job: grows before best-effort jobs
-  bool frozen = false; // kept as is by hysteresis
+  int must = 0;         // the reservation's GPUs now (never shrunk below)
+  int gpus = 0;         // the allocation being built
+  bool urgent = false;  // a live deadline job: grows before best-effort jobs
+  bool frozen = false;  // kept as is by hysteresis
 };
 
 // Fills the pool's free GPUs one level step at a time, each to the job with
@@ -173,8 +182,7 @@ void GrowGreedy(std::vector<Slot>& slots, int& free) {
       if (slot.frozen) continue;
       const int next = slot.job->curve.NextLevel(slot.gpus);
       if (next == 0 || next - slot.gpus > free) continue;
-      double score = getenv("EXP_EDF") && getenv("EXP_EDF")[0] == 49 && slot.urgent ? -*slot.job->deadline_seconds : GrowScore(*slot.job, slot.gpus, next);
-      if (getenv("EXP_IDLE") && slot.gpus == 0) score += 1e12;
+      const double score = GrowScore(*slot.job, slot.gpus, next);
       if (best == nullptr || (slot.urgent && !best->urgent) ||
           (slot.urgent == best->urgent && score > best_score)) {
         best = &slot;
@@ -220,7 +228,6 @@ bool GrowthPays(const Slot& slot, const SchedOptions& options) {
                        job.remaining_iterations / job.curve.IterationsPerSecond(slot.gpus);
   return saved >= options.hysteresis_factor * options.restart.RelaunchSeconds(slot.gpus);
 }
-
 
 // One class of jobs on the GPUs `free` leaves: sizes as they are (never below
 // `must`), shrunk where they do not fit, then leftovers by marginal return,
@@ -346,9 +353,8 @@ ScheduleResult SchedulePacer(const std::vector<SchedJob>& input, int cluster_gpu
   for (size_t s = 0; s < slots.size(); ++s) {
     if (slots[s].urgent) latest_first.push_back(s);
   }
-  std::sort(latest_first.begin(), latest_first.end(), [&](size_t a, size_t b) {
-    return EdfLess(*slots[b].job, *slots[a].job);
-  });
+  std::sort(latest_first.begin(), latest_first.end(),
+            [&](size_t a, size_t b) { return EdfLess(*slots[b].job, *slots[a].job); });
   for (size_t s : latest_first) {
     if (musts <= cluster_gpus) break;
     const int now_gpus = GpusAt(reservations[slot_job[s]], now_seconds);
@@ -358,19 +364,14 @@ ScheduleResult SchedulePacer(const std::vector<SchedJob>& input, int cluster_gpu
     slots[s].must = now_gpus;
     slots[s].gpus = std::max(now_gpus, current);
   }
-  const auto first_other = std::find_if(slots.begin(), slots.end(),
-                                        [](const Slot& slot) { return !slot.urgent; });
+  const auto first_other =
+      std::find_if(slots.begin(), slots.end(), [](const Slot& slot) { return !slot.urgent; });
   int free = cluster_gpus;
   AllocateClass(slots.begin(), first_other, free, options);
   AllocateClass(first_other, slots.end(), free, options);
 
   for (size_t s = 0; s < slots.size(); ++s) {
     const size_t i = slot_job[s];
-    if (getenv("EXP_JOB") && input[i].id == getenv("EXP_JOB")) {
-      fprintf(stderr, "t=%.0f job R=%.0f cur=%d -> %d must=%d feasible=%d level=%d f=%.3f segs:", now_seconds, input[i].remaining_iterations, input[i].current_gpus, slots[s].gpus, slots[s].must, static_cast<int>(reservations[i].feasible), reservations[i].level, options.overhead_fraction);
-      for (auto& sg : reservations[i].segments) fprintf(stderr, " [%.0f,%.0f)x%d", sg.start_seconds - now_seconds, sg.end_seconds - now_seconds, sg.gpus);
-      fprintf(stderr, "\n");
-    }
     result.decisions[i].gpus = slots[s].gpus;
     if (slots[s].urgent && reservations[i].feasible) {
       result.decisions[i].planned_finish_seconds = reservations[i].finish_seconds;

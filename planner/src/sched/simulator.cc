@@ -1,8 +1,6 @@
 #include "pacer/sched/simulator.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cmath>
 #include <limits>
 
@@ -22,8 +20,7 @@ struct LiveJob {
 }  // namespace
 
 double SimResult::deadline_ratio() const {
-  return jobs_with_deadline == 0 ? 1.0
-                                 : static_cast<double>(met_deadline) / jobs_with_deadline;
+  return jobs_with_deadline == 0 ? 1.0 : static_cast<double>(met_deadline) / jobs_with_deadline;
 }
 
 StatusOr<SimResult> Simulate(const std::vector<SimJob>& jobs, const SimOptions& options) {
@@ -86,16 +83,6 @@ StatusOr<SimResult> Simulate(const std::vector<SimJob>& jobs, const SimOptions& 
       continue;
     }
 
-    if (getenv("EXP_DEBUG")) {
-      for (const LiveJob& e : live) {
-        const auto& d = jobs[e.index].deadline_seconds;
-        if (d && *d <= now && !e.job.admitted) continue;
-        if (d && *d <= now && *d > now - 1e9 && e.job.remaining_iterations > 0 && !e.job.curve.levels().empty() && e.job.current_gpus >= 0 && e.pending_overhead_seconds >= 0 && e.job.deadline_seconds) {
-          fprintf(stderr, "LATE %s at %.0f (ddl %.0f): remaining %.1f of %.0f iters = %.0f s at top; gpus %d\n", e.job.id.c_str(), now, *d, e.job.remaining_iterations, jobs[e.index].iterations, e.job.remaining_iterations / e.job.curve.levels().back().iterations_per_second, e.job.current_gpus);
-          const_cast<LiveJob&>(e).job.deadline_seconds.reset();
-        }
-      }
-    }
     // Decide.
     sched_jobs.clear();
     for (const LiveJob& entry : live) sched_jobs.push_back(entry.job);
@@ -103,8 +90,8 @@ StatusOr<SimResult> Simulate(const std::vector<SimJob>& jobs, const SimOptions& 
     ASSIGN_OR_RETURN(ScheduleResult decided,
                      Schedule(sched_jobs, options.cluster_gpus, now, sched_options));
     ++result.decisions;
-    const bool restart_round = restart.restart_round_events > 0 &&
-                               result.decisions % restart.restart_round_events == 0;
+    const bool restart_round =
+        restart.restart_round_events > 0 && result.decisions % restart.restart_round_events == 0;
     std::vector<LiveJob> kept;
     kept.reserve(live.size());
     for (size_t k = 0; k < live.size(); ++k) {
@@ -197,7 +184,8 @@ StatusOr<SimResult> Simulate(const std::vector<SimJob>& jobs, const SimOptions& 
     now = next;
   }
   for (const JobOutcome& outcome : result.outcomes) {
-    if (outcome.finished) result.end_seconds = std::max(result.end_seconds, *outcome.finish_seconds);
+    if (outcome.finished)
+      result.end_seconds = std::max(result.end_seconds, *outcome.finish_seconds);
   }
   const double span = result.end_seconds - result.start_seconds;
   result.utilisation =

@@ -6,8 +6,8 @@
 
 namespace pacer::sched {
 
-StatusOr<ThroughputCurve> ThroughputCurve::Create(std::vector<ThroughputPoint> points,
-                                                  int max_gpus, bool drop_past_peak) {
+StatusOr<ThroughputCurve> ThroughputCurve::Create(std::vector<ThroughputPoint> points, int max_gpus,
+                                                  bool drop_past_peak) {
   std::sort(points.begin(), points.end(),
             [](const ThroughputPoint& a, const ThroughputPoint& b) { return a.gpus < b.gpus; });
   ThroughputCurve curve;

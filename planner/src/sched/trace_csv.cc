@@ -20,7 +20,8 @@ std::vector<std::string_view> SplitFields(std::string_view line) {
   size_t start = 0;
   while (true) {
     const size_t comma = line.find(',', start);
-    fields.push_back(Trim(line.substr(start, comma == std::string_view::npos ? comma : comma - start)));
+    fields.push_back(
+        Trim(line.substr(start, comma == std::string_view::npos ? comma : comma - start)));
     if (comma == std::string_view::npos) return fields;
     start = comma + 1;
   }
@@ -68,7 +69,8 @@ StatusOr<size_t> Column(const Csv& csv, std::string_view source,
     }
   }
   std::string wanted;
-  for (std::string_view name : names) wanted += (wanted.empty() ? "'" : " or '") + std::string(name) + "'";
+  for (std::string_view name : names)
+    wanted += (wanted.empty() ? "'" : " or '") + std::string(name) + "'";
   return InvalidArgumentError(std::string(source) + ":1: missing column " + wanted);
 }
 
@@ -90,8 +92,8 @@ StatusOr<double> ParseNumber(std::string_view value, std::string_view source, in
                              std::string_view column, bool positive) {
   double x = 0;
   auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), x);
-  if (error != std::errc() || end != value.data() + value.size() || !std::isfinite(x) ||
-      x < 0 || (positive && x == 0)) {
+  if (error != std::errc() || end != value.data() + value.size() || !std::isfinite(x) || x < 0 ||
+      (positive && x == 0)) {
     return FieldError(source, line, column, value,
                       positive ? "a positive number" : "a non-negative number");
   }
@@ -132,8 +134,8 @@ StatusOr<std::vector<TraceJob>> ParseTraceCsv(std::string_view text, std::string
     job.id = std::string(fields[id]);
     if (job.id.empty()) return FieldError(source, line, csv.header[id], "", "a job id");
     if (!ids.insert(fields[id]).second) {
-      return InvalidArgumentError(std::string(source) + ":" + std::to_string(line) +
-                                  ": job_id '" + job.id + "' appears twice; ids must be unique");
+      return InvalidArgumentError(std::string(source) + ":" + std::to_string(line) + ": job_id '" +
+                                  job.id + "' appears twice; ids must be unique");
     }
     ASSIGN_OR_RETURN(job.arrival_seconds,
                      ParseNumber(fields[arrival], source, line, csv.header[arrival], false));
@@ -216,8 +218,9 @@ StatusOr<std::string> ChooseGpuType(const std::vector<TraceJob>& trace,
     }
     if (covers) return type;
   }
-  return NotFoundError("no GPU type in the throughput table has a curve for every model and "
-                       "batch size of the trace; pass --gpu-type to see which is missing");
+  return NotFoundError(
+      "no GPU type in the throughput table has a curve for every model and "
+      "batch size of the trace; pass --gpu-type to see which is missing");
 }
 
 StatusOr<std::vector<SimJob>> BuildSimJobs(const std::vector<TraceJob>& trace,

@@ -60,8 +60,8 @@ struct RestartModel {
 
 struct SchedJob {
   std::string id;
-  double arrival_seconds = 0;         // orders arrivals (FIFO, ties)
-  double remaining_iterations = 0;    // > 0
+  double arrival_seconds = 0;              // orders arrivals (FIFO, ties)
+  double remaining_iterations = 0;         // > 0
   std::optional<double> deadline_seconds;  // absent: best effort
   ThroughputCurve curve;
   int current_gpus = 0;   // GPUs it holds now (a level of `curve`, or 0)
@@ -85,6 +85,10 @@ struct SchedOptions {
   // of a burst would stall all jobs. A pass gives each job what its plan
   // needs before the next pass (kPacer).
   double decision_interval_seconds = 60;
+  // Plans also stretch work by this share of the worst-case stall rate the
+  // restart model allows at one pass per interval (see StallHeadroom in
+  // docs/scheduling.md); 0 trusts the measured overhead_fraction alone.
+  double stall_headroom_factor = 0.5;
 };
 
 // What would admit a rejected job, each alone with everything else unchanged.
@@ -99,7 +103,7 @@ enum class Admission { kAdmitted, kRejected };
 struct JobDecision {
   std::string id;
   Admission admission = Admission::kAdmitted;
-  int gpus = 0;  // to hold from now on (0 for rejected and waiting jobs)
+  int gpus = 0;        // to hold from now on (0 for rejected and waiting jobs)
   std::string reason;  // why rejected, in words
   Advice advice;
   // When the job finishes under the reserved plan (kPacer, deadline jobs).

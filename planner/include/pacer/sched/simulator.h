@@ -57,15 +57,15 @@ struct JobOutcome {
 };
 
 struct SimResult {
-  std::vector<JobOutcome> outcomes;  // input order
-  std::vector<AllocationSpan> spans; // by start time
+  std::vector<JobOutcome> outcomes;   // input order
+  std::vector<AllocationSpan> spans;  // by start time
   int jobs_with_deadline = 0;
   int met_deadline = 0;
   int admitted = 0;
   int rejected = 0;
-  int admitted_missed = 0;  // admitted deadline jobs that finished late
-  int resizes = 0;          // a running job's GPU count changed
-  int decisions = 0;        // scheduling events
+  int admitted_missed = 0;   // admitted deadline jobs that finished late
+  int resizes = 0;           // a running job's GPU count changed
+  int decisions = 0;         // scheduling events
   double start_seconds = 0;  // first arrival
   double end_seconds = 0;    // last completion
   double gpu_seconds_used = 0;
