@@ -163,12 +163,11 @@ TEST(SimulateTest, PacerMeetsAllThreeDeadlinesWhereEdfAndFifoMissOne) {
 
 // A deterministic mix of jobs, all arriving at once, with exact curves:
 // the ones pacer admits all meet their deadlines, and none is dropped.
-// KNOWN GAP (docs/scheduling.md, "Known gaps"): fails today, 3 of the
-// admitted jobs finish late. Each pass re-plans every job from scratch, and a
-// job that ran ahead re-plans onto a lower level over a longer window, taking
-// time slots a later-deadline job had; the fix is to keep admitted jobs'
-// reservations from pass to pass. Enable this test with that fix.
-TEST(SimulateTest, DISABLED_AdmittedJobsMeetTheirDeadlinesWhenCurvesAreExact) {
+// Failed (3 of 24 admitted jobs late) while each pass re-planned every job
+// from scratch: a job that ran ahead re-planned onto a lower level over a
+// longer window and took slots a later-deadline job relied on. Passes now keep
+// each job's reservation (SchedJob::reservation) while it holds.
+TEST(SimulateTest, AdmittedJobsMeetTheirDeadlinesWhenCurvesAreExact) {
   std::vector<SimJob> jobs;
   unsigned state = 12345;
   auto next = [&state] {

@@ -64,6 +64,40 @@ Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const Sched
   return result;
 }
 
+bool KeepReservation(const SchedJob& job, double now_seconds, const SchedOptions& options,
+                     FreeTimeline& free, Reservation& kept) {
+  if (job.reservation.empty() || !job.deadline_seconds) return false;
+  const double deadline = *job.deadline_seconds;
+  std::vector<PlanSegment> segments;
+  double work = 0;
+  for (PlanSegment s : job.reservation) {
+    s.start_seconds = std::max(s.start_seconds, now_seconds);
+    s.end_seconds = std::min(s.end_seconds, deadline);
+    if (s.end_seconds <= s.start_seconds + 1e-3 || s.gpus == 0) continue;
+    const size_t first = free.Split(s.start_seconds);
+    const size_t last = free.Split(s.end_seconds);
+    for (size_t i = first; i < last; ++i) {
+      if (free.free(i) < s.gpus) return false;
+    }
+    work += (s.end_seconds - s.start_seconds) * job.curve.IterationsPerSecond(s.gpus);
+    segments.push_back(s);
+  }
+  if (segments.empty()) return false;
+  const double fraction = std::max(options.overhead_fraction, StallHeadroom(options));
+  double need = job.remaining_iterations / (1.0 - std::clamp(fraction, 0.0, 0.5));
+  if (segments.front().gpus != job.current_gpus) {
+    need += options.restart.RelaunchSeconds(segments.front().gpus) *
+            job.curve.IterationsPerSecond(segments.front().gpus);
+  }
+  if (work < need * (1 - 1e-9)) return false;
+  for (const PlanSegment& s : segments) free.Reserve(s.start_seconds, s.end_seconds, s.gpus);
+  kept.feasible = true;
+  kept.level = segments.back().gpus;
+  kept.segments = std::move(segments);
+  kept.finish_seconds = deadline;
+  return true;
+}
+
 int GpusAt(const Reservation& reservation, double t) {
   for (const PlanSegment& s : reservation.segments) {
     if (s.start_seconds <= t + 1e-3 && t + 1e-3 < s.end_seconds) return s.gpus;

@@ -13,11 +13,7 @@
 
 namespace pacer::sched {
 
-struct PlanSegment {
-  double start_seconds = 0;
-  double end_seconds = 0;
-  int gpus = 0;
-};
+using PlanSegment = ReservedSpan;
 
 struct Reservation {
   bool feasible = false;
@@ -41,6 +37,14 @@ double StallHeadroom(const SchedOptions& options);
 // the plan's rate.
 Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const SchedOptions& options,
                             bool reserve_if_infeasible, FreeTimeline& free);
+
+// Re-reserves the job's reservation from the previous pass (job.reservation,
+// clipped to now) when it still fits `free` and still covers the remaining
+// work (stretched as in ReserveMinShare). Keeping reservations from pass to
+// pass keeps admitted jobs feasible: re-planning from scratch can reshape an
+// earlier-deadline job into slots a later one relied on.
+bool KeepReservation(const SchedJob& job, double now_seconds, const SchedOptions& options,
+                     FreeTimeline& free, Reservation& kept);
 
 // GPUs the reservation holds at `t` (0 outside its segments).
 int GpusAt(const Reservation& reservation, double t);

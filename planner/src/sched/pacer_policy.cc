@@ -21,17 +21,16 @@ bool EdfLess(const SchedJob& a, const SchedJob& b) {
   return a.id < b.id;
 }
 
-// Plans `members` (indices of deadline jobs) in EDF order on a fresh pool.
-// reservations[i] is filled for each member.
 // Plans `order` in that order on a fresh pool; returns how many cannot make
 // their deadline. Those take what the others leave, never GPUs that a job
 // that still can needs.
 int PlanInOrder(const std::vector<const SchedJob*>& jobs, const std::vector<size_t>& order,
-                int gpus, double now, const SchedOptions& options,
+                int gpus, double now, const SchedOptions& options, bool keep,
                 std::vector<Reservation>& reservations) {
   FreeTimeline free(now, gpus);
   int infeasible = 0;
   for (size_t i : order) {
+    if (keep && KeepReservation(*jobs[i], now, options, free, reservations[i])) continue;
     reservations[i] =
         ReserveMinShare(*jobs[i], now, options, /*reserve_if_infeasible=*/false, free);
   }
@@ -44,12 +43,14 @@ int PlanInOrder(const std::vector<const SchedJob*>& jobs, const std::vector<size
 }
 
 // Plans `members` (indices of deadline jobs) on a fresh pool, earliest
-// deadline first. reservations[i] is filled for each member.
+// deadline first. reservations[i] is filled for each member. With `keep`,
+// jobs keep last pass's reservation where it still holds.
 void PlanAll(const std::vector<const SchedJob*>& jobs, std::vector<size_t> members, int gpus,
-             double now, const SchedOptions& options, std::vector<Reservation>& reservations) {
+             double now, const SchedOptions& options, std::vector<Reservation>& reservations,
+             bool keep = true) {
   std::sort(members.begin(), members.end(),
             [&](size_t a, size_t b) { return EdfLess(*jobs[a], *jobs[b]); });
-  PlanInOrder(jobs, members, gpus, now, options, reservations);
+  PlanInOrder(jobs, members, gpus, now, options, keep, reservations);
 }
 
 // Admission of `candidate` next to `admitted`: every admitted job that was
@@ -59,12 +60,15 @@ bool Admits(const std::vector<const SchedJob*>& jobs, const std::vector<size_t>&
             const SchedOptions& options, std::vector<Reservation>& reservations) {
   std::vector<size_t> members = admitted;
   members.push_back(candidate);
-  PlanAll(jobs, members, gpus, now, options, reservations);
-  if (!reservations[candidate].feasible) return false;
-  for (size_t i : admitted) {
-    if (was_feasible[i] && !reservations[i].feasible) return false;
+  // First around the reservations kept from earlier passes; failing that,
+  // re-planning everyone from scratch.
+  for (bool keep : {true, false}) {
+    PlanAll(jobs, members, gpus, now, options, reservations, keep);
+    bool all = reservations[candidate].feasible;
+    for (size_t i : admitted) all = all && (!was_feasible[i] || reservations[i].feasible);
+    if (all) return true;
   }
-  return true;
+  return false;
 }
 
 // The same test with the candidate changed (advice).
@@ -375,6 +379,7 @@ ScheduleResult SchedulePacer(const std::vector<SchedJob>& input, int cluster_gpu
     result.decisions[i].gpus = slots[s].gpus;
     if (slots[s].urgent && reservations[i].feasible) {
       result.decisions[i].planned_finish_seconds = reservations[i].finish_seconds;
+      result.decisions[i].reservation = reservations[i].segments;
     }
     // Wake up when a reservation asks for more than the job will hold.
     for (const PlanSegment& segment : reservations[i].segments) {

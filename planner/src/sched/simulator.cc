@@ -121,6 +121,7 @@ StatusOr<SimResult> Simulate(const std::vector<SimJob>& jobs, const SimOptions& 
       }
       if (after != before) entry.last_span.reset();
       entry.job.current_gpus = after;
+      entry.job.reservation = decision.reservation;
       kept.push_back(std::move(entry));
     }
     live = std::move(kept);

@@ -58,6 +58,13 @@ struct RestartModel {
   static RestartModel None();
 };
 
+// GPUs reserved for a job over [start, end).
+struct ReservedSpan {
+  double start_seconds = 0;
+  double end_seconds = 0;
+  int gpus = 0;
+};
+
 struct SchedJob {
   std::string id;
   double arrival_seconds = 0;              // orders arrivals (FIFO, ties)
@@ -66,6 +73,9 @@ struct SchedJob {
   ThroughputCurve curve;
   int current_gpus = 0;   // GPUs it holds now (a level of `curve`, or 0)
   bool admitted = false;  // admitted by an earlier pass: never dropped
+  // The reservation the previous pass returned (JobDecision::reservation);
+  // kPacer keeps it while it still fits and covers the work.
+  std::vector<ReservedSpan> reservation;
 };
 
 struct SchedOptions {
@@ -108,6 +118,8 @@ struct JobDecision {
   Advice advice;
   // When the job finishes under the reserved plan (kPacer, deadline jobs).
   std::optional<double> planned_finish_seconds;
+  // Its reserved GPUs over time (kPacer): pass it back in SchedJob.
+  std::vector<ReservedSpan> reservation;
 };
 
 struct ScheduleResult {
