@@ -11,6 +11,7 @@
 #include "cli/inputs.h"
 #include "cli/plan_output.h"
 #include "cli/plan_report.h"
+#include "cli/simulate_command.h"
 #include "cli/svg_chart.h"
 #include "cli/sweep_output.h"
 #include "cli/yaml_output.h"
@@ -179,6 +180,7 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err,
              "  pacer plan job.yaml -o json --now 2026-06-01T00:00:00Z\n"
              "  pacer explain job.yaml\n"
              "  pacer sweep job.yaml --gpus 8..1024 --svg sweep.svg\n"
+             "  pacer simulate trace.csv --gpus 256 --policy all\n"
              "  pacer run manifests/examples/quickstart.yaml\n"
              "\nDocumentation: docs/cli.md");
   app.set_version_flag("--version", std::string("pacer ") + PACER_VERSION);
@@ -234,8 +236,11 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err,
 
   CLI::App* version = app.add_subcommand("version", "Print the version of pacer");
 
+  SimulateCommand simulate;
+  std::vector<CommandExtension*> commands = {&simulate};
+  commands.insert(commands.end(), extensions.begin(), extensions.end());
   std::vector<CLI::App*> extension_commands;
-  for (CommandExtension* extension : extensions) {
+  for (CommandExtension* extension : commands) {
     CLI::App* command = app.add_subcommand(extension->name(), extension->description());
     extension->AddOptions(command);
     extension_commands.push_back(command);
@@ -261,8 +266,8 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err,
   if (*plan) return RunPlanCommand(plan_flags, /*explain=*/false, out, err);
   if (*explain) return RunPlanCommand(explain_flags, /*explain=*/true, out, err);
   if (*sweep) return RunSweepCommand(sweep_flags, out, err);
-  for (size_t i = 0; i < extensions.size(); ++i) {
-    if (*extension_commands[i]) return extensions[i]->Run(out, err);
+  for (size_t i = 0; i < commands.size(); ++i) {
+    if (*extension_commands[i]) return commands[i]->Run(out, err);
   }
   return kExitInternalError;  // require_subcommand(1) makes this unreachable
 }

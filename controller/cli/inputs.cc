@@ -35,7 +35,7 @@ Status TooManyPoints() {
 
 }  // namespace
 
-StatusOr<std::string> ReadDocument(const std::string& path) {
+StatusOr<std::string> ReadDocument(const std::string& path, std::size_t max_bytes) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     return InvalidArgumentError(path + ": cannot read: is a directory");
@@ -45,15 +45,14 @@ StatusOr<std::string> ReadDocument(const std::string& path) {
     return InvalidArgumentError(path + ": cannot read: " + std::strerror(errno));
   }
   // Read one byte past the limit to tell "exactly at the limit" from "over".
-  std::string document(planner::kMaxDocumentBytes + 1, '\0');
+  std::string document(max_bytes + 1, '\0');
   in.read(document.data(), static_cast<std::streamsize>(document.size()));
   if (in.bad()) {
     return InvalidArgumentError(path + ": cannot read: I/O error");
   }
   document.resize(static_cast<std::size_t>(in.gcount()));
-  if (document.size() > planner::kMaxDocumentBytes) {
-    return ResourceExhaustedError(path + ": larger than the " +
-                                  std::to_string(planner::kMaxDocumentBytes) +
+  if (document.size() > max_bytes) {
+    return ResourceExhaustedError(path + ": larger than the " + std::to_string(max_bytes) +
                                   "-byte limit for input documents");
   }
   return document;

@@ -18,6 +18,7 @@
 
 #include "pacer/planner/calibration.h"
 #include "pacer/planner/inventory.h"
+#include "pacer/planner/job_parser.h"
 #include "pacer/planner/job_spec.h"
 #include "pacer/status.h"
 
@@ -41,8 +42,9 @@ struct LoadedInputs {
 };
 
 // The whole file; InvalidArgument when it cannot be read, ResourceExhausted
-// when it is larger than kMaxDocumentBytes. Messages start with the path.
-StatusOr<std::string> ReadDocument(const std::string& path);
+// when it is larger than `max_bytes`. Messages start with the path.
+StatusOr<std::string> ReadDocument(const std::string& path,
+                                   std::size_t max_bytes = planner::kMaxDocumentBytes);
 
 // --now: an RFC 3339 timestamp, or the system clock when `text` is empty.
 StatusOr<int64_t> ResolveNow(const std::string& text);

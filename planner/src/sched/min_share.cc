@@ -1,0 +1,116 @@
+#include "min_share.h"
+
+#include <algorithm>
+
+namespace pacer::sched {
+
+double StallHeadroom(const SchedOptions& options) {
+  if (options.decision_interval_seconds <= 0) return 0;
+  const RestartModel& r = options.restart;
+  const double per_pass =
+      r.keep_seconds +
+      (r.restart_round_events > 0 ? r.restart_round_seconds / r.restart_round_events : 0);
+  return options.stall_headroom_factor * per_pass / options.decision_interval_seconds;
+}
+
+Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const SchedOptions& options,
+                            bool reserve_if_infeasible, FreeTimeline& free) {
+  Reservation result;
+  const double deadline = *job.deadline_seconds;
+  if (deadline <= now_seconds) return result;
+  const size_t end_index = free.Split(deadline);  // segments [0, end_index) lie before it
+  const ThroughputCurve& curve = job.curve;
+  // A segment's usable GPUs at share q: the largest level within q and free.
+  auto usable = [&](size_t i, int q) { return curve.FloorLevel(std::min(q, free.free(i))); };
+
+  for (const ThroughputPoint& level : curve.levels()) {
+    const int q = level.gpus;
+    const double fraction = std::max(options.overhead_fraction, StallHeadroom(options));
+    double need = job.remaining_iterations / (1.0 - std::clamp(fraction, 0.0, 0.5));
+    // Starting or resizing stalls the job for a relaunch; count it as work at
+    // the level's rate (an over-estimate where fewer GPUs are free).
+    if (q != job.current_gpus) {
+      need += options.restart.RelaunchSeconds(q) * level.iterations_per_second;
+    }
+    for (size_t i = end_index; i-- > 0;) {
+      const double rate = curve.IterationsPerSecond(usable(i, q));
+      const double length = std::min(free.end(i), deadline) - free.start(i);
+      if (rate * length >= need) {
+        // Latest start: the job runs from `start` to the deadline.
+        const double start = std::min(free.end(i), deadline) - need / rate;
+        result.feasible = true;
+        result.level = q;
+        result.finish_seconds = deadline;
+        result.segments.push_back({start, std::min(free.end(i), deadline), usable(i, q)});
+        for (size_t k = i + 1; k < end_index; ++k) {
+          result.segments.push_back({free.start(k), free.end(k), usable(k, q)});
+        }
+        for (const PlanSegment& s : result.segments) {
+          free.Reserve(s.start_seconds, s.end_seconds, s.gpus);
+        }
+        return result;
+      }
+      need -= rate * length;
+    }
+  }
+  // Infeasible: hold the most it can get before the deadline.
+  const int top = curve.max_gpus();
+  result.level = top;
+  if (!reserve_if_infeasible) return result;
+  for (size_t i = 0; i < end_index; ++i) {
+    result.segments.push_back({free.start(i), free.end(i), usable(i, top)});
+  }
+  for (const PlanSegment& s : result.segments) free.Reserve(s.start_seconds, s.end_seconds, s.gpus);
+  return result;
+}
+
+bool KeepReservation(const SchedJob& job, double now_seconds, const SchedOptions& options,
+                     FreeTimeline& free, Reservation& kept) {
+  if (job.reservation.empty() || !job.deadline_seconds) return false;
+  const double deadline = *job.deadline_seconds;
+  std::vector<PlanSegment> segments;
+  double work = 0;
+  for (PlanSegment s : job.reservation) {
+    s.start_seconds = std::max(s.start_seconds, now_seconds);
+    s.end_seconds = std::min(s.end_seconds, deadline);
+    if (s.end_seconds <= s.start_seconds + 1e-3 || s.gpus == 0) continue;
+    const size_t first = free.Split(s.start_seconds);
+    const size_t last = free.Split(s.end_seconds);
+    for (size_t i = first; i < last; ++i) {
+      if (free.free(i) < s.gpus) return false;
+    }
+    work += (s.end_seconds - s.start_seconds) * job.curve.IterationsPerSecond(s.gpus);
+    segments.push_back(s);
+  }
+  if (segments.empty()) return false;
+  const double fraction = std::max(options.overhead_fraction, StallHeadroom(options));
+  double need = job.remaining_iterations / (1.0 - std::clamp(fraction, 0.0, 0.5));
+  if (segments.front().gpus != job.current_gpus) {
+    need += options.restart.RelaunchSeconds(segments.front().gpus) *
+            job.curve.IterationsPerSecond(segments.front().gpus);
+  }
+  if (work < need * (1 - 1e-9)) return false;
+  for (const PlanSegment& s : segments) free.Reserve(s.start_seconds, s.end_seconds, s.gpus);
+  kept.feasible = true;
+  kept.level = segments.back().gpus;
+  kept.segments = std::move(segments);
+  kept.finish_seconds = deadline;
+  return true;
+}
+
+int GpusAt(const Reservation& reservation, double t) {
+  for (const PlanSegment& s : reservation.segments) {
+    if (s.start_seconds <= t + 1e-3 && t + 1e-3 < s.end_seconds) return s.gpus;
+  }
+  return 0;
+}
+
+int MostGpusWithin(const Reservation& reservation, double from, double to) {
+  int most = 0;
+  for (const PlanSegment& s : reservation.segments) {
+    if (s.start_seconds <= to + 1e-3 && from < s.end_seconds) most = std::max(most, s.gpus);
+  }
+  return most;
+}
+
+}  // namespace pacer::sched

@@ -1,0 +1,130 @@
+// Readers of the elastic-scheduling traces and throughput tables
+// (pacer/sched/trace_csv.h): both trace spellings, and errors that name the
+// line and column.
+#include "pacer/sched/trace_csv.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace pacer::sched {
+namespace {
+
+constexpr const char* kThroughput =
+    "gpu_type,model,global_batch_size,num_gpus,iters_per_sec,source\n"
+    "A100,bert,64,1,6,x\n"
+    "A100,bert,64,2,8.5,x\n"
+    "A100,bert,64,4,,x\n"
+    "T4,ncf,32768,1,3,x\n";
+
+TEST(TraceCsvTest, ReadsTheItpColumns) {
+  StatusOr<std::vector<TraceJob>> jobs = ParseTraceCsv(
+      "job_id,submission_time,num_iteration,model_name,deadline,batch_size,num_gpu,duration\n"
+      "a,100,500,bert,900,64,2,80\n"
+      "b,120,50,bert,,64,1,10\r\n",
+      "itp.csv");
+  ASSERT_TRUE(jobs.ok()) << jobs.status().message();
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].id, "a");
+  EXPECT_DOUBLE_EQ((*jobs)[0].arrival_seconds, 100);
+  EXPECT_DOUBLE_EQ((*jobs)[0].iterations, 500);
+  EXPECT_EQ((*jobs)[0].deadline_seconds, 900.0);
+  EXPECT_EQ((*jobs)[0].requested_gpus, 2);
+  EXPECT_FALSE((*jobs)[1].deadline_seconds.has_value());  // empty: best effort
+  EXPECT_EQ((*jobs)[1].line, 3);
+}
+
+TEST(TraceCsvTest, ReadsThePolluxColumns) {
+  StatusOr<std::vector<TraceJob>> jobs = ParseTraceCsv(
+      "job_id,submit_time,iteration,model_name,ddl,batch_size,num_gpu,duration\n"
+      "0,3715485,2011,cifar10,3719996,4096,1,5644\n",
+      "pollux.csv");
+  ASSERT_TRUE(jobs.ok()) << jobs.status().message();
+  EXPECT_EQ((*jobs)[0].model, "cifar10");
+  EXPECT_EQ((*jobs)[0].batch_size, 4096);
+  EXPECT_EQ((*jobs)[0].deadline_seconds, 3719996.0);
+}
+
+TEST(TraceCsvTest, ErrorsNameTheLineAndColumn) {
+  const std::string header = "job_id,submit_time,iteration,model_name,ddl,batch_size\n";
+  StatusOr<std::vector<TraceJob>> bad_number =
+      ParseTraceCsv(header + "a,1,10,bert,5,64\nb,2,10,bert,soon,64\n", "t.csv");
+  ASSERT_FALSE(bad_number.ok());
+  EXPECT_EQ(bad_number.status().message(),
+            "t.csv:3: column 'ddl': 'soon' is not a non-negative number");
+
+  StatusOr<std::vector<TraceJob>> short_row = ParseTraceCsv(header + "a,1,10,bert\n", "t.csv");
+  ASSERT_FALSE(short_row.ok());
+  EXPECT_NE(short_row.status().message().find("t.csv:2: 4 fields, the header has 6"),
+            std::string::npos);
+
+  StatusOr<std::vector<TraceJob>> missing =
+      ParseTraceCsv("job_id,submit_time,iteration,model_name,batch_size\na,1,2,bert,64\n", "t.csv");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(), "t.csv:1: missing column 'deadline' or 'ddl'");
+
+  StatusOr<std::vector<TraceJob>> zero_batch = ParseTraceCsv(header + "a,1,10,bert,5,0\n", "t.csv");
+  ASSERT_FALSE(zero_batch.ok());
+  EXPECT_NE(zero_batch.status().message().find("column 'batch_size'"), std::string::npos);
+
+  StatusOr<std::vector<TraceJob>> twice =
+      ParseTraceCsv(header + "a,1,10,bert,5,64\na,2,10,bert,5,64\n", "t.csv");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("t.csv:3: job_id 'a' appears twice"), std::string::npos);
+
+  EXPECT_FALSE(ParseTraceCsv(header, "t.csv").ok());  // no jobs
+}
+
+TEST(TraceCsvTest, BuildsCurvesAndNamesAMissingModel) {
+  StatusOr<ThroughputTable> table = ParseThroughputCsv(kThroughput, "tp.csv");
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  StatusOr<std::vector<TraceJob>> trace = ParseTraceCsv(
+      "job_id,submit_time,iteration,model_name,ddl,batch_size\n"
+      "a,0,100,bert,50,64\n",
+      "t.csv");
+  ASSERT_TRUE(trace.ok());
+  EXPECT_EQ(*ChooseGpuType(*trace, *table), "A100");
+  StatusOr<std::vector<SimJob>> jobs =
+      BuildSimJobs(*trace, *table, "A100", 8, Policy::kPacer, "t.csv");
+  ASSERT_TRUE(jobs.ok()) << jobs.status().message();
+  EXPECT_EQ((*jobs)[0].curve.max_gpus(), 2);  // 4 GPUs were not profiled
+
+  StatusOr<std::vector<SimJob>> wrong_type =
+      BuildSimJobs(*trace, *table, "T4", 8, Policy::kPacer, "t.csv");
+  ASSERT_FALSE(wrong_type.ok());
+  EXPECT_EQ(wrong_type.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(wrong_type.status().message().find("t.csv:2: job a: the throughput table has no curve "
+                                               "for bert (batch 64) on T4"),
+            std::string::npos)
+      << wrong_type.status().message();
+}
+
+TEST(TraceCsvTest, CapsLimitEachPolicy) {
+  StatusOr<ThroughputTable> table = ParseThroughputCsv(kThroughput, "tp.csv");
+  ASSERT_TRUE(table.ok());
+  ASSERT_TRUE(ParseMaxGpusCsv("gpu_type,model,global_batch_size,ef_max_gpus,baseline_max_gpus\n"
+                              "A100,bert,64,1,2\n",
+                              "caps.csv", *table)
+                  .ok());
+  StatusOr<std::vector<TraceJob>> trace = ParseTraceCsv(
+      "job_id,submit_time,iteration,model_name,ddl,batch_size\na,0,100,bert,50,64\n", "t.csv");
+  ASSERT_TRUE(trace.ok());
+  EXPECT_EQ((*BuildSimJobs(*trace, *table, "A100", 8, Policy::kPacer, "t"))[0].curve.max_gpus(), 1);
+  EXPECT_EQ((*BuildSimJobs(*trace, *table, "A100", 8, Policy::kEdf, "t"))[0].curve.max_gpus(), 2);
+  EXPECT_FALSE(ParseMaxGpusCsv("gpu_type,model\nA100,bert\n", "caps.csv", *table).ok());
+}
+
+TEST(TraceCsvTest, ThroughputErrorsNameTheLine) {
+  StatusOr<ThroughputTable> twice = ParseThroughputCsv(
+      "gpu_type,model,global_batch_size,num_gpus,iters_per_sec\nA100,m,8,1,2\nA100,m,8,1,3\n",
+      "tp.csv");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("tp.csv:3:"), std::string::npos);
+  StatusOr<ThroughputTable> bad = ParseThroughputCsv(
+      "gpu_type,model,global_batch_size,num_gpus,iters_per_sec\nA100,m,8,two,2\n", "tp.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "tp.csv:2: column 'num_gpus': 'two' is not a positive integer");
+}
+
+}  // namespace
+}  // namespace pacer::sched
