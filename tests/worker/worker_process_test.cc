@@ -233,6 +233,19 @@ TEST_F(WorkerProcessTest, InterleavedPipelineWithTensorParallelismRunsToTheEnd) 
     EXPECT_NE(w.log.find("rank=" + std::to_string(rank) + " event=done steps=2"), std::string::npos)
         << w.log;
   }
+  // The plan is bf16 (the default); the CPU ran fp32 and says so.
+  EXPECT_NE(w.log.find(" precision=fp32 "), std::string::npos) << w.log;
+}
+
+TEST_F(WorkerProcessTest, AnFp8PlanOnTheCpuExitsWithInvalidConfig) {
+  // The CPU has no fp8 GEMM: running fp32 under an fp8 plan would misreport
+  // what ran, so the worker refuses the plan.
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_PRECISION"] = "fp8";
+  env["PACER_TOTAL_STEPS"] = "2";
+  Worker w = Start(env);
+  EXPECT_EQ(WaitExit(w, std::chrono::seconds(30)), kExitInvalidConfig) << w.log;
+  EXPECT_NE(w.log.find("cannot run fp8 GEMMs"), std::string::npos) << w.log;
 }
 
 TEST_F(WorkerProcessTest, InvalidEnvironmentExitsWithInvalidConfig) {

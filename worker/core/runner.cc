@@ -129,13 +129,18 @@ int Fail(const WorkerConfig& c, int rank, const char* what, const Status& status
 
 int ExitCodeFor(const Status& status) {
   switch (status.code()) {
-    case StatusCode::kOk: return kExitSuccess;
-    case StatusCode::kInvalidArgument: return kExitInvalidConfig;
-    case StatusCode::kResourceExhausted: return kExitOutOfMemory;
+    case StatusCode::kOk:
+      return kExitSuccess;
+    case StatusCode::kInvalidArgument:
+      return kExitInvalidConfig;
+    case StatusCode::kResourceExhausted:
+      return kExitOutOfMemory;
     case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded:
-    case StatusCode::kAborted: return kExitCollectiveFailure;
-    default: return kExitInternalError;
+    case StatusCode::kAborted:
+      return kExitCollectiveFailure;
+    default:
+      return kExitInternalError;
   }
 }
 
@@ -146,8 +151,7 @@ std::string PlanFingerprint(const WorkerConfig& c) {
                 c.zero_stage, c.micro_batch_size,
                 static_cast<long long>(c.gradient_accumulation_steps),
                 planner::PrecisionName(c.precision), planner::RecomputeName(c.recompute),
-                c.model.layers, c.model.hidden_size, c.model.sequence_length,
-                c.model.vocab_size);
+                c.model.layers, c.model.hidden_size, c.model.sequence_length, c.model.vocab_size);
   return buffer;
 }
 
@@ -165,8 +169,9 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   }
   auto connected = TcpStoreClient::Connect(c.master_addr, c.master_port, rank, Timeout(c));
   if (!connected.ok()) {
-    Log(c, rank, "event=failed during=rendezvous exit=rendezvous-timeout error=\"" +
-                     connected.status().ToString() + "\"");
+    Log(c, rank,
+        "event=failed during=rendezvous exit=rendezvous-timeout error=\"" +
+            connected.status().ToString() + "\"");
     return kExitRendezvousTimeout;
   }
   TcpStoreClient& store = **connected;
@@ -211,20 +216,23 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   metrics.SetPeaks(options.catalog_peak_flops, options.calibrated_peak_flops);
   metrics.SetPlanInfo({c.tensor_parallel, c.pipeline_parallel, c.data_parallel, c.zero_stage,
                        c.micro_batch_size, static_cast<int>(c.gradient_accumulation_steps),
-                       planner::PrecisionName(c.precision)});
+                       // What runs, not what the plan asked for (a CPU runs
+                       // a bf16 plan's GEMMs in fp32).
+                       planner::PrecisionName(backend->ExecutedPrecision(c.precision))});
   if (c.predicted_step_seconds || c.predicted_memory_bytes) {
-    metrics.SetPredicted(c.predicted_step_seconds.value_or(0), c.predicted_memory_bytes.value_or(0));
+    metrics.SetPredicted(c.predicted_step_seconds.value_or(0),
+                         c.predicted_memory_bytes.value_or(0));
   }
   Log(c, rank,
-      "event=start backend=" + std::string(backend->name()) + " resume_step=" +
-          std::to_string(step) + " total_steps=" + std::to_string(c.total_steps) +
-          " metrics_port=" + std::to_string(metrics.port()) + " plan=\"" + PlanFingerprint(c) +
-          "\"");
+      "event=start backend=" + std::string(backend->name()) +
+          " resume_step=" + std::to_string(step) +
+          " precision=" + planner::PrecisionName(backend->ExecutedPrecision(c.precision)) +
+          " total_steps=" + std::to_string(c.total_steps) + " metrics_port=" +
+          std::to_string(metrics.port()) + " plan=\"" + PlanFingerprint(c) + "\"");
 
   // 3. Steps.
-  const double model_flops_per_rank =
-      planner::ModelFlopsPerSequence(c.model) * static_cast<double>(c.global_batch_size) /
-      c.world_size;
+  const double model_flops_per_rank = planner::ModelFlopsPerSequence(c.model) *
+                                      static_cast<double>(c.global_batch_size) / c.world_size;
   bool claimed = false;
   bool warmed_up = false;
   while (step < c.total_steps) {
