@@ -2,11 +2,11 @@
 // it: a SIGTERM stops it after a checkpoint and a restart continues at the
 // right step; a torn checkpoint is ignored; a node whose peer dies exits with
 // the collective-failure code instead of hanging.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,8 +145,10 @@ class WorkerProcessTest : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(WorkerProcessTest, SigtermCheckpointsAndARestartContinuesAtTheRightStep) {
-  auto env = BaseEnv(Path("ckpt"), NextPort());
+// SIGTERM to a running worker: every rank stops at the same step, a multiple
+// of the stop-check interval, with a checkpoint there, and a restart resumes
+// exactly at it.
+void ExpectSigtermStopsAndResumes(std::map<std::string, std::string> env, int64_t interval) {
   env["PACER_TOTAL_STEPS"] = "100000";  // far more than the test lets it run
   Worker first = Start(env);
   ASSERT_TRUE(ReadUntil(first, "event=checkpoint step=3", std::chrono::seconds(60))) << first.log;
@@ -169,6 +171,19 @@ TEST_F(WorkerProcessTest, SigtermCheckpointsAndARestartContinuesAtTheRightStep) 
   const std::string& second_log = second.log;
   EXPECT_EQ(NumberAfter(second_log, "resume_step"), stopped_at);
   EXPECT_EQ(NumberAfter(second_log, "event=done steps"), stopped_at + 4);
+  EXPECT_EQ(stopped_at % interval, 0) << first_log;
+}
+
+TEST_F(WorkerProcessTest, SigtermCheckpointsAndARestartContinuesAtTheRightStep) {
+  ExpectSigtermStopsAndResumes(BaseEnv(Path("ckpt"), NextPort()), 1);
+}
+
+TEST_F(WorkerProcessTest, StopClaimIsReadEveryFewStepsWhenTheStepTimeIsKnown) {
+  // 1 s predicted: the ranks read the stop claim every 5 steps (5 s), not
+  // at every step, and still stop together.
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_PREDICTED_STEP_SECONDS"] = "1";
+  ExpectSigtermStopsAndResumes(env, 5);
 }
 
 TEST_F(WorkerProcessTest, ATornCheckpointIsIgnored) {

@@ -1,5 +1,6 @@
 #include "core/runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -60,15 +61,29 @@ StatusOr<int64_t> AgreeOnResumeStep(const WorkerConfig& c, int rank, TcpStoreCli
   return std::stoll(value);
 }
 
-// Whether every rank must stop before `step` (see runner.h, point 4).
+// Steps between two reads of the stop claim: about kStopCheckSeconds of
+// training by the plan's predicted step time (1 when it is unknown), the
+// same on every rank because it comes from the plan. Reading the store at
+// every step would put one round trip to rank 0 per rank and step on the
+// critical path, which does not scale to thousands of ranks.
+constexpr double kStopCheckSeconds = 5.0;
+int64_t StopCheckInterval(const WorkerConfig& c) {
+  const double step_seconds = c.predicted_step_seconds.value_or(0);
+  if (step_seconds <= 0) return 1;
+  return std::clamp<int64_t>(static_cast<int64_t>(kStopCheckSeconds / step_seconds), 1, 1000);
+}
+
+// Whether every rank must stop before `step` (see runner.h, point 4). Only
+// called at steps that are multiples of `interval`.
 StatusOr<bool> StopBefore(const WorkerConfig& c, TcpStoreClient& store, int64_t step,
-                          bool stop_requested_here, bool* claimed) {
+                          int64_t interval, bool stop_requested_here, bool* claimed) {
   if (stop_requested_here && !*claimed) {
     *claimed = true;
     ASSIGN_OR_RETURN(int64_t claims, store.Add(kStopClaimsKey, 1));
-    // Only the first claimer picks the step; nobody can have started
-    // step + 1 before this rank takes part in `step`.
-    if (claims == 1) RETURN_IF_ERROR(store.Set(kStopAtKey, std::to_string(step + 1)));
+    // Only the first claimer picks the step: the next check. Every rank
+    // reaches that check only after finishing `step`, which needs this
+    // rank's collectives, so after the claim is in the store.
+    if (claims == 1) RETURN_IF_ERROR(store.Set(kStopAtKey, std::to_string(step + interval)));
   }
   ASSIGN_OR_RETURN(int64_t claims, store.Add(kStopClaimsKey, 0));
   if (claims == 0) return false;
@@ -235,8 +250,12 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
                                       static_cast<double>(c.global_batch_size) / c.world_size;
   bool claimed = false;
   bool warmed_up = false;
+  const int64_t stop_interval = StopCheckInterval(c);
   while (step < c.total_steps) {
-    auto stop = StopBefore(c, store, step, stop_signal.requested(), &claimed);
+    StatusOr<bool> stop = false;
+    if (step % stop_interval == 0) {
+      stop = StopBefore(c, store, step, stop_interval, stop_signal.requested(), &claimed);
+    }
     if (!stop.ok()) return Fail(c, rank, "stop-check", stop.status());
     if (*stop) {
       if (Status s = SaveCheckpoint(c, rank, step, *backend, options, &metrics); !s.ok()) {
