@@ -61,29 +61,54 @@ StatusOr<int64_t> AgreeOnResumeStep(const WorkerConfig& c, int rank, TcpStoreCli
   return std::stoll(value);
 }
 
-// Steps between two reads of the stop claim: about kStopCheckSeconds of
-// training by the plan's predicted step time (1 when it is unknown), the
-// same on every rank because it comes from the plan. Reading the store at
-// every step would put one round trip to rank 0 per rank and step on the
-// critical path, which does not scale to thousands of ranks.
+// When the ranks read the stop claim (runner.h, point 4): at every step
+// until `agree_at` (the second step of this process, the first one timed
+// without warm-up), then every `interval` steps, interval = about
+// kStopCheckSeconds of rank 0's measured step time, which rank 0 publishes
+// at `agree_at` and every rank reads there once. Reading the store at every
+// step would put one round trip to rank 0 per rank and step on the critical
+// path, which does not scale to thousands of ranks.
 constexpr double kStopCheckSeconds = 5.0;
-int64_t StopCheckInterval(const WorkerConfig& c) {
-  const double step_seconds = c.predicted_step_seconds.value_or(0);
-  if (step_seconds <= 0) return 1;
-  return std::clamp<int64_t>(static_cast<int64_t>(kStopCheckSeconds / step_seconds), 1, 1000);
+constexpr char kStopIntervalKey[] = "runner/stop-interval";
+
+struct StopChecks {
+  int64_t agree_at = 0;
+  int64_t interval = 1;
+  bool IsCheck(int64_t step) const { return step <= agree_at || (step - agree_at) % interval == 0; }
+  // The check after `step` (itself a check).
+  int64_t Next(int64_t step) const { return step < agree_at ? step + 1 : step + interval; }
+};
+
+// Called by every rank at step `agree_at`; rank 0's last step took
+// `rank0_step_seconds`.
+Status AgreeOnStopInterval(const WorkerConfig& c, int rank, TcpStoreClient& store,
+                           double rank0_step_seconds, StopChecks* checks) {
+  if (rank == 0) {
+    const int64_t interval =
+        rank0_step_seconds > 0
+            ? std::clamp<int64_t>(static_cast<int64_t>(kStopCheckSeconds / rank0_step_seconds), 1,
+                                  1000)
+            : 1;
+    RETURN_IF_ERROR(store.Set(kStopIntervalKey, std::to_string(interval)));
+    checks->interval = interval;
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(std::string value, store.Get(kStopIntervalKey, Timeout(c)));
+  checks->interval = std::max<int64_t>(1, std::stoll(value));
+  return Status::Ok();
 }
 
 // Whether every rank must stop before `step` (see runner.h, point 4). Only
-// called at steps that are multiples of `interval`.
+// called at checks; `next_check` is the check after this one.
 StatusOr<bool> StopBefore(const WorkerConfig& c, TcpStoreClient& store, int64_t step,
-                          int64_t interval, bool stop_requested_here, bool* claimed) {
+                          int64_t next_check, bool stop_requested_here, bool* claimed) {
   if (stop_requested_here && !*claimed) {
     *claimed = true;
     ASSIGN_OR_RETURN(int64_t claims, store.Add(kStopClaimsKey, 1));
     // Only the first claimer picks the step: the next check. Every rank
     // reaches that check only after finishing `step`, which needs this
     // rank's collectives, so after the claim is in the store.
-    if (claims == 1) RETURN_IF_ERROR(store.Set(kStopAtKey, std::to_string(step + interval)));
+    if (claims == 1) RETURN_IF_ERROR(store.Set(kStopAtKey, std::to_string(next_check)));
   }
   ASSIGN_OR_RETURN(int64_t claims, store.Add(kStopClaimsKey, 0));
   if (claims == 0) return false;
@@ -250,11 +275,19 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
                                       static_cast<double>(c.global_batch_size) / c.world_size;
   bool claimed = false;
   bool warmed_up = false;
-  const int64_t stop_interval = StopCheckInterval(c);
+  StopChecks checks;
+  checks.agree_at = step + 2;
+  double last_step_seconds = 0;
   while (step < c.total_steps) {
+    if (step == checks.agree_at) {
+      if (Status s = AgreeOnStopInterval(c, rank, store, last_step_seconds, &checks); !s.ok()) {
+        return Fail(c, rank, "stop-check", s);
+      }
+      Log(c, rank, "event=stop-checks every_steps=" + std::to_string(checks.interval));
+    }
     StatusOr<bool> stop = false;
-    if (step % stop_interval == 0) {
-      stop = StopBefore(c, store, step, stop_interval, stop_signal.requested(), &claimed);
+    if (checks.IsCheck(step)) {
+      stop = StopBefore(c, store, step, checks.Next(step), stop_signal.requested(), &claimed);
     }
     if (!stop.ok()) return Fail(c, rank, "stop-check", stop.status());
     if (*stop) {
@@ -268,6 +301,7 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
     }
     auto timing = backend->RunStep(step);
     if (!timing.ok()) return Fail(c, rank, "step", timing.status());
+    last_step_seconds = timing->step_seconds;
     ++step;
     metrics.SetPeakMemoryBytes(backend->PeakMemoryBytes());
     if (!warmed_up) {

@@ -13,14 +13,15 @@
 //      freshly initialised shards.
 //   3. Steps run until the plan's total. Every checkpoint_interval_steps and
 //      on a stop request, each rank writes its checkpoint atomically.
-//   4. SIGTERM / SIGINT: ranks read the stop claim from the store only at
-//      steps that are multiples of N (about 5 s of training by
-//      PACER_PREDICTED_STEP_SECONDS; 1 when it is not set), not at every
-//      step. The rank that sees the signal first claims, at its next such
-//      check s, a stop at the check after (s + N: nobody reaches it without
-//      finishing step s, which needs this rank's collectives, so nobody
-//      can have read past the claim), publishes it in the store, and every
-//      rank stops there after checkpointing.
+//   4. SIGTERM / SIGINT: ranks read the stop claim from the store at every
+//      step until the second step of the process, then only every N steps,
+//      N = about 5 s of rank 0's measured step time (published once through
+//      the store), so the store is not on every step's path. The rank that
+//      sees the signal first claims, at its next check (step s), a stop at
+//      the check after (no rank reaches it before finishing step s, which
+//      needs this rank's collectives, so no rank reads past the claim),
+//      publishes it in the store, and every rank stops there after
+//      checkpointing.
 //
 // Thread-safety: RunRank owns everything it creates; call it once per rank
 // (in its own process, see supervisor.h).
