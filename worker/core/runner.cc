@@ -68,7 +68,7 @@ StatusOr<int64_t> AgreeOnResumeStep(const WorkerConfig& c, int rank, TcpStoreCli
 // at `agree_at` and every rank reads there once. Reading the store at every
 // step would put one round trip to rank 0 per rank and step on the critical
 // path, which does not scale to thousands of ranks.
-constexpr double kStopCheckSeconds = 5.0;
+constexpr double kStopCheckSeconds = 2.0;
 constexpr char kStopIntervalKey[] = "runner/stop-interval";
 
 struct StopChecks {

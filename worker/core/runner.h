@@ -15,7 +15,7 @@
 //      on a stop request, each rank writes its checkpoint atomically.
 //   4. SIGTERM / SIGINT: ranks read the stop claim from the store at every
 //      step until the second step of the process, then only every N steps,
-//      N = about 5 s of rank 0's measured step time (published once through
+//      N = about 2 s of rank 0's measured step time (published once through
 //      the store), so the store is not on every step's path. The rank that
 //      sees the signal first claims, at its next check (step s), a stop at
 //      the check after (no rank reaches it before finishing step s, which
