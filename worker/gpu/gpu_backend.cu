@@ -129,7 +129,8 @@ class GpuBackend final : public StepBackend {
     NamedBuffers out;
     for (auto [name, pointer, bytes] : CheckpointedBuffers()) {
       std::vector<std::byte> host(bytes);
-      CUDACHECK(cudaMemcpy(host.data(), pointer, bytes, cudaMemcpyDeviceToHost));
+      CUDACHECK(cudaMemcpyAsync(host.data(), pointer, bytes, cudaMemcpyDeviceToHost, compute_));
+      RETURN_IF_ERROR(comms_.WaitForStream(compute_, Now() + context_.timeout, "save"));
       out.emplace_back(name, std::move(host));
     }
     return out;
@@ -149,8 +150,14 @@ class GpuBackend final : public StepBackend {
                                     std::to_string(it->second.size()) + " bytes, this plan needs " +
                                     std::to_string(bytes));
       }
-      CUDACHECK(cudaMemcpy(pointer, it->second.data(), bytes, cudaMemcpyHostToDevice));
+      // On the compute stream, after the initialisation kernels queued there
+      // (a plain cudaMemcpy runs on the legacy stream, which a non-blocking
+      // compute stream does not wait for).
+      CUDACHECK(cudaMemcpyAsync(pointer, it->second.data(), bytes, cudaMemcpyHostToDevice,
+                                compute_));
     }
+    // The host buffers must outlive the copies.
+    RETURN_IF_ERROR(comms_.WaitForStream(compute_, Now() + context_.timeout, "restore"));
     // ZeRO 3's staged copy is refreshed by the next forward's gather.
     return Status::Ok();
   }
