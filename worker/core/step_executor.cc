@@ -129,6 +129,24 @@ class StepExecutor::Impl {
   Status DataParallel(const std::vector<Collective>& list, bool step_end, Select select);
   Status DataParallelOne(const Collective& c, size_t bucket, bool step_end);
   Status UpdateShard(size_t bucket, int64_t step);
+  // Weight gradients. Under ZeRO 0 and 1 a GEMM accumulates in place into
+  // `grads` (beta 1). Under ZeRO 2 and 3 there is no full-size gradient
+  // buffer: the GEMM writes a temporary, CloseGrad adds it into the bucket
+  // buffers (allocated on first write, workspace), and a bucket is
+  // reduce-scattered into this rank's shard and freed as soon as the
+  // micro-batch has written all of it.
+  struct GradSink {
+    float* out = nullptr;
+    float beta = 1.0f;
+    DeviceBuffer temp;
+    size_t offset = 0, length = 0;
+  };
+  bool ShardedGradients() const { return config_->zero_stage >= 2; }
+  Status OpenGrad(size_t offset, size_t length, GradSink* sink);
+  Status CloseGrad(GradSink* sink);
+  Status ReduceBucket(size_t bucket);
+  std::vector<DeviceBuffer> bucket_grads_;  // ZeRO >= 2, per bucket
+  std::vector<size_t> bucket_written_, bucket_expected_;
   // Where the reduced gradients of this rank's shard of `bucket` are: in
   // place in `grads` under ZeRO 0 and 1, in `grad_shard` under 2 and 3.
   const float* ReducedShard(size_t bucket) const {
@@ -136,7 +154,8 @@ class StepExecutor::Impl {
                                     : grad_shard.data() + owned_position_[bucket];
   }
   // The test hook: this bucket's local gradients, before its reduction.
-  Status KeepLocal(size_t offset, size_t length);
+  // `from` (default: `grads` at `offset`) holds the gradients.
+  Status KeepLocal(size_t offset, size_t length, const float* from = nullptr);
   Status InitWeights(uint64_t seed);
   void FillTokens(int mb, int64_t step, int32_t* tokens, int64_t count, int64_t first_position,
                   int64_t modulo, uint64_t salt) const;
@@ -260,8 +279,24 @@ Status StepExecutor::Impl::Initialize(const BackendContext& context, uint64_t se
   }
   const size_t n = std::max(offset, Size(Dim(s.stage_parameters)));
   RETURN_IF_ERROR(Alloc(&weights, n));
-  RETURN_IF_ERROR(Alloc(&grads, n));
+  if (c.zero_stage <= 1) RETURN_IF_ERROR(Alloc(&grads, n));
   buckets_ = MakeBuckets(n, d_);
+  bucket_grads_.clear();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    bucket_grads_.emplace_back(dev_, BufferClass::kWorkspace);
+  }
+  bucket_written_.assign(buckets_.size(), 0);
+  bucket_expected_.assign(buckets_.size(), 0);
+  for (const ParameterRange& r : ranges) {
+    // Elements each micro-batch writes per bucket (a tied table twice).
+    const bool tied =
+        r.name == "embedding" && s.holds_logits && output_offset_ == embedding_offset_;
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      const size_t lo = std::max(r.offset, buckets_[b].offset);
+      const size_t hi = std::min(r.offset + r.length, buckets_[b].offset + buckets_[b].length);
+      if (lo < hi) bucket_expected_[b] += (hi - lo) * (tied ? 2 : 1);
+    }
+  }
   const int dp_rank = s.coordinates.data_rank;
   owned.clear();
   size_t owned_total = 0;
@@ -427,7 +462,6 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   const planner::Recompute recompute = config_->recompute;
   const LayerOffsets& w = layer_offsets_[static_cast<size_t>(layer)];
   const float* W = weights.data();
-  float* G = grads.data();
   const size_t shard = Size(shard_tokens_ * hidden_);
 
   if (recompute == planner::Recompute::kFull) {
@@ -450,8 +484,13 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   RETURN_IF_ERROR(Act(&dact, Size(tokens_ * mlp_out_in_)));
   RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, mlp_out_in_, hidden_, 1.0f, dfull.data(),
                              hidden_, W + w.mlp_out, hidden_, 0.0f, dact.data(), mlp_out_in_));
-  RETURN_IF_ERROR(dev_->Gemm(true, false, mlp_out_in_, hidden_, tokens_, 1.0f, st->act.data(),
-                             mlp_out_in_, dfull.data(), hidden_, 1.0f, G + w.mlp_out, hidden_));
+  {
+    GradSink g;
+    RETURN_IF_ERROR(OpenGrad(w.mlp_out, Size(mlp_out_in_ * hidden_), &g));
+    RETURN_IF_ERROR(dev_->Gemm(true, false, mlp_out_in_, hidden_, tokens_, 1.0f, st->act.data(),
+                               mlp_out_in_, dfull.data(), hidden_, g.beta, g.out, hidden_));
+    RETURN_IF_ERROR(CloseGrad(&g));
+  }
   DeviceBuffer dpre;
   RETURN_IF_ERROR(Act(&dpre, Size(tokens_ * mlp_in_width_)));
   if (swiglu_) {
@@ -467,9 +506,14 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, hidden_, mlp_in_width_, 1.0f, dpre.data(),
                              mlp_in_width_, W + w.mlp_in, mlp_in_width_, 0.0f, dfull.data(),
                              hidden_));
-  RETURN_IF_ERROR(dev_->Gemm(true, false, hidden_, mlp_in_width_, tokens_, 1.0f, st->n2_full.data(),
-                             hidden_, dpre.data(), mlp_in_width_, 1.0f, G + w.mlp_in,
-                             mlp_in_width_));
+  {
+    GradSink g;
+    RETURN_IF_ERROR(OpenGrad(w.mlp_in, Size(hidden_ * mlp_in_width_), &g));
+    RETURN_IF_ERROR(dev_->Gemm(true, false, hidden_, mlp_in_width_, tokens_, 1.0f,
+                               st->n2_full.data(), hidden_, dpre.data(), mlp_in_width_, g.beta,
+                               g.out, mlp_in_width_));
+    RETURN_IF_ERROR(CloseGrad(&g));
+  }
   dpre.Clear();
   DeviceBuffer dn;
   RETURN_IF_ERROR(Act(&dn, shard));
@@ -483,8 +527,13 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   RETURN_IF_ERROR(Act(&dctx, st->ctx.size()));
   RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, proj_in_, hidden_, 1.0f, dfull.data(), hidden_,
                              W + w.proj, hidden_, 0.0f, dctx.data(), proj_in_));
-  RETURN_IF_ERROR(dev_->Gemm(true, false, proj_in_, hidden_, tokens_, 1.0f, st->ctx.data(),
-                             proj_in_, dfull.data(), hidden_, 1.0f, G + w.proj, hidden_));
+  {
+    GradSink g;
+    RETURN_IF_ERROR(OpenGrad(w.proj, Size(proj_in_ * hidden_), &g));
+    RETURN_IF_ERROR(dev_->Gemm(true, false, proj_in_, hidden_, tokens_, 1.0f, st->ctx.data(),
+                               proj_in_, dfull.data(), hidden_, g.beta, g.out, hidden_));
+    RETURN_IF_ERROR(CloseGrad(&g));
+  }
   DeviceBuffer dqkv;
   RETURN_IF_ERROR(Act(&dqkv, st->qkv.size()));
   RETURN_IF_ERROR(dev_->AttentionBackward(attention_, st->qkv.data(), st->probs.data(), dctx.data(),
@@ -495,8 +544,13 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   }
   RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, hidden_, qkv_width_, 1.0f, dqkv.data(),
                              qkv_width_, W + w.qkv, qkv_width_, 0.0f, dfull.data(), hidden_));
-  RETURN_IF_ERROR(dev_->Gemm(true, false, hidden_, qkv_width_, tokens_, 1.0f, st->n1_full.data(),
-                             hidden_, dqkv.data(), qkv_width_, 1.0f, G + w.qkv, qkv_width_));
+  {
+    GradSink g;
+    RETURN_IF_ERROR(OpenGrad(w.qkv, Size(hidden_ * qkv_width_), &g));
+    RETURN_IF_ERROR(dev_->Gemm(true, false, hidden_, qkv_width_, tokens_, 1.0f, st->n1_full.data(),
+                               hidden_, dqkv.data(), qkv_width_, g.beta, g.out, qkv_width_));
+    RETURN_IF_ERROR(CloseGrad(&g));
+  }
   RETURN_IF_ERROR(TpReduceScatter(Find(tp, "attention-in-grad"), dfull.data(), dn.data()));
   RETURN_IF_ERROR(dev_->Copy(dx2.data(), shard, dx));
   RETURN_IF_ERROR(
@@ -570,12 +624,15 @@ Status StepExecutor::Impl::Backward(int mb, int chunk, int64_t step) {
   if (s.holds_logits && chunk == s.chunks - 1) {
     DeviceBuffer dh;
     RETURN_IF_ERROR(Act(&dh, Size(tokens_ * hidden_)));
-    float* gout = grads.data() + output_offset_;
     RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, hidden_, vocab_shard_, 1.0f,
                                cs.dlogits.data(), vocab_shard_, weights.data() + output_offset_,
                                hidden_, 0.0f, dh.data(), hidden_));
+    GradSink g;
+    RETURN_IF_ERROR(OpenGrad(output_offset_, Size(vocab_shard_ * hidden_), &g));
     RETURN_IF_ERROR(dev_->Gemm(true, false, vocab_shard_, hidden_, tokens_, 1.0f, cs.dlogits.data(),
-                               vocab_shard_, cs.logits_input.data(), hidden_, 1.0f, gout, hidden_));
+                               vocab_shard_, cs.logits_input.data(), hidden_, g.beta, g.out,
+                               hidden_));
+    RETURN_IF_ERROR(CloseGrad(&g));
     // The logits read this shard t times: its gradient is the sum.
     for (int r = 0; r < t_; ++r) {
       RETURN_IF_ERROR(dev_->Add(dy.data(), dh.data() + Size(r) * shard, shard));
@@ -595,8 +652,11 @@ Status StepExecutor::Impl::Backward(int mb, int chunk, int64_t step) {
     std::vector<int32_t> tokens(Size(shard_tokens_));
     FillTokens(mb, step, tokens.data(), shard_tokens_, s.coordinates.tensor_rank * shard_tokens_,
                vocab_shard_, 0);
-    return dev_->EmbeddingBackward(dy.data(), tokens.data(), shard_tokens_, hidden_,
-                                   grads.data() + embedding_offset_);
+    GradSink g;
+    RETURN_IF_ERROR(OpenGrad(embedding_offset_, Size(vocab_shard_ * hidden_), &g));
+    RETURN_IF_ERROR(
+        dev_->EmbeddingBackward(dy.data(), tokens.data(), shard_tokens_, hidden_, g.out));
+    return CloseGrad(&g);
   }
   const int prev = (pp + p_ - 1) % p_;
   const Collective send{"gradients", CollectiveKind::kSend, Group::kPipeline, 2, s.p2p_bytes};
@@ -615,10 +675,72 @@ Status StepExecutor::Impl::DataParallel(const std::vector<Collective>& list, boo
   return Status::Ok();
 }
 
-Status StepExecutor::Impl::KeepLocal(size_t offset, size_t length) {
+Status StepExecutor::Impl::KeepLocal(size_t offset, size_t length, const float* from) {
   std::vector<float> host(length);
-  RETURN_IF_ERROR(dev_->CopyToHost(grads.data() + offset, length, host.data()));
+  RETURN_IF_ERROR(
+      dev_->CopyToHost(from != nullptr ? from : grads.data() + offset, length, host.data()));
   for (size_t i = 0; i < length; ++i) local_gradients[offset + i] += host[i];
+  return Status::Ok();
+}
+
+Status StepExecutor::Impl::OpenGrad(size_t offset, size_t length, GradSink* sink) {
+  sink->offset = offset;
+  sink->length = length;
+  if (!ShardedGradients()) {
+    sink->out = grads.data() + offset;
+    sink->beta = 1.0f;
+    return Status::Ok();
+  }
+  RETURN_IF_ERROR(Act(&sink->temp, length));  // zeros
+  sink->out = sink->temp.data();
+  sink->beta = 0.0f;
+  return Status::Ok();
+}
+
+Status StepExecutor::Impl::CloseGrad(GradSink* sink) {
+  if (!ShardedGradients()) return Status::Ok();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket& bucket = buckets_[b];
+    const size_t lo = std::max(sink->offset, bucket.offset);
+    const size_t hi = std::min(sink->offset + sink->length, bucket.offset + bucket.length);
+    if (lo >= hi) continue;
+    DeviceBuffer& buffer = bucket_grads_[b];
+    if (buffer.size() == 0) RETURN_IF_ERROR(buffer.Assign(bucket.length));
+    RETURN_IF_ERROR(dev_->Add(buffer.data() + (lo - bucket.offset),
+                              sink->temp.data() + (lo - sink->offset), hi - lo));
+    bucket_written_[b] += hi - lo;
+    if (bucket_written_[b] >= bucket_expected_[b]) RETURN_IF_ERROR(ReduceBucket(b));
+  }
+  sink->temp.Clear();
+  return Status::Ok();
+}
+
+Status StepExecutor::Impl::ReduceBucket(size_t bucket) {
+  const Bucket& b = buckets_[bucket];
+  DeviceBuffer& buffer = bucket_grads_[bucket];
+  if (buffer.size() == 0) RETURN_IF_ERROR(buffer.Assign(b.length));
+  RETURN_IF_ERROR(KeepLocal(b.offset, b.length, buffer.data()));
+  float* shard = grad_shard.data() + owned_position_[bucket];
+  if (d_ == 1) {
+    RETURN_IF_ERROR(dev_->Add(shard, buffer.data(), b.length));
+  } else {
+    // The schedule's entry for this bucket: the bucket-th "gradients".
+    const Collective* entry = nullptr;
+    size_t seen = 0;
+    for (const Collective& c : schedule_->per_micro_batch_collectives) {
+      if (std::strcmp(c.name, "gradients") == 0 && seen++ == bucket) entry = &c;
+    }
+    const int dp = schedule_->coordinates.data_rank;
+    const size_t count = b.shard_counts[static_cast<size_t>(dp)];
+    DeviceBuffer mine(dev_, BufferClass::kWorkspace);
+    RETURN_IF_ERROR(mine.Assign(count));
+    RETURN_IF_ERROR(Counted(entry, dev_->ReduceScatter(Group::kData, buffer.data(), mine.data(),
+                                                       b.shard_counts, "gradients")));
+    RETURN_IF_ERROR(dev_->Add(shard, mine.data(), count));
+  }
+  buffer.Clear();
+  bucket_written_[bucket] = 0;
+  reduced_[bucket] = true;
   return Status::Ok();
 }
 
@@ -702,7 +824,7 @@ StatusOr<StepTiming> StepExecutor::Impl::RunStep(int64_t step) {
   loss_sum_ = 0;
   loss_count_ = 0;
   dev_->SetStep(step);
-  local_gradients.assign(grads.size(), 0.0f);
+  local_gradients.assign(weights.size(), 0.0f);
   updated_.assign(buckets_.size(), false);
   reduced_.assign(buckets_.size(), false);
 
@@ -726,7 +848,15 @@ StatusOr<StepTiming> StepExecutor::Impl::RunStep(int64_t step) {
               DataParallel(s.per_micro_batch_collectives, false, named("parameters-backward")));
         }
         RETURN_IF_ERROR(Backward(a.micro_batch, a.chunk, step));
-        if (a.chunk == 0) {
+        if (a.chunk == 0 && ShardedGradients()) {
+          // The micro-batch is done on this stage: buckets it never wrote
+          // (padding) or left partly written (interleaved chunks) go now.
+          for (size_t b = 0; b < buckets_.size(); ++b) {
+            if (bucket_expected_[b] == 0 || bucket_written_[b] > 0) {
+              RETURN_IF_ERROR(ReduceBucket(b));
+            }
+          }
+        } else if (a.chunk == 0) {
           RETURN_IF_ERROR(DataParallel(s.per_micro_batch_collectives, false, gradients));
         }
       }
@@ -743,6 +873,8 @@ StatusOr<StepTiming> StepExecutor::Impl::RunStep(int64_t step) {
   };
   Status status = run();
   stash_.clear();
+  for (DeviceBuffer& b : bucket_grads_) b.Clear();
+  bucket_written_.assign(buckets_.size(), 0);
   if (!status.ok()) {
     broken_ = true;
     dev_->Abort();
@@ -752,7 +884,7 @@ StatusOr<StepTiming> StepExecutor::Impl::RunStep(int64_t step) {
   const DeviceCounters counters = dev_->counters();
 
   // Test hooks, after the step's clock stopped.
-  reduced_gradients.assign(grads.size(), 0.0f);
+  reduced_gradients.assign(weights.size(), 0.0f);
   for (size_t b = 0; b < owned.size(); ++b) {
     RETURN_IF_ERROR(dev_->CopyToHost(ReducedShard(b), owned[b].second,
                                      reduced_gradients.data() + owned[b].first));

@@ -23,7 +23,9 @@
 // the embedding lookup reads this rank's vocabulary shard (token modulo the
 // shard), and the logits GEMM takes this rank's sequence shard repeated t
 // times instead of gathering the others'. ZeRO 3 keeps full weights between
-// its per-micro-batch all-gathers.
+// its per-micro-batch all-gathers. Under ZeRO 2 and 3 no full-size gradient
+// buffer exists: gradients go through per-bucket buffers, reduce-scattered
+// into this rank's shard as soon as a micro-batch has written a bucket.
 //
 // Units: seconds, bytes, FLOPs (multiply-add = 2).
 // Thread-safety: one rank's thread (StepBackend's contract).
