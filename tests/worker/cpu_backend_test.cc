@@ -7,8 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <optional>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +15,7 @@
 #include <future>
 #include <latch>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,43 +25,15 @@
 #include "core/worker_config.h"
 #include "cpu/calibrate_cpu.h"
 #include "cpu/gloo_comms.h"
+#include "test_plans.h"
 
 namespace pacer::worker {
 namespace {
 
 using std::chrono::milliseconds;
 
-struct Plan {
-  int t = 1, p = 1, d = 1, zero = 0;
-  planner::Recompute recompute = planner::Recompute::kNone;
-  planner::FfnKind ffn = planner::FfnKind::kGelu;
-  int kv_heads = 4;
-};
-
-WorkerConfig TinyConfig(const Plan& plan) {
-  WorkerConfig c;
-  c.tensor_parallel = plan.t;
-  c.pipeline_parallel = plan.p;
-  c.data_parallel = plan.d;
-  c.world_size = plan.t * plan.p * plan.d;
-  c.local_world_size = c.world_size;
-  c.nnodes = 1;
-  c.zero_stage = plan.zero;
-  c.micro_batch_size = 2;
-  c.gradient_accumulation_steps = 2;
-  c.global_batch_size = 2 * 2 * plan.d;
-  c.recompute = plan.recompute;
-  c.precision = planner::Precision::kBf16;
-  c.model.layers = 2;
-  c.model.hidden_size = 32;
-  c.model.attention_heads = 4;
-  c.model.kv_heads = plan.kv_heads;
-  c.model.ffn_hidden_size = 64;
-  c.model.ffn_kind = plan.ffn;
-  c.model.vocab_size = 64;
-  c.model.sequence_length = 16;
-  return c;
-}
+using testing::Plan;
+using testing::TinyConfig;
 
 // What one rank leaves behind for the checks.
 struct RankResult {
@@ -332,8 +303,8 @@ TEST(CpuCalibrationTest, MeasuresGemmMemoryAndAllReduce) {
   std::vector<std::thread> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     ranks.emplace_back([&, rank] {
-      auto client = TcpStoreClient::Connect("127.0.0.1", (*server)->port(), rank,
-                                            milliseconds(10'000));
+      auto client =
+          TcpStoreClient::Connect("127.0.0.1", (*server)->port(), rank, milliseconds(10'000));
       if (!client.ok()) {
         reports[static_cast<size_t>(rank)] = client.status();
         return;

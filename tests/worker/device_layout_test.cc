@@ -22,28 +22,7 @@ using planner::Recompute;
 
 using testing::TestPlan;
 
-planner::MemoryBreakdown PlannerMemory(const WorkerConfig& c) {
-  const planner::GpuType* gpu = planner::GpuCatalog::BuiltIn().Find("H100-SXM");
-  planner::JobSpec job;
-  job.model = c.model;
-  job.training.global_batch_size = c.global_batch_size;
-  job.training.precision = c.precision;
-  job.training.optimizer = c.optimizer;
-  job.training.stack.attention = planner::AttentionKernel::kUnfused;  // as the worker runs
-  planner::Layout layout;
-  layout.tensor_parallel = c.tensor_parallel;
-  layout.pipeline_parallel = c.pipeline_parallel;
-  layout.data_parallel = c.data_parallel;
-  layout.virtual_stages = c.virtual_stages;
-  layout.zero_stage = c.zero_stage;
-  layout.micro_batch_size = c.micro_batch_size;
-  layout.gradient_accumulation_steps = c.gradient_accumulation_steps;
-  layout.recompute = c.recompute;
-  layout.sequence_parallel = c.tensor_parallel > 1;  // as the search sets it
-  layout.gpus_per_node = c.local_world_size;
-  layout.nodes = c.nnodes;
-  return planner::PredictMemory(job, layout, *gpu);
-}
+using testing::PlannerMemory;
 
 struct PlanCase {
   int t, p, d, v, zero, b, k;

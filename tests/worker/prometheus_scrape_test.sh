@@ -153,9 +153,10 @@ answer=$(wait_for 'up{job="pacer-worker-scrape"}' '.data.result | length == 1 an
 answer=$(wait_for 'pacer_worker_mfu_ratio{peak="calibrated"}' '.data.result | length == 1')
 jq -e '.data.result[0].value[1] == "NaN"' >/dev/null <<<"$answer" ||
   fail "an unknown calibrated peak should read NaN: $answer"
+# precision is what ran: the CPU runs the (default) bf16 plan in fp32.
 answer=$(wait_for 'pacer_worker_info' '.data.result | length == 1')
 jq -e '.data.result[0].metric | .tp == "1" and .pp == "1" and .dp == "1" and .zero == "0"
-       and .micro_batch == "1" and .grad_accum == "1" and .precision == "bf16"' >/dev/null \
+       and .micro_batch == "1" and .grad_accum == "1" and .precision == "fp32"' >/dev/null \
   <<<"$answer" || fail "pacer_worker_info lacks the plan labels: $answer"
 answer=$(wait_for 'pacer_worker_model_scale' '.data.result | length == 1')
 jq -e '.data.result[0].value[1] == "0.25"' >/dev/null <<<"$answer" ||

@@ -1,5 +1,6 @@
 // Worker test fixtures: a consistent plan (WorkerConfig) for a small
-// GQA/SwiGLU model, shared by the schedule and device-layout tests.
+// GQA/SwiGLU model, shared by the schedule and device-layout tests, and a
+// tiny one for the tests that step the CPU backend.
 #ifndef PACER_TESTS_WORKER_TEST_PLANS_H_
 #define PACER_TESTS_WORKER_TEST_PLANS_H_
 
@@ -7,6 +8,8 @@
 #include <cstdint>
 
 #include "core/worker_config.h"
+#include "pacer/planner/cost_model.h"
+#include "pacer/planner/gpu_catalog.h"
 
 namespace pacer::worker::testing {
 
@@ -38,6 +41,66 @@ inline WorkerConfig TestPlan(int t, int p, int d, int v, int zero, int b, int k,
   m.ffn_kind = planner::FfnKind::kSwiglu;
   m.vocab_size = 32000;
   m.sequence_length = 512;
+  return c;
+}
+
+// The planner's memory prediction for the plan `c` describes, on an H100
+// (the GPU only sets the capacity; the state bytes do not depend on it).
+inline planner::MemoryBreakdown PlannerMemory(const WorkerConfig& c) {
+  const planner::GpuType* gpu = planner::GpuCatalog::BuiltIn().Find("H100-SXM");
+  planner::JobSpec job;
+  job.model = c.model;
+  job.training.global_batch_size = c.global_batch_size;
+  job.training.precision = c.precision;
+  job.training.optimizer = c.optimizer;
+  job.training.stack.attention = planner::AttentionKernel::kUnfused;  // as the worker runs
+  planner::Layout layout;
+  layout.tensor_parallel = c.tensor_parallel;
+  layout.pipeline_parallel = c.pipeline_parallel;
+  layout.data_parallel = c.data_parallel;
+  layout.virtual_stages = c.virtual_stages;
+  layout.zero_stage = c.zero_stage;
+  layout.micro_batch_size = c.micro_batch_size;
+  layout.gradient_accumulation_steps = c.gradient_accumulation_steps;
+  layout.recompute = c.recompute;
+  layout.sequence_parallel = c.tensor_parallel > 1;  // as the search sets it
+  layout.gpus_per_node = c.local_world_size;
+  layout.nodes = c.nnodes;
+  return planner::PredictMemory(job, layout, *gpu);
+}
+
+// A tiny model the CPU backend steps in milliseconds: t x p x d ranks,
+// ZeRO `zero`, 2 layers of hidden 32, 4 heads, sequence 16, vocabulary 64,
+// micro-batch 2, 2 micro-batches.
+struct Plan {
+  int t = 1, p = 1, d = 1, zero = 0;
+  planner::Recompute recompute = planner::Recompute::kNone;
+  planner::FfnKind ffn = planner::FfnKind::kGelu;
+  int kv_heads = 4;
+};
+
+inline WorkerConfig TinyConfig(const Plan& plan) {
+  WorkerConfig c;
+  c.tensor_parallel = plan.t;
+  c.pipeline_parallel = plan.p;
+  c.data_parallel = plan.d;
+  c.world_size = plan.t * plan.p * plan.d;
+  c.local_world_size = c.world_size;
+  c.nnodes = 1;
+  c.zero_stage = plan.zero;
+  c.micro_batch_size = 2;
+  c.gradient_accumulation_steps = 2;
+  c.global_batch_size = 2 * 2 * plan.d;
+  c.recompute = plan.recompute;
+  c.precision = planner::Precision::kBf16;
+  c.model.layers = 2;
+  c.model.hidden_size = 32;
+  c.model.attention_heads = 4;
+  c.model.kv_heads = plan.kv_heads;
+  c.model.ffn_hidden_size = 64;
+  c.model.ffn_kind = plan.ffn;
+  c.model.vocab_size = 64;
+  c.model.sequence_length = 16;
   return c;
 }
 

@@ -2,15 +2,16 @@
 // it: a SIGTERM stops it after a checkpoint and a restart continues at the
 // right step; a torn checkpoint is ignored; a node whose peer dies exits with
 // the collective-failure code instead of hanging.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -145,8 +146,11 @@ class WorkerProcessTest : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(WorkerProcessTest, SigtermCheckpointsAndARestartContinuesAtTheRightStep) {
-  auto env = BaseEnv(Path("ckpt"), NextPort());
+// SIGTERM to a running worker: every rank stops at the same step, one of the
+// stop checks (every step up to step 2, then every N steps, N agreed from
+// rank 0's measured step time), with a checkpoint there, and a restart
+// resumes exactly at it.
+void ExpectSigtermStopsAndResumes(std::map<std::string, std::string> env) {
   env["PACER_TOTAL_STEPS"] = "100000";  // far more than the test lets it run
   Worker first = Start(env);
   ASSERT_TRUE(ReadUntil(first, "event=checkpoint step=3", std::chrono::seconds(60))) << first.log;
@@ -169,6 +173,17 @@ TEST_F(WorkerProcessTest, SigtermCheckpointsAndARestartContinuesAtTheRightStep) 
   const std::string& second_log = second.log;
   EXPECT_EQ(NumberAfter(second_log, "resume_step"), stopped_at);
   EXPECT_EQ(NumberAfter(second_log, "event=done steps"), stopped_at + 4);
+  // The ranks agreed how often to read the stop claim, and stopped at a check.
+  const int64_t every = NumberAfter(first_log, "event=stop-checks every_steps");
+  ASSERT_GE(every, 1) << first_log;
+  std::fprintf(stderr, "stop checks every %lld steps; stopped at step %lld\n",
+               static_cast<long long>(every), static_cast<long long>(stopped_at));
+  EXPECT_TRUE(stopped_at <= 2 || (stopped_at - 2) % every == 0)
+      << "stopped at " << stopped_at << ", checks every " << every << " steps from step 2";
+}
+
+TEST_F(WorkerProcessTest, SigtermCheckpointsAndARestartContinuesAtTheRightStep) {
+  ExpectSigtermStopsAndResumes(BaseEnv(Path("ckpt"), NextPort()));
 }
 
 TEST_F(WorkerProcessTest, ATornCheckpointIsIgnored) {
@@ -233,6 +248,19 @@ TEST_F(WorkerProcessTest, InterleavedPipelineWithTensorParallelismRunsToTheEnd) 
     EXPECT_NE(w.log.find("rank=" + std::to_string(rank) + " event=done steps=2"), std::string::npos)
         << w.log;
   }
+  // The plan is bf16 (the default); the CPU ran fp32 and says so.
+  EXPECT_NE(w.log.find(" precision=fp32 "), std::string::npos) << w.log;
+}
+
+TEST_F(WorkerProcessTest, AnFp8PlanOnTheCpuExitsWithInvalidConfig) {
+  // The CPU has no fp8 GEMM: running fp32 under an fp8 plan would misreport
+  // what ran, so the worker refuses the plan.
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_PRECISION"] = "fp8";
+  env["PACER_TOTAL_STEPS"] = "2";
+  Worker w = Start(env);
+  EXPECT_EQ(WaitExit(w, std::chrono::seconds(30)), kExitInvalidConfig) << w.log;
+  EXPECT_NE(w.log.find("cannot run fp8 GEMMs"), std::string::npos) << w.log;
 }
 
 TEST_F(WorkerProcessTest, InvalidEnvironmentExitsWithInvalidConfig) {

@@ -1,5 +1,6 @@
 #include "core/runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -60,15 +61,54 @@ StatusOr<int64_t> AgreeOnResumeStep(const WorkerConfig& c, int rank, TcpStoreCli
   return std::stoll(value);
 }
 
-// Whether every rank must stop before `step` (see runner.h, point 4).
+// When the ranks read the stop claim (runner.h, point 4): at every step
+// until `agree_at` (the second step of this process, the first one timed
+// without warm-up), then every `interval` steps, interval = about
+// kStopCheckSeconds of rank 0's measured step time, which rank 0 publishes
+// at `agree_at` and every rank reads there once. Reading the store at every
+// step would put one round trip to rank 0 per rank and step on the critical
+// path, which does not scale to thousands of ranks.
+constexpr double kStopCheckSeconds = 2.0;
+constexpr char kStopIntervalKey[] = "runner/stop-interval";
+
+struct StopChecks {
+  int64_t agree_at = 0;
+  int64_t interval = 1;
+  bool IsCheck(int64_t step) const { return step <= agree_at || (step - agree_at) % interval == 0; }
+  // The check after `step` (itself a check).
+  int64_t Next(int64_t step) const { return step < agree_at ? step + 1 : step + interval; }
+};
+
+// Called by every rank at step `agree_at`; rank 0's last step took
+// `rank0_step_seconds`.
+Status AgreeOnStopInterval(const WorkerConfig& c, int rank, TcpStoreClient& store,
+                           double rank0_step_seconds, StopChecks* checks) {
+  if (rank == 0) {
+    const int64_t interval =
+        rank0_step_seconds > 0
+            ? std::clamp<int64_t>(static_cast<int64_t>(kStopCheckSeconds / rank0_step_seconds), 1,
+                                  1000)
+            : 1;
+    RETURN_IF_ERROR(store.Set(kStopIntervalKey, std::to_string(interval)));
+    checks->interval = interval;
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(std::string value, store.Get(kStopIntervalKey, Timeout(c)));
+  checks->interval = std::max<int64_t>(1, std::stoll(value));
+  return Status::Ok();
+}
+
+// Whether every rank must stop before `step` (see runner.h, point 4). Only
+// called at checks; `next_check` is the check after this one.
 StatusOr<bool> StopBefore(const WorkerConfig& c, TcpStoreClient& store, int64_t step,
-                          bool stop_requested_here, bool* claimed) {
+                          int64_t next_check, bool stop_requested_here, bool* claimed) {
   if (stop_requested_here && !*claimed) {
     *claimed = true;
     ASSIGN_OR_RETURN(int64_t claims, store.Add(kStopClaimsKey, 1));
-    // Only the first claimer picks the step; nobody can have started
-    // step + 1 before this rank takes part in `step`.
-    if (claims == 1) RETURN_IF_ERROR(store.Set(kStopAtKey, std::to_string(step + 1)));
+    // Only the first claimer picks the step: the next check. Every rank
+    // reaches that check only after finishing `step`, which needs this
+    // rank's collectives, so after the claim is in the store.
+    if (claims == 1) RETURN_IF_ERROR(store.Set(kStopAtKey, std::to_string(next_check)));
   }
   ASSIGN_OR_RETURN(int64_t claims, store.Add(kStopClaimsKey, 0));
   if (claims == 0) return false;
@@ -129,13 +169,18 @@ int Fail(const WorkerConfig& c, int rank, const char* what, const Status& status
 
 int ExitCodeFor(const Status& status) {
   switch (status.code()) {
-    case StatusCode::kOk: return kExitSuccess;
-    case StatusCode::kInvalidArgument: return kExitInvalidConfig;
-    case StatusCode::kResourceExhausted: return kExitOutOfMemory;
+    case StatusCode::kOk:
+      return kExitSuccess;
+    case StatusCode::kInvalidArgument:
+      return kExitInvalidConfig;
+    case StatusCode::kResourceExhausted:
+      return kExitOutOfMemory;
     case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded:
-    case StatusCode::kAborted: return kExitCollectiveFailure;
-    default: return kExitInternalError;
+    case StatusCode::kAborted:
+      return kExitCollectiveFailure;
+    default:
+      return kExitInternalError;
   }
 }
 
@@ -146,8 +191,7 @@ std::string PlanFingerprint(const WorkerConfig& c) {
                 c.zero_stage, c.micro_batch_size,
                 static_cast<long long>(c.gradient_accumulation_steps),
                 planner::PrecisionName(c.precision), planner::RecomputeName(c.recompute),
-                c.model.layers, c.model.hidden_size, c.model.sequence_length,
-                c.model.vocab_size);
+                c.model.layers, c.model.hidden_size, c.model.sequence_length, c.model.vocab_size);
   return buffer;
 }
 
@@ -165,8 +209,9 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   }
   auto connected = TcpStoreClient::Connect(c.master_addr, c.master_port, rank, Timeout(c));
   if (!connected.ok()) {
-    Log(c, rank, "event=failed during=rendezvous exit=rendezvous-timeout error=\"" +
-                     connected.status().ToString() + "\"");
+    Log(c, rank,
+        "event=failed during=rendezvous exit=rendezvous-timeout error=\"" +
+            connected.status().ToString() + "\"");
     return kExitRendezvousTimeout;
   }
   TcpStoreClient& store = **connected;
@@ -211,24 +256,39 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   metrics.SetPeaks(options.catalog_peak_flops, options.calibrated_peak_flops);
   metrics.SetPlanInfo({c.tensor_parallel, c.pipeline_parallel, c.data_parallel, c.zero_stage,
                        c.micro_batch_size, static_cast<int>(c.gradient_accumulation_steps),
-                       planner::PrecisionName(c.precision)});
+                       // What runs, not what the plan asked for (a CPU runs
+                       // a bf16 plan's GEMMs in fp32).
+                       planner::PrecisionName(backend->ExecutedPrecision(c.precision))});
   if (c.predicted_step_seconds || c.predicted_memory_bytes) {
-    metrics.SetPredicted(c.predicted_step_seconds.value_or(0), c.predicted_memory_bytes.value_or(0));
+    metrics.SetPredicted(c.predicted_step_seconds.value_or(0),
+                         c.predicted_memory_bytes.value_or(0));
   }
   Log(c, rank,
-      "event=start backend=" + std::string(backend->name()) + " resume_step=" +
-          std::to_string(step) + " total_steps=" + std::to_string(c.total_steps) +
-          " metrics_port=" + std::to_string(metrics.port()) + " plan=\"" + PlanFingerprint(c) +
-          "\"");
+      "event=start backend=" + std::string(backend->name()) +
+          " resume_step=" + std::to_string(step) +
+          " precision=" + planner::PrecisionName(backend->ExecutedPrecision(c.precision)) +
+          " total_steps=" + std::to_string(c.total_steps) + " metrics_port=" +
+          std::to_string(metrics.port()) + " plan=\"" + PlanFingerprint(c) + "\"");
 
   // 3. Steps.
-  const double model_flops_per_rank =
-      planner::ModelFlopsPerSequence(c.model) * static_cast<double>(c.global_batch_size) /
-      c.world_size;
+  const double model_flops_per_rank = planner::ModelFlopsPerSequence(c.model) *
+                                      static_cast<double>(c.global_batch_size) / c.world_size;
   bool claimed = false;
   bool warmed_up = false;
+  StopChecks checks;
+  checks.agree_at = step + 2;
+  double last_step_seconds = 0;
   while (step < c.total_steps) {
-    auto stop = StopBefore(c, store, step, stop_signal.requested(), &claimed);
+    if (step == checks.agree_at) {
+      if (Status s = AgreeOnStopInterval(c, rank, store, last_step_seconds, &checks); !s.ok()) {
+        return Fail(c, rank, "stop-check", s);
+      }
+      Log(c, rank, "event=stop-checks every_steps=" + std::to_string(checks.interval));
+    }
+    StatusOr<bool> stop = false;
+    if (checks.IsCheck(step)) {
+      stop = StopBefore(c, store, step, checks.Next(step), stop_signal.requested(), &claimed);
+    }
     if (!stop.ok()) return Fail(c, rank, "stop-check", stop.status());
     if (*stop) {
       if (Status s = SaveCheckpoint(c, rank, step, *backend, options, &metrics); !s.ok()) {
@@ -241,6 +301,7 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
     }
     auto timing = backend->RunStep(step);
     if (!timing.ok()) return Fail(c, rank, "step", timing.status());
+    last_step_seconds = timing->step_seconds;
     ++step;
     metrics.SetPeakMemoryBytes(backend->PeakMemoryBytes());
     if (!warmed_up) {

@@ -13,11 +13,15 @@
 //      freshly initialised shards.
 //   3. Steps run until the plan's total. Every checkpoint_interval_steps and
 //      on a stop request, each rank writes its checkpoint atomically.
-//   4. SIGTERM / SIGINT: the rank that sees it first claims a stop at the
-//      next step no rank can have started yet (the current step + 1: nobody
-//      finishes the current step without this rank's collectives), publishes
-//      it in the store, and every rank stops there after checkpointing. One
-//      store round trip per step and rank reads the claim.
+//   4. SIGTERM / SIGINT: ranks read the stop claim from the store at every
+//      step until the second step of the process, then only every N steps,
+//      N = about 2 s of rank 0's measured step time (published once through
+//      the store), so the store is not on every step's path. The rank that
+//      sees the signal first claims, at its next check (step s), a stop at
+//      the check after (no rank reaches it before finishing step s, which
+//      needs this rank's collectives, so no rank reads past the claim),
+//      publishes it in the store, and every rank stops there after
+//      checkpointing.
 //
 // Thread-safety: RunRank owns everything it creates; call it once per rank
 // (in its own process, see supervisor.h).

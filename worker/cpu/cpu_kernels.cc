@@ -7,40 +7,17 @@
 
 namespace pacer::worker::cpu {
 
-void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-           int64_t ldc, double* flops) {
+void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+           double* flops) {
   if (m <= 0 || n <= 0 || k <= 0) return;
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
-              static_cast<blasint>(ldc));
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+              static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
+              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
   if (flops != nullptr) {
     *flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   }
-}
-
-namespace {
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-}  // namespace
-
-uint64_t HashKeys(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e) {
-  uint64_t h = SplitMix(a);
-  h = SplitMix(h ^ b);
-  h = SplitMix(h ^ c);
-  h = SplitMix(h ^ d);
-  return SplitMix(h ^ e);
-}
-
-float UniformFromHash(uint64_t h) {
-  // 24 random bits: exactly representable, so the value is the same everywhere.
-  return static_cast<float>(h >> 40) * (2.0f / 16777216.0f) - 1.0f;
 }
 
 void RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y, float* inv_rms) {

@@ -16,19 +16,20 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/device.h"
+#include "core/hash_keys.h"
+
 namespace pacer::worker::cpu {
 
 // C[m x n] = alpha op(A) op(B) + beta C, op(X) = X or X^T; leading
 // dimensions are the row-major storage widths. Adds 2 m n k to *flops.
-void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-           const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-           int64_t ldc, double* flops);
+void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+           double* flops);
 
-// splitmix64 of a combination of keys: the deterministic source of every
-// input (tokens, labels, initial weights).
-uint64_t HashKeys(uint64_t a, uint64_t b, uint64_t c = 0, uint64_t d = 0, uint64_t e = 0);
-// Uniform in [-1, 1) from a hash.
-float UniformFromHash(uint64_t h);
+// The input hash (core/hash_keys.h), shared with the step executor.
+using ::pacer::worker::HashKeys;
+using ::pacer::worker::UniformFromHash;
 
 // y = x / rms(x) per row of `cols` (no learned gain); `inv_rms` keeps 1/rms
 // per row for the backward pass.
@@ -58,13 +59,8 @@ double CrossEntropyGradInPlace(float* logits, const int32_t* labels, int64_t row
 // y += x.
 void AddInPlace(float* y, const float* x, size_t n);
 
-struct AdamWParams {
-  float learning_rate = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.95f;
-  float epsilon = 1e-8f;
-  float weight_decay = 0.01f;
-};
+using ::pacer::worker::AdamWParams;  // core/device.h
+
 // One AdamW update of n parameters from the gradient `g` times
 // `grad_scale` (1 / the number of summed micro-batch gradients); `step` is
 // 1-based for the bias correction.

@@ -49,9 +49,12 @@ bool IsLoopback(const std::string& host) {
 
 const char* GroupLabel(Group g) {
   switch (g) {
-    case Group::kTensor: return "tensor-parallel";
-    case Group::kData: return "data-parallel";
-    case Group::kPipeline: return "pipeline";
+    case Group::kTensor:
+      return "tensor-parallel";
+    case Group::kData:
+      return "data-parallel";
+    case Group::kPipeline:
+      return "pipeline";
   }
   return "unknown";
 }
@@ -78,8 +81,8 @@ GlooComms::GlooComms(int global_rank, TcpStoreClient* store, std::chrono::millis
 
 GlooComms::~GlooComms() { Abort(); }
 
-StatusOr<std::unique_ptr<GlooComms>> GlooComms::Connect(const WorkerConfig& config,
-                                                        int global_rank, TcpStoreClient* store,
+StatusOr<std::unique_ptr<GlooComms>> GlooComms::Connect(const WorkerConfig& config, int global_rank,
+                                                        TcpStoreClient* store,
                                                         std::chrono::milliseconds timeout) {
   if (store == nullptr) return InvalidArgumentError("the CPU backend needs the rendezvous store");
   std::unique_ptr<GlooComms> comms(new GlooComms(global_rank, store, timeout));
@@ -114,8 +117,8 @@ StatusOr<std::unique_ptr<GlooComms>> GlooComms::Connect(const WorkerConfig& conf
   for (GroupComm& g : comms->groups_) {
     if (g.size == 1) continue;
     // The group's instance is named by its lowest member's global rank.
-    const std::string prefix = std::string("cpu/") + GroupName(g.group) + "/" +
-                               std::to_string(g.members.front());
+    const std::string prefix =
+        std::string("cpu/") + GroupName(g.group) + "/" + std::to_string(g.members.front());
     try {
       auto context = std::make_shared<gloo::rendezvous::Context>(g.index, g.size);
       context->setTimeout(timeout);
@@ -131,40 +134,38 @@ StatusOr<std::unique_ptr<GlooComms>> GlooComms::Connect(const WorkerConfig& conf
   return comms;
 }
 
-void GlooComms::MarkStep(int64_t step) {
-  step_ = step;
-  // Best effort: the mark only improves error messages.
-  (void)store_->Set("cpu/progress/" + std::to_string(global_rank_), std::to_string(step));
-}
-
-std::string GlooComms::LaggingPeers(const GroupComm& g) {
-  std::string lagging;
+std::string GlooComms::SilentPeers(const GroupComm& g) {
+  // Only on the failure path: this rank says where it failed, then gives
+  // each peer a short wait to say the same. Peers that failed too answer
+  // within milliseconds; one that is dead, hung or in another operation
+  // does not, and is named.
+  (void)store_->Set("cpu/failed/" + std::to_string(global_rank_), std::to_string(step_));
+  std::string silent;
   for (int member : g.members) {
     if (member == global_rank_) continue;
     StatusOr<std::string> mark =
-        store_->Get("cpu/progress/" + std::to_string(member), std::chrono::milliseconds(20));
+        store_->Get("cpu/failed/" + std::to_string(member), std::chrono::milliseconds(500));
     std::string where;
     if (!mark.ok()) {
-      where = "never started a step";
+      where = "did not report the failure (dead, hung, or in another operation)";
     } else if (std::strtoll(mark->c_str(), nullptr, 10) < step_) {
-      where = "is still at step " + *mark;
+      where = "failed earlier, at step " + *mark;
     } else {
       continue;
     }
-    if (!lagging.empty()) lagging += "; ";
-    lagging += "global rank " + std::to_string(member) + " " + where;
+    if (!silent.empty()) silent += "; ";
+    silent += "global rank " + std::to_string(member) + " " + where;
   }
-  return lagging;
+  return silent;
 }
 
 Status GlooComms::Failure(const GroupComm& g, const std::string& op, const std::string& what,
                           const std::string& error, bool timed_out) {
   std::string message = std::string(GroupLabel(g.group)) + " " + op + " '" + what +
-                        "' failed on global rank " + std::to_string(global_rank_) +
-                        " (group of " + std::to_string(g.size) + ": global ranks " +
-                        JoinRanks(g.members) + ")";
+                        "' failed on global rank " + std::to_string(global_rank_) + " (group of " +
+                        std::to_string(g.size) + ": global ranks " + JoinRanks(g.members) + ")";
   if (step_ >= 0) message += " at step " + std::to_string(step_);
-  const std::string lagging = LaggingPeers(g);
+  const std::string lagging = SilentPeers(g);
   if (!lagging.empty()) message += "; " + lagging;
   message += ": " + error;
   Abort();
@@ -243,8 +244,8 @@ Status GlooComms::ReduceScatter(Group group, float* data, float* out,
     auto send_buf = g.context->createUnboundBuffer(data, total * sizeof(float));
     auto recv_buf = g.context->createUnboundBuffer(incoming.data(), largest * sizeof(float));
     for (int s = 0; s < n - 1; ++s) {
-      const uint64_t slot = kReduceScatterSlot | (calls * static_cast<uint64_t>(n) +
-                                                  static_cast<uint64_t>(s));
+      const uint64_t slot =
+          kReduceScatterSlot | (calls * static_cast<uint64_t>(n) + static_cast<uint64_t>(s));
       const size_t send_chunk = static_cast<size_t>((r - s - 1 + 2 * n) % n);
       const size_t recv_chunk = static_cast<size_t>((r - s - 2 + 2 * n) % n);
       recv_buf->recv(left, slot, 0, counts[recv_chunk] * sizeof(float));
@@ -266,8 +267,8 @@ Status GlooComms::ReduceScatter(Group group, float* data, float* out,
                    LooksTimedOut(e.what()));
   }
   ++calls;
-  std::memcpy(out, data + offsets[static_cast<size_t>(r)], counts[static_cast<size_t>(r)] *
-                                                             sizeof(float));
+  std::memcpy(out, data + offsets[static_cast<size_t>(r)],
+              counts[static_cast<size_t>(r)] * sizeof(float));
   return Status::Ok();
 }
 
@@ -287,8 +288,9 @@ Status GlooComms::Send(int peer, Stream stream, const float* data, size_t n,
     pending.what = what;
     pending_sends_.push_back(std::move(pending));
   } catch (const std::exception& e) {
-    return Failure(g, "send", what, "to global rank " + std::to_string(g.members[peer]) + ": " +
-                   e.what(), LooksTimedOut(e.what()));
+    return Failure(g, "send", what,
+                   "to global rank " + std::to_string(g.members[peer]) + ": " + e.what(),
+                   LooksTimedOut(e.what()));
   }
   ++count;
   return Status::Ok();
@@ -305,8 +307,9 @@ Status GlooComms::Recv(int peer, Stream stream, float* data, size_t n, const std
     buffer->recv(peer, slot);
     if (!buffer->waitRecv(timeout_)) throw gloo::IoException("receive aborted");
   } catch (const std::exception& e) {
-    return Failure(g, "receive", what, "from global rank " + std::to_string(g.members[peer]) +
-                   ": " + e.what(), LooksTimedOut(e.what()));
+    return Failure(g, "receive", what,
+                   "from global rank " + std::to_string(g.members[peer]) + ": " + e.what(),
+                   LooksTimedOut(e.what()));
   }
   ++count;
   return Status::Ok();

@@ -16,8 +16,10 @@
 // Errors: Gloo throws on a peer failure or a timeout; every call catches and
 // returns Unavailable (a peer closed the connection) or DeadlineExceeded (a
 // wait ran past the context timeout), naming the group, the operation, the
-// peers' global ranks and, from the progress marks each rank leaves in the
-// store (MarkStep), which peers never reached this step. After a failure the
+// peers' global ranks and which peers did not fail alongside (each failing
+// rank leaves "cpu/failed/<rank>" = step in the store and waits briefly for
+// its group's marks: a peer without one is dead, hung or elsewhere). Steps
+// never touch the store, so it stays off the step loop. After a failure the
 // contexts are closed (Abort), so peers waiting on this rank fail fast
 // instead of hanging.
 //
@@ -86,8 +88,8 @@ class GlooComms {
   Status Recv(int peer, Stream stream, float* data, size_t n, const std::string& what);
   Status FlushSends();
 
-  // Leaves "cpu/progress/<rank>" = step in the store, for error messages.
-  void MarkStep(int64_t step);
+  // The step later failures belong to (error messages only; no I/O).
+  void SetStep(int64_t step) { step_ = step; }
   // Closes every context: pending operations on peers fail promptly.
   void Abort();
 
@@ -111,7 +113,8 @@ class GlooComms {
   // The Status for a Gloo exception during `op` on group `g`.
   Status Failure(const GroupComm& g, const std::string& op, const std::string& what,
                  const std::string& error, bool timed_out);
-  std::string LaggingPeers(const GroupComm& g);
+  // Who in `g` did not also report a failure (see the header comment).
+  std::string SilentPeers(const GroupComm& g);
 
   const int global_rank_;
   TcpStoreClient* store_;

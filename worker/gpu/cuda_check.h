@@ -37,30 +37,45 @@ inline std::string GpuErrorWhere(const char* file, int line) {
     }                                                                                     \
   } while (0)
 
-#define CUBLASCHECK(cmd)                                                                        \
-  do {                                                                                          \
-    cublasStatus_t pacer_cublas_err_ = (cmd);                                                   \
-    if (pacer_cublas_err_ != CUBLAS_STATUS_SUCCESS) {                                           \
-      return ::pacer::Status(::pacer::StatusCode::kInternal,                                    \
-                             ::pacer::worker::GpuErrorWhere(__FILE__, __LINE__) +               \
+#define CUBLASCHECK(cmd)                                                                         \
+  do {                                                                                           \
+    cublasStatus_t pacer_cublas_err_ = (cmd);                                                    \
+    if (pacer_cublas_err_ != CUBLAS_STATUS_SUCCESS) {                                            \
+      return ::pacer::Status(::pacer::StatusCode::kInternal,                                     \
+                             ::pacer::worker::GpuErrorWhere(__FILE__, __LINE__) +                \
                                  ": cuBLAS error: " + cublasGetStatusString(pacer_cublas_err_) + \
-                                 " (" #cmd ")");                                                \
-    }                                                                                           \
+                                 " (" #cmd ")");                                                 \
+    }                                                                                            \
   } while (0)
 
-// NCCL errors are Unavailable: a peer died or the network failed, which a
-// restart from the last checkpoint may fix (step_backend.h maps it onto
-// kExitCollectiveFailure). ncclInProgress is not an error for nonblocking
-// communicators: callers that use them wait on it (nccl_comms.h).
-#define NCCLCHECK(cmd)                                                                     \
-  do {                                                                                     \
-    ncclResult_t pacer_nccl_err_ = (cmd);                                                  \
-    if (pacer_nccl_err_ != ncclSuccess && pacer_nccl_err_ != ncclInProgress) {             \
-      return ::pacer::Status(::pacer::StatusCode::kUnavailable,                            \
-                             ::pacer::worker::GpuErrorWhere(__FILE__, __LINE__) +          \
-                                 ": NCCL error: " + ncclGetErrorString(pacer_nccl_err_) + \
-                                 " (" #cmd ")");                                           \
-    }                                                                                      \
+// NCCL errors carry ncclGetLastError's text (what NCCL says went wrong, as
+// nccl-tests prints it). A system, remote or internal error is Unavailable:
+// a peer died or the network failed, which a restart from the last
+// checkpoint may fix (step_backend.h maps it onto kExitCollectiveFailure).
+// Invalid usage or an invalid argument is a bug in this program, which a
+// restart would only repeat: Internal (kExitInternalError), never retried.
+// ncclInProgress is not an error for nonblocking communicators: callers
+// that use them wait on it (nccl_comms.h).
+namespace pacer::worker {
+inline ::pacer::Status NcclError(ncclResult_t result, const char* file, int line,
+                                 const char* call) {
+  const bool bug = result == ncclInvalidUsage || result == ncclInvalidArgument;
+  const char* last = ncclGetLastError(nullptr);
+  std::string message = GpuErrorWhere(file, line) + ": NCCL error: " + ncclGetErrorString(result);
+  if (last != nullptr && last[0] != '\0') message += std::string(" (") + last + ")";
+  message += std::string(" in ") + call;
+  if (bug) message += "; invalid use of NCCL is a bug in pacer-worker, not retried";
+  return ::pacer::Status(bug ? ::pacer::StatusCode::kInternal : ::pacer::StatusCode::kUnavailable,
+                         message);
+}
+}  // namespace pacer::worker
+
+#define NCCLCHECK(cmd)                                                              \
+  do {                                                                              \
+    ncclResult_t pacer_nccl_err_ = (cmd);                                           \
+    if (pacer_nccl_err_ != ncclSuccess && pacer_nccl_err_ != ncclInProgress) {      \
+      return ::pacer::worker::NcclError(pacer_nccl_err_, __FILE__, __LINE__, #cmd); \
+    }                                                                               \
   } while (0)
 
 #endif  // PACER_WORKER_GPU_CUDA_CHECK_H_

@@ -4,8 +4,9 @@
 //                 tensor cores;
 //   tf32          fp32 storage, CUBLAS_COMPUTE_32F_FAST_TF32;
 //   fp32          fp32 storage, CUBLAS_COMPUTE_32F (no tensor-core rounding);
-//   fp8           not run through cublasGemmEx (it has no fp8 types): the
-//                 backend falls back to bf16 and logs it (fp8_fallback()).
+//   fp8           refused (InvalidArgument at Initialize): cublasGemmEx has no
+//                 fp8 types, and running bf16 under an fp8 plan would report
+//                 a precision that did not run.
 // It counts the FLOPs it issues (multiply-add = 2) so a step can report
 // them next to the schedule's.
 //
@@ -52,7 +53,6 @@ class GemmRunner {
                      float alpha, const void* const* a, int64_t lda, const void* const* b,
                      int64_t ldb, float beta, void* const* c, int64_t ldc, int64_t batch);
 
-  bool fp8_fallback() const { return fp8_fallback_; }
   DType storage_type() const { return storage_; }
   double flops() const { return flops_; }
   void ResetFlops() { flops_ = 0; }
@@ -62,7 +62,6 @@ class GemmRunner {
   cudaDataType_t data_type_ = CUDA_R_16BF;
   cublasComputeType_t compute_type_ = CUBLAS_COMPUTE_32F;
   DType storage_ = DType::kBf16;
-  bool fp8_fallback_ = false;
   double flops_ = 0;
 };
 

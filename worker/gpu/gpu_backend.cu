@@ -129,7 +129,8 @@ class GpuBackend final : public StepBackend {
     NamedBuffers out;
     for (auto [name, pointer, bytes] : CheckpointedBuffers()) {
       std::vector<std::byte> host(bytes);
-      CUDACHECK(cudaMemcpy(host.data(), pointer, bytes, cudaMemcpyDeviceToHost));
+      CUDACHECK(cudaMemcpyAsync(host.data(), pointer, bytes, cudaMemcpyDeviceToHost, compute_));
+      RETURN_IF_ERROR(comms_.WaitForStream(compute_, Now() + context_.timeout, "save"));
       out.emplace_back(name, std::move(host));
     }
     return out;
@@ -149,8 +150,14 @@ class GpuBackend final : public StepBackend {
                                     std::to_string(it->second.size()) + " bytes, this plan needs " +
                                     std::to_string(bytes));
       }
-      CUDACHECK(cudaMemcpy(pointer, it->second.data(), bytes, cudaMemcpyHostToDevice));
+      // On the compute stream, after the initialisation kernels queued there
+      // (a plain cudaMemcpy runs on the legacy stream, which a non-blocking
+      // compute stream does not wait for).
+      CUDACHECK(cudaMemcpyAsync(pointer, it->second.data(), bytes, cudaMemcpyHostToDevice,
+                                compute_));
     }
+    // The host buffers must outlive the copies.
+    RETURN_IF_ERROR(comms_.WaitForStream(compute_, Now() + context_.timeout, "restore"));
     // ZeRO 3's staged copy is refreshed by the next forward's gather.
     return Status::Ok();
   }
@@ -175,7 +182,16 @@ class GpuBackend final : public StepBackend {
     }
     ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices, QueryDevices());
     if (devices.empty()) return FailedPreconditionError("GPU backend: no CUDA device visible");
-    CUDACHECK(cudaSetDevice(context.local_rank % static_cast<int>(devices.size())));
+    // One GPU per local rank: sharing a GPU between ranks would break the
+    // plan's memory and time, so fail before touching a device.
+    if (static_cast<int>(devices.size()) < c.local_world_size) {
+      return InvalidArgumentError(
+          "GPU backend: " + std::to_string(c.local_world_size) + " local ranks but only " +
+          std::to_string(devices.size()) +
+          " CUDA devices visible; set the ranks per node (LOCAL_WORLD_SIZE / the pod's GPU "
+          "request) to at most the GPUs, or check CUDA_VISIBLE_DEVICES");
+    }
+    CUDACHECK(cudaSetDevice(context.local_rank));
     ASSIGN_OR_RETURN(plan_, PlanDeviceMemory(c, s));
     dims_ = plan_.dims;
     dtype_ = StorageTypeFor(c.precision);
@@ -233,12 +249,6 @@ class GpuBackend final : public StepBackend {
                                          static_cast<size_t>(plan_.cublas_workspace_bytes)));
     RETURN_IF_ERROR(gemm_.Initialize(c.precision, compute_, cublas_workspace,
                                      static_cast<size_t>(plan_.cublas_workspace_bytes)));
-    if (gemm_.fp8_fallback()) {
-      std::fprintf(stderr,
-                   "pacer-worker gpu rank=%d: fp8 planned; GEMMs run in bf16 (fp8 fallback: "
-                   "cublasGemmEx has no fp8 types), step times will be slower than planned\n",
-                   context.global_rank);
-    }
     slots_free_.clear();
     for (int i = plan_.slots_in_flight - 1; i >= 0; --i) slots_free_.push_back(i);
 

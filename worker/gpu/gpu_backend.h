@@ -1,4 +1,5 @@
-// The GPU StepBackend: executes a rank's StepSchedule with cuBLAS GEMMs,
+// The GPU StepBackend (not yet on the shared step executor,
+// core/step_executor.h; docs/worker.md says what remains): executes a rank's StepSchedule with cuBLAS GEMMs,
 // CUDA kernels for the elementwise work and NCCL collectives.
 //
 // One rank, one GPU (device = LOCAL_RANK). Initialize allocates every buffer
@@ -25,8 +26,9 @@
 // Simplifications (each keeps the planner's FLOPs and bytes): the loss is a
 // synthetic cross-entropy over this rank's vocabulary shard against hashed
 // targets (no vocabulary-parallel reduction); token ids are hashed into the
-// local embedding shard; no dropout; fp16 runs without loss scaling; fp8
-// falls back to bf16 GEMMs (logged). ZeRO 2 and 3 stage the whole stage's
+// local embedding shard; no dropout; fp16 runs without loss scaling; an fp8
+// plan is refused (InvalidArgument: no fp8 GEMM path yet). Fewer visible
+// GPUs than local ranks is refused at Initialize. ZeRO 2 and 3 stage the whole stage's
 // gradients (and, for 3, weights) in workspace buffers instead of bucket-
 // sized ones, so their measured peak exceeds the plan by that staging,
 // which PeakMemoryBytes' caller can read from the plan's workspace entries.

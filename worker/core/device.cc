@@ -1,0 +1,61 @@
+#include "core/device.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace pacer::worker {
+
+void MemoryTracker::Charge(BufferClass c, double bytes) {
+  const size_t i = static_cast<size_t>(c);
+  by_class_[i] += bytes;
+  class_peak_[i] = std::max(class_peak_[i], by_class_[i]);
+  current_ += bytes;
+  peak_ = std::max(peak_, current_);
+}
+
+void MemoryTracker::Release(BufferClass c, double bytes) {
+  by_class_[static_cast<size_t>(c)] -= bytes;
+  current_ -= bytes;
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : device_(other.device_), class_(other.class_), data_(other.data_), size_(other.size_) {
+  other.data_ = nullptr;
+  other.size_ = 0;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    Clear();
+    device_ = other.device_;
+    class_ = other.class_;
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+Status DeviceBuffer::Assign(size_t elements) {
+  Clear();
+  if (elements == 0) return Status::Ok();
+  if (device_ == nullptr) return InternalError("a device buffer without a device");
+  StatusOr<float*> p = device_->Allocate(elements);
+  if (!p.ok()) {
+    return p.status().WithContext(std::string("allocating ") + BufferClassName(class_) + " (" +
+                                  std::to_string(static_cast<double>(elements) * 4 / 1e6) + " MB)");
+  }
+  data_ = *p;
+  size_ = elements;
+  device_->memory().Charge(class_, static_cast<double>(elements) * sizeof(float));
+  return Status::Ok();
+}
+
+void DeviceBuffer::Clear() {
+  if (data_ == nullptr) return;
+  device_->Free(data_, size_);
+  device_->memory().Release(class_, static_cast<double>(size_) * sizeof(float));
+  data_ = nullptr;
+  size_ = 0;
+}
+
+}  // namespace pacer::worker

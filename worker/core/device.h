@@ -1,0 +1,226 @@
+// Device: what the step executor (step_executor.h) needs from the hardware
+// under one rank, and nothing else: allocation with a per-class byte
+// tracker, copies, the GEMMs (attention's batched GEMMs as one call), the
+// elementwise kernels of a transformer layer, the collectives of the
+// tensor-, data- and pipeline-parallel groups, and counters for the FLOPs
+// issued and the time spent inside collectives. The orchestration of a step
+// (the pipeline walk, gradient buckets, ZeRO staging, activation slots,
+// recomputation, timing) is written once, in the executor, over this
+// interface; a backend is only a Device.
+//
+// Implementations: the CPU device (worker/cpu/cpu_device.h: OpenBLAS sgemm,
+// fp32 kernels, Gloo over TCP), which CI runs. The GPU backend
+// (worker/gpu/) still carries its own copy of the orchestration; moving it
+// onto this interface (cuBLAS, CUDA kernels, NCCL) is the next step.
+//
+// Pointers: every float* below is a device pointer that came from
+// Allocate (or points inside such a block). The executor does pointer
+// arithmetic on them but never dereferences them, so a device whose memory
+// the host cannot read (a GPU) can implement the interface unchanged. Data
+// that originates on the host (token ids, labels) is passed as host arrays.
+// Storage is fp32: a device computes in the precision it reports from
+// ExecutedPrecision, which is what the worker's metrics label shows.
+//
+// Errors: ResourceExhausted for a failed allocation, Unavailable /
+// DeadlineExceeded for a failed collective (the device has aborted its
+// communicators, so no peer hangs), InvalidArgument for a plan the device
+// cannot run, Internal for a bug (step_backend.h maps them onto exit codes).
+//
+// Units: elements for sizes and counts (fp32, 4 bytes), bytes for the
+// memory tracker, seconds for the counters, FLOPs with multiply-add = 2.
+// Thread-safety: a Device belongs to one rank's thread; not thread-safe.
+// Several devices may live in one process, one thread each.
+#ifndef PACER_WORKER_CORE_DEVICE_H_
+#define PACER_WORKER_CORE_DEVICE_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/buffer_class.h"
+#include "core/step_backend.h"
+#include "core/step_schedule.h"
+#include "pacer/planner/job_spec.h"
+#include "pacer/status.h"
+
+namespace pacer::worker {
+
+// Current and peak bytes, in total and per buffer class. The executor's
+// memory test compares the peak with the planner's prediction.
+class MemoryTracker {
+ public:
+  void Charge(BufferClass c, double bytes);
+  void Release(BufferClass c, double bytes);
+  double current_bytes() const { return current_; }
+  double peak_bytes() const { return peak_; }
+  double class_bytes(BufferClass c) const { return by_class_[static_cast<size_t>(c)]; }
+  // Highest bytes each class held at once (not necessarily at the same time).
+  double class_peak_bytes(BufferClass c) const { return class_peak_[static_cast<size_t>(c)]; }
+
+ private:
+  std::array<double, kBufferClasses> by_class_{};
+  std::array<double, kBufferClasses> class_peak_{};
+  double current_ = 0;
+  double peak_ = 0;
+};
+
+struct AdamWParams {
+  float learning_rate = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float epsilon = 1e-8f;
+  float weight_decay = 0.01f;
+};
+
+// The attention core of one layer over the qkv GEMM's output: head_batches
+// (sequence, head) pairs, each a seq x head_dim block of Q; K and V are
+// kv_blocks blocks after the Q blocks, shared round-robin (grouped-query
+// attention). kv_blocks == 0 makes Q serve as K and V (a degenerate shape
+// the schedule can produce for tiny models).
+struct AttentionShape {
+  int64_t seq = 0;
+  int64_t head_dim = 0;
+  int64_t head_batches = 0;
+  int64_t kv_blocks = 0;
+  int64_t ProbsElements() const { return head_batches * seq * seq; }
+};
+
+// The two directions of pipeline point-to-point traffic; a send of one
+// direction matches the receive of the same direction on the peer.
+enum class PipeDirection { kForward = 0, kBackward = 1 };
+
+// What a device counted since ResetCounters.
+struct DeviceCounters {
+  double gemm_flops = 0;          // FLOPs of the GEMMs issued
+  double collective_seconds = 0;  // time inside collectives and point-to-point
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  virtual const char* name() const = 0;  // "cpu" or "gpu"
+
+  // Connects this rank's communicators and fixes how the plan will run.
+  // InvalidArgument when the device cannot run the plan's precision.
+  virtual Status Connect(const BackendContext& context) = 0;
+  // The GEMM precision this device runs a plan of `planned` precision in.
+  virtual planner::Precision ExecutedPrecision(planner::Precision planned) const = 0;
+
+  // --- Memory. Allocate returns `elements` zeros; Free takes what it gave.
+  virtual StatusOr<float*> Allocate(size_t elements) = 0;
+  virtual void Free(float* p, size_t elements) = 0;
+  MemoryTracker& memory() { return memory_; }
+  const MemoryTracker& memory() const { return memory_; }
+
+  // --- Copies.
+  virtual Status Copy(const float* src, size_t n, float* dst) = 0;
+  virtual Status Zero(float* p, size_t n) = 0;
+  virtual Status CopyToHost(const float* src, size_t n, float* host) = 0;
+  virtual Status CopyFromHost(const float* host, size_t n, float* dst) = 0;
+
+  // --- GEMMs, row-major: C[m x n] = alpha op(A) op(B) + beta C.
+  virtual Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+                      float* c, int64_t ldc) = 0;
+  // Scores (Q K^T), causal-free row softmax scaled by 1/sqrt(head_dim), and
+  // context (P V) for every pair of `shape`: the two batched GEMMs and the
+  // softmax. `probs` keeps P for the backward pass.
+  virtual Status AttentionForward(const AttentionShape& shape, const float* qkv, float* probs,
+                                  float* ctx) = 0;
+  // dqkv += the gradients of Q, K and V given dctx; `probs` is consumed.
+  virtual Status AttentionBackward(const AttentionShape& shape, const float* qkv, float* probs,
+                                   const float* dctx, float* dqkv) = 0;
+
+  // --- Elementwise kernels (cpu_kernels.h documents the arithmetic).
+  virtual Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y,
+                                float* inv_rms) = 0;
+  // dx += d(norm)/dx applied to dy.
+  virtual Status RmsNormBackward(const float* x, const float* inv_rms, const float* dy,
+                                 int64_t rows, int64_t cols, float* dx) = 0;
+  virtual Status GeluForward(const float* x, size_t n, float* y) = 0;
+  virtual Status GeluBackward(const float* x, const float* dy, size_t n, float* dx) = 0;
+  virtual Status SwigluForward(const float* in, int64_t rows, int64_t f, float* out) = 0;
+  virtual Status SwigluBackward(const float* in, const float* dout, int64_t rows, int64_t f,
+                                float* din) = 0;
+  // y += x.
+  virtual Status Add(float* y, const float* x, size_t n) = 0;
+  // out row i = table row tokens[i] (tokens on the host).
+  virtual Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows,
+                                  int64_t cols, float* out) = 0;
+  // table_grad row tokens[i] += dout row i.
+  virtual Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows,
+                                   int64_t cols, float* table_grad) = 0;
+  // In place: logits become (softmax - onehot(label)) * grad_scale; returns
+  // the summed cross-entropy (labels on the host).
+  virtual StatusOr<double> CrossEntropyGradInPlace(float* logits, const int32_t* labels,
+                                                   int64_t rows, int64_t cols,
+                                                   float grad_scale) = 0;
+  virtual Status AdamWUpdate(float* w, const float* g, float* m, float* v, size_t n,
+                             float grad_scale, int64_t step, const AdamWParams& p) = 0;
+
+  // --- Collectives over this rank's groups (sums of fp32). A group of one
+  // returns at once. `what` names the operation in error messages.
+  virtual Status AllReduce(Group g, float* data, size_t n, const std::string& what) = 0;
+  // out (sum of counts) = every member's `in` (counts[rank] elements), in order.
+  virtual Status AllGather(Group g, const float* in, float* out, const std::vector<size_t>& counts,
+                           const std::string& what) = 0;
+  // `data` (sum of counts, consumed as scratch) summed; this rank's part to `out`.
+  virtual Status ReduceScatter(Group g, float* data, float* out, const std::vector<size_t>& counts,
+                               const std::string& what) = 0;
+  // Pipeline point-to-point with pipeline-group member `peer`. Send may
+  // return before the peer received; FlushSends waits for every send.
+  virtual Status Send(int peer, PipeDirection direction, const float* data, size_t n,
+                      const std::string& what) = 0;
+  virtual Status Recv(int peer, PipeDirection direction, float* data, size_t n,
+                      const std::string& what) = 0;
+  virtual Status FlushSends() = 0;
+  // The step the next collectives belong to (for error messages only; no
+  // communication).
+  virtual void SetStep(int64_t step) = 0;
+  // Closes every communicator so that peers fail promptly (idempotent).
+  virtual void Abort() = 0;
+
+  // --- Counters and timing. Synchronize waits for all enqueued work.
+  virtual Status Synchronize() = 0;
+  virtual DeviceCounters counters() const = 0;
+  virtual void ResetCounters() = 0;
+
+ private:
+  MemoryTracker memory_;
+};
+
+// A block of device memory charged to its device's tracker under a class,
+// released when it shrinks or dies. Move-only, so a charge is never counted
+// twice.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Device* device, BufferClass c) : device_(device), class_(c) {}
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { Clear(); }
+
+  // `elements` zeros, replacing what the buffer held.
+  Status Assign(size_t elements);
+  void Clear();
+
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+  size_t size() const { return size_; }
+  BufferClass buffer_class() const { return class_; }
+
+ private:
+  Device* device_ = nullptr;
+  BufferClass class_ = BufferClass::kActivations;
+  float* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace pacer::worker
+
+#endif  // PACER_WORKER_CORE_DEVICE_H_

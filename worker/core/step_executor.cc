@@ -1,0 +1,987 @@
+#include "core/step_executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "core/hash_keys.h"
+
+namespace pacer::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t Dim(double v) { return static_cast<int64_t>(std::llround(v)); }
+size_t Size(int64_t v) { return static_cast<size_t>(std::max<int64_t>(v, 0)); }
+
+const Collective* Find(const std::vector<Collective>& list, const char* name) {
+  for (const Collective& c : list) {
+    if (std::strcmp(c.name, name) == 0) return &c;
+  }
+  return nullptr;
+}
+
+// FNV-1a: a stable number for a matrix name (std::hash may change between
+// library versions, and the initial weights must not).
+uint64_t NameHash(const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char ch : name) {
+    h ^= static_cast<unsigned char>(ch);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+bool StartsWith(const char* s, const char* prefix) {
+  return std::strncmp(s, prefix, std::strlen(prefix)) == 0;
+}
+
+// Offsets and lengths of the kGradientBuckets buckets over n parameters,
+// and of each data-parallel rank's shard of a bucket.
+struct Bucket {
+  size_t offset = 0, length = 0;
+  std::vector<size_t> shard_counts;  // per data-parallel rank
+  size_t ShardOffset(int rank) const {
+    size_t o = offset;
+    for (int i = 0; i < rank; ++i) o += shard_counts[static_cast<size_t>(i)];
+    return o;
+  }
+};
+
+std::vector<Bucket> MakeBuckets(size_t n, int d) {
+  std::vector<Bucket> buckets(kGradientBuckets);
+  const size_t base = n / kGradientBuckets;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    Bucket& b = buckets[i];
+    b.offset = i * base;
+    b.length = i + 1 == buckets.size() ? n - b.offset : base;
+    const size_t share = b.length / static_cast<size_t>(d);
+    b.shard_counts.assign(static_cast<size_t>(d), share);
+    b.shard_counts.back() = b.length - share * static_cast<size_t>(d - 1);
+  }
+  return buckets;
+}
+
+}  // namespace
+
+// Everything of one layer kept from forward to backward (what the
+// recompute policy keeps; the rest is recomputed or regathered).
+struct LayerStash {
+  DeviceBuffer x, inv1, n1, n1_full, qkv, probs, ctx, x2, inv2, n2, n2_full, mlp_pre, act;
+};
+
+struct ChunkStash {
+  std::vector<LayerStash> layers;
+  DeviceBuffer logits_input;  // [T x h], last stage
+  DeviceBuffer dlogits;       // [T x V/t], last stage
+};
+
+class StepExecutor::Impl {
+  Device* dev_;  // first: the buffers below are constructed with it
+
+ public:
+  explicit Impl(Device* device) : dev_(device) {}
+  Status Initialize(const BackendContext& context, uint64_t seed);
+  StatusOr<StepTiming> RunStep(int64_t step);
+
+  DeviceBuffer weights{dev_, BufferClass::kWeights};
+  DeviceBuffer grads{dev_, BufferClass::kGradients};
+  DeviceBuffer grad_shard{dev_, BufferClass::kGradients};  // ZeRO >= 2: reduced, owned
+  DeviceBuffer adam_m{dev_, BufferClass::kOptimizer};
+  DeviceBuffer adam_v{dev_, BufferClass::kOptimizer};
+  // Test hooks: host copies (see step_executor.h).
+  std::vector<float> local_gradients, reduced_gradients, parameters;
+  std::vector<std::pair<size_t, size_t>> owned;
+  std::vector<ParameterRange> ranges;
+  double last_loss = 0;
+
+ private:
+  // Layer weights of this rank: offsets into `weights` (and `grads`).
+  struct LayerOffsets {
+    size_t qkv = 0, proj = 0, mlp_in = 0, mlp_out = 0;
+  };
+  enum class Pass { kForward, kRecompute };
+
+  DeviceBuffer Activation() { return DeviceBuffer(dev_, BufferClass::kActivations); }
+  Status Alloc(DeviceBuffer* b, size_t n) { return b->Assign(n); }
+  // A stash or temporary activation buffer of n elements.
+  Status Act(DeviceBuffer* b, size_t n) {
+    *b = Activation();
+    return b->Assign(n);
+  }
+  // Scores, softmax and context into st->probs and st->ctx.
+  Status Attention(LayerStash* st);
+  Status Forward(int mb, int chunk, int64_t step);
+  Status Backward(int mb, int chunk, int64_t step);
+  Status LayerForward(int layer, const float* x_in, float* x_out, LayerStash* st, Pass pass);
+  Status LayerBackward(int layer, LayerStash* st, const float* dx_out, float* dx);
+
+  // Tensor-parallel collectives on [T x h] activations (shard = T/t rows).
+  Status TpAllGather(const Collective* c, const float* shard, DeviceBuffer* full);
+  Status TpReduceScatter(const Collective* c, float* full, float* shard);
+  // Runs the entries of a data-parallel list that `select` accepts; each
+  // name appears once per bucket, in bucket order.
+  template <typename Select>
+  Status DataParallel(const std::vector<Collective>& list, bool step_end, Select select);
+  Status DataParallelOne(const Collective& c, size_t bucket, bool step_end);
+  Status UpdateShard(size_t bucket, int64_t step);
+  // Weight gradients. Under ZeRO 0 and 1 a GEMM accumulates in place into
+  // `grads` (beta 1). Under ZeRO 2 and 3 there is no full-size gradient
+  // buffer: the GEMM writes a temporary, CloseGrad adds it into the bucket
+  // buffers (allocated on first write, workspace), and a bucket is
+  // reduce-scattered into this rank's shard and freed as soon as the
+  // micro-batch has written all of it.
+  struct GradSink {
+    float* out = nullptr;
+    float beta = 1.0f;
+    DeviceBuffer temp;
+    size_t offset = 0, length = 0;
+  };
+  bool ShardedGradients() const { return config_->zero_stage >= 2; }
+  Status OpenGrad(size_t offset, size_t length, GradSink* sink);
+  Status CloseGrad(GradSink* sink);
+  Status ReduceBucket(size_t bucket);
+  std::vector<DeviceBuffer> bucket_grads_;  // ZeRO >= 2, per bucket
+  std::vector<size_t> bucket_written_, bucket_expected_;
+  // Where the reduced gradients of this rank's shard of `bucket` are: in
+  // place in `grads` under ZeRO 0 and 1, in `grad_shard` under 2 and 3.
+  const float* ReducedShard(size_t bucket) const {
+    return config_->zero_stage <= 1 ? grads.data() + owned[bucket].first
+                                    : grad_shard.data() + owned_position_[bucket];
+  }
+  // The test hook: this bucket's local gradients, before its reduction.
+  // `from` (default: `grads` at `offset`) holds the gradients.
+  Status KeepLocal(size_t offset, size_t length, const float* from = nullptr);
+  Status InitWeights(uint64_t seed);
+  void FillTokens(int mb, int64_t step, int32_t* tokens, int64_t count, int64_t first_position,
+                  int64_t modulo, uint64_t salt) const;
+  // Counts a schedule entry's bus bytes once its collective succeeded.
+  Status Counted(const Collective* c, Status s) {
+    if (s.ok() && c != nullptr) bus_bytes_ += c->BusBytes();
+    return s;
+  }
+
+  const WorkerConfig* config_ = nullptr;
+  const StepSchedule* schedule_ = nullptr;
+  uint64_t seed_ = 0;
+  int t_ = 1, d_ = 1, p_ = 1;
+  int64_t tokens_ = 0, shard_tokens_ = 0, hidden_ = 0, qkv_width_ = 0, proj_in_ = 0,
+          mlp_in_width_ = 0, mlp_out_in_ = 0, vocab_shard_ = 0;
+  AttentionShape attention_;
+  bool swiglu_ = false;
+  std::vector<LayerOffsets> layer_offsets_;
+  size_t embedding_offset_ = 0, output_offset_ = 0;
+  std::vector<Bucket> buckets_;
+  std::vector<bool> updated_;           // per bucket, this step
+  std::vector<bool> reduced_;           // per bucket, this step
+  std::vector<size_t> owned_position_;  // per bucket: its offset in the owned buffers
+  int64_t current_step_ = 0;
+  std::map<std::pair<int, int>, ChunkStash> stash_;
+  DeviceBuffer scratch_{dev_, BufferClass::kActivations};
+  double bus_bytes_ = 0, loss_sum_ = 0;
+  int64_t loss_count_ = 0;
+  AdamWParams adam_;
+  bool broken_ = false;
+};
+
+Status StepExecutor::Impl::Initialize(const BackendContext& context, uint64_t seed) {
+  if (context.config == nullptr || context.schedule == nullptr) {
+    return InvalidArgumentError("the step executor needs a config and a schedule");
+  }
+  config_ = context.config;
+  schedule_ = context.schedule;
+  seed_ = seed;
+  const WorkerConfig& c = *config_;
+  const StepSchedule& s = *schedule_;
+  t_ = c.tensor_parallel;
+  d_ = c.data_parallel;
+  p_ = c.pipeline_parallel;
+  const auto& g = s.layer.forward_gemms;
+  tokens_ = Dim(g[0].m);
+  hidden_ = Dim(g[0].k);
+  qkv_width_ = Dim(g[0].n);
+  attention_.seq = Dim(g[1].m);
+  attention_.head_dim = Dim(g[1].k);
+  attention_.head_batches = Dim(g[1].batch);
+  proj_in_ = Dim(g[3].k);
+  mlp_in_width_ = Dim(g[4].n);
+  mlp_out_in_ = Dim(g[5].k);
+  vocab_shard_ = Dim(s.logits.n);
+  swiglu_ = c.model.ffn_kind == planner::FfnKind::kSwiglu;
+  if (tokens_ <= 0 || hidden_ <= 0 || attention_.seq <= 0 || attention_.head_dim <= 0 ||
+      attention_.head_batches <= 0 || vocab_shard_ <= 0 || mlp_out_in_ <= 0) {
+    return InvalidArgumentError("the step executor needs a model with positive dimensions");
+  }
+  if (tokens_ % t_ != 0) {
+    return InvalidArgumentError("sequence parallelism needs micro-batch tokens (" +
+                                std::to_string(tokens_) +
+                                ") divisible by t = " + std::to_string(t_));
+  }
+  if (swiglu_ && mlp_in_width_ != 2 * mlp_out_in_) {
+    return InvalidArgumentError("SwiGLU needs the MLP input width twice the FFN shard");
+  }
+  shard_tokens_ = tokens_ / t_;
+  const int64_t block = attention_.seq * attention_.head_dim;
+  const int64_t q_elems = attention_.head_batches * block;
+  attention_.kv_blocks = std::max<int64_t>(0, (tokens_ * qkv_width_ - q_elems) / 2 / block);
+
+  // The device decides first whether it can run the plan (precision).
+  RETURN_IF_ERROR(dev_->Connect(context));
+
+  // Weights: each layer's four matrices, the tables, then padding up to the
+  // schedule's stage_parameters (norm weights and biases of the planner's
+  // count, which this model's gain-free norm does not use).
+  size_t offset = 0;
+  if (s.holds_embedding) {
+    embedding_offset_ = offset;
+    offset += Size(vocab_shard_ * hidden_);
+  }
+  const int layers = s.chunks * s.layers_per_chunk;
+  layer_offsets_.resize(static_cast<size_t>(layers));
+  for (LayerOffsets& l : layer_offsets_) {
+    l.qkv = offset;
+    offset += Size(hidden_ * qkv_width_);
+    l.proj = offset;
+    offset += Size(proj_in_ * hidden_);
+    l.mlp_in = offset;
+    offset += Size(hidden_ * mlp_in_width_);
+    l.mlp_out = offset;
+    offset += Size(mlp_out_in_ * hidden_);
+  }
+  if (s.holds_logits) {
+    if (p_ == 1 && c.model.tied_embeddings) {
+      output_offset_ = embedding_offset_;
+    } else {
+      output_offset_ = offset;
+      offset += Size(vocab_shard_ * hidden_);
+    }
+  }
+  ranges.clear();
+  if (s.holds_embedding)
+    ranges.push_back({"embedding", embedding_offset_, Size(vocab_shard_ * hidden_)});
+  for (int chunk = 0; chunk < s.chunks; ++chunk) {
+    for (int l = 0; l < s.layers_per_chunk; ++l) {
+      const LayerOffsets& lo = layer_offsets_[Size(chunk * s.layers_per_chunk + l)];
+      const int global = (chunk * p_ + s.coordinates.pipeline_rank) * s.layers_per_chunk + l;
+      const std::string layer = "layer" + std::to_string(global);
+      ranges.push_back({layer + "/qkv", lo.qkv, Size(hidden_ * qkv_width_)});
+      ranges.push_back({layer + "/proj", lo.proj, Size(proj_in_ * hidden_)});
+      ranges.push_back({layer + "/mlp_in", lo.mlp_in, Size(hidden_ * mlp_in_width_)});
+      ranges.push_back({layer + "/mlp_out", lo.mlp_out, Size(mlp_out_in_ * hidden_)});
+    }
+  }
+  if (s.holds_logits && output_offset_ != embedding_offset_) {
+    ranges.push_back({"output", output_offset_, Size(vocab_shard_ * hidden_)});
+  }
+  const size_t n = std::max(offset, Size(Dim(s.stage_parameters)));
+  RETURN_IF_ERROR(Alloc(&weights, n));
+  if (c.zero_stage <= 1) RETURN_IF_ERROR(Alloc(&grads, n));
+  buckets_ = MakeBuckets(n, d_);
+  bucket_grads_.clear();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    bucket_grads_.emplace_back(dev_, BufferClass::kWorkspace);
+  }
+  bucket_written_.assign(buckets_.size(), 0);
+  bucket_expected_.assign(buckets_.size(), 0);
+  for (const ParameterRange& r : ranges) {
+    // Elements each micro-batch writes per bucket (a tied table twice).
+    const bool tied =
+        r.name == "embedding" && s.holds_logits && output_offset_ == embedding_offset_;
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      const size_t lo = std::max(r.offset, buckets_[b].offset);
+      const size_t hi = std::min(r.offset + r.length, buckets_[b].offset + buckets_[b].length);
+      if (lo < hi) bucket_expected_[b] += (hi - lo) * (tied ? 2 : 1);
+    }
+  }
+  const int dp_rank = s.coordinates.data_rank;
+  owned.clear();
+  size_t owned_total = 0;
+  for (const Bucket& b : buckets_) {
+    if (c.zero_stage == 0) {
+      owned.emplace_back(b.offset, b.length);
+    } else {
+      owned.emplace_back(b.ShardOffset(dp_rank), b.shard_counts[static_cast<size_t>(dp_rank)]);
+    }
+    owned_total += owned.back().second;
+  }
+  owned_position_.clear();
+  size_t position = 0;
+  for (const auto& range : owned) {
+    owned_position_.push_back(position);
+    position += range.second;
+  }
+  RETURN_IF_ERROR(Alloc(&adam_m, owned_total));
+  RETURN_IF_ERROR(Alloc(&adam_v, owned_total));
+  if (c.zero_stage >= 2) RETURN_IF_ERROR(Alloc(&grad_shard, owned_total));
+  return InitWeights(seed);
+}
+
+Status StepExecutor::Impl::InitWeights(uint64_t seed) {
+  // Each value is a hash of what it is: (tensor rank, matrix, element), the
+  // matrix named by its global layer (Megatron's interleaved assignment:
+  // chunk c of pipeline rank r holds model chunk c p + r) or by its table.
+  // So the model does not depend on how layers are split into pipeline
+  // stages (the PP=2 test compares with PP=1), and is identical on every
+  // data-parallel rank. Scaled by 1/sqrt(fan-in) so activations stay O(1)
+  // through the layers. Filled on the host one matrix at a time, so the host
+  // never holds a second full copy.
+  const RankCoordinates& rc = schedule_->coordinates;
+  std::vector<float> host;
+  auto fill = [&](const ParameterRange& r, double fan_in) -> Status {
+    const float scale = static_cast<float>(1.0 / std::sqrt(std::max(fan_in, 1.0)));
+    host.resize(r.length);
+    const uint64_t matrix = NameHash(r.name);
+    for (size_t i = 0; i < r.length; ++i) {
+      const uint64_t h = HashKeys(seed, static_cast<uint64_t>(rc.tensor_rank), matrix, i, 0x77);
+      host[i] = UniformFromHash(h) * scale;
+    }
+    return dev_->CopyFromHost(host.data(), r.length, weights.data() + r.offset);
+  };
+  for (const ParameterRange& r : ranges) {
+    double fan_in = static_cast<double>(hidden_);
+    if (r.name == "embedding") fan_in = 1;
+    if (r.name.ends_with("/proj")) fan_in = static_cast<double>(proj_in_ * t_);
+    if (r.name.ends_with("/mlp_out")) fan_in = static_cast<double>(mlp_out_in_ * t_);
+    RETURN_IF_ERROR(fill(r, fan_in));
+  }
+  return Status::Ok();
+}
+
+void StepExecutor::Impl::FillTokens(int mb, int64_t step, int32_t* tokens, int64_t count,
+                                    int64_t first_position, int64_t modulo, uint64_t salt) const {
+  const uint64_t dp = static_cast<uint64_t>(schedule_->coordinates.data_rank);
+  for (int64_t i = 0; i < count; ++i) {
+    const uint64_t h = HashKeys(seed_, static_cast<uint64_t>(step), static_cast<uint64_t>(mb), dp,
+                                static_cast<uint64_t>(first_position + i) * 2 + salt);
+    tokens[i] = static_cast<int32_t>(h % static_cast<uint64_t>(modulo));
+  }
+}
+
+Status StepExecutor::Impl::TpAllGather(const Collective* c, const float* shard,
+                                       DeviceBuffer* full) {
+  const size_t shard_elems = Size(shard_tokens_ * hidden_);
+  if (full->size() != shard_elems * Size(t_)) {
+    RETURN_IF_ERROR(Act(full, shard_elems * Size(t_)));
+  }
+  const std::vector<size_t> counts(Size(t_), shard_elems);
+  return Counted(
+      c, dev_->AllGather(Group::kTensor, shard, full->data(), counts, c ? c->name : "gather"));
+}
+
+Status StepExecutor::Impl::TpReduceScatter(const Collective* c, float* full, float* shard) {
+  const std::vector<size_t> counts(Size(t_), Size(shard_tokens_ * hidden_));
+  return Counted(c,
+                 dev_->ReduceScatter(Group::kTensor, full, shard, counts, c ? c->name : "scatter"));
+}
+
+Status StepExecutor::Impl::Attention(LayerStash* st) {
+  RETURN_IF_ERROR(Act(&st->probs, Size(attention_.ProbsElements())));
+  // The context GEMM writes head_batches blocks; the projection reads
+  // tokens x proj_in of them (the same elements unless GQA pads).
+  RETURN_IF_ERROR(Act(
+      &st->ctx, Size(std::max(tokens_ * proj_in_,
+                              attention_.head_batches * attention_.seq * attention_.head_dim))));
+  return dev_->AttentionForward(attention_, st->qkv.data(), st->probs.data(), st->ctx.data());
+}
+
+Status StepExecutor::Impl::LayerForward(int layer, const float* x_in, float* x_out, LayerStash* st,
+                                        Pass pass) {
+  const LayerWork& work = schedule_->layer;
+  const std::vector<Collective>& tp =
+      pass == Pass::kForward ? work.forward_collectives : work.recompute_collectives;
+  const planner::Recompute recompute = config_->recompute;
+  const bool keep_full = pass == Pass::kRecompute;  // backward follows at once
+  const LayerOffsets& w = layer_offsets_[static_cast<size_t>(layer)];
+  const float* W = weights.data();
+  const size_t shard = Size(shard_tokens_ * hidden_);
+  const size_t full = Size(tokens_ * hidden_);
+
+  RETURN_IF_ERROR(Act(&st->x, shard));
+  RETURN_IF_ERROR(dev_->Copy(x_in, shard, st->x.data()));
+  RETURN_IF_ERROR(Act(&st->n1, shard));
+  RETURN_IF_ERROR(Act(&st->inv1, Size(shard_tokens_)));
+  RETURN_IF_ERROR(
+      dev_->RmsNormForward(st->x.data(), shard_tokens_, hidden_, st->n1.data(), st->inv1.data()));
+  RETURN_IF_ERROR(TpAllGather(Find(tp, "attention-in"), st->n1.data(), &st->n1_full));
+  RETURN_IF_ERROR(Act(&st->qkv, Size(tokens_ * qkv_width_)));
+  RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, qkv_width_, hidden_, 1.0f, st->n1_full.data(),
+                             hidden_, W + w.qkv, qkv_width_, 0.0f, st->qkv.data(), qkv_width_));
+  RETURN_IF_ERROR(Attention(st));
+  if (scratch_.size() != full) RETURN_IF_ERROR(Alloc(&scratch_, full));
+  RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, hidden_, proj_in_, 1.0f, st->ctx.data(),
+                             proj_in_, W + w.proj, hidden_, 0.0f, scratch_.data(), hidden_));
+  RETURN_IF_ERROR(Act(&st->x2, shard));
+  RETURN_IF_ERROR(TpReduceScatter(Find(tp, "attention-out"), scratch_.data(), st->x2.data()));
+  RETURN_IF_ERROR(dev_->Add(st->x2.data(), st->x.data(), shard));
+
+  RETURN_IF_ERROR(Act(&st->n2, shard));
+  RETURN_IF_ERROR(Act(&st->inv2, Size(shard_tokens_)));
+  RETURN_IF_ERROR(
+      dev_->RmsNormForward(st->x2.data(), shard_tokens_, hidden_, st->n2.data(), st->inv2.data()));
+  RETURN_IF_ERROR(TpAllGather(Find(tp, "mlp-in"), st->n2.data(), &st->n2_full));
+  RETURN_IF_ERROR(Act(&st->mlp_pre, Size(tokens_ * mlp_in_width_)));
+  RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, mlp_in_width_, hidden_, 1.0f,
+                             st->n2_full.data(), hidden_, W + w.mlp_in, mlp_in_width_, 0.0f,
+                             st->mlp_pre.data(), mlp_in_width_));
+  RETURN_IF_ERROR(Act(&st->act, Size(tokens_ * mlp_out_in_)));
+  if (swiglu_) {
+    RETURN_IF_ERROR(dev_->SwigluForward(st->mlp_pre.data(), tokens_, mlp_out_in_, st->act.data()));
+  } else {
+    RETURN_IF_ERROR(dev_->GeluForward(st->mlp_pre.data(), st->mlp_pre.size(), st->act.data()));
+  }
+  RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, hidden_, mlp_out_in_, 1.0f, st->act.data(),
+                             mlp_out_in_, W + w.mlp_out, hidden_, 0.0f, scratch_.data(), hidden_));
+  RETURN_IF_ERROR(TpReduceScatter(Find(tp, "mlp-out"), scratch_.data(), x_out));
+  RETURN_IF_ERROR(dev_->Add(x_out, st->x2.data(), shard));
+
+  if (keep_full) return Status::Ok();
+  // What the recompute policy drops: the gathered inputs always (backward
+  // regathers them), the attention core under selective, all but the
+  // layer's input under full.
+  st->n1_full.Clear();
+  st->n2_full.Clear();
+  if (recompute == planner::Recompute::kSelective) {
+    st->probs.Clear();
+    st->ctx.Clear();
+  } else if (recompute == planner::Recompute::kFull) {
+    DeviceBuffer x = std::move(st->x);
+    *st = LayerStash();
+    st->x = std::move(x);
+  }
+  return Status::Ok();
+}
+
+Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float* dx_out,
+                                         float* dx) {
+  const LayerWork& work = schedule_->layer;
+  const std::vector<Collective>& tp = work.backward_collectives;
+  const planner::Recompute recompute = config_->recompute;
+  const LayerOffsets& w = layer_offsets_[static_cast<size_t>(layer)];
+  const float* W = weights.data();
+  const size_t shard = Size(shard_tokens_ * hidden_);
+
+  if (recompute == planner::Recompute::kFull) {
+    // Rerun the layer's forward from its kept input, with the recompute
+    // collectives, keeping everything (no regathers needed afterwards).
+    DeviceBuffer x = std::move(st->x);
+    DeviceBuffer out;
+    RETURN_IF_ERROR(Act(&out, shard));
+    RETURN_IF_ERROR(LayerForward(layer, x.data(), out.data(), st, Pass::kRecompute));
+  } else if (recompute == planner::Recompute::kSelective) {
+    RETURN_IF_ERROR(Attention(st));
+  }
+
+  // MLP block.
+  DeviceBuffer dx2, dfull;
+  RETURN_IF_ERROR(Act(&dx2, shard));
+  RETURN_IF_ERROR(dev_->Copy(dx_out, shard, dx2.data()));
+  RETURN_IF_ERROR(TpAllGather(Find(tp, "mlp-out-grad"), dx_out, &dfull));
+  DeviceBuffer dact;
+  RETURN_IF_ERROR(Act(&dact, Size(tokens_ * mlp_out_in_)));
+  RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, mlp_out_in_, hidden_, 1.0f, dfull.data(),
+                             hidden_, W + w.mlp_out, hidden_, 0.0f, dact.data(), mlp_out_in_));
+  {
+    GradSink g;
+    RETURN_IF_ERROR(OpenGrad(w.mlp_out, Size(mlp_out_in_ * hidden_), &g));
+    RETURN_IF_ERROR(dev_->Gemm(true, false, mlp_out_in_, hidden_, tokens_, 1.0f, st->act.data(),
+                               mlp_out_in_, dfull.data(), hidden_, g.beta, g.out, hidden_));
+    RETURN_IF_ERROR(CloseGrad(&g));
+  }
+  DeviceBuffer dpre;
+  RETURN_IF_ERROR(Act(&dpre, Size(tokens_ * mlp_in_width_)));
+  if (swiglu_) {
+    RETURN_IF_ERROR(
+        dev_->SwigluBackward(st->mlp_pre.data(), dact.data(), tokens_, mlp_out_in_, dpre.data()));
+  } else {
+    RETURN_IF_ERROR(dev_->GeluBackward(st->mlp_pre.data(), dact.data(), dpre.size(), dpre.data()));
+  }
+  dact.Clear();
+  if (st->n2_full.size() == 0) {
+    RETURN_IF_ERROR(TpAllGather(Find(tp, "mlp-in-regather"), st->n2.data(), &st->n2_full));
+  }
+  RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, hidden_, mlp_in_width_, 1.0f, dpre.data(),
+                             mlp_in_width_, W + w.mlp_in, mlp_in_width_, 0.0f, dfull.data(),
+                             hidden_));
+  {
+    GradSink g;
+    RETURN_IF_ERROR(OpenGrad(w.mlp_in, Size(hidden_ * mlp_in_width_), &g));
+    RETURN_IF_ERROR(dev_->Gemm(true, false, hidden_, mlp_in_width_, tokens_, 1.0f,
+                               st->n2_full.data(), hidden_, dpre.data(), mlp_in_width_, g.beta,
+                               g.out, mlp_in_width_));
+    RETURN_IF_ERROR(CloseGrad(&g));
+  }
+  dpre.Clear();
+  DeviceBuffer dn;
+  RETURN_IF_ERROR(Act(&dn, shard));
+  RETURN_IF_ERROR(TpReduceScatter(Find(tp, "mlp-in-grad"), dfull.data(), dn.data()));
+  RETURN_IF_ERROR(dev_->RmsNormBackward(st->x2.data(), st->inv2.data(), dn.data(), shard_tokens_,
+                                        hidden_, dx2.data()));
+
+  // Attention block.
+  RETURN_IF_ERROR(TpAllGather(Find(tp, "attention-out-grad"), dx2.data(), &dfull));
+  DeviceBuffer dctx;
+  RETURN_IF_ERROR(Act(&dctx, st->ctx.size()));
+  RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, proj_in_, hidden_, 1.0f, dfull.data(), hidden_,
+                             W + w.proj, hidden_, 0.0f, dctx.data(), proj_in_));
+  {
+    GradSink g;
+    RETURN_IF_ERROR(OpenGrad(w.proj, Size(proj_in_ * hidden_), &g));
+    RETURN_IF_ERROR(dev_->Gemm(true, false, proj_in_, hidden_, tokens_, 1.0f, st->ctx.data(),
+                               proj_in_, dfull.data(), hidden_, g.beta, g.out, hidden_));
+    RETURN_IF_ERROR(CloseGrad(&g));
+  }
+  DeviceBuffer dqkv;
+  RETURN_IF_ERROR(Act(&dqkv, st->qkv.size()));
+  RETURN_IF_ERROR(dev_->AttentionBackward(attention_, st->qkv.data(), st->probs.data(), dctx.data(),
+                                          dqkv.data()));
+  dctx.Clear();
+  if (st->n1_full.size() == 0) {
+    RETURN_IF_ERROR(TpAllGather(Find(tp, "attention-in-regather"), st->n1.data(), &st->n1_full));
+  }
+  RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, hidden_, qkv_width_, 1.0f, dqkv.data(),
+                             qkv_width_, W + w.qkv, qkv_width_, 0.0f, dfull.data(), hidden_));
+  {
+    GradSink g;
+    RETURN_IF_ERROR(OpenGrad(w.qkv, Size(hidden_ * qkv_width_), &g));
+    RETURN_IF_ERROR(dev_->Gemm(true, false, hidden_, qkv_width_, tokens_, 1.0f, st->n1_full.data(),
+                               hidden_, dqkv.data(), qkv_width_, g.beta, g.out, qkv_width_));
+    RETURN_IF_ERROR(CloseGrad(&g));
+  }
+  RETURN_IF_ERROR(TpReduceScatter(Find(tp, "attention-in-grad"), dfull.data(), dn.data()));
+  RETURN_IF_ERROR(dev_->Copy(dx2.data(), shard, dx));
+  RETURN_IF_ERROR(
+      dev_->RmsNormBackward(st->x.data(), st->inv1.data(), dn.data(), shard_tokens_, hidden_, dx));
+  *st = LayerStash();
+  return Status::Ok();
+}
+
+Status StepExecutor::Impl::Forward(int mb, int chunk, int64_t step) {
+  const StepSchedule& s = *schedule_;
+  const size_t shard = Size(shard_tokens_ * hidden_);
+  DeviceBuffer x, y;
+  RETURN_IF_ERROR(Act(&x, shard));
+  RETURN_IF_ERROR(Act(&y, shard));
+  const int pp = s.coordinates.pipeline_rank;
+  if (s.holds_embedding && chunk == 0) {
+    // Tokens of this rank's sequence shard, looked up in its vocabulary shard.
+    std::vector<int32_t> tokens(Size(shard_tokens_));
+    FillTokens(mb, step, tokens.data(), shard_tokens_, s.coordinates.tensor_rank * shard_tokens_,
+               vocab_shard_, 0);
+    RETURN_IF_ERROR(dev_->EmbeddingForward(weights.data() + embedding_offset_, tokens.data(),
+                                           shard_tokens_, hidden_, x.data()));
+  } else {
+    const int prev = (pp + p_ - 1) % p_;
+    RETURN_IF_ERROR(dev_->Recv(prev, PipeDirection::kForward, x.data(), shard, "activations"));
+  }
+  ChunkStash& cs = stash_[{mb, chunk}];
+  cs.layers.resize(Size(s.layers_per_chunk));
+  for (int l = 0; l < s.layers_per_chunk; ++l) {
+    RETURN_IF_ERROR(LayerForward(chunk * s.layers_per_chunk + l, x.data(), y.data(),
+                                 &cs.layers[Size(l)], Pass::kForward));
+    std::swap(x, y);
+  }
+  if (s.holds_logits && chunk == s.chunks - 1) {
+    // Logits over this rank's vocabulary shard, the loss and its gradient.
+    RETURN_IF_ERROR(Act(&cs.logits_input, Size(tokens_ * hidden_)));
+    for (int r = 0; r < t_; ++r) {
+      RETURN_IF_ERROR(dev_->Copy(x.data(), shard, cs.logits_input.data() + Size(r) * shard));
+    }
+    RETURN_IF_ERROR(Act(&cs.dlogits, Size(tokens_ * vocab_shard_)));
+    RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, vocab_shard_, hidden_, 1.0f,
+                               cs.logits_input.data(), hidden_, weights.data() + output_offset_,
+                               hidden_, 0.0f, cs.dlogits.data(), vocab_shard_));
+    std::vector<int32_t> labels(Size(tokens_));
+    FillTokens(mb, step, labels.data(), tokens_, 0, vocab_shard_, 1);
+    ASSIGN_OR_RETURN(const double loss, dev_->CrossEntropyGradInPlace(
+                                            cs.dlogits.data(), labels.data(), tokens_, vocab_shard_,
+                                            1.0f / static_cast<float>(tokens_)));
+    loss_sum_ += loss;
+    loss_count_ += tokens_;
+    return Status::Ok();
+  }
+  const int next = (pp + 1) % p_;
+  const Collective send{"activations", CollectiveKind::kSend, Group::kPipeline, 2, s.p2p_bytes};
+  return Counted(&send, dev_->Send(next, PipeDirection::kForward, x.data(), shard, "activations"));
+}
+
+Status StepExecutor::Impl::Backward(int mb, int chunk, int64_t step) {
+  const StepSchedule& s = *schedule_;
+  const size_t shard = Size(shard_tokens_ * hidden_);
+  const int pp = s.coordinates.pipeline_rank;
+  auto it = stash_.find({mb, chunk});
+  if (it == stash_.end()) {
+    return InternalError("backward of micro-batch " + std::to_string(mb) + " chunk " +
+                         std::to_string(chunk) + " before its forward");
+  }
+  ChunkStash& cs = it->second;
+  DeviceBuffer dy, dx;
+  RETURN_IF_ERROR(Act(&dy, shard));
+  RETURN_IF_ERROR(Act(&dx, shard));
+  if (s.holds_logits && chunk == s.chunks - 1) {
+    DeviceBuffer dh;
+    RETURN_IF_ERROR(Act(&dh, Size(tokens_ * hidden_)));
+    RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, hidden_, vocab_shard_, 1.0f,
+                               cs.dlogits.data(), vocab_shard_, weights.data() + output_offset_,
+                               hidden_, 0.0f, dh.data(), hidden_));
+    GradSink g;
+    RETURN_IF_ERROR(OpenGrad(output_offset_, Size(vocab_shard_ * hidden_), &g));
+    RETURN_IF_ERROR(dev_->Gemm(true, false, vocab_shard_, hidden_, tokens_, 1.0f, cs.dlogits.data(),
+                               vocab_shard_, cs.logits_input.data(), hidden_, g.beta, g.out,
+                               hidden_));
+    RETURN_IF_ERROR(CloseGrad(&g));
+    // The logits read this shard t times: its gradient is the sum.
+    for (int r = 0; r < t_; ++r) {
+      RETURN_IF_ERROR(dev_->Add(dy.data(), dh.data() + Size(r) * shard, shard));
+    }
+  } else {
+    const int next = (pp + 1) % p_;
+    RETURN_IF_ERROR(dev_->Recv(next, PipeDirection::kBackward, dy.data(), shard, "gradients"));
+  }
+  for (int l = s.layers_per_chunk - 1; l >= 0; --l) {
+    RETURN_IF_ERROR(
+        LayerBackward(chunk * s.layers_per_chunk + l, &cs.layers[Size(l)], dy.data(), dx.data()));
+    std::swap(dx, dy);
+  }
+  stash_.erase(it);
+  if (s.holds_embedding && chunk == 0) {
+    // The embedding rows the forward pass read (same keys, same tokens).
+    std::vector<int32_t> tokens(Size(shard_tokens_));
+    FillTokens(mb, step, tokens.data(), shard_tokens_, s.coordinates.tensor_rank * shard_tokens_,
+               vocab_shard_, 0);
+    GradSink g;
+    RETURN_IF_ERROR(OpenGrad(embedding_offset_, Size(vocab_shard_ * hidden_), &g));
+    RETURN_IF_ERROR(
+        dev_->EmbeddingBackward(dy.data(), tokens.data(), shard_tokens_, hidden_, g.out));
+    return CloseGrad(&g);
+  }
+  const int prev = (pp + p_ - 1) % p_;
+  const Collective send{"gradients", CollectiveKind::kSend, Group::kPipeline, 2, s.p2p_bytes};
+  return Counted(&send, dev_->Send(prev, PipeDirection::kBackward, dy.data(), shard, "gradients"));
+}
+
+template <typename Select>
+Status StepExecutor::Impl::DataParallel(const std::vector<Collective>& list, bool step_end,
+                                        Select select) {
+  std::map<std::string, size_t> seen;
+  for (const Collective& c : list) {
+    const size_t bucket = seen[c.name]++;
+    if (!select(c)) continue;
+    RETURN_IF_ERROR(DataParallelOne(c, bucket, step_end));
+  }
+  return Status::Ok();
+}
+
+Status StepExecutor::Impl::KeepLocal(size_t offset, size_t length, const float* from) {
+  std::vector<float> host(length);
+  RETURN_IF_ERROR(
+      dev_->CopyToHost(from != nullptr ? from : grads.data() + offset, length, host.data()));
+  for (size_t i = 0; i < length; ++i) local_gradients[offset + i] += host[i];
+  return Status::Ok();
+}
+
+Status StepExecutor::Impl::OpenGrad(size_t offset, size_t length, GradSink* sink) {
+  sink->offset = offset;
+  sink->length = length;
+  if (!ShardedGradients()) {
+    sink->out = grads.data() + offset;
+    sink->beta = 1.0f;
+    return Status::Ok();
+  }
+  RETURN_IF_ERROR(Act(&sink->temp, length));  // zeros
+  sink->out = sink->temp.data();
+  sink->beta = 0.0f;
+  return Status::Ok();
+}
+
+Status StepExecutor::Impl::CloseGrad(GradSink* sink) {
+  if (!ShardedGradients()) return Status::Ok();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Bucket& bucket = buckets_[b];
+    const size_t lo = std::max(sink->offset, bucket.offset);
+    const size_t hi = std::min(sink->offset + sink->length, bucket.offset + bucket.length);
+    if (lo >= hi) continue;
+    DeviceBuffer& buffer = bucket_grads_[b];
+    if (buffer.size() == 0) RETURN_IF_ERROR(buffer.Assign(bucket.length));
+    RETURN_IF_ERROR(dev_->Add(buffer.data() + (lo - bucket.offset),
+                              sink->temp.data() + (lo - sink->offset), hi - lo));
+    bucket_written_[b] += hi - lo;
+    if (bucket_written_[b] >= bucket_expected_[b]) RETURN_IF_ERROR(ReduceBucket(b));
+  }
+  sink->temp.Clear();
+  return Status::Ok();
+}
+
+Status StepExecutor::Impl::ReduceBucket(size_t bucket) {
+  const Bucket& b = buckets_[bucket];
+  DeviceBuffer& buffer = bucket_grads_[bucket];
+  if (buffer.size() == 0) RETURN_IF_ERROR(buffer.Assign(b.length));
+  RETURN_IF_ERROR(KeepLocal(b.offset, b.length, buffer.data()));
+  float* shard = grad_shard.data() + owned_position_[bucket];
+  if (d_ == 1) {
+    RETURN_IF_ERROR(dev_->Add(shard, buffer.data(), b.length));
+  } else {
+    // The schedule's entry for this bucket: the bucket-th "gradients".
+    const Collective* entry = nullptr;
+    size_t seen = 0;
+    for (const Collective& c : schedule_->per_micro_batch_collectives) {
+      if (std::strcmp(c.name, "gradients") == 0 && seen++ == bucket) entry = &c;
+    }
+    const int dp = schedule_->coordinates.data_rank;
+    const size_t count = b.shard_counts[static_cast<size_t>(dp)];
+    DeviceBuffer mine(dev_, BufferClass::kWorkspace);
+    RETURN_IF_ERROR(mine.Assign(count));
+    RETURN_IF_ERROR(Counted(entry, dev_->ReduceScatter(Group::kData, buffer.data(), mine.data(),
+                                                       b.shard_counts, "gradients")));
+    RETURN_IF_ERROR(dev_->Add(shard, mine.data(), count));
+  }
+  buffer.Clear();
+  bucket_written_[bucket] = 0;
+  reduced_[bucket] = true;
+  return Status::Ok();
+}
+
+Status StepExecutor::Impl::DataParallelOne(const Collective& c, size_t bucket, bool step_end) {
+  if (bucket >= buckets_.size()) return InternalError("more data-parallel buckets than expected");
+  const Bucket& b = buckets_[bucket];
+  const int dp = schedule_->coordinates.data_rank;
+  switch (c.kind) {
+    case CollectiveKind::kAllReduce: {
+      RETURN_IF_ERROR(KeepLocal(b.offset, b.length));
+      reduced_[bucket] = true;
+      return Counted(&c, dev_->AllReduce(Group::kData, grads.data() + b.offset, b.length, c.name));
+    }
+    case CollectiveKind::kReduceScatter: {
+      RETURN_IF_ERROR(KeepLocal(b.offset, b.length));
+      const size_t count = b.shard_counts[static_cast<size_t>(dp)];
+      DeviceBuffer mine(dev_, BufferClass::kWorkspace);
+      RETURN_IF_ERROR(mine.Assign(count));
+      RETURN_IF_ERROR(Counted(&c, dev_->ReduceScatter(Group::kData, grads.data() + b.offset,
+                                                      mine.data(), b.shard_counts, c.name)));
+      // The bucket was consumed as the ring's scratch: later micro-batches
+      // accumulate from zero.
+      RETURN_IF_ERROR(dev_->Zero(grads.data() + b.offset, b.length));
+      reduced_[bucket] = true;
+      if (config_->zero_stage == 1) {
+        // Once per step (at its end): the reduced shard goes back in place,
+        // so ZeRO 1 holds one gradient buffer, as the planner counts.
+        if (!step_end) return InternalError("ZeRO 1 reduce-scatter before the step's end");
+        return dev_->Copy(mine.data(), count, grads.data() + b.ShardOffset(dp));
+      }
+      // ZeRO 2 and 3: the micro-batches' reductions add up in the shard.
+      return dev_->Add(grad_shard.data() + owned_position_[bucket], mine.data(), count);
+    }
+    case CollectiveKind::kAllGather: {
+      // Parameters: at the end of the step the bucket's shard is updated
+      // first, then everyone's updated shards are gathered.
+      if (step_end) RETURN_IF_ERROR(UpdateShard(bucket, current_step_));
+      const size_t count = b.shard_counts[static_cast<size_t>(dp)];
+      DeviceBuffer shard(dev_, BufferClass::kWorkspace);
+      RETURN_IF_ERROR(shard.Assign(count));
+      RETURN_IF_ERROR(dev_->Copy(weights.data() + b.ShardOffset(dp), count, shard.data()));
+      return Counted(&c, dev_->AllGather(Group::kData, shard.data(), weights.data() + b.offset,
+                                         b.shard_counts, c.name));
+    }
+    case CollectiveKind::kSend:
+    case CollectiveKind::kRecv:
+      break;
+  }
+  return InternalError(std::string("unexpected data-parallel collective ") + c.name);
+}
+
+Status StepExecutor::Impl::UpdateShard(size_t bucket, int64_t step) {
+  if (updated_[bucket]) return Status::Ok();
+  updated_[bucket] = true;
+  const auto [offset, length] = owned[bucket];
+  const size_t position = owned_position_[bucket];
+  const float* g = ReducedShard(bucket);
+  if (config_->zero_stage >= 1 && !reduced_[bucket]) {
+    // d = 1: nothing reduced the bucket, its own gradients are the sum.
+    RETURN_IF_ERROR(KeepLocal(offset, length));
+    if (config_->zero_stage >= 2) {
+      RETURN_IF_ERROR(dev_->Copy(grads.data() + offset, length, grad_shard.data() + position));
+    }
+  }
+  const float scale = 1.0f / static_cast<float>(static_cast<double>(d_) *
+                                                static_cast<double>(schedule_->micro_batches));
+  return dev_->AdamWUpdate(weights.data() + offset, g, adam_m.data() + position,
+                           adam_v.data() + position, length, scale, step + 1, adam_);
+}
+
+StatusOr<StepTiming> StepExecutor::Impl::RunStep(int64_t step) {
+  if (broken_) {
+    return FailedPreconditionError(std::string("the ") + dev_->name() +
+                                   " backend failed in an earlier step; restart the rank");
+  }
+  const StepSchedule& s = *schedule_;
+  const Clock::time_point start = Clock::now();
+  current_step_ = step;
+  dev_->ResetCounters();
+  bus_bytes_ = 0;
+  loss_sum_ = 0;
+  loss_count_ = 0;
+  dev_->SetStep(step);
+  local_gradients.assign(weights.size(), 0.0f);
+  updated_.assign(buckets_.size(), false);
+  reduced_.assign(buckets_.size(), false);
+
+  auto run = [&]() -> Status {
+    RETURN_IF_ERROR(dev_->Zero(grads.data(), grads.size()));
+    RETURN_IF_ERROR(dev_->Zero(grad_shard.data(), grad_shard.size()));
+    auto named = [](const char* prefix) {
+      return [prefix](const Collective& c) { return StartsWith(c.name, prefix); };
+    };
+    auto gradients = [](const Collective& c) { return !StartsWith(c.name, "parameters"); };
+    for (const PipelineAction& a : s.pipeline) {
+      if (a.pass == PassKind::kForward) {
+        if (a.chunk == 0) {
+          RETURN_IF_ERROR(
+              DataParallel(s.per_micro_batch_collectives, false, named("parameters-forward")));
+        }
+        RETURN_IF_ERROR(Forward(a.micro_batch, a.chunk, step));
+      } else {
+        if (a.chunk == s.chunks - 1) {
+          RETURN_IF_ERROR(
+              DataParallel(s.per_micro_batch_collectives, false, named("parameters-backward")));
+        }
+        RETURN_IF_ERROR(Backward(a.micro_batch, a.chunk, step));
+        if (a.chunk == 0 && ShardedGradients()) {
+          // The micro-batch is done on this stage: buckets it never wrote
+          // (padding) or left partly written (interleaved chunks) go now.
+          for (size_t b = 0; b < buckets_.size(); ++b) {
+            if (bucket_expected_[b] == 0 || bucket_written_[b] > 0) {
+              RETURN_IF_ERROR(ReduceBucket(b));
+            }
+          }
+        } else if (a.chunk == 0) {
+          RETURN_IF_ERROR(DataParallel(s.per_micro_batch_collectives, false, gradients));
+        }
+      }
+    }
+    RETURN_IF_ERROR(dev_->FlushSends());
+    RETURN_IF_ERROR(DataParallel(s.step_collectives, true, [](const Collective&) { return true; }));
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      if (config_->zero_stage == 0 && !reduced_[b]) {
+        RETURN_IF_ERROR(KeepLocal(owned[b].first, owned[b].second));
+      }
+      RETURN_IF_ERROR(UpdateShard(b, step));
+    }
+    return dev_->Synchronize();
+  };
+  Status status = run();
+  stash_.clear();
+  for (DeviceBuffer& b : bucket_grads_) b.Clear();
+  bucket_written_.assign(buckets_.size(), 0);
+  if (!status.ok()) {
+    broken_ = true;
+    dev_->Abort();
+    return status.WithContext(std::string(dev_->name()) + " backend, step " + std::to_string(step));
+  }
+  const double step_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const DeviceCounters counters = dev_->counters();
+
+  // Test hooks, after the step's clock stopped.
+  reduced_gradients.assign(weights.size(), 0.0f);
+  for (size_t b = 0; b < owned.size(); ++b) {
+    RETURN_IF_ERROR(dev_->CopyToHost(ReducedShard(b), owned[b].second,
+                                     reduced_gradients.data() + owned[b].first));
+  }
+  parameters.resize(weights.size());
+  RETURN_IF_ERROR(dev_->CopyToHost(weights.data(), weights.size(), parameters.data()));
+  last_loss = loss_count_ > 0 ? loss_sum_ / static_cast<double>(loss_count_) : 0.0;
+
+  StepTiming timing;
+  timing.step_seconds = step_seconds;
+  timing.collective_seconds = std::min(counters.collective_seconds, step_seconds);
+  // Nothing overlaps in this executor: what is not a collective is compute,
+  // and all collective time is exposed.
+  timing.compute_seconds = std::max(0.0, step_seconds - timing.collective_seconds);
+  timing.exposed_communication_seconds = timing.collective_seconds;
+  timing.collective_bus_bytes = bus_bytes_;
+  timing.gemm_flops = counters.gemm_flops;
+  return timing;
+}
+
+// --- StepExecutor: the public face over Impl. ---
+
+StepExecutor::StepExecutor(std::unique_ptr<Device> device)
+    : device_(std::move(device)), impl_(std::make_unique<Impl>(device_.get())) {}
+
+StepExecutor::~StepExecutor() {
+  // Buffers go back to the device before the device goes.
+  impl_.reset();
+}
+
+const char* StepExecutor::name() const { return device_->name(); }
+
+Status StepExecutor::Initialize(const BackendContext& context, uint64_t seed) {
+  return impl_->Initialize(context, seed);
+}
+
+StatusOr<StepTiming> StepExecutor::RunStep(int64_t step) { return impl_->RunStep(step); }
+
+double StepExecutor::PeakMemoryBytes() const { return device_->memory().peak_bytes(); }
+
+planner::Precision StepExecutor::ExecutedPrecision(planner::Precision planned) const {
+  return device_->ExecutedPrecision(planned);
+}
+
+namespace {
+StatusOr<std::vector<std::byte>> ToBytes(Device& device, const DeviceBuffer& b) {
+  std::vector<std::byte> out(b.size() * sizeof(float));
+  std::vector<float> host(b.size());
+  RETURN_IF_ERROR(device.CopyToHost(b.data(), b.size(), host.data()));
+  std::memcpy(out.data(), host.data(), out.size());
+  return out;
+}
+Status FromBytes(Device& device, const NamedBuffers& buffers, const std::string& name,
+                 DeviceBuffer* b) {
+  for (const auto& [key, bytes] : buffers) {
+    if (key != name) continue;
+    if (bytes.size() != b->size() * sizeof(float)) {
+      return InvalidArgumentError("checkpoint buffer '" + name + "' has " +
+                                  std::to_string(bytes.size()) + " bytes, this rank expects " +
+                                  std::to_string(b->size() * sizeof(float)));
+    }
+    std::vector<float> host(b->size());
+    std::memcpy(host.data(), bytes.data(), bytes.size());
+    return device.CopyFromHost(host.data(), host.size(), b->data());
+  }
+  return NotFoundError("checkpoint has no buffer '" + name + "'");
+}
+}  // namespace
+
+StatusOr<NamedBuffers> StepExecutor::SaveBuffers() {
+  NamedBuffers out;
+  ASSIGN_OR_RETURN(auto weights, ToBytes(*device_, impl_->weights));
+  ASSIGN_OR_RETURN(auto m, ToBytes(*device_, impl_->adam_m));
+  ASSIGN_OR_RETURN(auto v, ToBytes(*device_, impl_->adam_v));
+  out.emplace_back("weights", std::move(weights));
+  out.emplace_back("optimizer/adamw-m", std::move(m));
+  out.emplace_back("optimizer/adamw-v", std::move(v));
+  return out;
+}
+
+Status StepExecutor::LoadBuffers(const NamedBuffers& buffers) {
+  RETURN_IF_ERROR(FromBytes(*device_, buffers, "weights", &impl_->weights));
+  RETURN_IF_ERROR(FromBytes(*device_, buffers, "optimizer/adamw-m", &impl_->adam_m));
+  return FromBytes(*device_, buffers, "optimizer/adamw-v", &impl_->adam_v);
+}
+
+const std::vector<float>& StepExecutor::local_gradients_before_reduce() const {
+  return impl_->local_gradients;
+}
+const std::vector<float>& StepExecutor::gradients_after_reduce() const {
+  return impl_->reduced_gradients;
+}
+const std::vector<float>& StepExecutor::parameters() const { return impl_->parameters; }
+const std::vector<std::pair<size_t, size_t>>& StepExecutor::owned_ranges() const {
+  return impl_->owned;
+}
+double StepExecutor::last_loss() const { return impl_->last_loss; }
+const std::vector<ParameterRange>& StepExecutor::parameter_ranges() const { return impl_->ranges; }
+
+}  // namespace pacer::worker
