@@ -64,25 +64,79 @@ double HardwareFlopsPerSequence(const ModelSpec& m, Recompute recompute) {
   return ModelFlopsPerSequence(m) + extra;
 }
 
-ModelSpec InferArchitecture(double parameters, int sequence_length) {
-  // GPT-3's larger models keep h / L ~= 128 and 128-wide heads; with
-  // N ~= 12 L h^2 that gives h = cbrt(128 N / 12).
-  constexpr int kVocab = 51200;
-  constexpr double kAspect = 128;
+namespace {
+
+// Widths and depths of published models, smallest first: Pythia 14M and 70M,
+// GPT-3 Small, Medium, Large, XL and 2.7B, Llama 3.2 3B, Llama 2 7B and 13B,
+// Llama 2 70B, GPT-3 175B, Llama 3.1 405B.
+struct PublishedShape {
+  int hidden, layers;
+};
+constexpr PublishedShape kPublishedShapes[] = {
+    {128, 6},   {512, 6},   {768, 12},  {1024, 24}, {1536, 24},  {2048, 24},   {2560, 32},
+    {3072, 28}, {4096, 32}, {5120, 40}, {8192, 80}, {12288, 96}, {16384, 126},
+};
+// Llama 2 keeps multi-head attention below 30B and uses 8 KV heads (and a
+// 1.3x wider MLP) from 70B on.
+constexpr double kGroupedQueryFromParameters = 30e9;
+
+// The multiple of 8 that divides h and is nearest h / 128 (128-wide heads),
+// the larger one on a tie; at least 8.
+int HeadsFor(int h) {
+  const double want = h / 128.0;
+  int best = 8;
+  for (int heads = 8; heads <= h; heads += 8) {
+    if (h % heads != 0) continue;
+    if (std::abs(heads - want) <= std::abs(best - want)) best = heads;
+    if (heads > want) break;
+  }
+  return best;
+}
+
+ModelSpec LlamaShape(int h, int layers, bool grouped_query, int vocab) {
   ModelSpec m;
-  m.parameters = parameters;
-  const double h_exact = std::cbrt(kAspect * parameters / 12.0);
-  const int h = std::max(256, static_cast<int>(std::lround(h_exact / 128.0)) * 128);
-  const double body = std::max(parameters - static_cast<double>(kVocab) * h, 12.0 * h * h);
-  m.layers = std::max(1, static_cast<int>(std::lround(body / (12.0 * h * h + 2.0 * h))));
   m.hidden_size = h;
-  m.attention_heads = h / 128;
-  m.kv_heads = m.attention_heads;
-  m.ffn_hidden_size = 4 * h;
-  m.ffn_kind = FfnKind::kGelu;
-  m.vocab_size = kVocab;
+  m.layers = layers;
+  m.attention_heads = HeadsFor(h);
+  m.kv_heads = grouped_query ? 8 : m.attention_heads;
+  m.ffn_kind = FfnKind::kSwiglu;
+  // Llama's rule: 2/3 of 4h, times 1.3 for the 70B-class models, rounded up
+  // to a multiple of 256 (4096 from 70B on).
+  const double ffn = (grouped_query ? 1.3 : 1.0) * 8.0 * h / 3.0;
+  const int multiple = grouped_query ? 4096 : 256;
+  m.ffn_hidden_size = static_cast<int>(std::ceil(ffn / multiple)) * multiple;
+  m.vocab_size = vocab;
+  m.tied_embeddings = false;
+  return m;
+}
+
+}  // namespace
+
+ModelSpec InferArchitecture(double parameters, int sequence_length) {
+  // The published width nearest in parameters (on a log scale), then the
+  // depth that hits the count: a Llama-style model (SwiGLU, untied 32,000-
+  // token embeddings, heads and KV heads multiples of 8). Models so small
+  // that the embeddings would be most of them get a byte-level vocabulary.
+  const bool grouped_query = parameters >= kGroupedQueryFromParameters;
+  constexpr int kVocab = 32000;
+  constexpr int kByteVocab = 256;
+  const PublishedShape* best = &kPublishedShapes[0];
+  double best_distance = 1e300;
+  for (const PublishedShape& shape : kPublishedShapes) {
+    const double n =
+        TotalParameters(LlamaShape(shape.hidden, shape.layers, grouped_query, kVocab));
+    const double distance = std::abs(std::log(n / parameters));
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = &shape;
+    }
+  }
+  ModelSpec m = LlamaShape(best->hidden, 1, grouped_query, kVocab);
+  if (EmbeddingParameters(m) > 0.5 * parameters) m.vocab_size = kByteVocab;
+  const double body = parameters - EmbeddingParameters(m);
+  m.layers = std::max(1, static_cast<int>(std::lround(body / LayerParameters(m))));
+  m.parameters = parameters;
   m.sequence_length = sequence_length > 0 ? sequence_length : 2048;
-  m.tied_embeddings = true;  // GPT ties input and output embeddings
   m.architecture_inferred = true;
   return m;
 }

@@ -267,10 +267,13 @@ StatusOr<PlanResult> PlanImpl(const JobSpec& job, const Inventory& inventory,
     }
   }
   if (job.model.architecture_inferred) {
-    result.warnings.push_back("spec.model gives only parameters; planned for an inferred GPT "
-                              "shape (" + std::to_string(job.model.layers) + " layers, hidden " +
-                              std::to_string(job.model.hidden_size) +
-                              "): give the architecture for better estimates");
+    const ModelSpec& m = job.model;
+    result.warnings.push_back(
+        "spec.model gives only parameters; planned for an inferred Llama-style shape (" +
+        std::to_string(m.layers) + " layers, hidden " + std::to_string(m.hidden_size) + ", " +
+        std::to_string(m.attention_heads) + " heads, " + std::to_string(m.kv_heads) +
+        " KV heads, SwiGLU " + std::to_string(m.ffn_hidden_size) + ", vocabulary " +
+        std::to_string(m.vocab_size) + "): give the architecture for better estimates");
   }
   return result;
 }

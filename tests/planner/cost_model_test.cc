@@ -95,15 +95,30 @@ TEST(ModelMathTest, LayerGemmsAddUpToTheClosedFormFlops) {
 }
 
 TEST(ModelMathTest, InferredArchitectureHitsTheParameterCount) {
-  for (double n : {350e6, 1.3e9, 6.7e9, 13e9, 70e9, 175e9}) {
+  for (double n : {1e6, 10e6, 125e6, 350e6, 1.3e9, 6.7e9, 13e9, 34e9, 70e9, 175e9, 405e9}) {
     const ModelSpec m = InferArchitecture(n, 2048);
     EXPECT_TRUE(m.architecture_inferred);
-    EXPECT_EQ(m.hidden_size % m.attention_heads, 0);
+    EXPECT_EQ(m.hidden_size % m.attention_heads, 0) << n;
+    // Tensor parallelism up to 8 must stay possible: heads and KV heads
+    // divide by 8.
+    EXPECT_EQ(m.attention_heads % 8, 0) << n;
+    EXPECT_EQ(m.kv_heads % 8, 0) << n;
+    EXPECT_EQ(m.attention_heads % m.kv_heads, 0) << n;
+    EXPECT_GE(m.layers, 2) << n;
     EXPECT_NEAR(TotalParameters(m) / n, 1.0, 0.2) << n;
   }
-  const ModelSpec gpt3_6b7 = InferArchitecture(6.7e9, 2048);
-  EXPECT_EQ(gpt3_6b7.hidden_size, 4096);  // GPT-3 6.7B: 32 layers of 4096
-  EXPECT_EQ(gpt3_6b7.layers, 32);
+  // The published shapes come back at their sizes.
+  const ModelSpec llama7 = InferArchitecture(6.74e9, 4096);
+  EXPECT_EQ(llama7.hidden_size, 4096);  // Llama 2 7B: 32 layers of 4096, 32 heads
+  EXPECT_EQ(llama7.layers, 32);
+  EXPECT_EQ(llama7.attention_heads, 32);
+  EXPECT_EQ(llama7.ffn_hidden_size, 11008);
+  const ModelSpec llama70 = InferArchitecture(69e9, 4096);
+  EXPECT_EQ(llama70.hidden_size, 8192);  // Llama 2 70B: 80 layers, 64 heads, 8 KV heads
+  EXPECT_EQ(llama70.layers, 80);
+  EXPECT_EQ(llama70.attention_heads, 64);
+  EXPECT_EQ(llama70.kv_heads, 8);
+  EXPECT_EQ(llama70.ffn_hidden_size, 28672);
 }
 
 TEST(MemoryModelTest, SeedArticleSixBillionFp32Adam) {
