@@ -20,6 +20,7 @@
 #include "observe/health_server.h"
 #include "observe/heartbeat.h"
 #include "observe/log.h"
+#include "reconcile/guarded_reconcile.h"
 
 namespace pacer::controller {
 namespace {
@@ -89,11 +90,16 @@ struct ControllerManager::Impl {
   void WorkerLoop() {
     while (std::optional<std::string> key = queue->Get()) {
       const auto start = std::chrono::steady_clock::now();
-      ReconcileResult result = reconciler->Reconcile(*key);
+      // An exception escaping the reconcile is caught here: the key is
+      // retried with backoff instead of the process terminating.
+      const GuardedReconcileResult guarded =
+          GuardedReconcile([this](const std::string& k) { return reconciler->Reconcile(k); }, *key);
+      const ReconcileResult& result = guarded.result;
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       metrics->RecordReconcile(seconds, result.status, result.requeue_after.has_value());
       ObjectLogger log("TrainJob", *key);
+      if (guarded.threw) metrics->CountReconcilePanic();
       if (result.status.ok()) {
         queue->Forget(*key);
         if (result.requeue_after) queue->AddAfter(*key, *result.requeue_after);
@@ -101,6 +107,10 @@ struct ControllerManager::Impl {
         // Terminal: the spec (or our request) must change first.
         log.Error("reconcile failed; not retrying", {{"error", result.status}});
         queue->Forget(*key);
+      } else if (guarded.threw) {
+        log.Error("reconcile threw an exception (a controller bug); retrying with backoff",
+                  {{"error", result.status}, {"requeues", queue->NumRequeues(*key)}});
+        queue->AddRateLimited(*key);
       } else {
         log.Warning("reconcile failed; retrying with backoff",
                     {{"error", result.status}, {"requeues", queue->NumRequeues(*key)}});
@@ -185,11 +195,11 @@ struct ControllerManager::Impl {
       return true;
     }
     const nlohmann::json* metadata = Member(*job, "metadata");
-    const nlohmann::json* generation = metadata != nullptr ? Member(*metadata, "generation") : nullptr;
+    const nlohmann::json* generation =
+        metadata != nullptr ? Member(*metadata, "generation") : nullptr;
     const std::string version = StringMember(metadata, "resourceVersion");
-    const int64_t gen = generation != nullptr && generation->is_number_integer()
-                            ? generation->get<int64_t>()
-                            : -1;
+    const int64_t gen =
+        generation != nullptr && generation->is_number_integer() ? generation->get<int64_t>() : -1;
     const bool deleting = metadata != nullptr && Member(*metadata, "deletionTimestamp") != nullptr;
     auto [it, first] = seen_versions.try_emplace(key, gen, version);
     const bool resync = !first && it->second.second == version;  // the same object again

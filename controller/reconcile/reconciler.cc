@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "core/json_fields.h"
 #include "pacer/planner/job_parser.h"
 #include "pacer/planner/search.h"
 #include "pacer/planner/units.h"
@@ -58,8 +59,7 @@ struct Reconciler::Pass {
   // (events are recorded on transitions only, so a requeue never repeats one).
   // Whether the previous status had condition `type` with `reason` and
   // `status` (events fire on transitions only).
-  bool Had(const char* type, const std::string& reason,
-           const char* status = kConditionTrue) const {
+  bool Had(const char* type, const std::string& reason, const char* status = kConditionTrue) const {
     std::vector<Condition> previous = ParseConditions(previous_status);
     const Condition* c = FindCondition(previous, type);
     return c != nullptr && c->status == status && c->reason == reason;
@@ -156,7 +156,7 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
 
   // A finished job stays finished until its spec changes.
   const std::optional<Phase> previous_phase =
-      PhaseFromName(pass.previous_status.value("phase", std::string()));
+      PhaseFromName(StringMember(&pass.previous_status, "phase"));
   const std::optional<int64_t> observed =
       pass.previous_status.contains("observedGeneration") &&
               pass.previous_status["observedGeneration"].is_number_integer()
