@@ -63,6 +63,9 @@ struct LaunchSpec {
   int attempt = 1;
   int64_t total_steps = 0;  // of the whole job; workers resume from checkpoints
   int64_t checkpoint_interval_steps = 0;
+  // When the plan was made (Unix s): its predictedCompletionTime counts from
+  // here, in status.plan and in the pods' pacer.dev/layout annotation alike.
+  int64_t plan_unix_seconds = 0;
 };
 
 enum class WorkerPhase { kPending, kRunning, kSucceeded, kFailed };

@@ -308,6 +308,7 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
   launch.attempt = pass.state.attempt + 1;
   launch.total_steps = pass.state.total_steps;
   launch.checkpoint_interval_steps = CheckpointIntervalSteps(launch.plan);
+  launch.plan_unix_seconds = pass.now;
   Status launched = deps_.launcher->Launch(launch);
   if (!launched.ok()) return {launched, std::nullopt};
   pass.state.attempt = launch.attempt;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/clock.h"
+#include "daemon/worker_pods.h"
 #include "fakes.h"
 #include "pacer/planner/inventory.h"
 
@@ -381,6 +382,34 @@ TEST_F(ReconcilerTest, PassedDeadlineSetsACondition) {
   clock_.Advance(std::chrono::hours(24 * 15));
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(ConditionReason("DeadlineExceeded"), "True/DeadlinePassed");
+}
+
+// The pods' pacer.dev/layout annotation is status.plan as the reconciler
+// wrote it: its predictedCompletionTime counts from when the plan was made
+// (it said 1970 when the pods were built with time 0).
+TEST_F(ReconcilerTest, PodLayoutAnnotationPredictsTheSameCompletionAsStatus) {
+  store_.Put(LlamaJob());  // created at the fake clock's start, 2026-11-22
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  const LaunchSpec& launch = launcher_.launches[0];
+  EXPECT_EQ(launch.plan_unix_seconds, clock_.WallUnixSeconds());
+  const nlohmann::json pod = WorkerPodObject(launch, 0, PodTemplateOptions{});
+  const nlohmann::json layout =
+      nlohmann::json::parse(pod["metadata"]["annotations"]["pacer.dev/layout"].get<std::string>());
+  const std::string predicted = layout["predictedCompletionTime"].get<std::string>();
+  EXPECT_EQ(predicted, Status()["plan"]["predictedCompletionTime"]);
+  EXPECT_EQ(predicted.rfind("2026-", 0), 0u) << predicted;  // ~7.7 days after the plan
+}
+
+// A status written with the wrong types (here by hand: phase a number) is
+// read as no phase, not a type_error thrown out of the reconcile.
+TEST_F(ReconcilerTest, StatusPhaseOfTheWrongTypeIsIgnored) {
+  nlohmann::json job = LlamaJob();
+  job["status"] = {{"phase", 5}};
+  store_.Put(job);
+  ReconcileResult r = Pass();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(Status()["phase"], "Planning");
 }
 
 }  // namespace
