@@ -131,15 +131,9 @@ struct Completion {
   bool done = false;
 };
 
-// Waits for `task`, polling `cancel`; on cancel, cancels the request (which
-// closes its connection) and returns false.
+// A Completion that `task` signals when it finishes, however it finishes.
 template <typename T>
-bool WaitUnlessCancelled(const pplx::task<T>& task, const std::atomic<bool>* cancel,
-                         pplx::cancellation_token_source& cts) {
-  if (cancel == nullptr) {
-    task.wait();
-    return true;
-  }
+std::shared_ptr<Completion> CompletionOf(const pplx::task<T>& task) {
   auto completion = std::make_shared<Completion>();
   task.then([completion](pplx::task<T> finished) {
     try {
@@ -150,6 +144,19 @@ bool WaitUnlessCancelled(const pplx::task<T>& task, const std::atomic<bool>* can
     completion->done = true;
     completion->cv.notify_all();
   });
+  return completion;
+}
+
+// Waits for `task`, polling `cancel`; on cancel, cancels the request (which
+// closes its connection) and returns false.
+template <typename T>
+bool WaitUnlessCancelled(const pplx::task<T>& task, const std::atomic<bool>* cancel,
+                         pplx::cancellation_token_source& cts) {
+  if (cancel == nullptr) {
+    task.wait();
+    return true;
+  }
+  const std::shared_ptr<Completion> completion = CompletionOf(task);
   std::unique_lock<std::mutex> lock(completion->mu);
   while (!completion->cv.wait_for(lock, kCancelPoll, [&] { return completion->done; })) {
     if (cancel->load()) {
@@ -305,16 +312,7 @@ struct KubeClient::Impl {
     const int64_t deadline_ns = request_deadline_ns.load();
     if (deadline_ns == 0) return answer.get();
     const std::chrono::steady_clock::time_point deadline{std::chrono::nanoseconds(deadline_ns)};
-    auto completion = std::make_shared<Completion>();
-    answer.then([completion](pplx::task<http::http_response> finished) {
-      try {
-        finished.wait();  // observes an exception so pplx does not report it
-      } catch (...) {
-      }
-      std::lock_guard<std::mutex> lock(completion->mu);
-      completion->done = true;
-      completion->cv.notify_all();
-    });
+    const std::shared_ptr<Completion> completion = CompletionOf(answer);
     std::unique_lock<std::mutex> lock(completion->mu);
     if (!completion->cv.wait_until(lock, deadline, [&] { return completion->done; })) {
       throw DeadlinePassed{};
