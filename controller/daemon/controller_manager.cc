@@ -48,7 +48,7 @@ struct ControllerManager::Impl {
 
   ManagerOptions options;
   std::unique_ptr<KubeClient> client;
-  std::unique_ptr<Informer> trainjobs, pods, nodes;
+  std::unique_ptr<Informer> trainjobs, pods, nodes, quotas;
   std::unique_ptr<EventRecorder> events;
   std::unique_ptr<KubeJobStore> store;
   std::unique_ptr<PodLauncher> launcher;
@@ -263,6 +263,11 @@ Status ControllerManager::Start() {
   node_options.transform = TrimNodeForCache;
   m.nodes = std::make_unique<Informer>(m.client.get(), kNodes, "", node_options);
 
+  // ResourceQuotas only wake jobs whose launch a quota refused (all namespaces:
+  // TrainJobs may be anywhere).
+  m.quotas = std::make_unique<Informer>(m.client.get(), kResourceQuotas, m.options.watch_namespace,
+                                        InformerOptions{});
+
   m.events = std::make_unique<EventRecorder>(m.client.get());
   m.store = std::make_unique<KubeJobStore>(m.client.get(), m.events.get());
   m.launcher = std::make_unique<PodLauncher>(m.client.get(), m.pods.get(), m.options.pods);
@@ -289,6 +294,12 @@ Status ControllerManager::Start() {
     const std::string job = impl->NotePodJob(key, pod);
     if (impl->leading.load() && !job.empty()) impl->Enqueue(job);
   });
+  m.quotas->OnChange([impl](const std::string&, const nlohmann::json*) {
+    // A quota raised or removed may admit a refused launch: retry those now
+    // instead of at the end of their backoff.
+    if (!impl->leading.load()) return;
+    for (const std::string& key : impl->reconciler->WakeRefusedLaunches()) impl->Enqueue(key);
+  });
   m.heartbeat = std::make_unique<Heartbeat>("reconcile-workers", std::chrono::minutes(5));
   HealthServerOptions health_options;
   health_options.bind_address = m.options.bind_address;
@@ -309,6 +320,7 @@ Status ControllerManager::Start() {
   m.trainjobs->Start();
   m.pods->Start();
   m.nodes->Start();
+  m.quotas->Start();
   m.timer_thread = std::thread([impl] { impl->queue->RunTimerLoop(); });
   const auto sync_timeout = std::chrono::seconds(60);
   if (!m.trainjobs->WaitForSync(sync_timeout) || !m.pods->WaitForSync(sync_timeout) ||
@@ -370,6 +382,7 @@ void ControllerManager::Stop() {
   if (m.trainjobs) m.trainjobs->Stop();
   if (m.pods) m.pods->Stop();
   if (m.nodes) m.nodes->Stop();
+  if (m.quotas) m.quotas->Stop();
   if (m.events) m.events->Flush(std::chrono::seconds(5));
   if (m.health) m.health->Stop();
 }

@@ -104,6 +104,14 @@ class Launcher {
   // The job's workers, or nullopt when it has none.
   virtual StatusOr<std::optional<WorkerGroup>> Observe(const JobRef& job) = 0;
   virtual Status Stop(const JobRef& job, StopMode mode) = 0;
+  // Workers of the job that were deleted and are not gone yet: a real API
+  // server keeps a deleted pod Terminating for its grace period, holding its
+  // GPUs and the checkpoint volume. The next attempt is planned only once
+  // this is 0. Launchers whose workers end at once need not override it.
+  virtual int TerminatingWorkers(const JobRef& job) {
+    (void)job;
+    return 0;
+  }
 };
 
 struct Measurement {

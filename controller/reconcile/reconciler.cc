@@ -195,6 +195,21 @@ ReconcileResult Reconciler::ReconcileDeleted(Pass& pass) {
 }
 
 ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
+  if (const int terminating = deps_.launcher->TerminatingWorkers(pass.ref); terminating > 0) {
+    // Planning now would size the job to the GPUs free this instant, without
+    // the ones its own old pods still hold (it would relaunch small and stay
+    // small), and old and new workers could both write the checkpoint volume.
+    const std::string reason = "PreviousWorkersTerminating";
+    const std::string message = std::to_string(terminating) +
+                                " worker pod(s) of the previous attempt are still terminating; "
+                                "the next attempt is planned once they are gone";
+    pass.phase = Phase::kPending;
+    if (!pass.Had(kConditionPlanned, reason, kConditionFalse)) {
+      deps_.store->RecordEvent(pass.object, "Normal", reason, message);
+    }
+    pass.Set(kConditionPlanned, kConditionFalse, reason, message);
+    return Finish(pass, options_.transition_poll);  // their deletion events wake it sooner
+  }
   StatusOr<ClusterInventory> inventory = deps_.inventory->Current();
   if (!inventory.ok()) return {inventory.status(), std::nullopt};
 
@@ -300,7 +315,36 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
   return LaunchPlan(pass, *result->plan);
 }
 
+std::vector<std::string> Reconciler::WakeRefusedLaunches() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> keys;
+  for (auto& [key, refusals] : refusals_) {
+    refusals.retry_at = Clock::SteadyTime();  // due now; the count keeps growing if refused again
+    keys.push_back(key);
+  }
+  return keys;
+}
+
+ReconcileResult Reconciler::LaunchRefused(Pass& pass, const std::string& message,
+                                          std::chrono::milliseconds retry_in) {
+  pass.phase = Phase::kPending;
+  pass.Set(kConditionPlanned, kConditionFalse, "LaunchRefused", message);
+  return Finish(pass, std::max(retry_in, Millis(1)));
+}
+
 ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& plan) {
+  const Clock::SteadyTime now = deps_.clock->Now();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = refusals_.find(pass.key);
+    if (it != refusals_.end() && now < it->second.retry_at) {
+      // Refused lately: a pod event is no reason to ask again before the backoff ends.
+      const std::string message = it->second.message;
+      const auto wait = std::chrono::duration_cast<Millis>(it->second.retry_at - now);
+      lock.unlock();
+      return LaunchRefused(pass, message, wait);
+    }
+  }
   LaunchSpec launch;
   launch.job = pass.ref;
   launch.spec = pass.spec;
@@ -310,7 +354,30 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
   launch.checkpoint_interval_steps = CheckpointIntervalSteps(launch.plan);
   launch.plan_unix_seconds = pass.now;
   Status launched = deps_.launcher->Launch(launch);
+  if (launched.code() == StatusCode::kPermissionDenied) {
+    // 403: a ResourceQuota, an admission webhook or a policy said no. Asking
+    // again at once gets the same answer; say why on the TrainJob and back off.
+    std::unique_lock<std::mutex> lock(mu_);
+    Refusals& r = refusals_[pass.key];
+    ++r.count;
+    Millis delay = options_.launch_refusal_base_delay;
+    for (int i = 1; i < r.count && delay < options_.launch_refusal_max_delay; ++i) delay *= 2;
+    delay = std::min(delay, options_.launch_refusal_max_delay);
+    r.retry_at = now + delay;
+    r.message = "the API server refused the workers: " + launched.message();
+    const std::string message = r.message;
+    const int count = r.count;
+    lock.unlock();
+    deps_.store->RecordEvent(pass.object, "Warning", "LaunchRefused",
+                             message + " (refusal " + std::to_string(count) + "; next try in " +
+                                 std::to_string(delay.count() / 1000) + " s)");
+    return LaunchRefused(pass, message, delay);
+  }
   if (!launched.ok()) return {launched, std::nullopt};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    refusals_.erase(pass.key);
+  }
   pass.state.attempt = launch.attempt;
   pass.state.plan_unix_seconds = pass.now;
   pass.plan = launch.plan;
@@ -421,6 +488,41 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     pass.phase = Phase::kFailed;
     pass.Set(kConditionFailed, kConditionTrue, "RestartLimitExceeded", message);
     return Finish(pass, std::nullopt);
+  }
+
+  const int present = static_cast<int>(group.workers.size());
+  if (group.expected_workers > 0 && present < group.expected_workers) {
+    // A partial gang never starts (every rank waits for all the others) and
+    // holds its GPUs: give the missing pods a bound, then start over.
+    const Clock::SteadyTime now = deps_.clock->Now();
+    Clock::SteadyTime since;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      since = partial_since_.try_emplace(pass.key, now).first->second;
+    }
+    if (now - since >= options_.gang_completion_timeout) {
+      RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kRemove));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        partial_since_.erase(pass.key);
+      }
+      deps_.store->RecordEvent(
+          pass.object, "Warning", "GangIncomplete",
+          "only " + std::to_string(present) + " of " + std::to_string(group.expected_workers) +
+              " worker pods of attempt " + std::to_string(group.attempt) + " exist after " +
+              std::to_string(options_.gang_completion_timeout.count() / 1000) +
+              " s; removing them and launching again");
+      pass.phase = Phase::kPending;
+      return Finish(pass, Millis(0));
+    }
+    pass.phase = Phase::kPlanning;
+    const auto left =
+        std::chrono::duration_cast<Millis>(since + options_.gang_completion_timeout - now);
+    return Finish(pass, std::min(left + Millis(1), options_.transition_poll));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    partial_since_.erase(pass.key);
   }
 
   // Starting or running: progress and projection.

@@ -89,9 +89,12 @@ class FakeLauncher : public Launcher {
   std::map<std::string, WorkerGroup> groups;
   std::vector<LaunchSpec> launches;
   std::vector<std::pair<std::string, StopMode>> stops;
+  std::optional<Status> refuse;            // every Launch answers this (an API server's 403)
+  std::map<std::string, int> terminating;  // deleted workers not gone yet, by job key
 
   Status Launch(const LaunchSpec& spec) override {
     launches.push_back(spec);
+    if (refuse) return *refuse;
     auto it = groups.find(spec.job.key());
     if (it != groups.end() && it->second.attempt == spec.attempt) return Status::Ok();
     WorkerGroup g;
@@ -118,6 +121,10 @@ class FakeLauncher : public Launcher {
       it->second.stopping = true;
     }
     return Status::Ok();
+  }
+  int TerminatingWorkers(const JobRef& job) override {
+    auto it = terminating.find(job.key());
+    return it == terminating.end() ? 0 : it->second;
   }
   // Test helpers: every worker of `key` to `phase` (with an exit code).
   void SetAll(const std::string& key, WorkerPhase phase, std::optional<int> exit_code = {}) {
