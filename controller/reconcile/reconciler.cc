@@ -15,6 +15,11 @@ namespace pacer::controller {
 
 using Millis = std::chrono::milliseconds;
 
+// pacer-worker's exit code for bad flags or environment
+// (worker/core/exit_codes.h, kExitInvalidConfig): the same pods would fail
+// the same way, so a restart cannot help.
+constexpr int kWorkerExitInvalidConfig = 2;
+
 #define RETURN_IF_ERROR_RESULT(expr)                                  \
   do {                                                                \
     Status _status = (expr);                                          \
@@ -473,6 +478,14 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     if (first->exit_code) why += " with exit code " + std::to_string(*first->exit_code);
     if (!first->message.empty()) why += ": " + first->message;
     RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kRemove));
+    if (first->exit_code == kWorkerExitInvalidConfig) {
+      const std::string message =
+          why + "; the workers' configuration is invalid, so a restart would fail the same way";
+      deps_.store->RecordEvent(pass.object, "Warning", "InvalidWorkerConfig", message);
+      pass.phase = Phase::kFailed;
+      pass.Set(kConditionFailed, kConditionTrue, "InvalidWorkerConfig", message);
+      return Finish(pass, std::nullopt);
+    }
     if (pass.state.restarts < options_.max_restarts) {
       ++pass.state.restarts;
       const std::string message = why + "; restarting from the last checkpoint (restart " +

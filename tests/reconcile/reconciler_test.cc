@@ -528,5 +528,21 @@ TEST_F(ReconcilerTest, PartialGangIsRemovedAndRelaunchedAfterTheBound) {
   EXPECT_EQ(Status().value("restarts", 0), 0);  // no worker failed
 }
 
+// A worker that exits with code 2 (invalid configuration) would fail the
+// same way on every restart: the job fails at once, with the reason, and
+// keeps its restarts (they were spent three times over before).
+TEST_F(ReconcilerTest, InvalidWorkerConfigFailsTheJobWithoutRestarts) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 2);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Failed");
+  EXPECT_EQ(ConditionReason("Failed"), "True/InvalidWorkerConfig");
+  EXPECT_EQ(Status().value("restarts", 0), 0);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);  // never relaunched
+  EXPECT_EQ(store_.CountEvents("InvalidWorkerConfig"), 1);
+}
+
 }  // namespace
 }  // namespace pacer::controller
