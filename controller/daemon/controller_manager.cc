@@ -20,6 +20,7 @@
 #include "observe/health_server.h"
 #include "observe/heartbeat.h"
 #include "observe/log.h"
+#include "reconcile/guarded_reconcile.h"
 
 namespace pacer::controller {
 namespace {
@@ -47,7 +48,7 @@ struct ControllerManager::Impl {
 
   ManagerOptions options;
   std::unique_ptr<KubeClient> client;
-  std::unique_ptr<Informer> trainjobs, pods, nodes;
+  std::unique_ptr<Informer> trainjobs, pods, nodes, quotas;
   std::unique_ptr<EventRecorder> events;
   std::unique_ptr<KubeJobStore> store;
   std::unique_ptr<PodLauncher> launcher;
@@ -89,11 +90,16 @@ struct ControllerManager::Impl {
   void WorkerLoop() {
     while (std::optional<std::string> key = queue->Get()) {
       const auto start = std::chrono::steady_clock::now();
-      ReconcileResult result = reconciler->Reconcile(*key);
+      // An exception escaping the reconcile is caught here: the key is
+      // retried with backoff instead of the process terminating.
+      const GuardedReconcileResult guarded =
+          GuardedReconcile([this](const std::string& k) { return reconciler->Reconcile(k); }, *key);
+      const ReconcileResult& result = guarded.result;
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       metrics->RecordReconcile(seconds, result.status, result.requeue_after.has_value());
       ObjectLogger log("TrainJob", *key);
+      if (guarded.threw) metrics->CountReconcilePanic();
       if (result.status.ok()) {
         queue->Forget(*key);
         if (result.requeue_after) queue->AddAfter(*key, *result.requeue_after);
@@ -101,6 +107,10 @@ struct ControllerManager::Impl {
         // Terminal: the spec (or our request) must change first.
         log.Error("reconcile failed; not retrying", {{"error", result.status}});
         queue->Forget(*key);
+      } else if (guarded.threw) {
+        log.Error("reconcile threw an exception (a controller bug); retrying with backoff",
+                  {{"error", result.status}, {"requeues", queue->NumRequeues(*key)}});
+        queue->AddRateLimited(*key);
       } else {
         log.Warning("reconcile failed; retrying with backoff",
                     {{"error", result.status}, {"requeues", queue->NumRequeues(*key)}});
@@ -185,11 +195,11 @@ struct ControllerManager::Impl {
       return true;
     }
     const nlohmann::json* metadata = Member(*job, "metadata");
-    const nlohmann::json* generation = metadata != nullptr ? Member(*metadata, "generation") : nullptr;
+    const nlohmann::json* generation =
+        metadata != nullptr ? Member(*metadata, "generation") : nullptr;
     const std::string version = StringMember(metadata, "resourceVersion");
-    const int64_t gen = generation != nullptr && generation->is_number_integer()
-                            ? generation->get<int64_t>()
-                            : -1;
+    const int64_t gen =
+        generation != nullptr && generation->is_number_integer() ? generation->get<int64_t>() : -1;
     const bool deleting = metadata != nullptr && Member(*metadata, "deletionTimestamp") != nullptr;
     auto [it, first] = seen_versions.try_emplace(key, gen, version);
     const bool resync = !first && it->second.second == version;  // the same object again
@@ -253,6 +263,11 @@ Status ControllerManager::Start() {
   node_options.transform = TrimNodeForCache;
   m.nodes = std::make_unique<Informer>(m.client.get(), kNodes, "", node_options);
 
+  // ResourceQuotas only wake jobs whose launch a quota refused (all namespaces:
+  // TrainJobs may be anywhere).
+  m.quotas = std::make_unique<Informer>(m.client.get(), kResourceQuotas, m.options.watch_namespace,
+                                        InformerOptions{});
+
   m.events = std::make_unique<EventRecorder>(m.client.get());
   m.store = std::make_unique<KubeJobStore>(m.client.get(), m.events.get());
   m.launcher = std::make_unique<PodLauncher>(m.client.get(), m.pods.get(), m.options.pods);
@@ -279,6 +294,12 @@ Status ControllerManager::Start() {
     const std::string job = impl->NotePodJob(key, pod);
     if (impl->leading.load() && !job.empty()) impl->Enqueue(job);
   });
+  m.quotas->OnChange([impl](const std::string&, const nlohmann::json*) {
+    // A quota raised or removed may admit a refused launch: retry those now
+    // instead of at the end of their backoff.
+    if (!impl->leading.load()) return;
+    for (const std::string& key : impl->reconciler->WakeRefusedLaunches()) impl->Enqueue(key);
+  });
   m.heartbeat = std::make_unique<Heartbeat>("reconcile-workers", std::chrono::minutes(5));
   HealthServerOptions health_options;
   health_options.bind_address = m.options.bind_address;
@@ -299,6 +320,7 @@ Status ControllerManager::Start() {
   m.trainjobs->Start();
   m.pods->Start();
   m.nodes->Start();
+  m.quotas->Start();
   m.timer_thread = std::thread([impl] { impl->queue->RunTimerLoop(); });
   const auto sync_timeout = std::chrono::seconds(60);
   if (!m.trainjobs->WaitForSync(sync_timeout) || !m.pods->WaitForSync(sync_timeout) ||
@@ -360,6 +382,7 @@ void ControllerManager::Stop() {
   if (m.trainjobs) m.trainjobs->Stop();
   if (m.pods) m.pods->Stop();
   if (m.nodes) m.nodes->Stop();
+  if (m.quotas) m.quotas->Stop();
   if (m.events) m.events->Flush(std::chrono::seconds(5));
   if (m.health) m.health->Stop();
 }

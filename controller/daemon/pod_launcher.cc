@@ -209,6 +209,18 @@ StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
   return std::optional<WorkerGroup>(std::move(group));
 }
 
+int PodLauncher::TerminatingWorkers(const JobRef& job) {
+  const std::vector<PodFacts> pods = JobPods(*pods_, job);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = expectations_.find(job.key());
+  int terminating = 0;
+  for (const PodFacts& pod : pods) {
+    const bool deleted_here = it != expectations_.end() && it->second.deleted.count(pod.name) > 0;
+    if (pod.deleting || deleted_here) ++terminating;
+  }
+  return terminating;
+}
+
 Status PodLauncher::Stop(const JobRef& job, StopMode mode) {
   StatusOr<std::optional<WorkerGroup>> observed = Observe(job);
   if (!observed.ok()) return observed.status();

@@ -35,6 +35,9 @@ class PodLauncher final : public Launcher {
   Status Launch(const LaunchSpec& spec) override;
   StatusOr<std::optional<WorkerGroup>> Observe(const JobRef& job) override;
   Status Stop(const JobRef& job, StopMode mode) override;
+  // The job's pods still in the cache that are being deleted (Terminating)
+  // or that this launcher deleted and the cache still shows.
+  int TerminatingWorkers(const JobRef& job) override;
 
  private:
   struct Expectations {

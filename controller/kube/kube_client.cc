@@ -10,6 +10,8 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "kube/token_source.h"
+
 namespace pacer::controller {
 namespace {
 
@@ -129,15 +131,9 @@ struct Completion {
   bool done = false;
 };
 
-// Waits for `task`, polling `cancel`; on cancel, cancels the request (which
-// closes its connection) and returns false.
+// A Completion that `task` signals when it finishes, however it finishes.
 template <typename T>
-bool WaitUnlessCancelled(const pplx::task<T>& task, const std::atomic<bool>* cancel,
-                         pplx::cancellation_token_source& cts) {
-  if (cancel == nullptr) {
-    task.wait();
-    return true;
-  }
+std::shared_ptr<Completion> CompletionOf(const pplx::task<T>& task) {
   auto completion = std::make_shared<Completion>();
   task.then([completion](pplx::task<T> finished) {
     try {
@@ -148,6 +144,19 @@ bool WaitUnlessCancelled(const pplx::task<T>& task, const std::atomic<bool>* can
     completion->done = true;
     completion->cv.notify_all();
   });
+  return completion;
+}
+
+// Waits for `task`, polling `cancel`; on cancel, cancels the request (which
+// closes its connection) and returns false.
+template <typename T>
+bool WaitUnlessCancelled(const pplx::task<T>& task, const std::atomic<bool>* cancel,
+                         pplx::cancellation_token_source& cts) {
+  if (cancel == nullptr) {
+    task.wait();
+    return true;
+  }
+  const std::shared_ptr<Completion> completion = CompletionOf(task);
   std::unique_lock<std::mutex> lock(completion->mu);
   while (!completion->cv.wait_for(lock, kCancelPoll, [&] { return completion->done; })) {
     if (cancel->load()) {
@@ -175,6 +184,9 @@ struct KubeClient::Impl {
   KubeClientOptions options;
   std::string host;  // for TLS error messages
   std::unique_ptr<http::client::http_client> client;
+  std::unique_ptr<BearerTokenSource> tokens;  // rotates with KubeConfig::token_file
+  // SetRequestDeadline's point in steady nanoseconds since the clock's epoch; 0 = none.
+  std::atomic<int64_t> request_deadline_ns{0};
 
   http::client::http_client_config MakeClientConfig(std::chrono::milliseconds timeout) const {
     http::client::http_client_config c;
@@ -196,7 +208,7 @@ struct KubeClient::Impl {
     request.headers().add("Accept", "application/json");
     request.headers().add("User-Agent", options.user_agent);
     if (!config.bearer_token.empty()) {
-      request.headers().add("Authorization", "Bearer " + config.bearer_token);
+      request.headers().add("Authorization", "Bearer " + tokens->Token());
     }
     if (body != nullptr) {
       // Bytes, not set_body(std::string): cpprestsdk reads a std::string body
@@ -262,9 +274,15 @@ struct KubeClient::Impl {
     const std::string verb = method;
     pplx::cancellation_token_source cts;
     try {
-      http::http_response response =
-          client->request(NewRequest(method, path + query, body, content_type), cts.get_token())
-              .get();
+      http::http_response response = Await(
+          client->request(NewRequest(method, path + query, body, content_type), cts.get_token()));
+      // A 401 after the token file changed (a bound token rotated): retry
+      // once with the new token.
+      if (response.status_code() == 401 && tokens->RefreshAfterUnauthorized()) {
+        (void)ReadBody(response, verb, path, cts);  // frees the connection for the retry
+        response = Await(
+            client->request(NewRequest(method, path + query, body, content_type), cts.get_token()));
+      }
       ASSIGN_OR_RETURN(std::string text, ReadBody(response, verb, path, cts));
       const int code = response.status_code();
       if (code >= 400) return StatusFromHttp(verb, path, code, text, RetryAfterHeader(response));
@@ -274,9 +292,32 @@ struct KubeClient::Impl {
                              " with an answer that is not JSON");
       }
       return doc;
+    } catch (const DeadlinePassed&) {
+      return Status(StatusCode::kDeadlineExceeded,
+                    verb + " " + path + ": no answer from the API server by the request deadline");
     } catch (const std::exception& e) {
       return FromException(verb, path, e);
     }
+  }
+
+  // Thrown by Await when the request deadline passes first.
+  struct DeadlinePassed {};
+
+  // The response, or DeadlinePassed once the request deadline passes. The
+  // late request is abandoned, not cancelled: cpprestsdk can hand a
+  // cancelled request's connection to the next request (which then fails,
+  // or crashes the client), so the request runs on until request_timeout
+  // while later requests use other connections.
+  http::http_response Await(const pplx::task<http::http_response>& answer) {
+    const int64_t deadline_ns = request_deadline_ns.load();
+    if (deadline_ns == 0) return answer.get();
+    const std::chrono::steady_clock::time_point deadline{std::chrono::nanoseconds(deadline_ns)};
+    const std::shared_ptr<Completion> completion = CompletionOf(answer);
+    std::unique_lock<std::mutex> lock(completion->mu);
+    if (!completion->cv.wait_until(lock, deadline, [&] { return completion->done; })) {
+      throw DeadlinePassed{};
+    }
+    return answer.get();
   }
 
   // The namespace to use: the argument, else the object's.
@@ -317,6 +358,8 @@ StatusOr<std::unique_ptr<KubeClient>> KubeClient::Create(const KubeConfig& confi
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   impl->options = std::move(options);
+  impl->tokens = std::make_unique<BearerTokenSource>(config.bearer_token, config.token_file,
+                                                     impl->options.token_refresh_period);
   try {
     web::uri uri(config.server);
     impl->host = uri.host();
@@ -333,6 +376,15 @@ KubeClient::KubeClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 KubeClient::~KubeClient() = default;
 
 const KubeConfig& KubeClient::config() const { return impl_->config; }
+const KubeClientOptions& KubeClient::options() const { return impl_->options; }
+
+void KubeClient::SetRequestDeadline(std::optional<std::chrono::steady_clock::time_point> deadline) {
+  impl_->request_deadline_ns.store(
+      deadline ? std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          deadline->time_since_epoch())
+                                          .count())
+               : 0);
+}
 
 StatusOr<nlohmann::json> KubeClient::Get(const ResourceRef& resource, const std::string& ns,
                                          const std::string& name) {
@@ -449,6 +501,8 @@ Status KubeClient::Watch(const ResourceRef& resource, const std::string& ns,
     if (!WaitUnlessCancelled(answer, &cancel, cts)) return Status::Ok();
     http::http_response response = answer.get();
     if (response.status_code() != 200) {
+      // The caller watches again; by then it sends the rotated token.
+      if (response.status_code() == 401) impl_->tokens->RefreshAfterUnauthorized();
       ASSIGN_OR_RETURN(std::string text, impl_->ReadBody(response, "WATCH", path, cts));
       return StatusFromHttp("WATCH", path, response.status_code(), text,
                             RetryAfterHeader(response));

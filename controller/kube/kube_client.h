@@ -14,7 +14,10 @@
 // Security: TLS is always verified against KubeConfig::ca_pem only (the
 // system trust store is not used) and the server's host name is checked. The
 // bearer token goes into the Authorization header and nowhere else: no error
-// message or log line contains it.
+// message or log line contains it. A token read from a file
+// (KubeConfig::token_file) is re-read as it rotates: every
+// token_refresh_period, and at once after a 401, retrying that request once
+// when the file held a new token (kube/token_source.h).
 //
 // Units: durations are std::chrono types; sizes are bytes.
 // Thread-safety: a KubeClient may be used from several threads at once.
@@ -43,6 +46,9 @@ struct KubeClientOptions {
   std::chrono::milliseconds request_timeout{30000};
   std::string user_agent = "pacer-controller";
   size_t max_response_bytes = 64 << 20;
+  // How old the cached copy of KubeConfig::token_file may get before it is
+  // read again (client-go: one minute); a 401 re-reads it at once.
+  std::chrono::milliseconds token_refresh_period{60000};
 };
 
 struct ListOptions {
@@ -122,6 +128,15 @@ class KubeClient {
                const std::atomic<bool>& cancel);
 
   const KubeConfig& config() const;
+  const KubeClientOptions& options() const;
+
+  // Requests (not watches) that have no answer by `deadline` (steady time)
+  // return DeadlineExceeded then; the request itself is abandoned, not
+  // cancelled, and ends at request_timeout. nullopt = only request_timeout
+  // bounds them. For a client of one purpose whose every request must end by
+  // a point in time: the leader elector's own client, whose renewals must end
+  // by the renew deadline even when the API server hangs.
+  void SetRequestDeadline(std::optional<std::chrono::steady_clock::time_point> deadline);
 
  private:
   struct Impl;

@@ -92,7 +92,8 @@ StatusOr<KubeConfig> InClusterConfig(const GetEnvFn& getenv, const ReadFileFn& r
   const std::string h = host;
   // IPv6 service addresses need brackets in a URL.
   c.server = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + port;
-  ASSIGN_OR_RETURN(c.bearer_token, read_file(secrets_dir + "/token"));
+  c.token_file = secrets_dir + "/token";  // a bound token: rotated by the kubelet
+  ASSIGN_OR_RETURN(c.bearer_token, read_file(c.token_file));
   while (!c.bearer_token.empty() &&
          (c.bearer_token.back() == '\n' || c.bearer_token.back() == '\r')) {
     c.bearer_token.pop_back();
@@ -162,6 +163,7 @@ StatusOr<KubeConfig> KubeconfigFile(const std::string& path, const std::string& 
       StatusOr<std::string> token = read_file(token_path.string());
       if (!token.ok()) return token.status().WithContext(user_where + ".tokenFile");
       c.bearer_token = *token;
+      c.token_file = token_path.string();
       while (!c.bearer_token.empty() && c.bearer_token.back() == '\n') c.bearer_token.pop_back();
     }
     ASSIGN_OR_RETURN(c.client_cert_pem, DataOrFile(u, user_where, "client-certificate-data",

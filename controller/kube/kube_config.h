@@ -21,9 +21,12 @@
 namespace pacer::controller {
 
 struct KubeConfig {
-  std::string server;           // "https://10.0.0.1:443"
-  std::string ca_pem;           // the cluster CA bundle, PEM
-  std::string bearer_token;     // empty when a client certificate is used
+  std::string server;        // "https://10.0.0.1:443"
+  std::string ca_pem;        // the cluster CA bundle, PEM
+  std::string bearer_token;  // empty when a client certificate is used
+  // Where bearer_token was read from ("" for an inline token): the client
+  // re-reads it as it rotates (kube/token_source.h).
+  std::string token_file;
   std::string client_cert_pem;  // empty when a token is used
   std::string client_key_pem;
   std::string namespace_name = "default";  // the context's (or the pod's) namespace

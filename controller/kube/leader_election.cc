@@ -1,5 +1,6 @@
 #include "kube/leader_election.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "kube/kube_time.h"
@@ -56,6 +57,16 @@ Status LeaderElector::Validate() const {
 void LeaderElector::Run(std::function<void()> on_started_leading,
                         std::function<void()> on_stopped_leading) {
   if (thread_.joinable()) return;
+  KubeClientOptions bounded = client_->options();
+  bounded.request_timeout = std::min(bounded.request_timeout, options_.renew_deadline);
+  StatusOr<std::unique_ptr<KubeClient>> own = KubeClient::Create(client_->config(), bounded);
+  if (own.ok()) {
+    own_client_ = std::move(own).value();
+  } else {
+    // Cannot happen with a configuration the shared client accepted.
+    Log(LogLevel::kWarning, "leader election: using the shared client, unbounded",
+        {{"error", own.status()}});
+  }
   on_started_ = on_started_leading ? std::move(on_started_leading) : [] {};
   on_stopped_ = on_stopped_leading ? std::move(on_stopped_leading) : [] {};
   thread_ = std::thread(&LeaderElector::Loop, this);
@@ -83,7 +94,7 @@ bool LeaderElector::WaitStop(std::chrono::milliseconds delay) {
 LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
   const std::string now = FormatKubeMicroTime(clock_.WallNow());
   const std::string& ns = options_.namespace_name;
-  StatusOr<json> got = client_->Get(kLeases, ns, options_.lease_name);
+  StatusOr<json> got = Api()->Get(kLeases, ns, options_.lease_name);
   if (!got.ok() && got.status().code() == StatusCode::kNotFound) {
     json lease = {{"apiVersion", kLeases.ApiVersion()},
                   {"kind", kLeases.kind},
@@ -94,7 +105,7 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
                     {"acquireTime", now},
                     {"renewTime", now},
                     {"leaseTransitions", 0}}}};
-    StatusOr<json> created = client_->Create(kLeases, ns, lease);
+    StatusOr<json> created = Api()->Create(kLeases, ns, lease);
     if (created.ok()) return Attempt::kAcquired;
     if (created.status().code() == StatusCode::kAlreadyExists) return Attempt::kHeldByOther;
     Log(LogLevel::kWarning, "leader election: cannot create the Lease",
@@ -111,11 +122,7 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
   json lease = std::move(got).value();
   json spec = lease.contains("spec") && lease["spec"].is_object() ? lease["spec"] : json::object();
   const std::string holder = StringAt(spec, "holderIdentity");
-  if (!holder.empty() && holder != options_.identity) {
-    const auto renewed = ParseKubeTime(StringAt(spec, "renewTime"));
-    const auto duration = std::chrono::seconds(IntAt(spec, "leaseDurationSeconds"));
-    if (renewed && clock_.WallNow() <= *renewed + duration) return Attempt::kHeldByOther;
-  }
+  if (HeldByOtherLocally(spec)) return Attempt::kHeldByOther;
   if (holder != options_.identity) {
     spec["acquireTime"] = now;
     spec["leaseTransitions"] = IntAt(spec, "leaseTransitions") + 1;
@@ -125,7 +132,7 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
   spec["renewTime"] = now;
   lease["spec"] = std::move(spec);
   // Conditional on the resourceVersion we read: a 409 means another candidate wrote first.
-  StatusOr<json> updated = client_->Update(kLeases, ns, lease);
+  StatusOr<json> updated = Api()->Update(kLeases, ns, lease);
   if (updated.ok()) return Attempt::kAcquired;
   if (updated.status().code() == StatusCode::kAborted) return Attempt::kHeldByOther;
   Log(LogLevel::kWarning, "leader election: cannot write the Lease",
@@ -133,9 +140,23 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
   return Attempt::kFailed;
 }
 
+bool LeaderElector::HeldByOtherLocally(const json& spec) {
+  const std::string holder = StringAt(spec, "holderIdentity");
+  const int64_t duration_seconds = IntAt(spec, "leaseDurationSeconds");
+  const std::string record = holder + "|" + StringAt(spec, "renewTime") + "|" +
+                             std::to_string(duration_seconds) + "|" + StringAt(spec, "acquireTime");
+  const auto now = std::chrono::steady_clock::now();
+  if (record != observed_record_) {
+    observed_record_ = record;
+    observed_at_ = now;
+  }
+  if (holder.empty() || holder == options_.identity) return false;
+  return now < observed_at_ + std::chrono::seconds(duration_seconds);
+}
+
 void LeaderElector::Release() {
   const std::string& ns = options_.namespace_name;
-  StatusOr<json> got = client_->Get(kLeases, ns, options_.lease_name);
+  StatusOr<json> got = Api()->Get(kLeases, ns, options_.lease_name);
   if (!got.ok()) return;
   json lease = std::move(got).value();
   if (!lease.contains("spec") || !lease["spec"].is_object() ||
@@ -146,7 +167,7 @@ void LeaderElector::Release() {
   lease["spec"]["holderIdentity"] = "";
   lease["spec"]["leaseDurationSeconds"] = 1;
   lease["spec"]["renewTime"] = now;
-  StatusOr<json> updated = client_->Update(kLeases, ns, lease);
+  StatusOr<json> updated = Api()->Update(kLeases, ns, lease);
   if (!updated.ok()) {
     Log(LogLevel::kWarning, "leader election: cannot release the Lease",
         {{"kind", "Lease"},
@@ -159,10 +180,19 @@ void LeaderElector::Loop() {
   // Renewal is timed in real (steady) time: the waits between tries are real.
   auto last_renew = std::chrono::steady_clock::now();
   while (true) {
+    // A leader's attempt ends by its renew deadline; a candidate's is bounded
+    // the same way from its start.
+    const auto started = std::chrono::steady_clock::now();
+    if (own_client_) {
+      own_client_->SetRequestDeadline(leader_.load() ? last_renew + options_.renew_deadline
+                                                     : started + options_.renew_deadline);
+    }
     const Attempt attempt = TryAcquireOrRenew();
     const auto now = std::chrono::steady_clock::now();
     if (attempt == Attempt::kAcquired) {
-      last_renew = now;
+      // The renewTime written is no earlier than the attempt's start: other
+      // replicas count the lease duration from a later point than this.
+      last_renew = started;
       if (!leader_.exchange(true)) {
         Log(LogLevel::kInfo, "leader election: acquired the Lease",
             {{"kind", "Lease"},
@@ -179,9 +209,20 @@ void LeaderElector::Loop() {
            {"identity", options_.identity}});
       on_stopped_();
     }
-    if (!WaitStop(options_.retry_period)) break;
+    // A leader that has not renewed tries again at the latest at its
+    // deadline, where the next failure makes it step down on time.
+    auto wait = options_.retry_period;
+    if (leader_.load()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          last_renew + options_.renew_deadline - std::chrono::steady_clock::now());
+      wait = std::clamp(left, std::chrono::milliseconds(0), options_.retry_period);
+    }
+    if (!WaitStop(wait)) break;
   }
   if (leader_.load()) {
+    if (own_client_) {
+      own_client_->SetRequestDeadline(std::chrono::steady_clock::now() + options_.renew_deadline);
+    }
     Release();
     leader_ = false;
     on_stopped_();

@@ -10,10 +10,24 @@
 // its next retry instead of waiting for the Lease to expire.
 //
 // renew_deadline must be shorter than lease_duration: a leader that cannot
-// renew stops acting as leader before anyone else may take over.
+// renew stops acting as leader before anyone else may take over. That holds
+// against an API server that hangs (accepts the request and never answers)
+// as well as one that refuses: the elector talks through a client of its own
+// whose requests end by a deadline (KubeClient::SetRequestDeadline): a
+// leader's by its last renewal + renew_deadline, a candidate's by
+// renew_deadline after the attempt began. So a leader whose API server hangs
+// steps down at its renew deadline, as client-go's renew context does; the
+// shared client's 30 s request timeout would keep it "leading" for 30 s.
 //
-// Units: durations are std::chrono::milliseconds; Lease times are the
-// clock's wall time (Clock::WallNow), as client-go compares them.
+// Another holder's Lease is judged, as client-go does, by when this replica
+// last saw the Lease record change, on its own monotonic clock, plus the
+// record's leaseDurationSeconds: never by comparing the holder's renewTime
+// with this machine's wall clock, which would hand over early under clock
+// skew. So a candidate waits a full lease duration after the last change it
+// observed before taking over.
+//
+// Units: durations are std::chrono::milliseconds; Lease timestamps written
+// are the clock's wall time (Clock::WallNow); expiry is steady time.
 // Thread-safety: IsLeader() from any thread; Run/Start and Stop from one
 // thread. Callbacks run on the elector's thread and must return promptly.
 #ifndef PACER_CONTROLLER_KUBE_LEADER_ELECTION_H_
@@ -23,6 +37,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -45,7 +60,8 @@ struct LeaderElectionOptions {
 
 class LeaderElector {
  public:
-  // `client` must outlive the elector.
+  // `client` must outlive the elector; its configuration is copied into the
+  // elector's own client at Run().
   LeaderElector(KubeClient* client, LeaderElectionOptions options);
   ~LeaderElector();  // Stop()s
   LeaderElector(const LeaderElector&) = delete;
@@ -70,10 +86,19 @@ class LeaderElector {
 
   void Loop();
   Attempt TryAcquireOrRenew();
+  // Whether the Lease `spec` names another holder still within its lease
+  // duration, judged by when this replica saw the record change.
+  bool HeldByOtherLocally(const nlohmann::json& spec);
+  KubeClient* Api() const { return own_client_ ? own_client_.get() : client_; }
   void Release();
   bool WaitStop(std::chrono::milliseconds delay);
 
   KubeClient* const client_;
+  std::unique_ptr<KubeClient> own_client_;  // its requests end by the attempt's deadline
+  // The Lease record last read (holder, renewTime, duration) and when it was
+  // first seen in that state, on the steady clock. Elector thread only.
+  std::string observed_record_;
+  std::chrono::steady_clock::time_point observed_at_;
   const LeaderElectionOptions options_;
   const Clock& clock_;
   std::function<void()> on_started_;

@@ -30,6 +30,7 @@ inline const ResourceRef kServices{"", "v1", "services", "Service", true};
 inline const ResourceRef kNodes{"", "v1", "nodes", "Node", false};
 inline const ResourceRef kEvents{"", "v1", "events", "Event", true};
 inline const ResourceRef kLeases{"coordination.k8s.io", "v1", "leases", "Lease", true};
+inline const ResourceRef kResourceQuotas{"", "v1", "resourcequotas", "ResourceQuota", true};
 
 // The collection: /api/v1/namespaces/ns/pods, or /api/v1/pods when
 // `namespace_name` is empty (all namespaces) or the resource is cluster-scoped.

@@ -112,6 +112,13 @@ ControllerMetrics::ControllerMetrics(std::string version)
                      .Help("Keys added to the work queue.")
                      .Register(registry)
                      .Add({});
+  reconcile_panics_ = &prometheus::BuildCounter()
+                           .Name("pacer_controller_reconcile_panics_total")
+                           .Help(
+                               "Reconciles that threw an exception; the key was requeued "
+                               "with backoff. Any increase is a controller bug.")
+                           .Register(registry)
+                           .Add({});
   leader_ = &prometheus::BuildGauge()
                  .Name("pacer_controller_leader")
                  .Help("1 while this controller replica holds the leader lease, else 0.")
@@ -160,6 +167,8 @@ void ControllerMetrics::RecordReconcile(double seconds, const Status& result, bo
 void ControllerMetrics::SetQueueDepth(int depth) { queue_depth_->Set(depth); }
 
 void ControllerMetrics::CountQueueAdd() { queue_adds_->Increment(); }
+
+void ControllerMetrics::CountReconcilePanic() { reconcile_panics_->Increment(); }
 
 void ControllerMetrics::SetLeader(bool leading) { leader_->Set(leading ? 1 : 0); }
 

@@ -85,6 +85,10 @@ class ControllerMetrics {
   void RecordReconcile(double seconds, const Status& result, bool requeued);
   void SetQueueDepth(int depth);
   void CountQueueAdd();
+  // A reconcile threw an exception that the work-queue loop caught
+  // (pacer_controller_reconcile_panics_total, after controller-runtime's
+  // controller_runtime_reconcile_panics_total): a controller bug to report.
+  void CountReconcilePanic();
   void SetLeader(bool leading);
 
   // Creates or updates the job's series (and its counters, at 0 when new).
@@ -119,6 +123,7 @@ class ControllerMetrics {
   prometheus::Histogram* reconcile_duration_ = nullptr;
   prometheus::Gauge* queue_depth_ = nullptr;
   prometheus::Counter* queue_adds_ = nullptr;
+  prometheus::Counter* reconcile_panics_ = nullptr;
   prometheus::Gauge* leader_ = nullptr;
 
   // Per-job families, in the order of JobSeries' gauges.

@@ -63,6 +63,9 @@ struct LaunchSpec {
   int attempt = 1;
   int64_t total_steps = 0;  // of the whole job; workers resume from checkpoints
   int64_t checkpoint_interval_steps = 0;
+  // When the plan was made (Unix s): its predictedCompletionTime counts from
+  // here, in status.plan and in the pods' pacer.dev/layout annotation alike.
+  int64_t plan_unix_seconds = 0;
 };
 
 enum class WorkerPhase { kPending, kRunning, kSucceeded, kFailed };
@@ -101,6 +104,14 @@ class Launcher {
   // The job's workers, or nullopt when it has none.
   virtual StatusOr<std::optional<WorkerGroup>> Observe(const JobRef& job) = 0;
   virtual Status Stop(const JobRef& job, StopMode mode) = 0;
+  // Workers of the job that were deleted and are not gone yet: a real API
+  // server keeps a deleted pod Terminating for its grace period, holding its
+  // GPUs and the checkpoint volume. The next attempt is planned only once
+  // this is 0. Launchers whose workers end at once need not override it.
+  virtual int TerminatingWorkers(const JobRef& job) {
+    (void)job;
+    return 0;
+  }
 };
 
 struct Measurement {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "core/json_fields.h"
 #include "pacer/planner/job_parser.h"
 #include "pacer/planner/search.h"
 #include "pacer/planner/units.h"
@@ -13,6 +14,11 @@
 namespace pacer::controller {
 
 using Millis = std::chrono::milliseconds;
+
+// pacer-worker's exit code for bad flags or environment
+// (worker/core/exit_codes.h, kExitInvalidConfig): the same pods would fail
+// the same way, so a restart cannot help.
+constexpr int kWorkerExitInvalidConfig = 2;
 
 #define RETURN_IF_ERROR_RESULT(expr)                                  \
   do {                                                                \
@@ -58,8 +64,7 @@ struct Reconciler::Pass {
   // (events are recorded on transitions only, so a requeue never repeats one).
   // Whether the previous status had condition `type` with `reason` and
   // `status` (events fire on transitions only).
-  bool Had(const char* type, const std::string& reason,
-           const char* status = kConditionTrue) const {
+  bool Had(const char* type, const std::string& reason, const char* status = kConditionTrue) const {
     std::vector<Condition> previous = ParseConditions(previous_status);
     const Condition* c = FindCondition(previous, type);
     return c != nullptr && c->status == status && c->reason == reason;
@@ -156,7 +161,7 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
 
   // A finished job stays finished until its spec changes.
   const std::optional<Phase> previous_phase =
-      PhaseFromName(pass.previous_status.value("phase", std::string()));
+      PhaseFromName(StringMember(&pass.previous_status, "phase"));
   const std::optional<int64_t> observed =
       pass.previous_status.contains("observedGeneration") &&
               pass.previous_status["observedGeneration"].is_number_integer()
@@ -195,6 +200,21 @@ ReconcileResult Reconciler::ReconcileDeleted(Pass& pass) {
 }
 
 ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
+  if (const int terminating = deps_.launcher->TerminatingWorkers(pass.ref); terminating > 0) {
+    // Planning now would size the job to the GPUs free this instant, without
+    // the ones its own old pods still hold (it would relaunch small and stay
+    // small), and old and new workers could both write the checkpoint volume.
+    const std::string reason = "PreviousWorkersTerminating";
+    const std::string message = std::to_string(terminating) +
+                                " worker pod(s) of the previous attempt are still terminating; "
+                                "the next attempt is planned once they are gone";
+    pass.phase = Phase::kPending;
+    if (!pass.Had(kConditionPlanned, reason, kConditionFalse)) {
+      deps_.store->RecordEvent(pass.object, "Normal", reason, message);
+    }
+    pass.Set(kConditionPlanned, kConditionFalse, reason, message);
+    return Finish(pass, options_.transition_poll);  // their deletion events wake it sooner
+  }
   StatusOr<ClusterInventory> inventory = deps_.inventory->Current();
   if (!inventory.ok()) return {inventory.status(), std::nullopt};
 
@@ -300,7 +320,36 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
   return LaunchPlan(pass, *result->plan);
 }
 
+std::vector<std::string> Reconciler::WakeRefusedLaunches() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> keys;
+  for (auto& [key, refusals] : refusals_) {
+    refusals.retry_at = Clock::SteadyTime();  // due now; the count keeps growing if refused again
+    keys.push_back(key);
+  }
+  return keys;
+}
+
+ReconcileResult Reconciler::LaunchRefused(Pass& pass, const std::string& message,
+                                          std::chrono::milliseconds retry_in) {
+  pass.phase = Phase::kPending;
+  pass.Set(kConditionPlanned, kConditionFalse, "LaunchRefused", message);
+  return Finish(pass, std::max(retry_in, Millis(1)));
+}
+
 ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& plan) {
+  const Clock::SteadyTime now = deps_.clock->Now();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = refusals_.find(pass.key);
+    if (it != refusals_.end() && now < it->second.retry_at) {
+      // Refused lately: a pod event is no reason to ask again before the backoff ends.
+      const std::string message = it->second.message;
+      const auto wait = std::chrono::duration_cast<Millis>(it->second.retry_at - now);
+      lock.unlock();
+      return LaunchRefused(pass, message, wait);
+    }
+  }
   LaunchSpec launch;
   launch.job = pass.ref;
   launch.spec = pass.spec;
@@ -308,8 +357,32 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
   launch.attempt = pass.state.attempt + 1;
   launch.total_steps = pass.state.total_steps;
   launch.checkpoint_interval_steps = CheckpointIntervalSteps(launch.plan);
+  launch.plan_unix_seconds = pass.now;
   Status launched = deps_.launcher->Launch(launch);
+  if (launched.code() == StatusCode::kPermissionDenied) {
+    // 403: a ResourceQuota, an admission webhook or a policy said no. Asking
+    // again at once gets the same answer; say why on the TrainJob and back off.
+    std::unique_lock<std::mutex> lock(mu_);
+    Refusals& r = refusals_[pass.key];
+    ++r.count;
+    Millis delay = options_.launch_refusal_base_delay;
+    for (int i = 1; i < r.count && delay < options_.launch_refusal_max_delay; ++i) delay *= 2;
+    delay = std::min(delay, options_.launch_refusal_max_delay);
+    r.retry_at = now + delay;
+    r.message = "the API server refused the workers: " + launched.message();
+    const std::string message = r.message;
+    const int count = r.count;
+    lock.unlock();
+    deps_.store->RecordEvent(pass.object, "Warning", "LaunchRefused",
+                             message + " (refusal " + std::to_string(count) + "; next try in " +
+                                 std::to_string(delay.count() / 1000) + " s)");
+    return LaunchRefused(pass, message, delay);
+  }
   if (!launched.ok()) return {launched, std::nullopt};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    refusals_.erase(pass.key);
+  }
   pass.state.attempt = launch.attempt;
   pass.state.plan_unix_seconds = pass.now;
   pass.plan = launch.plan;
@@ -405,6 +478,14 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     if (first->exit_code) why += " with exit code " + std::to_string(*first->exit_code);
     if (!first->message.empty()) why += ": " + first->message;
     RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kRemove));
+    if (first->exit_code == kWorkerExitInvalidConfig) {
+      const std::string message =
+          why + "; the workers' configuration is invalid, so a restart would fail the same way";
+      deps_.store->RecordEvent(pass.object, "Warning", "InvalidWorkerConfig", message);
+      pass.phase = Phase::kFailed;
+      pass.Set(kConditionFailed, kConditionTrue, "InvalidWorkerConfig", message);
+      return Finish(pass, std::nullopt);
+    }
     if (pass.state.restarts < options_.max_restarts) {
       ++pass.state.restarts;
       const std::string message = why + "; restarting from the last checkpoint (restart " +
@@ -420,6 +501,41 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     pass.phase = Phase::kFailed;
     pass.Set(kConditionFailed, kConditionTrue, "RestartLimitExceeded", message);
     return Finish(pass, std::nullopt);
+  }
+
+  const int present = static_cast<int>(group.workers.size());
+  if (group.expected_workers > 0 && present < group.expected_workers) {
+    // A partial gang never starts (every rank waits for all the others) and
+    // holds its GPUs: give the missing pods a bound, then start over.
+    const Clock::SteadyTime now = deps_.clock->Now();
+    Clock::SteadyTime since;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      since = partial_since_.try_emplace(pass.key, now).first->second;
+    }
+    if (now - since >= options_.gang_completion_timeout) {
+      RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kRemove));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        partial_since_.erase(pass.key);
+      }
+      deps_.store->RecordEvent(
+          pass.object, "Warning", "GangIncomplete",
+          "only " + std::to_string(present) + " of " + std::to_string(group.expected_workers) +
+              " worker pods of attempt " + std::to_string(group.attempt) + " exist after " +
+              std::to_string(options_.gang_completion_timeout.count() / 1000) +
+              " s; removing them and launching again");
+      pass.phase = Phase::kPending;
+      return Finish(pass, Millis(0));
+    }
+    pass.phase = Phase::kPlanning;
+    const auto left =
+        std::chrono::duration_cast<Millis>(since + options_.gang_completion_timeout - now);
+    return Finish(pass, std::min(left + Millis(1), options_.transition_poll));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    partial_since_.erase(pass.key);
   }
 
   // Starting or running: progress and projection.

@@ -10,6 +10,11 @@
 //                                cannot meet it at all -> Infeasible, with the fix
 //                                (a job that already ran gets the fastest plan
 //                                and DeadlineAtRisk instead: stopping loses more)
+//   launch refused (403)    -> Pending, Planned=False/LaunchRefused with the
+//                              server's message and a Warning event; retried
+//                              with per-job backoff (10 s doubling to 5 min)
+//   gang incomplete         -> removed and relaunched after
+//                              gang_completion_timeout (60 s)
 //   workers running         -> progress and projection from metrics (Degraded
 //                              when they cannot be read); the re-plan policy
 //                              (core/replan_policy.h) decides Keep or Replan;
@@ -58,6 +63,17 @@ struct ReconcilerOptions {
   std::chrono::milliseconds pending_retry{30000};
   // How often a starting or stopping job is looked at (pod events also wake it).
   std::chrono::milliseconds transition_poll{2000};
+  // A launch the API server refuses (403: a ResourceQuota, an admission
+  // webhook, a policy) is tried again after this delay, doubling with every
+  // refusal in a row up to the max; pod events in between do not retry it
+  // (they used to, creating and deleting pod 0 ten times a second), and
+  // WakeRefusedLaunches() (a quota changed) retries at once.
+  std::chrono::milliseconds launch_refusal_base_delay{10000};
+  std::chrono::milliseconds launch_refusal_max_delay{300000};
+  // A gang with fewer workers than its plan's nodes (the controller that
+  // created it died midway, or a pod was deleted by hand) for this long is
+  // removed and launched again: a partial gang holds GPUs and never starts.
+  std::chrono::milliseconds gang_completion_timeout{60000};
 };
 
 // What the last pass saw, for the daemon's metrics and the local progress bar.
@@ -100,6 +116,11 @@ class Reconciler {
   // The last pass's view of `key`; nullopt before the first pass.
   std::optional<JobView> View(const std::string& key) const;
 
+  // The jobs whose last launch was refused, with their refusal backoff
+  // cleared so that their next pass launches at once: for the caller to
+  // enqueue when what refused them may have changed (a ResourceQuota).
+  std::vector<std::string> WakeRefusedLaunches();
+
  private:
   struct Pass;  // one pass's working state (reconciler.cc)
 
@@ -107,6 +128,10 @@ class Reconciler {
   ReconcileResult ReconcileWithoutWorkers(Pass& pass);
   ReconcileResult ReconcileWithWorkers(Pass& pass, const WorkerGroup& group);
   ReconcileResult LaunchPlan(Pass& pass, const planner::Evaluation& plan);
+  // Pending with Planned=False/LaunchRefused and the server's message, looked
+  // at again after `retry_in`.
+  ReconcileResult LaunchRefused(Pass& pass, const std::string& message,
+                                std::chrono::milliseconds retry_in);
   ReconcileResult ReconcileWaiting(Pass& pass, const std::string& reason,
                                    const std::string& message);
   // Whether some of the job's workers ended since this pass observed them.
@@ -115,8 +140,18 @@ class Reconciler {
 
   ReconcilerDeps deps_;
   ReconcilerOptions options_;
+  // A job's launch refusals in a row (guarded by mu_).
+  struct Refusals {
+    int count = 0;
+    Clock::SteadyTime retry_at;
+    std::string message;  // the server's, e.g. `exceeded quota: gpus, requested: ...`
+  };
+
   mutable std::mutex mu_;
   std::map<std::string, JobView> views_;
+  std::map<std::string, Refusals> refusals_;
+  // When a job's gang was first seen incomplete (guarded by mu_).
+  std::map<std::string, Clock::SteadyTime> partial_since_;
 };
 
 }  // namespace pacer::controller

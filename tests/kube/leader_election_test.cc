@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
 #include "kube/kube_time.h"
 #include "kube_test_env.h"
 
@@ -119,6 +124,57 @@ TEST_F(LeaderElectionTest, LeaderStepsDownWhenItCannotRenew) {
   server_->FailNextRequests("", "leases", 503, 1000000);  // the API server is gone
   ASSERT_TRUE(Eventually([&] { return !elector.IsLeader(); }));
   EXPECT_EQ(counts.stopped.load(), 1);
+}
+
+// The API server hangs for the leader (its requests are read, never
+// answered) while the standby still reaches it: the leader must stop leading
+// (its renew attempts end by the renew deadline, not the client's 30 s
+// request timeout) before the standby takes over (after a full lease
+// duration without a change to the Lease, on its own clock).
+TEST_F(LeaderElectionTest, AHangingServerNeverGivesTwoLeaders) {
+  KubeClientOptions a_options;
+  a_options.user_agent = "pacer-controller/replica-a";  // the default 30 s timeout
+  auto a_client = NewClient(Config(), a_options);
+  KubeClientOptions b_options;
+  b_options.user_agent = "pacer-controller/replica-b";
+  auto b_client = NewClient(Config(), b_options);
+  ASSERT_TRUE(a_client && b_client);
+  // Declared before the electors: their callbacks run until they are destroyed.
+  std::mutex mu;
+  std::vector<std::string> transitions;  // "a+", "a-", "b+", "b-" in the order they happened
+  const auto note = [&](const char* what) {
+    std::lock_guard<std::mutex> lock(mu);
+    transitions.emplace_back(what);
+  };
+  LeaderElectionOptions options = Options("replica-a");
+  options.lease_duration = std::chrono::milliseconds(3000);
+  options.renew_deadline = std::chrono::milliseconds(2000);
+  options.retry_period = std::chrono::milliseconds(200);
+  LeaderElector a(a_client.get(), options);
+  options.identity = "replica-b";
+  LeaderElector b(b_client.get(), options);
+
+  a.Run([&] { note("a+"); }, [&] { note("a-"); });
+  ASSERT_TRUE(Eventually([&] { return a.IsLeader(); }));
+  b.Run([&] { note("b+"); }, [&] { note("b-"); });
+  // The standby has read the live Lease a few times.
+  const int64_t gets = server_->RequestCount("GET", "leases");
+  ASSERT_TRUE(
+      server_->WaitFor([&] { return server_->RequestCount("GET", "leases") >= gets + 4; }, kWait));
+  ASSERT_FALSE(b.IsLeader());
+
+  server_->HangRequests("", "leases", "replica-a");
+  // Released however the test ends, so that the electors stop promptly.
+  const std::unique_ptr<void, std::function<void(void*)>> release(
+      this, [this](void*) { server_->StopHanging(); });
+  ASSERT_TRUE(Eventually([&] { return b.IsLeader(); }));
+  EXPECT_GE(server_->HungRequestCount(), 1);  // it hung, it did not refuse
+  std::string order;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const std::string& t : transitions) order += t + " ";
+  }
+  EXPECT_EQ(order, "a+ a- b+ ");  // the old leader stopped before the new one started
 }
 
 TEST_F(LeaderElectionTest, OptionsOutOfOrderAreRefused) {

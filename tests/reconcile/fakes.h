@@ -27,7 +27,7 @@ class FakeJobStore : public JobStore {
 
   void Put(const nlohmann::json& job) {
     const auto& m = job["metadata"];
-    jobs[m.value("namespace", "default") + "/" + m["name"].get<std::string>()] = job;
+    jobs[NamespaceOf(m) + "/" + m["name"].get<std::string>()] = job;
   }
   StatusOr<nlohmann::json> Get(const std::string& key) override {
     auto it = jobs.find(key);
@@ -73,9 +73,14 @@ class FakeJobStore : public JobStore {
   nlohmann::json StatusOf(const std::string& key) const {
     return jobs.at(key).value("status", nlohmann::json::object());
   }
+  // metadata.namespace, "default" when absent. (json::value() with a string
+  // default trips GCC 12's -Wnull-dereference once inlined into some tests.)
+  static std::string NamespaceOf(const nlohmann::json& metadata) {
+    auto it = metadata.find("namespace");
+    return it != metadata.end() && it->is_string() ? it->get<std::string>() : "default";
+  }
   static std::string Key(const nlohmann::json& job) {
-    return job["metadata"].value("namespace", "default") + "/" +
-           job["metadata"]["name"].get<std::string>();
+    return NamespaceOf(job["metadata"]) + "/" + job["metadata"]["name"].get<std::string>();
   }
 };
 
@@ -84,9 +89,12 @@ class FakeLauncher : public Launcher {
   std::map<std::string, WorkerGroup> groups;
   std::vector<LaunchSpec> launches;
   std::vector<std::pair<std::string, StopMode>> stops;
+  std::optional<Status> refuse;            // every Launch answers this (an API server's 403)
+  std::map<std::string, int> terminating;  // deleted workers not gone yet, by job key
 
   Status Launch(const LaunchSpec& spec) override {
     launches.push_back(spec);
+    if (refuse) return *refuse;
     auto it = groups.find(spec.job.key());
     if (it != groups.end() && it->second.attempt == spec.attempt) return Status::Ok();
     WorkerGroup g;
@@ -113,6 +121,10 @@ class FakeLauncher : public Launcher {
       it->second.stopping = true;
     }
     return Status::Ok();
+  }
+  int TerminatingWorkers(const JobRef& job) override {
+    auto it = terminating.find(job.key());
+    return it == terminating.end() ? 0 : it->second;
   }
   // Test helpers: every worker of `key` to `phase` (with an exit code).
   void SetAll(const std::string& key, WorkerPhase phase, std::optional<int> exit_code = {}) {

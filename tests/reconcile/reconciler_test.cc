@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/clock.h"
+#include "daemon/worker_pods.h"
 #include "fakes.h"
 #include "pacer/planner/inventory.h"
 
@@ -381,6 +382,166 @@ TEST_F(ReconcilerTest, PassedDeadlineSetsACondition) {
   clock_.Advance(std::chrono::hours(24 * 15));
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(ConditionReason("DeadlineExceeded"), "True/DeadlinePassed");
+}
+
+// The pods' pacer.dev/layout annotation is status.plan as the reconciler
+// wrote it: its predictedCompletionTime counts from when the plan was made
+// (it said 1970 when the pods were built with time 0).
+TEST_F(ReconcilerTest, PodLayoutAnnotationPredictsTheSameCompletionAsStatus) {
+  store_.Put(LlamaJob());  // created at the fake clock's start, 2026-11-22
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  const LaunchSpec& launch = launcher_.launches[0];
+  EXPECT_EQ(launch.plan_unix_seconds, clock_.WallUnixSeconds());
+  const nlohmann::json pod = WorkerPodObject(launch, 0, PodTemplateOptions{});
+  const nlohmann::json layout =
+      nlohmann::json::parse(pod["metadata"]["annotations"]["pacer.dev/layout"].get<std::string>());
+  const std::string predicted = layout["predictedCompletionTime"].get<std::string>();
+  EXPECT_EQ(predicted, Status()["plan"]["predictedCompletionTime"]);
+  EXPECT_EQ(predicted.rfind("2026-", 0), 0u) << predicted;  // ~7.7 days after the plan
+}
+
+// A status written with the wrong types (here by hand: phase a number) is
+// read as no phase, not a type_error thrown out of the reconcile.
+TEST_F(ReconcilerTest, StatusPhaseOfTheWrongTypeIsIgnored) {
+  nlohmann::json job = LlamaJob();
+  job["status"] = {{"phase", 5}};
+  store_.Put(job);
+  ReconcileResult r = Pass();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(Status()["phase"], "Planning");
+}
+
+// A ResourceQuota smaller than the gang: the API server refuses the pods
+// (403). The refusal shows on the TrainJob (condition and event with the
+// server's message); pod events do not retry it (a real cluster saw 280
+// create/delete cycles in 28 s); the backoff doubles; a quota change
+// (WakeRefusedLaunches) retries at once and the job launches.
+TEST_F(ReconcilerTest, RefusedLaunchIsShownAndRetriedWithBackoffUntilTheQuotaChanges) {
+  store_.Put(LlamaJob());
+  const std::string quota =
+      "POST /api/v1/namespaces/research/pods: 403 Forbidden: pods \"llama-a1-n0\" is "
+      "forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=8, used: "
+      "requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=4";
+  launcher_.refuse = ::pacer::Status(StatusCode::kPermissionDenied, quota);
+  ReconcileResult r = Pass();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(10000));
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(Status()["phase"], "Pending");
+  EXPECT_EQ(Status().value("attempt", 0), 0);  // a refused launch is no attempt
+  EXPECT_EQ(ConditionReason("Planned"), "False/LaunchRefused");
+  bool quoted = false;
+  const nlohmann::json status = Status();
+  for (const auto& c : status["conditions"]) {
+    if (c["type"] == "Planned")
+      quoted = c["message"].get<std::string>().find("exceeded quota: gpus") != std::string::npos;
+  }
+  EXPECT_TRUE(quoted) << status.dump();
+  ASSERT_EQ(store_.CountEvents("LaunchRefused"), 1);
+  EXPECT_NE(store_.events.back().message.find("exceeded quota: gpus"), std::string::npos);
+  EXPECT_EQ(store_.events.back().type, "Warning");
+
+  // Pod events (the deleted pod 0, the inventory) wake the job again and again.
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(store_.CountEvents("LaunchRefused"), 1);
+
+  clock_.Advance(std::chrono::seconds(10));
+  r = Pass();
+  EXPECT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(20000));  // doubled
+  EXPECT_EQ(store_.CountEvents("LaunchRefused"), 2);
+
+  // The quota is removed: the change wakes the job, which launches at once.
+  launcher_.refuse.reset();
+  EXPECT_EQ(reconciler().WakeRefusedLaunches(), std::vector<std::string>{kKey});
+  r = Pass();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(launcher_.launches.size(), 3u);
+  EXPECT_EQ(Status()["phase"], "Planning");
+  EXPECT_EQ(Status()["attempt"], 1);
+  EXPECT_EQ(ConditionReason("Planned"), "True/Planned");
+  EXPECT_TRUE(reconciler().WakeRefusedLaunches().empty());  // launched: nothing refused
+}
+
+// A real API server keeps deleted pods Terminating for their grace period,
+// holding their GPUs: the relaunch after a failure is planned only once the
+// old attempt's pods are gone (it used to be planned at once, on the GPUs
+// free at that instant, and the job stayed small).
+TEST_F(ReconcilerTest, RelaunchWaitsUntilTheOldAttemptsPodsAreGone) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 4);
+  ASSERT_TRUE(Pass().status.ok());  // the failure: the rest are deleted
+  EXPECT_EQ(Status()["restarts"], 1);
+  launcher_.terminating[kKey] = 2;  // their pods linger for the grace period
+
+  ReconcileResult r = Pass();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(launcher_.launches.size(), 1u);  // not relaunched yet
+  EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(2000));
+  EXPECT_EQ(ConditionReason("Planned"), "False/PreviousWorkersTerminating");
+  EXPECT_EQ(Status()["phase"], "Pending");
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(store_.CountEvents("PreviousWorkersTerminating"), 1);  // on the transition only
+
+  launcher_.terminating[kKey] = 0;  // gone
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(launcher_.launches.back().attempt, 2);
+  EXPECT_EQ(Status()["restarts"], 1);
+}
+
+// A controller killed while creating a gang left 1 of its pods: the new
+// leader adopts the attempt (by the pods' labels and layout annotation), and
+// a gang still incomplete after gang_completion_timeout is removed and
+// launched again, instead of holding its GPUs in Planning forever.
+TEST_F(ReconcilerTest, PartialGangIsRemovedAndRelaunchedAfterTheBound) {
+  store_.Put(LlamaJob());
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  ASSERT_GE(launcher_.launches[0].plan.layout.nodes, 2);
+  launcher_.groups[kKey].workers.resize(1);  // the rest were never created
+
+  ReconcileResult r = Pass();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(Status()["phase"], "Planning");
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 0);
+  EXPECT_LE(r.requeue_after.value_or(std::chrono::milliseconds(0)),
+            std::chrono::milliseconds(2000));
+
+  clock_.Advance(std::chrono::seconds(59));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 0);  // within the bound
+
+  clock_.Advance(std::chrono::seconds(1));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
+  ASSERT_EQ(store_.CountEvents("GangIncomplete"), 1);
+  EXPECT_NE(store_.events.back().message.find("only 1 of"), std::string::npos)
+      << store_.events.back().message;
+
+  ASSERT_TRUE(Pass().status.ok());  // launched again, whole
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(launcher_.launches.back().attempt, 2);
+  EXPECT_EQ(Status().value("restarts", 0), 0);  // no worker failed
+}
+
+// A worker that exits with code 2 (invalid configuration) would fail the
+// same way on every restart: the job fails at once, with the reason, and
+// keeps its restarts (they were spent three times over before).
+TEST_F(ReconcilerTest, InvalidWorkerConfigFailsTheJobWithoutRestarts) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 2);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Failed");
+  EXPECT_EQ(ConditionReason("Failed"), "True/InvalidWorkerConfig");
+  EXPECT_EQ(Status().value("restarts", 0), 0);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);  // never relaunched
+  EXPECT_EQ(store_.CountEvents("InvalidWorkerConfig"), 1);
 }
 
 }  // namespace

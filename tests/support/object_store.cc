@@ -125,10 +125,11 @@ std::optional<ApiError> ValidateCrd(const ResourceInfo& r, const json& crd,
 
 }  // namespace
 
-std::string Rfc3339Now() {
-  std::time_t now = std::time(nullptr);
+std::string Rfc3339Now() { return Rfc3339At(std::time(nullptr)); }
+
+std::string Rfc3339At(std::time_t at) {
   std::tm tm{};
-  gmtime_r(&now, &tm);
+  gmtime_r(&at, &tm);
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
@@ -330,11 +331,9 @@ ApiResult<json> ObjectStore::Patch(const ApiPath& path, PatchType type, const js
                                    UpdateScope scope, const WriteOptions& options) {
   std::lock_guard<std::mutex> lock(mu_);
   const ResourceInfo& r = *path.resource;
-  auto objects = objects_.find(r.key());
-  if (objects == objects_.end()) return NotFound(r.plural, r.group, path.name);
-  auto it = objects->second.find({path.namespace_name, path.name});
-  if (it == objects->second.end()) return NotFound(r.plural, r.group, path.name);
-  json current = it->second;
+  const json* stored = FindLocked(path);
+  if (stored == nullptr) return NotFound(r.plural, r.group, path.name);
+  json current = *stored;
   // The stored version is the patch's base; a resourceVersion in the patch
   // itself is a precondition (kept by the merge and checked by the update).
   json patched;
@@ -453,6 +452,28 @@ ApiResult<json> ObjectStore::UpdateLocked(const ApiPath& path, json object, Upda
 ApiResult<json> ObjectStore::Delete(const ApiPath& path, bool orphan) {
   std::lock_guard<std::mutex> lock(mu_);
   return DeleteLocked(*path.resource, {path.namespace_name, path.name}, orphan);
+}
+
+json* ObjectStore::FindLocked(const ApiPath& path) {
+  auto objects = objects_.find(path.resource->key());
+  if (objects == objects_.end()) return nullptr;
+  auto it = objects->second.find({path.namespace_name, path.name});
+  return it == objects->second.end() ? nullptr : &it->second;
+}
+
+ApiResult<json> ObjectStore::MarkTerminating(const ApiPath& path, int64_t grace_seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const ResourceInfo& r = *path.resource;
+  json* object = FindLocked(path);
+  if (object == nullptr) return NotFound(r.plural, r.group, path.name);
+  if (FieldAt(*object, "metadata.deletionTimestamp") != nullptr) return *object;
+  json old = *object;
+  json& md = (*object)["metadata"];
+  md["deletionTimestamp"] = Rfc3339At(std::time(nullptr) + static_cast<std::time_t>(grace_seconds));
+  md["deletionGracePeriodSeconds"] = grace_seconds;
+  md["resourceVersion"] = std::to_string(++version_);
+  Emit(r.key(), path.namespace_name, "MODIFIED", *object, old);
+  return *object;
 }
 
 ApiResult<json> ObjectStore::DeleteLocked(const ResourceInfo& r, const ObjectKey& key,

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <ctime>
 #include <deque>
 #include <list>
 #include <map>
@@ -122,6 +123,11 @@ class ObjectStore {
                                   UpdateScope scope, const WriteOptions& options = {});
   // `orphan`: propagationPolicy=Orphan, dependents stay.
   ApiResult<nlohmann::json> Delete(const ApiPath& path, bool orphan);
+  // Graceful deletion (a pod's): marks the object Terminating
+  // (metadata.deletionTimestamp = now + grace, deletionGracePeriodSeconds)
+  // and emits MODIFIED; the caller removes it with Delete once the grace
+  // period is over. An object already Terminating is returned unchanged.
+  ApiResult<nlohmann::json> MarkTerminating(const ApiPath& path, int64_t grace_seconds);
   // A "<Kind>List" with metadata.resourceVersion and, when limited,
   // metadata.continue.
   ApiResult<nlohmann::json> List(const ApiPath& collection, const ListOptions& options) const;
@@ -157,6 +163,8 @@ class ObjectStore {
 
   ApiResult<nlohmann::json> UpdateLocked(const ApiPath& path, nlohmann::json object,
                                          UpdateScope scope);
+  // The stored object at `path`, or nullptr. Requires mu_.
+  nlohmann::json* FindLocked(const ApiPath& path);
   ApiResult<nlohmann::json> DeleteLocked(const ResourceInfo& resource, const ObjectKey& key,
                                          bool orphan);
   // Removes the object now (DELETED), then its dependents.
@@ -190,6 +198,7 @@ class ObjectStore {
 
 // RFC 3339 UTC, second precision: "2026-01-02T03:04:05Z".
 std::string Rfc3339Now();
+std::string Rfc3339At(std::time_t at);
 
 }  // namespace pacer::testing
 

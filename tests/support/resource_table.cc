@@ -59,6 +59,9 @@ ResourceTable::ResourceTable() {
   Register(
       Make("", "v1", "ServiceAccount", "serviceaccounts", "serviceaccount", {"sa"}, true, false));
   Register(Make("", "v1", "Secret", "secrets", "secret", {}, true, false));
+  // Pod creation is admitted against these (pod_admission.h).
+  Register(Make("", "v1", "ResourceQuota", "resourcequotas", "resourcequota", {"quota"}, true,
+                true));
   Register(Make("coordination.k8s.io", "v1", "Lease", "leases", "lease", {}, true, false));
   Register(Make("apps", "v1", "Deployment", "deployments", "deployment", {"deploy"}, true, true));
   Register(Make("rbac.authorization.k8s.io", "v1", "Role", "roles", "role", {}, true, false));

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -31,6 +32,7 @@
 #include "api_error.h"
 #include "object_store.h"
 #include "openapi.h"
+#include "pod_admission.h"
 #include "schema_validation.h"
 #include "table_output.h"
 #include "tls_certs.h"
@@ -261,6 +263,15 @@ class TestApiServer::Impl {
 
   void Stop() {
     if (stopping_.exchange(true)) return;
+    {
+      std::lock_guard<std::mutex> lock(hang_mu_);  // orders the wake after the flag
+    }
+    hang_cv_.notify_all();  // hung requests let go of their connections
+    {
+      std::lock_guard<std::mutex> lock(reap_mu_);
+    }
+    reap_cv_.notify_all();
+    if (reaper_.joinable()) reaper_.join();
     if (accept_thread_.joinable()) {
       char c = 'x';
       ssize_t ignored = ::write(wake_pipe_[1], &c, 1);
@@ -349,7 +360,38 @@ class TestApiServer::Impl {
   ObjectStore& store() { return store_; }
   const ObjectStore& store() const { return store_; }
   const TlsMaterial& tls() const { return tls_; }
-  const std::string& token() const { return token_; }
+  void SetPodAdmissionHook(const std::string& name, std::function<std::string(const json&)> deny) {
+    std::lock_guard<std::mutex> lock(hook_mu_);
+    pod_hook_name_ = name;
+    pod_hook_ = std::move(deny);
+  }
+
+  std::string token() const {
+    std::lock_guard<std::mutex> lock(token_mu_);
+    return token_;
+  }
+  void RotateToken(const std::string& new_token) {
+    std::lock_guard<std::mutex> lock(token_mu_);
+    token_ = new_token;
+  }
+
+  void HangRequests(const std::string& method, const std::string& path_substring,
+                    const std::string& user_agent) {
+    std::lock_guard<std::mutex> lock(hang_mu_);
+    hangs_.push_back({method, path_substring, user_agent});
+  }
+  void StopHanging() {
+    {
+      std::lock_guard<std::mutex> lock(hang_mu_);
+      hangs_.clear();
+      ++hang_release_seq_;
+    }
+    hang_cv_.notify_all();
+  }
+  int HungRequestCount() const {
+    std::lock_guard<std::mutex> lock(hang_mu_);
+    return hung_;
+  }
 
  private:
   struct Connection {
@@ -485,6 +527,115 @@ class TestApiServer::Impl {
     return !ec;
   }
 
+  // Holds a request that matches a hang rule until StopHanging() or Stop().
+  // Returns whether it was held (it is then never answered).
+  bool HangIfAsked(const std::string& method, const std::string& path,
+                   const std::string& user_agent) {
+    std::unique_lock<std::mutex> lock(hang_mu_);
+    const bool match = std::any_of(hangs_.begin(), hangs_.end(), [&](const HangRule& rule) {
+      return (rule.method.empty() || rule.method == method) &&
+             path.find(rule.path_substring) != std::string::npos &&
+             user_agent.find(rule.user_agent) != std::string::npos;
+    });
+    if (!match) return false;
+    ++hung_;
+    const uint64_t seq = hang_release_seq_;
+    lock.unlock();
+    NotifyChange();  // WaitFor(HungRequestCount() ...) sees it
+    lock.lock();
+    hang_cv_.wait(lock, [&] { return hang_release_seq_ != seq || stopping_.load(); });
+    --hung_;
+    return true;
+  }
+
+  // A pod DELETE's grace period: DeleteOptions, the query, the pod's spec,
+  // 30 s. nullopt when the pod does not exist (the DELETE answers 404).
+  std::optional<int64_t> GracePeriod(const ApiPath& api, const json& options,
+                                     const std::map<std::string, std::string>& query) {
+    if (options.is_object() && options.contains("gracePeriodSeconds") &&
+        options["gracePeriodSeconds"].is_number_integer()) {
+      return options["gracePeriodSeconds"].get<int64_t>();
+    }
+    if (const std::string q = Param(query, "gracePeriodSeconds"); !q.empty()) {
+      int64_t v = 0;
+      if (std::from_chars(q.data(), q.data() + q.size(), v).ec == std::errc()) return v;
+    }
+    ApiResult<json> pod = store_.Get(api);
+    if (!pod.ok()) return std::nullopt;
+    const json& spec = pod.value().contains("spec") ? pod.value()["spec"] : json::object();
+    if (spec.is_object() && spec.contains("terminationGracePeriodSeconds") &&
+        spec["terminationGracePeriodSeconds"].is_number_integer()) {
+      return spec["terminationGracePeriodSeconds"].get<int64_t>();
+    }
+    return 30;
+  }
+
+  // Removes the Terminating pod at `path` after `grace_seconds` (the reaper thread).
+  void ScheduleRemoval(const std::string& path, int64_t grace_seconds) {
+    {
+      std::lock_guard<std::mutex> lock(reap_mu_);
+      reap_.emplace(std::chrono::steady_clock::now() + std::chrono::seconds(grace_seconds), path);
+      if (!reaper_.joinable()) reaper_ = std::thread([this] { ReapLoop(); });
+    }
+    reap_cv_.notify_all();
+  }
+
+  void ReapLoop() {
+    std::unique_lock<std::mutex> lock(reap_mu_);
+    while (!stopping_.load()) {
+      if (reap_.empty()) {
+        reap_cv_.wait(lock);
+        continue;
+      }
+      const auto due = reap_.begin()->first;
+      if (std::chrono::steady_clock::now() < due) {
+        reap_cv_.wait_until(lock, due);
+        continue;
+      }
+      const std::string path = reap_.begin()->second;
+      reap_.erase(reap_.begin());
+      lock.unlock();
+      if (std::optional<ApiPath> api = store_.Parse(path)) {
+        ApiResult<json> got = store_.Get(*api);
+        // Only a pod still Terminating (not one re-created under its name).
+        if (got.ok() && got.value().contains("metadata") &&
+            got.value()["metadata"].contains("deletionTimestamp")) {
+          (void)store_.Delete(*api, false);
+          NotifyChange();
+        }
+      }
+      lock.lock();
+    }
+  }
+
+  // The webhook's denial, then the namespace's ResourceQuotas'.
+  std::optional<ApiError> AdmitPod(const ApiPath& api, const json& pod) {
+    {
+      std::lock_guard<std::mutex> lock(hook_mu_);
+      if (pod_hook_) {
+        const std::string denied = pod_hook_(pod);
+        if (!denied.empty()) return WebhookDenial(pod, pod_hook_name_, denied);
+      }
+    }
+    std::string ns = api.namespace_name;
+    if (ns.empty() && pod.is_object() && pod.contains("metadata") && pod["metadata"].is_object()) {
+      const json& m = pod["metadata"];
+      if (m.contains("namespace") && m["namespace"].is_string()) ns = m["namespace"];
+    }
+    if (ns.empty()) return std::nullopt;
+    const std::string ns_path = "/api/v1/namespaces/" + ns;
+    const auto list = [&](const std::string& plural) {
+      std::optional<ApiPath> collection = store_.Parse(ns_path + "/" + plural);
+      if (!collection) return std::vector<json>();
+      ApiResult<json> items = store_.List(*collection, ListOptions{});
+      if (!items.ok()) return std::vector<json>();
+      return items.value()["items"].get<std::vector<json>>();
+    };
+    const std::vector<json> quotas = list("resourcequotas");
+    if (quotas.empty()) return std::nullopt;
+    return QuotaRefusal(pod, quotas, list("pods"));
+  }
+
   std::optional<Fault> TakeFault(const std::string& method, const std::string& path) {
     std::lock_guard<std::mutex> lock(fault_mu_);
     for (auto it = faults_.begin(); it != faults_.end(); ++it) {
@@ -517,11 +668,15 @@ class TestApiServer::Impl {
     auto audit = [&](int code) { Audit(request_info, user_agent, code); };
 
     auto auth = req.find(http::field::authorization);
-    if (auth == req.end() || std::string(auth->value()) != "Bearer " + token_) {
+    if (auth == req.end() || std::string(auth->value()) != "Bearer " + token()) {
       audit(401);
       return WriteReply(stream, ErrorReply({401, "Unauthorized", "Unauthorized", "", "", ""}),
                         req.version(), keep_alive) &&
              keep_alive;
+    }
+    if (HangIfAsked(method, path, user_agent)) {
+      audit(0);      // never answered
+      return false;  // close the connection without an answer
     }
     if (std::optional<Fault> fault = TakeFault(method, path)) {
       std::string reason = ReasonForCode(fault->code);
@@ -651,6 +806,15 @@ class TestApiServer::Impl {
         ApiResult<FieldValidation> validation = FieldValidationParam(query, "CreateOptions");
         if (!validation.ok()) return ErrorReply(validation.error());
         std::vector<std::string> warnings;
+        if (r.group.empty() && r.plural == "pods") {
+          // Admission and creation together, so that parallel creates cannot
+          // both fit in what is left of a quota.
+          std::lock_guard<std::mutex> lock(admission_mu_);
+          if (std::optional<ApiError> refused = AdmitPod(*api, body)) return ErrorReply(*refused);
+          return WriteResult(
+              store_.Create(*api, std::move(body), false, {validation.value(), &warnings}), 201,
+              warnings);
+        }
         return WriteResult(
             store_.Create(*api, std::move(body), false, {validation.value(), &warnings}), 201,
             warnings);
@@ -709,6 +873,13 @@ class TestApiServer::Impl {
     if (method == "DELETE") {
       bool orphan = Param(query, "propagationPolicy") == "Orphan";
       json options = json::parse(req.body(), nullptr, false);
+      if (options_.graceful_pod_deletion && r.group.empty() && r.plural == "pods") {
+        if (std::optional<int64_t> grace = GracePeriod(*api, options, query); grace && *grace > 0) {
+          ApiResult<json> marked = store_.MarkTerminating(*api, *grace);
+          if (marked.ok()) ScheduleRemoval(path, *grace);
+          return FromResult(std::move(marked), 200);
+        }
+      }
       if (options.is_object() && options.value("propagationPolicy", "") == "Orphan") orphan = true;
       if (options.is_object() && options.value("orphanDependents", false)) orphan = true;
       return FromResult(store_.Delete(*api, orphan), 200);
@@ -951,7 +1122,29 @@ class TestApiServer::Impl {
 
   const TestApiServerOptions options_;
   const TlsMaterial tls_;
-  std::string token_;
+  std::mutex reap_mu_;
+  std::condition_variable reap_cv_;
+  std::multimap<std::chrono::steady_clock::time_point, std::string> reap_;  // guarded by reap_mu_
+  std::thread reaper_;  // started by the first graceful deletion
+
+  std::mutex admission_mu_;  // a pod's admission and creation, one at a time
+  std::mutex hook_mu_;
+  std::string pod_hook_name_;                         // guarded by hook_mu_
+  std::function<std::string(const json&)> pod_hook_;  // guarded by hook_mu_
+
+  mutable std::mutex token_mu_;
+  std::string token_;  // guarded by token_mu_
+
+  struct HangRule {
+    std::string method;
+    std::string path_substring;
+    std::string user_agent;
+  };
+  mutable std::mutex hang_mu_;
+  std::condition_variable hang_cv_;  // StopHanging() or Stop()
+  std::vector<HangRule> hangs_;      // guarded by hang_mu_
+  uint64_t hang_release_seq_ = 0;    // guarded by hang_mu_
+  int hung_ = 0;                     // guarded by hang_mu_
   net::io_context ioc_;
   ssl::context ssl_ctx_;
   tcp::acceptor acceptor_;
@@ -997,7 +1190,18 @@ TestApiServer::~TestApiServer() { impl_->Stop(); }
 
 std::string TestApiServer::url() const { return impl_->url(); }
 const std::string& TestApiServer::ca_pem() const { return impl_->tls().ca_pem; }
-const std::string& TestApiServer::token() const { return impl_->token(); }
+std::string TestApiServer::token() const { return impl_->token(); }
+void TestApiServer::RotateToken(const std::string& new_token) { impl_->RotateToken(new_token); }
+void TestApiServer::HangRequests(const std::string& method, const std::string& path_substring,
+                                 const std::string& user_agent) {
+  impl_->HangRequests(method, path_substring, user_agent);
+}
+void TestApiServer::StopHanging() { impl_->StopHanging(); }
+void TestApiServer::SetPodAdmissionHook(
+    const std::string& name, std::function<std::string(const nlohmann::json& pod)> deny) {
+  impl_->SetPodAdmissionHook(name, std::move(deny));
+}
+int TestApiServer::HungRequestCount() const { return impl_->HungRequestCount(); }
 
 Status TestApiServer::WriteKubeconfig(const std::string& path,
                                       const std::string& namespace_name) const {

@@ -35,6 +35,13 @@ struct TestApiServerOptions {
   size_t history_limit =
       10000;  // watch events kept for resuming; older resourceVersions get 410 Gone
   std::chrono::milliseconds bookmark_interval{1000};
+  // Graceful deletion of pods, as a real API server with a kubelet does it:
+  // a DELETE with a grace period (DeleteOptions.gracePeriodSeconds, else the
+  // pod's spec.terminationGracePeriodSeconds, else 30) leaves the pod
+  // Terminating (deletionTimestamp, deletionGracePeriodSeconds) for that
+  // long, then removes it; a DELETE with 0 removes it at once. Off: every
+  // DELETE removes at once (the fake kubelet and most tests rely on that).
+  bool graceful_pod_deletion = false;
 };
 
 // One request as Kubernetes' audit log and RBAC see it. The verb follows
@@ -64,7 +71,12 @@ class TestApiServer {
 
   std::string url() const;            // "https://127.0.0.1:PORT"
   const std::string& ca_pem() const;  // the generated CA (PEM) that signed the serving cert
-  const std::string& token() const;
+  // The token accepted now (see RotateToken).
+  std::string token() const;
+  // Bound-token rotation: from now on only `new_token` is accepted; a
+  // request with the old one gets 401 Unauthorized, as a real API server
+  // answers an expired service-account token.
+  void RotateToken(const std::string& new_token);
   // A kubeconfig (certificate-authority-data, token, one context "pacer-test"
   // with that namespace) kubectl and our client accept. Written mode 0600.
   Status WriteKubeconfig(const std::string& path,
@@ -97,6 +109,26 @@ class TestApiServer {
   void
   CompactHistory();  // forget watch history: resuming from any older resourceVersion gets 410 Gone
   void SetLatency(std::chrono::milliseconds latency);  // added to every request
+  // A hanging (not refusing) API server: requests whose method matches
+  // (`method` "" = any), whose path contains `path_substring` and whose
+  // User-Agent contains `user_agent` ("" = any client) are read and
+  // then never answered, their connection held open, until StopHanging() or
+  // the server stops (the connection is then closed without an answer). The
+  // failure a refused connection or a 5xx does not show: a client's request
+  // timeout is all that ends the wait.
+  void HangRequests(const std::string& method, const std::string& path_substring,
+                    const std::string& user_agent = "");
+  void StopHanging();
+  // Requests held by HangRequests right now.
+  int HungRequestCount() const;
+
+  // A validating admission webhook for pod creation: `deny(pod)` returns a
+  // message to refuse the pod with 403 `admission webhook "<name>" denied
+  // the request: <message>`, or "" to admit it. Called on the connection's
+  // thread; an empty function removes the hook. ResourceQuota admission of
+  // pods needs no setup: create a ResourceQuota (pod_admission.h).
+  void SetPodAdmissionHook(const std::string& name,
+                           std::function<std::string(const nlohmann::json& pod)> deny);
 
   // Observability for tests (no sleeps in tests!).
   int64_t RequestCount(const std::string& method, const std::string& path_substring) const;
