@@ -43,6 +43,15 @@ auto TieKey(const Evaluation& e) {
 
 double CostKey(const Evaluation& e, bool use_money) { return use_money ? e.cost : e.gpu_hours; }
 
+// objective: time treats finishes within this fraction of the fastest as a
+// tie and takes the cheapest of them: the model is not that precise, and a
+// plan 1% faster on twice the GPUs is not what anyone asks for.
+constexpr double kTimeTieFraction = 0.03;
+
+bool WithinTimeTie(const Evaluation& e, double fastest_seconds) {
+  return e.total.total_seconds <= fastest_seconds * (1 + kTimeTieFraction);
+}
+
 // Relative tolerance so that floating-point noise never decides a tie.
 bool Less(double a, double b) { return a < b * (1 - 1e-12); }
 
@@ -321,15 +330,16 @@ class Searcher {
     int evaluated_ds = 1;
     if (MeetsDeadline(*top)) {
       if (job_.objective == Objective::kTime) {
-        // Walk down while it keeps getting faster (time is unimodal in d).
-        Evaluation previous = *top;
+        // Walk down while it is faster, or within the time tie of the fastest
+        // so far (a cheaper near-tie); time is unimodal in d.
+        double fastest = top->total.total_seconds;
         for (int i = n - 2; i >= 0; --i) {
           Evaluation ignored;
           auto e = BestFitting(ctx, MakeLayout(t, p, v, b, ds[i]), &ignored);
           ++evaluated_ds;
-          if (!e || !FasterThan(*e, previous)) break;
+          if (!e || !WithinTimeTie(*e, fastest)) break;
+          fastest = std::min(fastest, e->total.total_seconds);
           Consider(*e, pool_index);
-          previous = *e;
         }
       } else {
         // Smallest d that fits and meets the deadline: the cheapest.
@@ -384,6 +394,16 @@ class Searcher {
     std::sort(pool_.begin(), pool_.end(), [this](const Evaluation& a, const Evaluation& b) {
       return BetterThan(a, b, job_.objective, use_money_);
     });
+    if (job_.objective == Objective::kTime && !pool_.empty()) {
+      // Near-ties of the fastest first, cheapest first among them.
+      const double fastest = pool_.front().total.total_seconds;
+      const auto ties = std::stable_partition(
+          pool_.begin(), pool_.end(),
+          [fastest](const Evaluation& e) { return WithinTimeTie(e, fastest); });
+      std::stable_sort(pool_.begin(), ties, [this](const Evaluation& a, const Evaluation& b) {
+        return BetterThan(a, b, Objective::kCost, use_money_);
+      });
+    }
     if (pool_.size() > keep) pool_.resize(keep);
   }
 

@@ -337,5 +337,49 @@ TEST(SweepTest, MoreGpusAreFasterUntilTheBatchRunsOut) {
   EXPECT_TRUE(points.back().meets_deadline);
 }
 
+// A tiny model gains nothing from many GPUs once its step is at the latency
+// floor; objective: time must not take a whole cluster for a near-tie.
+TEST(SearchTest, TinyModelDoesNotTakeEveryGpuForANearTie) {
+  const JobSpec job = ParseOrDie(
+      "apiVersion: pacer.dev/v1alpha1\nkind: TrainJob\nmetadata: {name: tiny}\nspec:\n"
+      "  model: {parameters: 1M, sequenceLength: 512}\n  data: {tokens: 1e9}\n"
+      "  training: {globalBatchSize: 256}\n  maxDuration: 7d\n  objective: time\n");
+  const Inventory inv = Pools(16, 128, 0, 0);
+  auto r = Plan(job, inv, {}, Options());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->plan.has_value());
+  EXPECT_LT(r->plan->layout.gpus(), 128) << r->plan->layout.ToString();
+  // And the choice is a near-tie of the fastest any GPU count reaches.
+  const auto swept = Sweep(job, inv, {}, {1, 2, 4, 8, 16, 32, 64, 128}, Options());
+  ASSERT_TRUE(swept.ok());
+  double fastest = 1e300;
+  for (const SweepPoint& p : *swept) {
+    if (p.best) fastest = std::min(fastest, p.best->total.total_seconds);
+  }
+  EXPECT_LE(r->plan->total.total_seconds, fastest * 1.03 + 1e-9);
+}
+
+// More GPUs shrink the work per GPU but never the step below its latency
+// floor (kernel launches, exposed collective latency, the fixed cost).
+TEST(SweepTest, MoreGpusNeverBeatTheLatencyFloor) {
+  const JobSpec job = ParseOrDie(
+      "apiVersion: pacer.dev/v1alpha1\nkind: TrainJob\nmetadata: {name: small}\nspec:\n"
+      "  model: {parameters: 10M, sequenceLength: 1024}\n  data: {tokens: 1e9}\n"
+      "  training: {globalBatchSize: 512}\n  maxDuration: 7d\n"
+      "  parallelism: {tensorParallel: 1, pipelineParallel: 1, zeroStage: 1}\n");
+  const std::vector<int> counts = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+  const auto swept = Sweep(job, Pools(64, 512, 0, 0), {}, counts, Options());
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  for (const SweepPoint& p : *swept) {
+    ASSERT_TRUE(p.best.has_value()) << p.gpus << ": " << p.reason;
+    const StepTimeBreakdown& st = p.best->step;
+    EXPECT_GE(st.step_seconds, st.latency_floor_seconds) << p.gpus;
+    EXPECT_GE(st.latency_floor_seconds, st.overhead_seconds) << p.gpus;
+  }
+  // At 512 GPUs each GPU has one sequence: the step is mostly floor.
+  const StepTimeBreakdown& last = swept->back().best->step;
+  EXPECT_GT(last.latency_floor_seconds / last.step_seconds, 0.5);
+}
+
 }  // namespace
 }  // namespace pacer::planner
