@@ -19,6 +19,7 @@
 #include "local/process_launcher.h"
 #include "local/progress_line.h"
 #include "local/scraped_metrics.h"
+#include "local/terminal_width.h"
 #include "local/yaml_json.h"
 #include "pacer/planner/job_parser.h"
 #include "pacer/planner/units.h"
@@ -157,7 +158,9 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   ProgressLine::Mode mode = ProgressLine::Mode::kPlain;
   if (options.progress == "none") mode = ProgressLine::Mode::kNone;
   if (options.progress == "auto" && terminal) mode = ProgressLine::Mode::kLive;
-  ProgressLine progress(out, mode);
+  std::optional<TerminalWidth> width;
+  if (mode == ProgressLine::Mode::kLive) width.emplace(STDOUT_FILENO);
+  ProgressLine progress(out, mode, width ? &*width : nullptr);
 
   LocalJobStore store(*object, [&progress](const LocalEvent& e) { progress.Event(e); });
   const std::string key = store.key();
@@ -252,7 +255,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
           view->phase == Phase::kInfeasible) {
         progress.Finish();
         summary.Print(*view, store.Snapshot(), started, clock.WallUnixSeconds(),
-                      launcher_options.work_dir, out);
+                      launcher_options.work_dir, metrics.RunMeanStepSeconds(), out);
         exit_code = ExitCodeFor(view->phase, *view);
         break;
       }

@@ -108,6 +108,9 @@ TEST(LocalRunTest, QuickstartStopsAtACheckpointOnCtrlCThenResumesAndFinishes) {
   EXPECT_TRUE(std::regex_search(out2, std::regex(R"(first ETA +\d{4}-\d\d-\d\dT)"))) << out2;
   EXPECT_TRUE(std::regex_search(out2, std::regex(R"(against the first ETA)"))) << out2;
   EXPECT_TRUE(std::regex_search(out2, std::regex(R"(measured/predicted \d+\.\d\d)"))) << out2;
+  // A successful run ends without a metrics outage: the workers closing their
+  // endpoints as they exit is the end of the run.
+  EXPECT_EQ(out2.find("MetricsUnavailable"), std::string::npos) << out2;
 
   std::ifstream log(dir / "logs" / "attempt-1-node-0.log");
   std::stringstream log_text;
