@@ -75,6 +75,17 @@ int ExitCodeFor(Phase phase, const JobView& view) {
   }
 }
 
+// Why the reconciler left the job Pending without a plan (Planned=False:
+// no GPU of the requested type, or not enough of them), if it did.
+std::optional<std::string> CannotRunHere(const JobView& view) {
+  for (const Condition& c : view.conditions) {
+    if (c.type == kConditionPlanned && c.status == kConditionFalse) {
+      return c.message + " (" + c.reason + ")";
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 const char* RunCommand::description() const {
@@ -125,6 +136,8 @@ void RunCommand::AddOptions(CLI::App* command) {
       "  1    the job failed (or an internal error)\n"
       "  2    invalid input: arguments or the TrainJob file\n"
       "  3    the deadline cannot be met on this machine (the reason and the fix are printed)\n"
+      "  4    this machine cannot run the job at all (e.g. it asks for GPUs this machine\n"
+      "       does not have)\n"
       "  130  stopped by Ctrl-C at a checkpoint (run again to resume)");
 }
 
@@ -171,6 +184,12 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   inventory_options.cpu_tflops_per_device = options.cpu_tflops;
   inventory_options.use_gpus = options.backend != "cpu";
   LocalInventory inventory(inventory_options);
+  if (options.backend == "gpu" && !inventory.uses_gpus()) {
+    err << "error: --backend gpu: no NVIDIA GPU found on this machine (nothing under "
+        << inventory_options.proc_nvidia_dir
+        << "); run with --backend cpu (or auto, the default) to train on the CPU\n";
+    return 2;
+  }
 
   ProcessLauncherOptions launcher_options;
   launcher_options.worker_binary =
@@ -248,6 +267,22 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
       if (result.requeue_after) wait_ms = std::min<int64_t>(wait_ms, result.requeue_after->count());
     }
     std::optional<JobView> view = reconciler.View(key);
+    if (view && view->phase == Phase::kPending) {
+      // In a cluster a job waits for GPUs to be added or freed; this machine
+      // is all there is and nothing else runs on it, so it would wait forever.
+      if (const std::optional<std::string> why = CannotRunHere(*view)) {
+        progress.Finish();
+        err << "error: this machine (" << inventory.Describe() << ") cannot run " << key << ": "
+            << *why
+            << "\n  local mode plans for this machine only: run the job in a cluster "
+               "(kubectl apply -f "
+            << options.job_path
+            << "), or change its spec.resources (GPU types, GPU counts) to fit this machine\n";
+        (void)launcher.Stop(ref, StopMode::kRemove);
+        restore();
+        return 4;
+      }
+    }
     if (view) {
       summary.Observe(*view, clock.WallUnixSeconds());
       progress.Update(*view, clock.WallUnixSeconds());

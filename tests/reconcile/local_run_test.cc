@@ -152,6 +152,40 @@ TEST(LocalRunTest, ImpossibleDeadlineExitsThreeWithTheReason) {
   EXPECT_NE(out.find("Infeasible"), std::string::npos) << out;
   std::filesystem::remove(file);
 }
+TEST(LocalRunTest, JobNeedingGpusThisMachineLacksExitsFourInsteadOfWaiting) {
+  // A 7B job pinned to H100s, planned for this machine's CPU: in a cluster it
+  // would wait for H100 nodes; here it never gets them.
+  Child c =
+      Spawn({PACER_BINARY, "run",
+             std::string(PACER_SOURCE_DIR) + "/manifests/examples/llama-7b-h100.yaml", "--backend",
+             "cpu", "--progress", "none", "--work-dir",
+             (std::filesystem::temp_directory_path() / ("pacer-h100-" + std::to_string(::getpid())))
+                 .string()});
+  std::string out;
+  // Bounded: the old behaviour (Pending forever) fails here instead of hanging.
+  if (!ReadUntil(c, &out, std::regex("cannot run"), std::chrono::seconds(60))) {
+    ::kill(c.pid, SIGKILL);
+  }
+  EXPECT_EQ(Wait(c, &out), 4) << out;
+  EXPECT_NE(out.find("cannot run research/llama-7b-h100"), std::string::npos) << out;
+  EXPECT_NE(out.find("H100-SXM"), std::string::npos) << out;
+  EXPECT_NE(out.find("kubectl apply -f"), std::string::npos) << out;
+}
+
+TEST(LocalRunTest, GpuBackendWithoutAGpuExitsTwo) {
+  std::error_code ec;
+  if (std::filesystem::exists("/proc/driver/nvidia/gpus", ec) &&
+      !std::filesystem::is_empty("/proc/driver/nvidia/gpus", ec)) {
+    GTEST_SKIP() << "this machine has an NVIDIA GPU";
+  }
+  Child c = Spawn({PACER_BINARY, "run",
+                   std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
+                   "--backend", "gpu", "--progress", "none"});
+  std::string out;
+  EXPECT_EQ(Wait(c, &out), 2) << out;
+  EXPECT_NE(out.find("--backend gpu: no NVIDIA GPU"), std::string::npos) << out;
+  EXPECT_NE(out.find("--backend cpu"), std::string::npos) << out;
+}
 #endif
 
 }  // namespace
