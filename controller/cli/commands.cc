@@ -118,6 +118,7 @@ int RunPlanCommand(const PlanFlags& flags, bool explain, std::ostream& out, std:
     } else {
       WritePlanReport(inputs->job, *result, out);
     }
+    if (flags.inputs.cluster_path.empty()) WriteBuiltInInventoryNote(out);
   } else {
     WriteMachineOutput(explain ? ExplainJson(*result) : PlanResultJson(*result), *format, out);
   }

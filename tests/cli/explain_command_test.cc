@@ -68,6 +68,41 @@ TEST(ExplainCommandTest, InfeasibleJobExitsWithThree) {
   EXPECT_NE(run.out.find("misses-deadline"), std::string::npos) << run.out;
 }
 
+TEST(ExplainCommandTest, AdviceBeyondMaxGpusNamesTheLimit) {
+  // impossible.yaml allows at most 64 GPUs; the advice may need more, and
+  // must then say that maxGPUs forbids them.
+  const CliRun run = RunPacer({"explain", CliTestData("impossible.yaml"), "--now", kNow});
+  ASSERT_EQ(run.exit_code, kExitInfeasible) << run.err;
+  const std::string prefix = "GPUs that would meet the deadline: ";
+  const size_t at = run.out.find(prefix);
+  ASSERT_NE(at, std::string::npos) << run.out;
+  const int needed = std::stoi(run.out.substr(at + prefix.size()));
+  ASSERT_GT(needed, 64) << run.out;
+  EXPECT_NE(run.out.find("more than spec.resources.maxGPUs (64): raise maxGPUs to " +
+                         std::to_string(needed)),
+            std::string::npos)
+      << run.out;
+}
+
+TEST(ExplainCommandTest, SmallModelTimesNeverReadZero) {
+  // The quickstart's tensor-parallel and optimizer times are microseconds.
+  const CliRun run =
+      RunPacer({"explain", std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
+                "--now", kNow});
+  ASSERT_NE(run.out.find("Step time ("), std::string::npos) << run.out << run.err;
+  EXPECT_EQ(run.out.find(" 0.0 ms"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find(" 0.0 GiB"), std::string::npos) << run.out;
+}
+
+TEST(ExplainCommandTest, SaysWhenTheBuiltInInventoryIsUsed) {
+  const CliRun built_in = RunPacer({"explain", CliTestData("llama-7b.yaml"), "--now", kNow});
+  EXPECT_NE(built_in.out.find("Inventory: the built-in example"), std::string::npos)
+      << built_in.out;
+  const CliRun own = RunPacer({"explain", CliTestData("llama-7b.yaml"), "--cluster",
+                               CliTestData("cluster.yaml"), "--now", kNow});
+  EXPECT_EQ(own.out.find("built-in"), std::string::npos) << own.out;
+}
+
 TEST(ExplainCommandTest, NothingFitsExitsWithFour) {
   const CliRun run = RunPacer({"explain", CliTestData("too-big.yaml"), "--now", kNow});
   EXPECT_EQ(run.exit_code, kExitNothingFits) << run.out << run.err;

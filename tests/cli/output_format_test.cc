@@ -70,7 +70,16 @@ TEST(FormatTest, HumanNumbers) {
   EXPECT_EQ(FormatSeconds(7.912), "7.91 s");
   EXPECT_EQ(FormatSeconds(0.412), "0.412 s");
   EXPECT_EQ(FormatSeconds(0.0123), "12.3 ms");
+  // Small models: never "0.0 ms" for a time that is not zero.
+  EXPECT_EQ(FormatSeconds(0.00421), "4.21 ms");
+  EXPECT_EQ(FormatSeconds(3.85e-5), "38.5 \u00b5s");
+  EXPECT_EQ(FormatSeconds(4.2e-6), "4.20 \u00b5s");
+  EXPECT_EQ(FormatSeconds(5.5e-7), "550.0 ns");
+  EXPECT_EQ(FormatSeconds(0), "0 s");
   EXPECT_EQ(FormatGiB(61.25 * kBytesPerGiB), "61.2 GiB");
+  EXPECT_EQ(FormatGiB(12.4 * 1024 * 1024), "12.4 MiB");
+  EXPECT_EQ(FormatGiB(3000), "2.9 KiB");
+  EXPECT_EQ(FormatGiB(0), "0.0 GiB");
   EXPECT_EQ(FormatGpuHours(6340.4), "6,340");
   EXPECT_EQ(FormatGpuHours(12.46), "12.5");
   EXPECT_EQ(FormatCost(15800.456), "15,800.46");
