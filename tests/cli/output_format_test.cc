@@ -14,6 +14,7 @@
 #include "cli/svg_chart.h"
 #include "cli/table.h"
 #include "cli/yaml_output.h"
+#include "pacer/planner/units.h"
 
 namespace pacer::cli {
 namespace {
@@ -150,6 +151,46 @@ TEST(SweepChartTest, MarkersDeadlineAndTitle) {
   EXPECT_EQ(markers, 3u);
   // One hollow marker: the plan that misses the deadline.
   EXPECT_NE(svg.find("fill=\"white\"><title>8 GPUs"), std::string::npos) << svg;
+}
+
+TEST(SweepChartTest, WideRangesUseALogAxisAndTheChosenPlanIsRinged) {
+  // 1 GPU: 40 days; 256 GPUs: 4 hours. Cheapest meeting the deadline: 32.
+  std::vector<planner::SweepPoint> points;
+  planner::SweepPoint none;
+  none.gpus = 1;
+  none.reason = "out-of-memory: needs 110 GiB of 80 GiB";
+  points.push_back(none);
+  points.push_back(Point(8, 960, false));
+  points.push_back(Point(32, 100, true));
+  points.push_back(Point(256, 4, true));
+  points[2].best->gpu_hours = 3000;
+  points[3].best->gpu_hours = 4000;
+  const std::string svg =
+      SweepChartSvg("wide", points, 200 * 3600.0,
+                    {*planner::ParseRfc3339("2026-06-09T08:00:00Z"), planner::Objective::kCost});
+  EXPECT_NE(svg.find("(days, log scale)"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("chosen: 32 GPUs"), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("chosen: 256 GPUs"), std::string::npos);
+  EXPECT_NE(svg.find("deadline 2026-06-09T08:00:00Z</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("H100-SXM GPUs (log2 scale)"), std::string::npos) << svg;
+  // The count without a plan is marked, its reason in the tooltip.
+  EXPECT_NE(svg.find("class=\"no-plan\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("1 GPUs: no plan: out-of-memory"), std::string::npos) << svg;
+  // By objective time the fastest meeting the deadline is chosen instead.
+  const std::string fastest =
+      SweepChartSvg("wide", points, 200 * 3600.0, {std::nullopt, planner::Objective::kTime});
+  EXPECT_NE(fastest.find("chosen: 256 GPUs"), std::string::npos);
+}
+
+TEST(SweepChartTest, ShortJobsInMinutesAndPricesAsCost) {
+  std::vector<planner::SweepPoint> points = {Point(8, 2, true), Point(16, 1, true)};
+  points[0].best->cost = 160;
+  points[1].best->cost = 170;
+  const std::string svg = SweepChartSvg("short", points, std::nullopt);
+  EXPECT_NE(svg.find("(minutes)"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">Cost</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("class=\"marker cost\""), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("class=\"no-plan\""), std::string::npos);
 }
 
 TEST(SweepChartTest, SinglePointAndNoDeadline) {
