@@ -20,6 +20,7 @@
 #include "local/progress_line.h"
 #include "local/scraped_metrics.h"
 #include "local/terminal_width.h"
+#include "local/work_dir.h"
 #include "local/yaml_json.h"
 #include "pacer/planner/job_parser.h"
 #include "pacer/planner/units.h"
@@ -29,15 +30,16 @@
 namespace pacer::controller {
 namespace {
 
-std::atomic<bool> g_interrupted{false};
+// Ctrl-C presses: the first stops at a checkpoint, the second force-quits.
+std::atomic<int> g_interrupts{0};
 
-extern "C" void OnInterrupt(int /*signal*/) { g_interrupted.store(true); }
+extern "C" void OnInterrupt(int /*signal*/) { g_interrupts.fetch_add(1); }
 
 // Waits up to `ms`, returning early on Ctrl-C. The loop refreshes the
 // progress line at this pace; nothing waits on another thread here.
 void WaitInterruptibly(int64_t ms) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (!g_interrupted.load() && std::chrono::steady_clock::now() < until) {
+  while (g_interrupts.load() == 0 && std::chrono::steady_clock::now() < until) {
     ::poll(nullptr, 0, 50);
   }
 }
@@ -162,9 +164,21 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   SystemClock& clock = SystemClock::Default();
   nlohmann::json& metadata = (*object)["metadata"];
   if (!metadata.is_object()) metadata = nlohmann::json::object();
-  // maxDuration counts from the start of this run.
+  const std::string work_dir =
+      !options.work_dir.empty() ? options.work_dir
+                                : ".pacer/" + metadata.value("namespace", std::string("default")) +
+                                      "-" + metadata.value("name", std::string("job"));
+  // Two runs of one job would share checkpoints and logs: one at a time.
+  StatusOr<WorkDirLock> lock = WorkDirLock::Acquire(work_dir);
+  if (!lock.ok()) {
+    err << "error: " << lock.status().message() << '\n';
+    return 1;
+  }
+  // maxDuration counts from the job's first start, kept across Ctrl-C and
+  // resume (a resumed run does not get a fresh deadline).
   if (!metadata.contains("creationTimestamp")) {
-    metadata["creationTimestamp"] = planner::FormatRfc3339(clock.WallUnixSeconds());
+    metadata["creationTimestamp"] =
+        planner::FormatRfc3339(FirstStartUnixSeconds(work_dir, clock.WallUnixSeconds()));
   }
 
   const bool terminal = ::isatty(STDOUT_FILENO) == 1 && &out == &std::cout;
@@ -194,8 +208,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   ProcessLauncherOptions launcher_options;
   launcher_options.worker_binary =
       options.worker_binary.empty() ? DefaultWorkerBinary() : options.worker_binary;
-  launcher_options.work_dir =
-      options.work_dir.empty() ? ".pacer/" + ref.namespace_name + "-" + ref.name : options.work_dir;
+  launcher_options.work_dir = work_dir;
   launcher_options.backend = inventory.uses_gpus() ? "gpu" : "cpu";
   ProcessLauncher launcher(launcher_options);
   ScrapedMetricsSource metrics(
@@ -212,6 +225,12 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   out << "pacer run: " << key << " on " << inventory.Describe() << "\n"
       << "  worker " << launcher_options.worker_binary << "\n"
       << "  logs and checkpoints in " << launcher_options.work_dir << "\n";
+  const std::string checkpoints = launcher_options.work_dir + "/checkpoints";
+  if (std::optional<int64_t> step = ResumableCheckpointStep(checkpoints)) {
+    out << "  resuming from step " << *step << " (checkpoint in " << checkpoints
+        << "); maxDuration counts from the first start, "
+        << metadata.value("creationTimestamp", std::string()) << "\n";
+  }
   out.flush();
 
   struct sigaction action {};
@@ -219,7 +238,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   sigemptyset(&action.sa_mask);
   struct sigaction previous_int {
   }, previous_term{};
-  g_interrupted.store(false);
+  g_interrupts.store(0);
   sigaction(SIGINT, &action, &previous_int);
   sigaction(SIGTERM, &action, &previous_term);
   auto restore = [&]() {
@@ -232,11 +251,24 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   int consecutive_errors = 0;
   int exit_code = 1;
   while (true) {
-    if (g_interrupted.load()) {
-      progress.Message("stopping the workers at a checkpoint (Ctrl-C again is ignored)...");
+    if (g_interrupts.load() > 0) {
+      progress.Message("stopping the workers at a checkpoint (Ctrl-C again to force-quit)...");
       (void)launcher.Stop(ref, StopMode::kGraceful);
       // Wait for every worker to checkpoint and exit.
       for (int i = 0; i < 1200; ++i) {
+        if (g_interrupts.load() > 1) {
+          // A second Ctrl-C: the user will not wait for the checkpoint.
+          (void)launcher.Stop(ref, StopMode::kRemove);
+          progress.Finish();
+          out << "force-quit: workers killed; the next run resumes from the last checkpoint "
+                 "written";
+          if (std::optional<int64_t> step = ResumableCheckpointStep(checkpoints)) {
+            out << " (step " << *step << ")";
+          }
+          out << '\n';
+          restore();
+          return 130;
+        }
         StatusOr<std::optional<WorkerGroup>> group = launcher.Observe(ref);
         if (!group.ok() || !group->has_value()) break;
         const WorkerGroup& g = **group;
@@ -246,8 +278,12 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
       (void)launcher.Stop(ref, StopMode::kRemove);
       std::optional<JobView> view = reconciler.View(key);
       progress.Finish();
-      out << "stopped at step " << (view ? view->steps_completed : 0) << " with a checkpoint in "
-          << launcher_options.work_dir << "/checkpoints; run the same command again to resume\n";
+      // The step the workers agreed to stop at and checkpointed (they finish
+      // the step they are in): the step the next run resumes from, not the
+      // last progress scraped before Ctrl-C.
+      const std::optional<int64_t> stopped = ResumableCheckpointStep(checkpoints);
+      out << "stopped at step " << stopped.value_or(view ? view->steps_completed : 0)
+          << " with a checkpoint in " << checkpoints << "; run the same command again to resume\n";
       restore();
       return 130;
     }
@@ -292,6 +328,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
         summary.Print(*view, store.Snapshot(), started, clock.WallUnixSeconds(),
                       launcher_options.work_dir, metrics.RunMeanStepSeconds(), out);
         exit_code = ExitCodeFor(view->phase, *view);
+        ForgetStart(work_dir);  // the job ended: a next run is a new job
         break;
       }
     }

@@ -92,12 +92,22 @@ TEST(LocalRunTest, QuickstartStopsAtACheckpointOnCtrlCThenResumesAndFinishes) {
   ASSERT_TRUE(ReadUntil(first, &out1, std::regex(R"(step ([2-9][0-9]|1[0-4][0-9])/150)"),
                         std::chrono::seconds(240)))
       << out1;
+  // A second `pacer run` of the same job is refused while this one runs:
+  // they would share checkpoints and logs.
+  Child second_concurrent = Spawn(args);
+  std::string concurrent_out;
+  EXPECT_EQ(Wait(second_concurrent, &concurrent_out), 1) << concurrent_out;
+  EXPECT_NE(concurrent_out.find("another `pacer run` (pid " + std::to_string(first.pid) + ")"),
+            std::string::npos)
+      << concurrent_out;
   ::kill(first.pid, SIGINT);
   EXPECT_EQ(Wait(first, &out1), 130) << out1;
   std::smatch stopped;
   ASSERT_TRUE(std::regex_search(out1, stopped, std::regex(R"(stopped at step (\d+))"))) << out1;
   const int stopped_step = std::stoi(stopped[1]);
   EXPECT_GT(stopped_step, 0);
+  // maxDuration keeps counting from the first start across the resume.
+  EXPECT_TRUE(std::filesystem::exists(dir / "started-at"));
 
   // 2. Run again: resumes from the checkpoint and finishes.
   Child second = Spawn(args);
@@ -112,15 +122,49 @@ TEST(LocalRunTest, QuickstartStopsAtACheckpointOnCtrlCThenResumesAndFinishes) {
   // endpoints as they exit is the end of the run.
   EXPECT_EQ(out2.find("MetricsUnavailable"), std::string::npos) << out2;
 
+  // The step reported at the stop is the step resumed from, and says so.
+  EXPECT_NE(out2.find("resuming from step " + std::to_string(stopped_step) + " "),
+            std::string::npos)
+      << out2;
+  EXPECT_FALSE(std::filesystem::exists(dir / "started-at"));  // ended: the next run is new
+
   std::ifstream log(dir / "logs" / "attempt-1-node-0.log");
   std::stringstream log_text;
   log_text << log.rdbuf();
   const std::string log_string = log_text.str();
+  // Both runs' logs are kept: the interrupted one is not overwritten.
+  std::size_t headers = 0;
+  for (std::size_t at = log_string.find("==== pacer run: attempt 1"); at != std::string::npos;
+       at = log_string.find("==== pacer run: attempt 1", at + 1)) {
+    ++headers;
+  }
+  EXPECT_EQ(headers, 2u) << log_string;
+  // The second run's workers resumed exactly at the reported step.
+  const std::string second_run = log_string.substr(log_string.rfind("==== pacer run"));
   std::smatch resumed;
-  ASSERT_TRUE(std::regex_search(log_string, resumed, std::regex(R"(resume_step=(\d+))")))
-      << log_string;
-  // Resumed at a checkpoint written when stopping: nothing done was lost.
-  EXPECT_GE(std::stoi(resumed[1]), stopped_step);
+  ASSERT_TRUE(std::regex_search(second_run, resumed, std::regex(R"(resume_step=(\d+))")))
+      << second_run;
+  EXPECT_EQ(std::stoi(resumed[1]), stopped_step);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(LocalRunTest, SecondCtrlCForceQuits) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-force-quit-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  Child c = Spawn({PACER_BINARY, "run",
+                   std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
+                   "--work-dir", dir.string(), "--progress", "plain", "--cpu-devices", "2"});
+  std::string out;
+  ASSERT_TRUE(ReadUntil(c, &out, std::regex(R"(step [1-9][0-9]*/150)"), std::chrono::seconds(240)))
+      << out;
+  // Two presses before the loop looks: the second one does not wait for the
+  // workers' checkpoint.
+  ::kill(c.pid, SIGINT);
+  ::kill(c.pid, SIGINT);
+  EXPECT_EQ(Wait(c, &out), 130) << out;
+  EXPECT_NE(out.find("force-quit: workers killed"), std::string::npos) << out;
+  EXPECT_EQ(out.find("stopped at step"), std::string::npos) << out;
   std::filesystem::remove_all(dir);
 }
 
