@@ -113,10 +113,17 @@ StatusOr<Measurement> ScrapedMetricsSource::Measure(const JobRef& job) {
   for (int port : ports) {
     StatusOr<std::string> text = scrape_(port);
     if (!text.ok()) {
-      last_error = text.status();
+      // A worker still starting has not opened its endpoint yet: only one
+      // that answered before and stopped answering is an outage.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (history_.count(port) > 0) last_error = text.status();
       continue;
     }
     ++reached;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      history_.try_emplace(port);  // answered once
+    }
     double sum = 0, count = 0;
     bool has_histogram = false;
     for (const MetricSample& s : ParseMetricsText(*text)) {

@@ -5,7 +5,8 @@
 //                  scrape (pacer_worker_step_duration_seconds sum/count
 //                  deltas; the cumulative mean on the first scrape)
 //   model scale  = pacer_worker_model_scale
-// No endpoint answering is Unavailable, unless every worker exits within
+// No endpoint answering is Unavailable (endpoints that never answered yet
+// belong to workers still starting and do not count), unless every worker exits within
 // `exit_grace` (a finished worker closes its endpoint just before it exits).
 // RunMeanStepSeconds: the slowest rank's mean over every step scraped in this
 // run (the summary's "measured"), not just the last window.

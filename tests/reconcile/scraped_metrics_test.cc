@@ -60,10 +60,21 @@ TEST(ScrapedMetricsSourceTest, ProgressIsTheFurthestRankAndStepTimeTheSlowestRec
 }
 
 TEST(ScrapedMetricsSourceTest, NoReachableRankIsUnavailableButNoRanksIsNoMeasurement) {
-  ScrapedMetricsSource down(
-      [](const JobRef&) { return std::vector<int>{1}; },
-      [](int) -> StatusOr<std::string> { return UnavailableError("connection refused"); },
-      std::chrono::milliseconds(0));
+  bool up = false;
+  ScrapedMetricsSource down([](const JobRef&) { return std::vector<int>{1}; },
+                            [&up](int) -> StatusOr<std::string> {
+                              if (up) return Exposition(1, 1.0, 1);
+                              return UnavailableError("connection refused");
+                            },
+                            std::chrono::milliseconds(0));
+  // A worker still starting (its endpoint never answered): not an outage.
+  StatusOr<Measurement> starting = down.Measure(JobRef{"d", "q", ""});
+  ASSERT_TRUE(starting.ok()) << starting.status().ToString();
+  EXPECT_FALSE(starting->step_seconds.has_value());
+  // It answered, then stopped answering while still running: an outage.
+  up = true;
+  ASSERT_TRUE(down.Measure(JobRef{"d", "q", ""}).ok());
+  up = false;
   EXPECT_EQ(down.Measure(JobRef{"d", "q", ""}).status().code(), StatusCode::kUnavailable);
   ScrapedMetricsSource none([](const JobRef&) { return std::vector<int>{}; },
                             [](int) -> StatusOr<std::string> { return std::string(); });
@@ -93,16 +104,26 @@ TEST(ScrapedMetricsSourceTest, RunMeanCoversEveryStepNotTheLastWindow) {
 }
 
 TEST(ScrapedMetricsSourceTest, EndpointsClosingAsTheWorkersExitAreNotAnOutage) {
-  // The worker closed its endpoint; the launcher then sees it exit.
-  int calls = 0;
+  // The worker answered while training, closed its endpoint as it finished,
+  // and the launcher then sees it exit.
+  bool finished = false;
+  int lookups_after_finish = 0;
   ScrapedMetricsSource finishing(
-      [&calls](const JobRef&) { return ++calls == 1 ? std::vector<int>{1} : std::vector<int>{}; },
-      [](int) -> StatusOr<std::string> { return UnavailableError("connection refused"); },
+      [&](const JobRef&) {
+        if (!finished) return std::vector<int>{1};
+        return ++lookups_after_finish == 1 ? std::vector<int>{1} : std::vector<int>{};
+      },
+      [&finished](int) -> StatusOr<std::string> {
+        if (!finished) return Exposition(5, 5.0, 5);
+        return UnavailableError("connection refused");
+      },
       std::chrono::milliseconds(5000));
+  ASSERT_TRUE(finishing.Measure(JobRef{"d", "q", ""}).ok());
+  finished = true;
   StatusOr<Measurement> m = finishing.Measure(JobRef{"d", "q", ""});
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_FALSE(m->step_seconds.has_value());
-  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(lookups_after_finish, 2);  // asked again, and the workers were gone
 }
 
 }  // namespace
