@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 
 #include "cli/commands.h"
@@ -101,6 +102,23 @@ TEST(ExplainCommandTest, SaysWhenTheBuiltInInventoryIsUsed) {
   const CliRun own = RunPacer({"explain", CliTestData("llama-7b.yaml"), "--cluster",
                                CliTestData("cluster.yaml"), "--now", kNow});
   EXPECT_EQ(own.out.find("built-in"), std::string::npos) << own.out;
+}
+
+TEST(ExplainCommandTest, NothingFitsAdvisesOnlyWhatTheClosestLayoutLacks) {
+  const CliRun run = RunPacer({"explain", CliTestData("too-big.yaml"), "--now", kNow});
+  ASSERT_EQ(run.exit_code, kExitNothingFits) << run.out << run.err;
+  std::smatch closest;
+  ASSERT_TRUE(std::regex_search(run.err, closest, std::regex(R"(the closest, ([^,]+),)")))
+      << run.err;
+  const std::string layout = closest[1];
+  // The closest layout already recomputes everything: advising it is a contradiction.
+  if (layout.find(" full") != std::string::npos) {
+    EXPECT_EQ(run.err.find("full activation checkpointing"), std::string::npos) << run.err;
+  }
+  if (layout.find(" z3 ") != std::string::npos) {
+    EXPECT_EQ(run.err.find("ZeRO stage 3"), std::string::npos) << run.err;
+  }
+  EXPECT_NE(run.err.find("GPUs with more memory"), std::string::npos) << run.err;
 }
 
 TEST(ExplainCommandTest, NothingFitsExitsWithFour) {
