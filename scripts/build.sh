@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds Pacer into build/ (RelWithDebInfo). GPU code is built
-# when nvcc is found (/usr/local/cuda), skipped otherwise.
+# when nvcc is found (/usr/local/cuda), skipped otherwise (PACER_ENABLE_CUDA is
+# set explicitly: scripts/run-local.sh turns it off in build/ on machines
+# without a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPACER_ENABLE_CUDA=ON >/dev/null
 cmake --build build -j"$(nproc)"

@@ -19,6 +19,7 @@ packages=(
   libspdlog-dev                          # the controller's structured logs
   prometheus                             # Prometheus server for the real-scrape test
   curl                                   # the scrape test's Prometheus API queries
+  tmux                                   # a real terminal for the progress line test
   jq                                     # the scrape test's JSON checks
   clang libclang-rt-14-dev               # libFuzzer for the parser fuzz target
 )

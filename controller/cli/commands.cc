@@ -119,6 +119,7 @@ int RunPlanCommand(const PlanFlags& flags, bool explain, std::ostream& out, std:
     } else {
       WritePlanReport(inputs->job, *result, out);
     }
+    if (flags.inputs.cluster_path.empty()) WriteBuiltInInventoryNote(out);
   } else {
     WriteMachineOutput(explain ? ExplainJson(*result) : PlanResultJson(*result), *format, out);
   }
@@ -148,7 +149,8 @@ int RunSweepCommand(const SweepFlags& flags, std::ostream& out, std::ostream& er
           static_cast<double>(*inputs->deadline_unix_seconds - inputs->now_unix_seconds);
     }
     std::ofstream svg(flags.svg_path, std::ios::binary | std::ios::trunc);
-    svg << SweepChartSvg(inputs->job.name, points, deadline_seconds);
+    svg << SweepChartSvg(inputs->job.name, points, deadline_seconds,
+                         {inputs->deadline_unix_seconds, inputs->job.objective});
     svg.close();
     if (!svg) {
       return Fail(InvalidArgumentError("--svg: cannot write " + flags.svg_path), err);

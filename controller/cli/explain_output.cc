@@ -163,7 +163,7 @@ std::string HorizontalBar(double fraction, int width) {
 
 void WriteExplainReport(const planner::JobSpec& job, const planner::PlanResult& result,
                         std::ostream& out) {
-  WriteInfeasibleBlock(result, out);
+  WriteInfeasibleBlock(job, result, out);
   WritePlanSummary(job, result, out);
   if (result.plan) {
     out << '\n';

@@ -29,13 +29,27 @@ std::string FormatGrouped(double x) {
 }
 
 std::string FormatSeconds(double seconds) {
+  // Three significant digits at every scale: a small model's 40 us of
+  // tensor-parallel traffic must not read "0.0 ms" next to a 2% share.
+  if (seconds == 0) return "0 s";
+  if (seconds < 1e-6) return FormatFixed(seconds * 1e9, seconds < 1e-8 ? 2 : 1) + " ns";
+  if (seconds < 1e-4) return FormatFixed(seconds * 1e6, seconds < 1e-5 ? 2 : 1) + " \u00b5s";
+  if (seconds < 1e-2) return FormatFixed(seconds * 1e3, 2) + " ms";
   if (seconds < 0.1) return FormatFixed(seconds * 1e3, 1) + " ms";
   if (seconds < 1) return FormatFixed(seconds, 3) + " s";
   if (seconds < 100) return FormatFixed(seconds, 2) + " s";
   return FormatGrouped(seconds) + " s";
 }
 
-std::string FormatGiB(double bytes) { return FormatFixed(bytes / kBytesPerGiB, 1) + " GiB"; }
+std::string FormatGiB(double bytes) {
+  // Small models' weights are megabytes: "0.0 GiB" would hide them.
+  if (bytes > 0 && bytes < 0.05 * kBytesPerGiB) {
+    const double mib = bytes / (1024.0 * 1024.0);
+    if (mib >= 0.05) return FormatFixed(mib, 1) + " MiB";
+    return FormatFixed(bytes / 1024.0, 1) + " KiB";
+  }
+  return FormatFixed(bytes / kBytesPerGiB, 1) + " GiB";
+}
 
 std::string FormatGpuHours(double gpu_hours) {
   return gpu_hours < 100 ? FormatFixed(gpu_hours, 1) : FormatGrouped(gpu_hours);

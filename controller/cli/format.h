@@ -17,10 +17,12 @@ std::string FormatFixed(double x, int decimals);
 // 1234567.8 -> "1,234,568" (rounded to an integer).
 std::string FormatGrouped(double x);
 
-// A step time: "7.91 s", "0.412 s", "12.3 ms".
+// A step time, three significant digits down to nanoseconds: "7.91 s",
+// "0.412 s", "12.3 ms", "4.21 ms", "38.5 \u00b5s" (micro sign, U+00B5), "0 s".
 std::string FormatSeconds(double seconds);
 
-// Bytes as GiB (2^30 bytes): "61.2 GiB".
+// Bytes as GiB (2^30 bytes): "61.2 GiB"; below 0.05 GiB as MiB or KiB
+// ("12.4 MiB"), so that a small model's memory never reads "0.0 GiB".
 std::string FormatGiB(double bytes);
 
 // GPU-hours: "6,340" or "12.5" below 100.

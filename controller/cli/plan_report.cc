@@ -97,7 +97,14 @@ void WritePlanSummary(const planner::JobSpec& job, const planner::PlanResult& re
   Line(out, "Cost", e.cost > 0 ? FormatCost(e.cost) : "unknown (the inventory has no price)");
 }
 
-void WriteInfeasibleBlock(const planner::PlanResult& result, std::ostream& out) {
+void WriteBuiltInInventoryNote(std::ostream& out) {
+  out << "\nInventory: the built-in example (one pool per common GPU type, all free, no "
+         "prices);\n  --cluster FILE plans for yours (`pacer inventory` writes one from a "
+         "cluster)\n";
+}
+
+void WriteInfeasibleBlock(const planner::JobSpec& job, const planner::PlanResult& result,
+                          std::ostream& out) {
   if (result.feasible) return;
   if (!result.advice) {
     out << "INFEASIBLE: no plan meets the deadline\n";
@@ -115,6 +122,12 @@ void WriteInfeasibleBlock(const planner::PlanResult& result, std::ostream& out) 
   if (advice.gpus_needed) {
     out << "  GPUs that would meet the deadline: " << *advice.gpus_needed;
     if (advice.gpus_needed_type) out << " x " << *advice.gpus_needed_type;
+    // The planner sizes this without maxGPUs: never advise past the job's
+    // own limit without naming it.
+    if (job.resources.max_gpus && *advice.gpus_needed > *job.resources.max_gpus) {
+      out << ", more than spec.resources.maxGPUs (" << *job.resources.max_gpus
+          << "): raise maxGPUs to " << *advice.gpus_needed << " or move the deadline";
+    }
     out << '\n';
   }
   if (!advice.nearby_global_batch_sizes.empty()) {
@@ -127,13 +140,16 @@ void WriteInfeasibleBlock(const planner::PlanResult& result, std::ostream& out) 
 
 void WritePlanReport(const planner::JobSpec& job, const planner::PlanResult& result,
                      std::ostream& out) {
-  WriteInfeasibleBlock(result, out);
+  WriteInfeasibleBlock(job, result, out);
   WritePlanSummary(job, result, out);
   WriteAlternatives(result, out);
+  // A layout is evaluated once per micro-batch and recompute choice that
+  // its bound did not rule out: evaluations can outnumber layouts.
   out << "\nSearched " << FormatGrouped(static_cast<double>(result.stats.layouts_considered))
-      << " layouts (" << FormatGrouped(static_cast<double>(result.stats.evaluated))
-      << " evaluated, " << FormatGrouped(static_cast<double>(result.stats.pruned))
-      << " pruned); `pacer explain` says why the others lost.\n";
+      << " layouts: " << FormatGrouped(static_cast<double>(result.stats.evaluated))
+      << " cost-model evaluations (micro-batch and recompute variants), "
+      << FormatGrouped(static_cast<double>(result.stats.pruned))
+      << " skipped by a bound; `pacer explain` says why the others lost.\n";
   if (!result.warnings.empty()) {
     out << '\n';
     for (const std::string& warning : result.warnings) out << "warning: " << warning << '\n';

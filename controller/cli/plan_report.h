@@ -20,8 +20,14 @@ void WritePlanSummary(const planner::JobSpec& job, const planner::PlanResult& re
                       std::ostream& out);
 
 // "INFEASIBLE: finishes 5h12m after the deadline" and the advice; nothing
-// when the result is feasible.
-void WriteInfeasibleBlock(const planner::PlanResult& result, std::ostream& out);
+// when the result is feasible. Advice beyond the job's own limits (more GPUs
+// than spec.resources.maxGPUs) says which limit to raise.
+void WriteInfeasibleBlock(const planner::JobSpec& job, const planner::PlanResult& result,
+                          std::ostream& out);
+
+// Without --cluster the planner uses a built-in example inventory (one pool
+// per common GPU type, all free, no prices): say so, and how to use yours.
+void WriteBuiltInInventoryNote(std::ostream& out);
 
 // The whole `pacer plan` table output.
 void WritePlanReport(const planner::JobSpec& job, const planner::PlanResult& result,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "cli/format.h"
 #include "cli/plan_output.h"
 #include "pacer/planner/units.h"
 
@@ -123,7 +124,14 @@ StatusJson BuildTrainJobStatus(const StatusInputs& in, const nlohmann::json& pre
   status["phase"] = PhaseName(in.phase);
   if (in.observed_generation) status["observedGeneration"] = *in.observed_generation;
   status["conditions"] = ConditionsJson(conditions);
-  if (in.plan) status["plan"] = cli::PlanJson(*in.plan, in.plan_unix_seconds);
+  if (in.plan) {
+    status["plan"] = cli::PlanJson(*in.plan, in.plan_unix_seconds);
+    // An unknown field is left out, not written as null: `kubectl describe`
+    // would print "Cost: <nil>" for node pools without a price.
+    for (auto it = status["plan"].begin(); it != status["plan"].end();) {
+      it = it->is_null() ? status["plan"].erase(it) : std::next(it);
+    }
+  }
   if (in.total_steps > 0) {
     const double percent =
         100.0 * static_cast<double>(in.steps_completed) / static_cast<double>(in.total_steps);
@@ -139,7 +147,10 @@ StatusJson BuildTrainJobStatus(const StatusInputs& in, const nlohmann::json& pre
         planner::FormatRfc3339(*in.projected_completion_unix_seconds);
   }
   if (in.deadline_slack_seconds) {
-    status["deadlineSlackSeconds"] = static_cast<int64_t>(std::floor(*in.deadline_slack_seconds));
+    const auto slack_seconds = static_cast<int64_t>(std::floor(*in.deadline_slack_seconds));
+    status["deadlineSlackSeconds"] = slack_seconds;
+    // The same, for people (the SLACK column): "+11h27m", "-3m10s".
+    status["deadlineSlack"] = cli::FormatSignedDuration(static_cast<double>(slack_seconds));
   }
   status["replans"] = in.replans;
   status["restarts"] = in.restarts;

@@ -7,10 +7,13 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "local/child_process.h"
+#include "pacer/planner/units.h"
 #include "reconcile/worker_env.h"
 
 extern char** environ;
@@ -75,8 +78,13 @@ Status ProcessLauncher::Launch(const LaunchSpec& spec) {
     for (int r = 0; r < layout.gpus_per_node; ++r) {
       p.metrics_ports.push_back(env_options.metrics_port + r);
     }
+    // Appended, not truncated: an interrupted run's log is kept when the
+    // same attempt number starts again on resume, below a header.
+    std::ofstream(p.log_path, std::ios::app)
+        << "==== pacer run: attempt " << spec.attempt << ", node " << node << ", started "
+        << planner::FormatRfc3339(static_cast<int64_t>(std::time(nullptr))) << " ====\n";
     StatusOr<pid_t> pid =
-        SpawnProcess(options_.worker_binary, {"run"}, env, p.log_path, LogMode::kTruncate);
+        SpawnProcess(options_.worker_binary, {"run"}, env, p.log_path, LogMode::kAppend);
     if (!pid.ok()) {
       KillLocked(group);
       return Status(pid.status().code(),

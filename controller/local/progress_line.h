@@ -2,8 +2,13 @@
 // terminal, one line per change otherwise), events above it, and the final
 // summary with the first ETA against the actual finish.
 //
-//   [#########-----------]  45%  step 135/300  0.21 s/step (predicted 0.18)
-//       ETA 14:02:31, deadline 14:10:00 (slack +7m29s)  replans 0  Running
+//   [#########-----------]  45%  step 135/300  0.21 s/step  (predicted 0.18 s)
+//       ETA 14:02:31  deadline Nov 24 09:10:00  slack +19h7m  replans 0  Running
+//
+// The live line fits the terminal (terminal_width.h): on a narrow one the bar
+// shrinks and the least useful fields go first (replans, the prediction, the
+// deadline), so it never wraps and "\r" redraws it in place. Times are UTC,
+// with the date when not today.
 //
 // Units: Unix seconds in, human-readable durations out.
 // Thread-safety: not thread-safe; one thread draws.
@@ -16,6 +21,7 @@
 #include <string>
 
 #include "local/local_store.h"
+#include "local/terminal_width.h"
 #include "reconcile/reconciler.h"
 
 namespace pacer::controller {
@@ -23,20 +29,25 @@ namespace pacer::controller {
 class ProgressLine {
  public:
   enum class Mode { kLive, kPlain, kNone };
-  ProgressLine(std::ostream& out, Mode mode) : out_(out), mode_(mode) {}
+  // `width` (live mode) gives the terminal's columns; null = 80.
+  ProgressLine(std::ostream& out, Mode mode, TerminalWidth* width = nullptr)
+      : out_(out), mode_(mode), width_(width) {}
 
   void Update(const JobView& view, int64_t now_unix_seconds);
   void Event(const LocalEvent& event);
   void Message(const std::string& line);
   void Finish();  // ends the live line
 
-  // The line for `view` (no terminal control characters), for tests.
-  static std::string Render(const JobView& view, int64_t now_unix_seconds);
+  // The line for `view` in at most `columns` - 1 characters (no terminal
+  // control characters). Plain mode (logs) renders for kPlainColumns.
+  static constexpr int kPlainColumns = 1000;
+  static std::string Render(const JobView& view, int64_t now_unix_seconds, int columns);
 
  private:
   void ClearLive();
   std::ostream& out_;
   Mode mode_;
+  TerminalWidth* width_;
   bool live_drawn_ = false;
   std::string last_plain_;
   int64_t last_plain_step_ = -1;
@@ -47,8 +58,11 @@ class ProgressLine {
 class RunSummary {
  public:
   void Observe(const JobView& view, int64_t now_unix_seconds);
+  // `run_step_seconds`: the whole run's mean step time (the scrape source's),
+  // printed as "measured"; the last scrape window's when absent.
   void Print(const JobView& view, const nlohmann::json& job, int64_t started_unix_seconds,
-             int64_t ended_unix_seconds, const std::string& work_dir, std::ostream& out) const;
+             int64_t ended_unix_seconds, const std::string& work_dir,
+             std::optional<double> run_step_seconds, std::ostream& out) const;
 
   // The first projection made from a measured step time, and when.
   std::optional<int64_t> first_eta_unix_seconds() const { return first_eta_; }

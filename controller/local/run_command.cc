@@ -19,6 +19,8 @@
 #include "local/process_launcher.h"
 #include "local/progress_line.h"
 #include "local/scraped_metrics.h"
+#include "local/terminal_width.h"
+#include "local/work_dir.h"
 #include "local/yaml_json.h"
 #include "pacer/planner/job_parser.h"
 #include "pacer/planner/units.h"
@@ -28,15 +30,16 @@
 namespace pacer::controller {
 namespace {
 
-std::atomic<bool> g_interrupted{false};
+// Ctrl-C presses: the first stops at a checkpoint, the second force-quits.
+std::atomic<int> g_interrupts{0};
 
-extern "C" void OnInterrupt(int /*signal*/) { g_interrupted.store(true); }
+extern "C" void OnInterrupt(int /*signal*/) { g_interrupts.fetch_add(1); }
 
 // Waits up to `ms`, returning early on Ctrl-C. The loop refreshes the
 // progress line at this pace; nothing waits on another thread here.
 void WaitInterruptibly(int64_t ms) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (!g_interrupted.load() && std::chrono::steady_clock::now() < until) {
+  while (g_interrupts.load() == 0 && std::chrono::steady_clock::now() < until) {
     ::poll(nullptr, 0, 50);
   }
 }
@@ -72,6 +75,17 @@ int ExitCodeFor(Phase phase, const JobView& view) {
     default:
       return 1;
   }
+}
+
+// Why the reconciler left the job Pending without a plan (Planned=False:
+// no GPU of the requested type, or not enough of them), if it did.
+std::optional<std::string> CannotRunHere(const JobView& view) {
+  for (const Condition& c : view.conditions) {
+    if (c.type == kConditionPlanned && c.status == kConditionFalse) {
+      return c.message + " (" + c.reason + ")";
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -124,6 +138,8 @@ void RunCommand::AddOptions(CLI::App* command) {
       "  1    the job failed (or an internal error)\n"
       "  2    invalid input: arguments or the TrainJob file\n"
       "  3    the deadline cannot be met on this machine (the reason and the fix are printed)\n"
+      "  4    this machine cannot run the job at all (e.g. it asks for GPUs this machine\n"
+      "       does not have)\n"
       "  130  stopped by Ctrl-C at a checkpoint (run again to resume)");
 }
 
@@ -148,16 +164,30 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   SystemClock& clock = SystemClock::Default();
   nlohmann::json& metadata = (*object)["metadata"];
   if (!metadata.is_object()) metadata = nlohmann::json::object();
-  // maxDuration counts from the start of this run.
+  const std::string work_dir =
+      !options.work_dir.empty() ? options.work_dir
+                                : ".pacer/" + metadata.value("namespace", std::string("default")) +
+                                      "-" + metadata.value("name", std::string("job"));
+  // Two runs of one job would share checkpoints and logs: one at a time.
+  StatusOr<WorkDirLock> lock = WorkDirLock::Acquire(work_dir);
+  if (!lock.ok()) {
+    err << "error: " << lock.status().message() << '\n';
+    return 1;
+  }
+  // maxDuration counts from the job's first start, kept across Ctrl-C and
+  // resume (a resumed run does not get a fresh deadline).
   if (!metadata.contains("creationTimestamp")) {
-    metadata["creationTimestamp"] = planner::FormatRfc3339(clock.WallUnixSeconds());
+    metadata["creationTimestamp"] =
+        planner::FormatRfc3339(FirstStartUnixSeconds(work_dir, clock.WallUnixSeconds()));
   }
 
   const bool terminal = ::isatty(STDOUT_FILENO) == 1 && &out == &std::cout;
   ProgressLine::Mode mode = ProgressLine::Mode::kPlain;
   if (options.progress == "none") mode = ProgressLine::Mode::kNone;
   if (options.progress == "auto" && terminal) mode = ProgressLine::Mode::kLive;
-  ProgressLine progress(out, mode);
+  std::optional<TerminalWidth> width;
+  if (mode == ProgressLine::Mode::kLive) width.emplace(STDOUT_FILENO);
+  ProgressLine progress(out, mode, width ? &*width : nullptr);
 
   LocalJobStore store(*object, [&progress](const LocalEvent& e) { progress.Event(e); });
   const std::string key = store.key();
@@ -168,12 +198,17 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   inventory_options.cpu_tflops_per_device = options.cpu_tflops;
   inventory_options.use_gpus = options.backend != "cpu";
   LocalInventory inventory(inventory_options);
+  if (options.backend == "gpu" && !inventory.uses_gpus()) {
+    err << "error: --backend gpu: no NVIDIA GPU found on this machine (nothing under "
+        << inventory_options.proc_nvidia_dir
+        << "); run with --backend cpu (or auto, the default) to train on the CPU\n";
+    return 2;
+  }
 
   ProcessLauncherOptions launcher_options;
   launcher_options.worker_binary =
       options.worker_binary.empty() ? DefaultWorkerBinary() : options.worker_binary;
-  launcher_options.work_dir =
-      options.work_dir.empty() ? ".pacer/" + ref.namespace_name + "-" + ref.name : options.work_dir;
+  launcher_options.work_dir = work_dir;
   launcher_options.backend = inventory.uses_gpus() ? "gpu" : "cpu";
   ProcessLauncher launcher(launcher_options);
   ScrapedMetricsSource metrics(
@@ -190,6 +225,12 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   out << "pacer run: " << key << " on " << inventory.Describe() << "\n"
       << "  worker " << launcher_options.worker_binary << "\n"
       << "  logs and checkpoints in " << launcher_options.work_dir << "\n";
+  const std::string checkpoints = launcher_options.work_dir + "/checkpoints";
+  if (std::optional<int64_t> step = ResumableCheckpointStep(checkpoints)) {
+    out << "  resuming from step " << *step << " (checkpoint in " << checkpoints
+        << "); maxDuration counts from the first start, "
+        << metadata.value("creationTimestamp", std::string()) << "\n";
+  }
   out.flush();
 
   struct sigaction action {};
@@ -197,7 +238,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   sigemptyset(&action.sa_mask);
   struct sigaction previous_int {
   }, previous_term{};
-  g_interrupted.store(false);
+  g_interrupts.store(0);
   sigaction(SIGINT, &action, &previous_int);
   sigaction(SIGTERM, &action, &previous_term);
   auto restore = [&]() {
@@ -210,11 +251,24 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   int consecutive_errors = 0;
   int exit_code = 1;
   while (true) {
-    if (g_interrupted.load()) {
-      progress.Message("stopping the workers at a checkpoint (Ctrl-C again is ignored)...");
+    if (g_interrupts.load() > 0) {
+      progress.Message("stopping the workers at a checkpoint (Ctrl-C again to force-quit)...");
       (void)launcher.Stop(ref, StopMode::kGraceful);
       // Wait for every worker to checkpoint and exit.
       for (int i = 0; i < 1200; ++i) {
+        if (g_interrupts.load() > 1) {
+          // A second Ctrl-C: the user will not wait for the checkpoint.
+          (void)launcher.Stop(ref, StopMode::kRemove);
+          progress.Finish();
+          out << "force-quit: workers killed; the next run resumes from the last checkpoint "
+                 "written";
+          if (std::optional<int64_t> step = ResumableCheckpointStep(checkpoints)) {
+            out << " (step " << *step << ")";
+          }
+          out << '\n';
+          restore();
+          return 130;
+        }
         StatusOr<std::optional<WorkerGroup>> group = launcher.Observe(ref);
         if (!group.ok() || !group->has_value()) break;
         const WorkerGroup& g = **group;
@@ -224,8 +278,12 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
       (void)launcher.Stop(ref, StopMode::kRemove);
       std::optional<JobView> view = reconciler.View(key);
       progress.Finish();
-      out << "stopped at step " << (view ? view->steps_completed : 0) << " with a checkpoint in "
-          << launcher_options.work_dir << "/checkpoints; run the same command again to resume\n";
+      // The step the workers agreed to stop at and checkpointed (they finish
+      // the step they are in): the step the next run resumes from, not the
+      // last progress scraped before Ctrl-C.
+      const std::optional<int64_t> stopped = ResumableCheckpointStep(checkpoints);
+      out << "stopped at step " << stopped.value_or(view ? view->steps_completed : 0)
+          << " with a checkpoint in " << checkpoints << "; run the same command again to resume\n";
       restore();
       return 130;
     }
@@ -245,6 +303,22 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
       if (result.requeue_after) wait_ms = std::min<int64_t>(wait_ms, result.requeue_after->count());
     }
     std::optional<JobView> view = reconciler.View(key);
+    if (view && view->phase == Phase::kPending) {
+      // In a cluster a job waits for GPUs to be added or freed; this machine
+      // is all there is and nothing else runs on it, so it would wait forever.
+      if (const std::optional<std::string> why = CannotRunHere(*view)) {
+        progress.Finish();
+        err << "error: this machine (" << inventory.Describe() << ") cannot run " << key << ": "
+            << *why
+            << "\n  local mode plans for this machine only: run the job in a cluster "
+               "(kubectl apply -f "
+            << options.job_path
+            << "), or change its spec.resources (GPU types, GPU counts) to fit this machine\n";
+        (void)launcher.Stop(ref, StopMode::kRemove);
+        restore();
+        return 4;
+      }
+    }
     if (view) {
       summary.Observe(*view, clock.WallUnixSeconds());
       progress.Update(*view, clock.WallUnixSeconds());
@@ -252,8 +326,9 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
           view->phase == Phase::kInfeasible) {
         progress.Finish();
         summary.Print(*view, store.Snapshot(), started, clock.WallUnixSeconds(),
-                      launcher_options.work_dir, out);
+                      launcher_options.work_dir, metrics.RunMeanStepSeconds(), out);
         exit_code = ExitCodeFor(view->phase, *view);
+        ForgetStart(work_dir);  // the job ended: a next run is a new job
         break;
       }
     }

@@ -8,7 +8,9 @@
 // finish. Ctrl-C stops the workers at a checkpoint; running again resumes.
 //
 // Exit codes: 0 Succeeded; 1 Failed (or internal error); 2 invalid input;
-// 3 Infeasible (the deadline cannot be met here); 130 interrupted by Ctrl-C
+// 3 Infeasible (the deadline cannot be met here); 4 this machine cannot run
+// the job at all (GPUs it does not have: a cluster would wait, this machine
+// never gets them); 130 interrupted by Ctrl-C
 // after a clean stop.
 // Thread-safety: one run per process (it installs a SIGINT handler).
 #ifndef PACER_CONTROLLER_LOCAL_RUN_COMMAND_H_

@@ -3,8 +3,10 @@
 #include <cpprest/http_client.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <thread>
 
 namespace pacer::controller {
 namespace {
@@ -98,8 +100,8 @@ ScrapeFn HttpScraper(std::chrono::milliseconds timeout) {
 }
 
 ScrapedMetricsSource::ScrapedMetricsSource(std::function<std::vector<int>(const JobRef&)> ports,
-                                           ScrapeFn scrape)
-    : ports_(std::move(ports)), scrape_(std::move(scrape)) {}
+                                           ScrapeFn scrape, std::chrono::milliseconds exit_grace)
+    : ports_(std::move(ports)), scrape_(std::move(scrape)), exit_grace_(exit_grace) {}
 
 StatusOr<Measurement> ScrapedMetricsSource::Measure(const JobRef& job) {
   const std::vector<int> ports = ports_(job);
@@ -107,13 +109,21 @@ StatusOr<Measurement> ScrapedMetricsSource::Measure(const JobRef& job) {
   if (ports.empty()) return m;
   int reached = 0;
   Status last_error = Status::Ok();
+  double slowest_steps = 0, slowest_seconds = 0;
   for (int port : ports) {
     StatusOr<std::string> text = scrape_(port);
     if (!text.ok()) {
-      last_error = text.status();
+      // A worker still starting has not opened its endpoint yet: only one
+      // that answered before and stopped answering is an outage.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (history_.count(port) > 0) last_error = text.status();
       continue;
     }
     ++reached;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      history_.try_emplace(port);  // answered once
+    }
     double sum = 0, count = 0;
     bool has_histogram = false;
     for (const MetricSample& s : ParseMetricsText(*text)) {
@@ -138,13 +148,44 @@ StatusOr<Measurement> ScrapedMetricsSource::Measure(const JobRef& job) {
     } else if (count == h.count && h.last_mean_seconds > 0) {
       mean = h.last_mean_seconds;  // no step since the last scrape
     }
+    // Steps and seconds since the previous scrape (all of them on the first
+    // scrape of a rank, or after it restarted and its counters did).
+    const bool continues = count >= h.count && h.count > 0;
+    const double window_steps = continues ? count - h.count : count;
+    const double window_seconds = continues ? sum - h.sum_seconds : sum;
     h = RankHistory{sum, count, mean};
     // Ranks step in lock-step: the slowest one is the job's step time.
-    m.step_seconds = std::max(m.step_seconds.value_or(0.0), mean);
+    if (mean > m.step_seconds.value_or(0.0)) {
+      m.step_seconds = mean;
+      slowest_steps = window_steps;
+      slowest_seconds = window_seconds;
+    }
+  }
+  if (slowest_steps > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    run_steps_ += slowest_steps;
+    run_seconds_ += slowest_seconds;
   }
   // A rank still starting has no endpoint yet; only none at all is an error.
-  if (reached == 0 && !last_error.ok()) return last_error;
+  if (reached == 0 && !last_error.ok()) {
+    // A worker that finished closes its endpoint a moment before it exits:
+    // when every one of them exits within the grace, that was the end of the
+    // run, not a metrics outage.
+    const auto until = std::chrono::steady_clock::now() + exit_grace_;
+    while (true) {
+      if (ports_(job).empty()) return m;
+      if (std::chrono::steady_clock::now() >= until) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return last_error;
+  }
   return m;
+}
+
+std::optional<double> ScrapedMetricsSource::RunMeanStepSeconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (run_steps_ <= 0) return std::nullopt;
+  return run_seconds_ / run_steps_;
 }
 
 }  // namespace pacer::controller

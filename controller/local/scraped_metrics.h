@@ -5,6 +5,11 @@
 //                  scrape (pacer_worker_step_duration_seconds sum/count
 //                  deltas; the cumulative mean on the first scrape)
 //   model scale  = pacer_worker_model_scale
+// No endpoint answering is Unavailable (endpoints that never answered yet
+// belong to workers still starting and do not count), unless every worker exits within
+// `exit_grace` (a finished worker closes its endpoint just before it exits).
+// RunMeanStepSeconds: the slowest rank's mean over every step scraped in this
+// run (the summary's "measured"), not just the last window.
 //
 // Units: seconds, steps. Thread-safety: Measure may be called concurrently
 // (one mutex guards the per-rank history).
@@ -15,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,9 +46,14 @@ ScrapeFn HttpScraper(std::chrono::milliseconds timeout);
 class ScrapedMetricsSource final : public MetricsSource {
  public:
   // `ports` lists the /metrics ports of a job's live ranks (the launcher's).
-  ScrapedMetricsSource(std::function<std::vector<int>(const JobRef&)> ports, ScrapeFn scrape);
+  ScrapedMetricsSource(std::function<std::vector<int>(const JobRef&)> ports, ScrapeFn scrape,
+                       std::chrono::milliseconds exit_grace = std::chrono::milliseconds(2000));
 
   StatusOr<Measurement> Measure(const JobRef& job) override;
+
+  // Seconds per step over all the steps measured so far (slowest rank of
+  // each scrape window); nullopt before the first.
+  std::optional<double> RunMeanStepSeconds() const;
 
  private:
   struct RankHistory {
@@ -52,8 +63,11 @@ class ScrapedMetricsSource final : public MetricsSource {
   };
   std::function<std::vector<int>(const JobRef&)> ports_;
   ScrapeFn scrape_;
-  std::mutex mu_;
+  std::chrono::milliseconds exit_grace_;
+  mutable std::mutex mu_;
   std::map<int, RankHistory> history_;  // by port
+  double run_steps_ = 0;                // the run's measured steps and seconds
+  double run_seconds_ = 0;
 };
 
 }  // namespace pacer::controller

@@ -13,15 +13,24 @@ namespace pacer::planner {
 
 const char* RejectReasonName(RejectReason r) {
   switch (r) {
-    case RejectReason::kGpuTypeNotAllowed: return "gpu-type-not-allowed";
-    case RejectReason::kPrecisionUnsupported: return "precision-unsupported";
-    case RejectReason::kGpuCountLimits: return "outside-gpu-limits";
-    case RejectReason::kNotEnoughFreeGpus: return "not-enough-free-gpus";
-    case RejectReason::kLayoutIndivisible: return "layout-indivisible";
-    case RejectReason::kBatchIndivisible: return "batch-indivisible";
-    case RejectReason::kOutOfMemory: return "out-of-memory";
-    case RejectReason::kMissesDeadline: return "misses-deadline";
-    case RejectReason::kDominated: return "dominated";
+    case RejectReason::kGpuTypeNotAllowed:
+      return "gpu-type-not-allowed";
+    case RejectReason::kPrecisionUnsupported:
+      return "precision-unsupported";
+    case RejectReason::kGpuCountLimits:
+      return "outside-gpu-limits";
+    case RejectReason::kNotEnoughFreeGpus:
+      return "not-enough-free-gpus";
+    case RejectReason::kLayoutIndivisible:
+      return "layout-indivisible";
+    case RejectReason::kBatchIndivisible:
+      return "batch-indivisible";
+    case RejectReason::kOutOfMemory:
+      return "out-of-memory";
+    case RejectReason::kMissesDeadline:
+      return "misses-deadline";
+    case RejectReason::kDominated:
+      return "dominated";
   }
   return "unknown";
 }
@@ -41,7 +50,8 @@ std::vector<int64_t> NearbyGlobalBatchSizes(int64_t gbs) {
   };
   const int64_t current = two_adic(gbs);
   std::vector<int64_t> out;
-  const int64_t lo = std::max<int64_t>(1, static_cast<int64_t>(std::floor(static_cast<double>(gbs) * 0.8)));
+  const int64_t lo =
+      std::max<int64_t>(1, static_cast<int64_t>(std::floor(static_cast<double>(gbs) * 0.8)));
   const int64_t hi = static_cast<int64_t>(std::ceil(static_cast<double>(gbs) * 1.25));
   std::vector<std::pair<int64_t, int64_t>> scored;  // (distance, value)
   for (int64_t g = lo; g <= hi; ++g) {
@@ -109,15 +119,21 @@ Status NothingFits(const internal::SearchOutcome& outcome) {
   auto count = [&r](RejectReason reason) { return r[static_cast<int>(reason)].count; };
   const RejectionSummary& oom = r[static_cast<int>(RejectReason::kOutOfMemory)];
   if (oom.best) {
-    return FailedPreconditionError(
-        "no layout fits in GPU memory: the closest, " + oom.best->layout.ToString() + ", " +
-        oom.detail +
-        "; allow more GPUs (spec.resources.maxGPUs), GPUs with more memory, ZeRO stage 3 or "
-        "full activation checkpointing, or a smaller micro-batch / sequence length");
+    // Only what the closest layout does not do already: advising ZeRO-3 or
+    // full recomputation to a layout that uses them contradicts the job.
+    const Layout& closest = oom.best->layout;
+    std::vector<std::string> fixes = {"allow more GPUs (spec.resources.maxGPUs)",
+                                      "GPUs with more memory"};
+    if (closest.zero_stage < 3) fixes.push_back("ZeRO stage 3");
+    if (closest.recompute != Recompute::kFull) fixes.push_back("full activation checkpointing");
+    fixes.push_back(closest.micro_batch_size > 1 ? "a smaller micro-batch or sequence length"
+                                                 : "a shorter sequence length");
+    return FailedPreconditionError("no layout fits in GPU memory: the closest, " +
+                                   closest.ToString() + ", " + oom.detail + "; " + Join(fixes));
   }
-  for (RejectReason reason : {RejectReason::kNotEnoughFreeGpus, RejectReason::kGpuCountLimits,
-                              RejectReason::kPrecisionUnsupported,
-                              RejectReason::kLayoutIndivisible}) {
+  for (RejectReason reason :
+       {RejectReason::kNotEnoughFreeGpus, RejectReason::kGpuCountLimits,
+        RejectReason::kPrecisionUnsupported, RejectReason::kLayoutIndivisible}) {
     if (count(reason) > 0) {
       return FailedPreconditionError(std::string("no layout is possible (") +
                                      RejectReasonName(reason) +
@@ -157,16 +173,16 @@ void AddAdvice(const JobSpec& job, const Inventory& inventory, const Calibration
                   FormatRfc3339(advice.earliest_completion_unix_seconds) + ". To meet it: ";
   std::vector<std::string> fixes;
   if (advice.gpus_needed) {
-    fixes.push_back("make " + std::to_string(*advice.gpus_needed) + " " +
-                    *advice.gpus_needed_type + " GPUs available (the chosen plan uses " +
+    fixes.push_back("make " + std::to_string(*advice.gpus_needed) + " " + *advice.gpus_needed_type +
+                    " GPUs available (the chosen plan uses " +
                     std::to_string(fastest.layout.gpus()) + ")");
   } else {
     fixes.push_back("no number of GPUs of the allowed types meets it at global batch " +
                     std::to_string(job.training.global_batch_size) +
                     " (data parallelism is capped by the global batch)");
   }
-  fixes.push_back("move the deadline to " +
-                  FormatRfc3339(advice.earliest_completion_unix_seconds) + " or later");
+  fixes.push_back("move the deadline to " + FormatRfc3339(advice.earliest_completion_unix_seconds) +
+                  " or later");
   if (!advice.nearby_global_batch_sizes.empty()) {
     std::vector<std::string> sizes;
     for (int64_t g : advice.nearby_global_batch_sizes) sizes.push_back(std::to_string(g));
@@ -259,11 +275,12 @@ StatusOr<PlanResult> PlanImpl(const JobSpec& job, const Inventory& inventory,
     const double tokens = TotalSequences(job) * job.model.sequence_length;
     const double params = TotalParameters(job.model);
     if (tokens < kChinchillaTokensPerParameter * params) {
-      result.warnings.push_back(
-          "training on " + Format("%.3g", tokens) + " tokens is " +
-          Format("%.1f", tokens / params) + " tokens per parameter; Chinchilla's compute-optimal "
-          "is ~20 (" + Format("%.3g", kChinchillaTokensPerParameter * params) +
-          " tokens for this model): the model may be under-trained");
+      result.warnings.push_back("training on " + Format("%.3g", tokens) + " tokens is " +
+                                Format("%.1f", tokens / params) +
+                                " tokens per parameter; Chinchilla's compute-optimal "
+                                "is ~20 (" +
+                                Format("%.3g", kChinchillaTokensPerParameter * params) +
+                                " tokens for this model): the model may be under-trained");
     }
   }
   if (job.model.architecture_inferred) {

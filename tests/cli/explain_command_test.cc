@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 
 #include "cli/commands.h"
@@ -66,6 +67,58 @@ TEST(ExplainCommandTest, InfeasibleJobExitsWithThree) {
   EXPECT_EQ(run.exit_code, kExitInfeasible) << run.err;
   EXPECT_NE(run.out.find("INFEASIBLE"), std::string::npos);
   EXPECT_NE(run.out.find("misses-deadline"), std::string::npos) << run.out;
+}
+
+TEST(ExplainCommandTest, AdviceBeyondMaxGpusNamesTheLimit) {
+  // impossible.yaml allows at most 64 GPUs; the advice may need more, and
+  // must then say that maxGPUs forbids them.
+  const CliRun run = RunPacer({"explain", CliTestData("impossible.yaml"), "--now", kNow});
+  ASSERT_EQ(run.exit_code, kExitInfeasible) << run.err;
+  const std::string prefix = "GPUs that would meet the deadline: ";
+  const size_t at = run.out.find(prefix);
+  ASSERT_NE(at, std::string::npos) << run.out;
+  const int needed = std::stoi(run.out.substr(at + prefix.size()));
+  ASSERT_GT(needed, 64) << run.out;
+  EXPECT_NE(run.out.find("more than spec.resources.maxGPUs (64): raise maxGPUs to " +
+                         std::to_string(needed)),
+            std::string::npos)
+      << run.out;
+}
+
+TEST(ExplainCommandTest, SmallModelTimesNeverReadZero) {
+  // The quickstart's tensor-parallel and optimizer times are microseconds.
+  const CliRun run =
+      RunPacer({"explain", std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
+                "--now", kNow});
+  ASSERT_NE(run.out.find("Step time ("), std::string::npos) << run.out << run.err;
+  EXPECT_EQ(run.out.find(" 0.0 ms"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find(" 0.0 GiB"), std::string::npos) << run.out;
+}
+
+TEST(ExplainCommandTest, SaysWhenTheBuiltInInventoryIsUsed) {
+  const CliRun built_in = RunPacer({"explain", CliTestData("llama-7b.yaml"), "--now", kNow});
+  EXPECT_NE(built_in.out.find("Inventory: the built-in example"), std::string::npos)
+      << built_in.out;
+  const CliRun own = RunPacer({"explain", CliTestData("llama-7b.yaml"), "--cluster",
+                               CliTestData("cluster.yaml"), "--now", kNow});
+  EXPECT_EQ(own.out.find("built-in"), std::string::npos) << own.out;
+}
+
+TEST(ExplainCommandTest, NothingFitsAdvisesOnlyWhatTheClosestLayoutLacks) {
+  const CliRun run = RunPacer({"explain", CliTestData("too-big.yaml"), "--now", kNow});
+  ASSERT_EQ(run.exit_code, kExitNothingFits) << run.out << run.err;
+  std::smatch closest;
+  ASSERT_TRUE(std::regex_search(run.err, closest, std::regex(R"(the closest, ([^,]+),)")))
+      << run.err;
+  const std::string layout = closest[1];
+  // The closest layout already recomputes everything: advising it is a contradiction.
+  if (layout.find(" full") != std::string::npos) {
+    EXPECT_EQ(run.err.find("full activation checkpointing"), std::string::npos) << run.err;
+  }
+  if (layout.find(" z3 ") != std::string::npos) {
+    EXPECT_EQ(run.err.find("ZeRO stage 3"), std::string::npos) << run.err;
+  }
+  EXPECT_NE(run.err.find("GPUs with more memory"), std::string::npos) << run.err;
 }
 
 TEST(ExplainCommandTest, NothingFitsExitsWithFour) {

@@ -14,6 +14,7 @@
 #include "cli/svg_chart.h"
 #include "cli/table.h"
 #include "cli/yaml_output.h"
+#include "pacer/planner/units.h"
 
 namespace pacer::cli {
 namespace {
@@ -70,7 +71,16 @@ TEST(FormatTest, HumanNumbers) {
   EXPECT_EQ(FormatSeconds(7.912), "7.91 s");
   EXPECT_EQ(FormatSeconds(0.412), "0.412 s");
   EXPECT_EQ(FormatSeconds(0.0123), "12.3 ms");
+  // Small models: never "0.0 ms" for a time that is not zero.
+  EXPECT_EQ(FormatSeconds(0.00421), "4.21 ms");
+  EXPECT_EQ(FormatSeconds(3.85e-5), "38.5 \u00b5s");
+  EXPECT_EQ(FormatSeconds(4.2e-6), "4.20 \u00b5s");
+  EXPECT_EQ(FormatSeconds(5.5e-7), "550.0 ns");
+  EXPECT_EQ(FormatSeconds(0), "0 s");
   EXPECT_EQ(FormatGiB(61.25 * kBytesPerGiB), "61.2 GiB");
+  EXPECT_EQ(FormatGiB(12.4 * 1024 * 1024), "12.4 MiB");
+  EXPECT_EQ(FormatGiB(3000), "2.9 KiB");
+  EXPECT_EQ(FormatGiB(0), "0.0 GiB");
   EXPECT_EQ(FormatGpuHours(6340.4), "6,340");
   EXPECT_EQ(FormatGpuHours(12.46), "12.5");
   EXPECT_EQ(FormatCost(15800.456), "15,800.46");
@@ -141,6 +151,46 @@ TEST(SweepChartTest, MarkersDeadlineAndTitle) {
   EXPECT_EQ(markers, 3u);
   // One hollow marker: the plan that misses the deadline.
   EXPECT_NE(svg.find("fill=\"white\"><title>8 GPUs"), std::string::npos) << svg;
+}
+
+TEST(SweepChartTest, WideRangesUseALogAxisAndTheChosenPlanIsRinged) {
+  // 1 GPU: 40 days; 256 GPUs: 4 hours. Cheapest meeting the deadline: 32.
+  std::vector<planner::SweepPoint> points;
+  planner::SweepPoint none;
+  none.gpus = 1;
+  none.reason = "out-of-memory: needs 110 GiB of 80 GiB";
+  points.push_back(none);
+  points.push_back(Point(8, 960, false));
+  points.push_back(Point(32, 100, true));
+  points.push_back(Point(256, 4, true));
+  points[2].best->gpu_hours = 3000;
+  points[3].best->gpu_hours = 4000;
+  const std::string svg =
+      SweepChartSvg("wide", points, 200 * 3600.0,
+                    {*planner::ParseRfc3339("2026-06-09T08:00:00Z"), planner::Objective::kCost});
+  EXPECT_NE(svg.find("(days, log scale)"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("chosen: 32 GPUs"), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("chosen: 256 GPUs"), std::string::npos);
+  EXPECT_NE(svg.find("deadline 2026-06-09T08:00:00Z</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("H100-SXM GPUs (log2 scale)"), std::string::npos) << svg;
+  // The count without a plan is marked, its reason in the tooltip.
+  EXPECT_NE(svg.find("class=\"no-plan\""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("1 GPUs: no plan: out-of-memory"), std::string::npos) << svg;
+  // By objective time the fastest meeting the deadline is chosen instead.
+  const std::string fastest =
+      SweepChartSvg("wide", points, 200 * 3600.0, {std::nullopt, planner::Objective::kTime});
+  EXPECT_NE(fastest.find("chosen: 256 GPUs"), std::string::npos);
+}
+
+TEST(SweepChartTest, ShortJobsInMinutesAndPricesAsCost) {
+  std::vector<planner::SweepPoint> points = {Point(8, 2, true), Point(16, 1, true)};
+  points[0].best->cost = 160;
+  points[1].best->cost = 170;
+  const std::string svg = SweepChartSvg("short", points, std::nullopt);
+  EXPECT_NE(svg.find("(minutes)"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">Cost</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("class=\"marker cost\""), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("class=\"no-plan\""), std::string::npos);
 }
 
 TEST(SweepChartTest, SinglePointAndNoDeadline) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -43,16 +44,39 @@ TEST(SweepCommandTest, TableHasOneRowPerGpuCount) {
       RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "8..1024", "--now", kNow});
   ASSERT_EQ(run.exit_code, kExitOk) << run.out << run.err;
   const std::vector<std::string> lines = Lines(run.out);
-  // Title, header, rule, then the rows.
-  ASSERT_EQ(lines.size(), 3u + 8u) << run.out;
+  // Title, header, rule, the rows, then the note on the job's GPU limits.
+  ASSERT_EQ(lines.size(), 3u + 8u + 1u) << run.out;
   EXPECT_NE(lines[1].find("GPUS"), std::string::npos);
   EXPECT_NE(lines[1].find("MEETS DEADLINE"), std::string::npos);
-  const std::vector<std::string> gpus = {"8", "16", "32", "64", "128", "256", "512", "1024"};
+  // maxGPUs is 512: the 1024 row is a what-if, and marked so.
+  const std::vector<std::string> gpus = {"8 ",   "16 ",  "32 ",  "64 ",
+                                         "128 ", "256 ", "512 ", "1024*"};
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     const std::string& row = lines[3 + i];
-    EXPECT_EQ(row.substr(row.find_first_not_of(' '), gpus[i].size() + 1), gpus[i] + " ") << row;
+    EXPECT_EQ(row.substr(row.find_first_not_of(' '), gpus[i].size()), gpus[i]) << row;
     EXPECT_TRUE(row.ends_with("yes") || row.ends_with("no")) << row;
   }
+  EXPECT_EQ(lines[11],
+            "* outside the job's spec.resources (minGPUs 8, maxGPUs 512): planned as if "
+            "the limits allowed it");
+}
+
+TEST(SweepCommandTest, NoPlanReasonsAreFootnotesThatWidenNoRow) {
+  // 1 GPU cannot hold a 7B model: a long reason, which must not widen every row.
+  const CliRun run =
+      RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "1..64", "--now", kNow});
+  ASSERT_EQ(run.exit_code, kExitOk) << run.out << run.err;
+  const std::vector<std::string> lines = Lines(run.out);
+  std::size_t footnotes = 0;
+  for (std::size_t i = 1; i < lines.size(); ++i) {  // after the title
+    if (lines[i].starts_with("[1] ")) ++footnotes;
+    EXPECT_LE(lines[i].size(), 110u) << lines[i];
+  }
+  EXPECT_EQ(footnotes, 1u) << run.out;
+  EXPECT_NE(run.out.find("no plan [1]"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("GPU memory"), std::string::npos) << run.out;  // the reason itself
+  // 1 is below minGPUs 8: marked.
+  EXPECT_TRUE(std::regex_search(run.out, std::regex(R"((^|\n) *1\* +no plan \[1\])"))) << run.out;
 }
 
 TEST(SweepCommandTest, JsonPointsMatchTheCounts) {

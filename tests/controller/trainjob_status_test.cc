@@ -121,7 +121,13 @@ TEST(TrainJobStatusTest, BuildsEveryField) {
   ASSERT_EQ(s["conditions"].size(), 3u);
   EXPECT_EQ(s["conditions"][2]["type"], "DeadlineAtRisk");
   EXPECT_EQ(s["conditions"][2]["status"], "False");
-  EXPECT_EQ(s["plan"], cli::PlanJson(*in.plan, kNow - 3600));
+  // The CLI's plan JSON, less its null fields: no price, no "cost" key (not
+  // null, which `kubectl describe` prints as "Cost: <nil>").
+  auto expected_plan = cli::PlanJson(*in.plan, kNow - 3600);
+  ASSERT_TRUE(expected_plan.contains("cost"));
+  expected_plan.erase("cost");
+  EXPECT_EQ(s["plan"], expected_plan);
+  EXPECT_FALSE(s["plan"].contains("cost"));
   EXPECT_EQ(s["plan"]["gpuType"], "H100-SXM");
   EXPECT_EQ(s["plan"]["predictedStepSeconds"], 7.9);
   EXPECT_EQ(s["plan"]["predictedCompletionTime"], "2026-11-22T23:00:00Z");
@@ -131,6 +137,7 @@ TEST(TrainJobStatusTest, BuildsEveryField) {
   EXPECT_EQ(s["measuredStepSeconds"], 8.3);
   EXPECT_EQ(s["projectedCompletionTime"], "2026-11-23T00:00:00Z");
   EXPECT_EQ(s["deadlineSlackSeconds"], 41230);
+  EXPECT_EQ(s["deadlineSlack"], "+11h27m");  // the SLACK column
   EXPECT_EQ(s["replans"], 1);
   EXPECT_EQ(s["restarts"], 0);
 }
@@ -142,7 +149,7 @@ TEST(TrainJobStatusTest, OmitsWhatIsUnknown) {
   EXPECT_EQ(s["phase"], "Pending");
   EXPECT_TRUE(s["conditions"].empty());
   for (const char* key : {"plan", "progress", "measuredStepSeconds", "projectedCompletionTime",
-                          "deadlineSlackSeconds", "observedGeneration"}) {
+                          "deadlineSlackSeconds", "deadlineSlack", "observedGeneration"}) {
     EXPECT_FALSE(s.contains(key)) << key;
   }
 }

@@ -31,7 +31,8 @@ struct Rendered {
 
 // `kubectl kustomize manifests`: needs only the client.
 Rendered Kustomize() {
-  CommandResult r = RunCommand(std::string(KUBECTL_BINARY) + " kustomize " + SourcePath("manifests"));
+  CommandResult r =
+      RunCommand(std::string(KUBECTL_BINARY) + " kustomize " + SourcePath("manifests"));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return {r.out, YamlDocuments(r.out)};
 }
@@ -69,7 +70,8 @@ class ApplyTest : public ::testing::Test {
       std::transform(kind.begin(), kind.end(), kind.begin(), ::tolower);
       const std::string api_version = o["apiVersion"];
       const size_t slash = api_version.find('/');
-      const std::string group = slash == std::string::npos ? "" : "." + api_version.substr(0, slash);
+      const std::string group =
+          slash == std::string::npos ? "" : "." + api_version.substr(0, slash);
       const std::string name = o["metadata"]["name"];
       EXPECT_THAT(applied.out, HasSubstr(kind + group + "/" + name + " created")) << applied.out;
     }
@@ -99,16 +101,16 @@ TEST_F(ApplyTest, KustomizeManifestsAreAcceptedAndExampleJobsListWithTheirColumn
   job["status"] = json::parse(R"({
     "phase": "Running", "plan": {"gpus": 64}, "progress": {"percent": 12.5},
     "projectedCompletionTime": "2030-01-02T03:04:05Z", "deadline": "2030-01-03T00:00:00Z",
-    "deadlineSlackSeconds": 75355})");
+    "deadlineSlackSeconds": 75355, "deadlineSlack": "+20h56m"})");
   ASSERT_TRUE(env_.server().UpdateObject(path, job).ok());
   CommandResult get = env_.Kubectl("get tj -A");
   ASSERT_EQ(get.exit_code, 0) << get.err;
   EXPECT_TRUE(std::regex_search(
       get.out, std::regex("NAMESPACE +NAME +PHASE +GPUS +PROGRESS +ETA +DEADLINE +SLACK +AGE\n")))
       << get.out;
-  EXPECT_TRUE(std::regex_search(get.out,
-                                std::regex("research +llama-7b-h100 +Running +64 +12.5 +"
-                                           "2030-01-02T03:04:05Z +2030-01-03T00:00:00Z +75355 ")))
+  EXPECT_TRUE(std::regex_search(
+      get.out, std::regex("research +llama-7b-h100 +Running +64 +12.5 +"
+                          "2030-01-02T03:04:05Z +2030-01-03T00:00:00Z +\\+20h56m ")))
       << get.out;
   EXPECT_THAT(get.out, HasSubstr("quickstart"));
 }
@@ -129,9 +131,9 @@ TEST_F(ApplyTest, AnInvalidTrainJobIsRefusedWithTheSchemasMessage) {
   EXPECT_THAT(refused.err, HasSubstr("is invalid"));
   EXPECT_THAT(refused.err, HasSubstr("spec.training.globalBatchSize: Invalid value: 0"));
   EXPECT_THAT(refused.err, HasSubstr("spec.training.precision: Unsupported value: \"bf32\""));
-  EXPECT_FALSE(
-      env_.server().GetObject("/apis/pacer.dev/v1alpha1/namespaces/default/trainjobs/invalid-batch")
-          .ok());
+  EXPECT_FALSE(env_.server()
+                   .GetObject("/apis/pacer.dev/v1alpha1/namespaces/default/trainjobs/invalid-batch")
+                   .ok());
 }
 
 TEST_F(ApplyTest, ChartObjectsAreAcceptedWithEveryOptionOn) {
@@ -143,7 +145,8 @@ TEST_F(ApplyTest, ChartObjectsAreAcceptedWithEveryOptionOn) {
   ExpectAllApplied(*chart, Apply("chart.yaml", chart->yaml));
   EXPECT_TRUE(
       env_.server()
-          .GetObject("/apis/monitoring.coreos.com/v1/namespaces/pacer-system/podmonitors/pacer-workers")
+          .GetObject(
+              "/apis/monitoring.coreos.com/v1/namespaces/pacer-system/podmonitors/pacer-workers")
           .ok());
   CommandResult example =
       env_.Kubectl("apply -f " + SourcePath("manifests/examples/quickstart.yaml"));
@@ -176,11 +179,11 @@ TEST_F(ApplyTest, TheChartGrantsWhatTheManifestsGrant) {
   std::optional<Rendered> chart = Chart("");
   if (!chart) GTEST_SKIP() << "helm cannot be installed here";
   const Rendered manifests = Kustomize();
-  for (const auto& [kind, name] : std::vector<std::pair<std::string, std::string>>{
-           {"ClusterRole", "pacer-controller"},
-           {"Role", "pacer-leader-election"},
-           {"ClusterRole", "pacer-trainjob-editor"},
-           {"ClusterRole", "pacer-trainjob-viewer"}}) {
+  for (const auto& [kind, name] :
+       std::vector<std::pair<std::string, std::string>>{{"ClusterRole", "pacer-controller"},
+                                                        {"Role", "pacer-leader-election"},
+                                                        {"ClusterRole", "pacer-trainjob-editor"},
+                                                        {"ClusterRole", "pacer-trainjob-viewer"}}) {
     const json from_chart = RulesOf(chart->objects, kind, name);
     EXPECT_FALSE(from_chart.empty()) << name;
     EXPECT_EQ(from_chart, RulesOf(manifests.objects, kind, name)) << kind << "/" << name;

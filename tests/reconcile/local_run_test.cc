@@ -92,12 +92,22 @@ TEST(LocalRunTest, QuickstartStopsAtACheckpointOnCtrlCThenResumesAndFinishes) {
   ASSERT_TRUE(ReadUntil(first, &out1, std::regex(R"(step ([2-9][0-9]|1[0-4][0-9])/150)"),
                         std::chrono::seconds(240)))
       << out1;
+  // A second `pacer run` of the same job is refused while this one runs:
+  // they would share checkpoints and logs.
+  Child second_concurrent = Spawn(args);
+  std::string concurrent_out;
+  EXPECT_EQ(Wait(second_concurrent, &concurrent_out), 1) << concurrent_out;
+  EXPECT_NE(concurrent_out.find("another `pacer run` (pid " + std::to_string(first.pid) + ")"),
+            std::string::npos)
+      << concurrent_out;
   ::kill(first.pid, SIGINT);
   EXPECT_EQ(Wait(first, &out1), 130) << out1;
   std::smatch stopped;
   ASSERT_TRUE(std::regex_search(out1, stopped, std::regex(R"(stopped at step (\d+))"))) << out1;
   const int stopped_step = std::stoi(stopped[1]);
   EXPECT_GT(stopped_step, 0);
+  // maxDuration keeps counting from the first start across the resume.
+  EXPECT_TRUE(std::filesystem::exists(dir / "started-at"));
 
   // 2. Run again: resumes from the checkpoint and finishes.
   Child second = Spawn(args);
@@ -108,16 +118,56 @@ TEST(LocalRunTest, QuickstartStopsAtACheckpointOnCtrlCThenResumesAndFinishes) {
   EXPECT_TRUE(std::regex_search(out2, std::regex(R"(first ETA +\d{4}-\d\d-\d\dT)"))) << out2;
   EXPECT_TRUE(std::regex_search(out2, std::regex(R"(against the first ETA)"))) << out2;
   EXPECT_TRUE(std::regex_search(out2, std::regex(R"(measured/predicted \d+\.\d\d)"))) << out2;
+  // A successful run ends without a metrics outage: the workers closing their
+  // endpoints as they exit is the end of the run.
+  EXPECT_EQ(out2.find("MetricsUnavailable"), std::string::npos) << out2;
+
+  // The step reported at the stop is the step resumed from, and says so.
+  EXPECT_NE(out2.find("resuming from step " + std::to_string(stopped_step) + " "),
+            std::string::npos)
+      << out2;
+  EXPECT_FALSE(std::filesystem::exists(dir / "started-at"));  // ended: the next run is new
 
   std::ifstream log(dir / "logs" / "attempt-1-node-0.log");
   std::stringstream log_text;
   log_text << log.rdbuf();
   const std::string log_string = log_text.str();
+  // Both runs' logs are kept: the interrupted one is not overwritten.
+  std::size_t headers = 0;
+  for (std::size_t at = log_string.find("==== pacer run: attempt 1"); at != std::string::npos;
+       at = log_string.find("==== pacer run: attempt 1", at + 1)) {
+    ++headers;
+  }
+  EXPECT_EQ(headers, 2u) << log_string;
+  // The second run's workers resumed exactly at the reported step.
+  const std::string second_run = log_string.substr(log_string.rfind("==== pacer run"));
   std::smatch resumed;
-  ASSERT_TRUE(std::regex_search(log_string, resumed, std::regex(R"(resume_step=(\d+))")))
-      << log_string;
-  // Resumed at a checkpoint written when stopping: nothing done was lost.
-  EXPECT_GE(std::stoi(resumed[1]), stopped_step);
+  ASSERT_TRUE(std::regex_search(second_run, resumed, std::regex(R"(resume_step=(\d+))")))
+      << second_run;
+  EXPECT_EQ(std::stoi(resumed[1]), stopped_step);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(LocalRunTest, SecondCtrlCForceQuits) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-force-quit-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  Child c = Spawn({PACER_BINARY, "run",
+                   std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
+                   "--work-dir", dir.string(), "--progress", "plain", "--cpu-devices", "2"});
+  std::string out;
+  ASSERT_TRUE(ReadUntil(c, &out, std::regex(R"(step [1-9][0-9]*/150)"), std::chrono::seconds(240)))
+      << out;
+  // The first press starts a clean stop; the second, while the workers are
+  // still finishing their step and checkpoint, must not wait for them. (Two
+  // signals sent at once would merge into one: wait for the first to land.)
+  ::kill(c.pid, SIGINT);
+  ASSERT_TRUE(ReadUntil(c, &out, std::regex("stopping the workers"), std::chrono::seconds(30)))
+      << out;
+  ::kill(c.pid, SIGINT);
+  EXPECT_EQ(Wait(c, &out), 130) << out;
+  EXPECT_NE(out.find("force-quit: workers killed"), std::string::npos) << out;
+  EXPECT_EQ(out.find("stopped at step"), std::string::npos) << out;
   std::filesystem::remove_all(dir);
 }
 
@@ -148,6 +198,40 @@ TEST(LocalRunTest, ImpossibleDeadlineExitsThreeWithTheReason) {
   EXPECT_EQ(Wait(c, &out), 3) << out;
   EXPECT_NE(out.find("Infeasible"), std::string::npos) << out;
   std::filesystem::remove(file);
+}
+TEST(LocalRunTest, JobNeedingGpusThisMachineLacksExitsFourInsteadOfWaiting) {
+  // A 7B job pinned to H100s, planned for this machine's CPU: in a cluster it
+  // would wait for H100 nodes; here it never gets them.
+  Child c =
+      Spawn({PACER_BINARY, "run",
+             std::string(PACER_SOURCE_DIR) + "/manifests/examples/llama-7b-h100.yaml", "--backend",
+             "cpu", "--progress", "none", "--work-dir",
+             (std::filesystem::temp_directory_path() / ("pacer-h100-" + std::to_string(::getpid())))
+                 .string()});
+  std::string out;
+  // Bounded: the old behaviour (Pending forever) fails here instead of hanging.
+  if (!ReadUntil(c, &out, std::regex("cannot run"), std::chrono::seconds(60))) {
+    ::kill(c.pid, SIGKILL);
+  }
+  EXPECT_EQ(Wait(c, &out), 4) << out;
+  EXPECT_NE(out.find("cannot run research/llama-7b-h100"), std::string::npos) << out;
+  EXPECT_NE(out.find("H100-SXM"), std::string::npos) << out;
+  EXPECT_NE(out.find("kubectl apply -f"), std::string::npos) << out;
+}
+
+TEST(LocalRunTest, GpuBackendWithoutAGpuExitsTwo) {
+  std::error_code ec;
+  if (std::filesystem::exists("/proc/driver/nvidia/gpus", ec) &&
+      !std::filesystem::is_empty("/proc/driver/nvidia/gpus", ec)) {
+    GTEST_SKIP() << "this machine has an NVIDIA GPU";
+  }
+  Child c = Spawn({PACER_BINARY, "run",
+                   std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
+                   "--backend", "gpu", "--progress", "none"});
+  std::string out;
+  EXPECT_EQ(Wait(c, &out), 2) << out;
+  EXPECT_NE(out.find("--backend gpu: no NVIDIA GPU"), std::string::npos) << out;
+  EXPECT_NE(out.find("--backend cpu"), std::string::npos) << out;
 }
 #endif
 

@@ -60,15 +60,70 @@ TEST(ScrapedMetricsSourceTest, ProgressIsTheFurthestRankAndStepTimeTheSlowestRec
 }
 
 TEST(ScrapedMetricsSourceTest, NoReachableRankIsUnavailableButNoRanksIsNoMeasurement) {
-  ScrapedMetricsSource down(
-      [](const JobRef&) { return std::vector<int>{1}; },
-      [](int) -> StatusOr<std::string> { return UnavailableError("connection refused"); });
+  bool up = false;
+  ScrapedMetricsSource down([](const JobRef&) { return std::vector<int>{1}; },
+                            [&up](int) -> StatusOr<std::string> {
+                              if (up) return Exposition(1, 1.0, 1);
+                              return UnavailableError("connection refused");
+                            },
+                            std::chrono::milliseconds(0));
+  // A worker still starting (its endpoint never answered): not an outage.
+  StatusOr<Measurement> starting = down.Measure(JobRef{"d", "q", ""});
+  ASSERT_TRUE(starting.ok()) << starting.status().ToString();
+  EXPECT_FALSE(starting->step_seconds.has_value());
+  // It answered, then stopped answering while still running: an outage.
+  up = true;
+  ASSERT_TRUE(down.Measure(JobRef{"d", "q", ""}).ok());
+  up = false;
   EXPECT_EQ(down.Measure(JobRef{"d", "q", ""}).status().code(), StatusCode::kUnavailable);
   ScrapedMetricsSource none([](const JobRef&) { return std::vector<int>{}; },
                             [](int) -> StatusOr<std::string> { return std::string(); });
   StatusOr<Measurement> m = none.Measure(JobRef{"d", "q", ""});
   ASSERT_TRUE(m.ok());
   EXPECT_FALSE(m->step_seconds.has_value());
+}
+
+TEST(ScrapedMetricsSourceTest, RunMeanCoversEveryStepNotTheLastWindow) {
+  std::string page;
+  ScrapedMetricsSource source([](const JobRef&) { return std::vector<int>{1}; },
+                              [&page](int) -> StatusOr<std::string> { return page; });
+  JobRef job{"default", "q", ""};
+  EXPECT_FALSE(source.RunMeanStepSeconds().has_value());
+  page = Exposition(10, 10.0, 10);  // 10 steps at 1 s
+  ASSERT_TRUE(source.Measure(job).ok());
+  page = Exposition(40, 16.0, 40);  // 30 more at 0.2 s
+  StatusOr<Measurement> m = source.Measure(job);
+  ASSERT_TRUE(m.ok());
+  EXPECT_DOUBLE_EQ(*m->step_seconds, 0.2);  // the window, for the projection
+  ASSERT_TRUE(source.RunMeanStepSeconds().has_value());
+  EXPECT_DOUBLE_EQ(*source.RunMeanStepSeconds(), 16.0 / 40);  // the whole run
+  // The worker restarted (a resume): its counters start again from zero.
+  page = Exposition(50, 4.0, 10);  // 10 steps at 0.4 s
+  ASSERT_TRUE(source.Measure(job).ok());
+  EXPECT_DOUBLE_EQ(*source.RunMeanStepSeconds(), 20.0 / 50);
+}
+
+TEST(ScrapedMetricsSourceTest, EndpointsClosingAsTheWorkersExitAreNotAnOutage) {
+  // The worker answered while training, closed its endpoint as it finished,
+  // and the launcher then sees it exit.
+  bool finished = false;
+  int lookups_after_finish = 0;
+  ScrapedMetricsSource finishing(
+      [&](const JobRef&) {
+        if (!finished) return std::vector<int>{1};
+        return ++lookups_after_finish == 1 ? std::vector<int>{1} : std::vector<int>{};
+      },
+      [&finished](int) -> StatusOr<std::string> {
+        if (!finished) return Exposition(5, 5.0, 5);
+        return UnavailableError("connection refused");
+      },
+      std::chrono::milliseconds(5000));
+  ASSERT_TRUE(finishing.Measure(JobRef{"d", "q", ""}).ok());
+  finished = true;
+  StatusOr<Measurement> m = finishing.Measure(JobRef{"d", "q", ""});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_FALSE(m->step_seconds.has_value());
+  EXPECT_EQ(lookups_after_finish, 2);  // asked again, and the workers were gone
 }
 
 }  // namespace

@@ -125,7 +125,8 @@ TEST_F(KubectlTest, GetShowsPrinterColumnsAndPods) {
                    {"plan", {{"gpus", 16}}},
                    {"progress", {{"percent", 37.5}}},
                    {"deadline", "2030-01-01T00:00:00Z"},
-                   {"deadlineSlackSeconds", 7200}};
+                   {"deadlineSlackSeconds", 7200},
+                   {"deadlineSlack", "+2h0m"}};
   ASSERT_TRUE(server_->UpdateObject(kJobPath, job).ok());
 
   CommandResult get = Kubectl("get trainjobs");
@@ -138,7 +139,7 @@ TEST_F(KubectlTest, GetShowsPrinterColumnsAndPods) {
   EXPECT_THAT(get.output, HasSubstr("Running"));
   EXPECT_THAT(get.output, HasSubstr("16"));
   EXPECT_THAT(get.output, HasSubstr("37.5"));
-  EXPECT_THAT(get.output, HasSubstr("7200"));
+  EXPECT_THAT(get.output, HasSubstr("+2h0m"));  // SLACK: a duration, not seconds
   EXPECT_THAT(get.output, HasSubstr("2030-01-01T00:00:00Z"));
   CommandResult short_name = Kubectl("get tj llama");
   ASSERT_EQ(short_name.exit_code, 0) << short_name.output;
@@ -404,6 +405,11 @@ TEST_F(KubectlTest, TheProjectCrdAcceptsTheExamplesAndRefusesBrokenJobs) {
   CommandResult category = Kubectl("get pacer -A");
   EXPECT_EQ(category.exit_code, 0) << category.output;
   EXPECT_THAT(category.output, HasSubstr("quickstart"));
+  // The fully qualified name (docs/getting-started.md), which never means
+  // Kubeflow Trainer's TrainJob.
+  CommandResult qualified = Kubectl("get trainjobs.pacer.dev -A");
+  EXPECT_EQ(qualified.exit_code, 0) << qualified.output;
+  EXPECT_THAT(qualified.output, HasSubstr("quickstart"));
 
   const std::string quickstart = ReadSource("manifests/examples/quickstart.yaml");
   ASSERT_FALSE(quickstart.empty());

@@ -44,7 +44,7 @@ std::vector<PrinterColumn> TrainJobPrinterColumns() {
       {"ETA", "string", ".status.projectedCompletionTime", "Projected completion", 0},
       // status.deadline: the effective deadline, also for maxDuration jobs.
       {"Deadline", "string", ".status.deadline", "The deadline", 0},
-      {"Slack", "integer", ".status.deadlineSlackSeconds", "Deadline minus projection, s", 0},
+      {"Slack", "string", ".status.deadlineSlack", "Deadline minus projection", 0},
       {"Age", "date", ".metadata.creationTimestamp", "", 0},
   };
 }

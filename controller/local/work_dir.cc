@@ -1,0 +1,81 @@
+#include "local/work_dir.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+namespace pacer::controller {
+
+StatusOr<WorkDirLock> WorkDirLock::Acquire(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string path = dir + "/lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return FailedPreconditionError("cannot open " + path);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char buffer[32] = {};
+    const ssize_t n = ::pread(fd, buffer, sizeof(buffer) - 1, 0);
+    ::close(fd);
+    const std::string pid = n > 0 ? std::string(buffer, static_cast<size_t>(n)) : "?";
+    return FailedPreconditionError("another `pacer run` (pid " + pid + ") is using " + dir +
+                                   ": wait for it to end, stop it, or give this run its own "
+                                   "--work-dir");
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // The pid is only for the message above; the lock holds without it.
+  }
+  return WorkDirLock(fd);
+}
+
+WorkDirLock::~WorkDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+std::optional<int64_t> ResumableCheckpointStep(const std::string& checkpoints_dir) {
+  std::error_code ec;
+  std::map<std::string, std::set<int64_t>> steps_by_rank;
+  for (const auto& rank : std::filesystem::directory_iterator(checkpoints_dir, ec)) {
+    if (!rank.is_directory() || !rank.path().filename().string().starts_with("rank-")) continue;
+    std::set<int64_t>& steps = steps_by_rank[rank.path().filename().string()];
+    std::error_code inner;
+    for (const auto& file : std::filesystem::directory_iterator(rank.path(), inner)) {
+      const std::string name = file.path().filename().string();
+      if (!name.starts_with("step-") || !name.ends_with(".ckpt")) continue;
+      try {
+        steps.insert(std::stoll(name.substr(5, name.size() - 10)));
+      } catch (const std::exception&) {
+        // not a checkpoint of ours
+      }
+    }
+  }
+  if (steps_by_rank.empty()) return std::nullopt;
+  const std::set<int64_t>& first = steps_by_rank.begin()->second;
+  for (auto step = first.rbegin(); step != first.rend(); ++step) {
+    bool everywhere = true;
+    for (const auto& [rank, steps] : steps_by_rank) everywhere = everywhere && steps.count(*step);
+    if (everywhere) return *step;
+  }
+  return std::nullopt;
+}
+
+int64_t FirstStartUnixSeconds(const std::string& dir, int64_t now_unix_seconds) {
+  const std::string path = dir + "/started-at";
+  std::ifstream in(path);
+  int64_t started = 0;
+  if (in >> started && started > 0 && started <= now_unix_seconds) return started;
+  std::ofstream(path, std::ios::trunc) << now_unix_seconds << '\n';
+  return now_unix_seconds;
+}
+
+void ForgetStart(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::remove(dir + "/started-at", ec);
+}
+
+}  // namespace pacer::controller

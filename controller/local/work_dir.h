@@ -1,0 +1,47 @@
+// Local mode's work directory (.pacer/<namespace>-<name>): one `pacer run` at
+// a time (an flock on <dir>/lock, released when the process ends, however it
+// ends), the step the checkpoints can resume from, and when the job first
+// started, so that maxDuration keeps counting across Ctrl-C and resume.
+//
+// Units: Unix seconds, optimizer steps. Thread-safety: none needed (one
+// `pacer run` per process); the lock is between processes.
+#ifndef PACER_CONTROLLER_LOCAL_WORK_DIR_H_
+#define PACER_CONTROLLER_LOCAL_WORK_DIR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "pacer/status.h"
+
+namespace pacer::controller {
+
+// Holds <dir>/lock exclusively while it lives (creates <dir>).
+class WorkDirLock {
+ public:
+  // FailedPrecondition naming the other process when it holds the lock.
+  static StatusOr<WorkDirLock> Acquire(const std::string& dir);
+  WorkDirLock(WorkDirLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  WorkDirLock& operator=(WorkDirLock&&) = delete;
+  WorkDirLock(const WorkDirLock&) = delete;
+  ~WorkDirLock();
+
+ private:
+  explicit WorkDirLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+// The newest step every rank has a checkpoint for
+// (<checkpoints_dir>/rank-<R>/step-<N>.ckpt, docs/worker.md), the step the
+// workers resume from; nullopt when there is none.
+std::optional<int64_t> ResumableCheckpointStep(const std::string& checkpoints_dir);
+
+// When the job in `dir` first started: read from <dir>/started-at, or
+// `now_unix_seconds`, written there, when absent. ForgetStart removes it
+// (the job ended: the next run starts afresh).
+int64_t FirstStartUnixSeconds(const std::string& dir, int64_t now_unix_seconds);
+void ForgetStart(const std::string& dir);
+
+}  // namespace pacer::controller
+
+#endif  // PACER_CONTROLLER_LOCAL_WORK_DIR_H_

@@ -1,0 +1,67 @@
+// Local mode's progress line: it fits the terminal (the least useful fields
+// go first) and dates the times that are not today.
+#include "local/progress_line.h"
+
+#include <gtest/gtest.h>
+
+#include "pacer/planner/units.h"
+
+namespace pacer::controller {
+namespace {
+
+constexpr int64_t kNow = 1795852800;  // 2026-11-28T08:00:00Z
+
+JobView RunningView() {
+  JobView v;
+  v.job = JobRef{"default", "quickstart", ""};
+  v.phase = Phase::kRunning;
+  planner::Evaluation plan;
+  plan.step.step_seconds = 0.79;
+  v.plan = plan;
+  v.steps_completed = 108;
+  v.total_steps = 150;
+  v.measured_step_seconds = 0.19;
+  v.projected_completion_unix_seconds = kNow + 8;
+  v.deadline_unix_seconds = kNow + 9 * 60 + 32;
+  v.slack_seconds = 9 * 60 + 24;
+  v.replans = 1;
+  v.restarts = 2;
+  return v;
+}
+
+TEST(ProgressLineTest, WideTerminalShowsEveryField) {
+  ASSERT_EQ(planner::FormatRfc3339(kNow), "2026-11-28T08:00:00Z");
+  const std::string line = ProgressLine::Render(RunningView(), kNow, 200);
+  EXPECT_LT(line.size(), 200u);
+  for (const char* field : {"[##############------]", "72%", "step 108/150", "0.19 s/step",
+                            "(predicted 0.79 s)", "ETA 08:00:08", "deadline 08:09:32",
+                            "slack +9m24s", "replans 1", "restarts 2", "Running"}) {
+    EXPECT_NE(line.find(field), std::string::npos) << field << " in " << line;
+  }
+}
+
+TEST(ProgressLineTest, NarrowTerminalsDropTheLeastUsefulFieldsFirst) {
+  for (int columns : {40, 60, 80, 100, 120}) {
+    const std::string line = ProgressLine::Render(RunningView(), kNow, columns);
+    // The last column stays empty, so the terminal never wraps the line.
+    EXPECT_LT(line.size(), static_cast<size_t>(columns)) << line;
+    EXPECT_NE(line.find("step 108/150"), std::string::npos) << line;
+  }
+  const std::string line80 = ProgressLine::Render(RunningView(), kNow, 80);
+  for (const char* kept : {"72%", "ETA 08:00:08", "slack +9m24s", "Running", "0.19 s/step"}) {
+    EXPECT_NE(line80.find(kept), std::string::npos) << kept << " in " << line80;
+  }
+  EXPECT_EQ(line80.find("replans"), std::string::npos) << line80;
+}
+
+TEST(ProgressLineTest, TimesOnAnotherDayCarryTheirDate) {
+  JobView v = RunningView();
+  v.deadline_unix_seconds = kNow + 26 * 3600;  // tomorrow 10:00
+  v.slack_seconds = 26 * 3600 - 8;
+  const std::string line = ProgressLine::Render(v, kNow, 200);
+  EXPECT_NE(line.find("deadline Nov 29 10:00:00"), std::string::npos) << line;
+  EXPECT_NE(line.find("ETA 08:00:08"), std::string::npos) << line;  // today: no date
+}
+
+}  // namespace
+}  // namespace pacer::controller

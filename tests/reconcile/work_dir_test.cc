@@ -1,0 +1,67 @@
+// Local mode's work directory: one `pacer run` at a time, the step the
+// checkpoints resume from, and the first start kept across resumes.
+#include "local/work_dir.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace pacer::controller {
+namespace {
+
+class WorkDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("pacer-work-dir-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void Touch(const std::string& relative) {
+    std::filesystem::create_directories((dir_ / relative).parent_path());
+    std::ofstream(dir_ / relative) << "x";
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(WorkDirTest, TheLockIsHeldUntilReleased) {
+  StatusOr<WorkDirLock> first = WorkDirLock::Acquire(dir_.string());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  {
+    // flock locks belong to the open file description: a second open in this
+    // process conflicts just as another process would.
+    StatusOr<WorkDirLock> second = WorkDirLock::Acquire(dir_.string());
+    ASSERT_FALSE(second.ok());
+    EXPECT_NE(second.status().message().find("pid " + std::to_string(::getpid())),
+              std::string::npos)
+        << second.status().message();
+    EXPECT_NE(second.status().message().find("--work-dir"), std::string::npos);
+  }
+  { WorkDirLock released = std::move(*first); }
+  EXPECT_TRUE(WorkDirLock::Acquire(dir_.string()).ok());
+}
+
+TEST_F(WorkDirTest, ResumesFromTheNewestStepEveryRankHas) {
+  EXPECT_FALSE(ResumableCheckpointStep((dir_ / "checkpoints").string()).has_value());
+  Touch("checkpoints/rank-0/step-40.ckpt");
+  Touch("checkpoints/rank-0/step-49.ckpt");
+  Touch("checkpoints/rank-1/step-40.ckpt");
+  Touch("checkpoints/rank-1/step-49.ckpt.tmp");  // torn: not a checkpoint
+  EXPECT_EQ(ResumableCheckpointStep((dir_ / "checkpoints").string()), 40);
+  Touch("checkpoints/rank-1/step-49.ckpt");
+  EXPECT_EQ(ResumableCheckpointStep((dir_ / "checkpoints").string()), 49);
+}
+
+TEST_F(WorkDirTest, TheFirstStartIsKeptUntilForgotten) {
+  std::filesystem::create_directories(dir_);
+  EXPECT_EQ(FirstStartUnixSeconds(dir_.string(), 1000), 1000);
+  EXPECT_EQ(FirstStartUnixSeconds(dir_.string(), 1500), 1000);  // a resume
+  ForgetStart(dir_.string());
+  EXPECT_EQ(FirstStartUnixSeconds(dir_.string(), 2000), 2000);  // a new job
+}
+
+}  // namespace
+}  // namespace pacer::controller
