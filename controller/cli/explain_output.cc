@@ -57,6 +57,7 @@ void WriteMemoryBars(const planner::MemoryBreakdown& m, std::ostream& out) {
                                                              {"optimizer state", m.optimizer_bytes},
                                                              {"activations", m.activations_bytes},
                                                              {"logits", m.logits_bytes},
+                                                             {"ZeRO-3 buffers", m.buffers_bytes},
                                                              {"reserve", m.reserve_bytes}};
   std::vector<BarRow> rows;
   for (const auto& [label, bytes] : parts) rows.push_back({label, bytes, FormatGiB(bytes)});
@@ -65,16 +66,22 @@ void WriteMemoryBars(const planner::MemoryBreakdown& m, std::ostream& out) {
   WriteBars(rows, m.capacity_bytes, out);
 }
 
+std::string Bandwidth(double bytes_per_second) {
+  return FormatFixed(bytes_per_second / 1e9, 0) + " GB/s";
+}
+
 void WriteStepBars(const planner::StepTimeBreakdown& s, std::ostream& out) {
   out << "Step time (the slowest pipeline stage)\n";
   const std::vector<std::pair<std::string, double>> parts = {
       {"compute", s.compute_seconds},
       {"recompute", s.recompute_seconds},
-      {"tensor-parallel comm", s.tp_comm_seconds},
+      {"tensor-parallel comm (exposed)", s.tp_exposed_seconds},
+      {"sharding overhead (ZeRO-2/3)", s.sharding_overhead_seconds},
       {"pipeline bubble", s.pp_bubble_seconds},
       {"pipeline p2p", s.pp_p2p_seconds},
       {"data-parallel comm (exposed)", s.dp_exposed_seconds},
-      {"optimizer", s.optimizer_seconds}};
+      {"optimizer", s.optimizer_seconds},
+      {"fixed per step", s.overhead_seconds}};
   double sum = 0;
   std::vector<BarRow> rows;
   for (const auto& [label, seconds] : parts) {
@@ -84,8 +91,28 @@ void WriteStepBars(const planner::StepTimeBreakdown& s, std::ostream& out) {
   rows.push_back({"step", s.step_seconds, FormatSeconds(s.step_seconds)});
   // Shares are of the modelled sum; calibration scales the sum as a whole.
   WriteBars(rows, std::max(sum, s.step_seconds), out);
-  out << "  data-parallel comm in total " << FormatSeconds(s.dp_comm_seconds)
-      << ", the rest overlaps with the backward pass";
+  out << "  attention: "
+      << (s.attention == planner::AttentionKernel::kFused
+              ? "fused kernel (FlashAttention-style: no score matrix stored)"
+              : "unfused (score matrix stored)")
+      << ", " << FormatSeconds(s.attention_seconds) << " of the compute\n";
+  if (s.tp_comm_seconds > 0) {
+    out << "  tensor-parallel: " << planner::CollectiveAlgorithmName(s.tp_collective.algorithm)
+        << " all-reduce at " << Bandwidth(s.tp_collective.busbw_bytes_per_second)
+        << " bus bandwidth, " << FormatSeconds(s.tp_collective.latency_seconds) << " latency each; "
+        << FormatSeconds(s.tp_comm_seconds) << " in total, "
+        << (s.tp_overlap ? "overlapped with the GEMMs" : "not overlapped") << "\n";
+  }
+  if (s.dp_comm_seconds > 0) {
+    out << "  data-parallel: " << planner::CollectiveAlgorithmName(s.dp_collective.algorithm)
+        << " at " << Bandwidth(s.dp_collective.busbw_bytes_per_second) << " bus bandwidth, "
+        << FormatSeconds(s.dp_collective.latency_seconds) << " latency each; "
+        << FormatSeconds(s.dp_comm_seconds) << " in total, "
+        << (s.dp_overlap ? "the rest overlaps with compute" : "not overlapped") << "\n";
+  }
+  out << "  latency floor: " << FormatSeconds(s.latency_floor_seconds)
+      << " (kernel launches, exposed collective latency, fixed per-step cost: no layout of "
+         "this shape steps faster)";
   if (s.calibration_ratio != 1) {
     out << "; calibration ratio x" << FormatFixed(s.calibration_ratio, 3) << " applied";
   }

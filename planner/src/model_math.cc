@@ -57,9 +57,14 @@ double ModelFlopsPerSequence(const ModelSpec& m) {
 double HardwareFlopsPerSequence(const ModelSpec& m, Recompute recompute) {
   double extra = 0;
   switch (recompute) {
-    case Recompute::kNone: break;
-    case Recompute::kSelective: extra = m.layers * AttentionCoreForwardFlopsPerSequence(m); break;
-    case Recompute::kFull: extra = m.layers * LayerForwardFlopsPerSequence(m); break;
+    case Recompute::kNone:
+      break;
+    case Recompute::kSelective:
+      extra = m.layers * AttentionCoreForwardFlopsPerSequence(m);
+      break;
+    case Recompute::kFull:
+      extra = m.layers * LayerForwardFlopsPerSequence(m);
+      break;
   }
   return ModelFlopsPerSequence(m) + extra;
 }
@@ -123,8 +128,7 @@ ModelSpec InferArchitecture(double parameters, int sequence_length) {
   const PublishedShape* best = &kPublishedShapes[0];
   double best_distance = 1e300;
   for (const PublishedShape& shape : kPublishedShapes) {
-    const double n =
-        TotalParameters(LlamaShape(shape.hidden, shape.layers, grouped_query, kVocab));
+    const double n = TotalParameters(LlamaShape(shape.hidden, shape.layers, grouped_query, kVocab));
     const double distance = std::abs(std::log(n / parameters));
     if (distance < best_distance) {
       best_distance = distance;

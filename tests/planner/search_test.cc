@@ -21,7 +21,8 @@ JobSpec ParseOrDie(const std::string& yaml) {
   return job.ok() ? *job : JobSpec{};
 }
 
-std::string JobYaml(const std::string& spec_extra, const std::string& model =
+std::string JobYaml(const std::string& spec_extra,
+                    const std::string& model =
                         "{layers: 32, hiddenSize: 4096, attentionHeads: 32, ffnHiddenSize: "
                         "11008, ffnKind: swiglu, vocabSize: 32000, sequenceLength: 4096}") {
   return "apiVersion: pacer.dev/v1alpha1\nkind: TrainJob\nmetadata: {name: j}\nspec:\n  model: " +
@@ -31,8 +32,7 @@ std::string JobYaml(const std::string& spec_extra, const std::string& model =
 Inventory Pools(int h100_nodes, int h100_free, int a100_nodes, int a100_free) {
   Inventory inv;
   if (h100_nodes > 0) {
-    inv.node_pools.push_back(
-        {"h100", "H100-SXM", h100_nodes, 8, h100_free, 3200, 0, 2.5});
+    inv.node_pools.push_back({"h100", "H100-SXM", h100_nodes, 8, h100_free, 3200, 0, 2.5});
   }
   if (a100_nodes > 0) {
     inv.node_pools.push_back({"a100", "A100-80GB", a100_nodes, 8, a100_free, 1600, 0, 1.2});
@@ -57,8 +57,7 @@ void ExpectValid(const JobSpec& job, const Inventory& inv, const Evaluation& e) 
   const Layout& l = e.layout;
   SCOPED_TRACE(l.ToString());
   EXPECT_EQ(l.global_batch(), job.training.global_batch_size);
-  EXPECT_EQ(l.nodes * l.gpus_per_node,
-            l.tensor_parallel * l.pipeline_parallel * l.data_parallel);
+  EXPECT_EQ(l.nodes * l.gpus_per_node, l.tensor_parallel * l.pipeline_parallel * l.data_parallel);
   EXPECT_TRUE(e.memory.fits()) << e.memory.total_bytes() << " > " << e.memory.capacity_bytes;
   EXPECT_EQ(job.model.layers % (l.pipeline_parallel * l.virtual_stages), 0);
   EXPECT_EQ(job.model.attention_heads % l.tensor_parallel, 0);
@@ -81,8 +80,7 @@ TEST(SearchTest, SevenBillionOnH100MeetsDeadlineAtLowestCost) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_TRUE(r->feasible);
   ExpectValid(job, inv, *r->plan);
-  EXPECT_LE(r->plan->total.total_seconds,
-            static_cast<double>(*r->deadline_unix_seconds - kNow));
+  EXPECT_LE(r->plan->total.total_seconds, static_cast<double>(*r->deadline_unix_seconds - kNow));
   // Cost objective: no alternative is cheaper.
   for (const auto& alt : r->alternatives) {
     ExpectValid(job, inv, alt);
@@ -129,8 +127,8 @@ TEST(SearchTest, PinsAreRespected) {
 }
 
 TEST(SearchTest, ImpossibleDeadlineGivesFastestPlanAndAdvice) {
-  const JobSpec job = ParseOrDie(JobYaml(
-      "  data: {tokens: 2e12}\n  training: {globalBatchSize: 1024}\n  maxDuration: 1d\n"));
+  const JobSpec job = ParseOrDie(
+      JobYaml("  data: {tokens: 2e12}\n  training: {globalBatchSize: 1024}\n  maxDuration: 1d\n"));
   const Inventory inv = Pools(16, 128, 0, 0);
   auto r = Plan(job, inv, {}, Options());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -157,8 +155,8 @@ TEST(SearchTest, NoPlanForAnyNumberOfGpusSaysSo) {
   // One step of a 7B model cannot take less than a few seconds; a global
   // batch of 8 caps data parallelism, so a 1-hour deadline on 100B tokens is
   // out of reach whatever the GPU count.
-  const JobSpec job = ParseOrDie(JobYaml(
-      "  data: {tokens: 100e9}\n  training: {globalBatchSize: 8}\n  maxDuration: 1h\n"));
+  const JobSpec job = ParseOrDie(
+      JobYaml("  data: {tokens: 100e9}\n  training: {globalBatchSize: 8}\n  maxDuration: 1h\n"));
   auto r = Plan(job, Pools(64, 512, 0, 0), {}, Options());
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->feasible);
@@ -176,8 +174,8 @@ TEST(SearchTest, NearbyGlobalBatchSizesDivideBetter) {
 }
 
 TEST(SearchTest, MaxDurationAlreadySpentIsInvalid) {
-  JobSpec job = ParseOrDie(JobYaml(
-      "  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n  maxDuration: 1h\n"));
+  JobSpec job = ParseOrDie(
+      JobYaml("  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n  maxDuration: 1h\n"));
   job.creation_unix_seconds = kNow - 7200;  // created two hours ago
   auto r = Plan(job, Pools(1, 8, 0, 0), {}, Options());
   ASSERT_FALSE(r.ok());
@@ -189,9 +187,9 @@ TEST(SearchTest, MaxDurationAlreadySpentIsInvalid) {
 }
 
 TEST(SearchTest, DeadlineInThePastIsInvalid) {
-  const JobSpec job = ParseOrDie(JobYaml(
-      "  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n"
-      "  deadline: \"2020-01-01T00:00:00Z\"\n"));
+  const JobSpec job =
+      ParseOrDie(JobYaml("  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n"
+                         "  deadline: \"2020-01-01T00:00:00Z\"\n"));
   auto r = Plan(job, Pools(1, 8, 0, 0), {}, Options());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
@@ -200,9 +198,9 @@ TEST(SearchTest, DeadlineInThePastIsInvalid) {
 }
 
 TEST(SearchTest, UnknownGpuTypeIsInvalidAndListsKnownOnes) {
-  const JobSpec job = ParseOrDie(JobYaml(
-      "  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n"
-      "  resources: {gpuTypes: [H100-SXM, H1000]}\n"));
+  const JobSpec job =
+      ParseOrDie(JobYaml("  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n"
+                         "  resources: {gpuTypes: [H100-SXM, H1000]}\n"));
   auto r = Plan(job, Pools(1, 8, 0, 0), {}, Options());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
@@ -223,9 +221,9 @@ TEST(SearchTest, NothingFitsIsFailedPreconditionWithTheClosestLayout) {
 }
 
 TEST(SearchTest, UnsupportedPrecisionIsRejectedPerPool) {
-  const JobSpec job = ParseOrDie(JobYaml(
-      "  data: {tokens: 10e9}\n  training: {globalBatchSize: 256, precision: fp8}\n"
-      "  maxDuration: 30d\n"));
+  const JobSpec job = ParseOrDie(
+      JobYaml("  data: {tokens: 10e9}\n  training: {globalBatchSize: 256, precision: fp8}\n"
+              "  maxDuration: 30d\n"));
   auto r = Plan(job, Pools(8, 64, 8, 64), {}, Options());  // A100 has no fp8
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->plan->layout.gpu_type, "H100-SXM");
@@ -253,7 +251,7 @@ TEST(SearchTest, RejectionsExplainTheLosers) {
     if (rej.reason == RejectReason::kMissesDeadline) late = rej.count;
     if (rej.reason == RejectReason::kDominated) dominated = rej.count;
   }
-  EXPECT_GT(oom, 0);  // t = 1, p = 1 with b = 64 cannot fit
+  EXPECT_GT(oom, 0);   // t = 1, p = 1 with b = 64 cannot fit
   EXPECT_GT(late, 0);  // one node is too slow for 14 days
   EXPECT_GT(dominated, 0);
   EXPECT_GT(r->stats.pruned, 0);
@@ -281,9 +279,9 @@ TEST_P(SearchPropertyTest, PlansAreValidDeterministicAndMonotoneInFreeGpus) {
                             ", attentionHeads: " + std::to_string(heads) +
                             ", sequenceLength: " + std::to_string(seq) + "}";
   const JobSpec job = ParseOrDie(JobYaml(
-      "  data: {tokens: " + std::to_string(tokens) + "}\n  training: {globalBatchSize: " +
-          std::to_string(gbs) + "}\n  maxDuration: " + std::to_string(days) + "d\n  objective: " +
-          objective + "\n",
+      "  data: {tokens: " + std::to_string(tokens) +
+          "}\n  training: {globalBatchSize: " + std::to_string(gbs) +
+          "}\n  maxDuration: " + std::to_string(days) + "d\n  objective: " + objective + "\n",
       model));
   const int h100_free = pick({8, 20, 64, 256, 1024});
   const int a100_free = pick({0, 16, 128});
@@ -307,12 +305,13 @@ TEST_P(SearchPropertyTest, PlansAreValidDeterministicAndMonotoneInFreeGpus) {
   EXPECT_EQ(again->plan->step.step_seconds, r->plan->step.step_seconds);
   EXPECT_EQ(again->alternatives.size(), r->alternatives.size());
 
-  // Under the time objective, more free GPUs never make the plan finish later.
+  // Under the time objective, more free GPUs never make the plan finish
+  // later than the time tie (3%: a near-tie goes to the cheaper plan).
   if (job.objective == Objective::kTime) {
     const Inventory more = Pools(128, std::min(1024, h100_free * 2 + 8), 64, a100_free);
     auto r2 = Plan(job, more, {}, Options());
     ASSERT_TRUE(r2.ok());
-    EXPECT_LE(r2->plan->total.total_seconds, r->plan->total.total_seconds * (1 + 1e-12));
+    EXPECT_LE(r2->plan->total.total_seconds, r->plan->total.total_seconds * 1.03);
   }
 }
 
