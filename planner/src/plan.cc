@@ -283,6 +283,13 @@ StatusOr<PlanResult> PlanImpl(const JobSpec& job, const Inventory& inventory,
                                 " tokens for this model): the model may be under-trained");
     }
   }
+  if (job.training.precision == Precision::kFp8 && job.worker.image.empty()) {
+    // The planner times fp8 GEMMs; Pacer's own pacer-worker refuses fp8
+    // plans (neither its CPU nor its GPU backend runs fp8 GEMMs yet).
+    result.warnings.push_back(
+        "precision fp8: Pacer's pacer-worker does not run fp8 GEMMs and refuses the plan; give "
+        "spec.worker.image a training image that does (for example TransformerEngine)");
+  }
   if (job.model.architecture_inferred) {
     const ModelSpec& m = job.model;
     result.warnings.push_back(

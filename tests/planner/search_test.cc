@@ -232,6 +232,10 @@ TEST(SearchTest, UnsupportedPrecisionIsRejectedPerPool) {
     if (rej.reason == RejectReason::kPrecisionUnsupported) saw = rej.count == 1;
   }
   EXPECT_TRUE(saw);
+  // pacer-worker refuses fp8 plans; the plan says so when no image is given.
+  bool warned = false;
+  for (const std::string& w : r->warnings) warned |= w.find("fp8") != std::string::npos;
+  EXPECT_TRUE(warned);
 }
 
 TEST(SearchTest, RejectionsExplainTheLosers) {
