@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "accuracy_sets.h"
+#include "pacer/planner/search.h"
 
 namespace pacer::planner {
 namespace {
@@ -68,6 +69,50 @@ TEST(ModelAccuracyTest, TensorParallelOverlapHidesCommunication) {
     EXPECT_LT(e.step.step_seconds, plain) << pt.model;
     EXPECT_LT(e.step.tp_exposed_seconds, e.step.tp_comm_seconds) << pt.model;
   }
+}
+
+// With the GPU count, parallelism, ZeRO stage and recomputation pinned as a
+// published run ran, the planner chooses the micro-batch itself. The runs'
+// authors tuned theirs; the planner should mostly choose the same, and where
+// it differs never a smaller one (fewer, larger micro-batches amortise the
+// per-micro-batch costs; a smaller one than what really ran means the model
+// is back to liking tiny GEMMs).
+TEST(ModelAccuracyTest, PinnedRunsGetThePublishedMicroBatch) {
+  int same = 0, total = 0;
+  for (const auto& a : Points()) {
+    if (a.set != "llmfoundry-h100") continue;
+    ++total;
+    JobSpec job = a.job;
+    job.resources.min_gpus = a.layout.gpus();
+    job.resources.max_gpus = a.layout.gpus();
+    job.resources.gpu_types = {"H100-SXM"};
+    job.parallelism.tensor_parallel = 1;
+    job.parallelism.pipeline_parallel = 1;
+    job.parallelism.zero_stage = a.layout.zero_stage;
+    job.training.activation_checkpointing = a.layout.recompute;
+    job.objective = Objective::kTime;
+    // Every micro-batch that divides the per-GPU batch (the default search
+    // stops at 64; these runs go up to 96).
+    const int64_t per_gpu = a.job.training.global_batch_size / a.layout.gpus();
+    for (int b = 1; b <= per_gpu; ++b) {
+      if (per_gpu % b == 0) job.training.micro_batch_sizes.push_back(b);
+    }
+    Inventory inventory;
+    NodePool pool = a.pool;
+    pool.free_gpus = a.layout.gpus();
+    inventory.node_pools.push_back(pool);
+    PlanOptions options;
+    options.now_unix_seconds = 1795305600;
+    auto r = Plan(job, inventory, {}, options);
+    ASSERT_TRUE(r.ok()) << a.label << ": " << r.status().ToString();
+    ASSERT_TRUE(r->plan.has_value()) << a.label;
+    const int chosen = r->plan->layout.micro_batch_size;
+    if (chosen == a.layout.micro_batch_size) ++same;
+    EXPECT_GE(chosen, a.layout.micro_batch_size) << a.label;
+  }
+  EXPECT_EQ(total, 70);
+  RecordProperty("runs_with_the_published_micro_batch", same);
+  EXPECT_GE(same, 50) << same << " of " << total << " runs got the published micro-batch";
 }
 
 }  // namespace
