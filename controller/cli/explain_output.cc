@@ -57,10 +57,13 @@ void WriteMemoryBars(const planner::MemoryBreakdown& m, std::ostream& out) {
                                                              {"optimizer state", m.optimizer_bytes},
                                                              {"activations", m.activations_bytes},
                                                              {"logits", m.logits_bytes},
-                                                             {"ZeRO-3 buffers", m.buffers_bytes},
                                                              {"reserve", m.reserve_bytes}};
   std::vector<BarRow> rows;
   for (const auto& [label, bytes] : parts) rows.push_back({label, bytes, FormatGiB(bytes)});
+  if (m.buffers_bytes > 0) {
+    // ZeRO-3 only: the gathered layers, placed before the reserve row.
+    rows.insert(rows.end() - 1, {"ZeRO-3 buffers", m.buffers_bytes, FormatGiB(m.buffers_bytes)});
+  }
   rows.push_back({"total", m.total_bytes(), FormatGiB(m.total_bytes())});
   rows.push_back({"capacity", m.capacity_bytes, FormatGiB(m.capacity_bytes)});
   WriteBars(rows, m.capacity_bytes, out);

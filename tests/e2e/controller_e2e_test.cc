@@ -87,51 +87,58 @@ TEST_F(E2eTest, AppliedJobRunsItsPodsReportsProgressThroughPrometheusAndSucceeds
   EXPECT_NE(metrics.find("pacer_controller_reconcile_total"), std::string::npos);
 }
 
-TEST_F(E2eTest, SlowerThanPredictedReplansToMoreGpusWithTheGlobalBatchUnchanged) {
+// Measured far slower than predicted, on a model that more GPUs cannot speed
+// up (its step is at the latency floor at any count): the controller reports
+// the measurement, says no number of GPUs meets the deadline,
+// and keeps the running workers instead of churning through relaunches.
+TEST_F(E2eTest, SlowerThanPredictedAtTheLatencyFloorSaysUnreachableWithoutChurn) {
   if (!StartPrometheus()) GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
   ControllerProcess controller = StartController("c1");
   controllers_.push_back(&controller);
-  // Planned on H100 predictions (about 0.06 ms a step for this tiny model),
-  // measured on CPU workers (0.1 to 0.4 ms: the fake kubelet shrinks the
-  // model, and Prometheus does not say so): ten million steps fit 15 minutes
-  // by the prediction, not by the measurement.
-  Apply(TinyJobYaml("slow", 10000000, "15m"));
-  auto gpus_of_attempt = [&](const std::string& attempt) {
-    int gpus = 0;
-    for (const nlohmann::json& p : Pods("research")) {
-      if (p["metadata"]["labels"]["pacer.dev/attempt"] == attempt) {
-        gpus += std::stoi(
-            p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"].get<std::string>());
-      }
-    }
-    return gpus;
-  };
-  ASSERT_TRUE(WaitFor([&] { return gpus_of_attempt("1") > 0; }, seconds(60)));
-  const int first_gpus = gpus_of_attempt("1");
+  // Planned on H100 predictions (about 1.4 ms a step for this tiny model, at
+  // its latency floor), measured on CPU workers running the whole model
+  // (PACER_SCALE=1: hundreds of milliseconds a step, and Prometheus does not
+  // say it is a CPU): 200,000 steps fit 15 minutes by the prediction, not by
+  // the measurement.
+  Apply(
+      TinyJobYaml("slow", 200000, "15m", "  worker: {env: [{name: PACER_SCALE, value: \"1\"}]}\n"));
   ASSERT_TRUE(WaitFor(
       [&] {
         const nlohmann::json j = Job("research", "slow");
-        return j.contains("status") && j["status"].value("replans", 0) >= 1;
+        if (!j.contains("status") || !j["status"].contains("conditions")) return false;
+        for (const nlohmann::json& c : j["status"]["conditions"]) {
+          if (c.value("type", "") == "DeadlineAtRisk" && c.value("status", "") == "True" &&
+              c.value("reason", "") == "DeadlineUnreachable") {
+            return true;
+          }
+        }
+        return false;
       },
       seconds(240)))
       << Job("research", "slow").dump(2);
-  // The new plan's pods: more GPUs, the same global batch.
-  ASSERT_TRUE(WaitFor([&] { return gpus_of_attempt("2") > 0; }, seconds(120)))
-      << Job("research", "slow").dump(2);
-  const int second_gpus = gpus_of_attempt("2");
+  const nlohmann::json job = Job("research", "slow");
+  SCOPED_TRACE(job.dump(2));
+  const double measured = job["status"].value("measuredStepSeconds", 0.0);
+  const double predicted =
+      job["status"].value("plan", nlohmann::json::object()).value("predictedStepSeconds", 0.0);
+  EXPECT_GT(measured, 10 * predicted);
+  EXPECT_EQ(job["status"].value("replans", -1), 0) << "no relaunch that cannot help";
+  EXPECT_EQ(job["status"].value("phase", ""), "Running");
+  std::string message;
+  for (const nlohmann::json& c : job["status"]["conditions"]) {
+    if (c.value("type", "") == "DeadlineAtRisk") message = c.value("message", "");
+  }
+  EXPECT_NE(message.find("measured"), std::string::npos) << message;
+  EXPECT_NE(message.find("no number of GPUs"), std::string::npos) << message;
   std::set<std::string> names;
   for (const std::string& name : kubelet_->StartedPodNames()) {
     EXPECT_TRUE(names.insert(name).second) << "pod started twice: " << name;
   }
-  const nlohmann::json job = Job("research", "slow");
   for (const nlohmann::json& p : Pods("research")) {
     EXPECT_EQ(EnvOf(p, "PACER_GLOBAL_BATCH_SIZE"), "16");
+    EXPECT_EQ(p["metadata"]["labels"]["pacer.dev/attempt"], "1");
   }
-  EXPECT_GT(second_gpus, first_gpus);
-  EXPECT_GT(job["status"]["calibration"]["H100-SXM"]["stepTimeRatio"].get<double>(), 1.0);
   std::string out;
-  EXPECT_EQ(Kubectl({"describe", "trainjob", "slow", "-n", "research"}, &out), 0);
-  EXPECT_TRUE(std::regex_search(out, std::regex("Replanning.*from H100-SXM"))) << out;
   EXPECT_EQ(Kubectl({"delete", "trainjob", "slow", "-n", "research", "--timeout=60s"}, &out), 0)
       << out;
   EXPECT_TRUE(WaitFor([&] { return Pods("research").empty(); }, seconds(60)));
@@ -143,16 +150,16 @@ TEST_F(E2eTest, InvalidAndImpossibleJobsGetConditionsWhileOthersAreServed) {
   // The CRD's schema refuses what it can express (kubectl apply fails, as
   // in a cluster); what only the planner knows reaches the controller.
   std::string refused;
-  const std::string bad_batch = std::regex_replace(TinyJobYaml("refused", 100, "1h"),
-                                                   std::regex("globalBatchSize: 16"),
-                                                   "globalBatchSize: 0");
+  const std::string bad_batch = std::regex_replace(
+      TinyJobYaml("refused", 100, "1h"), std::regex("globalBatchSize: 16"), "globalBatchSize: 0");
   {
     const std::string file = (dir_ / "refused.yaml").string();
     std::ofstream(file) << bad_batch;
     ASSERT_NE(Kubectl({"apply", "-f", file}, &refused), 0) << refused;
     EXPECT_NE(refused.find("spec.training.globalBatchSize"), std::string::npos) << refused;
   }
-  Apply(std::regex_replace(TinyJobYaml("invalid", 100, "1h"), std::regex("gpuTypes: \\[H100-SXM\\]"),
+  Apply(std::regex_replace(TinyJobYaml("invalid", 100, "1h"),
+                           std::regex("gpuTypes: \\[H100-SXM\\]"),
                            "gpuTypes: [H100-SXMM]"));  // not in the catalog
   // 7B parameters on a trillion tokens within an hour, on 8 GPUs.
   Apply(std::regex_replace(TinyJobYaml("impossible", 100, "1h"),
@@ -227,10 +234,10 @@ TEST_F(E2eTest, AForceDeletedWorkerPodRelaunchesItsJob) {
   controllers_.push_back(&controller);
   // Re-planning hourly, and one pod (no peer to fail with it): nothing but
   // the pod's deletion can wake the job soon.
-  Apply(std::regex_replace(
-      std::regex_replace(TinyJobYaml("orphaned", 100000, "2h"), std::regex("interval: 2s"),
-                         "interval: 1h"),
-      std::regex("gpuTypes: \\[H100-SXM\\]"), "gpuTypes: [H100-SXM], maxGPUs: 1"));
+  Apply(std::regex_replace(std::regex_replace(TinyJobYaml("orphaned", 100000, "2h"),
+                                              std::regex("interval: 2s"), "interval: 1h"),
+                           std::regex("gpuTypes: \\[H100-SXM\\]"),
+                           "gpuTypes: [H100-SXM], maxGPUs: 1"));
   ASSERT_TRUE(WaitFor([&] { return Phase(Job("research", "orphaned")) == "Running"; }, seconds(90)))
       << Job("research", "orphaned").dump(2);
   std::string victim;
@@ -243,9 +250,8 @@ TEST_F(E2eTest, AForceDeletedWorkerPodRelaunchesItsJob) {
       },
       seconds(60)));
   std::string out;
-  ASSERT_EQ(Kubectl({"delete", "pod", victim, "-n", "research", "--grace-period=0", "--force"},
-                    &out),
-            0)
+  ASSERT_EQ(
+      Kubectl({"delete", "pod", victim, "-n", "research", "--grace-period=0", "--force"}, &out), 0)
       << out;
   ASSERT_TRUE(WaitFor(
       [&] { return Job("research", "orphaned")["status"].value("attempt", 0) >= 2; }, seconds(30)))

@@ -59,7 +59,8 @@ std::set<std::string> Grants(const std::vector<Rule>& rules) {
   for (const Rule& rule : rules) {
     for (const std::string& group : rule.groups) {
       for (const std::string& resource : rule.resources) {
-        for (const std::string& verb : rule.verbs) grants.insert(verb + " " + group + "/" + resource);
+        for (const std::string& verb : rule.verbs)
+          grants.insert(verb + " " + group + "/" + resource);
       }
     }
   }
@@ -74,7 +75,8 @@ bool Has(const std::set<std::string>& set, const std::string& value) {
 // authorizer/rbac, RuleAllows): group, resource[/subresource], verb, and
 // resourceNames when the rule lists any (a create has no name to match).
 bool Allows(const Rule& rule, const testing::AuditRecord& r) {
-  const std::string resource = r.subresource.empty() ? r.resource : r.resource + "/" + r.subresource;
+  const std::string resource =
+      r.subresource.empty() ? r.resource : r.resource + "/" + r.subresource;
   if (!Has(rule.groups, r.group) || !Has(rule.resources, resource) || !Has(rule.verbs, r.verb)) {
     return false;
   }
@@ -91,8 +93,8 @@ std::string PhaseOf(const json& job) {
 
 std::string Describe(const testing::AuditRecord& r) {
   return r.verb + " " + r.group + "/" + r.resource + (r.subresource.empty() ? "" : "/") +
-         r.subresource + " ns=" + r.namespace_ + " name=" + r.name + " (" +
-         std::to_string(r.code) + ")";
+         r.subresource + " ns=" + r.namespace_ + " name=" + r.name + " (" + std::to_string(r.code) +
+         ")";
 }
 
 TEST_F(E2eTest, EveryControllerRequestIsGrantedByTheManifestsRbacAndEveryGrantIsUsed) {
@@ -131,12 +133,26 @@ TEST_F(E2eTest, EveryControllerRequestIsGrantedByTheManifestsRbacAndEveryGrantIs
                           "replans", "restarts", "attempt", "launchTime", "deadline"}) {
     EXPECT_TRUE(running.contains(key)) << key << " pruned: " << running.dump(2);
   }
-  for (const char* key :
-       {"gpuType", "pool", "nodes", "gpusPerNode", "gpus", "tensorParallel", "pipelineParallel",
-        "dataParallel", "virtualStages", "sequenceParallel", "zeroStage", "microBatchSize",
-        "gradientAccumulationSteps", "activationCheckpointing", "predictedStepSeconds",
-        "predictedTotalSeconds", "predictedMemoryGiB", "predictedCompletionTime", "gpuHours",
-        "cost", "mfu"}) {
+  for (const char* key : {"gpuType",
+                          "pool",
+                          "nodes",
+                          "gpusPerNode",
+                          "gpus",
+                          "tensorParallel",
+                          "pipelineParallel",
+                          "dataParallel",
+                          "virtualStages",
+                          "sequenceParallel",
+                          "zeroStage",
+                          "microBatchSize",
+                          "gradientAccumulationSteps",
+                          "activationCheckpointing",
+                          "predictedStepSeconds",
+                          "predictedTotalSeconds",
+                          "predictedMemoryGiB",
+                          "predictedCompletionTime",
+                          "gpuHours",
+                          "mfu"}) {  // cost is written only when the inventory has a price
     EXPECT_TRUE(running["plan"].contains(key)) << "plan." << key << " pruned: " << running.dump(2);
   }
   for (const json& c : running["conditions"]) {
@@ -145,7 +161,8 @@ TEST_F(E2eTest, EveryControllerRequestIsGrantedByTheManifestsRbacAndEveryGrantIs
     }
   }
 
-  ASSERT_TRUE(WaitFor([&] { return PhaseOf(Job("research", "rbac")) == "Succeeded"; }, seconds(300)))
+  ASSERT_TRUE(
+      WaitFor([&] { return PhaseOf(Job("research", "rbac")) == "Succeeded"; }, seconds(300)))
       << Job("research", "rbac").dump(2);
   // Deleting the job: the controller removes its workers, then its finalizer.
   ASSERT_EQ(Kubectl({"delete", "trainjob", "rbac", "-n", "research", "--timeout=60s"}, &out), 0)

@@ -470,7 +470,9 @@ Status FakeKubelet::StartWorker(const json& pod, Worker& w) {
   env["PACER_METRICS_PORT"] = std::to_string(w.metrics_port);
   env["PACER_CHECKPOINT_DIR"] = checkpoints.string();
   env["PACER_BACKEND"] = "cpu";
-  env["PACER_SCALE"] = FormatScale(options_.scale);
+  // A pod that sets its own scale keeps it (a test that needs CPU steps as
+  // slow as the full model's); otherwise the kubelet's shrinks the model.
+  if (env["PACER_SCALE"].empty()) env["PACER_SCALE"] = FormatScale(options_.scale);
   for (const auto& [name, value] : options_.extra_env) env[name] = value;
 
   StatusOr<pid_t> pid = controller::SpawnProcess(options_.worker_binary, {"run"}, env, w.log_path);

@@ -322,7 +322,8 @@ TEST_F(ApiServerTest, TableOutputUsesPrinterColumns) {
                    {"plan", {{"gpus", 16}}},
                    {"progress", {{"percent", 42.5}}},
                    {"deadline", "2030-01-01T00:00:00Z"},  // the DEADLINE column's source
-                   {"deadlineSlackSeconds", 3600}};
+                   {"deadlineSlackSeconds", 3600},
+                   {"deadlineSlack", "+1h0m"}};  // the SLACK column's source
   ASSERT_TRUE(server_->UpdateObject(std::string(kTrainJobs) + "/j", job).ok());
   auto r = client_->Request(
       "GET", kTrainJobs, "", "",
@@ -342,7 +343,7 @@ TEST_F(ApiServerTest, TableOutputUsesPrinterColumns) {
   EXPECT_EQ(cells[3], 42.5);
   EXPECT_TRUE(cells[4].is_null());
   EXPECT_EQ(cells[5], "2030-01-01T00:00:00Z");
-  EXPECT_EQ(cells[6], 3600);
+  EXPECT_EQ(cells[6], "+1h0m");
   EXPECT_EQ(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
 }
 

@@ -76,7 +76,7 @@ struct ModelConstants {
   // compute, and the allocations of the gathered weights (fit, on H100).
   double sharded_layer_overhead_seconds = 5.25e-3;
   int kernels_per_layer_forward = 14;
-  double step_overhead_seconds = 0.01;
+  double step_overhead_seconds = 1e-3;
   // Fixed memory: CUDA context and library workspaces (seed article).
   double cuda_context_bytes = 1.3e9;
   // Allocator fragmentation reserve as a share of GPU memory.
