@@ -164,9 +164,10 @@ TEST(ReplanPolicyTest, NoFreeGpusKeepsAtRiskAndSaysHowManyItNeeds) {
 TEST(ReplanPolicyTest, UnreachableDeadlineIsInfeasible) {
   Scenario s = Running();
   s.inputs.measured_step_seconds = 1.5 * s.inputs.current_plan.step.step_seconds;
-  // The whole cluster is the job's own nodes, and the deadline is an hour away.
+  // The whole cluster is the job's own nodes, and the deadline is a minute
+  // away: less than a relaunch's start-up, so no number of GPUs meets it.
   s.inputs.inventory = H100Pool(s.inputs.current_plan.layout.nodes, 0);
-  s.inputs.deadline_unix_seconds = kNow + 3600;
+  s.inputs.deadline_unix_seconds = kNow + 60;
   auto d = DecideReplan(s.inputs);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->action, Decision::Action::kInfeasible) << d->reason << ": " << d->message;

@@ -121,7 +121,8 @@ TEST_F(PromqlTest, EveryDashboardAndAlertExpressionReturnsDataFromARealRun) {
   PrometheusOptions prometheus;
   prometheus.scrape_controllers = true;
   prometheus.rule_files = {monitoring::RulesPath()};
-  if (!StartPrometheus(prometheus)) GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
+  if (!StartPrometheus(prometheus))
+    GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
   ControllerProcess controller = StartController("c1");
   controllers_.push_back(&controller);
   // One conflict on a status write makes a reconcile fail, so the
@@ -129,7 +130,9 @@ TEST_F(PromqlTest, EveryDashboardAndAlertExpressionReturnsDataFromARealRun) {
   server_->FailNextRequests("PUT", "/status", 409, 1);
   // Four GPUs (two pods of two ranks) so that the ranks run collectives;
   // re-planning off so the job stays Running on one plan.
-  std::string yaml = TinyJobYaml(kJob, 10000000, "2h");
+  // Ten million steps keep it Running for the whole test; at the model's
+  // latency floor (about 1.4 ms a step on H100) they need a day's deadline.
+  std::string yaml = TinyJobYaml(kJob, 10000000, "24h");
   yaml = std::regex_replace(yaml, std::regex(R"(gpuTypes: \[H100-SXM\]\})"),
                             "gpuTypes: [H100-SXM], minGPUs: 4}");
   yaml = std::regex_replace(yaml, std::regex("enabled: true"), "enabled: false");
@@ -147,8 +150,8 @@ TEST_F(PromqlTest, EveryDashboardAndAlertExpressionReturnsDataFromARealRun) {
   // Grafana's variables as the dashboard would fill them for this job; the
   // ranges are a few scrapes (1 s apart) long.
   const std::map<std::string, std::string> variables = {
-      {"namespace", kNamespace}, {"trainjob", kJob},    {"__rate_interval", "30s"},
-      {"__interval", "15s"},     {"__range", "5m"},     {"datasource", "prometheus"}};
+      {"namespace", kNamespace}, {"trainjob", kJob}, {"__rate_interval", "30s"},
+      {"__interval", "15s"},     {"__range", "5m"},  {"datasource", "prometheus"}};
   const nlohmann::json dashboard = monitoring::LoadDashboard();
   std::vector<Expression> expressions = monitoring::DashboardExpressions(dashboard);
   for (const Expression& e : monitoring::RuleExpressions(monitoring::LoadRules())) {
@@ -182,10 +185,10 @@ TEST_F(PromqlTest, EveryDashboardAndAlertExpressionReturnsDataFromARealRun) {
   std::vector<VariableCheck> variable_checks;
   for (const auto& v : monitoring::LabelValuesVariables(dashboard)) {
     const std::string expected = v.label == "namespace" ? kNamespace : kJob;
-    variable_checks.push_back({v.name,
-                               "count by (" + v.label + ") (" +
-                                   monitoring::Substitute(v.selector, variables) + ")",
-                               v.label, expected});
+    variable_checks.push_back(
+        {v.name,
+         "count by (" + v.label + ") (" + monitoring::Substitute(v.selector, variables) + ")",
+         v.label, expected});
   }
   ASSERT_EQ(variable_checks.size(), 2u);
 
