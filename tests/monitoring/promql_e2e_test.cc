@@ -44,7 +44,15 @@ const std::map<std::string, std::vector<std::string>>& EmptyWhenHealthy() {
   static const auto* table = new std::map<std::string, std::vector<std::string>>{
       {"alert TrainJobDeadlineAtRisk",
        {R"(max by (namespace, trainjob) (pacer_trainjob_deadline_slack_seconds{job="pacer-controller"}))",
-        R"(max by (namespace, trainjob) (pacer_trainjob_phase{job="pacer-controller", phase=~"Running|Replanning"}))"}},
+        R"(max by (namespace, trainjob) (pacer_trainjob_phase{job="pacer-controller", phase=~"Pending|Running|Replanning"}))"}},
+      // A healthy run is never Failed, Infeasible or stuck Planning: the
+      // alerts are empty, their phase gauges (0 for this job) are not.
+      {"alert TrainJobFailed",
+       {R"(max by (namespace, trainjob) (pacer_trainjob_phase{job="pacer-controller", phase="Failed"}))"}},
+      {"alert TrainJobRejected",
+       {R"(max by (namespace, trainjob) (pacer_trainjob_phase{job="pacer-controller", phase="Infeasible"}))"}},
+      {"alert TrainJobStuckPlanning",
+       {R"(max by (namespace, trainjob) (pacer_trainjob_phase{job="pacer-controller", phase="Planning"}))"}},
       {"alert TrainJobStalled",
        {R"pql(sum by (namespace, trainjob) (label_replace(changes(pacer_worker_step[10m]), "trainjob", "$1", "job", "(.+)")))pql",
         R"(max by (namespace, trainjob) (pacer_trainjob_phase{job="pacer-controller", phase="Running"}))",
