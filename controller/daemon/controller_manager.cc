@@ -20,6 +20,7 @@
 #include "observe/health_server.h"
 #include "observe/heartbeat.h"
 #include "observe/log.h"
+#include "observe/scheduler_metrics.h"
 #include "reconcile/guarded_reconcile.h"
 
 namespace pacer::controller {
@@ -55,6 +56,14 @@ struct ControllerManager::Impl {
   std::unique_ptr<KubeInventory> inventory;
   std::unique_ptr<PrometheusMetricsSource> metrics_source;
   std::unique_ptr<Reconciler> reconciler;
+  std::unique_ptr<AllocationBoard> board;  // null without cluster scheduling
+  std::unique_ptr<ClusterScheduler> scheduler;
+  std::unique_ptr<SchedulerMetrics> scheduler_metrics;
+  std::thread scheduler_thread;
+  std::mutex scheduler_mu;
+  std::condition_variable scheduler_cv;
+  bool scheduler_due = false;   // guarded by scheduler_mu
+  bool scheduler_stop = false;  // guarded by scheduler_mu
   std::unique_ptr<WorkQueue> queue;
   std::unique_ptr<ControllerMetrics> metrics;
   std::unique_ptr<HealthServer> health;
@@ -84,6 +93,12 @@ struct ControllerManager::Impl {
     metrics->SetLeader(true);
     // Every known job is reconciled once on start (level-triggered).
     for (const nlohmann::json& job : trainjobs->List()) Enqueue(ObjectKey(job));
+    if (scheduler) {
+      // The first pass before the workers start: jobs see their allocation
+      // on their first reconcile instead of a 'waiting' detour.
+      RunSchedulerPass();
+      scheduler_thread = std::thread([this] { SchedulerLoop(); });
+    }
     for (int i = 0; i < options.workers; ++i) workers.emplace_back([this] { WorkerLoop(); });
   }
 
@@ -230,7 +245,91 @@ struct ControllerManager::Impl {
   std::mutex pod_jobs_mu;
   std::unordered_map<std::string, std::string> pod_jobs;
 
+  // Asks for a scheduler pass soon (passes are at least a second apart, so a
+  // burst of events costs one).
+  void ScheduleSoon() {
+    if (!scheduler) return;
+    std::lock_guard<std::mutex> lock(scheduler_mu);
+    scheduler_due = true;
+    scheduler_cv.notify_all();
+  }
+
+  void SchedulerLoop() {
+    const auto interval = std::chrono::milliseconds(
+        static_cast<int64_t>(options.scheduler.decision_interval_seconds * 1000));
+    std::unique_lock<std::mutex> lock(scheduler_mu);
+    while (!scheduler_stop) {
+      auto wait = interval;
+      if (std::optional<int64_t> at = scheduler->next_wakeup_unix_seconds()) {
+        const int64_t now = SystemClock::Default().WallUnixSeconds();
+        wait = std::min(wait, std::chrono::milliseconds(std::max<int64_t>(0, *at - now) * 1000));
+      }
+      scheduler_cv.wait_for(lock, wait, [this] { return scheduler_stop || scheduler_due; });
+      if (scheduler_stop) break;
+      scheduler_due = false;
+      lock.unlock();
+      if (leading.load()) RunSchedulerPass();
+      lock.lock();
+      // Debounce: events during the next second join one pass.
+      scheduler_cv.wait_for(lock, std::chrono::seconds(1), [this] { return scheduler_stop; });
+    }
+  }
+
+  void RunSchedulerPass() {
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t now = SystemClock::Default().WallUnixSeconds();
+    std::vector<ScheduledJob> jobs;
+    int met = 0, missed = 0;
+    for (const nlohmann::json& object : trainjobs->List()) {
+      if (std::optional<ScheduledJob> job = ClusterScheduler::JobFromObject(object, now)) {
+        jobs.push_back(std::move(*job));
+      } else if (std::optional<bool> outcome = DeadlineMet(object)) {
+        ++(*outcome ? met : missed);
+      }
+    }
+    scheduler_metrics->SetDeadlineOutcomes(met, missed);
+    StatusOr<ClusterInventory> cluster = inventory->Current();
+    if (!cluster.ok()) {
+      Log(LogLevel::kWarning, "scheduler pass skipped: no inventory", {{"error", cluster.status()}});
+      return;
+    }
+    StatusOr<std::map<std::string, Allocation>> allocations =
+        scheduler->Pass(jobs, cluster->inventory, now);
+    if (!allocations.ok()) {
+      Log(LogLevel::kError, "scheduler pass failed; allocations unchanged",
+          {{"error", allocations.status()}});
+      return;
+    }
+    SchedulerCounts tally;
+    const std::map<std::string, Allocation> before = board->All();
+    for (const auto& [key, a] : *allocations) {
+      if (!a.admitted) {
+        ++tally.rejected;
+      } else if (a.gpus == 0) {
+        ++tally.waiting;
+      } else {
+        ++tally.running;
+      }
+      tally.allocated_gpus += a.gpus;
+      auto old = before.find(key);
+      if (old != before.end() && old->second.admitted && old->second.gpus > 0 &&
+          a.admitted && a.gpus != old->second.gpus) {
+        scheduler_metrics->AddResize(a.gpus > old->second.gpus);
+      }
+    }
+    const std::vector<std::string> changed = board->Publish(std::move(*allocations));
+    scheduler_metrics->RecordPass(
+        tally, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    for (const std::string& key : changed) Enqueue(key);
+  }
+
   void StopWorkers() {
+    {
+      std::lock_guard<std::mutex> lock(scheduler_mu);
+      scheduler_stop = true;
+      scheduler_cv.notify_all();
+    }
+    if (scheduler_thread.joinable()) scheduler_thread.join();
     if (queue) queue->ShutDown();
     for (std::thread& t : workers) t.join();
     workers.clear();
@@ -275,17 +374,28 @@ Status ControllerManager::Start() {
   // Jobs waiting for GPUs get another look when GPUs may have become free.
   m.inventory = std::make_unique<KubeInventory>(m.nodes.get(), m.pods.get(), [impl] {
     if (!impl->leading.load()) return;
+    impl->ScheduleSoon();
     for (const std::string& key : impl->PendingJobs()) impl->Enqueue(key);
   });
   m.metrics_source = std::make_unique<PrometheusMetricsSource>(m.options.prometheus_url,
                                                                m.options.measurement_window);
+  if (m.options.cluster_scheduling) {
+    m.board = std::make_unique<AllocationBoard>();
+    ClusterSchedulerOptions scheduler_options = m.options.scheduler;
+    scheduler_options.constants = m.options.reconciler.replan.constants;
+    m.scheduler = std::make_unique<ClusterScheduler>(scheduler_options);
+    m.scheduler_metrics = std::make_unique<SchedulerMetrics>(*m.metrics->registry());
+  }
   m.reconciler = std::make_unique<Reconciler>(
       ReconcilerDeps{m.store.get(), m.launcher.get(), m.metrics_source.get(), m.inventory.get(),
-                     &SystemClock::Default()},
+                     &SystemClock::Default(), m.board.get()},
       m.options.reconciler);
 
   m.trainjobs->OnChange([impl](const std::string& key, const nlohmann::json* job) {
     impl->NotePhase(key, job);
+    // Arrivals, spec edits, deletions and phase changes (a job finishing
+    // frees GPUs, one starting measures its speed) change the shared plan.
+    impl->ScheduleSoon();
     if (impl->leading.load() && impl->WorthAPass(key, job)) impl->Enqueue(key);
   });
   m.pods->OnChange([impl](const std::string& key, const nlohmann::json* pod) {

@@ -1,7 +1,10 @@
 // pacer-controller's wiring (controller-runtime's Manager): the Kubernetes
 // client, informers on TrainJobs, Pods and Nodes, the work queue and its
 // reconcile workers, Lease-based leader election, the event recorder, the
-// /healthz /readyz /metrics server, and structured logs.
+// /healthz /readyz /metrics server, structured logs, and the cluster
+// scheduler's loop: a pass over every TrainJob when one arrives, changes or
+// finishes, when GPUs free up, when a reservation starts, and at least every
+// decision interval; the jobs whose allocation changed are reconciled.
 //
 // Only the leader reconciles; every replica keeps its caches warm and
 // answers probes. Losing the lease stops the workers and makes Wait() return
@@ -22,6 +25,7 @@
 
 #include "daemon/worker_pods.h"
 #include "kube/kube_config.h"
+#include "reconcile/cluster_scheduler.h"
 #include "reconcile/reconciler.h"
 
 namespace pacer::controller {
@@ -41,6 +45,11 @@ struct ManagerOptions {
   int probe_port = 8081;
   ReconcilerOptions reconciler;
   PodTemplateOptions pods;
+  // One scheduler pass over all TrainJobs decides admission and sizes
+  // (reconcile/cluster_scheduler.h); off: each job is planned alone on the
+  // GPUs free when it arrives (first come, first served).
+  bool cluster_scheduling = true;
+  ClusterSchedulerOptions scheduler;
 };
 
 class ControllerManager {

@@ -76,6 +76,17 @@ int main(int argc, char** argv) {
                  "GPUs being freed wake waiting jobs at once")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  std::string scheduling = "deadline";
+  app.add_option("--scheduling", scheduling,
+                 "deadline: one pass over all TrainJobs admits jobs only if every admitted "
+                 "deadline still holds and sizes them together (docs/scheduling.md); "
+                 "fifo: each job is planned alone on the GPUs free when it arrives")
+      ->check(CLI::IsMember({"deadline", "fifo"}))
+      ->capture_default_str();
+  app.add_option("--scheduling-interval-seconds", options.scheduler.decision_interval_seconds,
+                 "Longest time between two scheduler passes (events trigger them sooner)")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
   app.add_flag("--leader-elect,!--no-leader-elect", leader_elect,
                "Lease-based leader election (run several replicas; one acts)")
       ->capture_default_str();
@@ -104,6 +115,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   options.leader_elect = leader_elect;
   options.reconciler.pending_retry = std::chrono::seconds(pending_retry_seconds);
+  options.cluster_scheduling = scheduling == "deadline";
   SetLogFormat(log_format == "json" ? LogFormat::kJson : LogFormat::kText);
   SetLogLevel(log_level == "debug"     ? LogLevel::kDebug
               : log_level == "warning" ? LogLevel::kWarning

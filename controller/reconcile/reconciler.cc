@@ -48,6 +48,8 @@ struct Reconciler::Pass {
   std::optional<double> measured_step_seconds;
   std::optional<int64_t> projected;
   std::optional<double> slack;
+  // The cluster scheduler's word on the job (with ReconcilerDeps::allocations).
+  std::optional<Allocation> allocation;
   bool deleted = false;
   bool keep_status = false;
 
@@ -175,6 +177,7 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
     return Finish(pass, std::nullopt);
   }
 
+  if (deps_.allocations != nullptr) pass.allocation = deps_.allocations->Get(key);
   StatusOr<std::optional<WorkerGroup>> group = deps_.launcher->Observe(pass.ref);
   if (!group.ok()) return {group.status(), std::nullopt};
   if (!group->has_value()) return ReconcileWithoutWorkers(pass);
@@ -276,9 +279,21 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
             " (nodes are matched by their nvidia.com/gpu.product label); waiting for one");
   }
 
+  if (!result.ok() && result.status().code() != StatusCode::kFailedPrecondition) {
+    return {result.status(), std::nullopt};
+  }
+  // Under the cluster scheduler the job waits for its allocation, unless it
+  // cannot meet its deadline even with the whole cluster (then it is
+  // Infeasible below, as without a scheduler). A job that has run before
+  // stays with the scheduler: admitted jobs are never dropped.
+  if (deps_.allocations != nullptr &&
+      (pass.state.attempt > 0 || (result.ok() && result->feasible && result->plan) ||
+       feasible_on_whole_cluster())) {
+    return ReconcileScheduled(pass, *inventory, job);
+  }
+
   if (!result.ok()) {
     const Status error = result.status();
-    if (error.code() != StatusCode::kFailedPrecondition) return {error, std::nullopt};
     if (feasible_on_whole_cluster()) {
       return ReconcileWaiting(pass, "InsufficientGpus", error.message());
     }
@@ -397,6 +412,77 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
   return Finish(pass, options_.transition_poll);
 }
 
+void Reconciler::NoteAdmission(Pass& pass) {
+  if (!pass.allocation) {
+    // Not in the scheduler's last pass yet: keep what the status said.
+    const std::vector<Condition> previous = ParseConditions(pass.previous_status);
+    if (const Condition* c = FindCondition(previous, kConditionAdmitted)) {
+      pass.conditions.push_back(*c);
+    }
+    return;
+  }
+  const Allocation& a = *pass.allocation;
+  if (!a.admitted) {
+    if (!pass.Had(kConditionAdmitted, "Rejected", kConditionFalse)) {
+      deps_.store->RecordEvent(pass.object, "Warning", "Rejected", a.message);
+    }
+    pass.Set(kConditionAdmitted, kConditionFalse, "Rejected", a.message);
+    return;
+  }
+  std::string message = "admitted to the " + a.gpu_type + " pool";
+  if (a.planned_finish_unix_seconds) {
+    message += "; the shared schedule finishes it by " +
+               planner::FormatRfc3339(*a.planned_finish_unix_seconds);
+  }
+  if (!pass.Had(kConditionAdmitted, "Admitted")) {
+    deps_.store->RecordEvent(pass.object, "Normal", "Admitted", message);
+  }
+  pass.Set(kConditionAdmitted, kConditionTrue, "Admitted", message);
+}
+
+ReconcileResult Reconciler::ReconcileScheduled(Pass& pass, const ClusterInventory& inventory,
+                                               const planner::JobSpec& remaining_job) {
+  NoteAdmission(pass);
+  if (!pass.allocation) {
+    return ReconcileWaiting(pass, "AwaitingSchedule",
+                            "waiting for the cluster scheduler to admit or reject the job");
+  }
+  const Allocation& a = *pass.allocation;
+  if (!a.admitted) {
+    // Not launched: launching would make an admitted job miss its deadline.
+    // Every scheduler pass tests it again (GPUs free up, the spec changes).
+    pass.phase = Phase::kPending;
+    pass.Set(kConditionPlanned, kConditionFalse, "Rejected", a.message);
+    return Finish(pass, options_.pending_retry);
+  }
+  if (a.gpus == 0) {
+    std::string message = "admitted; its reserved " + a.gpu_type + " GPUs start ";
+    message += a.next_start_unix_seconds
+                   ? "at " + planner::FormatRfc3339(*a.next_start_unix_seconds)
+                   : std::string("when GPUs free up");
+    return ReconcileWaiting(pass, "WaitingForReservedGpus", message);
+  }
+  // Exactly the allocation: the scheduler's curve came from the same search
+  // with exactly this many GPUs, so the shared plan holds.
+  planner::JobSpec pinned = remaining_job;
+  pinned.resources.gpu_types = {a.gpu_type};
+  planner::PlanOptions options;
+  options.now_unix_seconds = pass.now;
+  options.alternatives = 0;
+  options.exact_gpus = a.gpus;
+  options.constants = options_.replan.constants;
+  StatusOr<planner::PlanResult> result =
+      planner::Plan(pinned, inventory.inventory, pass.state.calibration, options);
+  if (!result.ok() || !result->plan) {
+    return ReconcileWaiting(
+        pass, "WaitingForAllocatedGpus",
+        "admitted to " + std::to_string(a.gpus) + " " + a.gpu_type +
+            " GPUs; waiting for them to be free (jobs giving them up stop at a checkpoint "
+            "first, and multi-node layouts need whole free nodes)");
+  }
+  return LaunchPlan(pass, *result->plan);
+}
+
 ReconcileResult Reconciler::ReconcileWaiting(Pass& pass, const std::string& reason,
                                              const std::string& message) {
   pass.phase = Phase::kPending;
@@ -435,6 +521,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     return {removed, options_.transition_poll};
   }
   pass.Set(kConditionPlanned, kConditionTrue, "Planned", GpuSummary(*pass.plan));
+  if (deps_.allocations != nullptr) NoteAdmission(pass);
 
   const int succeeded = group.Count(WorkerPhase::kSucceeded);
   const int failed = group.Count(WorkerPhase::kFailed);
@@ -579,6 +666,25 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
   if (pass.deadline) pass.slack = static_cast<double>(*pass.deadline - *pass.projected);
 
   const Millis replan_interval = Seconds(pass.spec.replan.interval_seconds);
+  if (pass.phase == Phase::kRunning && remaining > 0 && pass.allocation &&
+      pass.allocation->admitted && pass.allocation->gpus != pass.plan->layout.gpus()) {
+    // The shared schedule resized the job (it decided the gain pays for the
+    // relaunch): checkpoint, stop, and relaunch on the new allocation.
+    const int from = pass.plan->layout.gpus(), to = pass.allocation->gpus;
+    RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kGraceful));
+    ++pass.state.replans;
+    pass.state.last_replan_unix_seconds = pass.now;
+    const std::string message =
+        to == 0 ? "its " + std::to_string(from) +
+                      " GPUs go to jobs with deadlines; it stops at a checkpoint and resumes "
+                      "when the schedule gives it GPUs again"
+                : "the cluster schedule gives it " + std::to_string(to) + " GPUs instead of " +
+                      std::to_string(from) + "; relaunching from a checkpoint";
+    deps_.store->RecordEvent(pass.object, "Normal", to > from ? "Growing" : "Shrinking", message);
+    pass.phase = Phase::kReplanning;
+    pass.Set(kConditionReplanning, kConditionTrue, "Resizing", message);
+    return Finish(pass, options_.transition_poll);
+  }
   if (pass.phase == Phase::kRunning && pass.spec.replan.enabled && remaining > 0) {
     ReplanInputs in;
     in.job = pass.spec;
@@ -601,7 +707,11 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       } else {
         pass.Set(kConditionDeadlineAtRisk, kConditionFalse, decision->reason, decision->message);
       }
-      if (decision->action == Decision::Action::kReplan && decision->new_plan) {
+      // Under the cluster scheduler the shared schedule sizes jobs (from the
+      // measured step time): a re-plan of one job alone could take GPUs
+      // reserved for another's deadline.
+      if (decision->action == Decision::Action::kReplan && decision->new_plan &&
+          deps_.allocations == nullptr) {
         RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kGraceful));
         ++pass.state.replans;
         pass.state.last_replan_unix_seconds = pass.now;
@@ -653,6 +763,20 @@ ReconcileResult Reconciler::Finish(Pass& pass, std::optional<Millis> requeue_aft
   in.observed_generation = pass.generation;
   StatusJson built = BuildTrainJobStatus(in, pass.previous_status, pass.now);
   if (pass.deadline) built["deadline"] = planner::FormatRfc3339(*pass.deadline);
+  if (pass.allocation) {
+    const Allocation& a = *pass.allocation;
+    nlohmann::ordered_json schedule;
+    schedule["admitted"] = a.admitted;
+    schedule["allocatedGpus"] = a.gpus;
+    schedule["gpuType"] = a.gpu_type;
+    if (a.planned_finish_unix_seconds) {
+      schedule["plannedFinishTime"] = planner::FormatRfc3339(*a.planned_finish_unix_seconds);
+    }
+    if (a.next_start_unix_seconds) {
+      schedule["nextStartTime"] = planner::FormatRfc3339(*a.next_start_unix_seconds);
+    }
+    built["schedule"] = std::move(schedule);
+  }
   WritePersistedState(pass.state, &built);
   const nlohmann::json status(built);  // ordered (as written) to plain JSON, no reparse
 

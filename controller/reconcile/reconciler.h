@@ -24,6 +24,12 @@
 //                              up to max_restarts; then Failed
 //   all workers succeeded   -> Succeeded
 //
+// With the cluster scheduler (ReconcilerDeps::allocations), a job without
+// workers launches only when admitted, on exactly its allocated GPUs; a
+// rejected one stays Pending with Admitted=False/Rejected and what would
+// admit it; a running one whose allocation changes is stopped at a
+// checkpoint and relaunched at the new size (events Growing / Shrinking).
+//
 // The status is rebuilt from the world on every pass and written through the
 // status subresource; what must survive a controller restart (the plan in
 // force, the launch attempt, re-plan and restart counts, the measured step
@@ -45,6 +51,7 @@
 #include "core/clock.h"
 #include "core/replan_policy.h"
 #include "core/trainjob_status.h"
+#include "reconcile/cluster_scheduler.h"
 #include "reconcile/interfaces.h"
 
 namespace pacer::controller {
@@ -105,6 +112,11 @@ struct ReconcilerDeps {
   MetricsSource* metrics = nullptr;
   InventorySource* inventory = nullptr;
   const Clock* clock = nullptr;
+  // The cluster scheduler's allocations (cluster_scheduler.h), or null: then
+  // each job is planned alone on the GPUs free now (first come, first
+  // served; local mode). With a board, a job launches only once admitted,
+  // on exactly its allocation, and is resized when its allocation changes.
+  const AllocationBoard* allocations = nullptr;
 };
 
 class Reconciler {
@@ -134,6 +146,12 @@ class Reconciler {
                                 std::chrono::milliseconds retry_in);
   ReconcileResult ReconcileWaiting(Pass& pass, const std::string& reason,
                                    const std::string& message);
+  // A job without workers under the cluster scheduler: launch, wait or stay
+  // rejected as its allocation says.
+  ReconcileResult ReconcileScheduled(Pass& pass, const ClusterInventory& inventory,
+                                     const planner::JobSpec& remaining_job);
+  // The Admitted condition from the job's allocation (events on transitions).
+  void NoteAdmission(Pass& pass);
   // Whether some of the job's workers ended since this pass observed them.
   bool WorkersJustEnded(const JobRef& job);
   ReconcileResult Finish(Pass& pass, std::optional<std::chrono::milliseconds> requeue_after);

@@ -1,0 +1,357 @@
+#include "reconcile/cluster_scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "core/json_fields.h"
+#include "core/trainjob_status.h"
+#include "pacer/planner/search.h"
+#include "pacer/planner/units.h"
+#include "reconcile/job_object.h"
+#include "reconcile/worker_env.h"
+
+namespace pacer::controller {
+
+bool Allocation::SameDecision(const Allocation& other) const {
+  return admitted == other.admitted && gpus == other.gpus && gpu_type == other.gpu_type &&
+         next_start_unix_seconds == other.next_start_unix_seconds;
+}
+
+std::optional<Allocation> AllocationBoard::Get(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(key);
+  if (it == allocations_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::string> AllocationBoard::Publish(std::map<std::string, Allocation> allocations) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> changed;
+  for (const auto& [key, allocation] : allocations) {
+    auto it = allocations_.find(key);
+    if (it == allocations_.end() || !it->second.SameDecision(allocation)) changed.push_back(key);
+  }
+  for (const auto& [key, allocation] : allocations_) {
+    if (allocations.count(key) == 0) changed.push_back(key);
+  }
+  allocations_ = std::move(allocations);
+  return changed;
+}
+
+std::map<std::string, Allocation> AllocationBoard::All() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return allocations_;
+}
+
+namespace {
+
+bool Terminal(const std::string& phase) {
+  return phase == "Succeeded" || phase == "Failed" || phase == "Infeasible";
+}
+
+// Whether two spellings name one catalog GPU.
+bool SameType(const planner::GpuCatalog& catalog, const std::string& a, const std::string& b) {
+  const planner::GpuType* x = catalog.Find(a);
+  return x != nullptr && x == catalog.Find(b);
+}
+
+bool Allowed(const planner::JobSpec& spec, const planner::GpuCatalog& catalog,
+             const std::string& type) {
+  const auto& allowed = spec.resources.gpu_types;
+  return allowed.empty() || std::any_of(allowed.begin(), allowed.end(), [&](const std::string& t) {
+           return SameType(catalog, t, type);
+         });
+}
+
+// GPU counts a job may be given on `pools` (one GPU type): 1, 2, 4 .. up to
+// a node's GPUs, then whole nodes (multi-node layouts use whole nodes). At
+// most ~48 counts: on big pools the node counts thin out geometrically.
+std::vector<int> CandidateCounts(const std::vector<planner::NodePool>& pools, int min_gpus,
+                                 std::optional<int> max_gpus) {
+  std::set<int> counts;
+  int total = 0;
+  for (const planner::NodePool& pool : pools) {
+    total += pool.nodes * pool.gpus_per_node;
+    for (int g = 1; g < pool.gpus_per_node; g *= 2) counts.insert(g);
+    counts.insert(pool.gpus_per_node);
+    for (int k = 2; k <= pool.nodes;) {
+      counts.insert(k * pool.gpus_per_node);
+      k = k < 16 ? k + 1 : std::min(pool.nodes, k + std::max(1, k / 4)) + (k == pool.nodes);
+    }
+  }
+  std::vector<int> out;
+  for (int g : counts) {
+    if (g < min_gpus || g > total || (max_gpus && g > *max_gpus)) continue;
+    out.push_back(g);
+  }
+  return out;
+}
+
+std::string AdviceText(const sched::Advice& advice, const std::string& gpu_type) {
+  std::vector<std::string> parts;
+  if (advice.deadline_seconds) {
+    parts.push_back("a deadline of " +
+                    planner::FormatRfc3339(static_cast<int64_t>(std::ceil(*advice.deadline_seconds))) +
+                    " or later");
+  }
+  if (advice.iterations) {
+    parts.push_back(std::to_string(static_cast<int64_t>(std::floor(*advice.iterations))) +
+                    " remaining steps or fewer");
+  }
+  if (advice.cluster_gpus) {
+    parts.push_back(std::to_string(*advice.cluster_gpus) + " " + gpu_type +
+                    " GPUs in the cluster");
+  }
+  if (parts.empty()) return "";
+  std::string text = "; it would be admitted with ";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) text += i + 1 == parts.size() ? ", or " : ", ";
+    text += parts[i];
+  }
+  return text;
+}
+
+}  // namespace
+
+ClusterScheduler::ClusterScheduler(ClusterSchedulerOptions options)
+    : options_(std::move(options)) {}
+
+std::optional<ScheduledJob> ClusterScheduler::JobFromObject(const nlohmann::json& trainjob,
+                                                            int64_t now_unix_seconds) {
+  const nlohmann::json* metadata = Member(trainjob, "metadata");
+  if (metadata == nullptr) return std::nullopt;
+  if (const nlohmann::json* deleting = Member(*metadata, "deletionTimestamp");
+      deleting != nullptr && !deleting->is_null()) {
+    return std::nullopt;
+  }
+  const nlohmann::json* status = Member(trainjob, "status");
+  const std::string phase = StringMember(status, "phase");
+  if (Terminal(phase)) return std::nullopt;
+  StatusOr<planner::JobSpec> spec = ParseJobObject(trainjob);
+  if (!spec.ok()) return std::nullopt;
+
+  ScheduledJob job;
+  const JobRef ref = JobRefOf(trainjob);
+  job.key = ref.key();
+  job.uid = ref.uid;
+  if (const nlohmann::json* g = Member(*metadata, "generation"); g != nullptr && g->is_number_integer())
+    job.generation = g->get<int64_t>();
+  job.spec = std::move(*spec);
+  job.spec.namespace_name = ref.namespace_name;
+  job.spec.name = ref.name;
+  job.arrival_unix_seconds = job.spec.creation_unix_seconds.value_or(now_unix_seconds);
+  job.deadline_unix_seconds = planner::EffectiveDeadline(job.spec, now_unix_seconds);
+
+  const nlohmann::json empty = nlohmann::json::object();
+  const PersistedState state = ReadPersistedState(status != nullptr ? *status : empty);
+  job.remaining_steps = std::max<int64_t>(1, TotalSteps(job.spec) - state.steps_completed);
+  job.calibration = state.calibration;
+  const bool holds_gpus = phase == "Planning" || phase == "Running" || phase == "Replanning";
+  if (holds_gpus && state.layout) {
+    job.current_gpus = state.layout->gpus();
+    job.current_gpu_type = state.layout->gpu_type;
+  }
+  for (const Condition& c : ParseConditions(status != nullptr ? *status : empty)) {
+    if (c.type == kConditionAdmitted && c.status == kConditionTrue) job.admitted = true;
+  }
+  // Launched before the scheduler ran (or by an older controller): it holds
+  // GPUs, so it is in; admitted jobs are never dropped.
+  if (job.current_gpus > 0) job.admitted = true;
+  const nlohmann::json* plan = status != nullptr ? Member(*status, "plan") : nullptr;
+  const nlohmann::json* predicted = plan != nullptr ? Member(*plan, "predictedStepSeconds") : nullptr;
+  if (state.measured_step_seconds && predicted != nullptr && predicted->is_number() &&
+      predicted->get<double>() > 0 && *state.measured_step_seconds > 0) {
+    // Measured truth corrects the whole curve (the planner's shape, the
+    // measurement's level); bounded so one bad scrape cannot evict a job.
+    job.step_time_ratio =
+        std::clamp(*state.measured_step_seconds / predicted->get<double>(), 0.2, 5.0);
+  }
+  return job;
+}
+
+StatusOr<sched::ThroughputCurve> ClusterScheduler::Curve(const ScheduledJob& job,
+                                                        const planner::Inventory& inventory,
+                                                        const std::string& gpu_type,
+                                                        int64_t now_unix_seconds) {
+  planner::Inventory idle;
+  idle.catalog = inventory.catalog;
+  std::ostringstream signature;
+  signature << job.uid << '/' << job.generation << '/' << gpu_type << '/'
+            << std::lround(job.step_time_ratio * 50);
+  for (const planner::NodePool& pool : inventory.node_pools) {
+    if (!SameType(inventory.catalog, pool.gpu_type, gpu_type)) continue;
+    planner::NodePool all = pool;
+    all.free_gpus = pool.nodes * pool.gpus_per_node;
+    idle.node_pools.push_back(all);
+    signature << '/' << pool.name << ':' << pool.nodes << 'x' << pool.gpus_per_node;
+  }
+  auto cached = curves_.find(job.key);
+  if (cached != curves_.end() && cached->second.signature == signature.str()) {
+    return cached->second.curve;
+  }
+
+  // Throughput does not depend on the deadline: the fastest layout per count.
+  planner::JobSpec fastest = job.spec;
+  fastest.deadline_unix_seconds.reset();
+  fastest.max_duration_seconds.reset();
+  fastest.objective = planner::Objective::kTime;
+  fastest.resources.gpu_types = {gpu_type};
+  planner::PlanOptions options;
+  options.now_unix_seconds = now_unix_seconds;
+  options.ignore_free_gpus = true;
+  options.alternatives = 0;
+  options.constants = options_.constants;
+  const std::vector<int> counts =
+      CandidateCounts(idle.node_pools, job.spec.resources.min_gpus, job.spec.resources.max_gpus);
+  if (counts.empty()) {
+    return FailedPreconditionError("no GPU count of " + gpu_type +
+                                   " lies within spec.resources.minGPUs..maxGPUs");
+  }
+  ASSIGN_OR_RETURN(std::vector<planner::SweepPoint> sweep,
+                   planner::Sweep(fastest, idle, job.calibration, counts, options));
+  std::vector<sched::ThroughputPoint> points;
+  for (const planner::SweepPoint& point : sweep) {
+    if (!point.best || point.best->step.step_seconds <= 0) continue;
+    points.push_back({point.gpus, 1.0 / (point.best->step.step_seconds * job.step_time_ratio)});
+  }
+  ASSIGN_OR_RETURN(sched::ThroughputCurve curve,
+                   sched::ThroughputCurve::Create(points, counts.back(), /*drop_past_peak=*/true));
+  curves_[job.key] = CachedCurve{signature.str(), curve};
+  return curve;
+}
+
+StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
+    const std::vector<ScheduledJob>& jobs, const planner::Inventory& inventory,
+    int64_t now_unix_seconds) {
+  // Pools by catalog GPU type (canonical name), with their GPUs in all.
+  std::map<std::string, int> type_gpus;
+  for (const planner::NodePool& pool : inventory.node_pools) {
+    const planner::GpuType* type = inventory.catalog.Find(pool.gpu_type);
+    if (type == nullptr) continue;
+    type_gpus[type->name] += pool.nodes * pool.gpus_per_node;
+  }
+
+  // Each job on one type: the one it runs on, else the allowed type with
+  // the most GPUs (ties by name: deterministic).
+  std::map<std::string, std::vector<const ScheduledJob*>> by_type;
+  for (const ScheduledJob& job : jobs) {
+    std::string chosen;
+    if (job.current_gpus > 0) {
+      if (const planner::GpuType* t = inventory.catalog.Find(job.current_gpu_type)) chosen = t->name;
+    }
+    if (chosen.empty() || type_gpus.count(chosen) == 0) {
+      chosen.clear();
+      int most = 0;
+      for (const auto& [type, gpus] : type_gpus) {
+        if (gpus > most && Allowed(job.spec, inventory.catalog, type)) {
+          most = gpus;
+          chosen = type;
+        }
+      }
+    }
+    if (!chosen.empty()) by_type[chosen].push_back(&job);
+  }
+
+  std::map<std::string, Allocation> out;
+  std::set<std::string> live;
+  next_wakeup_.reset();
+  sched::SchedOptions options;
+  options.policy = sched::Policy::kPacer;
+  options.restart = sched::RestartModel::None();
+  // A resize or a start costs one relaunch: the planner's startup time.
+  options.restart.keep_seconds = options_.constants.startup_seconds;
+  options.hysteresis_factor = options_.hysteresis_factor;
+  options.decision_interval_seconds = options_.decision_interval_seconds;
+  options.stall_headroom_factor = 0;  // a pass does not stall jobs it keeps
+  const double now = static_cast<double>(now_unix_seconds);
+
+  for (const auto& [type, members] : by_type) {
+    int capacity = 0;
+    for (const planner::NodePool& pool : inventory.node_pools) {
+      if (SameType(inventory.catalog, pool.gpu_type, type)) capacity += pool.free_gpus;
+    }
+    std::vector<sched::SchedJob> sched_jobs;
+    std::vector<const ScheduledJob*> scheduled;
+    for (const ScheduledJob* job : members) {
+      live.insert(job->key);
+      capacity += job->current_gpus;  // its GPUs are not free, but they are its to give
+      StatusOr<sched::ThroughputCurve> curve = Curve(*job, inventory, type, now_unix_seconds);
+      if (!curve.ok()) {
+        Allocation rejected;
+        rejected.gpu_type = type;
+        rejected.message = "no layout of " + type + " runs this job: " + curve.status().message();
+        out[job->key] = rejected;
+        continue;
+      }
+      sched::SchedJob s;
+      s.id = job->key;
+      s.arrival_seconds = static_cast<double>(job->arrival_unix_seconds);
+      s.remaining_iterations = static_cast<double>(job->remaining_steps);
+      if (job->deadline_unix_seconds) s.deadline_seconds = static_cast<double>(*job->deadline_unix_seconds);
+      s.curve = *curve;
+      // A count between the curve's levels (launched before the scheduler
+      // ran) counts as the level below it.
+      s.current_gpus = job->current_gpus > 0 ? curve->FloorLevel(job->current_gpus) : 0;
+      s.admitted = job->admitted;
+      auto reserved = reserved_.find(job->key);
+      if (reserved != reserved_.end()) s.reservation = reserved->second;
+      sched_jobs.push_back(std::move(s));
+      scheduled.push_back(job);
+    }
+    if (sched_jobs.empty()) continue;
+    ASSIGN_OR_RETURN(sched::ScheduleResult result,
+                     sched::Schedule(sched_jobs, capacity, now, options));
+    if (result.next_wakeup_seconds) {
+      const auto at = static_cast<int64_t>(std::ceil(*result.next_wakeup_seconds));
+      next_wakeup_ = next_wakeup_ ? std::min(*next_wakeup_, at) : at;
+    }
+    for (size_t i = 0; i < result.decisions.size(); ++i) {
+      const sched::JobDecision& d = result.decisions[i];
+      Allocation a;
+      a.admitted = d.admission == sched::Admission::kAdmitted;
+      a.gpus = d.gpus;
+      a.gpu_type = type;
+      if (!a.admitted) a.message = d.reason + AdviceText(d.advice, type);
+      if (d.planned_finish_seconds) {
+        a.planned_finish_unix_seconds = static_cast<int64_t>(std::ceil(*d.planned_finish_seconds));
+      }
+      if (a.admitted && a.gpus == 0) {
+        for (const sched::ReservedSpan& span : d.reservation) {
+          if (span.gpus > 0 && span.end_seconds > now) {
+            a.next_start_unix_seconds = static_cast<int64_t>(std::ceil(std::max(span.start_seconds, now)));
+            break;
+          }
+        }
+      }
+      reserved_[d.id] = d.reservation;
+      out[scheduled[i]->key] = a;
+    }
+  }
+  // Forget jobs that are gone or finished.
+  for (auto it = reserved_.begin(); it != reserved_.end();) {
+    it = live.count(it->first) ? std::next(it) : reserved_.erase(it);
+  }
+  for (auto it = curves_.begin(); it != curves_.end();) {
+    it = live.count(it->first) ? std::next(it) : curves_.erase(it);
+  }
+  return out;
+}
+
+std::optional<bool> DeadlineMet(const nlohmann::json& trainjob) {
+  const nlohmann::json* status = Member(trainjob, "status");
+  const std::string phase = StringMember(status, "phase");
+  if (!Terminal(phase)) return std::nullopt;
+  StatusOr<int64_t> deadline = planner::ParseRfc3339(StringMember(status, "deadline"));
+  if (!deadline.ok()) return std::nullopt;
+  if (phase != "Succeeded") return false;
+  const std::vector<Condition> conditions = ParseConditions(*status);
+  const Condition* done = FindCondition(conditions, kConditionSucceeded);
+  if (done == nullptr) return std::nullopt;
+  StatusOr<int64_t> finished = planner::ParseRfc3339(done->last_transition_time);
+  if (!finished.ok()) return std::nullopt;
+  return *finished <= *deadline;
+}
+
+}  // namespace pacer::controller

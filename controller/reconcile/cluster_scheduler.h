@@ -1,0 +1,152 @@
+// The controller's scheduler pass: one decision over every TrainJob of the
+// cluster at once (not per job), with the deadline policy of
+// pacer/sched/scheduler.h, the same code `pacer simulate` replays traces
+// through. It decides which jobs are admitted (every admitted job still
+// meets its deadline with the newcomer), and how many GPUs of which type
+// each job holds now; the reconciler then launches, waits, or resizes each
+// job to its Allocation (reconciler.h).
+//
+//   job's curve T(g)  the planner's fastest layout with exactly g GPUs
+//                     (planner::Sweep, TP/PP/ZeRO/micro-batch all chosen),
+//                     for g = 1, 2, 4 .. GPUs per node, then whole nodes;
+//                     scaled by the job's measured / predicted step time
+//                     once it has run (status.measuredStepSeconds)
+//   pools             one per GPU type: its free GPUs plus the GPUs that
+//                     scheduled jobs hold now. A job runs on one type: the
+//                     one it runs on, else the allowed type with most GPUs
+//   restart cost      the planner's startup time per relaunch; the policy
+//                     resizes only when the time saved pays for it twice
+//   admitted          kept in status (condition Admitted=True): an admitted
+//                     job is never dropped, also across controller restarts
+//
+// Docs: docs/scheduling.md ("In the controller") and docs/controller.md.
+// Units: Unix seconds (`_unix_seconds`), steps, GPUs.
+// Thread-safety: ClusterScheduler::Pass from one thread at a time (the
+// manager's scheduler loop); AllocationBoard is safe from any thread.
+#ifndef PACER_CONTROLLER_RECONCILE_CLUSTER_SCHEDULER_H_
+#define PACER_CONTROLLER_RECONCILE_CLUSTER_SCHEDULER_H_
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pacer/planner/calibration.h"
+#include "pacer/planner/cost_model.h"
+#include "pacer/planner/inventory.h"
+#include "pacer/planner/job_spec.h"
+#include "pacer/sched/scheduler.h"
+#include "pacer/status.h"
+
+namespace pacer::controller {
+
+// Condition type for the scheduler's verdict: True/Admitted, or
+// False/Rejected with what would admit the job.
+inline constexpr const char* kConditionAdmitted = "Admitted";
+
+// One job's share of the cluster under the shared plan.
+struct Allocation {
+  bool admitted = false;
+  int gpus = 0;          // to hold now (0: waiting for its reserved GPUs, or rejected)
+  std::string gpu_type;  // catalog name of the pool it is scheduled on
+  // Rejected: why, and what would admit it (a later deadline, fewer steps,
+  // more GPUs of a type), in words.
+  std::string message;
+  // When it finishes under the shared plan (deadline jobs).
+  std::optional<int64_t> planned_finish_unix_seconds;
+  // When its reserved GPUs start, for an admitted job given none yet.
+  std::optional<int64_t> next_start_unix_seconds;
+
+  // Whether a job would act differently (launch, wait, resize, stay
+  // rejected): the planned finish alone moves every pass and is not a
+  // reason to reconcile.
+  bool SameDecision(const Allocation& other) const;
+};
+
+// The latest pass's allocations, read by the reconcile workers.
+class AllocationBoard {
+ public:
+  // nullopt: the scheduler has not seen the job yet.
+  std::optional<Allocation> Get(const std::string& key) const;
+  // Replaces every allocation; returns the keys whose decision changed,
+  // appeared or disappeared (the jobs to reconcile now).
+  std::vector<std::string> Publish(std::map<std::string, Allocation> allocations);
+  // Copies of all allocations, for metrics.
+  std::map<std::string, Allocation> All() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, Allocation> allocations_;
+};
+
+struct ClusterSchedulerOptions {
+  // Passes run at least this far apart (besides those an event triggers):
+  // reservations that start are given out by the next pass.
+  double decision_interval_seconds = 60;
+  // A running job grows only if it finishes this many relaunches sooner.
+  double hysteresis_factor = 2.0;
+  planner::ModelConstants constants;  // startup_seconds is the relaunch cost
+};
+
+// A TrainJob as the scheduler sees it (ClusterScheduler::JobFromObject).
+struct ScheduledJob {
+  std::string key;  // namespace/name
+  std::string uid;
+  int64_t generation = 0;
+  int64_t arrival_unix_seconds = 0;  // metadata.creationTimestamp
+  planner::JobSpec spec;
+  int64_t remaining_steps = 0;
+  std::optional<int64_t> deadline_unix_seconds;
+  int current_gpus = 0;          // held now (status.plan while it has workers)
+  std::string current_gpu_type;  // catalog name, when current_gpus > 0
+  bool admitted = false;         // condition Admitted=True
+  double step_time_ratio = 1.0;  // measured / predicted step time
+  planner::Calibration calibration;  // status.calibration, as the reconciler plans with
+};
+
+class ClusterScheduler {
+ public:
+  explicit ClusterScheduler(ClusterSchedulerOptions options);
+
+  // The job to schedule, or nullopt for one that takes no part: finished
+  // (Succeeded, Failed, Infeasible), being deleted, or with a spec the
+  // planner cannot read (the reconciler reports those).
+  static std::optional<ScheduledJob> JobFromObject(const nlohmann::json& trainjob,
+                                                   int64_t now_unix_seconds);
+
+  // One pass over every job. `inventory`'s free GPUs exclude the GPUs the
+  // jobs hold now (any pod's GPUs are not free).
+  StatusOr<std::map<std::string, Allocation>> Pass(const std::vector<ScheduledJob>& jobs,
+                                                    const planner::Inventory& inventory,
+                                                    int64_t now_unix_seconds);
+
+  // When the next pass is due even if nothing changes (a reservation
+  // starts), from the last Pass.
+  std::optional<int64_t> next_wakeup_unix_seconds() const { return next_wakeup_; }
+
+ private:
+  struct CachedCurve {
+    std::string signature;  // what the curve was computed from
+    sched::ThroughputCurve curve;
+  };
+  // T(g) of `job` on the `gpu_type` pools of `inventory` (all idle).
+  StatusOr<sched::ThroughputCurve> Curve(const ScheduledJob& job, const planner::Inventory& inventory,
+                                         const std::string& gpu_type, int64_t now_unix_seconds);
+
+  ClusterSchedulerOptions options_;
+  std::map<std::string, CachedCurve> curves_;                        // by job key
+  std::map<std::string, std::vector<sched::ReservedSpan>> reserved_;  // by job key
+  std::optional<int64_t> next_wakeup_;
+};
+
+// A finished job's deadline outcome: true when it succeeded no later than
+// status.deadline, false when it finished late, failed or was infeasible;
+// nullopt while it runs or when it has no deadline.
+std::optional<bool> DeadlineMet(const nlohmann::json& trainjob);
+
+}  // namespace pacer::controller
+
+#endif  // PACER_CONTROLLER_RECONCILE_CLUSTER_SCHEDULER_H_
