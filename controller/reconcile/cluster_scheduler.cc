@@ -265,6 +265,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
   options.hysteresis_factor = options_.hysteresis_factor;
   options.decision_interval_seconds = options_.decision_interval_seconds;
   options.stall_headroom_factor = 0;  // a pass does not stall jobs it keeps
+  options.overhead_fraction = options_.plan_headroom_fraction;
   const double now = static_cast<double>(now_unix_seconds);
 
   for (const auto& [type, members] : by_type) {
@@ -289,7 +290,10 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       s.id = job->key;
       s.arrival_seconds = static_cast<double>(job->arrival_unix_seconds);
       s.remaining_iterations = static_cast<double>(job->remaining_steps);
-      if (job->deadline_unix_seconds) s.deadline_seconds = static_cast<double>(*job->deadline_unix_seconds);
+      if (job->deadline_unix_seconds) {
+        s.deadline_seconds =
+            static_cast<double>(*job->deadline_unix_seconds) - options_.deadline_guard_seconds;
+      }
       s.curve = *curve;
       // A count between the curve's levels (launched before the scheduler
       // ran) counts as the level below it.
@@ -304,7 +308,10 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
     ASSIGN_OR_RETURN(sched::ScheduleResult result,
                      sched::Schedule(sched_jobs, capacity, now, options));
     if (result.next_wakeup_seconds) {
-      const auto at = static_cast<int64_t>(std::ceil(*result.next_wakeup_seconds));
+      // A second early rather than late: a pass gives each job what its plan
+      // needs before the next pass, and a reservation made as late as
+      // possible has no second to lose.
+      const auto at = static_cast<int64_t>(std::floor(*result.next_wakeup_seconds)) - 1;
       next_wakeup_ = next_wakeup_ ? std::min(*next_wakeup_, at) : at;
     }
     for (size_t i = 0; i < result.decisions.size(); ++i) {
@@ -313,14 +320,19 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       a.admitted = d.admission == sched::Admission::kAdmitted;
       a.gpus = d.gpus;
       a.gpu_type = type;
-      if (!a.admitted) a.message = d.reason + AdviceText(d.advice, type);
+      if (!a.admitted) {
+        sched::Advice advice = d.advice;
+        if (advice.deadline_seconds) *advice.deadline_seconds += options_.deadline_guard_seconds;
+        a.message = d.reason + AdviceText(advice, type);
+      }
       if (d.planned_finish_seconds) {
         a.planned_finish_unix_seconds = static_cast<int64_t>(std::ceil(*d.planned_finish_seconds));
       }
       if (a.admitted && a.gpus == 0) {
         for (const sched::ReservedSpan& span : d.reservation) {
           if (span.gpus > 0 && span.end_seconds > now) {
-            a.next_start_unix_seconds = static_cast<int64_t>(std::ceil(std::max(span.start_seconds, now)));
+            a.next_start_unix_seconds =
+                static_cast<int64_t>(std::floor(std::max(span.start_seconds, now)));
             break;
           }
         }

@@ -88,6 +88,16 @@ struct ClusterSchedulerOptions {
   double decision_interval_seconds = 60;
   // A running job grows only if it finishes this many relaunches sooner.
   double hysteresis_factor = 2.0;
+  // Plans stretch each job's remaining work by this share, so that a
+  // reservation made as late as possible survives step times a few percent
+  // slower than the curve, rounding, and a relaunch that takes longer than
+  // the planner's startup time (spec.replan.slack's default, 5%).
+  double plan_headroom_fraction = 0.05;
+  // Jobs are planned to finish this long before their deadline: a
+  // reservation made as late as possible ends at the planned deadline, and
+  // the pass that starts it runs a little after the planned instant (a
+  // second's debounce, whole seconds, a busy API server).
+  double deadline_guard_seconds = 60;
   planner::ModelConstants constants;  // startup_seconds is the relaunch cost
 };
 
@@ -123,6 +133,10 @@ class ClusterScheduler {
                                                     const planner::Inventory& inventory,
                                                     int64_t now_unix_seconds);
 
+  // T(g) of `job` on the `gpu_type` pools of `inventory` (all idle).
+  StatusOr<sched::ThroughputCurve> Curve(const ScheduledJob& job, const planner::Inventory& inventory,
+                                         const std::string& gpu_type, int64_t now_unix_seconds);
+
   // When the next pass is due even if nothing changes (a reservation
   // starts), from the last Pass.
   std::optional<int64_t> next_wakeup_unix_seconds() const { return next_wakeup_; }
@@ -132,9 +146,6 @@ class ClusterScheduler {
     std::string signature;  // what the curve was computed from
     sched::ThroughputCurve curve;
   };
-  // T(g) of `job` on the `gpu_type` pools of `inventory` (all idle).
-  StatusOr<sched::ThroughputCurve> Curve(const ScheduledJob& job, const planner::Inventory& inventory,
-                                         const std::string& gpu_type, int64_t now_unix_seconds);
 
   ClusterSchedulerOptions options_;
   std::map<std::string, CachedCurve> curves_;                        // by job key

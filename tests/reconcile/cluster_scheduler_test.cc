@@ -1,0 +1,294 @@
+// The controller's scheduler pass (reconcile/cluster_scheduler.h): jobs read
+// from TrainJob objects, curves from the planner, admission and sizes from
+// the shared deadline policy, and the board the reconcilers read.
+#include "reconcile/cluster_scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include "pacer/planner/units.h"
+
+namespace pacer::controller {
+namespace {
+
+constexpr int64_t kNow = 1795305600;  // 2026-11-22T00:00:00Z
+
+// A 350M-parameter GPT (architecture inferred) on `tokens`; a deadline
+// `deadline_unix` when given, else best effort.
+nlohmann::json SmallJob(const std::string& name, double tokens,
+                        std::optional<int64_t> deadline_unix, const std::string& objective = "cost") {
+  nlohmann::json job = {
+      {"apiVersion", "pacer.dev/v1alpha1"},
+      {"kind", "TrainJob"},
+      {"metadata",
+       {{"name", name},
+        {"namespace", "team"},
+        {"uid", "uid-" + name},
+        {"generation", 1},
+        {"creationTimestamp", planner::FormatRfc3339(kNow)}}},
+      {"spec",
+       {{"model", {{"parameters", "350M"}, {"sequenceLength", 2048}}},
+        {"data", {{"tokens", tokens}}},
+        {"training", {{"globalBatchSize", 256}, {"precision", "bf16"}}},
+        {"objective", objective},
+        {"resources", {{"gpuTypes", {"H100-SXM"}}}}}}};
+  if (deadline_unix) job["spec"]["deadline"] = planner::FormatRfc3339(*deadline_unix);
+  return job;
+}
+
+// `nodes` x 8 H100s with `free_gpus` free.
+planner::Inventory H100Pool(int nodes, int free_gpus) {
+  planner::Inventory inventory;
+  planner::NodePool pool;
+  pool.name = "h100";
+  pool.gpu_type = "H100-SXM";
+  pool.nodes = nodes;
+  pool.gpus_per_node = 8;
+  pool.free_gpus = free_gpus;
+  pool.network_gbps_per_node = 3200;
+  pool.nvlink_gbps = 900;
+  inventory.node_pools.push_back(pool);
+  return inventory;
+}
+
+ScheduledJob Read(const nlohmann::json& object) {
+  std::optional<ScheduledJob> job = ClusterScheduler::JobFromObject(object, kNow);
+  EXPECT_TRUE(job.has_value());
+  return job.value_or(ScheduledJob{});
+}
+
+// Seconds for `steps` at g GPUs on the job's curve.
+double SecondsAt(ClusterScheduler& scheduler, const ScheduledJob& job,
+                 const planner::Inventory& inventory, int gpus, int64_t steps) {
+  StatusOr<sched::ThroughputCurve> curve = scheduler.Curve(job, inventory, "H100-SXM", kNow);
+  EXPECT_TRUE(curve.ok()) << curve.status().ToString();
+  const double rate = curve.ok() ? curve->IterationsPerSecond(gpus) : 0;
+  EXPECT_GT(rate, 0) << gpus << " GPUs";
+  return static_cast<double>(steps) / rate;
+}
+
+// The scenario on one 16-GPU pool: an early job with a loose deadline
+// holds every GPU (first come, first served gave it all of them); a second
+// job with a tight deadline arrives. First come, first served would make it
+// wait until the first finishes, past its deadline; the shared schedule
+// shrinks the first (never below its own deadline's need) and admits both,
+// and a best-effort third job gets only what is left.
+TEST(ClusterSchedulerTest, ATightDeadlineArrivingOnAFullPoolShrinksTheEarlyJobAndAllMeetTheirs) {
+  const planner::Inventory inventory = H100Pool(2, 0);
+  ClusterScheduler scheduler({});
+
+  ScheduledJob early = Read(SmallJob("early", 40e9, std::nullopt, "time"));
+  ScheduledJob tight = Read(SmallJob("tight", 8e9, std::nullopt));
+  const double early_at_16 = SecondsAt(scheduler, early, inventory, 16, early.remaining_steps);
+  const double early_at_8 = SecondsAt(scheduler, early, inventory, 8, early.remaining_steps);
+  const double tight_at_8 = SecondsAt(scheduler, tight, inventory, 8, tight.remaining_steps);
+  const double tight_at_4 = SecondsAt(scheduler, tight, inventory, 4, tight.remaining_steps);
+  ASSERT_LT(tight_at_8 * 1.25, tight_at_4) << "the tight job needs 8 GPUs to make its deadline";
+  early.deadline_unix_seconds = kNow + static_cast<int64_t>(early_at_8 * 1.5);
+  early.current_gpus = 16;
+  early.current_gpu_type = "H100-SXM";
+  early.admitted = true;
+  tight.deadline_unix_seconds = kNow + static_cast<int64_t>(tight_at_8 * 1.25 + 600);
+  // First come, first served: the tight job starts when the early one ends.
+  ASSERT_GT(kNow + early_at_16, static_cast<double>(*tight.deadline_unix_seconds));
+
+  ScheduledJob best_effort = Read(SmallJob("later", 4e9, std::nullopt));
+  best_effort.arrival_unix_seconds = kNow + 1;
+
+  StatusOr<std::map<std::string, Allocation>> pass =
+      scheduler.Pass({early, tight, best_effort}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  Allocation e = pass->at("team/early");
+  Allocation t = pass->at("team/tight");
+  EXPECT_TRUE(e.admitted);
+  EXPECT_TRUE(t.admitted) << t.message;
+  EXPECT_EQ(e.gpu_type, "H100-SXM");
+  ASSERT_TRUE(e.planned_finish_unix_seconds && t.planned_finish_unix_seconds);
+  EXPECT_LE(*e.planned_finish_unix_seconds, *early.deadline_unix_seconds);
+  EXPECT_LE(*t.planned_finish_unix_seconds, *tight.deadline_unix_seconds);
+  EXPECT_LE(e.gpus + t.gpus + pass->at("team/later").gpus, 16);
+
+  // Reservations are made as late as possible (early capacity stays in
+  // use): the tight job is told when its GPUs start, and each pass may move
+  // that later while the plan still holds. The passes the controller would
+  // run at those times: the early job (on 16 GPUs meanwhile) gives GPUs up
+  // before the tight job's deadline is at risk.
+  int64_t now = kNow;
+  for (int i = 0; i < 8 && t.gpus == 0; ++i) {
+    ASSERT_TRUE(t.admitted);
+    ASSERT_TRUE(t.next_start_unix_seconds.has_value());
+    ASSERT_LT(*t.next_start_unix_seconds, *tight.deadline_unix_seconds);
+    const int64_t next = *t.next_start_unix_seconds;
+    const double ran = static_cast<double>(next - now) / early_at_16;
+    early.remaining_steps -= static_cast<int64_t>(ran * static_cast<double>(early.remaining_steps));
+    now = next;
+    early.current_gpus = e.gpus;
+    tight.admitted = true;  // the reconciler wrote Admitted=True
+    best_effort.admitted = pass->at("team/later").admitted;
+    pass = scheduler.Pass({early, tight, best_effort}, inventory, now);
+    ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+    e = pass->at("team/early");
+    t = pass->at("team/tight");
+  }
+  EXPECT_TRUE(t.admitted);
+  ASSERT_GT(t.gpus, 0) << "the tight job got GPUs";
+  EXPECT_LE(static_cast<double>(now) +
+                SecondsAt(scheduler, tight, inventory, t.gpus, tight.remaining_steps),
+            static_cast<double>(*tight.deadline_unix_seconds))
+      << "in time for its deadline";
+  EXPECT_LT(e.gpus, 16) << "the early job gave up GPUs";
+  EXPECT_LE(e.gpus + t.gpus + pass->at("team/later").gpus, 16);
+  // Never below its own deadline's need: the shared plan still finishes it in time.
+  EXPECT_TRUE(e.admitted);
+  ASSERT_TRUE(e.planned_finish_unix_seconds && t.planned_finish_unix_seconds);
+  EXPECT_LE(*e.planned_finish_unix_seconds, *early.deadline_unix_seconds);
+  EXPECT_LE(*t.planned_finish_unix_seconds, *tight.deadline_unix_seconds);
+}
+
+TEST(ClusterSchedulerTest, AJobNoShareCanSaveIsRejectedWithWhatWouldAdmitItAndOthersKeepTheirs) {
+  const planner::Inventory inventory = H100Pool(2, 16);
+  ClusterScheduler scheduler({});
+  ScheduledJob fine = Read(SmallJob("fine", 4e9, std::nullopt));
+  fine.deadline_unix_seconds =
+      kNow + static_cast<int64_t>(SecondsAt(scheduler, fine, inventory, 8, fine.remaining_steps) * 3);
+  ScheduledJob greedy = Read(SmallJob("greedy", 400e9, std::nullopt));
+  greedy.arrival_unix_seconds = kNow + 1;
+  // Half the time the whole pool would need.
+  greedy.deadline_unix_seconds =
+      kNow + static_cast<int64_t>(SecondsAt(scheduler, greedy, inventory, 16, greedy.remaining_steps) / 2);
+
+  StatusOr<std::map<std::string, Allocation>> pass = scheduler.Pass({fine, greedy}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_TRUE(pass->at("team/fine").admitted);
+  EXPECT_GT(pass->at("team/fine").gpus, 0);
+  const Allocation& g = pass->at("team/greedy");
+  EXPECT_FALSE(g.admitted);
+  EXPECT_EQ(g.gpus, 0);
+  EXPECT_NE(g.message.find("would be admitted with"), std::string::npos) << g.message;
+  EXPECT_NE(g.message.find("deadline of"), std::string::npos) << g.message;
+}
+
+TEST(ClusterSchedulerTest, AnAdmittedJobIsNeverDroppedWhenItFallsBehind) {
+  const planner::Inventory inventory = H100Pool(1, 0);
+  ClusterScheduler scheduler({});
+  ScheduledJob job = Read(SmallJob("behind", 40e9, std::nullopt));
+  // Its deadline can no longer be met even on the whole pool.
+  job.deadline_unix_seconds =
+      kNow + static_cast<int64_t>(SecondsAt(scheduler, job, inventory, 8, job.remaining_steps) / 2);
+  job.current_gpus = 8;
+  job.current_gpu_type = "H100-SXM";
+  job.admitted = true;
+  StatusOr<std::map<std::string, Allocation>> pass = scheduler.Pass({job}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_TRUE(pass->at("team/behind").admitted);
+  EXPECT_GT(pass->at("team/behind").gpus, 0);
+}
+
+TEST(ClusterSchedulerTest, TheCurveUsesWholeNodesBeyondOneAndTheMeasuredSpeed) {
+  const planner::Inventory inventory = H100Pool(4, 32);
+  ClusterScheduler scheduler({});
+  ScheduledJob job = Read(SmallJob("curve", 4e9, std::nullopt));
+  StatusOr<sched::ThroughputCurve> curve = scheduler.Curve(job, inventory, "H100-SXM", kNow);
+  ASSERT_TRUE(curve.ok()) << curve.status().ToString();
+  for (const sched::ThroughputPoint& level : curve->levels()) {
+    if (level.gpus > 8) {
+      EXPECT_EQ(level.gpus % 8, 0) << level.gpus;
+    }
+  }
+  // Measured twice as slow as predicted: the whole curve halves.
+  ScheduledJob slow = job;
+  slow.step_time_ratio = 2.0;
+  StatusOr<sched::ThroughputCurve> halved = scheduler.Curve(slow, inventory, "H100-SXM", kNow);
+  ASSERT_TRUE(halved.ok());
+  ASSERT_EQ(halved->levels().size(), curve->levels().size());
+  for (size_t i = 0; i < curve->levels().size(); ++i) {
+    EXPECT_NEAR(halved->levels()[i].iterations_per_second,
+                curve->levels()[i].iterations_per_second / 2, 1e-9);
+  }
+}
+
+TEST(ClusterSchedulerTest, JobFromObjectReadsProgressHoldingsAndAdmissionFromStatus) {
+  nlohmann::json object = SmallJob("running", 4e9, kNow + 86400);
+  object["status"] = {
+      {"phase", "Running"},
+      {"progress", {{"stepsCompleted", 1000}, {"totalSteps", 3815}}},
+      {"measuredStepSeconds", 3.0},
+      {"plan",
+       {{"gpuType", "H100-SXM"}, {"pool", "h100"}, {"nodes", 1}, {"gpusPerNode", 8}, {"gpus", 8},
+        {"tensorParallel", 1}, {"pipelineParallel", 1}, {"dataParallel", 8}, {"virtualStages", 1},
+        {"sequenceParallel", false}, {"zeroStage", 1}, {"microBatchSize", 4},
+        {"gradientAccumulationSteps", 8}, {"activationCheckpointing", "none"},
+        {"predictedStepSeconds", 2.0}}},
+      {"conditions", nlohmann::json::array()}};
+  std::optional<ScheduledJob> job = ClusterScheduler::JobFromObject(object, kNow);
+  ASSERT_TRUE(job.has_value());
+  EXPECT_EQ(job->key, "team/running");
+  EXPECT_EQ(job->current_gpus, 8);
+  EXPECT_EQ(job->current_gpu_type, "H100-SXM");
+  EXPECT_TRUE(job->admitted) << "a job holding GPUs is in";
+  EXPECT_NEAR(job->step_time_ratio, 1.5, 1e-9);
+  EXPECT_EQ(job->deadline_unix_seconds, kNow + 86400);
+  EXPECT_EQ(job->remaining_steps, Read(SmallJob("fresh", 4e9, std::nullopt)).remaining_steps - 1000);
+
+  nlohmann::json done = object;
+  done["status"]["phase"] = "Succeeded";
+  EXPECT_FALSE(ClusterScheduler::JobFromObject(done, kNow).has_value());
+  nlohmann::json deleting = object;
+  deleting["metadata"]["deletionTimestamp"] = planner::FormatRfc3339(kNow);
+  EXPECT_FALSE(ClusterScheduler::JobFromObject(deleting, kNow).has_value());
+  nlohmann::json invalid = SmallJob("bad", 4e9, std::nullopt);
+  invalid["spec"]["training"]["globalBatchSize"] = -1;
+  EXPECT_FALSE(ClusterScheduler::JobFromObject(invalid, kNow).has_value());
+
+  nlohmann::json waiting = SmallJob("waiting", 4e9, std::nullopt);
+  waiting["status"] = {{"phase", "Pending"},
+                       {"conditions",
+                        {{{"type", "Admitted"}, {"status", "True"}, {"reason", "Admitted"}}}}};
+  std::optional<ScheduledJob> admitted = ClusterScheduler::JobFromObject(waiting, kNow);
+  ASSERT_TRUE(admitted.has_value());
+  EXPECT_TRUE(admitted->admitted);
+  EXPECT_EQ(admitted->current_gpus, 0);
+}
+
+TEST(ClusterSchedulerTest, DeadlineOutcomesOfFinishedJobs) {
+  auto finished = [](const std::string& phase, int64_t finished_at) {
+    nlohmann::json job = SmallJob("j", 4e9, kNow);
+    job["status"] = {{"phase", phase},
+                     {"deadline", planner::FormatRfc3339(kNow)},
+                     {"conditions",
+                      {{{"type", "Succeeded"},
+                        {"status", "True"},
+                        {"reason", "Completed"},
+                        {"lastTransitionTime", planner::FormatRfc3339(finished_at)}}}}};
+    return job;
+  };
+  EXPECT_EQ(DeadlineMet(finished("Succeeded", kNow - 10)), std::optional<bool>(true));
+  EXPECT_EQ(DeadlineMet(finished("Succeeded", kNow + 10)), std::optional<bool>(false));
+  EXPECT_EQ(DeadlineMet(finished("Failed", kNow - 10)), std::optional<bool>(false));
+  EXPECT_EQ(DeadlineMet(finished("Running", kNow - 10)), std::nullopt);
+}
+
+TEST(AllocationBoardTest, PublishReturnsOnlyJobsWhoseDecisionChanged) {
+  AllocationBoard board;
+  Allocation a;
+  a.admitted = true;
+  a.gpus = 8;
+  a.gpu_type = "H100-SXM";
+  a.planned_finish_unix_seconds = kNow + 100;
+  Allocation r;
+  r.message = "no";
+  EXPECT_EQ(board.Publish({{"ns/a", a}, {"ns/r", r}}).size(), 2u);
+  EXPECT_FALSE(board.Get("ns/x").has_value());
+  ASSERT_TRUE(board.Get("ns/a").has_value());
+  EXPECT_EQ(board.Get("ns/a")->gpus, 8);
+
+  Allocation later = a;
+  later.planned_finish_unix_seconds = kNow + 130;  // moves every pass: no reconcile
+  EXPECT_TRUE(board.Publish({{"ns/a", later}, {"ns/r", r}}).empty());
+  Allocation grown = later;
+  grown.gpus = 16;
+  EXPECT_EQ(board.Publish({{"ns/a", grown}, {"ns/r", r}}), std::vector<std::string>{"ns/a"});
+  EXPECT_EQ(board.Publish({{"ns/a", grown}}), std::vector<std::string>{"ns/r"}) << "gone";
+}
+
+}  // namespace
+}  // namespace pacer::controller
