@@ -1,0 +1,197 @@
+// The reconciler under the cluster scheduler (ReconcilerDeps::allocations):
+// a job launches only when admitted and on exactly its allocation, stays
+// Pending when rejected (with the advice on the TrainJob), waits for its
+// reservation, and is resized by checkpoint-and-relaunch when its
+// allocation changes, never with two gangs at once.
+#include <gtest/gtest.h>
+
+#include "core/clock.h"
+#include "fakes.h"
+#include "reconcile/cluster_scheduler.h"
+#include "reconcile/reconciler.h"
+#include "test_jobs.h"
+
+namespace pacer::controller {
+namespace {
+
+using testing::FakeInventory;
+using testing::FakeJobStore;
+using testing::FakeLauncher;
+using testing::FakeMetrics;
+using testing::H100Cluster;
+using testing::LlamaJob;
+
+constexpr char kKey[] = "research/llama";
+
+Allocation Admitted(int gpus) {
+  Allocation a;
+  a.admitted = true;
+  a.gpus = gpus;
+  a.gpu_type = "H100-SXM";
+  a.planned_finish_unix_seconds = 1795305600 + 10 * 86400;
+  return a;
+}
+
+class ScheduledReconcileTest : public ::testing::Test {
+ protected:
+  ScheduledReconcileTest() {
+    inventory_.inventory = H100Cluster();
+    store_.Put(LlamaJob());
+  }
+  ReconcileResult Pass() {
+    if (!reconciler_) {
+      ReconcilerDeps deps{&store_, &launcher_, &metrics_, &inventory_, &clock_, &board_};
+      reconciler_ = std::make_unique<Reconciler>(deps, ReconcilerOptions{});
+    }
+    return reconciler_->Reconcile(kKey);
+  }
+  nlohmann::json Status() { return store_.StatusOf(kKey); }
+  std::string ConditionReason(const std::string& type) {
+    const nlohmann::json status = Status();
+    for (const auto& c : status["conditions"]) {
+      if (c["type"] == type)
+        return c["status"].get<std::string>() + "/" + c["reason"].get<std::string>();
+    }
+    return "";
+  }
+  void Allocate(const Allocation& a) { board_.Publish({{kKey, a}}); }
+
+  FakeClock clock_;
+  FakeJobStore store_;
+  FakeLauncher launcher_;
+  FakeMetrics metrics_;
+  FakeInventory inventory_;
+  AllocationBoard board_;
+  std::unique_ptr<Reconciler> reconciler_;
+};
+
+TEST_F(ScheduledReconcileTest, NothingLaunchesBeforeTheSchedulerHasSeenTheJob) {
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_TRUE(launcher_.launches.empty());
+  EXPECT_EQ(Status()["phase"], "Pending");
+  EXPECT_EQ(ConditionReason("Planned"), "False/AwaitingSchedule");
+}
+
+TEST_F(ScheduledReconcileTest, AnAdmittedJobLaunchesOnExactlyItsAllocation) {
+  // Not what it would pick alone on a free cluster (16): what the schedule says.
+  Allocate(Admitted(32));
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(launcher_.launches[0].plan.layout.gpus(), 32);
+  EXPECT_EQ(launcher_.launches[0].plan.layout.global_batch(), 1024);
+  EXPECT_EQ(ConditionReason("Admitted"), "True/Admitted");
+  EXPECT_EQ(Status()["schedule"]["admitted"], true);
+  EXPECT_EQ(Status()["schedule"]["allocatedGpus"], 32);
+  EXPECT_EQ(Status()["schedule"]["gpuType"], "H100-SXM");
+  EXPECT_EQ(Status()["schedule"]["plannedFinishTime"], "2026-12-02T00:00:00Z");
+  EXPECT_EQ(store_.CountEvents("Admitted"), 1);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(store_.CountEvents("Admitted"), 1) << "events on transitions only";
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+}
+
+TEST_F(ScheduledReconcileTest, ARejectedJobIsNotLaunchedAndSaysWhatWouldAdmitIt) {
+  Allocation rejected;
+  rejected.gpu_type = "H100-SXM";
+  rejected.message =
+      "admitting it would make an admitted job miss its deadline; it would be admitted with a "
+      "deadline of 2026-12-09T00:00:00Z or later";
+  Allocate(rejected);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_TRUE(launcher_.launches.empty());
+  EXPECT_EQ(Status()["phase"], "Pending");
+  EXPECT_EQ(ConditionReason("Admitted"), "False/Rejected");
+  EXPECT_EQ(ConditionReason("Planned"), "False/Rejected");
+  EXPECT_EQ(Status()["schedule"]["admitted"], false);
+  ASSERT_EQ(store_.CountEvents("Rejected"), 1);
+  EXPECT_NE(store_.events.back().message.find("deadline of 2026-12-09"), std::string::npos);
+
+  // Admitted later (GPUs freed, or the user moved the deadline): it launches.
+  Allocate(Admitted(16));
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(ConditionReason("Admitted"), "True/Admitted");
+}
+
+TEST_F(ScheduledReconcileTest, AnAdmittedJobWaitsForItsReservedGpus) {
+  Allocation later = Admitted(0);
+  later.next_start_unix_seconds = 1795305600 + 3600;
+  Allocate(later);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_TRUE(launcher_.launches.empty());
+  EXPECT_EQ(Status()["phase"], "Pending");
+  EXPECT_EQ(ConditionReason("Planned"), "False/WaitingForReservedGpus");
+  EXPECT_EQ(Status()["schedule"]["nextStartTime"], "2026-11-22T01:00:00Z");
+}
+
+TEST_F(ScheduledReconcileTest, AnAllocationThatIsNotFreeYetWaitsInsteadOfLaunchingSmaller) {
+  inventory_.inventory = H100Cluster(16, 8);  // another job still stops at a checkpoint
+  Allocate(Admitted(16));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_TRUE(launcher_.launches.empty());
+  EXPECT_EQ(ConditionReason("Planned"), "False/WaitingForAllocatedGpus");
+  inventory_.inventory = H100Cluster(16, 16);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(launcher_.launches[0].plan.layout.gpus(), 16);
+}
+
+TEST_F(ScheduledReconcileTest, AShrunkAllocationStopsAtACheckpointAndRelaunchesOnTheNewSize) {
+  Allocate(Admitted(32));
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Running");
+
+  Allocate(Admitted(16));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
+  EXPECT_EQ(Status()["phase"], "Replanning");
+  EXPECT_EQ(ConditionReason("Replanning"), "True/Resizing");
+  ASSERT_EQ(store_.CountEvents("Shrinking"), 1);
+  EXPECT_NE(store_.events.back().message.find("16 GPUs instead of 32"), std::string::npos)
+      << store_.events.back().message;
+  EXPECT_EQ(launcher_.launches.size(), 1u) << "no second gang while the first stops";
+
+  // The workers checkpoint and exit (code 6); the old gang is removed, then
+  // the new size launches from the checkpoint.
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(launcher_.launches[1].plan.layout.gpus(), 16);
+  EXPECT_EQ(launcher_.launches[1].attempt, 2);
+  EXPECT_EQ(launcher_.launches[1].plan.layout.global_batch(), 1024);
+  EXPECT_EQ(Status()["restarts"], 0) << "a resize is not a failure";
+
+  // Grown back later: a Growing event.
+  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  ASSERT_TRUE(Pass().status.ok());
+  Allocate(Admitted(32));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(store_.CountEvents("Growing"), 1);
+}
+
+// The shared schedule sizes jobs: a job measured slower than predicted is
+// not re-planned alone onto GPUs that may be reserved for another deadline.
+TEST_F(ScheduledReconcileTest, ASlowJobIsNotReplannedAloneUnderTheScheduler) {
+  Allocate(Admitted(16));
+  ASSERT_TRUE(Pass().status.ok());
+  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  const double predicted = launcher_.launches[0].plan.step.step_seconds;
+  metrics_.measurements[kKey] = Measurement{predicted * 2.0, 500, 1.0};
+  clock_.Advance(std::chrono::hours(3));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.stops.size(), 0u);
+  EXPECT_EQ(Status()["phase"], "Running");
+  EXPECT_EQ(ConditionReason("DeadlineAtRisk").substr(0, 4), "True");
+  // Its status carries the measured speed the next scheduler pass sizes it with.
+  EXPECT_NEAR(Status()["measuredStepSeconds"].get<double>(), predicted * 2.0, 1e-3);
+}
+
+}  // namespace
+}  // namespace pacer::controller
