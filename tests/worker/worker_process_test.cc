@@ -252,6 +252,29 @@ TEST_F(WorkerProcessTest, InterleavedPipelineWithTensorParallelismRunsToTheEnd) 
   EXPECT_NE(w.log.find(" precision=fp32 "), std::string::npos) << w.log;
 }
 
+TEST_F(WorkerProcessTest, TheDoneLineReportsTheRunsMeasurementBesideThePrediction) {
+  // What a user compares with the plan after a run (docs/benchmarks.md,
+  // "GPU measurements"): the mean of the timed steps, the peak memory, and
+  // the prediction the controller passed in, on the last line of each rank.
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_TOTAL_STEPS"] = "4";
+  env["PACER_PREDICTED_STEP_SECONDS"] = "0.5";
+  env["PACER_PREDICTED_MEMORY_BYTES"] = "123456789";
+  Worker w = Start(env);
+  ASSERT_EQ(WaitExit(w, std::chrono::seconds(60)), kExitSuccess) << w.log;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      w.log, m,
+      std::regex("rank=0 event=done steps=4 mean_step_seconds=([0-9.e-]+) "
+                 "predicted_step_seconds=0.5 peak_memory_bytes=([0-9]+) "
+                 "predicted_memory_bytes=123456789")))
+      << w.log;
+  EXPECT_GT(std::stod(m[1]), 0.0);
+  EXPECT_GT(std::stod(m[2]), 0.0);
+  // No GPU type, so no catalog peak: no MFU rather than a made-up one.
+  EXPECT_EQ(w.log.find("mfu="), std::string::npos) << w.log;
+}
+
 TEST_F(WorkerProcessTest, AnFp8PlanOnTheCpuExitsWithInvalidConfig) {
   // The CPU has no fp8 GEMM: running fp32 under an fp8 plan would misreport
   // what ran, so the worker refuses the plan.

@@ -195,6 +195,44 @@ std::string PlanFingerprint(const WorkerConfig& c) {
   return buffer;
 }
 
+// " mean_step_seconds=... predicted_step_seconds=... mfu=... peak_memory_bytes=...
+// predicted_memory_bytes=...": the run's measurement beside the plan's
+// prediction. MFU is model FLOPs (6N + attention, no recomputation) over the
+// GPU type's catalog peak, as the pacer_worker_mfu gauge; left out without a
+// peak (a CPU run) or without a measured step.
+namespace {
+
+std::string DoneSummary(const WorkerConfig& c, const StepBackend& backend,
+                        const RunOptions& options, double model_flops_per_rank,
+                        double measured_seconds_sum, int64_t measured_steps) {
+  std::string out;
+  char field[96];
+  if (measured_steps > 0) {
+    const double mean_seconds = measured_seconds_sum / static_cast<double>(measured_steps);
+    std::snprintf(field, sizeof(field), " mean_step_seconds=%.6g", mean_seconds);
+    out += field;
+    if (options.catalog_peak_flops > 0 && mean_seconds > 0) {
+      std::snprintf(field, sizeof(field), " mfu=%.4f",
+                    model_flops_per_rank / mean_seconds / options.catalog_peak_flops);
+      out += field;
+    }
+  }
+  if (c.predicted_step_seconds) {
+    std::snprintf(field, sizeof(field), " predicted_step_seconds=%.6g", *c.predicted_step_seconds);
+    out += field;
+  }
+  std::snprintf(field, sizeof(field), " peak_memory_bytes=%.0f", backend.PeakMemoryBytes());
+  out += field;
+  if (c.predicted_memory_bytes) {
+    std::snprintf(field, sizeof(field), " predicted_memory_bytes=%.0f",
+                  static_cast<double>(*c.predicted_memory_bytes));
+    out += field;
+  }
+  return out;
+}
+
+}  // namespace
+
 int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_backend,
             const RunOptions& options) {
   const int rank = c.GlobalRank(local_rank);
@@ -278,6 +316,10 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   StopChecks checks;
   checks.agree_at = step + 2;
   double last_step_seconds = 0;
+  // The run's own step-time average (warm-up step excluded), for the final
+  // log line: a user comparing with the plan reads it there, without a scrape.
+  double measured_seconds_sum = 0;
+  int64_t measured_steps = 0;
   while (step < c.total_steps) {
     if (step == checks.agree_at) {
       if (Status s = AgreeOnStopInterval(c, rank, store, last_step_seconds, &checks); !s.ok()) {
@@ -311,6 +353,8 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
       warmed_up = true;
       metrics.SetStepsCompleted(step);
     } else {
+      measured_seconds_sum += timing->step_seconds;
+      ++measured_steps;
       StepMeasurement m;
       m.step = step;
       m.step_seconds = timing->step_seconds;
@@ -331,7 +375,10 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
       }
     }
   }
-  Log(c, rank, "event=done steps=" + std::to_string(step));
+  Log(c, rank, "event=done steps=" + std::to_string(step) + DoneSummary(c, *backend, options,
+                                                                  model_flops_per_rank,
+                                                                  measured_seconds_sum,
+                                                                  measured_steps));
   LeaveTogether(c, rank, store);
   return kExitSuccess;
 }

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# GPU validation of pacer-worker on a machine with one NVIDIA GPU (results in
+# docs/benchmarks.md, "GPU measurements"):
+#   1. pacer-gpu-smoke: a tiny plan's three steps;
+#   2. the same under compute-sanitizer (memcheck, leak check), if installed;
+#   3. pacer-worker calibrate --backend gpu (GEMM TFLOP/s, copy bandwidth);
+#   4. 7B-shaped single-GPU steps (tests/testdata/gpu/*.yaml) run by
+#      pacer-worker with the planner's prediction beside the measurement:
+#      its `event=done` line prints mean_step_seconds, mfu, peak_memory_bytes
+#      and the predicted values; an fp8 plan must be refused (exit 2).
+# Usage: scripts/gpu-validate.sh [BUILD_DIR (build)] [OUT_DIR (gpu-validate-out)]
+# Needs a build with CUDA (scripts/build.sh on a machine with nvcc) and jq.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+out=${2:-gpu-validate-out}
+mkdir -p "$out"
+exec > >(tee "$out/log.txt") 2>&1
+worker=$build/worker/pacer-worker
+smoke=$build/worker/pacer-gpu-smoke
+pacer=$build/controller/pacer
+for f in "$worker" "$smoke" "$pacer"; do
+  [ -x "$f" ] || { echo "gpu-validate: $f missing: build with CUDA first (scripts/build.sh)"; exit 2; }
+done
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || exit 2
+case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
+  *H200*) gpu_type=H200 ;;
+  *H100*) gpu_type=H100-SXM ;;
+  *) echo "gpu-validate: the 7B-shaped jobs are written for H100/H200"; gpu_type="" ;;
+esac
+
+echo "== smoke"; timeout 120 "$smoke"; echo "rc=$?"
+if command -v compute-sanitizer >/dev/null; then
+  echo "== compute-sanitizer memcheck"
+  timeout 300 compute-sanitizer --tool memcheck --leak-check full "$smoke" >"$out/sanitizer.txt" 2>&1
+  echo "rc=$?"; tail -n 2 "$out/sanitizer.txt"
+fi
+echo "== calibrate"
+timeout 300 "$worker" calibrate --backend gpu --gpu-type "${gpu_type:-H100-SXM}" -o "$out/calibration.json"
+echo "rc=$?"
+[ -n "$gpu_type" ] || exit 0
+
+# run JOB PRECISION STEPS: pacer-worker with the plan `pacer plan` makes for
+# JOB on this GPU type (layout pinned in the file), prediction attached.
+run() {
+  local job=$1 precision=$2 steps=$3 plan typed
+  typed="$out/$(basename "$job")"
+  sed "s/gpuTypes: \[H200\]/gpuTypes: [$gpu_type]/" "$job" >"$typed"
+  plan=$("$pacer" plan "$typed" -o json 2>/dev/null | jq -c .plan) || { echo "no plan for $job"; return; }
+  echo "== $(basename "$job") $precision on $gpu_type: $plan"
+  env PACER_BACKEND=gpu PACER_GPU_TYPE="$gpu_type" PACER_METRICS_PORT=0 \
+    PACER_MODEL_LAYERS="$(yq_get "$job" layers)" PACER_MODEL_HIDDEN_SIZE=4096 \
+    PACER_MODEL_ATTENTION_HEADS=32 PACER_MODEL_KV_HEADS=32 PACER_MODEL_FFN_HIDDEN_SIZE=11008 \
+    PACER_MODEL_FFN_KIND=swiglu PACER_MODEL_VOCAB_SIZE=32000 PACER_SEQUENCE_LENGTH=2048 \
+    PACER_MICRO_BATCH_SIZE="$(jq -r .microBatchSize <<<"$plan")" \
+    PACER_GRAD_ACCUM_STEPS="$(jq -r .gradientAccumulationSteps <<<"$plan")" \
+    PACER_GLOBAL_BATCH_SIZE=8 PACER_ACTIVATION_CHECKPOINTING="$(jq -r .activationCheckpointing <<<"$plan")" \
+    PACER_PRECISION="$precision" PACER_TOTAL_STEPS="$steps" \
+    PACER_PREDICTED_STEP_SECONDS="$(jq -r .predictedStepSeconds <<<"$plan")" \
+    PACER_PREDICTED_MEMORY_BYTES="$(jq -r '.predictedMemoryGiB * 1073741824 | floor' <<<"$plan")" \
+    timeout 300 "$worker" run --backend gpu 2>&1 | grep -E "event=(start|done|failed)"
+  echo "rc=${PIPESTATUS[0]}"
+}
+yq_get() { sed -n "s/^ *$2: *\([0-9]*\).*/\1/p" "$1" | head -1; }
+run tests/testdata/gpu/llama7b-shape-l8-h200.yaml bf16 8
+run tests/testdata/gpu/llama7b-shape-l8-h200.yaml fp8 3
+# 6.7B parameters with AdamW need ~110 GiB: only on GPUs with more memory.
+if [ "$gpu_type" = H200 ]; then run tests/testdata/gpu/llama7b-shape-l32-h200.yaml bf16 5; fi
