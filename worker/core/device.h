@@ -9,9 +9,9 @@
 // interface; a backend is only a Device.
 //
 // Implementations: the CPU device (worker/cpu/cpu_device.h: OpenBLAS sgemm,
-// fp32 kernels, Gloo over TCP), which CI runs. The GPU backend
-// (worker/gpu/) still carries its own copy of the orchestration; moving it
-// onto this interface (cuBLAS, CUDA kernels, NCCL) is the next step.
+// fp32 kernels, Gloo over TCP), which CI runs, and the GPU device
+// (worker/gpu/gpu_device.h: cuBLAS, CUDA kernels, NCCL). Both backends are
+// this executor over their device; neither has an orchestration of its own.
 //
 // Pointers: every float* below is a device pointer that came from
 // Allocate (or points inside such a block). The executor does pointer
@@ -127,7 +127,9 @@ class Device {
                       float* c, int64_t ldc) = 0;
   // Scores (Q K^T), causal-free row softmax scaled by 1/sqrt(head_dim), and
   // context (P V) for every pair of `shape`: the two batched GEMMs and the
-  // softmax. `probs` keeps P for the backward pass.
+  // softmax. `probs` keeps P for the backward pass: the interface is that
+  // of an unfused kernel (the s x s matrix is stored; both devices do).
+  // The GEMMs count in the FLOP counter.
   virtual Status AttentionForward(const AttentionShape& shape, const float* qkv, float* probs,
                                   float* ctx) = 0;
   // dqkv += the gradients of Q, K and V given dctx; `probs` is consumed.

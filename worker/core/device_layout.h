@@ -1,4 +1,5 @@
-// DeviceLayout: how the GPU backend lays out one rank's memory for its plan,
+// DeviceLayout: how a GPU rank's memory was laid out for its plan by the
+// former GPU backend's own orchestration (bf16 storage, fixed stash slots),
 // as pure functions of (WorkerConfig, StepSchedule), so that the layout can be
 // unit-tested on machines without a GPU and checked against the planner's
 // memory model (planner::PredictMemory).
@@ -15,7 +16,15 @@
 //     replicated across tensor-parallel ranks, middle pipeline stages hold no
 //     embedding table, padding for the buckets) and in the workspace, which
 //     the planner covers with its fixed reserve.
-// It also names the communicator groups (tensor, data, pipeline) of a rank.
+// It also names the communicator groups (tensor, data, pipeline) of a rank,
+// which both devices' communicators use.
+//
+// Since both backends are the step executor over a device, nothing
+// allocates by PlanDeviceMemory any more: the executor allocates fp32
+// buffers through the device's MemoryTracker, which is what a step's peak
+// reports. PlanDeviceMemory stays, with its test, as the planner cross-check
+// of the unfused-attention activation formula until the executor's tracker
+// is compared with PredictMemory on a GPU.
 //
 // Units: `_elements` count tensor elements, `_bytes` are bytes. Tensor-
 // parallel runs use sequence parallelism (as BuildStepSchedule does): the

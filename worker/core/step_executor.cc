@@ -84,7 +84,7 @@ class StepExecutor::Impl {
   Device* dev_;  // first: the buffers below are constructed with it
 
  public:
-  explicit Impl(Device* device) : dev_(device) {}
+  Impl(Device* device, bool host_copies) : dev_(device), host_copies_(host_copies) {}
   Status Initialize(const BackendContext& context, uint64_t seed);
   StatusOr<StepTiming> RunStep(int64_t step);
 
@@ -185,6 +185,7 @@ class StepExecutor::Impl {
   double bus_bytes_ = 0, loss_sum_ = 0;
   int64_t loss_count_ = 0;
   AdamWParams adam_;
+  bool host_copies_ = true;
   bool broken_ = false;
 };
 
@@ -676,6 +677,7 @@ Status StepExecutor::Impl::DataParallel(const std::vector<Collective>& list, boo
 }
 
 Status StepExecutor::Impl::KeepLocal(size_t offset, size_t length, const float* from) {
+  if (!host_copies_) return Status::Ok();
   std::vector<float> host(length);
   RETURN_IF_ERROR(
       dev_->CopyToHost(from != nullptr ? from : grads.data() + offset, length, host.data()));
@@ -824,7 +826,7 @@ StatusOr<StepTiming> StepExecutor::Impl::RunStep(int64_t step) {
   loss_sum_ = 0;
   loss_count_ = 0;
   dev_->SetStep(step);
-  local_gradients.assign(weights.size(), 0.0f);
+  if (host_copies_) local_gradients.assign(weights.size(), 0.0f);
   updated_.assign(buckets_.size(), false);
   reduced_.assign(buckets_.size(), false);
 
@@ -884,13 +886,15 @@ StatusOr<StepTiming> StepExecutor::Impl::RunStep(int64_t step) {
   const DeviceCounters counters = dev_->counters();
 
   // Test hooks, after the step's clock stopped.
-  reduced_gradients.assign(weights.size(), 0.0f);
-  for (size_t b = 0; b < owned.size(); ++b) {
-    RETURN_IF_ERROR(dev_->CopyToHost(ReducedShard(b), owned[b].second,
-                                     reduced_gradients.data() + owned[b].first));
+  if (host_copies_) {
+    reduced_gradients.assign(weights.size(), 0.0f);
+    for (size_t b = 0; b < owned.size(); ++b) {
+      RETURN_IF_ERROR(dev_->CopyToHost(ReducedShard(b), owned[b].second,
+                                       reduced_gradients.data() + owned[b].first));
+    }
+    parameters.resize(weights.size());
+    RETURN_IF_ERROR(dev_->CopyToHost(weights.data(), weights.size(), parameters.data()));
   }
-  parameters.resize(weights.size());
-  RETURN_IF_ERROR(dev_->CopyToHost(weights.data(), weights.size(), parameters.data()));
   last_loss = loss_count_ > 0 ? loss_sum_ / static_cast<double>(loss_count_) : 0.0;
 
   StepTiming timing;
@@ -907,8 +911,8 @@ StatusOr<StepTiming> StepExecutor::Impl::RunStep(int64_t step) {
 
 // --- StepExecutor: the public face over Impl. ---
 
-StepExecutor::StepExecutor(std::unique_ptr<Device> device)
-    : device_(std::move(device)), impl_(std::make_unique<Impl>(device_.get())) {}
+StepExecutor::StepExecutor(std::unique_ptr<Device> device, bool host_copies)
+    : device_(std::move(device)), impl_(std::make_unique<Impl>(device_.get(), host_copies)) {}
 
 StepExecutor::~StepExecutor() {
   // Buffers go back to the device before the device goes.

@@ -55,7 +55,12 @@ struct ParameterRange {
 
 class StepExecutor : public StepBackend {
  public:
-  explicit StepExecutor(std::unique_ptr<Device> device);
+  // `host_copies`: keep the test hooks' host copies below (a device-to-
+  // host copy of every gradient bucket and of the weights each step, and
+  // host memory for them). The CPU backend keeps them for its tests; the GPU
+  // backend does not, since on a GPU they would stall every bucket and cost
+  // host memory the size of the model.
+  explicit StepExecutor(std::unique_ptr<Device> device, bool host_copies = true);
   ~StepExecutor() override;
 
   const char* name() const override;
@@ -70,7 +75,8 @@ class StepExecutor : public StepBackend {
   const MemoryTracker& memory() const { return device_->memory(); }
 
   // Test hooks (not part of StepBackend), host copies made after each
-  // RunStep. They cost host memory outside the device's tracker.
+  // RunStep (empty unless constructed with host_copies). They cost host
+  // memory outside the device's tracker.
   // This rank's gradients as its own micro-batches produced them (summed
   // over the micro-batches), before any data-parallel reduction.
   const std::vector<float>& local_gradients_before_reduce() const;

@@ -1,23 +1,37 @@
-// pacer-gpu-smoke: builds the GPU backend for a tiny single-GPU plan and runs
-// three steps, printing their timings and the peak memory. Proves that the
-// GPU library links (cuBLAS, NCCL) and, on a machine with a GPU, that a step
-// runs end to end. `pacer-gpu-smoke --calibrate` instead runs the calibration
-// (GEMM TFLOP/s, copy bandwidth, all-reduce busbw) and prints its table.
+// pacer-gpu-smoke: runs a tiny single-GPU plan for three steps through the
+// step executor on the GPU device and prints each step's time, the GFLOP
+// issued next to the schedule's, the loss, and the peak tracked memory.
+// Proves that the GPU library links (cuBLAS, NCCL) and, on a machine with a
+// GPU, that a step runs end to end.
+//   --compare-cpu  runs the same plan with the same seed on the CPU device
+//                  too and compares the losses step by step: exit 1 when
+//                  they differ by more than the GPU's GEMM precision allows.
+//   --calibrate    runs the calibration (GEMM TFLOP/s, copy bandwidth,
+//                  all-reduce busbw) instead and prints its table.
 // Exit 0 on success, 77 when no GPU is visible (ctest's SKIP_RETURN_CODE for
-// the `gpu` label: "skipped", not "passed"), 1 on any error.
+// the `gpu` label: "skipped", not "passed"), 1 on any error or mismatch.
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
 
+#include "core/step_executor.h"
 #include "core/step_schedule.h"
+#include "core/tcp_store.h"
 #include "core/worker_config.h"
+#include "cpu/cpu_backend.h"
 #include "gpu/calibrate_gpu.h"
 #include "gpu/device_info.h"
 #include "gpu/gpu_backend.h"
 
 namespace {
 
+using namespace pacer::worker;
+
 int Calibrate() {
-  using namespace pacer::worker;
   auto report = CalibrateGpu(GpuCalibrationOptions{});
   if (!report.ok()) {
     std::fprintf(stderr, "pacer-gpu-smoke: %s\n", report.status().ToString().c_str());
@@ -41,22 +55,9 @@ int Calibrate() {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using namespace pacer::worker;
-  auto devices = QueryDevices();
-  if (!devices.ok()) {
-    std::fprintf(stderr, "pacer-gpu-smoke: %s\n", devices.status().ToString().c_str());
-    return 1;
-  }
-  if (devices->empty()) {
-    std::printf(
-        "pacer-gpu-smoke: no CUDA device visible (no NVIDIA driver or GPU on this "
-        "machine); skipped, run it where a GPU is present\n");
-    return 77;
-  }
-  if (argc > 1 && std::strcmp(argv[1], "--calibrate") == 0) return Calibrate();
+// The tiny plan: one rank, 4 layers of a 512-wide SwiGLU model with
+// grouped-query attention, two micro-batches of two 256-token sequences.
+WorkerConfig TinyPlan() {
   WorkerConfig c;
   c.micro_batch_size = 2;
   c.gradient_accumulation_steps = 2;
@@ -70,30 +71,139 @@ int main(int argc, char** argv) {
   c.model.ffn_kind = pacer::planner::FfnKind::kSwiglu;
   c.model.vocab_size = 8192;
   c.model.sequence_length = 256;
+  return c;
+}
+
+constexpr int kSteps = 3;
+constexpr uint64_t kSeed = 1234;
+
+// Runs the plan for kSteps steps on `backend`, printing a line per step;
+// the losses go to *losses. `store` may be null for the GPU (a group of one
+// needs no rendezvous); the CPU device's Gloo needs one.
+bool Run(const char* label, StepExecutor& backend, const WorkerConfig& c,
+         const StepSchedule& schedule, TcpStoreClient* store, std::vector<double>* losses) {
+  BackendContext context;
+  context.config = &c;
+  context.schedule = &schedule;
+  context.store = store;
+  context.timeout = std::chrono::milliseconds(60'000);
+  if (pacer::Status s = backend.Initialize(context, kSeed); !s.ok()) {
+    std::fprintf(stderr, "pacer-gpu-smoke: %s: %s\n", label, s.ToString().c_str());
+    return false;
+  }
+  for (int64_t step = 0; step < kSteps; ++step) {
+    auto timing = backend.RunStep(step);
+    if (!timing.ok()) {
+      std::fprintf(stderr, "pacer-gpu-smoke: %s: %s\n", label, timing.status().ToString().c_str());
+      return false;
+    }
+    losses->push_back(backend.last_loss());
+    std::printf("%s step %lld: %.3f ms, %.3f GFLOP issued (schedule %.3f), loss %.6f\n", label,
+                static_cast<long long>(step), timing->step_seconds * 1e3, timing->gemm_flops / 1e9,
+                schedule.GemmFlopsPerStep() / 1e9, backend.last_loss());
+  }
+  std::printf("%s peak memory %.1f MiB (GEMMs in %s)\n", label,
+              backend.PeakMemoryBytes() / (1024.0 * 1024.0),
+              pacer::planner::PrecisionName(backend.ExecutedPrecision(c.precision)));
+  return true;
+}
+
+// The largest relative loss difference a correct GPU run may show against
+// the CPU device (fp32 OpenBLAS), by the GPU's GEMM precision. The loss is
+// a mean over 1,024 tokens of cross-entropy ~ ln(8192) = 9, computed from
+// logits that pass through 4 layers of GEMMs; rounding errors of the GEMM
+// inputs are independent across tokens and largely cancel in the mean, so
+// the loss differs by much less than one unit roundoff u. We allow about u
+// (a rounding error that did not cancel at all), plus the fp32 floor:
+//   bf16 compute: u = 2^-8 = 3.9e-3   -> 5e-3
+//   tf32 compute: u = 2^-11 = 4.9e-4  -> 1e-3
+//   fp32:         summation order, fp32 vs double row reductions and three
+//                 AdamW steps (which amplify tiny gradient differences into
+//                 sign flips of near-zero updates)  -> 1e-4
+// A wrong kernel or a misplaced operand moves the loss by far more: after
+// the first step it no longer falls as the CPU's does.
+double Tolerance(pacer::planner::Precision executed) {
+  switch (executed) {
+    case pacer::planner::Precision::kBf16:
+    case pacer::planner::Precision::kFp16: return 5e-3;
+    case pacer::planner::Precision::kTf32: return 1e-3;
+    default: return 1e-4;
+  }
+}
+
+int CompareWithCpu(const WorkerConfig& c, const StepSchedule& schedule,
+                   const std::vector<double>& gpu_losses,
+                   pacer::planner::Precision gpu_precision) {
+  auto server = TcpStoreServer::Start("127.0.0.1", 0);
+  if (!server.ok()) {
+    std::fprintf(stderr, "pacer-gpu-smoke: store: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  auto client = TcpStoreClient::Connect("127.0.0.1", (*server)->port(), 0,
+                                        std::chrono::milliseconds(10'000));
+  if (!client.ok()) {
+    std::fprintf(stderr, "pacer-gpu-smoke: store: %s\n", client.status().ToString().c_str());
+    return 1;
+  }
+  cpu::CpuBackend cpu_backend;
+  std::vector<double> cpu_losses;
+  if (!Run("cpu", cpu_backend, c, schedule, client->get(), &cpu_losses)) return 1;
+  const double tolerance = Tolerance(gpu_precision);
+  bool ok = true;
+  std::printf("%-5s %12s %12s %12s\n", "step", "cpu loss", "gpu loss", "rel. diff");
+  for (size_t i = 0; i < cpu_losses.size() && i < gpu_losses.size(); ++i) {
+    const double diff =
+        std::fabs(gpu_losses[i] - cpu_losses[i]) / std::max(std::fabs(cpu_losses[i]), 1e-30);
+    std::printf("%-5zu %12.6f %12.6f %12.3e%s\n", i, cpu_losses[i], gpu_losses[i], diff,
+                diff > tolerance ? "  MISMATCH" : "");
+    if (!(diff <= tolerance)) ok = false;  // also catches NaN
+  }
+  std::printf("tolerance %.1e (GPU GEMMs in %s): %s\n", tolerance,
+              pacer::planner::PrecisionName(gpu_precision), ok ? "match" : "MISMATCH");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool compare_cpu = false, calibrate = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--calibrate") == 0) {
+      calibrate = true;
+    } else if (std::strcmp(argv[i], "--compare-cpu") == 0) {
+      compare_cpu = true;
+    } else {
+      std::fprintf(stderr, "usage: pacer-gpu-smoke [--compare-cpu | --calibrate]\n");
+      return 1;
+    }
+  }
+  auto devices = QueryDevices();
+  if (!devices.ok()) {
+    std::fprintf(stderr, "pacer-gpu-smoke: %s\n", devices.status().ToString().c_str());
+    return 1;
+  }
+  if (devices->empty()) {
+    std::printf(
+        "pacer-gpu-smoke: no CUDA device visible (no NVIDIA driver or GPU on this "
+        "machine); skipped, run it where a GPU is present\n");
+    return 77;
+  }
+  if (calibrate) return Calibrate();
+  const WorkerConfig c = TinyPlan();
   auto schedule = BuildStepSchedule(c, 0);
   if (!schedule.ok()) {
     std::fprintf(stderr, "pacer-gpu-smoke: %s\n", schedule.status().ToString().c_str());
     return 1;
   }
-  std::unique_ptr<StepBackend> backend = MakeGpuBackend();
-  BackendContext context;
-  context.config = &c;
-  context.schedule = &*schedule;
-  context.timeout = std::chrono::milliseconds(60'000);
-  if (pacer::Status s = backend->Initialize(context, 1234); !s.ok()) {
-    std::fprintf(stderr, "pacer-gpu-smoke: %s\n", s.ToString().c_str());
-    return 1;
+  std::vector<double> gpu_losses;
+  pacer::planner::Precision gpu_precision = c.precision;
+  {
+    gpu::GpuBackend backend;
+    if (!Run("gpu", backend, c, *schedule, nullptr, &gpu_losses)) return 1;
+    gpu_precision = backend.ExecutedPrecision(c.precision);
+    std::printf(
+        "note: attention is unfused (the s x s probabilities are stored); fp32 storage\n");
   }
-  for (int64_t step = 0; step < 3; ++step) {
-    auto timing = backend->RunStep(step);
-    if (!timing.ok()) {
-      std::fprintf(stderr, "pacer-gpu-smoke: %s\n", timing.status().ToString().c_str());
-      return 1;
-    }
-    std::printf("step %lld: %.3f ms, %.3f GFLOP issued (schedule %.3f)\n",
-                static_cast<long long>(step), timing->step_seconds * 1e3, timing->gemm_flops / 1e9,
-                schedule->GemmFlopsPerStep() / 1e9);
-  }
-  std::printf("peak memory %.1f MiB\n", backend->PeakMemoryBytes() / (1024.0 * 1024.0));
-  return 0;
+  if (!compare_cpu) return 0;
+  return CompareWithCpu(c, *schedule, gpu_losses, gpu_precision);
 }

@@ -1,7 +1,8 @@
 #include "gpu/nccl_comms.h"
 
-#include <cstdio>
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <thread>
 
@@ -9,15 +10,6 @@
 
 namespace pacer::worker {
 namespace {
-
-ncclDataType_t NcclType(DType t) {
-  switch (t) {
-    case DType::kFp32: return ncclFloat32;
-    case DType::kFp16: return ncclFloat16;
-    case DType::kBf16: return ncclBfloat16;
-  }
-  return ncclFloat32;
-}
 
 // Short sleeps: a collective of a few microseconds should not wait a
 // millisecond, a hung one should not spin a core flat out.
@@ -27,11 +19,31 @@ void Backoff(int* iteration) {
   std::this_thread::sleep_for(std::chrono::microseconds(*iteration < 1000 ? 10 : 200));
 }
 
-std::string Where(const char* what) {
-  return GpuErrorWhere(__FILE__, __LINE__) + ": " + what;
+std::string Where(const char* file, int line, const std::string& what) {
+  return GpuErrorWhere(file, line) + ": " + what;
+}
+
+// What NCCL says went wrong on `comm` (empty when it says nothing).
+std::string LastError(ncclComm_t comm) {
+  const char* last = ncclGetLastError(comm);
+  return last != nullptr && last[0] != '\0' ? std::string(" (") + last + ")" : std::string();
+}
+
+bool Even(const std::vector<size_t>& counts) {
+  return std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; });
 }
 
 }  // namespace
+
+// An NCCL call that, on failure, aborts every communicator (after reading
+// NCCL's error text) and returns the mapped Status (cuda_check.h).
+#define PACER_NCCL_OR_ABORT(cmd)                                                       \
+  do {                                                                                 \
+    ncclResult_t pacer_nccl_r_ = (cmd);                                                \
+    if (pacer_nccl_r_ != ncclSuccess && pacer_nccl_r_ != ncclInProgress) {             \
+      return Fail(::pacer::worker::NcclError(pacer_nccl_r_, __FILE__, __LINE__, #cmd)); \
+    }                                                                                  \
+  } while (0)
 
 NcclCommunicators::~NcclCommunicators() {
   for (ncclComm_t& c : comms_) {
@@ -58,7 +70,8 @@ NcclCommunicators::~NcclCommunicators() {
 
 Status NcclCommunicators::Fail(Status status) {
   AbortAll();
-  return status;
+  if (status.code() == StatusCode::kInternal) return status;
+  return Status(status.code(), status.message() + "; communicators aborted");
 }
 
 void NcclCommunicators::AbortAll() {
@@ -71,46 +84,62 @@ void NcclCommunicators::AbortAll() {
   comms_.fill(nullptr);
 }
 
+Status NcclCommunicators::Usable(const std::string& what) const {
+  if (!aborted_) return Status::Ok();
+  return UnavailableError(what + ": the NCCL communicators were aborted after an earlier failure");
+}
+
 Status NcclCommunicators::Connect(const WorkerConfig& config, RankCoordinates coordinates,
                                   TcpStoreClient* store, std::chrono::milliseconds timeout) {
   const Deadline deadline = std::chrono::steady_clock::now() + timeout;
   for (Group g : {Group::kTensor, Group::kData, Group::kPipeline}) {
-    CommunicatorGroup group = CommunicatorGroupOf(config, coordinates, g);
+    const CommunicatorGroup group = CommunicatorGroupOf(config, coordinates, g);
     groups_[Index(g)] = group;
     if (group.size == 1) continue;
     if (store == nullptr) {
-      return FailedPreconditionError("GPU backend: a " + std::string(GroupName(g)) +
-                                     " group of " + std::to_string(group.size) +
+      return FailedPreconditionError("GPU device: a " + std::string(GroupName(g)) + " group of " +
+                                     std::to_string(group.size) +
                                      " ranks needs the rendezvous store");
     }
-    ncclUniqueId id;
-    const std::string key = group.StoreKey();
-    if (group.rank == 0) {
-      NCCLCHECK(ncclGetUniqueId(&id));
-      RETURN_IF_ERROR(store->Set(key, std::string_view(id.internal, sizeof(id.internal))));
-    } else {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      auto value = store->Get(key, std::max(left, std::chrono::milliseconds(1)));
-      if (!value.ok()) return Fail(value.status().WithContext("NCCL id " + key));
-      if (value->size() != sizeof(id.internal)) {
-        return InternalError("NCCL id " + key + " has " + std::to_string(value->size()) +
-                             " bytes, expected " + std::to_string(sizeof(id.internal)));
-      }
-      std::memcpy(id.internal, value->data(), sizeof(id.internal));
+    // Every member creates the communicators of its groups in this same
+    // order (tensor, data, pipeline forward, pipeline backward).
+    RETURN_IF_ERROR(Create(group, Index(g), group.StoreKey(), store, deadline));
+    if (g == Group::kPipeline) {
+      RETURN_IF_ERROR(Create(group, Index(PipeDirection::kBackward), group.StoreKey() + "/backward",
+                             store, deadline));
     }
-    ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
-    nccl_config.blocking = 0;  // so that init, too, can be timed out and aborted
-    ncclComm_t comm = nullptr;
-    NCCLCHECK(ncclCommInitRankConfig(&comm, group.size, id, group.rank, &nccl_config));
-    comms_[Index(g)] = comm;
-    RETURN_IF_ERROR(Settle(comm, deadline, (std::string("init of ") + key).c_str()));
   }
   return Status::Ok();
 }
 
-Status NcclCommunicators::Settle(ncclComm_t comm, Deadline deadline, const char* what) {
-  if (aborted_) return UnavailableError(Where(what) + ": communicators were aborted");
+Status NcclCommunicators::Create(const CommunicatorGroup& group, size_t slot,
+                                 const std::string& key, TcpStoreClient* store,
+                                 Deadline deadline) {
+  ncclUniqueId id;
+  if (group.rank == 0) {
+    PACER_NCCL_OR_ABORT(ncclGetUniqueId(&id));
+    RETURN_IF_ERROR(store->Set(key, std::string_view(id.internal, sizeof(id.internal))));
+  } else {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    auto value = store->Get(key, std::max(left, std::chrono::milliseconds(1)));
+    if (!value.ok()) return Fail(value.status().WithContext("NCCL id " + key));
+    if (value->size() != sizeof(id.internal)) {
+      return InternalError("NCCL id " + key + " has " + std::to_string(value->size()) +
+                           " bytes, expected " + std::to_string(sizeof(id.internal)));
+    }
+    std::memcpy(id.internal, value->data(), sizeof(id.internal));
+  }
+  ncclConfig_t nccl_config = NCCL_CONFIG_INITIALIZER;
+  nccl_config.blocking = 0;  // so that init, too, can be timed out and aborted
+  ncclComm_t comm = nullptr;
+  PACER_NCCL_OR_ABORT(ncclCommInitRankConfig(&comm, group.size, id, group.rank, &nccl_config));
+  comms_[slot] = comm;
+  return Settle(comm, deadline, "init of " + key);
+}
+
+Status NcclCommunicators::Settle(ncclComm_t comm, Deadline deadline, const std::string& what) {
+  RETURN_IF_ERROR(Usable(what));
   int iteration = 0;
   while (true) {
     ncclResult_t state = ncclSuccess;
@@ -118,35 +147,35 @@ Status NcclCommunicators::Settle(ncclComm_t comm, Deadline deadline, const char*
     if (r != ncclSuccess) state = r;
     if (state == ncclSuccess) return Status::Ok();
     if (state != ncclInProgress) {
-      return Fail(UnavailableError(Where(what) + ": NCCL error: " + ncclGetErrorString(state) +
-                                   "; communicators aborted"));
+      return Fail(NcclError(state, __FILE__, __LINE__, what.c_str()));
     }
     if (std::chrono::steady_clock::now() > deadline) {
       return Fail(Status(StatusCode::kDeadlineExceeded,
-                         Where(what) + ": NCCL did not finish in time (a peer may have died); "
-                                       "communicators aborted"));
+                         Where(__FILE__, __LINE__, what) +
+                             ": NCCL did not finish in time (a peer may have died)"));
     }
     Backoff(&iteration);
   }
 }
 
-Status NcclCommunicators::PollErrors(const char* what) {
+Status NcclCommunicators::PollErrors(const std::string& what) {
   for (ncclComm_t c : comms_) {
     if (c == nullptr) continue;
     ncclResult_t state = ncclSuccess;
     const ncclResult_t r = ncclCommGetAsyncError(c, &state);
     if (r != ncclSuccess) state = r;
     if (state != ncclSuccess && state != ncclInProgress) {
-      return Fail(UnavailableError(Where(what) + ": NCCL asynchronous error: " +
-                                   ncclGetErrorString(state) + "; communicators aborted"));
+      return Fail(UnavailableError(Where(__FILE__, __LINE__, what) +
+                                   ": NCCL asynchronous error: " + ncclGetErrorString(state) +
+                                   LastError(c)));
     }
   }
   return Status::Ok();
 }
 
 Status NcclCommunicators::WaitForStream(cudaStream_t stream, Deadline deadline,
-                                        const char* what) {
-  if (aborted_) return UnavailableError(Where(what) + ": communicators were aborted");
+                                        const std::string& what) {
+  RETURN_IF_ERROR(Usable(what));
   int iteration = 0;
   while (true) {
     const cudaError_t q = cudaStreamQuery(stream);
@@ -158,53 +187,97 @@ Status NcclCommunicators::WaitForStream(cudaStream_t stream, Deadline deadline,
     RETURN_IF_ERROR(PollErrors(what));
     if (std::chrono::steady_clock::now() > deadline) {
       return Fail(Status(StatusCode::kDeadlineExceeded,
-                         Where(what) + ": the GPU did not finish in time (a collective may be "
-                                       "waiting for a dead peer); communicators aborted"));
+                         Where(__FILE__, __LINE__, what) +
+                             ": the GPU did not finish in time (a collective may be waiting for "
+                             "a dead peer)"));
     }
     Backoff(&iteration);
   }
 }
 
-Status NcclCommunicators::AllReduce(Group g, void* buffer, int64_t count, DType type,
-                                    cudaStream_t stream, Deadline deadline) {
-  ncclComm_t c = comm(g);
-  if (c == nullptr) return Status::Ok();
-  NCCLCHECK(ncclAllReduce(buffer, buffer, static_cast<size_t>(count), NcclType(type), ncclSum, c,
-                          stream));
-  return Settle(c, deadline, "all-reduce");
+Status NcclCommunicators::AllReduce(Group g, float* data, size_t n, cudaStream_t stream,
+                                    Deadline deadline, const std::string& what) {
+  ncclComm_t c = comms_[Index(g)];
+  if (size(g) == 1 || n == 0) return Status::Ok();
+  RETURN_IF_ERROR(Usable(what));
+  PACER_NCCL_OR_ABORT(ncclAllReduce(data, data, n, ncclFloat32, ncclSum, c, stream));
+  return Settle(c, deadline, "all-reduce " + what);
 }
 
-Status NcclCommunicators::ReduceScatter(Group g, const void* send, void* recv, int64_t recv_count,
-                                        DType type, cudaStream_t stream, Deadline deadline) {
-  ncclComm_t c = comm(g);
-  if (c == nullptr) return Status::Ok();
-  NCCLCHECK(ncclReduceScatter(send, recv, static_cast<size_t>(recv_count), NcclType(type), ncclSum,
-                              c, stream));
-  return Settle(c, deadline, "reduce-scatter");
-}
-
-Status NcclCommunicators::AllGather(Group g, const void* send, void* recv, int64_t send_count,
-                                    DType type, cudaStream_t stream, Deadline deadline) {
-  ncclComm_t c = comm(g);
-  if (c == nullptr) return Status::Ok();
-  NCCLCHECK(ncclAllGather(send, recv, static_cast<size_t>(send_count), NcclType(type), c, stream));
-  return Settle(c, deadline, "all-gather");
-}
-
-Status NcclCommunicators::SendRecv(const void* send, int send_peer, void* recv, int recv_peer,
-                                   int64_t count, DType type, cudaStream_t stream,
-                                   Deadline deadline) {
-  ncclComm_t c = comm(Group::kPipeline);
-  if (c == nullptr || (send_peer < 0 && recv_peer < 0)) return Status::Ok();
-  NCCLCHECK(ncclGroupStart());
-  if (send_peer >= 0) {
-    NCCLCHECK(ncclSend(send, static_cast<size_t>(count), NcclType(type), send_peer, c, stream));
+Status NcclCommunicators::AllGather(Group g, const float* in, float* out,
+                                    const std::vector<size_t>& counts, cudaStream_t stream,
+                                    Deadline deadline, const std::string& what) {
+  ncclComm_t c = comms_[Index(g)];
+  if (size(g) == 1) return Status::Ok();
+  RETURN_IF_ERROR(Usable(what));
+  if (counts.size() != static_cast<size_t>(size(g))) {
+    return InternalError("all-gather " + what + ": " + std::to_string(counts.size()) +
+                         " counts for a group of " + std::to_string(size(g)));
   }
-  if (recv_peer >= 0) {
-    NCCLCHECK(ncclRecv(recv, static_cast<size_t>(count), NcclType(type), recv_peer, c, stream));
+  if (Even(counts)) {
+    PACER_NCCL_OR_ABORT(ncclAllGather(in, out, counts[0], ncclFloat32, c, stream));
+  } else {
+    PACER_NCCL_OR_ABORT(ncclGroupStart());
+    size_t offset = 0;
+    for (int root = 0; root < size(g); ++root) {
+      const size_t n = counts[static_cast<size_t>(root)];
+      if (n > 0) {
+        PACER_NCCL_OR_ABORT(ncclBroadcast(in, out + offset, n, ncclFloat32, root, c, stream));
+      }
+      offset += n;
+    }
+    PACER_NCCL_OR_ABORT(ncclGroupEnd());
   }
-  NCCLCHECK(ncclGroupEnd());
-  return Settle(c, deadline, "pipeline send/recv");
+  return Settle(c, deadline, "all-gather " + what);
+}
+
+Status NcclCommunicators::ReduceScatter(Group g, const float* data, float* out,
+                                        const std::vector<size_t>& counts, cudaStream_t stream,
+                                        Deadline deadline, const std::string& what) {
+  ncclComm_t c = comms_[Index(g)];
+  if (size(g) == 1) return Status::Ok();
+  RETURN_IF_ERROR(Usable(what));
+  if (counts.size() != static_cast<size_t>(size(g))) {
+    return InternalError("reduce-scatter " + what + ": " + std::to_string(counts.size()) +
+                         " counts for a group of " + std::to_string(size(g)));
+  }
+  if (Even(counts)) {
+    PACER_NCCL_OR_ABORT(ncclReduceScatter(data, out, counts[0], ncclFloat32, ncclSum, c, stream));
+  } else {
+    PACER_NCCL_OR_ABORT(ncclGroupStart());
+    size_t offset = 0;
+    for (int root = 0; root < size(g); ++root) {
+      const size_t n = counts[static_cast<size_t>(root)];
+      // Only the root's receive buffer is written; the others pass theirs
+      // (NCCL ignores it) so no pointer is ever null.
+      if (n > 0) {
+        PACER_NCCL_OR_ABORT(
+            ncclReduce(data + offset, out, n, ncclFloat32, ncclSum, root, c, stream));
+      }
+      offset += n;
+    }
+    PACER_NCCL_OR_ABORT(ncclGroupEnd());
+  }
+  return Settle(c, deadline, "reduce-scatter " + what);
+}
+
+Status NcclCommunicators::Send(PipeDirection direction, int peer, const float* data, size_t n,
+                               cudaStream_t stream, Deadline deadline, const std::string& what) {
+  ncclComm_t c = comms_[Index(direction)];
+  if (size(Group::kPipeline) == 1 || n == 0) return Status::Ok();
+  RETURN_IF_ERROR(Usable(what));
+  PACER_NCCL_OR_ABORT(ncclSend(data, n, ncclFloat32, peer, c, stream));
+  return Settle(c, deadline, "send of " + what + " to pipeline rank " + std::to_string(peer));
+}
+
+Status NcclCommunicators::Recv(PipeDirection direction, int peer, float* data, size_t n,
+                               cudaStream_t stream, Deadline deadline, const std::string& what) {
+  ncclComm_t c = comms_[Index(direction)];
+  if (size(Group::kPipeline) == 1 || n == 0) return Status::Ok();
+  RETURN_IF_ERROR(Usable(what));
+  PACER_NCCL_OR_ABORT(ncclRecv(data, n, ncclFloat32, peer, c, stream));
+  return Settle(c, deadline,
+                "receive of " + what + " from pipeline rank " + std::to_string(peer));
 }
 
 }  // namespace pacer::worker

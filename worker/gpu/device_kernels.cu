@@ -1,0 +1,234 @@
+#include "gpu/device_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "gpu/cuda_check.h"
+
+namespace pacer::worker::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Sum and max over the block; every thread gets the result. `shared` holds
+// 32 floats and may be reused by the next call.
+__device__ float BlockSum(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) >> 5;
+  v = lane < warps ? shared[lane] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ float BlockMax(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) >> 5;
+  v = lane < warps ? shared[lane] : -INFINITY;
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// One block per row: grids of up to 2^31 - 1 blocks in x.
+unsigned int Rows(int64_t rows) { return static_cast<unsigned int>(std::max<int64_t>(rows, 1)); }
+
+unsigned int GridFor(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(blocks, 65535 * 8)));
+}
+
+Status Launched() {
+  CUDACHECK(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status CheckRows(int64_t rows) {
+  if (rows > 0x7fffffff) {
+    return InvalidArgumentError("GPU device: " + std::to_string(rows) +
+                                " rows exceed one grid dimension");
+  }
+  return Status::Ok();
+}
+
+__global__ void RmsNormForwardKernel(const float* x, int64_t cols, float* y, float* inv_rms) {
+  __shared__ float shared[32];
+  const int64_t r = blockIdx.x;
+  const float* xr = x + r * cols;
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += xr[j] * xr[j];
+  sum = BlockSum(sum, shared);
+  const float inv = rsqrtf(sum / static_cast<float>(cols) + 1e-6f);
+  if (threadIdx.x == 0) inv_rms[r] = inv;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[r * cols + j] = xr[j] * inv;
+}
+
+__global__ void RmsNormBackwardKernel(const float* x, const float* inv_rms, const float* dy,
+                                      int64_t cols, float* dx) {
+  __shared__ float shared[32];
+  const int64_t r = blockIdx.x;
+  const float* xr = x + r * cols;
+  const float* dyr = dy + r * cols;
+  float dot = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dot += xr[j] * dyr[j];
+  dot = BlockSum(dot, shared);
+  const float inv = inv_rms[r];
+  const float coef = dot / static_cast<float>(cols) * inv * inv * inv;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    dx[r * cols + j] += inv * dyr[j] - coef * xr[j];
+  }
+}
+
+__global__ void SoftmaxRowsKernel(float* x, int64_t cols, float scale) {
+  __shared__ float shared[32];
+  float* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) mx = fmaxf(mx, xr[j] * scale);
+  mx = BlockMax(mx, shared);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float e = expf(xr[j] * scale - mx);
+    xr[j] = e;
+    sum += e;
+  }
+  sum = BlockSum(sum, shared);
+  const float inv = 1.0f / sum;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) xr[j] *= inv;
+}
+
+__global__ void SoftmaxBackwardKernel(const float* p, float* dp, int64_t cols, float scale) {
+  __shared__ float shared[32];
+  const int64_t r = blockIdx.x;
+  const float* pr = p + r * cols;
+  float* dr = dp + r * cols;
+  float dot = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dot += pr[j] * dr[j];
+  dot = BlockSum(dot, shared);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dr[j] = scale * pr[j] * (dr[j] - dot);
+}
+
+__global__ void EmbeddingForwardKernel(const float* table, const int32_t* tokens, int64_t cols,
+                                       float* out) {
+  const int64_t r = blockIdx.x;
+  const float* row = table + static_cast<int64_t>(tokens[r]) * cols;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) out[r * cols + j] = row[j];
+}
+
+__global__ void EmbeddingBackwardKernel(const float* dout, const int32_t* tokens, int64_t cols,
+                                        float* table_grad) {
+  const int64_t r = blockIdx.x;
+  float* row = table_grad + static_cast<int64_t>(tokens[r]) * cols;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) atomicAdd(&row[j], dout[r * cols + j]);
+}
+
+__global__ void CrossEntropyGradKernel(float* logits, const int32_t* labels, int64_t cols,
+                                       float grad_scale, double* row_loss) {
+  __shared__ float shared[32];
+  const int64_t r = blockIdx.x;
+  float* lr = logits + r * cols;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) mx = fmaxf(mx, lr[j]);
+  mx = BlockMax(mx, shared);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += expf(lr[j] - mx);
+  sum = BlockSum(sum, shared);
+  const float inv = 1.0f / sum;
+  const int64_t label = labels[r];
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float p = expf(lr[j] - mx) * inv;
+    if (j == label) row_loss[r] = -log(fmax(static_cast<double>(p), 1e-30));
+    lr[j] = (p - (j == label ? 1.0f : 0.0f)) * grad_scale;
+  }
+}
+
+__global__ void AdamWKernel(float* w, const float* g, float* m, float* v, int64_t n,
+                            float grad_scale, float c1, float c2, AdamWParams p) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float grad = g[i] * grad_scale;
+    const float mi = p.beta1 * m[i] + (1.0f - p.beta1) * grad;
+    const float vi = p.beta2 * v[i] + (1.0f - p.beta2) * grad * grad;
+    m[i] = mi;
+    v[i] = vi;
+    const float update = (mi * c1) / (sqrtf(vi * c2) + p.epsilon);
+    w[i] -= p.learning_rate * (update + p.weight_decay * w[i]);
+  }
+}
+
+}  // namespace
+
+Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y, float* inv_rms,
+                      cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return Status::Ok();
+  RETURN_IF_ERROR(CheckRows(rows));
+  RmsNormForwardKernel<<<Rows(rows), kThreads, 0, stream>>>(x, cols, y, inv_rms);
+  return Launched();
+}
+
+Status RmsNormBackward(const float* x, const float* inv_rms, const float* dy, int64_t rows,
+                       int64_t cols, float* dx, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return Status::Ok();
+  RETURN_IF_ERROR(CheckRows(rows));
+  RmsNormBackwardKernel<<<Rows(rows), kThreads, 0, stream>>>(x, inv_rms, dy, cols, dx);
+  return Launched();
+}
+
+Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return Status::Ok();
+  RETURN_IF_ERROR(CheckRows(rows));
+  SoftmaxRowsKernel<<<Rows(rows), kThreads, 0, stream>>>(x, cols, scale);
+  return Launched();
+}
+
+Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols, float scale,
+                       cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return Status::Ok();
+  RETURN_IF_ERROR(CheckRows(rows));
+  SoftmaxBackwardKernel<<<Rows(rows), kThreads, 0, stream>>>(p, dp, cols, scale);
+  return Launched();
+}
+
+Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows, int64_t cols,
+                        float* out, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return Status::Ok();
+  RETURN_IF_ERROR(CheckRows(rows));
+  EmbeddingForwardKernel<<<Rows(rows), kThreads, 0, stream>>>(table, tokens, cols, out);
+  return Launched();
+}
+
+Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows, int64_t cols,
+                         float* table_grad, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return Status::Ok();
+  RETURN_IF_ERROR(CheckRows(rows));
+  EmbeddingBackwardKernel<<<Rows(rows), kThreads, 0, stream>>>(dout, tokens, cols, table_grad);
+  return Launched();
+}
+
+Status CrossEntropyGrad(float* logits, const int32_t* labels, int64_t rows, int64_t cols,
+                        float grad_scale, double* row_loss, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return Status::Ok();
+  RETURN_IF_ERROR(CheckRows(rows));
+  CrossEntropyGradKernel<<<Rows(rows), kThreads, 0, stream>>>(logits, labels, cols, grad_scale,
+                                                              row_loss);
+  return Launched();
+}
+
+Status AdamW(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
+             int64_t step, const AdamWParams& p, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  // The bias corrections in double on the host, as the CPU device does.
+  const double t = static_cast<double>(std::max<int64_t>(step, 1));
+  const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(p.beta1), t)));
+  const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(p.beta2), t)));
+  const int64_t count = static_cast<int64_t>(n);
+  AdamWKernel<<<GridFor(count), kThreads, 0, stream>>>(w, g, m, v, count, grad_scale, c1, c2, p);
+  return Launched();
+}
+
+}  // namespace pacer::worker::gpu

@@ -1,0 +1,53 @@
+// The fp32 kernels of the GPU device (gpu_device.h) whose arithmetic is the
+// CPU device's (worker/cpu/cpu_kernels.h), so that one step executor gives
+// the same model on both: RMS norm without gain (keeping 1/rms per row),
+// the scaled row softmax of attention and its backward, embedding lookups
+// by host-chosen token ids, the cross-entropy gradient against labels, and
+// AdamW. GELU, SwiGLU and the residual add come from gpu_kernels.h (their
+// fp32 instantiations compute the same formulas).
+//
+// Every launcher enqueues on `stream` and returns the launch error (host,
+// file, line); none synchronises. Row-major; sizes in elements. Reductions
+// accumulate in fp32 (the CPU accumulates some in double: the smoke
+// comparison's tolerance covers the difference).
+// Thread-safety: stateless; the stream carries the ordering.
+#ifndef PACER_WORKER_GPU_DEVICE_KERNELS_H_
+#define PACER_WORKER_GPU_DEVICE_KERNELS_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/device.h"
+#include "pacer/status.h"
+
+namespace pacer::worker::gpu {
+
+// y = x / rms(x) per row (eps 1e-6); inv_rms[r] = 1 / rms of row r.
+Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y, float* inv_rms,
+                      cudaStream_t stream);
+// dx += inv dy - x inv^3 (x . dy) / cols, per row.
+Status RmsNormBackward(const float* x, const float* inv_rms, const float* dy, int64_t rows,
+                       int64_t cols, float* dx, cudaStream_t stream);
+// In place: each row of `cols` becomes softmax(scale * row).
+Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale, cudaStream_t stream);
+// In place over dp: dp = scale * p * (dp - rowsum(p * dp)).
+Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols, float scale,
+                       cudaStream_t stream);
+// out row i = table row tokens[i] (tokens on the device).
+Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows, int64_t cols,
+                        float* out, cudaStream_t stream);
+// table_grad row tokens[i] += dout row i (atomics: repeated tokens add up).
+Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows, int64_t cols,
+                         float* table_grad, cudaStream_t stream);
+// In place: logits become (softmax - onehot(label)) * grad_scale;
+// row_loss[r] = -log(max(p_label, 1e-30)) (labels on the device).
+Status CrossEntropyGrad(float* logits, const int32_t* labels, int64_t rows, int64_t cols,
+                        float grad_scale, double* row_loss, cudaStream_t stream);
+// One AdamW update, as cpu::AdamWUpdate (step 1-based).
+Status AdamW(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
+             int64_t step, const AdamWParams& p, cudaStream_t stream);
+
+}  // namespace pacer::worker::gpu
+
+#endif  // PACER_WORKER_GPU_DEVICE_KERNELS_H_

@@ -1,0 +1,564 @@
+#include "gpu/gpu_device.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gpu/cuda_check.h"
+#include "gpu/device_info.h"
+#include "gpu/device_kernels.h"
+#include "gpu/gpu_kernels.h"
+#include "gpu/nccl_comms.h"
+
+namespace pacer::worker::gpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How a plan's precision runs (gpu_device.h's table).
+struct GemmMode {
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  planner::Precision executed = planner::Precision::kFp32;
+};
+
+GemmMode ModeFor(planner::Precision planned) {
+  switch (planned) {
+    case planner::Precision::kFp32: return {CUBLAS_COMPUTE_32F, planner::Precision::kFp32};
+    case planner::Precision::kBf16:
+      return {CUBLAS_COMPUTE_32F_FAST_16BF, planner::Precision::kBf16};
+    case planner::Precision::kTf32:
+    case planner::Precision::kFp16:
+    case planner::Precision::kFp8:  // refused at Connect; never runs
+      return {CUBLAS_COMPUTE_32F_FAST_TF32, planner::Precision::kTf32};
+  }
+  return {CUBLAS_COMPUTE_32F, planner::Precision::kFp32};
+}
+
+Status CheckDims(int64_t m, int64_t n, int64_t k, int64_t batch) {
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if (m > kMax || n > kMax || k > kMax || batch > kMax) {
+    return InvalidArgumentError("GEMM dimensions out of cuBLAS' int range: " + std::to_string(m) +
+                                " x " + std::to_string(n) + " x " + std::to_string(k) + " (x " +
+                                std::to_string(batch) + ")");
+  }
+  return Status::Ok();
+}
+
+cublasOperation_t Op(bool transpose) { return transpose ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+double MegaBytes(size_t bytes) { return static_cast<double>(bytes) / 1e6; }
+
+class GpuDevice final : public Device {
+ public:
+  GpuDevice() = default;
+  GpuDevice(const GpuDevice&) = delete;
+  GpuDevice& operator=(const GpuDevice&) = delete;
+
+  ~GpuDevice() override {
+    // Nothing may still run on memory this frees; an aborted communicator
+    // has already released kernels waiting for peers.
+    for (cudaStream_t s : {compute_, send_[0], send_[1]}) {
+      if (s != nullptr) (void)cudaStreamSynchronize(s);
+    }
+    for (const PendingSend& p : pending_) (void)cudaEventDestroy(p.done);
+    for (void* p : {ints_, losses_, cublas_workspace_}) {
+      if (p != nullptr) (void)cudaFree(p);
+    }
+    for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
+    if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
+    for (cudaStream_t s : {compute_, send_[0], send_[1]}) {
+      if (s != nullptr) (void)cudaStreamDestroy(s);
+    }
+  }
+
+  const char* name() const override { return "gpu"; }
+
+  Status Connect(const BackendContext& context) override {
+    if (compute_ != nullptr) return FailedPreconditionError("GPU device: connected twice");
+    const WorkerConfig& c = *context.config;
+    if (c.precision == planner::Precision::kFp8) {
+      return InvalidArgumentError(
+          "the GPU backend cannot run fp8 GEMMs (no fp8 GEMM path with per-tensor scales is "
+          "built): plan this job in bf16");
+    }
+    ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices, QueryDevices());
+    if (devices.empty()) {
+      return FailedPreconditionError(
+          "GPU backend: no CUDA device visible (no NVIDIA driver or GPU); use --backend cpu");
+    }
+    // One GPU per local rank: sharing a GPU between ranks would break the
+    // plan's memory and time, so fail before touching a device.
+    if (static_cast<int>(devices.size()) < c.local_world_size ||
+        context.local_rank >= static_cast<int>(devices.size())) {
+      return InvalidArgumentError(
+          "GPU backend: " + std::to_string(c.local_world_size) + " local ranks but only " +
+          std::to_string(devices.size()) +
+          " CUDA devices visible; set the ranks per node (LOCAL_WORLD_SIZE / the pod's GPU "
+          "request) to at most the GPUs, or check CUDA_VISIBLE_DEVICES");
+    }
+    gpu_ = context.local_rank;
+    timeout_ = context.timeout;
+    CUDACHECK(cudaSetDevice(gpu_));
+    CUDACHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+    for (cudaStream_t& s : send_) CUDACHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    // The executor allocates and frees activations every layer: keep freed
+    // memory in the pool instead of returning it to the driver at each
+    // synchronisation.
+    cudaMemPool_t pool = nullptr;
+    CUDACHECK(cudaDeviceGetDefaultMemPool(&pool, gpu_));
+    uint64_t keep = std::numeric_limits<uint64_t>::max();
+    CUDACHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+
+    mode_ = ModeFor(c.precision);
+    CUBLASCHECK(cublasCreate(&cublas_));
+    CUBLASCHECK(cublasSetStream(cublas_, compute_));
+    RETURN_IF_ERROR(AllocateRaw(kCublasWorkspaceBytes, &cublas_workspace_));
+    memory().Charge(BufferClass::kWorkspace, static_cast<double>(kCublasWorkspaceBytes));
+    CUBLASCHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
+    if (context.local_rank == 0 && mode_.executed != c.precision) {
+      std::fprintf(stderr,
+                   "pacer-worker gpu: the plan's %s GEMMs run as %s on fp32 storage and are "
+                   "reported as %s; bus bytes are counted at the plan's precision\n",
+                   planner::PrecisionName(c.precision), planner::PrecisionName(mode_.executed),
+                   planner::PrecisionName(mode_.executed));
+    }
+    return comms_.Connect(c, context.schedule->coordinates, context.store, context.timeout);
+  }
+
+  planner::Precision ExecutedPrecision(planner::Precision planned) const override {
+    return ModeFor(planned).executed;
+  }
+
+  // --- Memory.
+  StatusOr<float*> Allocate(size_t elements) override {
+    void* p = nullptr;
+    const size_t bytes = elements * sizeof(float);
+    const cudaError_t e = cudaMallocAsync(&p, bytes, compute_);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // not sticky: clear it so the caller can report
+      return OutOfMemory(bytes);
+    }
+    CUDACHECK(e);
+    CUDACHECK(cudaMemsetAsync(p, 0, bytes, compute_));
+    return static_cast<float*>(p);
+  }
+  void Free(float* p, size_t) override {
+    if (p != nullptr) (void)cudaFreeAsync(p, compute_);
+  }
+
+  // --- Copies.
+  Status Copy(const float* src, size_t n, float* dst) override {
+    if (n == 0 || src == dst) return Status::Ok();
+    CUDACHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, compute_));
+    return Status::Ok();
+  }
+  Status Zero(float* p, size_t n) override {
+    if (n > 0) CUDACHECK(cudaMemsetAsync(p, 0, n * sizeof(float), compute_));
+    return Status::Ok();
+  }
+  Status CopyToHost(const float* src, size_t n, float* host) override {
+    if (n == 0) return Status::Ok();
+    CUDACHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, compute_));
+    return Wait(compute_, "copy to host");
+  }
+  Status CopyFromHost(const float* host, size_t n, float* dst) override {
+    if (n == 0) return Status::Ok();
+    CUDACHECK(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, compute_));
+    // Waited for, so the caller may free `host` at once.
+    return Wait(compute_, "copy from host");
+  }
+
+  // --- GEMMs. Row-major C = op(A) op(B) is column-major C^T = op(B)^T
+  // op(A)^T: swap the operands, keep each operand's own transpose flag.
+  Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+              int64_t ldc) override {
+    return StridedGemm(trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
+  }
+
+  Status AttentionForward(const AttentionShape& s, const float* qkv, float* probs,
+                          float* ctx) override {
+    const int64_t block = s.seq * s.head_dim, ss = s.seq * s.seq;
+    // Pairs i0 .. i0 + count - 1 use distinct, consecutive K/V blocks; with
+    // kv_blocks == 0 every pair reads block 0 as K and V (stride 0).
+    const int64_t round = s.kv_blocks > 0 ? s.kv_blocks : s.head_batches;
+    for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
+      const int64_t count = std::min(round, s.head_batches - i0);
+      const KeyValue kv = KeyValueOf(s, i0);
+      RETURN_IF_ERROR(StridedGemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, qkv + i0 * block,
+                                  s.head_dim, block, qkv + kv.k, s.head_dim, kv.stride, 0.0f,
+                                  probs + i0 * ss, s.seq, ss, count));
+    }
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    RETURN_IF_ERROR(SoftmaxRows(probs, s.head_batches * s.seq, s.seq, scale, compute_));
+    for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
+      const int64_t count = std::min(round, s.head_batches - i0);
+      const KeyValue kv = KeyValueOf(s, i0);
+      RETURN_IF_ERROR(StridedGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, probs + i0 * ss,
+                                  s.seq, ss, qkv + kv.v, s.head_dim, kv.stride, 0.0f,
+                                  ctx + i0 * block, s.head_dim, block, count));
+    }
+    return Status::Ok();
+  }
+
+  Status AttentionBackward(const AttentionShape& s, const float* qkv, float* probs,
+                           const float* dctx, float* dqkv) override {
+    const int64_t block = s.seq * s.head_dim, ss = s.seq * s.seq;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    // One batched call may not write the same dK / dV block twice (its
+    // items run concurrently): a group holds pairs of distinct K/V blocks,
+    // and with kv_blocks == 0 (all share block 0) one pair.
+    const int64_t round = s.kv_blocks > 0 ? s.kv_blocks : 1;
+    const int64_t fit =
+        std::max<int64_t>(1, static_cast<int64_t>(kAttentionScratchBytes / sizeof(float)) / ss);
+    const int64_t group = std::min({round, fit, s.head_batches});
+    float* dp = nullptr;
+    ASSIGN_OR_RETURN(dp, Allocate(static_cast<size_t>(group * ss)));
+    const double scratch_bytes = static_cast<double>(group * ss) * sizeof(float);
+    memory().Charge(BufferClass::kWorkspace, scratch_bytes);
+    auto run = [&]() -> Status {
+      for (int64_t r0 = 0; r0 < s.head_batches; r0 += round) {
+        const int64_t round_end = std::min(r0 + round, s.head_batches);
+        for (int64_t i0 = r0; i0 < round_end; i0 += group) {
+          const int64_t count = std::min(group, round_end - i0);
+          const KeyValue kv = KeyValueOf(s, i0);
+          const float* p = probs + i0 * ss;
+          const float* dc = dctx + i0 * block;
+          // context = P V: dV += P^T dC, dP = dC V^T.
+          RETURN_IF_ERROR(StridedGemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, p, s.seq, ss,
+                                      dc, s.head_dim, block, 1.0f, dqkv + kv.v, s.head_dim,
+                                      kv.stride, count));
+          RETURN_IF_ERROR(StridedGemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, dc,
+                                      s.head_dim, block, qkv + kv.v, s.head_dim, kv.stride, 0.0f,
+                                      dp, s.seq, ss, count));
+          RETURN_IF_ERROR(SoftmaxBackward(p, dp, count * s.seq, s.seq, scale, compute_));
+          // scores = Q K^T: dQ += dS K, dK += dS^T Q.
+          RETURN_IF_ERROR(StridedGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, dp, s.seq, ss,
+                                      qkv + kv.k, s.head_dim, kv.stride, 1.0f, dqkv + i0 * block,
+                                      s.head_dim, block, count));
+          RETURN_IF_ERROR(StridedGemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, dp, s.seq, ss,
+                                      qkv + i0 * block, s.head_dim, block, 1.0f, dqkv + kv.k,
+                                      s.head_dim, kv.stride, count));
+        }
+      }
+      return Status::Ok();
+    };
+    const Status status = run();
+    Free(dp, static_cast<size_t>(group * ss));
+    memory().Release(BufferClass::kWorkspace, scratch_bytes);
+    return status;
+  }
+
+  // --- Elementwise kernels.
+  Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y,
+                        float* inv_rms) override {
+    return gpu::RmsNormForward(x, rows, cols, y, inv_rms, compute_);
+  }
+  Status RmsNormBackward(const float* x, const float* inv_rms, const float* dy, int64_t rows,
+                         int64_t cols, float* dx) override {
+    return gpu::RmsNormBackward(x, inv_rms, dy, rows, cols, dx, compute_);
+  }
+  Status GeluForward(const float* x, size_t n, float* y) override {
+    return ::pacer::worker::GeluForward(x, y, static_cast<int64_t>(n), DType::kFp32, compute_);
+  }
+  Status GeluBackward(const float* x, const float* dy, size_t n, float* dx) override {
+    return ::pacer::worker::GeluBackward(dy, x, dx, static_cast<int64_t>(n), DType::kFp32,
+                                         compute_);
+  }
+  Status SwigluForward(const float* in, int64_t rows, int64_t f, float* out) override {
+    return ::pacer::worker::SwigluForward(in, out, rows, f, DType::kFp32, compute_);
+  }
+  Status SwigluBackward(const float* in, const float* dout, int64_t rows, int64_t f,
+                        float* din) override {
+    return ::pacer::worker::SwigluBackward(dout, in, din, rows, f, DType::kFp32, compute_);
+  }
+  Status Add(float* y, const float* x, size_t n) override {
+    return ::pacer::worker::Add(y, x, y, static_cast<int64_t>(n), DType::kFp32, compute_);
+  }
+  Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows, int64_t cols,
+                          float* out) override {
+    ASSIGN_OR_RETURN(const int32_t* ids, Upload(tokens, rows));
+    return gpu::EmbeddingForward(table, ids, rows, cols, out, compute_);
+  }
+  Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows, int64_t cols,
+                           float* table_grad) override {
+    ASSIGN_OR_RETURN(const int32_t* ids, Upload(tokens, rows));
+    return gpu::EmbeddingBackward(dout, ids, rows, cols, table_grad, compute_);
+  }
+  // The loss comes back to the host at once (the interface returns it), so
+  // the last stage waits for its logits once per micro-batch.
+  StatusOr<double> CrossEntropyGradInPlace(float* logits, const int32_t* labels, int64_t rows,
+                                           int64_t cols, float grad_scale) override {
+    if (rows <= 0) return 0.0;
+    ASSIGN_OR_RETURN(const int32_t* ids, Upload(labels, rows));
+    RETURN_IF_ERROR(Reserve(&losses_, &losses_capacity_, static_cast<size_t>(rows) * 8));
+    double* row_loss = static_cast<double*>(losses_);
+    RETURN_IF_ERROR(CrossEntropyGrad(logits, ids, rows, cols, grad_scale, row_loss, compute_));
+    std::vector<double> host(static_cast<size_t>(rows));
+    CUDACHECK(cudaMemcpyAsync(host.data(), row_loss, host.size() * sizeof(double),
+                              cudaMemcpyDeviceToHost, compute_));
+    RETURN_IF_ERROR(Wait(compute_, "copy of the loss to the host"));
+    double loss = 0;
+    for (const double l : host) loss += l;
+    return loss;
+  }
+  Status AdamWUpdate(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
+                     int64_t step, const AdamWParams& p) override {
+    return AdamW(w, g, m, v, n, grad_scale, step, p, compute_);
+  }
+
+  // --- Collectives, on the compute stream.
+  Status AllReduce(Group g, float* data, size_t n, const std::string& what) override {
+    return Timed(compute_, [&] {
+      return comms_.AllReduce(g, data, n, compute_, Due(), Named(what));
+    });
+  }
+  Status AllGather(Group g, const float* in, float* out, const std::vector<size_t>& counts,
+                   const std::string& what) override {
+    if (comms_.size(g) == 1) return Copy(in, counts.empty() ? 0 : counts[0], out);
+    return Timed(compute_, [&] {
+      return comms_.AllGather(g, in, out, counts, compute_, Due(), Named(what));
+    });
+  }
+  Status ReduceScatter(Group g, float* data, float* out, const std::vector<size_t>& counts,
+                       const std::string& what) override {
+    if (comms_.size(g) == 1) return Copy(data, counts.empty() ? 0 : counts[0], out);
+    return Timed(compute_, [&] {
+      return comms_.ReduceScatter(g, data, out, counts, compute_, Due(), Named(what));
+    });
+  }
+
+  // A send copies `data` into a staging buffer on the compute stream; the
+  // direction's send stream waits for the copy, sends, and frees the
+  // staging buffer (stream-ordered), so the executor may reuse `data` at
+  // once and the compute stream never waits for a receiver.
+  Status Send(int peer, PipeDirection d, const float* data, size_t n,
+              const std::string& what) override {
+    if (comms_.size(Group::kPipeline) == 1 || n == 0) return Status::Ok();
+    RETURN_IF_ERROR(ReapSends());
+    ASSIGN_OR_RETURN(float* staging, Allocate(n));
+    const double bytes = static_cast<double>(n) * sizeof(float);
+    memory().Charge(BufferClass::kWorkspace, bytes);
+    PendingSend pending{nullptr, bytes};
+    CUDACHECK(cudaEventCreateWithFlags(&pending.done, cudaEventDisableTiming));
+    pending_.push_back(pending);  // released (tracker and event) once done
+    RETURN_IF_ERROR(Copy(data, n, staging));
+    cudaStream_t stream = send_[static_cast<int>(d)];
+    cudaEvent_t copied = nullptr;
+    CUDACHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+    CUDACHECK(cudaEventRecord(copied, compute_));
+    CUDACHECK(cudaStreamWaitEvent(stream, copied, 0));
+    CUDACHECK(cudaEventDestroy(copied));  // released once the wait is done
+    const Status sent = Timed(stream, [&] {
+      return comms_.Send(d, peer, staging, n, stream, Due(), Named(what));
+    });
+    CUDACHECK(cudaFreeAsync(staging, stream));
+    CUDACHECK(cudaEventRecord(pending.done, stream));
+    return sent;
+  }
+  Status Recv(int peer, PipeDirection d, float* data, size_t n, const std::string& what) override {
+    if (comms_.size(Group::kPipeline) == 1 || n == 0) return Status::Ok();
+    RETURN_IF_ERROR(ReapSends());
+    return Timed(compute_, [&] {
+      return comms_.Recv(d, peer, data, n, compute_, Due(), Named(what));
+    });
+  }
+  Status FlushSends() override {
+    for (cudaStream_t s : send_) {
+      if (s != nullptr) RETURN_IF_ERROR(Wait(s, "pipeline sends"));
+    }
+    return ReapSends();
+  }
+  void SetStep(int64_t step) override { step_ = step; }
+  void Abort() override { comms_.AbortAll(); }
+
+  // --- Counters and timing.
+  Status Synchronize() override {
+    RETURN_IF_ERROR(Wait(compute_, "end of step"));
+    for (cudaStream_t s : send_) RETURN_IF_ERROR(Wait(s, "end of step"));
+    RETURN_IF_ERROR(ReapSends());
+    for (size_t i = 0; i + 1 < used_events_; i += 2) {
+      float ms = 0;
+      CUDACHECK(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]));
+      counters_.collective_seconds += static_cast<double>(ms) / 1e3;
+    }
+    used_events_ = 0;
+    return Status::Ok();
+  }
+  DeviceCounters counters() const override { return counters_; }
+  void ResetCounters() override {
+    counters_ = DeviceCounters();
+    used_events_ = 0;
+  }
+
+ private:
+  // K and V of pair i0 and their stride between consecutive pairs.
+  struct KeyValue {
+    int64_t k = 0, v = 0, stride = 0;
+  };
+  static KeyValue KeyValueOf(const AttentionShape& s, int64_t i0) {
+    const int64_t block = s.seq * s.head_dim;
+    if (s.kv_blocks == 0) return {0, 0, 0};
+    const int64_t q_elems = s.head_batches * block;
+    const int64_t kv = i0 % s.kv_blocks;
+    return {q_elems + kv * block, q_elems + (s.kv_blocks + kv) * block, block};
+  }
+
+  struct PendingSend {
+    cudaEvent_t done = nullptr;
+    double bytes = 0;
+  };
+
+  Status StridedGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+                     int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
+                     int64_t batch) {
+    if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return Status::Ok();
+    RETURN_IF_ERROR(CheckDims(m, n, k, batch));
+    if (batch == 1) {
+      CUBLASCHECK(cublasGemmEx(cublas_, Op(trans_b), Op(trans_a), static_cast<int>(n),
+                               static_cast<int>(m), static_cast<int>(k), &alpha, b, CUDA_R_32F,
+                               static_cast<int>(ldb), a, CUDA_R_32F, static_cast<int>(lda), &beta,
+                               c, CUDA_R_32F, static_cast<int>(ldc), mode_.compute,
+                               CUBLAS_GEMM_DEFAULT));
+    } else {
+      CUBLASCHECK(cublasGemmStridedBatchedEx(
+          cublas_, Op(trans_b), Op(trans_a), static_cast<int>(n), static_cast<int>(m),
+          static_cast<int>(k), &alpha, b, CUDA_R_32F, static_cast<int>(ldb), stride_b, a,
+          CUDA_R_32F, static_cast<int>(lda), stride_a, &beta, c, CUDA_R_32F,
+          static_cast<int>(ldc), stride_c, static_cast<int>(batch), mode_.compute,
+          CUBLAS_GEMM_DEFAULT));
+    }
+    counters_.gemm_flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) *
+                            static_cast<double>(k) * static_cast<double>(batch);
+    return Status::Ok();
+  }
+
+  Status OutOfMemory(size_t bytes) const {
+    size_t free_bytes = 0, total_bytes = 0;
+    (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+    return ResourceExhaustedError(
+        GpuErrorWhere(__FILE__, __LINE__) + ": GPU " + std::to_string(gpu_) +
+        " is out of memory: asked for " + std::to_string(MegaBytes(bytes)) + " MB with " +
+        std::to_string(MegaBytes(free_bytes)) + " MB free of " +
+        std::to_string(MegaBytes(total_bytes)) + " MB (this rank holds " +
+        std::to_string(memory().current_bytes() / 1e6) +
+        " MB); plan a smaller micro-batch, more recomputation or more GPUs");
+  }
+
+  // cudaMalloc outside the stream-ordered pool (long-lived buffers).
+  Status AllocateRaw(size_t bytes, void** p) {
+    const cudaError_t e = cudaMalloc(p, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return OutOfMemory(bytes);
+    }
+    CUDACHECK(e);
+    return Status::Ok();
+  }
+
+  // Grows a long-lived scratch buffer (tracked as workspace) to `bytes`.
+  Status Reserve(void** buffer, size_t* capacity, size_t bytes) {
+    if (bytes <= *capacity) return Status::Ok();
+    if (*buffer != nullptr) {
+      // Kernels queued on the compute stream may still read it.
+      RETURN_IF_ERROR(Wait(compute_, "scratch resize"));
+      CUDACHECK(cudaFree(*buffer));
+      *buffer = nullptr;
+      memory().Release(BufferClass::kWorkspace, static_cast<double>(*capacity));
+      *capacity = 0;
+    }
+    RETURN_IF_ERROR(AllocateRaw(bytes, buffer));
+    *capacity = bytes;
+    memory().Charge(BufferClass::kWorkspace, static_cast<double>(bytes));
+    return Status::Ok();
+  }
+
+  // Host token ids or labels to the device. The copy is ordered on the
+  // compute stream before the kernel that reads them and after any kernel
+  // that read the previous ids.
+  StatusOr<const int32_t*> Upload(const int32_t* host, int64_t rows) {
+    const size_t bytes = static_cast<size_t>(rows) * sizeof(int32_t);
+    RETURN_IF_ERROR(Reserve(&ints_, &ints_capacity_, bytes));
+    CUDACHECK(cudaMemcpyAsync(ints_, host, bytes, cudaMemcpyHostToDevice, compute_));
+    // Pageable host memory: the copy is staged before cudaMemcpyAsync
+    // returns, but waiting keeps `host` (a short-lived vector) obviously safe.
+    RETURN_IF_ERROR(Wait(compute_, "copy of token ids"));
+    return static_cast<const int32_t*>(ints_);
+  }
+
+  // Releases the staging buffers of sends that completed.
+  Status ReapSends() {
+    while (!pending_.empty()) {
+      const cudaError_t q = cudaEventQuery(pending_.front().done);
+      if (q == cudaErrorNotReady) return Status::Ok();
+      CUDACHECK(q);
+      memory().Release(BufferClass::kWorkspace, pending_.front().bytes);
+      CUDACHECK(cudaEventDestroy(pending_.front().done));
+      pending_.pop_front();
+    }
+    return Status::Ok();
+  }
+
+  // Brackets a collective with timing events on `stream`; any failure
+  // leaves the communicators aborted (nccl_comms.h).
+  template <typename F>
+  Status Timed(cudaStream_t stream, F&& f) {
+    while (events_.size() < used_events_ + 2) {
+      cudaEvent_t e = nullptr;
+      CUDACHECK(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    CUDACHECK(cudaEventRecord(events_[used_events_], stream));
+    Status s = f();
+    if (!s.ok()) {
+      comms_.AbortAll();
+      return s;
+    }
+    CUDACHECK(cudaEventRecord(events_[used_events_ + 1], stream));
+    used_events_ += 2;
+    return Status::Ok();
+  }
+
+  Status Wait(cudaStream_t stream, const char* what) {
+    return comms_.WaitForStream(stream, Due(), Named(what));
+  }
+  Deadline Due() const { return Clock::now() + timeout_; }
+  std::string Named(const std::string& what) const {
+    return what + " (step " + std::to_string(step_) + ")";
+  }
+
+  int gpu_ = 0;
+  std::chrono::milliseconds timeout_{300'000};
+  GemmMode mode_;
+  cudaStream_t compute_ = nullptr;
+  cudaStream_t send_[2] = {nullptr, nullptr};  // by PipeDirection
+  cublasHandle_t cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  void* ints_ = nullptr;  // int32 token ids or labels
+  size_t ints_capacity_ = 0;
+  void* losses_ = nullptr;
+  size_t losses_capacity_ = 0;
+  std::deque<PendingSend> pending_;
+  std::vector<cudaEvent_t> events_;  // (start, end) pairs of timed collectives
+  size_t used_events_ = 0;
+  DeviceCounters counters_;
+  int64_t step_ = 0;
+  // Last member: destroyed first after the destructor body, which has
+  // drained the streams.
+  NcclCommunicators comms_;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> MakeGpuDevice() { return std::make_unique<GpuDevice>(); }
+
+}  // namespace pacer::worker::gpu

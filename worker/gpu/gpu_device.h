@@ -1,0 +1,67 @@
+// GpuDevice: the Device (core/device.h) of one NVIDIA GPU, so that the GPU
+// backend is the one step executor (core/step_executor.h) over it, as the
+// CPU backend is the executor over the CPU device. cuBLAS for the GEMMs
+// (attention's batched GEMMs as strided-batched calls), CUDA kernels for the
+// elementwise work (device_kernels.h, gpu_kernels.h), NCCL for the
+// collectives (nccl_comms.h), stream-ordered cudaMallocAsync for memory.
+//
+// One rank, one GPU: Connect binds the calling thread to GPU LOCAL_RANK and
+// refuses (InvalidArgument, exit code 2) when fewer GPUs are visible than
+// ranks per node, before touching any GPU. Everything runs in order on one
+// compute stream, except pipeline sends, which run on one stream per
+// direction from a staging copy (so the executor may reuse its buffer at
+// once, and a send never blocks the compute stream's receives).
+//
+// Precision: storage is fp32, as the interface says. The GEMMs run as
+// ExecutedPrecision reports, never the plan's wish:
+//   fp32 plan  fp32 GEMMs (CUBLAS_COMPUTE_32F)                  -> "fp32"
+//   tf32 plan  TF32 tensor cores, fp32 accumulate                -> "tf32"
+//   bf16 plan  bf16 tensor cores on fp32 inputs rounded to bf16,
+//              fp32 accumulate (CUBLAS_COMPUTE_32F_FAST_16BF)    -> "bf16"
+//   fp16 plan  TF32 (fp16 inputs without loss scaling would flush
+//              the 1/tokens-scaled logit gradients to zero)      -> "tf32"
+//   fp8 plan   refused at Connect (InvalidArgument): no fp8 GEMM path.
+// Elementwise kernels and reductions are fp32. Because storage is fp32,
+// a bf16 plan's weights, gradients and activations take twice the bytes the
+// planner predicts for them (docs/worker.md).
+//
+// Attention is unfused: AttentionForward stores the s x s probabilities of
+// every (sequence, head) pair, as the executor's stash expects, and the
+// backward pass takes a dP scratch of at most kAttentionScratchBytes.
+//
+// Errors: cudaErrorMemoryAllocation is ResourceExhausted (with what was
+// asked and what was free); NCCL failures abort every communicator first,
+// then return Unavailable (DeadlineExceeded on a timeout) with
+// ncclGetLastError's text and the file:line of the call, or Internal for
+// NCCL's invalid usage (a bug); other CUDA and cuBLAS errors are Internal.
+// Every wait (Synchronize, host copies, FlushSends) polls NCCL for
+// asynchronous errors against BackendContext::timeout, so none can hang.
+//
+// Counters: FLOPs as the GEMMs are enqueued; collective seconds from CUDA
+// events around each collective and point-to-point operation, summed at
+// Synchronize (so counters() is complete only after Synchronize).
+//
+// Units and thread-safety: as Device; every call from the thread that
+// called Connect (the CUDA device binding is per thread).
+#ifndef PACER_WORKER_GPU_GPU_DEVICE_H_
+#define PACER_WORKER_GPU_GPU_DEVICE_H_
+
+#include <cstddef>
+#include <memory>
+
+#include "core/device.h"
+
+namespace pacer::worker::gpu {
+
+// The largest dP scratch the attention backward takes at once, bytes: pairs
+// are processed in groups that fit (at least one pair).
+inline constexpr size_t kAttentionScratchBytes = size_t{256} << 20;
+// cuBLAS' workspace, owned by the device and tracked as workspace (32 MiB
+// is what cuBLAS documents for Hopper).
+inline constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
+std::unique_ptr<Device> MakeGpuDevice();
+
+}  // namespace pacer::worker::gpu
+
+#endif  // PACER_WORKER_GPU_GPU_DEVICE_H_
