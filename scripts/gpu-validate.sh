@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU validation of pacer-worker on a machine with one NVIDIA GPU (results in
 # docs/benchmarks.md, "GPU measurements"):
-#   1. pacer-gpu-smoke: a tiny plan's three steps;
+#   1. pacer-gpu-smoke: a tiny plan's three steps, alone and against the CPU
+#      device with the same seed (--compare-cpu);
 #   2. the same under compute-sanitizer (memcheck, leak check), if installed;
 #   3. pacer-worker calibrate --backend gpu (GEMM TFLOP/s, copy bandwidth);
 #   4. 7B-shaped single-GPU steps (tests/testdata/gpu/*.yaml) run by
@@ -30,6 +31,7 @@ case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
 esac
 
 echo "== smoke"; timeout 120 "$smoke"; echo "rc=$?"
+echo "== smoke against the CPU device"; timeout 300 "$smoke" --compare-cpu; echo "rc=$?"
 if command -v compute-sanitizer >/dev/null; then
   echo "== compute-sanitizer memcheck"
   timeout 300 compute-sanitizer --tool memcheck --leak-check full "$smoke" >"$out/sanitizer.txt" 2>&1

@@ -157,11 +157,14 @@ TEST_F(SchedulingE2eTest, TheSchedulerShrinksAnEarlyJobForATightDeadlineAndRejec
   }
   EXPECT_LE(requested, 8);
 
-  const std::vector<nlohmann::json> events =
-      server_->ListObjects("/api/v1/namespaces/research/events");
-  EXPECT_TRUE(Has(EventReasons(events, "early"), "Shrinking"));
-  EXPECT_TRUE(Has(EventReasons(events, "urgent"), "Admitted"));
-  EXPECT_TRUE(Has(EventReasons(events, "late"), "Rejected"));
+  // Events are posted after the status write that decided them.
+  auto has_event = [&](const std::string& job, const std::string& reason) {
+    return Has(EventReasons(server_->ListObjects("/api/v1/namespaces/research/events"), job),
+               reason);
+  };
+  EXPECT_TRUE(WaitFor([&] { return has_event("early", "Shrinking"); }, seconds(30)));
+  EXPECT_TRUE(WaitFor([&] { return has_event("urgent", "Admitted"); }, seconds(30)));
+  EXPECT_TRUE(WaitFor([&] { return has_event("late", "Rejected"); }, seconds(30)));
   std::string out;
   EXPECT_EQ(Kubectl({"describe", "trainjob", "late", "-n", "research"}, &out), 0);
   EXPECT_NE(out.find("Rejected"), std::string::npos) << out;
