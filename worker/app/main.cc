@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit codes: 0 done, 1 internal error, 2 invalid configuration, 3 rendezvous timeout, "
       "4 collective failure, 5 out of memory, 6 stopped by a signal after a checkpoint, "
-      "7 checkpoint failure. Documentation: docs/worker.md");
+      "7 checkpoint failure, 8 data loss (checkpoints exist but none is usable). "
+      "Documentation: docs/worker.md");
   app.require_subcommand(0, 1);
 
   RunFlags run_flags;
