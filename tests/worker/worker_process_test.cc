@@ -229,6 +229,22 @@ TEST_F(WorkerProcessTest, CheckpointsNoneOfWhichIsUsableAreDataLoss) {
   EXPECT_EQ(second.log.find("event=start "), std::string::npos) << "no rank trained";
 }
 
+// SIGTERM while the ranks are still starting (the kubelet deleting a pod that
+// has just started) ends the worker cleanly: no rank dies of the signal.
+TEST_F(WorkerProcessTest, ASigtermWhileTheRanksStartStopsCleanly) {
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_TOTAL_STEPS"] = "100000";
+  Worker w = Start(env);
+  // The supervisor logs this right after forking the rank, before the rank
+  // has done anything.
+  ASSERT_TRUE(ReadUntil(w, "event=rank-started local_rank=1", std::chrono::seconds(60))) << w.log;
+  kill(w.pid, SIGTERM);
+  const int code = WaitExit(w, std::chrono::seconds(60));
+  EXPECT_TRUE(code == kExitStoppedAfterCheckpoint || code == kExitSuccess)
+      << ExitCodeName(code) << "\n" << w.log;
+  EXPECT_EQ(w.log.find("event=rank-killed"), std::string::npos) << w.log;
+}
+
 TEST_F(WorkerProcessTest, APeerKilledMidStepEndsTheOthersWithCollectiveFailure) {
   // Two nodes of one rank each, as two pods would run.
   const int port = NextPort();
