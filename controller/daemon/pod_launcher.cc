@@ -26,6 +26,7 @@ int IntOr(const std::string& text, int fallback) {
 WorkerState StateOf(const nlohmann::json& pod, const nlohmann::json* labels) {
   WorkerState w;
   w.node_rank = IntOr(StringMember(labels, kNodeRankLabel), 0);
+  w.node_name = StringMember(Member(pod, "spec"), "nodeName");
   const nlohmann::json* status = Member(pod, "status");
   std::string phase = StringMember(status, "phase");
   if (phase.empty()) phase = "Pending";

@@ -182,6 +182,13 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
                                 {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}},
                                 {{"name", "tmp"}, {"emptyDir", nlohmann::json::object()}}})}}}};
   if (!options.service_account.empty()) pod["spec"]["serviceAccountName"] = options.service_account;
+  if (!launch.excluded_nodes.empty()) {
+    // Nodes where this job's collectives kept failing (status.excludedNodes).
+    // matchFields on metadata.name: the node's name, whatever its labels say.
+    pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+       ["nodeSelectorTerms"][0]["matchFields"] = nlohmann::json::array(
+           {{{"key", "metadata.name"}, {"operator", "NotIn"}, {"values", launch.excluded_nodes}}});
+  }
   return pod;
 }
 

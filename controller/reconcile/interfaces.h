@@ -66,6 +66,10 @@ struct LaunchSpec {
   // When the plan was made (Unix s): its predictedCompletionTime counts from
   // here, in status.plan and in the pods' pacer.dev/layout annotation alike.
   int64_t plan_unix_seconds = 0;
+  // Nodes the workers must not run on (status.excludedNodes: repeated
+  // communication failures there); a launcher that places workers on named
+  // nodes keeps them off these.
+  std::vector<std::string> excluded_nodes;
 };
 
 enum class WorkerPhase { kPending, kRunning, kSucceeded, kFailed };
@@ -76,6 +80,7 @@ struct WorkerState {
   WorkerPhase phase = WorkerPhase::kPending;
   std::optional<int> exit_code;  // pacer-worker's exit code, when it ended
   std::string message;           // why it failed, for events
+  std::string node_name;         // the node it ran on; "" when unknown or not scheduled
 };
 
 // The workers of a job as they are now.

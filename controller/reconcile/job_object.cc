@@ -132,6 +132,23 @@ PersistedState ReadPersistedState(const nlohmann::json& status) {
         std::max<int64_t>(0, Field<int64_t>(status["progress"], "stepsCompleted").value_or(0));
   }
   s.measured_step_seconds = Field<double>(status, "measuredStepSeconds");
+  s.failures.memory_margin_fraction = std::clamp(
+      Field<double>(status, "memoryMarginFraction").value_or(0.0), 0.0, kMaxMemoryMarginFraction);
+  if (status.is_object() && status.contains("collectiveFailuresByNode") &&
+      status["collectiveFailuresByNode"].is_object()) {
+    for (const auto& [node, count] : status["collectiveFailuresByNode"].items()) {
+      if (count.is_number_integer() && count.get<int>() > 0) {
+        s.failures.collective_failures_by_node[node] = count.get<int>();
+      }
+    }
+  }
+  if (status.is_object() && status.contains("excludedNodes") &&
+      status["excludedNodes"].is_array()) {
+    for (const nlohmann::json& node : status["excludedNodes"]) {
+      if (node.is_string()) s.failures.excluded_nodes.push_back(node.get<std::string>());
+    }
+    std::sort(s.failures.excluded_nodes.begin(), s.failures.excluded_nodes.end());
+  }
   return s;
 }
 
@@ -148,6 +165,19 @@ void WritePersistedState(const PersistedState& state, nlohmann::ordered_json* st
     if (entry.step_time_ratio) calibration[gpu_type]["stepTimeRatio"] = *entry.step_time_ratio;
   }
   if (!calibration.empty()) (*status)["calibration"] = calibration;
+  if (state.failures.memory_margin_fraction > 0) {
+    (*status)["memoryMarginFraction"] = state.failures.memory_margin_fraction;
+  }
+  if (!state.failures.collective_failures_by_node.empty()) {
+    nlohmann::ordered_json strikes = nlohmann::ordered_json::object();
+    for (const auto& [node, count] : state.failures.collective_failures_by_node) {
+      strikes[node] = count;
+    }
+    (*status)["collectiveFailuresByNode"] = std::move(strikes);
+  }
+  if (!state.failures.excluded_nodes.empty()) {
+    (*status)["excludedNodes"] = state.failures.excluded_nodes;
+  }
 }
 
 std::optional<planner::Evaluation> EvaluateLayout(const planner::JobSpec& job,

@@ -22,6 +22,7 @@
 #include "pacer/planner/layout.h"
 #include "pacer/status.h"
 #include "reconcile/interfaces.h"
+#include "reconcile/worker_failure.h"
 
 namespace pacer::controller {
 
@@ -44,11 +45,16 @@ struct PersistedState {
   int64_t steps_completed = 0;                      // status.progress.stepsCompleted
   int64_t total_steps = 0;
   std::optional<double> measured_step_seconds;  // status.measuredStepSeconds
+  // status.memoryMarginFraction, status.collectiveFailuresByNode,
+  // status.excludedNodes: what worker failures taught (worker_failure.h).
+  FailureHistory failures;
 };
 
 // Lenient: a field that is missing or malformed keeps its default.
 PersistedState ReadPersistedState(const nlohmann::json& status);
-// Adds attempt, launchTime, lastReplanTime and calibration to `status`.
+// Adds attempt, launchTime, lastReplanTime, calibration and the failure
+// history (memoryMarginFraction, collectiveFailuresByNode, excludedNodes,
+// each only when set) to `status`.
 void WritePersistedState(const PersistedState& state, nlohmann::ordered_json* status);
 
 // The layout of a status.plan object (cli::PlanJson's field names); nullopt

@@ -10,15 +10,11 @@
 #include "pacer/planner/units.h"
 #include "reconcile/job_object.h"
 #include "reconcile/worker_env.h"
+#include "reconcile/worker_failure.h"
 
 namespace pacer::controller {
 
 using Millis = std::chrono::milliseconds;
-
-// pacer-worker's exit code for bad flags or environment
-// (worker/core/exit_codes.h, kExitInvalidConfig): the same pods would fail
-// the same way, so a restart cannot help.
-constexpr int kWorkerExitInvalidConfig = 2;
 
 #define RETURN_IF_ERROR_RESULT(expr)                                  \
   do {                                                                \
@@ -158,6 +154,8 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
   pass.spec = std::move(*spec);
   pass.spec.namespace_name = pass.ref.namespace_name;
   pass.spec.name = pass.ref.name;
+  // Raised by out-of-memory failures; every plan of the job reserves it.
+  pass.spec.memory_margin_fraction = pass.state.failures.memory_margin_fraction;
   pass.deadline = planner::EffectiveDeadline(pass.spec, pass.now);
   pass.state.total_steps = TotalSteps(pass.spec);
 
@@ -220,6 +218,8 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
   }
   StatusOr<ClusterInventory> inventory = deps_.inventory->Current();
   if (!inventory.ok()) return {inventory.status(), std::nullopt};
+  // Nodes where the job's collectives kept failing are not planned on.
+  *inventory = WithoutNodes(*inventory, pass.state.failures.excluded_nodes);
 
   const int64_t remaining =
       std::max<int64_t>(1, pass.state.total_steps - pass.state.steps_completed);
@@ -373,6 +373,7 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
   launch.total_steps = pass.state.total_steps;
   launch.checkpoint_interval_steps = CheckpointIntervalSteps(launch.plan);
   launch.plan_unix_seconds = pass.now;
+  launch.excluded_nodes = pass.state.failures.excluded_nodes;
   Status launched = deps_.launcher->Launch(launch);
   if (launched.code() == StatusCode::kPermissionDenied) {
     // 403: a ResourceQuota, an admission webhook or a policy said no. Asking
@@ -510,6 +511,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
 
   StatusOr<ClusterInventory> inventory = deps_.inventory->Current();
   if (!inventory.ok()) return {inventory.status(), std::nullopt};
+  *inventory = WithoutNodes(*inventory, pass.state.failures.excluded_nodes);
   if (pass.state.layout) {
     pass.plan = EvaluateLayout(pass.spec, *pass.state.layout, inventory->inventory,
                                pass.state.calibration, options_.replan.constants);
@@ -553,42 +555,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     return Finish(pass, Millis(0));
   }
 
-  if (failed > 0) {
-    const WorkerState* first = nullptr;
-    for (const WorkerState& w : group.workers) {
-      if (w.phase == WorkerPhase::kFailed) {
-        first = &w;
-        break;
-      }
-    }
-    std::string why = "worker " + std::to_string(first->node_rank) + " failed";
-    if (first->exit_code) why += " with exit code " + std::to_string(*first->exit_code);
-    if (!first->message.empty()) why += ": " + first->message;
-    RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kRemove));
-    if (first->exit_code == kWorkerExitInvalidConfig) {
-      const std::string message =
-          why + "; the workers' configuration is invalid, so a restart would fail the same way";
-      deps_.store->RecordEvent(pass.object, "Warning", "InvalidWorkerConfig", message);
-      pass.phase = Phase::kFailed;
-      pass.Set(kConditionFailed, kConditionTrue, "InvalidWorkerConfig", message);
-      return Finish(pass, std::nullopt);
-    }
-    if (pass.state.restarts < options_.max_restarts) {
-      ++pass.state.restarts;
-      const std::string message = why + "; restarting from the last checkpoint (restart " +
-                                  std::to_string(pass.state.restarts) + " of " +
-                                  std::to_string(options_.max_restarts) + ")";
-      deps_.store->RecordEvent(pass.object, "Warning", "WorkerFailed", message);
-      pass.phase = Phase::kPending;
-      return Finish(pass, Millis(0));
-    }
-    const std::string message =
-        why + "; " + std::to_string(options_.max_restarts) + " restarts used (the limit)";
-    deps_.store->RecordEvent(pass.object, "Warning", "RestartLimitExceeded", message);
-    pass.phase = Phase::kFailed;
-    pass.Set(kConditionFailed, kConditionTrue, "RestartLimitExceeded", message);
-    return Finish(pass, std::nullopt);
-  }
+  if (failed > 0) return ReconcileFailedWorkers(pass, group);
 
   const int present = static_cast<int>(group.workers.size());
   if (group.expected_workers > 0 && present < group.expected_workers) {
@@ -738,6 +705,47 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
   return Finish(pass, replan_interval);
 }
 
+ReconcileResult Reconciler::ReconcileFailedWorkers(Pass& pass, const WorkerGroup& group) {
+  std::vector<FailedWorker> failed;
+  for (const WorkerState& w : group.workers) {
+    if (w.phase != WorkerPhase::kFailed) continue;
+    failed.push_back(FailedWorker{w.node_rank, w.exit_code, w.node_name, w.message});
+  }
+  const FailureAction action = DecideWorkerFailure(failed, pass.state.failures);
+  RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kRemove));
+  pass.state.failures = action.history;
+  for (const std::string& node : action.newly_excluded_nodes) {
+    deps_.store->RecordEvent(pass.object, "Warning", "NodeExcluded",
+                             "node " + node + " excluded from the job's plans and pods after " +
+                                 std::to_string(kStrikesToExclude) + " communication failures");
+  }
+  if (action.kind == FailureAction::Kind::kFail) {
+    deps_.store->RecordEvent(pass.object, "Warning", action.reason, action.message);
+    pass.phase = Phase::kFailed;
+    pass.Set(kConditionFailed, kConditionTrue, action.reason, action.message);
+    return Finish(pass, std::nullopt);
+  }
+  if (action.counts_as_restart && pass.state.restarts >= options_.max_restarts) {
+    const std::string message = action.message + "; " + std::to_string(options_.max_restarts) +
+                                " restarts used (the limit)";
+    deps_.store->RecordEvent(pass.object, "Warning", "RestartLimitExceeded", message);
+    pass.phase = Phase::kFailed;
+    pass.Set(kConditionFailed, kConditionTrue, "RestartLimitExceeded", message);
+    return Finish(pass, std::nullopt);
+  }
+  std::string message = action.message;
+  if (action.counts_as_restart) {
+    ++pass.state.restarts;
+    message += " (restart " + std::to_string(pass.state.restarts) + " of " +
+               std::to_string(options_.max_restarts) + ")";
+  }
+  deps_.store->RecordEvent(pass.object, action.counts_as_restart ? "Warning" : "Normal",
+                           action.reason, message);
+  pass.phase = Phase::kPending;
+  pass.Set(kConditionWorkerFailure, kConditionTrue, action.reason, message);
+  return Finish(pass, Millis(0));
+}
+
 bool Reconciler::WorkersJustEnded(const JobRef& job) {
   StatusOr<std::optional<WorkerGroup>> group = deps_.launcher->Observe(job);
   if (!group.ok()) return false;
@@ -748,6 +756,15 @@ bool Reconciler::WorkersJustEnded(const JobRef& job) {
 
 ReconcileResult Reconciler::Finish(Pass& pass, std::optional<Millis> requeue_after) {
   if (pass.measured_step_seconds) pass.state.measured_step_seconds = pass.measured_step_seconds;
+  if (!IsTerminal(pass.phase) && !pass.deleted &&
+      FindCondition(pass.conditions, kConditionWorkerFailure) == nullptr) {
+    // The last failure and what was done about it stay visible while the
+    // relaunched workers run.
+    const std::vector<Condition> previous = ParseConditions(pass.previous_status);
+    if (const Condition* c = FindCondition(previous, kConditionWorkerFailure)) {
+      pass.conditions.push_back(*c);
+    }
+  }
   StatusInputs in;
   in.phase = pass.phase;
   in.conditions = pass.conditions;

@@ -20,8 +20,12 @@
 //                              (core/replan_policy.h) decides Keep or Replan;
 //                              Replan stops the workers gracefully (SIGTERM ->
 //                              checkpoint) and the next pass launches the new plan
-//   a worker failed         -> remove the rest and relaunch from the checkpoint,
-//                              up to max_restarts; then Failed
+//   a worker failed         -> remove the rest and act on the exit codes
+//                              (worker_failure.h): Failed for invalid config
+//                              or data loss; otherwise relaunch from the
+//                              checkpoint (with more memory margin after an
+//                              OOM, without nodes whose collectives keep
+//                              failing), up to max_restarts; then Failed
 //   all workers succeeded   -> Succeeded
 //
 // With the cluster scheduler (ReconcilerDeps::allocations), a job without
@@ -60,6 +64,9 @@ inline constexpr const char* kFinalizer = "pacer.dev/cleanup";
 // Conditions beyond core/trainjob_status.h's.
 inline constexpr const char* kConditionInvalidSpec = "InvalidSpec";
 inline constexpr const char* kConditionDeadlineExceeded = "DeadlineExceeded";
+// The last worker failure and the action taken (reason: worker_failure.h's),
+// kept while the relaunched workers run.
+inline constexpr const char* kConditionWorkerFailure = "WorkerFailure";
 
 struct ReconcilerOptions {
   int max_restarts = 3;       // worker failures before the job fails
@@ -152,6 +159,9 @@ class Reconciler {
                                      const planner::JobSpec& remaining_job);
   // The Admitted condition from the job's allocation (events on transitions).
   void NoteAdmission(Pass& pass);
+  // Failed workers: the action worker_failure.h decides, recorded as an
+  // event and a condition.
+  ReconcileResult ReconcileFailedWorkers(Pass& pass, const WorkerGroup& group);
   // Whether some of the job's workers ended since this pass observed them.
   bool WorkersJustEnded(const JobRef& job);
   ReconcileResult Finish(Pass& pass, std::optional<std::chrono::milliseconds> requeue_after);

@@ -294,7 +294,11 @@ MemoryBreakdown PredictMemory(const PoolContext& ctx, const Layout& l) {
     mem.buffers_bytes = layer * (2.0 * ctx.state.weights + ctx.state.gradients);
   }
   mem.capacity_bytes = ctx.gpu->memory_bytes();
-  mem.reserve_bytes = c.cuda_context_bytes + c.fragmentation_fraction * mem.capacity_bytes;
+  // The job's own margin (raised by the controller after out-of-memory
+  // failures) is held back on top of the model's reserve.
+  mem.reserve_bytes = c.cuda_context_bytes +
+                      (c.fragmentation_fraction + ctx.job->memory_margin_fraction) *
+                          mem.capacity_bytes;
   return mem;
 }
 

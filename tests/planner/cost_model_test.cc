@@ -209,6 +209,30 @@ TEST(MemoryModelTest, FusedAttentionNeverNeedsMoreMemoryThanUnfused) {
             PredictMemory(unfused_job, l, *h100).total_bytes());
 }
 
+TEST(MemoryModelTest, TheJobsMemoryMarginIsHeldBackFromTheFit) {
+  JobSpec job;
+  job.model = Llama2_7B();
+  job.data.samples = 1e6;
+  job.training.global_batch_size = 64;
+  Layout l;
+  l.tensor_parallel = 1;
+  l.gpus_per_node = 8;
+  l.data_parallel = 8;
+  l.nodes = 1;
+  l.micro_batch_size = 1;
+  l.gradient_accumulation_steps = 8;
+  l.zero_stage = 1;
+  const GpuType* h100 = GpuCatalog::BuiltIn().Find("H100-SXM");
+  const MemoryBreakdown plain = PredictMemory(job, l, *h100);
+  ASSERT_TRUE(plain.fits());
+  JobSpec after_oom = job;
+  after_oom.memory_margin_fraction = 0.5;
+  const MemoryBreakdown held = PredictMemory(after_oom, l, *h100);
+  // Half of the GPU's memory more is reserved, and this layout no longer fits.
+  EXPECT_DOUBLE_EQ(held.reserve_bytes - plain.reserve_bytes, 0.5 * plain.capacity_bytes);
+  EXPECT_FALSE(held.fits());
+}
+
 TEST(MemoryModelTest, GroupedQueryAttentionStoresLessThanMultiHead) {
   ModelSpec mha = Llama3_70B();
   mha.kv_heads = mha.attention_heads;

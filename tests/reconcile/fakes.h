@@ -102,7 +102,7 @@ class FakeLauncher : public Launcher {
     g.expected_workers = spec.plan.layout.nodes;
     g.layout = spec.plan.layout;
     for (int n = 0; n < spec.plan.layout.nodes; ++n)
-      g.workers.push_back({n, WorkerPhase::kPending, std::nullopt, ""});
+      g.workers.push_back({n, WorkerPhase::kPending, std::nullopt, "", ""});
     groups[spec.job.key()] = g;
     return Status::Ok();
   }

@@ -217,7 +217,7 @@ TEST_F(ReconcilerTest, FailedWorkerRestartsFromCheckpointUpToTheLimit) {
   store_.Put(LlamaJob());
   LaunchAndRun();
   for (int restart = 1; restart <= 3; ++restart) {
-    launcher_.SetAll(kKey, WorkerPhase::kFailed, 4);
+    launcher_.SetAll(kKey, WorkerPhase::kFailed, 1);
     ASSERT_TRUE(Pass().status.ok());
     EXPECT_EQ(Status()["restarts"], restart);
     ASSERT_TRUE(Pass().status.ok());  // relaunch
@@ -228,10 +228,10 @@ TEST_F(ReconcilerTest, FailedWorkerRestartsFromCheckpointUpToTheLimit) {
   EXPECT_EQ(store_.CountEvents("WorkerFailed"), 3);
   for (const auto& e : store_.events) {
     if (e.reason == "WorkerFailed") {
-      EXPECT_NE(e.message.find("exit code 4"), std::string::npos) << e.message;
+      EXPECT_NE(e.message.find("exit code 1"), std::string::npos) << e.message;
     }
   }
-  launcher_.SetAll(kKey, WorkerPhase::kFailed, 4);
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 1);
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(Status()["phase"], "Failed");
   EXPECT_EQ(ConditionReason("Failed"), "True/RestartLimitExceeded");
@@ -507,6 +507,103 @@ TEST_F(ReconcilerTest, InvalidWorkerConfigFailsTheJobWithoutRestarts) {
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(launcher_.launches.size(), 1u);  // never relaunched
   EXPECT_EQ(store_.CountEvents("InvalidWorkerConfig"), 1);
+}
+
+// Exit code 5: the same plan would run out of memory again. The next plan
+// holds back 10% more GPU memory, and the margin survives in the status.
+TEST_F(ReconcilerTest, OutOfMemoryReplansWithALargerMemoryMargin) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  EXPECT_DOUBLE_EQ(launcher_.launches[0].spec.memory_margin_fraction, 0);
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 5);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_DOUBLE_EQ(Status()["memoryMarginFraction"].get<double>(), 0.1);
+  EXPECT_EQ(ConditionReason("WorkerFailure"), "True/OutOfMemory");
+  EXPECT_EQ(store_.CountEvents("OutOfMemory"), 1);
+  EXPECT_EQ(Status()["restarts"], 1);
+  ASSERT_TRUE(Pass().status.ok());  // relaunch on a new plan
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_DOUBLE_EQ(launcher_.launches[1].spec.memory_margin_fraction, 0.1);
+  EXPECT_EQ(ConditionReason("WorkerFailure"), "True/OutOfMemory") << "stays visible";
+
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 5);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 3u);
+  EXPECT_DOUBLE_EQ(launcher_.launches[2].spec.memory_margin_fraction, 0.2);
+}
+
+TEST_F(ReconcilerTest, DataLossFailsTheJobWithoutRelaunching) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 8);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Failed");
+  EXPECT_EQ(ConditionReason("Failed"), "True/DataLoss");
+  EXPECT_EQ(store_.CountEvents("DataLoss"), 1);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+}
+
+// Two communication failures on the same node exclude it: the status says so,
+// and the next launch's pods cannot be scheduled there.
+TEST_F(ReconcilerTest, ANodeWithTwoCollectiveFailuresIsExcluded) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  for (int failure = 1; failure <= 2; ++failure) {
+    WorkerGroup& group = launcher_.groups.at(kKey);
+    ASSERT_GE(group.workers.size(), 1u);
+    group.workers[0].phase = WorkerPhase::kFailed;
+    group.workers[0].exit_code = 4;
+    group.workers[0].node_name = "gpu-node-7";
+    ASSERT_TRUE(Pass().status.ok());
+    EXPECT_EQ(ConditionReason("WorkerFailure"), "True/CollectiveFailure");
+    EXPECT_EQ(Status()["collectiveFailuresByNode"]["gpu-node-7"], failure);
+    ASSERT_TRUE(Pass().status.ok());  // relaunch
+    launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  }
+  EXPECT_EQ(Status()["excludedNodes"], nlohmann::json::array({"gpu-node-7"}));
+  EXPECT_EQ(store_.CountEvents("NodeExcluded"), 1);
+  EXPECT_EQ(Status()["restarts"], 2);
+  ASSERT_EQ(launcher_.launches.size(), 3u);
+  EXPECT_TRUE(launcher_.launches[1].excluded_nodes.empty());
+  const LaunchSpec& third = launcher_.launches[2];
+  EXPECT_EQ(third.excluded_nodes, std::vector<std::string>{"gpu-node-7"});
+  const nlohmann::json pod = WorkerPodObject(third, 0, PodTemplateOptions{});
+  const nlohmann::json& term = pod["spec"]["affinity"]["nodeAffinity"]
+                                  ["requiredDuringSchedulingIgnoredDuringExecution"]
+                                  ["nodeSelectorTerms"][0];
+  ASSERT_TRUE(term.contains("matchFields")) << pod.dump(2);
+  EXPECT_EQ(term["matchFields"][0]["key"], "metadata.name");
+  EXPECT_EQ(term["matchFields"][0]["operator"], "NotIn");
+  EXPECT_EQ(term["matchFields"][0]["values"], nlohmann::json::array({"gpu-node-7"}));
+}
+
+// The planner is handed an inventory without the excluded nodes.
+TEST_F(ReconcilerTest, ExcludedNodesAreLeftOutOfTheInventoryTheJobIsPlannedOn) {
+  inventory_.inventory = testing::H100Cluster(1);
+  inventory_.inventory.nodes_by_pool["h100"] = {{"gpu-node-0", 8, 8}};
+  nlohmann::json job = LlamaJob();
+  job["status"]["excludedNodes"] = nlohmann::json::array({"gpu-node-0"});
+  store_.Put(job);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_TRUE(launcher_.launches.empty()) << "its only node is excluded";
+  EXPECT_EQ(ConditionReason("Planned"), "False/NoMatchingNodes");
+  EXPECT_EQ(Status()["excludedNodes"], nlohmann::json::array({"gpu-node-0"}));
+}
+
+// Exit code 6 without a stop from the controller: something else (a node
+// drain) stopped the workers cleanly at a checkpoint. Not their fault.
+TEST_F(ReconcilerTest, AStopTheControllerDidNotAskForRelaunchesWithoutCountingARestart) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("WorkerFailure"), "True/StoppedExternally");
+  EXPECT_EQ(store_.CountEvents("StoppedExternally"), 1);
+  EXPECT_EQ(Status().value("restarts", 0), 0);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 2u);
 }
 
 }  // namespace

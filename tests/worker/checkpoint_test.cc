@@ -231,6 +231,17 @@ TEST_F(CheckpointTest, KeepsOnlyTheNewestK) {
   EXPECT_EQ(*three.ValidSteps(), (std::vector<int64_t>{5, 4, 3}));
 }
 
+TEST_F(CheckpointTest, ACorruptOlderFileDoesNotTakeAPlaceOfTheKeptTwo) {
+  CheckpointStore store(dir_, 0);
+  ASSERT_TRUE(store.Save(StateAt(1)).ok());
+  ASSERT_TRUE(store.Save(StateAt(2)).ok());
+  Truncate(store.PathForStep(2), 10);
+  ASSERT_TRUE(store.Save(StateAt(3)).ok());
+  // Two good checkpoints remain, so a resume can fall back from step 3.
+  EXPECT_EQ(*store.ValidSteps(), (std::vector<int64_t>{3, 1}));
+  EXPECT_FALSE(fs::exists(store.PathForStep(2)));
+}
+
 TEST_F(CheckpointTest, CheckpointFromAnotherRankIsSkipped) {
   CheckpointStore rank0(dir_, 0), rank1(dir_, 1);
   ASSERT_TRUE(rank0.Save(StateAt(10, 0)).ok());

@@ -168,6 +168,10 @@ TEST(WorkerMetricsTest, PredictionsProgressMemoryScaleAndCheckpoints) {
   std::string text = HttpGet(metrics->port(), "/metrics");
   EXPECT_TRUE(std::isnan(Sample(text, "pacer_worker_predicted_step_seconds")));
   EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_model_scale"), 1);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_resume_steps_lost"), 0);
+  metrics->SetResumeStepsLost(300);  // fell back past an unreadable checkpoint
+  text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_resume_steps_lost"), 300);
 
   metrics->SetPredicted(1.25, 64e9);
   metrics->SetTotalSteps(5000);

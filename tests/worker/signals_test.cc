@@ -88,6 +88,28 @@ TEST(StopSignalTest, RestoresTheDefaultAction) {
   EXPECT_EQ(CurrentHandler(SIGINT), SIG_DFL);
 }
 
+TEST(StopSignalTest, ASigtermHeldBlockedDuringStartUpReachesTheHandler) {
+  sigset_t term;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigset_t before;
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &term, &before), 0);
+  ASSERT_EQ(raise(SIGTERM), 0);  // pending: the default action would kill us
+  {
+    StopSignal stop;
+    EXPECT_TRUE(stop.requested());
+    EXPECT_EQ(stop.signal_number(), SIGTERM);
+  }
+  // Nothing is left pending (taken here, or unblocking below would kill the
+  // test binary, should the handler not have run).
+  const timespec no_wait{};
+  EXPECT_EQ(sigtimedwait(&term, nullptr, &no_wait), -1);
+  // Blocked again as before, so a late SIGTERM would stay pending.
+  sigset_t after;
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, &before, &after), 0);
+  EXPECT_EQ(sigismember(&after, SIGTERM), 1);
+}
+
 TEST(StopSignalDeathTest, SecondSigintKillsTheProcess) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/exit_codes.h"
+#include "core/signals.h"
 
 namespace pacer::worker {
 namespace {
@@ -267,18 +268,21 @@ TEST(SupervisorTest, SecondStopSignalKillsRanksWithoutWaitingForTheGrace) {
   EXPECT_EQ(code, kExitInternalError) << ExitCodeName(code);
 }
 
-TEST(SupervisorTest, RankKilledByTheForwardedSigtermIsNotACleanStop) {
+TEST(SupervisorTest, RankThatNeverTakesTheForwardedSigtermIsNotACleanStop) {
   TempDir dir;
   Pipe ready;
-  const pid_t supervisor = StartSupervisor(3, [&](int local_rank) -> int {
-    if (local_rank == 0) {
-      // Never installed a handler: SIGTERM's default action kills it.
-      alarm(kRankWatchdogSeconds);
-      ready.Signal();
-      for (;;) pause();
-    }
-    return WaitForSigterm(dir, ready, local_rank);
-  });
+  const pid_t supervisor = StartSupervisor(
+      3,
+      [&](int local_rank) -> int {
+        if (local_rank == 0) {
+          // Never installs a handler, so SIGTERM stays blocked (ranks start
+          // that way): only the SIGKILL after the grace period ends it.
+          ready.Signal();
+          for (;;) pause();
+        }
+        return WaitForSigterm(dir, ready, local_rank);
+      },
+      /*stop_grace_seconds=*/0.2);
   ASSERT_GT(supervisor, 0);
   ASSERT_TRUE(ready.AwaitInTest(3));
   ASSERT_EQ(kill(supervisor, SIGTERM), 0);
@@ -286,6 +290,38 @@ TEST(SupervisorTest, RankKilledByTheForwardedSigtermIsNotACleanStop) {
   EXPECT_EQ(code, kExitInternalError) << ExitCodeName(code);
   EXPECT_TRUE(Exists(dir.File("sigterm-1")));
   EXPECT_TRUE(Exists(dir.File("sigterm-2")));
+}
+
+// The start-up race: a SIGTERM that reaches a rank before it has installed
+// its handler (kubelet deleting a pod that is still starting) must not kill
+// it; the rank sees the stop once its StopSignal exists and exits cleanly.
+TEST(SupervisorTest, SigtermBeforeTheRankInstalledItsHandlerIsACleanStop) {
+  int pid_pipe[2];
+  ASSERT_EQ(pipe2(pid_pipe, O_CLOEXEC), 0);
+  Pipe go;
+  const pid_t supervisor = StartSupervisor(1, [&](int) -> int {
+    alarm(kRankWatchdogSeconds);
+    const pid_t me = getpid();
+    if (write(pid_pipe[1], &me, sizeof(me)) != sizeof(me)) return kExitInternalError;
+    // Still starting: no handler yet. The test signals us now.
+    if (!go.AwaitInRank(1)) return kExitInternalError;
+    StopSignal stop;
+    return stop.requested() && stop.signal_number() == SIGTERM ? kExitStoppedAfterCheckpoint
+                                                               : kExitSuccess;
+  });
+  ASSERT_GT(supervisor, 0);
+  pid_t rank = 0;
+  pollfd p{pid_pipe[0], POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 30000), 1);
+  ASSERT_EQ(read(pid_pipe[0], &rank, sizeof(rank)), static_cast<ssize_t>(sizeof(rank)));
+  // kill() returns once the signal is pending in (or has been acted on by)
+  // the rank, so the rank cannot install its handler before it is sent.
+  ASSERT_EQ(kill(rank, SIGTERM), 0);
+  go.Signal();
+  const int code = WaitForSupervisor(supervisor);
+  EXPECT_EQ(code, kExitStoppedAfterCheckpoint) << ExitCodeName(code);
+  close(pid_pipe[0]);
+  close(pid_pipe[1]);
 }
 
 TEST(SupervisorTest, RankThatThrowsIsAnInternalError) {

@@ -200,8 +200,49 @@ TEST_F(WorkerProcessTest, ATornCheckpointIsIgnored) {
   env["MASTER_PORT"] = std::to_string(NextPort());
   Worker second = Start(env);
   ASSERT_EQ(WaitExit(second, std::chrono::seconds(60)), kExitSuccess) << second.log;
-  // Step 6 is not complete on every rank any more: resume from 3.
+  // Step 6 is not complete on every rank any more: resume from 3, and say
+  // what that cost.
   EXPECT_EQ(NumberAfter(second.log, "resume_step"), 3);
+  EXPECT_NE(second.log.find("checkpoint at step 6 unreadable ("), std::string::npos) << second.log;
+  EXPECT_NE(second.log.find("resuming from step 3, 3 steps lost"), std::string::npos)
+      << second.log;
+}
+
+// Checkpoints exist but none can be resumed from: training from step 0 would
+// silently discard the job's progress, so every rank exits with data loss.
+TEST_F(WorkerProcessTest, CheckpointsNoneOfWhichIsUsableAreDataLoss) {
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_TOTAL_STEPS"] = "7";  // checkpoints at 3 and 6
+  Worker first = Start(env);
+  ASSERT_EQ(WaitExit(first, std::chrono::seconds(60)), kExitSuccess) << first.log;
+  for (const char* name : {"step-000000000003.ckpt", "step-000000000006.ckpt"}) {
+    const fs::path file = fs::path(Path("ckpt")) / "rank-0" / name;
+    ASSERT_TRUE(fs::exists(file));
+    fs::resize_file(file, fs::file_size(file) / 2);
+  }
+
+  env["PACER_TOTAL_STEPS"] = "9";
+  env["MASTER_PORT"] = std::to_string(NextPort());
+  Worker second = Start(env);
+  EXPECT_EQ(WaitExit(second, std::chrono::seconds(60)), kExitDataLoss) << second.log;
+  EXPECT_NE(second.log.find("event=data-loss"), std::string::npos) << second.log;
+  EXPECT_EQ(second.log.find("event=start "), std::string::npos) << "no rank trained";
+}
+
+// SIGTERM while the ranks are still starting (the kubelet deleting a pod that
+// has just started) ends the worker cleanly: no rank dies of the signal.
+TEST_F(WorkerProcessTest, ASigtermWhileTheRanksStartStopsCleanly) {
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_TOTAL_STEPS"] = "100000";
+  Worker w = Start(env);
+  // The supervisor logs this right after forking the rank, before the rank
+  // has done anything.
+  ASSERT_TRUE(ReadUntil(w, "event=rank-started local_rank=1", std::chrono::seconds(60))) << w.log;
+  kill(w.pid, SIGTERM);
+  const int code = WaitExit(w, std::chrono::seconds(60));
+  EXPECT_TRUE(code == kExitStoppedAfterCheckpoint || code == kExitSuccess)
+      << ExitCodeName(code) << "\n" << w.log;
+  EXPECT_EQ(w.log.find("event=rank-killed"), std::string::npos) << w.log;
 }
 
 TEST_F(WorkerProcessTest, APeerKilledMidStepEndsTheOthersWithCollectiveFailure) {

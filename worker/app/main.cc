@@ -8,6 +8,9 @@
 //
 // Configuration comes from the environment the controller sets (torchrun
 // names plus PACER_*); flags override it. Exit codes: exit_codes.h.
+#include <pthread.h>
+#include <signal.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
@@ -88,6 +91,17 @@ int Run(const RunFlags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A stop signal that arrives while the worker is still starting (parsing
+  // its configuration, forking the ranks) stays pending until the supervisor
+  // or a rank's StopSignal can act on it, instead of killing the process
+  // half-started; RunSupervised unblocks them while it supervises.
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGINT);
+  sigset_t startup_mask;
+  pthread_sigmask(SIG_BLOCK, &stops, &startup_mask);
+
   CLI::App app{"pacer-worker: runs a Pacer plan's training step on this node and exports its "
                "measured step time to Prometheus (configuration from the environment the "
                "controller sets; flags override it)"};
@@ -95,7 +109,8 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit codes: 0 done, 1 internal error, 2 invalid configuration, 3 rendezvous timeout, "
       "4 collective failure, 5 out of memory, 6 stopped by a signal after a checkpoint, "
-      "7 checkpoint failure. Documentation: docs/worker.md");
+      "7 checkpoint failure, 8 data loss (checkpoints exist but none is usable). "
+      "Documentation: docs/worker.md");
   app.require_subcommand(0, 1);
 
   RunFlags run_flags;
@@ -146,6 +161,8 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : pw::kExitInvalidConfig;
   }
   if (calibrate->parsed()) {
+    // Calibration has no checkpoint to take: Ctrl-C ends it at once.
+    pthread_sigmask(SIG_SETMASK, &startup_mask, nullptr);
     calibrate_flags.backend = *ParseBackend(calibrate_backend);
     return pw::RunCalibrate(calibrate_flags, std::cout, std::cerr);
   }

@@ -484,6 +484,12 @@ Status CheckpointStore::Save(const CheckpointState& state) const {
     // back to an older common step; resuming from them would skip work that
     // the other ranks redo.
     bool keep = step <= state.step && kept < keep_;
+    // A torn or corrupt file must not take one of the `keep` places: then
+    // the fallback a resume needs when the newest file goes bad is gone.
+    if (keep && step != state.step &&
+        !ReadCheckpoint(PathForStep(step), step, rank_, nullptr).ok()) {
+      keep = false;
+    }
     if (keep) {
       ++kept;
       continue;
@@ -518,6 +524,11 @@ StatusOr<std::vector<int64_t>> CheckpointStore::ValidSteps(
     }
   }
   return valid;
+}
+
+StatusOr<std::vector<int64_t>> CheckpointStore::ListedSteps() const {
+  ASSIGN_OR_RETURN(DirListing listing, ListRankDir(rank_dir_));
+  return std::move(listing.steps);
 }
 
 StatusOr<std::optional<CheckpointState>> CheckpointStore::LoadNewest() const {

@@ -40,7 +40,10 @@ namespace pacer::worker {
 inline constexpr uint64_t kMaxCheckpointBufferBytes = uint64_t{64} << 30;
 
 // The number of newest checkpoints a store keeps per rank unless told otherwise.
+// At least two: resuming falls back to the previous checkpoint when the
+// newest is unreadable (resume_point.h), so one must exist.
 inline constexpr int kDefaultCheckpointsKept = 2;
+static_assert(kDefaultCheckpointsKept >= 2);
 
 struct CheckpointState {
   int64_t step = 0;  // global steps completed; resume runs step `step` next (0-based)
@@ -75,7 +78,8 @@ class CheckpointStore {
 
   // Writes `state` atomically as this rank's checkpoint of `state.step`
   // (replacing one of the same step), then deletes all but the newest `keep`
-  // checkpoints and any leftover `.tmp` file. Errors name the path and the
+  // valid checkpoints (a corrupt older file does not count and is deleted)
+  // and any leftover `.tmp` file. Errors name the path and the
   // errno text: kUnavailable for I/O failures (a full or unreachable volume
   // may recover), kInvalidArgument for a negative step or a rank that does not
   // match the store, kResourceExhausted beyond kMaxCheckpointBufferBytes.
@@ -94,6 +98,11 @@ class CheckpointStore {
   // share a volume agree on a resume step by exchanging these lists.
   StatusOr<std::vector<int64_t>> ValidSteps(
       CheckpointVerification verification = CheckpointVerification::kFull) const;
+
+  // Steps of every checkpoint file of this rank, valid or not, newest first
+  // (ChooseResumePoint reports the invalid ones instead of skipping them
+  // silently).
+  StatusOr<std::vector<int64_t>> ListedSteps() const;
 
   // `<dir>/rank-<R>`.
   const std::string& rank_dir() const { return rank_dir_; }

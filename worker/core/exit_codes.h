@@ -17,6 +17,7 @@ enum ExitCode : int {
   kExitOutOfMemory = 5,           // device or host allocation failed
   kExitStoppedAfterCheckpoint = 6,  // SIGTERM/SIGINT: finished the step, checkpointed, stopped
   kExitCheckpointFailure = 7,     // a checkpoint could not be written or read
+  kExitDataLoss = 8,              // checkpoints exist but none is usable: not starting fresh
 };
 
 // "success", "invalid-config", ... for logs and metrics.
@@ -30,6 +31,7 @@ inline const char* ExitCodeName(int code) {
     case kExitOutOfMemory: return "out-of-memory";
     case kExitStoppedAfterCheckpoint: return "stopped-after-checkpoint";
     case kExitCheckpointFailure: return "checkpoint-failure";
+    case kExitDataLoss: return "data-loss";
     default: return "unknown";
   }
 }

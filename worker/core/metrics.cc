@@ -125,6 +125,9 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabe
       counter("pacer_worker_checkpoints_total", "Checkpoints this process wrote.");
   m->last_checkpoint_seconds_ =
       gauge("pacer_worker_last_checkpoint_seconds", "Wall time of the last checkpoint save.");
+  m->resume_steps_lost_ =
+      gauge("pacer_worker_resume_steps_lost",
+            "Steps lost on resume: the newest checkpoint was unusable and an older one was used.");
   m->info_family_ = &prometheus::BuildGauge()
                          .Name("pacer_worker_info")
                          .Help("The plan this worker runs (value always 1).")
@@ -185,6 +188,10 @@ void WorkerMetrics::SetTotalSteps(int64_t total_steps) {
 
 void WorkerMetrics::SetStepsCompleted(int64_t steps_completed) {
   step_->Set(static_cast<double>(steps_completed));
+}
+
+void WorkerMetrics::SetResumeStepsLost(int64_t steps) {
+  resume_steps_lost_->Set(static_cast<double>(steps));
 }
 
 void WorkerMetrics::SetPeakMemoryBytes(double peak_memory_bytes) {

@@ -122,6 +122,9 @@ class WorkerMetrics {
   void SetPlanInfo(const PlanInfo& plan);
   // A checkpoint was written and took `seconds`.
   void ObserveCheckpoint(double seconds);
+  // Steps of training thrown away on resume because the newest checkpoint
+  // was unusable and an older one was used (0: none lost).
+  void SetResumeStepsLost(int64_t steps);
 
  private:
   WorkerMetrics() = default;
@@ -149,6 +152,7 @@ class WorkerMetrics {
   prometheus::Gauge* model_scale_ = nullptr;
   prometheus::Counter* checkpoints_total_ = nullptr;
   prometheus::Gauge* last_checkpoint_seconds_ = nullptr;
+  prometheus::Gauge* resume_steps_lost_ = nullptr;
   prometheus::Family<prometheus::Gauge>* info_family_ = nullptr;
   std::mutex info_mutex_;
   prometheus::Gauge* info_ = nullptr;  // guarded by info_mutex_

@@ -10,6 +10,7 @@
 #include "core/checkpoint.h"
 #include "core/exit_codes.h"
 #include "core/metrics.h"
+#include "core/resume_point.h"
 #include "core/signals.h"
 #include "core/step_schedule.h"
 #include "core/tcp_store.h"
@@ -38,27 +39,65 @@ std::chrono::milliseconds Timeout(const WorkerConfig& c) {
   return std::chrono::milliseconds(static_cast<int64_t>(c.timeout_seconds * 1000));
 }
 
-// The step every rank resumes from (0 = start fresh), decided by rank 0 from
-// the checkpoints on the shared volume and published through the store.
-StatusOr<int64_t> AgreeOnResumeStep(const WorkerConfig& c, int rank, TcpStoreClient& store) {
+// Where every rank resumes, decided by rank 0 from the checkpoints on the
+// shared volume (ChooseResumePoint) and published through the store as
+// "<step> <steps lost>", or "data-loss" when checkpoints exist but none is
+// usable: then every rank exits with kExitDataLoss rather than training fresh
+// weights from step 0 over the job's history.
+struct AgreedResume {
+  bool data_loss = false;
+  int64_t step = 0;
+  int64_t steps_lost = 0;
+};
+constexpr char kDataLossValue[] = "data-loss";
+
+StatusOr<AgreedResume> AgreeOnResumeStep(const WorkerConfig& c, int rank, TcpStoreClient& store,
+                                         const RunOptions& options) {
+  AgreedResume agreed;
   if (rank == 0) {
-    int64_t step = 0;
     if (!c.checkpoint_dir.empty()) {
-      // The previous run's world size is recorded in rank 0's checkpoints
-      // (every plan has a rank 0); after a re-plan it differs from ours.
-      CheckpointStore rank0(c.checkpoint_dir, 0);
-      ASSIGN_OR_RETURN(std::optional<CheckpointState> newest, rank0.LoadNewest());
-      if (newest) {
-        ASSIGN_OR_RETURN(std::optional<int64_t> common,
-                         NewestCommonStep(c.checkpoint_dir, newest->world_size));
-        if (common) step = *common;
+      ResumeRequirements want;
+      want.job_name = c.job_name;
+      want.plan_fingerprint = PlanFingerprint(c);
+      want.needs_same_plan = options.checkpoint_buffers;
+      ASSIGN_OR_RETURN(ResumeChoice choice, ChooseResumePoint(c.checkpoint_dir, want));
+      for (const std::string& why : choice.rejected) {
+        Log(c, rank, "event=checkpoint-unusable reason=\"" + why + "\"");
+      }
+      const std::string first_why = choice.rejected.empty() ? "" : choice.rejected.front();
+      if (choice.outcome == ResumeChoice::Outcome::kNoUsable) {
+        Log(c, rank,
+            "event=data-loss newest_step=" + std::to_string(choice.newest_step) +
+                " message=\"checkpoints exist but none is usable (" + first_why +
+                "); not starting fresh\"");
+        agreed.data_loss = true;
+      } else {
+        agreed.step = choice.step;
+        agreed.steps_lost = choice.steps_lost();
+        if (agreed.steps_lost > 0) {
+          Log(c, rank,
+              "event=resume-fallback message=\"checkpoint at step " +
+                  std::to_string(choice.newest_step) + " unreadable (" + first_why +
+                  "); resuming from step " + std::to_string(agreed.step) + ", " +
+                  std::to_string(agreed.steps_lost) + " steps lost\"");
+        }
       }
     }
-    RETURN_IF_ERROR(store.Set(kResumeStepKey, std::to_string(step)));
-    return step;
+    RETURN_IF_ERROR(store.Set(kResumeStepKey, agreed.data_loss
+                                                  ? std::string(kDataLossValue)
+                                                  : std::to_string(agreed.step) + " " +
+                                                        std::to_string(agreed.steps_lost)));
+    return agreed;
   }
   ASSIGN_OR_RETURN(std::string value, store.Get(kResumeStepKey, Timeout(c)));
-  return std::stoll(value);
+  if (value == kDataLossValue) {
+    agreed.data_loss = true;
+    return agreed;
+  }
+  const size_t space = value.find(' ');
+  agreed.step = std::stoll(value.substr(0, space));
+  if (space != std::string::npos) agreed.steps_lost = std::stoll(value.substr(space + 1));
+  return agreed;
 }
 
 // When the ranks read the stop claim (runner.h, point 4): at every step
@@ -269,15 +308,26 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   }
 
   // 2. Resume.
-  auto resume = AgreeOnResumeStep(c, rank, store);
+  auto resume = AgreeOnResumeStep(c, rank, store, options);
   if (!resume.ok()) return Fail(c, rank, "resume", resume.status());
-  int64_t step = *resume;
+  if (resume->data_loss) {
+    Log(c, rank, "event=failed during=resume exit=data-loss");
+    LeaveTogether(c, rank, store);
+    return kExitDataLoss;
+  }
+  int64_t step = resume->step;
   if (step > 0 && options.checkpoint_buffers) {
+    // Rank 0 checked this file a moment ago; if it went bad since, fresh
+    // weights at step `step` would be silent data loss.
     auto state = CheckpointStore(c.checkpoint_dir, rank).Load(step);
-    if (state.ok() && state->plan_fingerprint == PlanFingerprint(c)) {
-      if (Status s = backend->LoadBuffers(state->buffers); !s.ok()) {
-        return Fail(c, rank, "restore", s);
-      }
+    if (!state.ok() || state->plan_fingerprint != PlanFingerprint(c)) {
+      Log(c, rank,
+          "event=failed during=restore exit=data-loss error=\"" +
+              (state.ok() ? std::string("plan changed") : state.status().ToString()) + "\"");
+      return kExitDataLoss;
+    }
+    if (Status s = backend->LoadBuffers(state->buffers); !s.ok()) {
+      return Fail(c, rank, "restore", s);
     }
   }
 
@@ -290,6 +340,7 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   WorkerMetrics& metrics = **metrics_or;
   metrics.SetTotalSteps(c.total_steps);
   metrics.SetStepsCompleted(step);
+  metrics.SetResumeStepsLost(resume->steps_lost);
   metrics.SetModelScale(c.scale);
   metrics.SetPeaks(options.catalog_peak_flops, options.calibrated_peak_flops);
   metrics.SetPlanInfo({c.tensor_parallel, c.pipeline_parallel, c.data_parallel, c.zero_stage,

@@ -5,12 +5,17 @@
 //   1. Global rank 0 hosts the TcpStoreServer at MASTER_ADDR:MASTER_PORT;
 //      every rank connects to it (a peer that never shows up ends the wait
 //      with kExitRendezvousTimeout).
-//   2. The ranks agree on the step to resume from: rank 0 finds the newest
-//      step every rank of the previous run checkpointed (NewestCommonStep)
-//      and publishes it; a torn checkpoint is ignored. Model buffers are
-//      restored only when the checkpoint was written by the same plan; after
-//      a re-plan the step counter carries over and the new layout starts from
-//      freshly initialised shards.
+//   2. The ranks agree on the step to resume from: rank 0 tries the
+//      checkpoints newest first (ChooseResumePoint, resume_point.h) and
+//      publishes the newest step every rank of the previous run has a usable
+//      checkpoint of. Falling back past an unreadable newest checkpoint is
+//      logged ("checkpoint at step M unreadable (...); resuming from step N,
+//      K steps lost") and exported as pacer_worker_resume_steps_lost; when
+//      checkpoints exist but none is usable every rank exits with
+//      kExitDataLoss instead of starting over. With --checkpoint-buffers a
+//      checkpoint is usable only if the same plan wrote it (its weights are
+//      restored); without, only the step counter carries over, so any plan's
+//      checkpoint will do (a re-plan starts from freshly initialised shards).
 //   3. Steps run until the plan's total. Every checkpoint_interval_steps and
 //      on a stop request, each rank writes its checkpoint atomically.
 //   4. SIGTERM / SIGINT: ranks read the stop claim from the store at every

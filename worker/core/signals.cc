@@ -1,5 +1,7 @@
 #include "core/signals.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -46,9 +48,18 @@ StopSignal::StopSignal() {
   g_stop_signal.store(0);
   InstallOrDie(SIGTERM, &previous_term_);
   InstallOrDie(SIGINT, &previous_int_);
+  // Only now: a stop that arrived during start-up was held pending (see
+  // signals.h) and reaches the handler here, not the default action.
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGINT);
+  pthread_sigmask(SIG_UNBLOCK, &stops, &previous_mask_);
 }
 
 StopSignal::~StopSignal() {
+  // Mask first, handlers second: in between, a signal stays pending.
+  pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
   ::sigaction(SIGTERM, &previous_term_, nullptr);
   ::sigaction(SIGINT, &previous_int_, nullptr);
   g_installed.store(false);

@@ -11,6 +11,16 @@
 // failing with EINTR in the middle of a step. A second SIGINT (Ctrl-C pressed
 // twice) terminates the process at once with the default action.
 //
+// Start-up: a process may keep SIGTERM and SIGINT blocked until it can act on
+// them (the supervisor starts every rank that way), so a stop that arrives
+// while the rank is still starting stays pending instead of killing it with
+// the default action. The constructor installs the handlers first and then
+// unblocks both signals in the calling thread, so a pending one is delivered
+// to the handler at once; the destructor blocks them again as they were
+// before it restores the previous handlers, so a late signal cannot kill a
+// rank that is already returning its exit code. Construct it on the thread
+// that starts the others: threads inherit its mask.
+//
 // One instance per process: signal dispositions are process-wide. Creating a
 // second one while another is alive is a programming error and aborts. The
 // destructor restores the handlers that were installed before.
@@ -42,6 +52,7 @@ class StopSignal {
  private:
   struct sigaction previous_term_ {};
   struct sigaction previous_int_ {};
+  sigset_t previous_mask_ {};
 };
 
 }  // namespace pacer::worker

@@ -150,7 +150,13 @@ struct Outcome {
   // crash), nothing would reap or stop this rank: let the kernel kill it.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != supervisor_pid) _exit(kExitInternalError);  // it died before prctl
-  pthread_sigmask(SIG_SETMASK, &caller_mask, nullptr);
+  // SIGTERM and SIGINT stay blocked: a stop forwarded while the rank is
+  // still starting must wait for the rank's own handler (StopSignal unblocks
+  // them) instead of killing it half-started with the default action.
+  sigset_t rank_mask = caller_mask;
+  sigaddset(&rank_mask, SIGTERM);
+  sigaddset(&rank_mask, SIGINT);
+  pthread_sigmask(SIG_SETMASK, &rank_mask, nullptr);
   int code = kExitInternalError;
   try {
     code = rank_main(local_rank);

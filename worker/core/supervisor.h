@@ -25,8 +25,7 @@
 //     kExitStoppedAfterCheckpoint or kExitSuccess, the result is
 //     kExitStoppedAfterCheckpoint when any rank stopped, else kExitSuccess;
 //     otherwise it is the first other outcome (a rank that had to be killed,
-//     or that died of the SIGTERM because it had not installed a handler yet,
-//     counts as kExitInternalError). A second SIGTERM/SIGINT during the grace
+//     or that died of a signal, counts as kExitInternalError). A second SIGTERM/SIGINT during the grace
 //     period kills the ranks at once.
 // Every wait is bounded: a rank that ignores SIGTERM is killed after the
 // grace period. Each child also asks the kernel to SIGKILL it if the
@@ -40,7 +39,11 @@
 // at most one supervisor per process: it installs process-wide handlers for
 // SIGTERM, SIGINT and SIGCHLD for its duration and restores the previous ones
 // (and the signal mask) before returning. rank_main runs in the child with the
-// dispositions and mask the caller had, so it installs its own handlers.
+// dispositions the caller had and the caller's mask plus SIGTERM and SIGINT
+// blocked: a stop that arrives while a rank is starting stays pending until
+// the rank installs its own handlers and unblocks them (StopSignal does), so
+// it cannot kill a half-started rank. A rank that never unblocks them is
+// killed after the grace period.
 #ifndef PACER_WORKER_CORE_SUPERVISOR_H_
 #define PACER_WORKER_CORE_SUPERVISOR_H_
 

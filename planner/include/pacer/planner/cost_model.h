@@ -105,7 +105,7 @@ struct MemoryBreakdown {
   // ZeRO-3 working buffers: the current and the prefetched layer's gathered
   // weights and the layer's unsharded gradients (FSDP's unit of gathering).
   double buffers_bytes = 0;
-  double reserve_bytes = 0;   // CUDA context + fragmentation reserve
+  double reserve_bytes = 0;   // CUDA context + fragmentation reserve + the job's margin
   double capacity_bytes = 0;  // the GPU's memory
 
   double total_bytes() const {

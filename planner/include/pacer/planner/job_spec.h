@@ -146,6 +146,12 @@ struct JobSpec {
   WorkerSpec worker;
   CheckpointSpec checkpoint;
   ReplanSpec replan;
+
+  // Share of each GPU's memory (0..0.5) the memory fit holds back on top of
+  // the model's own reserve. Not part of the TrainJob spec: the controller
+  // raises it after the workers ran out of memory (+0.1 per failure), so the
+  // next plan leaves more room than the one that failed.
+  double memory_margin_fraction = 0;
 };
 
 // The deadline in Unix seconds given the wall-clock `now_unix_seconds`

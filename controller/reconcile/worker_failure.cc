@@ -1,0 +1,169 @@
+#include "reconcile/worker_failure.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+namespace pacer::controller {
+namespace {
+
+// The order of the table in worker_failure.h: lower wins.
+int Precedence(const std::optional<int>& code) {
+  if (!code) return 6;
+  switch (*code) {
+    case kWorkerExitInvalidConfig: return 0;
+    case kWorkerExitDataLoss: return 1;
+    case kWorkerExitOutOfMemory: return 2;
+    case kWorkerExitRendezvousTimeout:
+    case kWorkerExitCollectiveFailure: return 3;
+    case kWorkerExitStoppedAfterCheckpoint: return 5;
+    default: return 4;  // internal error, checkpoint failure, killed by a signal
+  }
+}
+
+bool IsCommunication(const std::optional<int>& code) {
+  return code == kWorkerExitRendezvousTimeout || code == kWorkerExitCollectiveFailure;
+}
+
+std::string Describe(const FailedWorker& w) {
+  std::string why = "worker " + std::to_string(w.node_rank);
+  if (!w.node_name.empty()) why += " on node " + w.node_name;
+  why += " failed";
+  if (w.exit_code) why += " with exit code " + std::to_string(*w.exit_code);
+  if (!w.message.empty()) why += ": " + w.message;
+  return why;
+}
+
+std::string Percent(double fraction) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.0f%%", fraction * 100);
+  return buffer;
+}
+
+}  // namespace
+
+FailureAction DecideWorkerFailure(const std::vector<FailedWorker>& failed,
+                                  const FailureHistory& history) {
+  FailureAction action;
+  action.history = history;
+  if (failed.empty()) {
+    action.reason = "WorkerFailed";
+    action.message = "a worker failed";
+    return action;
+  }
+  const FailedWorker& first = *std::min_element(
+      failed.begin(), failed.end(), [](const FailedWorker& a, const FailedWorker& b) {
+        return Precedence(a.exit_code) < Precedence(b.exit_code);
+      });
+  const std::string why = Describe(first);
+  const std::optional<int>& code = first.exit_code;
+
+  if (code == kWorkerExitInvalidConfig) {
+    action.kind = FailureAction::Kind::kFail;
+    action.counts_as_restart = false;
+    action.reason = "InvalidWorkerConfig";
+    action.message =
+        why + "; the workers' configuration is invalid, so a restart would fail the same way";
+    return action;
+  }
+  if (code == kWorkerExitDataLoss) {
+    action.kind = FailureAction::Kind::kFail;
+    action.counts_as_restart = false;
+    action.reason = "DataLoss";
+    action.message = why +
+                     "; checkpoints exist but none can be resumed from, and starting over would "
+                     "discard the training done: inspect the checkpoint volume";
+    return action;
+  }
+  if (code == kWorkerExitOutOfMemory) {
+    const double before = history.memory_margin_fraction;
+    const double after = std::min(kMaxMemoryMarginFraction, before + kMemoryMarginStepFraction);
+    action.reason = "OutOfMemory";
+    if (after > before + 1e-9) {
+      action.kind = FailureAction::Kind::kReplanWithMoreMemory;
+      action.history.memory_margin_fraction = std::round(after * 100) / 100;
+      action.message = why + "; re-planning with " + Percent(action.history.memory_margin_fraction) +
+                       " of GPU memory held back (was " + Percent(before) + ")";
+    } else {
+      action.message = why + "; the memory margin is already at its " +
+                       Percent(kMaxMemoryMarginFraction) + " limit; relaunching";
+    }
+    return action;
+  }
+  if (IsCommunication(code)) {
+    action.reason =
+        code == kWorkerExitRendezvousTimeout ? "RendezvousTimeout" : "CollectiveFailure";
+    std::set<std::string> excluded(history.excluded_nodes.begin(), history.excluded_nodes.end());
+    std::set<std::string> struck;
+    for (const FailedWorker& w : failed) {
+      if (!IsCommunication(w.exit_code) || w.node_name.empty()) continue;
+      if (!struck.insert(w.node_name).second) continue;  // one strike per node and failure
+      if (excluded.contains(w.node_name)) continue;
+      auto& strikes = action.history.collective_failures_by_node;
+      if (!strikes.contains(w.node_name) &&
+          static_cast<int>(strikes.size()) >= kMaxTrackedNodes) {
+        continue;  // bounded status; the list is already far beyond a useful size
+      }
+      const int count = ++strikes[w.node_name];
+      if (count >= kStrikesToExclude && static_cast<int>(excluded.size()) < kMaxTrackedNodes) {
+        excluded.insert(w.node_name);
+        action.newly_excluded_nodes.push_back(w.node_name);
+      }
+    }
+    action.history.excluded_nodes.assign(excluded.begin(), excluded.end());
+    action.message = why + "; relaunching";
+    if (!action.newly_excluded_nodes.empty()) {
+      std::string nodes;
+      for (const std::string& n : action.newly_excluded_nodes) {
+        nodes += (nodes.empty() ? "" : ", ") + n;
+      }
+      action.message += " without node(s) " + nodes + " (" + std::to_string(kStrikesToExclude) +
+                        " communication failures each)";
+    }
+    return action;
+  }
+  if (code == kWorkerExitStoppedAfterCheckpoint) {
+    action.counts_as_restart = false;
+    action.reason = "StoppedExternally";
+    action.message = why +
+                     " (stopped at a checkpoint without the controller asking: a node drain or "
+                     "an eviction); relaunching without counting a restart";
+    return action;
+  }
+  action.reason = "WorkerFailed";
+  action.message = why + "; restarting from the last checkpoint";
+  return action;
+}
+
+ClusterInventory WithoutNodes(const ClusterInventory& inventory,
+                              const std::vector<std::string>& excluded) {
+  if (excluded.empty()) return inventory;
+  const std::set<std::string> out(excluded.begin(), excluded.end());
+  ClusterInventory result = inventory;
+  result.inventory.node_pools.clear();
+  for (planner::NodePool pool : inventory.inventory.node_pools) {
+    auto nodes = result.nodes_by_pool.find(pool.name);
+    if (nodes != result.nodes_by_pool.end()) {
+      std::vector<PoolNode> kept;
+      for (const PoolNode& n : nodes->second) {
+        if (!out.contains(n.name)) {
+          kept.push_back(n);
+          continue;
+        }
+        pool.nodes -= 1;
+        pool.free_gpus = std::max(0, pool.free_gpus - n.free_gpus);
+      }
+      nodes->second = std::move(kept);
+      if (pool.nodes <= 0) {
+        result.nodes_by_pool.erase(nodes);
+        continue;
+      }
+      pool.free_gpus = std::min(pool.free_gpus, pool.nodes * pool.gpus_per_node);
+    }
+    result.inventory.node_pools.push_back(std::move(pool));
+  }
+  return result;
+}
+
+}  // namespace pacer::controller

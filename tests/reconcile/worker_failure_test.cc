@@ -1,0 +1,122 @@
+// The mapping from failed workers' exit codes and nodes to the controller's
+// action (reconcile/worker_failure.h), and the inventory without excluded nodes.
+#include "reconcile/worker_failure.h"
+
+#include <gtest/gtest.h>
+
+namespace pacer::controller {
+namespace {
+
+FailedWorker Worker(int node_rank, std::optional<int> code, std::string node = "",
+                    std::string message = "") {
+  return FailedWorker{node_rank, code, std::move(node), std::move(message)};
+}
+
+TEST(WorkerFailureTest, InvalidConfigFailsWithTheWorkersMessage) {
+  const FailureAction a =
+      DecideWorkerFailure({Worker(0, 2, "n1", "PACER_TOTAL_STEPS: not a number")}, {});
+  EXPECT_EQ(a.kind, FailureAction::Kind::kFail);
+  EXPECT_FALSE(a.counts_as_restart);
+  EXPECT_EQ(a.reason, "InvalidWorkerConfig");
+  EXPECT_NE(a.message.find("PACER_TOTAL_STEPS: not a number"), std::string::npos) << a.message;
+}
+
+TEST(WorkerFailureTest, DataLossFailsWithoutRetry) {
+  const FailureAction a = DecideWorkerFailure({Worker(0, 8)}, {});
+  EXPECT_EQ(a.kind, FailureAction::Kind::kFail);
+  EXPECT_EQ(a.reason, "DataLoss");
+}
+
+TEST(WorkerFailureTest, OutOfMemoryRaisesTheMarginByATenthUpToHalf) {
+  FailureHistory history;
+  for (double expected : {0.1, 0.2, 0.3, 0.4, 0.5}) {
+    const FailureAction a = DecideWorkerFailure({Worker(0, 5)}, history);
+    EXPECT_EQ(a.kind, FailureAction::Kind::kReplanWithMoreMemory);
+    EXPECT_TRUE(a.counts_as_restart);
+    EXPECT_EQ(a.reason, "OutOfMemory");
+    EXPECT_DOUBLE_EQ(a.history.memory_margin_fraction, expected);
+    history = a.history;
+  }
+  const FailureAction capped = DecideWorkerFailure({Worker(0, 5)}, history);
+  EXPECT_EQ(capped.kind, FailureAction::Kind::kRelaunch);
+  EXPECT_DOUBLE_EQ(capped.history.memory_margin_fraction, 0.5);
+}
+
+TEST(WorkerFailureTest, AnOomOnOneNodeIsTheCauseNotItsPeersCollectiveFailures) {
+  const FailureAction a =
+      DecideWorkerFailure({Worker(0, 4, "n0"), Worker(1, 5, "n1"), Worker(2, 4, "n2")}, {});
+  EXPECT_EQ(a.reason, "OutOfMemory");
+  EXPECT_TRUE(a.history.collective_failures_by_node.empty()) << "the peers are not to blame";
+}
+
+TEST(WorkerFailureTest, CollectiveFailuresStrikeNodesAndTwoStrikesExclude) {
+  const FailureAction first = DecideWorkerFailure({Worker(1, 4, "n1")}, {});
+  EXPECT_EQ(first.kind, FailureAction::Kind::kRelaunch);
+  EXPECT_TRUE(first.counts_as_restart);
+  EXPECT_EQ(first.reason, "CollectiveFailure");
+  EXPECT_EQ(first.history.collective_failures_by_node.at("n1"), 1);
+  EXPECT_TRUE(first.history.excluded_nodes.empty());
+
+  const FailureAction second =
+      DecideWorkerFailure({Worker(0, 3, "n2"), Worker(1, 3, "n1")}, first.history);
+  EXPECT_EQ(second.reason, "RendezvousTimeout");
+  EXPECT_EQ(second.history.collective_failures_by_node.at("n1"), 2);
+  EXPECT_EQ(second.history.collective_failures_by_node.at("n2"), 1);
+  EXPECT_EQ(second.history.excluded_nodes, std::vector<std::string>{"n1"});
+  EXPECT_EQ(second.newly_excluded_nodes, std::vector<std::string>{"n1"});
+  EXPECT_NE(second.message.find("without node(s) n1"), std::string::npos) << second.message;
+}
+
+TEST(WorkerFailureTest, TwoWorkersOnOneNodeAreOneStrike) {
+  const FailureAction a = DecideWorkerFailure({Worker(0, 4, "n1"), Worker(1, 4, "n1")}, {});
+  EXPECT_EQ(a.history.collective_failures_by_node.at("n1"), 1);
+  EXPECT_TRUE(a.history.excluded_nodes.empty());
+}
+
+TEST(WorkerFailureTest, AStopNobodyAskedForRelaunchesWithoutARestart) {
+  const FailureAction a = DecideWorkerFailure({Worker(0, 6, "n1")}, {});
+  EXPECT_EQ(a.kind, FailureAction::Kind::kRelaunch);
+  EXPECT_FALSE(a.counts_as_restart);
+  EXPECT_EQ(a.reason, "StoppedExternally");
+}
+
+TEST(WorkerFailureTest, OtherCodesRestartFromTheCheckpoint) {
+  for (std::optional<int> code : {std::optional<int>(1), std::optional<int>(7),
+                                  std::optional<int>(137), std::optional<int>()}) {
+    const FailureAction a = DecideWorkerFailure({Worker(0, code, "n1")}, {});
+    EXPECT_EQ(a.kind, FailureAction::Kind::kRelaunch);
+    EXPECT_TRUE(a.counts_as_restart);
+    EXPECT_EQ(a.reason, "WorkerFailed");
+    EXPECT_TRUE(a.history.collective_failures_by_node.empty());
+  }
+}
+
+TEST(WorkerFailureTest, ExcludedNodesLeaveTheInventory) {
+  ClusterInventory c;
+  planner::NodePool pool;
+  pool.name = "h100";
+  pool.gpu_type = "H100-SXM";
+  pool.nodes = 3;
+  pool.gpus_per_node = 8;
+  pool.free_gpus = 20;
+  pool.network_gbps_per_node = 3200;
+  c.inventory.node_pools.push_back(pool);
+  c.nodes_by_pool["h100"] = {{"n0", 8, 8}, {"n1", 8, 4}, {"n2", 8, 8}};
+  planner::NodePool lonely = pool;
+  lonely.name = "a100";
+  lonely.nodes = 1;
+  lonely.free_gpus = 8;
+  c.inventory.node_pools.push_back(lonely);
+  c.nodes_by_pool["a100"] = {{"n3", 8, 8}};
+
+  const ClusterInventory without = WithoutNodes(c, {"n1", "n3"});
+  ASSERT_EQ(without.inventory.node_pools.size(), 1u);
+  EXPECT_EQ(without.inventory.node_pools[0].nodes, 2);
+  EXPECT_EQ(without.inventory.node_pools[0].free_gpus, 16);
+  ASSERT_EQ(without.nodes_by_pool.at("h100").size(), 2u);
+  EXPECT_EQ(without.nodes_by_pool.at("h100")[1].name, "n2");
+  EXPECT_FALSE(without.nodes_by_pool.contains("a100"));
+}
+
+}  // namespace
+}  // namespace pacer::controller

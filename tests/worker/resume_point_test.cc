@@ -1,0 +1,124 @@
+#include "core/resume_point.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+
+#include "core/checkpoint.h"
+
+namespace pacer::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kJob[] = "llama-7b";
+constexpr char kPlan[] = "t2 p1 v1 d4";
+
+class ResumePointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "pacer-resume-XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Every rank of a `world_size` run saves `step` (keeping `keep` per rank).
+  void SaveAll(int64_t step, int world_size, const std::string& plan = kPlan, int keep = 3) {
+    for (int rank = 0; rank < world_size; ++rank) {
+      CheckpointState s;
+      s.step = step;
+      s.rank = rank;
+      s.world_size = world_size;
+      s.job_name = kJob;
+      s.plan_fingerprint = plan;
+      s.buffers = {{"w", std::vector<std::byte>(64, std::byte{7})}};
+      ASSERT_TRUE(CheckpointStore(dir_, rank, keep).Save(s).ok());
+    }
+  }
+  void Truncate(int rank, int64_t step) {
+    fs::resize_file(CheckpointStore(dir_, rank).PathForStep(step), 40);
+  }
+  ResumeChoice Choose(bool needs_same_plan = false) {
+    auto choice = ChooseResumePoint(dir_, {kJob, kPlan, needs_same_plan});
+    EXPECT_TRUE(choice.ok()) << choice.status().ToString();
+    return choice.ok() ? *choice : ResumeChoice{};
+  }
+
+  std::string dir_;
+};
+
+TEST_F(ResumePointTest, NoCheckpointsIsAFreshStart) {
+  const ResumeChoice choice = Choose();
+  EXPECT_EQ(choice.outcome, ResumeChoice::Outcome::kFresh);
+  EXPECT_EQ(choice.step, 0);
+  EXPECT_EQ(choice.steps_lost(), 0);
+}
+
+TEST_F(ResumePointTest, TheNewestGoodCheckpointLosesNothing) {
+  SaveAll(100, 2);
+  SaveAll(200, 2);
+  const ResumeChoice choice = Choose();
+  EXPECT_EQ(choice.outcome, ResumeChoice::Outcome::kResume);
+  EXPECT_EQ(choice.step, 200);
+  EXPECT_EQ(choice.steps_lost(), 0);
+  EXPECT_TRUE(choice.rejected.empty());
+}
+
+TEST_F(ResumePointTest, AnUnreadableNewestFallsBackToThePreviousAndCountsTheLoss) {
+  SaveAll(100, 2);
+  SaveAll(200, 2);
+  Truncate(1, 200);  // one rank's newest file is torn
+  const ResumeChoice choice = Choose();
+  EXPECT_EQ(choice.outcome, ResumeChoice::Outcome::kResume);
+  EXPECT_EQ(choice.step, 100);
+  EXPECT_EQ(choice.newest_step, 200);
+  EXPECT_EQ(choice.steps_lost(), 100);
+  ASSERT_EQ(choice.rejected.size(), 1u);
+  EXPECT_NE(choice.rejected[0].find("step 200: rank 1"), std::string::npos) << choice.rejected[0];
+}
+
+TEST_F(ResumePointTest, ACorruptRankZeroNewestFallsBackToo) {
+  SaveAll(100, 1);
+  SaveAll(200, 1);
+  Truncate(0, 200);
+  const ResumeChoice choice = Choose();
+  EXPECT_EQ(choice.outcome, ResumeChoice::Outcome::kResume);
+  EXPECT_EQ(choice.step, 100);
+  EXPECT_EQ(choice.steps_lost(), 100);
+}
+
+TEST_F(ResumePointTest, CheckpointsNoneOfWhichIsUsableAreDataLossNotAFreshStart) {
+  SaveAll(100, 2);
+  SaveAll(200, 2);
+  Truncate(0, 100);
+  Truncate(1, 200);
+  const ResumeChoice choice = Choose();
+  EXPECT_EQ(choice.outcome, ResumeChoice::Outcome::kNoUsable);
+  EXPECT_EQ(choice.newest_step, 200);
+  EXPECT_EQ(choice.rejected.size(), 2u);
+}
+
+TEST_F(ResumePointTest, ANewestFromAnotherPlanFallsBackWhenBuffersAreRestored) {
+  SaveAll(100, 2);
+  SaveAll(200, 2, "another plan");
+  const ResumeChoice restoring = Choose(/*needs_same_plan=*/true);
+  EXPECT_EQ(restoring.outcome, ResumeChoice::Outcome::kResume);
+  EXPECT_EQ(restoring.step, 100);
+  ASSERT_EQ(restoring.rejected.size(), 1u);
+  EXPECT_NE(restoring.rejected[0].find("another plan"), std::string::npos);
+  // Without buffers only the step counter carries over: any plan will do.
+  EXPECT_EQ(Choose(/*needs_same_plan=*/false).step, 200);
+}
+
+TEST_F(ResumePointTest, ACheckpointOfAnotherJobIsNotUsed) {
+  SaveAll(100, 1);
+  auto choice = ChooseResumePoint(dir_, {"another-job", kPlan, false});
+  ASSERT_TRUE(choice.ok());
+  EXPECT_EQ(choice->outcome, ResumeChoice::Outcome::kNoUsable);
+}
+
+}  // namespace
+}  // namespace pacer::worker

@@ -1,0 +1,70 @@
+#include "core/resume_point.h"
+
+#include <optional>
+#include <utility>
+
+#include "core/checkpoint.h"
+
+namespace pacer::worker {
+namespace {
+
+// Why step `step` cannot be resumed from, or nullopt when every rank's file
+// is usable. Reads every rank's whole file: the payload CRC is the only proof
+// that the weights are intact.
+StatusOr<std::optional<std::string>> WhyUnusable(const std::string& dir, int64_t step,
+                                                  const ResumeRequirements& want) {
+  StatusOr<CheckpointState> rank0 = CheckpointStore(dir, 0).Load(step);
+  if (!rank0.ok()) {
+    if (rank0.status().code() == StatusCode::kUnavailable) return rank0.status();
+    return std::optional<std::string>("rank 0: " + rank0.status().message());
+  }
+  const int world_size = rank0->world_size;
+  if (world_size < 1) {
+    return std::optional<std::string>("rank 0 records world size " + std::to_string(world_size));
+  }
+  for (int rank = 0; rank < world_size; ++rank) {
+    StatusOr<CheckpointState> state =
+        rank == 0 ? std::move(rank0) : CheckpointStore(dir, rank).Load(step);
+    const std::string who = "rank " + std::to_string(rank) + ": ";
+    if (!state.ok()) {
+      if (state.status().code() == StatusCode::kUnavailable) return state.status();
+      return std::optional<std::string>(who + state.status().message());
+    }
+    if (state->job_name != want.job_name) {
+      return std::optional<std::string>(who + "written by job \"" + state->job_name +
+                                        "\", not \"" + want.job_name + "\"");
+    }
+    if (state->world_size != world_size) {
+      return std::optional<std::string>(who + "world size " + std::to_string(state->world_size) +
+                                        ", rank 0 says " + std::to_string(world_size));
+    }
+    if (want.needs_same_plan && state->plan_fingerprint != want.plan_fingerprint) {
+      return std::optional<std::string>(who + "written by plan \"" + state->plan_fingerprint +
+                                        "\", the current plan is \"" + want.plan_fingerprint +
+                                        "\"");
+    }
+  }
+  return std::optional<std::string>();
+}
+
+}  // namespace
+
+StatusOr<ResumeChoice> ChooseResumePoint(const std::string& dir, const ResumeRequirements& want) {
+  ResumeChoice choice;
+  ASSIGN_OR_RETURN(std::vector<int64_t> steps, CheckpointStore(dir, 0).ListedSteps());
+  if (steps.empty()) return choice;  // kFresh: nothing was ever saved
+  choice.newest_step = steps.front();
+  for (int64_t step : steps) {
+    ASSIGN_OR_RETURN(std::optional<std::string> why, WhyUnusable(dir, step, want));
+    if (!why) {
+      choice.outcome = ResumeChoice::Outcome::kResume;
+      choice.step = step;
+      return choice;
+    }
+    choice.rejected.push_back("step " + std::to_string(step) + ": " + *why);
+  }
+  choice.outcome = ResumeChoice::Outcome::kNoUsable;
+  return choice;
+}
+
+}  // namespace pacer::worker
