@@ -44,7 +44,7 @@ std::string HttpGet(int port, const std::string& path) {
 const MetricsLabels kLabels = {"llama-7b", "research", "3", "cpu", "H100-SXM"};
 // prometheus-cpp sorts labels by name.
 const std::string kLabelText =
-    R"(backend="cpu",gpu_type="H100-SXM",job="llama-7b",namespace="research",rank="3")";
+    R"(backend="cpu",gpu_type="H100-SXM",namespace="research",rank="3",trainjob="llama-7b")";
 
 // The value of the sample `name{<kLabelText><extra>}`, NaN if absent (check
 // with HasSample first where absence matters).
@@ -186,6 +186,17 @@ TEST(WorkerMetricsTest, PredictionsProgressMemoryScaleAndCheckpoints) {
   EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_model_scale"), 0.125);
   EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_checkpoints_total"), 2);
   EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_last_checkpoint_seconds"), 4.5);
+}
+
+// The TrainJob's name is the trainjob label: a `job` label would collide
+// with the one Prometheus gives every scraped series.
+TEST(WorkerMetricsTest, TheTrainJobIsTheTrainjobLabelNotJob) {
+  auto metrics = Start();
+  ASSERT_NE(metrics, nullptr);
+  const std::string text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_NE(text.find(R"(trainjob="llama-7b")"), std::string::npos) << text;
+  EXPECT_EQ(text.find(R"(,job=)"), std::string::npos) << text;
+  EXPECT_EQ(text.find(R"({job=)"), std::string::npos) << text;
 }
 
 TEST(WorkerMetricsTest, ANewPlanReplacesTheInfoSeries) {

@@ -58,7 +58,7 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabe
   std::unique_ptr<WorkerMetrics> m(new WorkerMetrics());
   m->registry_ = std::make_shared<prometheus::Registry>();
   prometheus::Registry& registry = *m->registry_;
-  const prometheus::Labels constant = {{"job", labels.job},
+  const prometheus::Labels constant = {{"trainjob", labels.trainjob},
                                        {"namespace", labels.namespace_name},
                                        {"rank", labels.rank},
                                        {"backend", labels.backend},

@@ -2,8 +2,10 @@
 // re-plan from, served in the Prometheus text format at
 // http://<bind address>/metrics (PACER_METRICS_PORT).
 //
-// Every metric carries the labels job, namespace, rank, backend and gpu_type
-// (MetricsLabels). Names, units, labels and how the controller reads them are
+// Every metric carries the labels trainjob, namespace, rank, backend and
+// gpu_type (MetricsLabels). The TrainJob's name is `trainjob`, not `job`:
+// Prometheus sets `job` to the scrape job's name, and a worker's own `job`
+// would either replace it (honor_labels) or be renamed exported_job. Names, units, labels and how the controller reads them are
 // documented in docs/metrics.md; a user's own training image exports the same
 // names. Units are base units: seconds, bytes, FLOP; the exceptions say so in
 // the name (achieved_tflops is 10^12 FLOP/s, mfu_ratio is a fraction 0..1).
@@ -47,7 +49,7 @@ namespace pacer::worker {
 // environment contract (PACER_JOB_NAME, PACER_JOB_NAMESPACE, RANK, the
 // backend in use, PACER_GPU_TYPE); see docs/metrics.md.
 struct MetricsLabels {
-  std::string job;             // TrainJob name
+  std::string trainjob;        // TrainJob name; exported as label "trainjob"
   std::string namespace_name;  // TrainJob namespace; exported as label "namespace"
   std::string rank;            // global rank, decimal
   std::string backend;         // "gpu" or "cpu" (PACER_BACKEND once resolved)
