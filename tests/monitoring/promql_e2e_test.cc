@@ -60,6 +60,12 @@ const std::map<std::string, std::vector<std::string>>& EmptyWhenHealthy() {
         R"(max by (namespace, trainjob) (min_over_time(pacer_trainjob_phase{job="pacer-controller", phase="Running"}[10m])))"}},
       {"alert TrainJobWorkerStraggler",
        {R"pql(max by (namespace, trainjob, rank) ((avg_over_time(pacer_worker_last_step_seconds{trainjob!=""}[5m]) - avg_over_time(pacer_worker_exposed_communication_seconds{trainjob!=""}[5m])) or label_replace(avg_over_time(pacer_worker_last_step_seconds{trainjob=""}[5m]) - avg_over_time(pacer_worker_exposed_communication_seconds{trainjob=""}[5m]), "trainjob", "$1", "job", "(.+)")) / on (namespace, trainjob) group_left quantile by (namespace, trainjob) (0.5, max by (namespace, trainjob, rank) ((avg_over_time(pacer_worker_last_step_seconds{trainjob!=""}[5m]) - avg_over_time(pacer_worker_exposed_communication_seconds{trainjob!=""}[5m])) or label_replace(avg_over_time(pacer_worker_last_step_seconds{trainjob=""}[5m]) - avg_over_time(pacer_worker_exposed_communication_seconds{trainjob=""}[5m]), "trainjob", "$1", "job", "(.+)"))))pql"}},
+      // A healthy worker saves on time (or only when stopped): the age and
+      // the step time it is compared with still answer.
+      {"alert TrainJobCheckpointOverdue",
+       {R"pql((time() - pacer_worker_last_checkpoint_timestamp_seconds{trainjob!=""}))pql",
+        R"pql(avg_over_time(pacer_worker_last_step_seconds{trainjob!=""}[10m]))pql",
+        R"(max by (namespace, trainjob) (pacer_trainjob_phase{job="pacer-controller", phase="Running"}))"}},
       {"alert PacerControllerDown", {R"(up{job="pacer-controller"} == 1)"}},
       {"alert PacerControllerNoLeader",
        {R"(sum by (job) (pacer_controller_leader{job="pacer-controller"}))"}},

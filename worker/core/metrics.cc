@@ -8,6 +8,7 @@
 #include <prometheus/registry.h>
 
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -125,6 +126,12 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabe
       counter("pacer_worker_checkpoints_total", "Checkpoints this process wrote.");
   m->last_checkpoint_seconds_ =
       gauge("pacer_worker_last_checkpoint_seconds", "Wall time of the last checkpoint save.");
+  m->last_checkpoint_timestamp_seconds_ =
+      gauge("pacer_worker_last_checkpoint_timestamp_seconds",
+            "Unix time the last checkpoint finished; before the first, the worker's start.");
+  m->checkpoint_interval_steps_ =
+      gauge("pacer_worker_checkpoint_interval_steps",
+            "Steps between periodic checkpoints (0: only when stopped).");
   m->info_family_ = &prometheus::BuildGauge()
                          .Name("pacer_worker_info")
                          .Help("The plan this worker runs (value always 1).")
@@ -136,6 +143,9 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabe
   m->mfu_catalog_->Set(kNaN);
   m->mfu_calibrated_->Set(kNaN);
   m->model_scale_->Set(1);
+  // The age of "no checkpoint yet" counts from now (see ObserveCheckpoint).
+  m->last_checkpoint_timestamp_seconds_->Set(
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
 
   try {
     m->exposer_ = std::make_unique<prometheus::Exposer>(bind_address);
@@ -221,9 +231,14 @@ void WorkerMetrics::SetPlanInfo(const PlanInfo& plan) {
   info_->Set(1);
 }
 
-void WorkerMetrics::ObserveCheckpoint(double seconds) {
+void WorkerMetrics::ObserveCheckpoint(double seconds, double finished_unix_seconds) {
   checkpoints_total_->Increment();
   last_checkpoint_seconds_->Set(seconds);
+  last_checkpoint_timestamp_seconds_->Set(finished_unix_seconds);
+}
+
+void WorkerMetrics::SetCheckpointIntervalSteps(int64_t steps) {
+  checkpoint_interval_steps_->Set(static_cast<double>(steps));
 }
 
 }  // namespace pacer::worker

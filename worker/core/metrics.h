@@ -122,8 +122,15 @@ class WorkerMetrics {
   void SetModelScale(double scale);
   // Replaces the pacer_worker_info child (a setup call, not for the hot loop).
   void SetPlanInfo(const PlanInfo& plan);
-  // A checkpoint was written and took `seconds`.
-  void ObserveCheckpoint(double seconds);
+  // A checkpoint was written and took `seconds`; it finished at
+  // `finished_unix_seconds` (wall clock, seconds since the Unix epoch), which
+  // pacer_worker_last_checkpoint_timestamp_seconds reports. Until the first
+  // call that gauge reads the time Create() ran (the worker's start), so a
+  // worker that never saves looks ever more overdue.
+  void ObserveCheckpoint(double seconds, double finished_unix_seconds);
+  // Steps between two periodic checkpoints (0: only when stopped), for the
+  // checkpoint-age alert: expected age = interval x step time.
+  void SetCheckpointIntervalSteps(int64_t steps);
 
  private:
   WorkerMetrics() = default;
@@ -151,6 +158,8 @@ class WorkerMetrics {
   prometheus::Gauge* model_scale_ = nullptr;
   prometheus::Counter* checkpoints_total_ = nullptr;
   prometheus::Gauge* last_checkpoint_seconds_ = nullptr;
+  prometheus::Gauge* last_checkpoint_timestamp_seconds_ = nullptr;
+  prometheus::Gauge* checkpoint_interval_steps_ = nullptr;
   prometheus::Family<prometheus::Gauge>* info_family_ = nullptr;
   std::mutex info_mutex_;
   prometheus::Gauge* info_ = nullptr;  // guarded by info_mutex_
