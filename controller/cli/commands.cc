@@ -184,6 +184,7 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err,
              "  pacer sweep job.yaml --gpus 8..1024 --svg sweep.svg\n"
              "  pacer simulate trace.csv --gpus 256 --policy all\n"
              "  pacer run manifests/examples/quickstart.yaml\n"
+             "  pacer inventory --output-file cluster.yaml   # the current kubectl context\n"
              "\nDocumentation: docs/cli.md");
   app.set_version_flag("--version", std::string("pacer ") + PACER_VERSION);
 
