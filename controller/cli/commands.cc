@@ -184,6 +184,7 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err,
              "  pacer sweep job.yaml --gpus 8..1024 --svg sweep.svg\n"
              "  pacer simulate trace.csv --gpus 256 --policy all\n"
              "  pacer run manifests/examples/quickstart.yaml\n"
+             "  pacer inventory --output-file cluster.yaml   # the current kubectl context\n"
              "\nDocumentation: docs/cli.md");
   app.set_version_flag("--version", std::string("pacer ") + PACER_VERSION);
 
@@ -216,8 +217,9 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err,
   SweepFlags sweep_flags;
   CLI::App* sweep = app.add_subcommand(
       "sweep",
-      "Predict the best plan at each of several GPU counts (free-GPU limits ignored): time, "
-      "GPU-hours and cost against GPUs, as a table, JSON or an SVG chart");
+      "Predict the best plan at each of several GPU counts (free-GPU limits ignored; counts "
+      "outside the job's minGPUs..maxGPUs are listed, not planned): time, GPU-hours and cost "
+      "against GPUs, as a table, JSON or an SVG chart");
   AddInputOptions(sweep, sweep_flags.inputs);
   sweep
       ->add_option("--gpus", sweep_flags.gpus,
@@ -232,7 +234,7 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err,
       ->capture_default_str();
   sweep->footer(
       "Exit codes:\n"
-      "  0  the sweep ran (points without a plan say why in the table)\n"
+      "  0  the sweep ran (points without a plan give a reason code; -o json the reason)\n"
       "  1  internal error\n"
       "  2  invalid input: arguments, unreadable or invalid files, a deadline in the past");
 

@@ -30,6 +30,34 @@ std::string Wrapped(const std::string& text, std::size_t width, const std::strin
   return out + line;
 }
 
+// The short code a table row shows for a point without a plan.
+std::string ReasonCode(const planner::SweepPoint& p) {
+  return p.rejected_by ? planner::RejectReasonName(*p.rejected_by) : "no-plan";
+}
+
+// One line per code under the table: what the code means for this job. The
+// sentence for each count (which TP, PP and data-parallel sizes were tried)
+// is in -o json/yaml, so no row widens.
+std::string CodeLegend(const planner::JobSpec& job, const planner::SweepPoint& p) {
+  if (!p.rejected_by) return p.reason;
+  switch (*p.rejected_by) {
+    case planner::RejectReason::kGpuCountLimits: {
+      std::string limits = "minGPUs " + std::to_string(job.resources.min_gpus);
+      if (job.resources.max_gpus) limits += ", maxGPUs " + std::to_string(*job.resources.max_gpus);
+      return "outside the job's GPU limits (" + limits + "): not planned";
+    }
+    case planner::RejectReason::kLayoutIndivisible:
+      return "the layout (tensor x pipeline parallel, TP x PP) does not divide the GPU count";
+    case planner::RejectReason::kBatchIndivisible:
+      return "the global batch (" + std::to_string(job.training.global_batch_size) +
+             ") is not divisible by data-parallel degree x micro-batch";
+    case planner::RejectReason::kOutOfMemory:
+      return "no layout of that many GPUs fits in GPU memory";
+    default:
+      return p.reason;
+  }
+}
+
 }  // namespace
 
 void WriteSweepTable(const planner::JobSpec& job, const std::vector<planner::SweepPoint>& points,
@@ -40,46 +68,33 @@ void WriteSweepTable(const planner::JobSpec& job, const std::vector<planner::Swe
       << ", free-GPU limits ignored), now " << planner::FormatRfc3339(now_unix_seconds)
       << ", deadline "
       << (deadline_unix_seconds ? planner::FormatRfc3339(*deadline_unix_seconds) : "none") << "\n";
-  // The sweep plans every count asked for, also outside the job's own GPU
-  // limits (what-if): such rows are marked, not silently mixed in.
-  const int min_gpus = job.resources.min_gpus;
-  const std::optional<int> max_gpus = job.resources.max_gpus;
-  auto outside_limits = [&](int gpus) { return gpus < min_gpus || (max_gpus && gpus > *max_gpus); };
   Table table(
       {"GPUS", "LAYOUT", "STEP", "TOTAL", "GPU-HOURS", "COST", "MEETS DEADLINE"},
       {Table::Align::kRight, Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight,
        Table::Align::kRight, Table::Align::kRight, Table::Align::kLeft});
-  // A reason is a sentence or two: as a footnote it widens no row.
-  std::vector<std::string> reasons;
-  bool any_outside = false;
+  // Codes in order of first use, each with its legend line.
+  std::vector<std::pair<std::string, std::string>> legend;
   for (const planner::SweepPoint& p : points) {
-    std::string gpus = std::to_string(p.gpus);
-    if (outside_limits(p.gpus)) {
-      gpus += "*";
-      any_outside = true;
-    }
     if (!p.best) {
-      auto known = std::find(reasons.begin(), reasons.end(), p.reason);
-      if (known == reasons.end()) known = reasons.insert(reasons.end(), p.reason);
-      const std::string note = "[" + std::to_string(known - reasons.begin() + 1) + "]";
-      table.AddRow({gpus, "no plan " + note, "-", "-", "-", "-", "no"});
+      const std::string code = ReasonCode(p);
+      if (std::find_if(legend.begin(), legend.end(),
+                       [&code](const auto& entry) { return entry.first == code; }) ==
+          legend.end()) {
+        legend.emplace_back(code, CodeLegend(job, p));
+      }
+      table.AddRow({std::to_string(p.gpus), "no plan: " + code, "-", "-", "-", "-", "no"});
       continue;
     }
     const planner::Evaluation& e = *p.best;
-    table.AddRow({gpus, e.layout.ToString(), FormatSeconds(e.step.step_seconds),
+    table.AddRow({std::to_string(p.gpus), e.layout.ToString(), FormatSeconds(e.step.step_seconds),
                   planner::FormatDurationHuman(e.total.total_seconds), FormatGpuHours(e.gpu_hours),
                   FormatCost(e.cost), p.meets_deadline ? "yes" : "no"});
   }
   table.Write(out);
-  if (any_outside) {
-    out << "* outside the job's spec.resources (minGPUs " << min_gpus;
-    if (max_gpus) out << ", maxGPUs " << *max_gpus;
-    out << "): planned as if the limits allowed it\n";
+  for (const auto& [code, text] : legend) {
+    out << Wrapped(code + ": " + text, 100, std::string(4, ' ')) << '\n';
   }
-  for (std::size_t i = 0; i < reasons.size(); ++i) {
-    const std::string note = "[" + std::to_string(i + 1) + "] ";
-    out << note << Wrapped(reasons[i], 96, std::string(note.size(), ' ')) << '\n';
-  }
+  if (!legend.empty()) out << "(-o json gives each count's reason in full)\n";
 }
 
 Json SweepJson(const planner::JobSpec& job, const std::vector<planner::SweepPoint>& points,
@@ -96,6 +111,7 @@ Json SweepJson(const planner::JobSpec& job, const std::vector<planner::SweepPoin
     point["meetsDeadline"] = p.meets_deadline;
     point["plan"] = p.best ? PlanJson(*p.best, now_unix_seconds) : Json(nullptr);
     point["reason"] = p.best ? Json(nullptr) : Json(p.reason);
+    point["reasonCode"] = p.best ? Json(nullptr) : Json(ReasonCode(p));
     json["points"].push_back(std::move(point));
   }
   return json;

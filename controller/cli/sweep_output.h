@@ -17,14 +17,16 @@
 
 namespace pacer::cli {
 
-// The table: a header, a rule, and exactly one row per point.
+// The table: a header, a rule, exactly one row per point (a point without a
+// plan shows a short reason code, e.g. "no plan: batch-indivisible"), then
+// one legend line per code used.
 void WriteSweepTable(const planner::JobSpec& job, const std::vector<planner::SweepPoint>& points,
                      int64_t now_unix_seconds, std::optional<int64_t> deadline_unix_seconds,
                      std::ostream& out);
 
-// {"job", "now", "deadline", "points": [{"gpus", "meetsDeadline", "plan", "reason"}]};
-// "plan" is the plan object of plan_output.h or null, "reason" null when
-// there is a plan.
+// {"job", "now", "deadline", "points": [{"gpus", "meetsDeadline", "plan", "reason",
+// "reasonCode"}]}; "plan" is the plan object of plan_output.h or null,
+// "reason" (the full sentence) and "reasonCode" null when there is a plan.
 Json SweepJson(const planner::JobSpec& job, const std::vector<planner::SweepPoint>& points,
                int64_t now_unix_seconds, std::optional<int64_t> deadline_unix_seconds);
 

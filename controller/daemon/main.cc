@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   CLI::App app("pacer-controller: plans, launches, watches and re-plans TrainJobs",
                "pacer-controller");
   app.add_option("--kubeconfig", kubeconfig,
-                 "Kubeconfig file (default: the in-cluster service account, then $KUBECONFIG)")
+                 "Kubeconfig file (default, as kubectl: $KUBECONFIG, ~/.kube/config, then the "
+                 "in-cluster service account)")
       ->type_name("FILE");
   app.add_option("--context", context, "Kubeconfig context (default: its current-context)");
   app.add_option("--namespace", options.watch_namespace, "Watch TrainJobs in this namespace only");
@@ -122,15 +123,10 @@ int main(int argc, char** argv) {
               : log_level == "error"   ? LogLevel::kError
                                        : LogLevel::kInfo);
 
-  // Configuration: the flag, the in-cluster service account, $KUBECONFIG.
-  pacer::StatusOr<KubeConfig> config = pacer::FailedPreconditionError("no configuration");
-  if (kubeconfig.empty()) {
-    config = InClusterConfig(std::getenv, ReadWholeFile,
-                             "/var/run/secrets/kubernetes.io/serviceaccount");
-    if (!config.ok() && std::getenv("KUBECONFIG") != nullptr)
-      kubeconfig = std::getenv("KUBECONFIG");
-  }
-  if (!kubeconfig.empty()) config = KubeconfigFile(kubeconfig, context, ReadWholeFile);
+  // Configuration as kubectl finds it (kube/kube_config.h): the flag,
+  // $KUBECONFIG, ~/.kube/config, the in-cluster service account.
+  const pacer::StatusOr<KubeConfig> config =
+      ResolveKubeConfig(kubeconfig, context, std::getenv, ReadWholeFile);
   if (!config.ok()) {
     Log(LogLevel::kError, "no Kubernetes configuration", {{"error", config.status()}});
     return 2;

@@ -184,4 +184,44 @@ StatusOr<KubeConfig> KubeconfigFile(const std::string& path, const std::string& 
   }
 }
 
+StatusOr<KubeConfig> ResolveKubeConfig(const std::string& kubeconfig_flag,
+                                       const std::string& context, const GetEnvFn& getenv,
+                                       const ReadFileFn& read_file,
+                                       const std::string& secrets_dir) {
+  if (!kubeconfig_flag.empty()) return KubeconfigFile(kubeconfig_flag, context, read_file);
+  // A file that cannot be read is skipped, as kubectl skips missing ones.
+  auto readable = [&read_file](const std::string& path) { return read_file(path).ok(); };
+  const char* list = getenv("KUBECONFIG");
+  std::string tried;
+  if (list != nullptr && *list != '\0') {
+    const std::string paths = list;
+    std::size_t start = 0;
+    while (start <= paths.size()) {
+      std::size_t end = paths.find(':', start);
+      if (end == std::string::npos) end = paths.size();
+      const std::string path = paths.substr(start, end - start);
+      if (!path.empty() && readable(path)) return KubeconfigFile(path, context, read_file);
+      start = end + 1;
+    }
+    tried += "$KUBECONFIG (" + paths + ") names no readable file; ";
+  } else {
+    tried += "$KUBECONFIG is unset; ";
+  }
+  const char* home = getenv("HOME");
+  if (home != nullptr && *home != '\0') {
+    const std::string path = std::string(home) + "/.kube/config";
+    if (readable(path)) return KubeconfigFile(path, context, read_file);
+    tried += path + " cannot be read; ";
+  } else {
+    tried += "$HOME is unset; ";
+  }
+  StatusOr<KubeConfig> in_cluster = InClusterConfig(getenv, read_file, secrets_dir);
+  if (in_cluster.ok() || in_cluster.status().code() != StatusCode::kFailedPrecondition) {
+    return in_cluster;
+  }
+  return FailedPreconditionError("no Kubernetes configuration: " + tried +
+                                 "and not in a pod (KUBERNETES_SERVICE_HOST is unset); pass "
+                                 "--kubeconfig FILE or set KUBECONFIG");
+}
+
 }  // namespace pacer::controller

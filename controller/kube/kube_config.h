@@ -55,6 +55,24 @@ StatusOr<KubeConfig> InClusterConfig(const GetEnvFn& getenv, const ReadFileFn& r
 StatusOr<KubeConfig> KubeconfigFile(const std::string& path, const std::string& context,
                                     const ReadFileFn& read_file);
 
+inline constexpr const char* kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+// The configuration kubectl would use, in kubectl's order; the one place
+// pacer-controller and `pacer inventory` find the API server:
+//   1. `kubeconfig_flag` (--kubeconfig) when not empty;
+//   2. $KUBECONFIG: the first of its colon-separated files that can be read
+//      (kubectl merges them all; Pacer reads one);
+//   3. $HOME/.kube/config when it can be read;
+//   4. the in-cluster service account (InClusterConfig).
+// `context` picks a kubeconfig context (empty: its current-context).
+// Errors: the chosen kubeconfig's (InvalidArgument for a malformed file,
+// NotFound for an unreadable --kubeconfig); FailedPrecondition naming every
+// place tried when none applies.
+StatusOr<KubeConfig> ResolveKubeConfig(const std::string& kubeconfig_flag,
+                                       const std::string& context, const GetEnvFn& getenv,
+                                       const ReadFileFn& read_file,
+                                       const std::string& secrets_dir = kServiceAccountDir);
+
 }  // namespace pacer::controller
 
 #endif  // PACER_CONTROLLER_KUBE_KUBE_CONFIG_H_

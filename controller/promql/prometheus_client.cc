@@ -120,23 +120,41 @@ StatusOr<std::vector<PromSample>> PrometheusClient::Query(std::string_view promq
   }
 }
 
+JobMeasurementQueries MeasureJobQueries(const std::string& namespace_name,
+                                        const std::string& job_name, std::chrono::seconds window) {
+  const std::string ns = ",namespace=" + PromQuote(namespace_name) + "}";
+  const std::string current = "{trainjob=" + PromQuote(job_name) + ns;
+  const std::string legacy = "{job=" + PromQuote(job_name) + ",trainjob=\"\"" + ns;
+  const std::string range = "[" + std::to_string(window.count()) + "s]";
+  // `metric` under either selector; `or` keeps both kinds of series.
+  auto either = [&](const std::string& metric) {
+    return metric + current + " or " + metric + legacy;
+  };
+  auto mean_step = [&](const std::string& selector) {
+    return "rate(pacer_worker_step_duration_seconds_sum" + selector + range +
+           ") / rate(pacer_worker_step_duration_seconds_count" + selector + range + ")";
+  };
+  JobMeasurementQueries q;
+  // The slowest rank sets the pace of a synchronous job.
+  q.step_seconds = "max(" + mean_step(current) + " or " + mean_step(legacy) + ")";
+  q.steps_completed = "max(" + either("pacer_worker_step") + ")";
+  q.total_steps = "max(" + either("pacer_worker_total_steps") + ")";
+  q.ranks_reporting = "count(" + either("pacer_worker_step") + ")";
+  return q;
+}
+
 StatusOr<JobMeasurement> PrometheusClient::MeasureJob(const std::string& namespace_name,
                                                       const std::string& job_name,
                                                       std::chrono::seconds window) const {
-  const std::string selector =
-      "{job=" + PromQuote(job_name) + ",namespace=" + PromQuote(namespace_name) + "}";
-  const std::string range = "[" + std::to_string(window.count()) + "s]";
+  const JobMeasurementQueries q = MeasureJobQueries(namespace_name, job_name, window);
   JobMeasurement m;
-  // The slowest rank sets the pace of a synchronous job.
-  ASSIGN_OR_RETURN(auto step, Query("max(rate(pacer_worker_step_duration_seconds_sum" + selector +
-                                    range + ") / rate(pacer_worker_step_duration_seconds_count" +
-                                    selector + range + "))"));
+  ASSIGN_OR_RETURN(auto step, Query(q.step_seconds));
   m.step_seconds = FirstFinite(step);
-  ASSIGN_OR_RETURN(auto steps, Query("max(pacer_worker_step" + selector + ")"));
+  ASSIGN_OR_RETURN(auto steps, Query(q.steps_completed));
   if (auto v = FirstFinite(steps)) m.steps_completed = static_cast<int64_t>(*v);
-  ASSIGN_OR_RETURN(auto total, Query("max(pacer_worker_total_steps" + selector + ")"));
+  ASSIGN_OR_RETURN(auto total, Query(q.total_steps));
   if (auto v = FirstFinite(total)) m.total_steps = static_cast<int64_t>(*v);
-  ASSIGN_OR_RETURN(auto ranks, Query("count(pacer_worker_step" + selector + ")"));
+  ASSIGN_OR_RETURN(auto ranks, Query(q.ranks_reporting));
   if (auto v = FirstFinite(ranks)) m.ranks_reporting = static_cast<int>(*v);
   return m;
 }

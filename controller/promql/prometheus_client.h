@@ -78,6 +78,20 @@ class PrometheusClient {
 // Quotes a label value for a PromQL selector (backslash, quote, newline).
 std::string PromQuote(std::string_view value);
 
+// The instant queries MeasureJob sends, one per field of JobMeasurement.
+// Workers name their TrainJob in the `trainjob` label; workers built before
+// that named it in `job` (which collides with Prometheus' own scrape job
+// label). Each query matches both: `trainjob` = the name, or `trainjob`
+// empty and `job` = the name, so series of either kind still count.
+struct JobMeasurementQueries {
+  std::string step_seconds;
+  std::string steps_completed;
+  std::string total_steps;
+  std::string ranks_reporting;
+};
+JobMeasurementQueries MeasureJobQueries(const std::string& namespace_name,
+                                        const std::string& job_name, std::chrono::seconds window);
+
 }  // namespace pacer::controller
 
 #endif  // PACER_CONTROLLER_PROMQL_PROMETHEUS_CLIENT_H_

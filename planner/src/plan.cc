@@ -113,8 +113,9 @@ StatusOr<std::vector<int>> AllowedPools(const JobSpec& job, const Inventory& inv
   return pools;
 }
 
-// Explains, when nothing fits at all, which constraint bit hardest.
-Status NothingFits(const internal::SearchOutcome& outcome) {
+// Explains, when nothing fits at all, which constraint bit hardest;
+// `*blamed` (when given) gets that constraint.
+Status NothingFits(const internal::SearchOutcome& outcome, std::optional<RejectReason>* blamed) {
   const auto& r = outcome.rejections;
   auto count = [&r](RejectReason reason) { return r[static_cast<int>(reason)].count; };
   const RejectionSummary& oom = r[static_cast<int>(RejectReason::kOutOfMemory)];
@@ -128,6 +129,7 @@ Status NothingFits(const internal::SearchOutcome& outcome) {
     if (closest.recompute != Recompute::kFull) fixes.push_back("full activation checkpointing");
     fixes.push_back(closest.micro_batch_size > 1 ? "a smaller micro-batch or sequence length"
                                                  : "a shorter sequence length");
+    if (blamed != nullptr) *blamed = RejectReason::kOutOfMemory;
     return FailedPreconditionError("no layout fits in GPU memory: the closest, " +
                                    closest.ToString() + ", " + oom.detail + "; " + Join(fixes));
   }
@@ -135,6 +137,7 @@ Status NothingFits(const internal::SearchOutcome& outcome) {
        {RejectReason::kNotEnoughFreeGpus, RejectReason::kGpuCountLimits,
         RejectReason::kPrecisionUnsupported, RejectReason::kLayoutIndivisible}) {
     if (count(reason) > 0) {
+      if (blamed != nullptr) *blamed = reason;
       return FailedPreconditionError(std::string("no layout is possible (") +
                                      RejectReasonName(reason) +
                                      "): " + r[static_cast<int>(reason)].detail);
@@ -235,15 +238,22 @@ Status ValidateForPlanning(const JobSpec& job, const Inventory& inventory,
 
 namespace {
 
+// `*blamed` (when given) gets the constraint an error blames, if any.
 StatusOr<PlanResult> PlanImpl(const JobSpec& job, const Inventory& inventory,
                               const Calibration& calibration, const PlanOptions& options,
-                              bool with_advice) {
+                              bool with_advice,
+                              std::optional<RejectReason>* blamed = nullptr) {
   PlanResult result;
   result.now_unix_seconds = options.now_unix_seconds;
   result.deadline_unix_seconds = EffectiveDeadline(job, options.now_unix_seconds);
   RETURN_IF_ERROR(ValidateForPlanning(job, inventory, options.now_unix_seconds));
   int64_t not_allowed = 0;
-  ASSIGN_OR_RETURN(std::vector<int> pools, AllowedPools(job, inventory, &not_allowed));
+  StatusOr<std::vector<int>> allowed = AllowedPools(job, inventory, &not_allowed);
+  if (!allowed.ok()) {
+    if (blamed != nullptr) *blamed = RejectReason::kGpuTypeNotAllowed;
+    return allowed.status();
+  }
+  const std::vector<int>& pools = *allowed;
 
   internal::SearchOutcome outcome = internal::RunSearch(job, inventory, calibration, pools,
                                                         result.deadline_unix_seconds, options);
@@ -256,7 +266,7 @@ StatusOr<PlanResult> PlanImpl(const JobSpec& job, const Inventory& inventory,
   for (auto& r : outcome.rejections) {
     if (r.count > 0) result.rejections.push_back(r);
   }
-  if (!outcome.fastest) return NothingFits(outcome);
+  if (!outcome.fastest) return NothingFits(outcome, blamed);
 
   if (outcome.best) {
     result.feasible = true;
@@ -314,23 +324,44 @@ StatusOr<std::vector<SweepPoint>> Sweep(const JobSpec& job, const Inventory& inv
                                         const std::vector<int>& gpu_counts,
                                         const PlanOptions& options) {
   RETURN_IF_ERROR(ValidateForPlanning(job, inventory, options.now_unix_seconds));
+  int64_t not_allowed = 0;
+  const StatusOr<std::vector<int>> pools = AllowedPools(job, inventory, &not_allowed);
+  const int min_gpus = job.resources.min_gpus;
+  const std::optional<int> max_gpus = job.resources.max_gpus;
   std::vector<SweepPoint> points;
   for (int gpus : gpu_counts) {
     SweepPoint point;
     point.gpus = gpus;
+    if (gpus < min_gpus || (max_gpus && gpus > *max_gpus)) {
+      // The job could never run at this count: planning it anyway would show
+      // a what-if the controller never launches.
+      point.rejected_by = RejectReason::kGpuCountLimits;
+      point.reason = "outside the job's GPU limits (spec.resources minGPUs " +
+                     std::to_string(min_gpus) +
+                     (max_gpus ? ", maxGPUs " + std::to_string(*max_gpus) : std::string()) + ")";
+      points.push_back(std::move(point));
+      continue;
+    }
+    if (pools.ok()) {
+      if (auto diagnosis = internal::DiagnoseGpuCount(job, inventory, *pools, gpus)) {
+        point.rejected_by = diagnosis->reason;
+        point.reason = std::move(diagnosis->message);
+        points.push_back(std::move(point));
+        continue;
+      }
+    }
     PlanOptions at = options;
     at.exact_gpus = gpus;
     at.ignore_free_gpus = true;
     at.alternatives = 0;
-    JobSpec unlimited = job;
-    unlimited.resources.min_gpus = 1;
-    unlimited.resources.max_gpus.reset();
-    StatusOr<PlanResult> r = PlanImpl(unlimited, inventory, calibration, at, false);
+    std::optional<RejectReason> blamed;
+    StatusOr<PlanResult> r = PlanImpl(job, inventory, calibration, at, false, &blamed);
     if (r.ok()) {
       point.best = r->plan;
       point.meets_deadline = r->feasible;
     } else {
       point.reason = r.status().message();
+      point.rejected_by = blamed;
     }
     points.push_back(std::move(point));
   }

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pacer/planner/search.h"
@@ -39,6 +40,19 @@ bool BetterThan(const Evaluation& a, const Evaluation& b, Objective objective, b
 // parallel sizes (a larger power-of-two factor), most divisible first, then
 // nearest; at most 3.
 std::vector<int64_t> NearbyGlobalBatchSizes(int64_t gbs);
+
+// Why no layout uses exactly `gpus` GPUs when the arithmetic of the layout
+// is to blame (sweep_diagnosis.cc): kLayoutIndivisible when no allowed
+// TP x PP divides the count, kBatchIndivisible when some does but the global
+// batch does not divide by data-parallel degree x micro-batch for any of
+// them. nullopt when the arithmetic allows a layout (memory or the GPU type
+// is then to blame, and the search says so). `pools` as for RunSearch.
+struct CountDiagnosis {
+  RejectReason reason;
+  std::string message;
+};
+std::optional<CountDiagnosis> DiagnoseGpuCount(const JobSpec& job, const Inventory& inventory,
+                                               const std::vector<int>& pools, int gpus);
 
 }  // namespace pacer::planner::internal
 

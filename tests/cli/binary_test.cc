@@ -47,6 +47,15 @@ TEST(BinaryTest, HelpIsInformative) {
   }
 }
 
+// The built `pacer` has `pacer inventory` (controller/kubecli) wired in.
+TEST(BinaryTest, InventoryCommandIsBuiltIn) {
+  const CliRun run = RunBinary({"inventory", "--help"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  for (const char* text : {"--kubeconfig", "--context", "--output-file", "yaml or json", "401"}) {
+    EXPECT_NE(run.out.find(text), std::string::npos) << text << "\n" << run.out;
+  }
+}
+
 TEST(BinaryTest, ExitCodes) {
   CliRun run = RunBinary({"plan", CliTestData("llama-7b.yaml"), "--now", kNow});
   EXPECT_EQ(run.exit_code, kExitOk) << run.err;

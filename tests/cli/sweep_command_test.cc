@@ -44,39 +44,49 @@ TEST(SweepCommandTest, TableHasOneRowPerGpuCount) {
       RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "8..1024", "--now", kNow});
   ASSERT_EQ(run.exit_code, kExitOk) << run.out << run.err;
   const std::vector<std::string> lines = Lines(run.out);
-  // Title, header, rule, the rows, then the note on the job's GPU limits.
-  ASSERT_EQ(lines.size(), 3u + 8u + 1u) << run.out;
+  // Title, header, rule, the rows, then one legend line per code and the
+  // pointer to the full reasons.
+  ASSERT_EQ(lines.size(), 3u + 8u + 2u) << run.out;
   EXPECT_NE(lines[1].find("GPUS"), std::string::npos);
   EXPECT_NE(lines[1].find("MEETS DEADLINE"), std::string::npos);
-  // maxGPUs is 512: the 1024 row is a what-if, and marked so.
-  const std::vector<std::string> gpus = {"8 ",   "16 ",  "32 ",  "64 ",
-                                         "128 ", "256 ", "512 ", "1024*"};
+  const std::vector<std::string> gpus = {"8 ", "16 ", "32 ", "64 ", "128 ", "256 ", "512 ", "1024 "};
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     const std::string& row = lines[3 + i];
     EXPECT_EQ(row.substr(row.find_first_not_of(' '), gpus[i].size()), gpus[i]) << row;
     EXPECT_TRUE(row.ends_with("yes") || row.ends_with("no")) << row;
   }
+  // maxGPUs is 512: 1024 is shown, not planned.
+  EXPECT_TRUE(std::regex_search(lines[10], std::regex(R"(^ *1024 +no plan: outside-gpu-limits +- )")))
+      << lines[10];
   EXPECT_EQ(lines[11],
-            "* outside the job's spec.resources (minGPUs 8, maxGPUs 512): planned as if "
-            "the limits allowed it");
+            "outside-gpu-limits: outside the job's GPU limits (minGPUs 8, maxGPUs 512): not "
+            "planned");
 }
 
-TEST(SweepCommandTest, NoPlanReasonsAreFootnotesThatWidenNoRow) {
-  // 1 GPU cannot hold a 7B model: a long reason, which must not widen every row.
+TEST(SweepCommandTest, NoPlanRowsShowShortCodesThatWidenNoRow) {
+  // 1, 2 and 4 GPUs are below minGPUs 8; 24 GPUs split the 1024-sequence
+  // batch over 3, 6, 12 or 24 data-parallel ranks, none of which divides it.
   const CliRun run =
-      RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "1..64", "--now", kNow});
+      RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "1,2,4,8,24", "--now", kNow});
   ASSERT_EQ(run.exit_code, kExitOk) << run.out << run.err;
   const std::vector<std::string> lines = Lines(run.out);
-  std::size_t footnotes = 0;
   for (std::size_t i = 1; i < lines.size(); ++i) {  // after the title
-    if (lines[i].starts_with("[1] ")) ++footnotes;
-    EXPECT_LE(lines[i].size(), 110u) << lines[i];
+    EXPECT_LE(lines[i].size(), 100u) << lines[i];
   }
-  EXPECT_EQ(footnotes, 1u) << run.out;
-  EXPECT_NE(run.out.find("no plan [1]"), std::string::npos) << run.out;
-  EXPECT_NE(run.out.find("GPU memory"), std::string::npos) << run.out;  // the reason itself
-  // 1 is below minGPUs 8: marked.
-  EXPECT_TRUE(std::regex_search(run.out, std::regex(R"((^|\n) *1\* +no plan \[1\])"))) << run.out;
+  for (const char* gpus : {"1", "2", "4"}) {
+    EXPECT_TRUE(std::regex_search(
+        run.out, std::regex(std::string("(^|\n) *") + gpus + " +no plan: outside-gpu-limits ")))
+        << gpus << "\n"
+        << run.out;
+  }
+  EXPECT_TRUE(std::regex_search(run.out, std::regex(R"((^|\n) *24 +no plan: batch-indivisible )")))
+      << run.out;
+  // One legend line per code, not per row.
+  EXPECT_EQ(Count(run.out, "\noutside-gpu-limits: "), 1u) << run.out;
+  EXPECT_EQ(Count(run.out, "\nbatch-indivisible: the global batch (1024) is not divisible by "
+                           "data-parallel degree x micro-batch"),
+            1u)
+      << run.out;
 }
 
 TEST(SweepCommandTest, JsonPointsMatchTheCounts) {
@@ -96,8 +106,27 @@ TEST(SweepCommandTest, JsonPointsMatchTheCounts) {
       const json& plan = point["plan"];
       EXPECT_EQ(plan["nodes"].get<int>() * plan["gpusPerNode"].get<int>(), expected[i]);
       EXPECT_TRUE(point["reason"].is_null());
+      EXPECT_TRUE(point["reasonCode"].is_null());
     }
   }
+  // 24 GPUs: a layout divides the count, the batch does not divide over it;
+  // the full sentence names the numbers.
+  EXPECT_EQ(doc["points"][1]["reasonCode"], "batch-indivisible") << doc.dump(2);
+  const std::string reason = doc["points"][1]["reason"].get<std::string>();
+  EXPECT_NE(reason.find("global batch (1024) is not divisible by data-parallel degree x "
+                        "micro-batch at 24 GPUs: data-parallel degrees 24, 12, 6, 3"),
+            std::string::npos)
+      << reason;
+}
+
+TEST(SweepCommandTest, YamlGivesTheFullReasonOfCountsOutsideTheLimits) {
+  const CliRun run = RunPacer(
+      {"sweep", CliTestData("llama-7b.yaml"), "--gpus", "4,8", "-o", "yaml", "--now", kNow});
+  ASSERT_EQ(run.exit_code, kExitOk) << run.err;
+  EXPECT_NE(run.out.find("reasonCode: \"outside-gpu-limits\""), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("outside the job's GPU limits (spec.resources minGPUs 8, maxGPUs 512)"),
+            std::string::npos)
+      << run.out;
 }
 
 TEST(SweepCommandTest, WritesAnSvgChartWithOneMarkerPerPlan) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <string>
 
 namespace pacer::controller {
@@ -120,6 +121,82 @@ TEST(KubeConfigTest, InClusterReadsTheServiceAccount) {
   ASSERT_FALSE(outside.ok());
   EXPECT_EQ(outside.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(outside.status().message().find("--kubeconfig"), std::string::npos);
+}
+
+// kubectl's order: --kubeconfig, then the first readable file of
+// $KUBECONFIG, then ~/.kube/config, then the pod's service account. A
+// kubeconfig with one context "prod" and a token, distinguishable by server.
+std::string TokenKubeconfig(const std::string& server) {
+  return "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n  - name: k\n    cluster:\n"
+         "      server: " +
+         server +
+         "\n      certificate-authority-data: UFJPRENB\ncontexts:\n  - name: c\n"
+         "    context: {cluster: k, user: u}\nusers:\n  - name: u\n    user: {token: t}\n";
+}
+
+GetEnvFn Env(std::map<std::string, std::string> vars) {
+  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return [shared](const char* name) -> const char* {
+    auto it = shared->find(name);
+    return it == shared->end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(ResolveKubeConfigTest, FollowsKubectlsOrder) {
+  const std::string sa = "/sa";
+  const std::map<std::string, std::string> files = {
+      {"/flag", TokenKubeconfig("https://flag:6443")},
+      {"/env-b", TokenKubeconfig("https://env:6443")},
+      {"/home/u/.kube/config", TokenKubeconfig("https://home:6443")},
+      {sa + "/token", "pod-token"},
+      {sa + "/ca.crt", "CA"}};
+  const std::map<std::string, std::string> pod = {{"KUBERNETES_SERVICE_HOST", "10.0.0.1"},
+                                                  {"KUBERNETES_SERVICE_PORT", "443"}};
+  auto with = [&](std::map<std::string, std::string> env) {
+    env.insert(pod.begin(), pod.end());
+    return Env(env);
+  };
+  auto server = [](const StatusOr<KubeConfig>& c) {
+    return c.ok() ? c->server : "error: " + c.status().ToString();
+  };
+  // The flag wins over everything.
+  EXPECT_EQ(server(ResolveKubeConfig("/flag", "", with({{"KUBECONFIG", "/env-b"}, {"HOME", "/home/u"}}),
+                                     Files(files), sa)),
+            "https://flag:6443");
+  // $KUBECONFIG: the first readable file of the list, over ~/.kube/config.
+  EXPECT_EQ(server(ResolveKubeConfig(
+                "", "", with({{"KUBECONFIG", "/env-a:/env-b"}, {"HOME", "/home/u"}}), Files(files),
+                sa)),
+            "https://env:6443");
+  // Then ~/.kube/config, over the service account.
+  EXPECT_EQ(server(ResolveKubeConfig("", "", with({{"HOME", "/home/u"}}), Files(files), sa)),
+            "https://home:6443");
+  EXPECT_EQ(server(ResolveKubeConfig("", "", with({{"KUBECONFIG", "/env-a"}, {"HOME", "/home/u"}}),
+                                     Files(files), sa)),
+            "https://home:6443");
+  // Then the pod's service account.
+  auto in_pod = ResolveKubeConfig("", "", with({{"HOME", "/nobody"}}), Files(files), sa);
+  ASSERT_TRUE(in_pod.ok()) << in_pod.status().ToString();
+  EXPECT_EQ(in_pod->server, "https://10.0.0.1:443");
+  EXPECT_EQ(in_pod->context, "in-cluster");
+}
+
+TEST(ResolveKubeConfigTest, NothingToUseNamesEveryPlaceTried) {
+  auto none = ResolveKubeConfig("", "", Env({{"KUBECONFIG", "/a:/b"}, {"HOME", "/home/u"}}),
+                                Files({}), "/sa");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kFailedPrecondition);
+  for (const char* part : {"$KUBECONFIG (/a:/b)", "/home/u/.kube/config", "not in a pod",
+                           "--kubeconfig"}) {
+    EXPECT_NE(none.status().message().find(part), std::string::npos)
+        << part << " in " << none.status().message();
+  }
+  // An unreadable --kubeconfig is an error, not a fall-through.
+  auto flag = ResolveKubeConfig("/missing", "", Env({{"HOME", "/home/u"}}),
+                                Files({{"/home/u/.kube/config", TokenKubeconfig("https://h:1")}}),
+                                "/sa");
+  ASSERT_FALSE(flag.ok());
+  EXPECT_NE(flag.status().message().find("/missing"), std::string::npos);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -92,6 +93,73 @@ TEST(PrometheusClientTest, UnreachablePrometheusIsUnavailable) {
 
 TEST(PrometheusClientTest, QuotesLabelValues) {
   EXPECT_EQ(PromQuote("a\"b\\c"), "\"a\\\"b\\\\c\"");
+}
+
+// The controller's queries find a job's workers whether they name the
+// TrainJob in `trainjob` (current workers; `job` is then the scrape job's)
+// or in `job` (older workers), and never count another TrainJob whose scrape
+// job happens to carry this name. promtool evaluates them on recorded
+// series; the expected values fail if either kind of series is missed.
+TEST(PrometheusClientTest, QueriesMatchTrainjobAndLegacyJobLabels) {
+  if (!OnPath("promtool")) GTEST_SKIP() << "no promtool binary (scripts/install-deps.sh)";
+  const fs::path dir = fs::temp_directory_path() / ("pacer-promtool-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string legacy = R"(job="legacy",namespace="research")";
+  const std::string current = R"(job="pacer-workers",trainjob="current",namespace="research")";
+  // A current worker of TrainJob "other" scraped by a job named "legacy".
+  const std::string decoy = R"(job="legacy",trainjob="other",namespace="research")";
+  std::ofstream test(dir / "queries_test.yaml");
+  test << "evaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n";
+  auto series = [&](const std::string& name, const std::string& labels, const std::string& rank,
+                    const std::string& values) {
+    test << "      - series: '" << name << "{" << labels << ",rank=\"" << rank << "\"}'\n"
+         << "        values: '" << values << "'\n";
+  };
+  for (const std::string rank : {"0", "1"}) {  // legacy: 2 s steps, 2 ranks
+    series("pacer_worker_step_duration_seconds_sum", legacy, rank, "0+2x20");
+    series("pacer_worker_step_duration_seconds_count", legacy, rank, "0+1x20");
+    series("pacer_worker_step", legacy, rank, "0+1x20");
+    series("pacer_worker_total_steps", legacy, rank, "1000x20");
+  }
+  series("pacer_worker_step_duration_seconds_sum", current, "0", "0+3x20");  // 3 s steps
+  series("pacer_worker_step_duration_seconds_count", current, "0", "0+1x20");
+  series("pacer_worker_step", current, "0", "0+2x20");
+  series("pacer_worker_total_steps", current, "0", "500x20");
+  series("pacer_worker_step_duration_seconds_sum", decoy, "0", "0+50x20");
+  series("pacer_worker_step_duration_seconds_count", decoy, "0", "0+1x20");
+  series("pacer_worker_step", decoy, "0", "0+9x20");
+  series("pacer_worker_total_steps", decoy, "0", "9999x20");
+  test << "    promql_expr_test:\n";
+  auto expect = [&](const std::string& expr, double value) {
+    test << "      - expr: '" << expr << "'\n        eval_time: 10m\n"
+         << "        exp_samples:\n          - labels: '{}'\n            value: " << value << "\n";
+  };
+  const JobMeasurementQueries old_queries =
+      MeasureJobQueries("research", "legacy", std::chrono::seconds(300));
+  expect(old_queries.step_seconds, 2);
+  expect(old_queries.steps_completed, 10);
+  expect(old_queries.total_steps, 1000);
+  expect(old_queries.ranks_reporting, 2);
+  const JobMeasurementQueries new_queries =
+      MeasureJobQueries("research", "current", std::chrono::seconds(300));
+  expect(new_queries.step_seconds, 3);
+  expect(new_queries.steps_completed, 20);
+  expect(new_queries.total_steps, 500);
+  expect(new_queries.ranks_reporting, 1);
+  test.close();
+
+  const std::string log = (dir / "promtool.log").string();
+  const pid_t promtool =
+      Spawn({"promtool", "test", "rules", (dir / "queries_test.yaml").string()}, {}, log);
+  ASSERT_GT(promtool, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(promtool, &status, 0), promtool);
+  std::ifstream out(log);
+  std::stringstream output_text;
+  output_text << out.rdbuf();
+  const std::string output = output_text.str();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  fs::remove_all(dir);
 }
 
 TEST(PrometheusClientTest, MeasuresARunningWorkerThroughARealPrometheus) {

@@ -138,6 +138,7 @@ TEST(MonitoringFilesTest, PanelUnitsMatchTheirMetrics) {
   EXPECT_EQ(units[16], "bytes");         // memory
   EXPECT_EQ(units[21], "Bps");           // bus bandwidth, bytes/s
   EXPECT_EQ(units[26], "s");             // reconcile duration
+  EXPECT_EQ(units[30], "s");             // checkpoint age
 }
 
 TEST(MonitoringFilesTest, EveryMetricUsedIsDocumentedInMetricsMd) {
@@ -171,10 +172,22 @@ TEST(MonitoringFilesTest, EveryMetricUsedIsDocumentedInMetricsMd) {
 }
 
 // docs/metrics.md, "Dashboard and alerts": the controller's series carry
-// job="pacer-controller"; the workers' carry their own job (the TrainJob's
-// name), so dashboard panels select them by the trainjob variable.
+// job="pacer-controller"; the workers' carry trainjob (the TrainJob's name)
+// and the scrape job's job. Older workers named the TrainJob in job
+// instead: every worker selector reads one kind explicitly (trainjob
+// non-empty, or trainjob empty and then job), and every expression over
+// metrics that older workers exported reads both kinds, so that their
+// series still match. Expressions joined with a metric only current workers
+// export (the checkpoint age) cannot match older workers and need not try.
+bool IsNewWorkerMetric(const std::string& name) {
+  return name == "pacer_worker_last_checkpoint_timestamp_seconds" ||
+         name == "pacer_worker_checkpoint_interval_steps";
+}
+
 TEST(MonitoringFilesTest, SelectorsFollowTheLabelContract) {
   auto check = [](const Expression& e, bool dashboard) {
+    bool reads_current = false, reads_legacy = false, reads_old_metric = false,
+         reads_new_metric = false;
     for (const auto& [name, matchers] : Selectors(e.expr)) {
       const bool controller = StartsWith(name, "pacer_controller_") ||
                               StartsWith(name, "pacer_trainjob_") || name == "up";
@@ -185,14 +198,27 @@ TEST(MonitoringFilesTest, SelectorsFollowTheLabelContract) {
         EXPECT_TRUE(Contains(matchers, R"(namespace=~"$namespace")")) << e.where << ": " << name;
         EXPECT_TRUE(Contains(matchers, R"(trainjob=~"$trainjob")")) << e.where << ": " << name;
       }
-      if (StartsWith(name, "pacer_worker_")) {
-        if (dashboard) {
-          EXPECT_TRUE(Contains(matchers, R"(namespace=~"$namespace")")) << e.where << ": " << name;
-          EXPECT_TRUE(Contains(matchers, R"(job=~"$trainjob")")) << e.where << ": " << name;
-        } else {
-          EXPECT_FALSE(Contains(matchers, "job=")) << e.where << ": alerts cover every TrainJob";
-        }
+      if (!StartsWith(name, "pacer_worker_")) continue;
+      (IsNewWorkerMetric(name) ? reads_new_metric : reads_old_metric) = true;
+      const bool legacy = Contains(matchers, R"(trainjob="")");
+      reads_legacy = reads_legacy || legacy;
+      reads_current = reads_current || !legacy;
+      if (dashboard) {
+        EXPECT_TRUE(Contains(matchers, R"(namespace=~"$namespace")")) << e.where << ": " << name;
+        EXPECT_TRUE(legacy ? Contains(matchers, R"(job=~"$trainjob")")
+                           : Contains(matchers, R"(trainjob=~"$trainjob")"))
+            << e.where << ": " << name << "{" << matchers << "}";
+      } else {
+        EXPECT_TRUE(legacy || Contains(matchers, R"(trainjob!="")"))
+            << e.where << ": " << name << "{" << matchers << "}";
+        // Rules cover every TrainJob: no job matcher (trainjob's aside).
+        std::string rest = matchers;
+        for (std::size_t at; (at = rest.find("trainjob")) != std::string::npos;) rest.erase(at, 8);
+        EXPECT_FALSE(Contains(rest, "job=")) << e.where << ": alerts cover every TrainJob";
       }
+    }
+    if (reads_current && reads_old_metric && !reads_new_metric) {
+      EXPECT_TRUE(reads_legacy) << e.where << " misses the series of older workers (job label)";
     }
   };
   for (const Expression& e : DashboardExpressions(LoadDashboard())) check(e, true);
@@ -224,8 +250,8 @@ TEST(MonitoringFilesTest, AlertsHaveSeverityAnnotationsAndARunbookSection) {
     }
   }
   for (const std::string expected :
-       {"TrainJobDeadlineAtRisk", "TrainJobStalled", "TrainJobWorkerStraggler", "PacerControllerDown",
-        "PacerControllerNoLeader"}) {
+       {"TrainJobDeadlineAtRisk", "TrainJobStalled", "TrainJobWorkerStraggler",
+        "TrainJobCheckpointOverdue", "PacerControllerDown", "PacerControllerNoLeader"}) {
     EXPECT_TRUE(names.count(expected)) << expected;
   }
 }

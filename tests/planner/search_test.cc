@@ -384,5 +384,76 @@ TEST(SweepTest, MoreGpusNeverBeatTheLatencyFloor) {
   EXPECT_GT(last.latency_floor_seconds / last.step_seconds, 0.5);
 }
 
+// A count without a plan blames the constraint that actually binds. At 24
+// GPUs every TP x PP of this model divides the count somehow (TP 1..8, PP
+// 1), but 1024 sequences do not split over 24 / (TP x PP) data-parallel
+// ranks: the batch is to blame, not the layout.
+TEST(SweepTest, BlamesTheBatchWhenALayoutDividesButTheBatchDoesNot) {
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: 140e9}\n  training: {globalBatchSize: 1024}\n  maxDuration: 14d\n"));
+  const auto swept = Sweep(job, Pools(8, 0, 0, 0), {}, {24}, Options());
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  const SweepPoint& p = swept->front();
+  EXPECT_FALSE(p.best.has_value());
+  ASSERT_TRUE(p.rejected_by.has_value()) << p.reason;
+  EXPECT_EQ(*p.rejected_by, RejectReason::kBatchIndivisible) << p.reason;
+  EXPECT_NE(p.reason.find("global batch (1024) is not divisible by data-parallel degree"),
+            std::string::npos)
+      << p.reason;
+  EXPECT_NE(p.reason.find("24 GPUs"), std::string::npos) << p.reason;
+}
+
+// With TP pinned to 8, no TP x PP divides 12 GPUs: the layout is to blame.
+TEST(SweepTest, BlamesTheLayoutWhenNoTensorTimesPipelineDividesTheCount) {
+  const JobSpec job = ParseOrDie(
+      JobYaml("  data: {tokens: 140e9}\n  training: {globalBatchSize: 1536}\n  maxDuration: 14d\n"
+              "  parallelism: {tensorParallel: 8}\n"));
+  const auto swept = Sweep(job, Pools(8, 0, 0, 0), {}, {12, 16}, Options());
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  const SweepPoint& twelve = (*swept)[0];
+  EXPECT_FALSE(twelve.best.has_value());
+  ASSERT_TRUE(twelve.rejected_by.has_value()) << twelve.reason;
+  EXPECT_EQ(*twelve.rejected_by, RejectReason::kLayoutIndivisible) << twelve.reason;
+  EXPECT_NE(twelve.reason.find("does not divide 12 GPUs"), std::string::npos) << twelve.reason;
+  // 16 = TP 8 x PP 1 x DP 2, and 1536 / 2 divides: planned.
+  EXPECT_TRUE((*swept)[1].best.has_value()) << (*swept)[1].reason;
+  EXPECT_FALSE((*swept)[1].rejected_by.has_value());
+}
+
+// Counts outside minGPUs..maxGPUs are reported, not planned and not dropped.
+TEST(SweepTest, CountsOutsideTheJobsGpuLimitsAreMarkedNotPlanned) {
+  const JobSpec job = ParseOrDie(
+      JobYaml("  data: {tokens: 140e9}\n  training: {globalBatchSize: 1024}\n  maxDuration: 14d\n"
+              "  resources: {minGPUs: 16, maxGPUs: 64}\n"));
+  const std::vector<int> counts = {8, 16, 64, 128};
+  const auto swept = Sweep(job, Pools(32, 0, 0, 0), {}, counts, Options());
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  ASSERT_EQ(swept->size(), counts.size());
+  for (const SweepPoint& p : *swept) {
+    SCOPED_TRACE(p.gpus);
+    const bool outside = p.gpus < 16 || p.gpus > 64;
+    EXPECT_EQ(p.best.has_value(), !outside) << p.reason;
+    if (outside) {
+      ASSERT_TRUE(p.rejected_by.has_value());
+      EXPECT_EQ(*p.rejected_by, RejectReason::kGpuCountLimits);
+      EXPECT_EQ(p.reason, "outside the job's GPU limits (spec.resources minGPUs 16, maxGPUs 64)");
+    } else {
+      EXPECT_EQ(p.best->layout.gpus(), p.gpus);
+    }
+  }
+}
+
+// One GPU cannot hold a 7B model with its optimizer state: memory is blamed.
+TEST(SweepTest, BlamesMemoryWhenTheArithmeticAllowsALayout) {
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: 140e9}\n  training: {globalBatchSize: 1024}\n  maxDuration: 14d\n"));
+  const auto swept = Sweep(job, Pools(1, 0, 0, 0), {}, {1}, Options());
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  const SweepPoint& p = swept->front();
+  EXPECT_FALSE(p.best.has_value());
+  ASSERT_TRUE(p.rejected_by.has_value()) << p.reason;
+  EXPECT_EQ(*p.rejected_by, RejectReason::kOutOfMemory) << p.reason;
+}
+
 }  // namespace
 }  // namespace pacer::planner

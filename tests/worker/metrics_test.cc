@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -44,7 +45,7 @@ std::string HttpGet(int port, const std::string& path) {
 const MetricsLabels kLabels = {"llama-7b", "research", "3", "cpu", "H100-SXM"};
 // prometheus-cpp sorts labels by name.
 const std::string kLabelText =
-    R"(backend="cpu",gpu_type="H100-SXM",job="llama-7b",namespace="research",rank="3")";
+    R"(backend="cpu",gpu_type="H100-SXM",namespace="research",rank="3",trainjob="llama-7b")";
 
 // The value of the sample `name{<kLabelText><extra>}`, NaN if absent (check
 // with HasSample first where absence matters).
@@ -103,6 +104,7 @@ TEST(WorkerMetricsTest, EveryMetricCarriesTheLabels) {
         "pacer_worker_exposed_communication_seconds", "pacer_worker_peak_memory_bytes",
         "pacer_worker_predicted_peak_memory_bytes", "pacer_worker_model_scale",
         "pacer_worker_checkpoints_total", "pacer_worker_last_checkpoint_seconds",
+        "pacer_worker_last_checkpoint_timestamp_seconds", "pacer_worker_checkpoint_interval_steps",
         "pacer_worker_step_duration_seconds_count", "pacer_worker_step_duration_seconds_sum"}) {
     EXPECT_TRUE(HasSample(text, name)) << name << " missing in\n" << text;
   }
@@ -178,8 +180,8 @@ TEST(WorkerMetricsTest, PredictionsProgressMemoryScaleAndCheckpoints) {
   metrics->SetStepsCompleted(1200);  // resumed from a checkpoint
   metrics->SetPeakMemoryBytes(60e9);
   metrics->SetModelScale(0.125);
-  metrics->ObserveCheckpoint(3.5);
-  metrics->ObserveCheckpoint(4.5);
+  metrics->ObserveCheckpoint(3.5, 1'700'000'000);
+  metrics->ObserveCheckpoint(4.5, 1'700'000'600.5);
   text = HttpGet(metrics->port(), "/metrics");
   EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_predicted_step_seconds"), 1.25);
   EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_predicted_peak_memory_bytes"), 64e9);
@@ -190,6 +192,38 @@ TEST(WorkerMetricsTest, PredictionsProgressMemoryScaleAndCheckpoints) {
   EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_model_scale"), 0.125);
   EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_checkpoints_total"), 2);
   EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_last_checkpoint_seconds"), 4.5);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_last_checkpoint_timestamp_seconds"), 1700000600.5);
+}
+
+// The TrainJob's name is the trainjob label: a `job` label would collide
+// with the one Prometheus gives every scraped series.
+TEST(WorkerMetricsTest, TheTrainJobIsTheTrainjobLabelNotJob) {
+  auto metrics = Start();
+  ASSERT_NE(metrics, nullptr);
+  const std::string text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_NE(text.find(R"(trainjob="llama-7b")"), std::string::npos) << text;
+  EXPECT_EQ(text.find(R"(,job=)"), std::string::npos) << text;
+  EXPECT_EQ(text.find(R"({job=)"), std::string::npos) << text;
+}
+
+// Before the first checkpoint the age counts from the worker's start, so the
+// overdue alert also sees a worker that never saves; the interval is exported
+// for the alert's expected age.
+TEST(WorkerMetricsTest, CheckpointAgeStartsAtCreationAndIntervalIsExported) {
+  const double before =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  auto metrics = Start();
+  ASSERT_NE(metrics, nullptr);
+  const double after =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  metrics->SetCheckpointIntervalSteps(250);
+  const std::string text = HttpGet(metrics->port(), "/metrics");
+  const double started = Sample(text, "pacer_worker_last_checkpoint_timestamp_seconds");
+  EXPECT_GE(started, std::floor(before));
+  EXPECT_LE(started, std::ceil(after));
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_checkpoint_interval_steps"), 250);
+  EXPECT_NE(text.find("# TYPE pacer_worker_last_checkpoint_timestamp_seconds gauge"),
+            std::string::npos);
 }
 
 TEST(WorkerMetricsTest, ANewPlanReplacesTheInfoSeries) {

@@ -85,8 +85,9 @@ global:
   evaluation_interval: 1s
 scrape_configs:
   - job_name: pacer-worker-scrape
-    # The worker's own job and namespace labels must win over the target's
-    # (otherwise they arrive as exported_job and exported_namespace).
+    # The worker's own namespace label must win over the target's
+    # (otherwise it arrives as exported_namespace); job stays the scrape
+    # job's: the worker names its TrainJob in trainjob.
     honor_labels: true
     static_configs:
       - targets: ['127.0.0.1:$worker_port']
@@ -122,16 +123,16 @@ wait_for() {
   done
 }
 
-labels='.metric.job == "scrape-test" and .metric.namespace == "pacer-ci" and .metric.rank == "0"
+labels='.metric.trainjob == "scrape-test" and .metric.job == "pacer-worker-scrape" and .metric.namespace == "pacer-ci" and .metric.rank == "0"
         and .metric.backend == "cpu" and .metric.gpu_type == "cpu"'
 
-count_query='sum by (job, namespace, rank, backend, gpu_type) (pacer_worker_step_duration_seconds_count)'
+count_query='sum by (trainjob, job, namespace, rank, backend, gpu_type) (pacer_worker_step_duration_seconds_count)'
 answer=$(wait_for "$count_query" ".data.result | length == 1 and (.[0].value[1] | tonumber) >= 5")
 jq -e ".data.result[0] | $labels" >/dev/null <<<"$answer" || fail "wrong labels: $answer"
 echo "PromQL: $count_query"
 echo "  => $(jq -c '.data.result[0]' <<<"$answer")"
 
-median_query='histogram_quantile(0.5, sum by (le, job, namespace, rank, backend, gpu_type) (rate(pacer_worker_step_duration_seconds_bucket[30s])))'
+median_query='histogram_quantile(0.5, sum by (le, trainjob, job, namespace, rank, backend, gpu_type) (rate(pacer_worker_step_duration_seconds_bucket[30s])))'
 answer=$(wait_for "$median_query" '.data.result | length == 1 and (.[0].value[1] != "NaN")')
 jq -e ".data.result[0] | $labels" >/dev/null <<<"$answer" || fail "wrong labels: $answer"
 # The median lies within the histogram's range and agrees with the mean step

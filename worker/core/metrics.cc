@@ -8,6 +8,7 @@
 #include <prometheus/registry.h>
 
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -58,7 +59,7 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabe
   std::unique_ptr<WorkerMetrics> m(new WorkerMetrics());
   m->registry_ = std::make_shared<prometheus::Registry>();
   prometheus::Registry& registry = *m->registry_;
-  const prometheus::Labels constant = {{"job", labels.job},
+  const prometheus::Labels constant = {{"trainjob", labels.trainjob},
                                        {"namespace", labels.namespace_name},
                                        {"rank", labels.rank},
                                        {"backend", labels.backend},
@@ -128,6 +129,12 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabe
   m->resume_steps_lost_ =
       gauge("pacer_worker_resume_steps_lost",
             "Steps lost on resume: the newest checkpoint was unusable and an older one was used.");
+  m->last_checkpoint_timestamp_seconds_ =
+      gauge("pacer_worker_last_checkpoint_timestamp_seconds",
+            "Unix time the last checkpoint finished; before the first, the worker's start.");
+  m->checkpoint_interval_steps_ =
+      gauge("pacer_worker_checkpoint_interval_steps",
+            "Steps between periodic checkpoints (0: only when stopped).");
   m->info_family_ = &prometheus::BuildGauge()
                          .Name("pacer_worker_info")
                          .Help("The plan this worker runs (value always 1).")
@@ -139,6 +146,9 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabe
   m->mfu_catalog_->Set(kNaN);
   m->mfu_calibrated_->Set(kNaN);
   m->model_scale_->Set(1);
+  // The age of "no checkpoint yet" counts from now (see ObserveCheckpoint).
+  m->last_checkpoint_timestamp_seconds_->Set(
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
 
   try {
     m->exposer_ = std::make_unique<prometheus::Exposer>(bind_address);
@@ -228,9 +238,14 @@ void WorkerMetrics::SetPlanInfo(const PlanInfo& plan) {
   info_->Set(1);
 }
 
-void WorkerMetrics::ObserveCheckpoint(double seconds) {
+void WorkerMetrics::ObserveCheckpoint(double seconds, double finished_unix_seconds) {
   checkpoints_total_->Increment();
   last_checkpoint_seconds_->Set(seconds);
+  last_checkpoint_timestamp_seconds_->Set(finished_unix_seconds);
+}
+
+void WorkerMetrics::SetCheckpointIntervalSteps(int64_t steps) {
+  checkpoint_interval_steps_->Set(static_cast<double>(steps));
 }
 
 }  // namespace pacer::worker

@@ -2,8 +2,10 @@
 // re-plan from, served in the Prometheus text format at
 // http://<bind address>/metrics (PACER_METRICS_PORT).
 //
-// Every metric carries the labels job, namespace, rank, backend and gpu_type
-// (MetricsLabels). Names, units, labels and how the controller reads them are
+// Every metric carries the labels trainjob, namespace, rank, backend and
+// gpu_type (MetricsLabels). The TrainJob's name is `trainjob`, not `job`:
+// Prometheus sets `job` to the scrape job's name, and a worker's own `job`
+// would either replace it (honor_labels) or be renamed exported_job. Names, units, labels and how the controller reads them are
 // documented in docs/metrics.md; a user's own training image exports the same
 // names. Units are base units: seconds, bytes, FLOP; the exceptions say so in
 // the name (achieved_tflops is 10^12 FLOP/s, mfu_ratio is a fraction 0..1).
@@ -47,7 +49,7 @@ namespace pacer::worker {
 // environment contract (PACER_JOB_NAME, PACER_JOB_NAMESPACE, RANK, the
 // backend in use, PACER_GPU_TYPE); see docs/metrics.md.
 struct MetricsLabels {
-  std::string job;             // TrainJob name
+  std::string trainjob;        // TrainJob name; exported as label "trainjob"
   std::string namespace_name;  // TrainJob namespace; exported as label "namespace"
   std::string rank;            // global rank, decimal
   std::string backend;         // "gpu" or "cpu" (PACER_BACKEND once resolved)
@@ -120,8 +122,15 @@ class WorkerMetrics {
   void SetModelScale(double scale);
   // Replaces the pacer_worker_info child (a setup call, not for the hot loop).
   void SetPlanInfo(const PlanInfo& plan);
-  // A checkpoint was written and took `seconds`.
-  void ObserveCheckpoint(double seconds);
+  // A checkpoint was written and took `seconds`; it finished at
+  // `finished_unix_seconds` (wall clock, seconds since the Unix epoch), which
+  // pacer_worker_last_checkpoint_timestamp_seconds reports. Until the first
+  // call that gauge reads the time Create() ran (the worker's start), so a
+  // worker that never saves looks ever more overdue.
+  void ObserveCheckpoint(double seconds, double finished_unix_seconds);
+  // Steps between two periodic checkpoints (0: only when stopped), for the
+  // checkpoint-age alert: expected age = interval x step time.
+  void SetCheckpointIntervalSteps(int64_t steps);
   // Steps of training thrown away on resume because the newest checkpoint
   // was unusable and an older one was used (0: none lost).
   void SetResumeStepsLost(int64_t steps);
@@ -153,6 +162,8 @@ class WorkerMetrics {
   prometheus::Counter* checkpoints_total_ = nullptr;
   prometheus::Gauge* last_checkpoint_seconds_ = nullptr;
   prometheus::Gauge* resume_steps_lost_ = nullptr;
+  prometheus::Gauge* last_checkpoint_timestamp_seconds_ = nullptr;
+  prometheus::Gauge* checkpoint_interval_steps_ = nullptr;
   prometheus::Family<prometheus::Gauge>* info_family_ = nullptr;
   std::mutex info_mutex_;
   prometheus::Gauge* info_ = nullptr;  // guarded by info_mutex_

@@ -180,7 +180,11 @@ Status SaveCheckpoint(const WorkerConfig& c, int rank, int64_t step, StepBackend
   }
   RETURN_IF_ERROR(CheckpointStore(c.checkpoint_dir, rank).Save(state));
   const double seconds = SecondsSince(start);
-  if (metrics) metrics->ObserveCheckpoint(seconds);
+  if (metrics) {
+    metrics->ObserveCheckpoint(seconds, std::chrono::duration<double>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count());
+  }
   char fields[128];
   std::snprintf(fields, sizeof(fields), "event=checkpoint step=%lld seconds=%.3f",
                 static_cast<long long>(step), seconds);
@@ -339,6 +343,7 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   if (!metrics_or.ok()) return Fail(c, rank, "metrics", metrics_or.status());
   WorkerMetrics& metrics = **metrics_or;
   metrics.SetTotalSteps(c.total_steps);
+  metrics.SetCheckpointIntervalSteps(c.checkpoint_interval_steps);
   metrics.SetStepsCompleted(step);
   metrics.SetResumeStepsLost(resume->steps_lost);
   metrics.SetModelScale(c.scale);

@@ -107,12 +107,18 @@ StatusOr<PlanResult> Plan(const JobSpec& job, const Inventory& inventory,
 
 // One row of a sweep: the best plan using exactly `gpus` GPUs (fastest under
 // the `time` objective, cheapest meeting the deadline under `cost`), with free
-// GPU limits ignored.
+// GPU limits ignored. Counts outside the job's spec.resources minGPUs..maxGPUs
+// are not planned: they get no plan and rejected_by kGpuCountLimits.
 struct SweepPoint {
   int gpus = 0;
   std::optional<Evaluation> best;  // nullopt when no layout of that size fits
   bool meets_deadline = false;
-  std::string reason;  // why there is no plan, when best is empty
+  // Why there is no plan, when best is empty: the constraint to blame
+  // (kGpuCountLimits, kLayoutIndivisible: no TP x PP divides the count,
+  // kBatchIndivisible: the global batch does not divide by data parallel x
+  // micro-batch, kOutOfMemory, ...) and a sentence naming the numbers.
+  std::optional<RejectReason> rejected_by;
+  std::string reason;
 };
 
 // Sweeps GPU counts `gpu_counts` (ascending). Errors: ValidateForPlanning's.
