@@ -204,8 +204,13 @@ TEST_F(E2eTest, WaitingJobLaunchesAsSoonAsGpusAreFreed) {
       },
       seconds(90)));
   Apply(TinyJobYaml("patient", 200, "2h"));
+  // Waiting: the deadline scheduler (the default) admitted it and reserved
+  // GPUs for it later, as late as its deadline allows; freed GPUs are given
+  // out at once all the same.
   ASSERT_TRUE(WaitFor(
-      [&] { return Condition(Job("research", "patient"), "Planned") == "False/InsufficientGpus"; },
+      [&] {
+        return Condition(Job("research", "patient"), "Planned") == "False/WaitingForReservedGpus";
+      },
       seconds(60)))
       << Job("research", "patient").dump(2);
 

@@ -72,6 +72,12 @@ const std::map<std::string, std::vector<std::string>>& EmptyWhenHealthy() {
       {"alert PacerControllerReconcileErrors",
        {R"(sum by (job) (rate(pacer_controller_reconcile_total{job="pacer-controller", result="error"}[10m])))",
         R"(sum by (job) (rate(pacer_controller_reconcile_total{job="pacer-controller"}[10m])))"}},
+      // No deadline job has finished yet: the deadline ratio is 0 / 0, no
+      // answer rather than 0%; its denominator (0 finished) still answers.
+      {"record pacer:scheduler_deadline_ratio",
+       {R"(max by (job) (sum without (outcome) (pacer_scheduler_deadline_jobs{job="pacer-controller"})))"}},
+      {"panel 32 A",
+       {R"(max(sum without (outcome) (pacer_scheduler_deadline_jobs{job="pacer-controller"})))"}},
       {"annotation Re-plans",
        {R"(max by (namespace, trainjob) (changes(pacer_trainjob_replans_total{job="pacer-controller", namespace=~"$namespace", trainjob=~"$trainjob"}[2m])))"}},
   };
