@@ -147,12 +147,13 @@ TEST_F(SchedulingE2eTest, TheSchedulerShrinksAnEarlyJobForATightDeadlineAndRejec
   EXPECT_TRUE(GpusByAttempt(Pods("research"), "late").empty()) << "a rejected job is not launched";
 
   // Never more GPUs asked for than the cluster has, and each job's live pods
-  // belong to one attempt (no duplicate gang across the resize).
+  // belong to at most one attempt (no duplicate gang across a resize; between
+  // an attempt's stop and the next one's launch a job has none).
   const std::vector<nlohmann::json> pods = Pods("research");
   int requested = 0;
   for (const char* job : {"early", "urgent"}) {
     const std::map<std::string, int> by_attempt = GpusByAttempt(pods, job);
-    EXPECT_EQ(by_attempt.size(), 1u) << job;
+    EXPECT_LE(by_attempt.size(), 1u) << job;
     for (const auto& [attempt, gpus] : by_attempt) requested += gpus;
   }
   EXPECT_LE(requested, 8);
