@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <set>
 
+#include "worker/core/exit_codes.h"  // the contract: pacer-worker's own exit codes
+
 namespace pacer::controller {
 namespace {
 
@@ -12,18 +14,18 @@ namespace {
 int Precedence(const std::optional<int>& code) {
   if (!code) return 6;
   switch (*code) {
-    case kWorkerExitInvalidConfig: return 0;
-    case kWorkerExitDataLoss: return 1;
-    case kWorkerExitOutOfMemory: return 2;
-    case kWorkerExitRendezvousTimeout:
-    case kWorkerExitCollectiveFailure: return 3;
-    case kWorkerExitStoppedAfterCheckpoint: return 5;
+    case worker::kExitInvalidConfig: return 0;
+    case worker::kExitDataLoss: return 1;
+    case worker::kExitOutOfMemory: return 2;
+    case worker::kExitRendezvousTimeout:
+    case worker::kExitCollectiveFailure: return 3;
+    case worker::kExitStoppedAfterCheckpoint: return 5;
     default: return 4;  // internal error, checkpoint failure, killed by a signal
   }
 }
 
 bool IsCommunication(const std::optional<int>& code) {
-  return code == kWorkerExitRendezvousTimeout || code == kWorkerExitCollectiveFailure;
+  return code == worker::kExitRendezvousTimeout || code == worker::kExitCollectiveFailure;
 }
 
 std::string Describe(const FailedWorker& w) {
@@ -59,7 +61,7 @@ FailureAction DecideWorkerFailure(const std::vector<FailedWorker>& failed,
   const std::string why = Describe(first);
   const std::optional<int>& code = first.exit_code;
 
-  if (code == kWorkerExitInvalidConfig) {
+  if (code == worker::kExitInvalidConfig) {
     action.kind = FailureAction::Kind::kFail;
     action.counts_as_restart = false;
     action.reason = "InvalidWorkerConfig";
@@ -67,7 +69,7 @@ FailureAction DecideWorkerFailure(const std::vector<FailedWorker>& failed,
         why + "; the workers' configuration is invalid, so a restart would fail the same way";
     return action;
   }
-  if (code == kWorkerExitDataLoss) {
+  if (code == worker::kExitDataLoss) {
     action.kind = FailureAction::Kind::kFail;
     action.counts_as_restart = false;
     action.reason = "DataLoss";
@@ -76,7 +78,7 @@ FailureAction DecideWorkerFailure(const std::vector<FailedWorker>& failed,
                      "discard the training done: inspect the checkpoint volume";
     return action;
   }
-  if (code == kWorkerExitOutOfMemory) {
+  if (code == worker::kExitOutOfMemory) {
     const double before = history.memory_margin_fraction;
     const double after = std::min(kMaxMemoryMarginFraction, before + kMemoryMarginStepFraction);
     action.reason = "OutOfMemory";
@@ -93,7 +95,7 @@ FailureAction DecideWorkerFailure(const std::vector<FailedWorker>& failed,
   }
   if (IsCommunication(code)) {
     action.reason =
-        code == kWorkerExitRendezvousTimeout ? "RendezvousTimeout" : "CollectiveFailure";
+        code == worker::kExitRendezvousTimeout ? "RendezvousTimeout" : "CollectiveFailure";
     std::set<std::string> excluded(history.excluded_nodes.begin(), history.excluded_nodes.end());
     std::set<std::string> struck;
     for (const FailedWorker& w : failed) {
@@ -123,7 +125,7 @@ FailureAction DecideWorkerFailure(const std::vector<FailedWorker>& failed,
     }
     return action;
   }
-  if (code == kWorkerExitStoppedAfterCheckpoint) {
+  if (code == worker::kExitStoppedAfterCheckpoint) {
     action.counts_as_restart = false;
     action.reason = "StoppedExternally";
     action.message = why +

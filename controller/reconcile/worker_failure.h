@@ -40,14 +40,6 @@
 
 namespace pacer::controller {
 
-// pacer-worker's exit codes the controller acts on (worker/core/exit_codes.h).
-inline constexpr int kWorkerExitInvalidConfig = 2;
-inline constexpr int kWorkerExitRendezvousTimeout = 3;
-inline constexpr int kWorkerExitCollectiveFailure = 4;
-inline constexpr int kWorkerExitOutOfMemory = 5;
-inline constexpr int kWorkerExitStoppedAfterCheckpoint = 6;
-inline constexpr int kWorkerExitDataLoss = 8;
-
 inline constexpr double kMemoryMarginStepFraction = 0.1;  // added per OOM
 inline constexpr double kMaxMemoryMarginFraction = 0.5;
 inline constexpr int kStrikesToExclude = 2;

@@ -268,7 +268,7 @@ std::string DoneSummary(const WorkerConfig& c, const StepBackend& backend,
   out += field;
   if (c.predicted_memory_bytes) {
     std::snprintf(field, sizeof(field), " predicted_memory_bytes=%.0f",
-                  static_cast<double>(*c.predicted_memory_bytes));
+                  *c.predicted_memory_bytes);
     out += field;
   }
   return out;
