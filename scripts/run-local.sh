@@ -8,9 +8,10 @@
 # Builds `pacer` and `pacer-worker` only (the GPU plugin too when this machine
 # has an NVIDIA GPU): not the tests, benchmarks or the test API server, which
 # scripts/build.sh and scripts/test.sh build. First run on a fresh clone:
-# about 6.4 CPU-minutes of building, i.e. about 4 minutes on 2 idle cores
+# about 10 CPU-minutes of building, i.e. about 5 minutes on 2 idle cores
 # without ccache (docs/benchmarks.md, "First run"); later runs rebuild nothing
-# and start the job at once; the job itself takes about 30 s on 2 cores. Extra arguments go to `pacer run` (e.g. --progress plain);
+# and start the job at once; the job itself takes
+# under a minute on 2 cores. Extra arguments go to `pacer run` (e.g. --progress plain);
 # PACER_JOB picks another TrainJob file.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +32,7 @@ if has_gpu; then cuda=ON; fi
 targets=(pacer pacer-worker)
 jobs=$(nproc 2>/dev/null || echo 2)
 echo "run-local: [2/3] building ${targets[*]} (GPU code: $cuda) with $jobs jobs into build/;" \
-  "the first time takes about 4 minutes on 2 cores, later runs only what changed"
+  "the first time takes about 5 minutes on 2 cores, later runs only what changed"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPACER_ENABLE_CUDA="$cuda" >/dev/null
 # cmake prints "[ NN%] Building ..." per file: the progress of this build.
 cmake --build build -j"$jobs" --target "${targets[@]}"
