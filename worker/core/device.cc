@@ -39,7 +39,7 @@ Status DeviceBuffer::Assign(size_t elements) {
   Clear();
   if (elements == 0) return Status::Ok();
   if (device_ == nullptr) return InternalError("a device buffer without a device");
-  StatusOr<float*> p = device_->Allocate(elements);
+  StatusOr<float*> p = device_->Allocate(elements, class_);
   if (!p.ok()) {
     return p.status().WithContext(std::string("allocating ") + BufferClassName(class_) + " (" +
                                   std::to_string(static_cast<double>(elements) * 4 / 1e6) + " MB)");

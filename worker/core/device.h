@@ -109,8 +109,10 @@ class Device {
   // The GEMM precision this device runs a plan of `planned` precision in.
   virtual planner::Precision ExecutedPrecision(planner::Precision planned) const = 0;
 
-  // --- Memory. Allocate returns `elements` zeros; Free takes what it gave.
-  virtual StatusOr<float*> Allocate(size_t elements) = 0;
+  // --- Memory. Allocate returns `elements` zeros for a buffer of class
+  // `c` (a device may keep derived copies of some classes, e.g. the GPU
+  // device's bf16 copy of the weights); Free takes what it gave.
+  virtual StatusOr<float*> Allocate(size_t elements, BufferClass c) = 0;
   virtual void Free(float* p, size_t elements) = 0;
   MemoryTracker& memory() { return memory_; }
   const MemoryTracker& memory() const { return memory_; }

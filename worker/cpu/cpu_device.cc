@@ -55,7 +55,7 @@ class CpuDevice final : public Device {
     return planner::Precision::kFp32;
   }
 
-  StatusOr<float*> Allocate(size_t elements) override {
+  StatusOr<float*> Allocate(size_t elements, BufferClass) override {
     float* p = new (std::nothrow) float[elements]();
     if (p == nullptr) {
       return ResourceExhaustedError("cannot allocate " +

@@ -72,6 +72,10 @@ bool TypesFor(const std::string& dtype, GemmTypes* out) {
   else if (dtype == "bf16") *out = {CUDA_R_16BF, CUBLAS_COMPUTE_32F, DType::kBf16};
   else if (dtype == "tf32") *out = {CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, DType::kFp32};
   else if (dtype == "fp32") *out = {CUDA_R_32F, CUBLAS_COMPUTE_32F, DType::kFp32};
+  // bf16 tensor cores on fp32 storage (cuBLAS rounds the inputs): what a
+  // device that keeps fp32 tensors gets without converting them itself.
+  else if (dtype == "bf16-on-fp32")
+    *out = {CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_16BF, DType::kFp32};
   else return false;
   return true;
 }

@@ -27,7 +27,8 @@ namespace pacer::worker {
 
 struct GpuCalibrationOptions {
   std::vector<int64_t> gemm_sizes = {1024, 2048, 4096, 8192, 16384};
-  std::vector<std::string> gemm_dtypes = {"fp16", "bf16", "tf32", "fp32", "fp8"};
+  std::vector<std::string> gemm_dtypes = {"fp16", "bf16", "bf16-on-fp32", "tf32",
+                                              "fp32", "fp8"};
   int gemm_warmup_iterations = 3;
   int gemm_timed_iterations = 10;
   int64_t copy_bytes = int64_t{1} << 30;

@@ -1,5 +1,7 @@
 #include "gpu/device_kernels.h"
 
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -161,7 +163,24 @@ __global__ void AdamWKernel(float* w, const float* g, float* m, float* v, int64_
   }
 }
 
+// Grid-stride: GridFor caps the grid, so one thread may convert several.
+__global__ void ToBf16Kernel(const float* x, int64_t n, __nv_bfloat16* y) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    y[i] = __float2bfloat16_rn(x[i]);
+  }
+}
+
 }  // namespace
+
+Status ToBf16(const float* x, size_t n, void* y, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  const int64_t count = static_cast<int64_t>(n);
+  ToBf16Kernel<<<GridFor(count), kThreads, 0, stream>>>(x, count,
+                                                        static_cast<__nv_bfloat16*>(y));
+  return Launched();
+}
 
 Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y, float* inv_rms,
                       cudaStream_t stream) {

@@ -44,6 +44,9 @@ Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows,
 // row_loss[r] = -log(max(p_label, 1e-30)) (labels on the device).
 Status CrossEntropyGrad(float* logits, const int32_t* labels, int64_t rows, int64_t cols,
                         float grad_scale, double* row_loss, cudaStream_t stream);
+// y[i] = x[i] rounded to bf16 (round to nearest even); `y` holds n
+// __nv_bfloat16 (2 bytes each).
+Status ToBf16(const float* x, size_t n, void* y, cudaStream_t stream);
 // One AdamW update, as cpu::AdamWUpdate (step 1-based).
 Status AdamW(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
              int64_t step, const AdamWParams& p, cudaStream_t stream);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <deque>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,23 +24,32 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How a plan's precision runs (gpu_device.h's table).
+// How a plan's precision runs (gpu_device.h's table). bf16_operands: the
+// GEMMs read bf16 copies of their fp32 operands (native bf16 tensor-core
+// kernels, fp32 accumulation and output), because cuBLAS' bf16 mode on fp32
+// operands runs at about TF32 speed (calibrate's "bf16-on-fp32" row).
 struct GemmMode {
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   planner::Precision executed = planner::Precision::kFp32;
+  bool bf16_operands = false;
 };
 
 GemmMode ModeFor(planner::Precision planned) {
   switch (planned) {
-    case planner::Precision::kFp32: return {CUBLAS_COMPUTE_32F, planner::Precision::kFp32};
-    case planner::Precision::kBf16:
-      return {CUBLAS_COMPUTE_32F_FAST_16BF, planner::Precision::kBf16};
+    case planner::Precision::kFp32: return {CUBLAS_COMPUTE_32F, planner::Precision::kFp32, false};
+    case planner::Precision::kBf16: return {CUBLAS_COMPUTE_32F, planner::Precision::kBf16, true};
     case planner::Precision::kTf32:
     case planner::Precision::kFp16:
     case planner::Precision::kFp8:  // refused at Connect; never runs
-      return {CUBLAS_COMPUTE_32F_FAST_TF32, planner::Precision::kTf32};
+      return {CUBLAS_COMPUTE_32F_FAST_TF32, planner::Precision::kTf32, false};
   }
-  return {CUBLAS_COMPUTE_32F, planner::Precision::kFp32};
+  return {CUBLAS_COMPUTE_32F, planner::Precision::kFp32, false};
+}
+
+// Elements a row-major operand of `rows` x `cols` with leading dimension
+// `ld` spans, over `batch` matrices `stride` apart.
+size_t Span(int64_t rows, int64_t cols, int64_t ld, int64_t stride, int64_t batch) {
+  return static_cast<size_t>((batch - 1) * stride + (rows - 1) * ld + cols);
 }
 
 Status CheckDims(int64_t m, int64_t n, int64_t k, int64_t batch) {
@@ -69,8 +79,11 @@ class GpuDevice final : public Device {
       if (s != nullptr) (void)cudaStreamSynchronize(s);
     }
     for (const PendingSend& p : pending_) (void)cudaEventDestroy(p.done);
-    for (void* p : {ints_, losses_, cublas_workspace_}) {
+    for (void* p : {ints_, losses_, cublas_workspace_, operand_[0], operand_[1]}) {
       if (p != nullptr) (void)cudaFree(p);
+    }
+    for (auto& [base, copy] : weights_) {
+      if (copy.bf16 != nullptr) (void)cudaFree(copy.bf16);
     }
     for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
     if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
@@ -138,7 +151,7 @@ class GpuDevice final : public Device {
   }
 
   // --- Memory.
-  StatusOr<float*> Allocate(size_t elements) override {
+  StatusOr<float*> Allocate(size_t elements, BufferClass c) override {
     void* p = nullptr;
     const size_t bytes = elements * sizeof(float);
     const cudaError_t e = cudaMallocAsync(&p, bytes, compute_);
@@ -148,19 +161,34 @@ class GpuDevice final : public Device {
     }
     CUDACHECK(e);
     CUDACHECK(cudaMemsetAsync(p, 0, bytes, compute_));
-    return static_cast<float*>(p);
+    float* f = static_cast<float*>(p);
+    if (c == BufferClass::kWeights && mode_.bf16_operands && elements > 0) {
+      weights_[f] = WeightCopy{elements, nullptr, true};
+    }
+    return f;
   }
   void Free(float* p, size_t) override {
-    if (p != nullptr) (void)cudaFreeAsync(p, compute_);
+    if (p == nullptr) return;
+    const auto it = weights_.find(p);
+    if (it != weights_.end()) {
+      if (it->second.bf16 != nullptr) {
+        (void)cudaFreeAsync(it->second.bf16, compute_);
+        memory().Release(BufferClass::kWeights, static_cast<double>(it->second.elements) * 2);
+      }
+      weights_.erase(it);
+    }
+    (void)cudaFreeAsync(p, compute_);
   }
 
   // --- Copies.
   Status Copy(const float* src, size_t n, float* dst) override {
     if (n == 0 || src == dst) return Status::Ok();
+    Wrote(dst);
     CUDACHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, compute_));
     return Status::Ok();
   }
   Status Zero(float* p, size_t n) override {
+    Wrote(p);
     if (n > 0) CUDACHECK(cudaMemsetAsync(p, 0, n * sizeof(float), compute_));
     return Status::Ok();
   }
@@ -171,6 +199,7 @@ class GpuDevice final : public Device {
   }
   Status CopyFromHost(const float* host, size_t n, float* dst) override {
     if (n == 0) return Status::Ok();
+    Wrote(dst);
     CUDACHECK(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, compute_));
     // Waited for, so the caller may free `host` at once.
     return Wait(compute_, "copy from host");
@@ -221,7 +250,7 @@ class GpuDevice final : public Device {
         std::max<int64_t>(1, static_cast<int64_t>(kAttentionScratchBytes / sizeof(float)) / ss);
     const int64_t group = std::min({round, fit, s.head_batches});
     float* dp = nullptr;
-    ASSIGN_OR_RETURN(dp, Allocate(static_cast<size_t>(group * ss)));
+    ASSIGN_OR_RETURN(dp, Allocate(static_cast<size_t>(group * ss), BufferClass::kWorkspace));
     const double scratch_bytes = static_cast<double>(group * ss) * sizeof(float);
     memory().Charge(BufferClass::kWorkspace, scratch_bytes);
     auto run = [&]() -> Status {
@@ -281,6 +310,7 @@ class GpuDevice final : public Device {
     return ::pacer::worker::SwigluBackward(dout, in, din, rows, f, DType::kFp32, compute_);
   }
   Status Add(float* y, const float* x, size_t n) override {
+    Wrote(y);
     return ::pacer::worker::Add(y, x, y, static_cast<int64_t>(n), DType::kFp32, compute_);
   }
   Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows, int64_t cols,
@@ -312,11 +342,13 @@ class GpuDevice final : public Device {
   }
   Status AdamWUpdate(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
                      int64_t step, const AdamWParams& p) override {
+    Wrote(w);
     return AdamW(w, g, m, v, n, grad_scale, step, p, compute_);
   }
 
   // --- Collectives, on the compute stream.
   Status AllReduce(Group g, float* data, size_t n, const std::string& what) override {
+    Wrote(data);
     return Timed(compute_, [&] {
       return comms_.AllReduce(g, data, n, compute_, Due(), Named(what));
     });
@@ -324,6 +356,7 @@ class GpuDevice final : public Device {
   Status AllGather(Group g, const float* in, float* out, const std::vector<size_t>& counts,
                    const std::string& what) override {
     if (comms_.size(g) == 1) return Copy(in, counts.empty() ? 0 : counts[0], out);
+    Wrote(out);
     return Timed(compute_, [&] {
       return comms_.AllGather(g, in, out, counts, compute_, Due(), Named(what));
     });
@@ -331,6 +364,8 @@ class GpuDevice final : public Device {
   Status ReduceScatter(Group g, float* data, float* out, const std::vector<size_t>& counts,
                        const std::string& what) override {
     if (comms_.size(g) == 1) return Copy(data, counts.empty() ? 0 : counts[0], out);
+    Wrote(data);
+    Wrote(out);
     return Timed(compute_, [&] {
       return comms_.ReduceScatter(g, data, out, counts, compute_, Due(), Named(what));
     });
@@ -344,7 +379,7 @@ class GpuDevice final : public Device {
               const std::string& what) override {
     if (comms_.size(Group::kPipeline) == 1 || n == 0) return Status::Ok();
     RETURN_IF_ERROR(ReapSends());
-    ASSIGN_OR_RETURN(float* staging, Allocate(n));
+    ASSIGN_OR_RETURN(float* staging, Allocate(n, BufferClass::kWorkspace));
     const double bytes = static_cast<double>(n) * sizeof(float);
     memory().Charge(BufferClass::kWorkspace, bytes);
     PendingSend pending{nullptr, bytes};
@@ -367,6 +402,7 @@ class GpuDevice final : public Device {
   Status Recv(int peer, PipeDirection d, float* data, size_t n, const std::string& what) override {
     if (comms_.size(Group::kPipeline) == 1 || n == 0) return Status::Ok();
     RETURN_IF_ERROR(ReapSends());
+    Wrote(data);
     return Timed(compute_, [&] {
       return comms_.Recv(d, peer, data, n, compute_, Due(), Named(what));
     });
@@ -423,7 +459,20 @@ class GpuDevice final : public Device {
                      int64_t batch) {
     if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return Status::Ok();
     RETURN_IF_ERROR(CheckDims(m, n, k, batch));
-    if (batch == 1) {
+    if (mode_.bf16_operands) {
+      ASSIGN_OR_RETURN(const void* a16, Bf16Operand(a, Span(trans_a ? k : m, trans_a ? m : k, lda,
+                                                              stride_a, batch),
+                                                    0));
+      ASSIGN_OR_RETURN(const void* b16, Bf16Operand(b, Span(trans_b ? n : k, trans_b ? k : n, ldb,
+                                                              stride_b, batch),
+                                                    1));
+      CUBLASCHECK(cublasGemmStridedBatchedEx(
+          cublas_, Op(trans_b), Op(trans_a), static_cast<int>(n), static_cast<int>(m),
+          static_cast<int>(k), &alpha, b16, CUDA_R_16BF, static_cast<int>(ldb), stride_b, a16,
+          CUDA_R_16BF, static_cast<int>(lda), stride_a, &beta, c, CUDA_R_32F,
+          static_cast<int>(ldc), stride_c, static_cast<int>(batch), mode_.compute,
+          CUBLAS_GEMM_DEFAULT));
+    } else if (batch == 1) {
       CUBLASCHECK(cublasGemmEx(cublas_, Op(trans_b), Op(trans_a), static_cast<int>(n),
                                static_cast<int>(m), static_cast<int>(k), &alpha, b, CUDA_R_32F,
                                static_cast<int>(ldb), a, CUDA_R_32F, static_cast<int>(lda), &beta,
@@ -495,6 +544,52 @@ class GpuDevice final : public Device {
     return static_cast<const int32_t*>(ints_);
   }
 
+  // A bf16 copy of the `span` elements at `p` for a GEMM operand: inside
+  // a weights buffer, its bf16 copy (converted whole after any write to the
+  // buffer, so once per optimizer step or parameter all-gather, not per
+  // GEMM); anything else converted into operand scratch `slot` (0 for A, 1
+  // for B; the compute stream orders a GEMM's reads before the next
+  // conversion).
+  StatusOr<const void*> Bf16Operand(const float* p, size_t span, int slot) {
+    auto it = weights_.upper_bound(p);
+    if (it != weights_.begin()) {
+      --it;
+      const float* base = it->first;
+      WeightCopy& copy = it->second;
+      if (p >= base && p + span <= base + copy.elements) {
+        if (copy.bf16 == nullptr) {
+          const size_t bytes = copy.elements * 2;
+          const cudaError_t e = cudaMallocAsync(&copy.bf16, bytes, compute_);
+          if (e == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError();
+            copy.bf16 = nullptr;
+            return OutOfMemory(bytes);
+          }
+          CUDACHECK(e);
+          memory().Charge(BufferClass::kWeights, static_cast<double>(bytes));
+          copy.stale = true;
+        }
+        if (copy.stale) {
+          RETURN_IF_ERROR(ToBf16(base, copy.elements, copy.bf16, compute_));
+          copy.stale = false;
+        }
+        return static_cast<const void*>(static_cast<const char*>(copy.bf16) + (p - base) * 2);
+      }
+    }
+    RETURN_IF_ERROR(Reserve(&operand_[slot], &operand_capacity_[slot], span * 2));
+    RETURN_IF_ERROR(ToBf16(p, span, operand_[slot], compute_));
+    return static_cast<const void*>(operand_[slot]);
+  }
+
+  // Marks the bf16 copy of the weights buffer holding `p` (if any) stale.
+  void Wrote(const float* p) {
+    if (weights_.empty()) return;
+    auto it = weights_.upper_bound(p);
+    if (it == weights_.begin()) return;
+    --it;
+    if (p < it->first + it->second.elements) it->second.stale = true;
+  }
+
   // Releases the staging buffers of sends that completed.
   Status ReapSends() {
     while (!pending_.empty()) {
@@ -547,6 +642,15 @@ class GpuDevice final : public Device {
   size_t ints_capacity_ = 0;
   void* losses_ = nullptr;
   size_t losses_capacity_ = 0;
+  // bf16 plans: GEMM operand scratch (A, B) and the weights' bf16 copies.
+  void* operand_[2] = {nullptr, nullptr};
+  size_t operand_capacity_[2] = {0, 0};
+  struct WeightCopy {
+    size_t elements = 0;   // of the fp32 buffer
+    void* bf16 = nullptr;  // its bf16 copy, made at the first GEMM that reads it
+    bool stale = true;     // written since the copy was made
+  };
+  std::map<const float*, WeightCopy> weights_;  // by the fp32 buffer's address
   std::deque<PendingSend> pending_;
   std::vector<cudaEvent_t> events_;  // (start, end) pairs of timed collectives
   size_t used_events_ = 0;

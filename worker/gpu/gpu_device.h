@@ -16,15 +16,24 @@
 // ExecutedPrecision reports, never the plan's wish:
 //   fp32 plan  fp32 GEMMs (CUBLAS_COMPUTE_32F)                  -> "fp32"
 //   tf32 plan  TF32 tensor cores, fp32 accumulate                -> "tf32"
-//   bf16 plan  bf16 tensor cores on fp32 inputs rounded to bf16,
-//              fp32 accumulate (CUBLAS_COMPUTE_32F_FAST_16BF)    -> "bf16"
+//   bf16 plan  bf16 tensor cores on bf16 copies of the operands,
+//              fp32 accumulate and fp32 output (CUBLAS_COMPUTE_32F
+//              on CUDA_R_16BF inputs)                            -> "bf16"
 //   fp16 plan  TF32 (fp16 inputs without loss scaling would flush
 //              the 1/tokens-scaled logit gradients to zero)      -> "tf32"
 //   fp8 plan   refused at Connect (InvalidArgument): no fp8 GEMM path.
-// Elementwise kernels and reductions are fp32. Because storage is fp32,
-// a bf16 plan's weights, gradients and activations take twice the bytes the
-// planner predicts for them (docs/worker.md).
-//
+// The bf16 copies: each weights buffer (BufferClass::kWeights) gets one
+// bf16 copy, charged as weights, re-converted at the first GEMM after any
+// write to the buffer (the optimizer step, a parameter all-gather), so once
+// per step rather than per GEMM; activation operands are converted per GEMM
+// into two scratch buffers (workspace). cuBLAS' own bf16 mode on fp32
+// operands (CUBLAS_COMPUTE_32F_FAST_16BF) rounds the same way but runs at
+// about TF32 speed (calibrate's "bf16-on-fp32" row), which is why the
+// device converts. Elementwise kernels and reductions are fp32. Because
+// storage is fp32, a bf16 plan's activations take twice the bytes the
+// planner predicts for them, and its weights 6 bytes per parameter (fp32 +
+// the bf16 copy) where the planner counts 2 (docs/worker.md).
+
 // Attention is unfused: AttentionForward stores the s x s probabilities of
 // every (sequence, head) pair, as the executor's stash expects, and the
 // backward pass takes a dP scratch of at most kAttentionScratchBytes.
