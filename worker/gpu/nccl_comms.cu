@@ -33,6 +33,14 @@ bool Even(const std::vector<size_t>& counts) {
   return std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; });
 }
 
+// One count per member, or a bug in the caller.
+Status CheckCounts(const char* op, const std::string& what, const std::vector<size_t>& counts,
+                   int group_size) {
+  if (counts.size() == static_cast<size_t>(group_size)) return Status::Ok();
+  return InternalError(std::string(op) + " " + what + ": " + std::to_string(counts.size()) +
+                       " counts for a group of " + std::to_string(group_size));
+}
+
 }  // namespace
 
 // An NCCL call that, on failure, aborts every communicator (after reading
@@ -210,10 +218,7 @@ Status NcclCommunicators::AllGather(Group g, const float* in, float* out,
   ncclComm_t c = comms_[Index(g)];
   if (size(g) == 1) return Status::Ok();
   RETURN_IF_ERROR(Usable(what));
-  if (counts.size() != static_cast<size_t>(size(g))) {
-    return InternalError("all-gather " + what + ": " + std::to_string(counts.size()) +
-                         " counts for a group of " + std::to_string(size(g)));
-  }
+  RETURN_IF_ERROR(CheckCounts("all-gather", what, counts, size(g)));
   if (Even(counts)) {
     PACER_NCCL_OR_ABORT(ncclAllGather(in, out, counts[0], ncclFloat32, c, stream));
   } else {
@@ -237,10 +242,7 @@ Status NcclCommunicators::ReduceScatter(Group g, const float* data, float* out,
   ncclComm_t c = comms_[Index(g)];
   if (size(g) == 1) return Status::Ok();
   RETURN_IF_ERROR(Usable(what));
-  if (counts.size() != static_cast<size_t>(size(g))) {
-    return InternalError("reduce-scatter " + what + ": " + std::to_string(counts.size()) +
-                         " counts for a group of " + std::to_string(size(g)));
-  }
+  RETURN_IF_ERROR(CheckCounts("reduce-scatter", what, counts, size(g)));
   if (Even(counts)) {
     PACER_NCCL_OR_ABORT(ncclReduceScatter(data, out, counts[0], ncclFloat32, ncclSum, c, stream));
   } else {
