@@ -129,14 +129,20 @@ class Device {
                       float* c, int64_t ldc) = 0;
   // Scores (Q K^T), causal-free row softmax scaled by 1/sqrt(head_dim), and
   // context (P V) for every pair of `shape`: the two batched GEMMs and the
-  // softmax. `probs` keeps P for the backward pass: the interface is that
-  // of an unfused kernel (the s x s matrix is stored; both devices do).
-  // The GEMMs count in the FLOP counter.
+  // softmax. `probs` (AttentionStashElements(shape) elements) keeps P for
+  // the backward pass in the device's own format: the interface is that of
+  // an unfused kernel (the s x s matrix is stored; both devices do). The
+  // GEMMs count in the FLOP counter.
   virtual Status AttentionForward(const AttentionShape& shape, const float* qkv, float* probs,
                                   float* ctx) = 0;
   // dqkv += the gradients of Q, K and V given dctx; `probs` is consumed.
   virtual Status AttentionBackward(const AttentionShape& shape, const float* qkv, float* probs,
                                    const float* dctx, float* dqkv) = 0;
+  // The elements (4 bytes each) of the `probs` stash: P in fp32 unless the
+  // device keeps it narrower (the GPU device in bf16 under a bf16 plan).
+  virtual size_t AttentionStashElements(const AttentionShape& shape) const {
+    return static_cast<size_t>(shape.ProbsElements());
+  }
 
   // --- Elementwise kernels (cpu_kernels.h documents the arithmetic).
   virtual Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y,

@@ -380,7 +380,7 @@ Status StepExecutor::Impl::TpReduceScatter(const Collective* c, float* full, flo
 }
 
 Status StepExecutor::Impl::Attention(LayerStash* st) {
-  RETURN_IF_ERROR(Act(&st->probs, Size(attention_.ProbsElements())));
+  RETURN_IF_ERROR(Act(&st->probs, dev_->AttentionStashElements(attention_)));
   // The context GEMM writes head_batches blocks; the projection reads
   // tokens x proj_in of them (the same elements unless GQA pads).
   RETURN_IF_ERROR(Act(

@@ -115,6 +115,41 @@ __global__ void SoftmaxBackwardKernel(const float* p, float* dp, int64_t cols, f
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dr[j] = scale * pr[j] * (dr[j] - dot);
 }
 
+// Three passes over the row (max, sum, write) so each probability is
+// rounded to bf16 once, from fp32.
+__global__ void SoftmaxRowsBf16Kernel(__nv_bfloat16* x, int64_t cols, float scale) {
+  __shared__ float shared[32];
+  __nv_bfloat16* xr = x + static_cast<int64_t>(blockIdx.x) * cols;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    mx = fmaxf(mx, __bfloat162float(xr[j]) * scale);
+  }
+  mx = BlockMax(mx, shared);
+  float sum = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    sum += expf(__bfloat162float(xr[j]) * scale - mx);
+  }
+  sum = BlockSum(sum, shared);
+  const float inv = 1.0f / sum;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    xr[j] = __float2bfloat16_rn(expf(__bfloat162float(xr[j]) * scale - mx) * inv);
+  }
+}
+
+__global__ void SoftmaxBackwardBf16Kernel(const __nv_bfloat16* p, const float* dp,
+                                          __nv_bfloat16* ds, int64_t cols, float scale) {
+  __shared__ float shared[32];
+  const int64_t r = blockIdx.x;
+  const __nv_bfloat16* pr = p + r * cols;
+  const float* dr = dp + r * cols;
+  float dot = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dot += __bfloat162float(pr[j]) * dr[j];
+  dot = BlockSum(dot, shared);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    ds[r * cols + j] = __float2bfloat16_rn(scale * __bfloat162float(pr[j]) * (dr[j] - dot));
+  }
+}
+
 __global__ void EmbeddingForwardKernel(const float* table, const int32_t* tokens, int64_t cols,
                                        float* out) {
   const int64_t r = blockIdx.x;
@@ -173,6 +208,23 @@ __global__ void ToBf16Kernel(const float* x, int64_t n, __nv_bfloat16* y) {
 }
 
 }  // namespace
+
+Status SoftmaxRowsBf16(void* x, int64_t rows, int64_t cols, float scale, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return Status::Ok();
+  RETURN_IF_ERROR(CheckRows(rows));
+  SoftmaxRowsBf16Kernel<<<Rows(rows), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(x), cols,
+                                                             scale);
+  return Launched();
+}
+
+Status SoftmaxBackwardBf16(const void* p, const float* dp, void* ds, int64_t rows, int64_t cols,
+                           float scale, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return Status::Ok();
+  RETURN_IF_ERROR(CheckRows(rows));
+  SoftmaxBackwardBf16Kernel<<<Rows(rows), kThreads, 0, stream>>>(
+      static_cast<const __nv_bfloat16*>(p), dp, static_cast<__nv_bfloat16*>(ds), cols, scale);
+  return Launched();
+}
 
 Status ToBf16(const float* x, size_t n, void* y, cudaStream_t stream) {
   if (n == 0) return Status::Ok();

@@ -44,6 +44,14 @@ Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows,
 // row_loss[r] = -log(max(p_label, 1e-30)) (labels on the device).
 Status CrossEntropyGrad(float* logits, const int32_t* labels, int64_t rows, int64_t cols,
                         float grad_scale, double* row_loss, cudaStream_t stream);
+// The attention softmax on bf16 storage (a bf16 plan's probabilities on
+// the GPU device): in place, each row of `cols` __nv_bfloat16 becomes
+// softmax(scale * row), computed in fp32 from the stored values.
+Status SoftmaxRowsBf16(void* x, int64_t rows, int64_t cols, float scale, cudaStream_t stream);
+// ds (bf16) = scale * p * (dp - rowsum(p * dp)) with p in bf16 and dp in
+// fp32; ds must not overlap dp.
+Status SoftmaxBackwardBf16(const void* p, const float* dp, void* ds, int64_t rows, int64_t cols,
+                           float scale, cudaStream_t stream);
 // y[i] = x[i] rounded to bf16 (round to nearest even); `y` holds n
 // __nv_bfloat16 (2 bytes each).
 Status ToBf16(const float* x, size_t n, void* y, cudaStream_t stream);

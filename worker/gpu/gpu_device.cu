@@ -205,16 +205,21 @@ class GpuDevice final : public Device {
     return Wait(compute_, "copy from host");
   }
 
-  // --- GEMMs. Row-major C = op(A) op(B) is column-major C^T = op(B)^T
-  // op(A)^T: swap the operands, keep each operand's own transpose flag.
+  // --- GEMMs (RawGemm below maps row-major onto cuBLAS' column-major).
   Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
               int64_t ldc) override {
     return StridedGemm(trans_a, trans_b, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
   }
 
+  size_t AttentionStashElements(const AttentionShape& s) const override {
+    const size_t probs = static_cast<size_t>(s.ProbsElements());
+    return mode_.bf16_operands ? (probs + 1) / 2 : probs;  // bf16: two per element
+  }
+
   Status AttentionForward(const AttentionShape& s, const float* qkv, float* probs,
                           float* ctx) override {
+    if (mode_.bf16_operands) return AttentionForwardBf16(s, qkv, probs, ctx);
     const int64_t block = s.seq * s.head_dim, ss = s.seq * s.seq;
     // Pairs i0 .. i0 + count - 1 use distinct, consecutive K/V blocks; with
     // kv_blocks == 0 every pair reads block 0 as K and V (stride 0).
@@ -240,25 +245,11 @@ class GpuDevice final : public Device {
 
   Status AttentionBackward(const AttentionShape& s, const float* qkv, float* probs,
                            const float* dctx, float* dqkv) override {
+    if (mode_.bf16_operands) return AttentionBackwardBf16(s, qkv, probs, dctx, dqkv);
     const int64_t block = s.seq * s.head_dim, ss = s.seq * s.seq;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-    // One batched call may not write the same dK / dV block twice (its
-    // items run concurrently): a group holds pairs of distinct K/V blocks,
-    // and with kv_blocks == 0 (all share block 0) one pair.
-    const int64_t round = s.kv_blocks > 0 ? s.kv_blocks : 1;
-    const int64_t fit =
-        std::max<int64_t>(1, static_cast<int64_t>(kAttentionScratchBytes / sizeof(float)) / ss);
-    const int64_t group = std::min({round, fit, s.head_batches});
-    float* dp = nullptr;
-    ASSIGN_OR_RETURN(dp, Allocate(static_cast<size_t>(group * ss), BufferClass::kWorkspace));
-    const double scratch_bytes = static_cast<double>(group * ss) * sizeof(float);
-    memory().Charge(BufferClass::kWorkspace, scratch_bytes);
-    auto run = [&]() -> Status {
-      for (int64_t r0 = 0; r0 < s.head_batches; r0 += round) {
-        const int64_t round_end = std::min(r0 + round, s.head_batches);
-        for (int64_t i0 = r0; i0 < round_end; i0 += group) {
-          const int64_t count = std::min(group, round_end - i0);
-          const KeyValue kv = KeyValueOf(s, i0);
+    return ForBackwardGroups(
+        s, sizeof(float), [&](int64_t i0, int64_t count, const KeyValue& kv, float* dp, int64_t) {
           const float* p = probs + i0 * ss;
           const float* dc = dctx + i0 * block;
           // context = P V: dV += P^T dC, dP = dC V^T.
@@ -273,17 +264,10 @@ class GpuDevice final : public Device {
           RETURN_IF_ERROR(StridedGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, dp, s.seq, ss,
                                       qkv + kv.k, s.head_dim, kv.stride, 1.0f, dqkv + i0 * block,
                                       s.head_dim, block, count));
-          RETURN_IF_ERROR(StridedGemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, dp, s.seq, ss,
-                                      qkv + i0 * block, s.head_dim, block, 1.0f, dqkv + kv.k,
-                                      s.head_dim, kv.stride, count));
-        }
-      }
-      return Status::Ok();
-    };
-    const Status status = run();
-    Free(dp, static_cast<size_t>(group * ss));
-    memory().Release(BufferClass::kWorkspace, scratch_bytes);
-    return status;
+          return StridedGemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, dp, s.seq, ss,
+                             qkv + i0 * block, s.head_dim, block, 1.0f, dqkv + kv.k, s.head_dim,
+                             kv.stride, count);
+        });
   }
 
   // --- Elementwise kernels.
@@ -453,42 +437,184 @@ class GpuDevice final : public Device {
     double bytes = 0;
   };
 
+  // fp32 operands and output; under a bf16 plan the operands go to cuBLAS
+  // as bf16 copies (Bf16Operand).
   Status StridedGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                      const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
                      int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
                      int64_t batch) {
     if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return Status::Ok();
+    if (!mode_.bf16_operands) {
+      return RawGemm(trans_a, trans_b, m, n, k, alpha, {a, CUDA_R_32F, lda, stride_a},
+                     {b, CUDA_R_32F, ldb, stride_b}, beta, {c, CUDA_R_32F, ldc, stride_c}, batch);
+    }
+    ASSIGN_OR_RETURN(const void* a16, Bf16Operand(a, Span(trans_a ? k : m, trans_a ? m : k, lda,
+                                                            stride_a, batch),
+                                                  0));
+    ASSIGN_OR_RETURN(const void* b16, Bf16Operand(b, Span(trans_b ? n : k, trans_b ? k : n, ldb,
+                                                            stride_b, batch),
+                                                  1));
+    return RawGemm(trans_a, trans_b, m, n, k, alpha, {a16, CUDA_R_16BF, lda, stride_a},
+                   {b16, CUDA_R_16BF, ldb, stride_b}, beta, {c, CUDA_R_32F, ldc, stride_c}, batch);
+  }
+
+  // A GEMM operand or output as cuBLAS takes it: pointer, element type,
+  // leading dimension, stride between batch items (elements).
+  struct Matrix {
+    const void* p = nullptr;
+    cudaDataType_t type = CUDA_R_32F;
+    int64_t ld = 0, stride = 0;
+  };
+
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap
+  // the operands, keep each operand's own transpose flag.
+  Status RawGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                 const Matrix& a, const Matrix& b, float beta, const Matrix& c, int64_t batch) {
+    if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return Status::Ok();
     RETURN_IF_ERROR(CheckDims(m, n, k, batch));
-    if (mode_.bf16_operands) {
-      ASSIGN_OR_RETURN(const void* a16, Bf16Operand(a, Span(trans_a ? k : m, trans_a ? m : k, lda,
-                                                              stride_a, batch),
-                                                    0));
-      ASSIGN_OR_RETURN(const void* b16, Bf16Operand(b, Span(trans_b ? n : k, trans_b ? k : n, ldb,
-                                                              stride_b, batch),
-                                                    1));
-      CUBLASCHECK(cublasGemmStridedBatchedEx(
-          cublas_, Op(trans_b), Op(trans_a), static_cast<int>(n), static_cast<int>(m),
-          static_cast<int>(k), &alpha, b16, CUDA_R_16BF, static_cast<int>(ldb), stride_b, a16,
-          CUDA_R_16BF, static_cast<int>(lda), stride_a, &beta, c, CUDA_R_32F,
-          static_cast<int>(ldc), stride_c, static_cast<int>(batch), mode_.compute,
-          CUBLAS_GEMM_DEFAULT));
-    } else if (batch == 1) {
+    void* out = const_cast<void*>(c.p);
+    if (batch == 1) {
       CUBLASCHECK(cublasGemmEx(cublas_, Op(trans_b), Op(trans_a), static_cast<int>(n),
-                               static_cast<int>(m), static_cast<int>(k), &alpha, b, CUDA_R_32F,
-                               static_cast<int>(ldb), a, CUDA_R_32F, static_cast<int>(lda), &beta,
-                               c, CUDA_R_32F, static_cast<int>(ldc), mode_.compute,
+                               static_cast<int>(m), static_cast<int>(k), &alpha, b.p, b.type,
+                               static_cast<int>(b.ld), a.p, a.type, static_cast<int>(a.ld), &beta,
+                               out, c.type, static_cast<int>(c.ld), mode_.compute,
                                CUBLAS_GEMM_DEFAULT));
     } else {
       CUBLASCHECK(cublasGemmStridedBatchedEx(
           cublas_, Op(trans_b), Op(trans_a), static_cast<int>(n), static_cast<int>(m),
-          static_cast<int>(k), &alpha, b, CUDA_R_32F, static_cast<int>(ldb), stride_b, a,
-          CUDA_R_32F, static_cast<int>(lda), stride_a, &beta, c, CUDA_R_32F,
-          static_cast<int>(ldc), stride_c, static_cast<int>(batch), mode_.compute,
-          CUBLAS_GEMM_DEFAULT));
+          static_cast<int>(k), &alpha, b.p, b.type, static_cast<int>(b.ld), b.stride, a.p, a.type,
+          static_cast<int>(a.ld), a.stride, &beta, out, c.type, static_cast<int>(c.ld), c.stride,
+          static_cast<int>(batch), mode_.compute, CUBLAS_GEMM_DEFAULT));
     }
     counters_.gemm_flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) *
                             static_cast<double>(k) * static_cast<double>(batch);
     return Status::Ok();
+  }
+
+  // A bf16 plan's attention: the scores GEMM writes P in bf16 into the
+  // stash, the softmax runs on it in place, and the GEMMs that read P or
+  // dS read them as bf16 directly, so the s x s matrices move half the
+  // bytes and take half the memory; Q, K, V and dC are converted per call.
+  static char* Bf16At(float* base, int64_t element) {
+    return reinterpret_cast<char*>(base) + element * 2;
+  }
+
+  Status AttentionForwardBf16(const AttentionShape& s, const float* qkv, float* probs,
+                              float* ctx) {
+    const int64_t block = s.seq * s.head_dim, ss = s.seq * s.seq;
+    const int64_t round = s.kv_blocks > 0 ? s.kv_blocks : s.head_batches;
+    for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
+      const int64_t count = std::min(round, s.head_batches - i0);
+      const KeyValue kv = KeyValueOf(s, i0);
+      ASSIGN_OR_RETURN(const void* q16, Bf16Operand(qkv + i0 * block,
+                                                    Span(s.seq, s.head_dim, s.head_dim, block,
+                                                         count),
+                                                    0));
+      ASSIGN_OR_RETURN(const void* k16, Bf16Operand(qkv + kv.k,
+                                                    Span(s.seq, s.head_dim, s.head_dim, kv.stride,
+                                                         count),
+                                                    1));
+      RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, s.head_dim, 1.0f,
+                              {q16, CUDA_R_16BF, s.head_dim, block},
+                              {k16, CUDA_R_16BF, s.head_dim, kv.stride}, 0.0f,
+                              {Bf16At(probs, i0 * ss), CUDA_R_16BF, s.seq, ss}, count));
+    }
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    RETURN_IF_ERROR(SoftmaxRowsBf16(probs, s.head_batches * s.seq, s.seq, scale, compute_));
+    for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
+      const int64_t count = std::min(round, s.head_batches - i0);
+      const KeyValue kv = KeyValueOf(s, i0);
+      ASSIGN_OR_RETURN(const void* v16, Bf16Operand(qkv + kv.v,
+                                                    Span(s.seq, s.head_dim, s.head_dim, kv.stride,
+                                                         count),
+                                                    1));
+      RETURN_IF_ERROR(RawGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f,
+                              {Bf16At(probs, i0 * ss), CUDA_R_16BF, s.seq, ss},
+                              {v16, CUDA_R_16BF, s.head_dim, kv.stride}, 0.0f,
+                              {ctx + i0 * block, CUDA_R_32F, s.head_dim, block}, count));
+    }
+    return Status::Ok();
+  }
+
+  Status AttentionBackwardBf16(const AttentionShape& s, const float* qkv, float* probs,
+                               const float* dctx, float* dqkv) {
+    const int64_t block = s.seq * s.head_dim, ss = s.seq * s.seq;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    // Scratch per score: dP in fp32 (4 bytes), then dS in bf16 (2).
+    return ForBackwardGroups(s, 6, [&](int64_t i0, int64_t count, const KeyValue& kv,
+                                       float* dp, int64_t group_scores) -> Status {
+          float* ds = dp + group_scores;
+          const Matrix p{Bf16At(probs, i0 * ss), CUDA_R_16BF, s.seq, ss};
+          const Matrix d_s{ds, CUDA_R_16BF, s.seq, ss};
+          ASSIGN_OR_RETURN(const void* dc16, Bf16Operand(dctx + i0 * block,
+                                                         Span(s.seq, s.head_dim, s.head_dim,
+                                                              block, count),
+                                                         0));
+          const Matrix dc{dc16, CUDA_R_16BF, s.head_dim, block};
+          // context = P V: dV += P^T dC, dP = dC V^T.
+          RETURN_IF_ERROR(RawGemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, p, dc, 1.0f,
+                                  {dqkv + kv.v, CUDA_R_32F, s.head_dim, kv.stride}, count));
+          ASSIGN_OR_RETURN(const void* v16, Bf16Operand(qkv + kv.v,
+                                                        Span(s.seq, s.head_dim, s.head_dim,
+                                                             kv.stride, count),
+                                                        1));
+          RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, dc,
+                                  {v16, CUDA_R_16BF, s.head_dim, kv.stride}, 0.0f,
+                                  {dp, CUDA_R_32F, s.seq, ss}, count));
+          RETURN_IF_ERROR(SoftmaxBackwardBf16(p.p, dp, ds, count * s.seq, s.seq, scale, compute_));
+          // scores = Q K^T: dQ += dS K, dK += dS^T Q.
+          ASSIGN_OR_RETURN(const void* k16, Bf16Operand(qkv + kv.k,
+                                                        Span(s.seq, s.head_dim, s.head_dim,
+                                                             kv.stride, count),
+                                                        1));
+          RETURN_IF_ERROR(RawGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, d_s,
+                                  {k16, CUDA_R_16BF, s.head_dim, kv.stride}, 1.0f,
+                                  {dqkv + i0 * block, CUDA_R_32F, s.head_dim, block}, count));
+          ASSIGN_OR_RETURN(const void* q16, Bf16Operand(qkv + i0 * block,
+                                                        Span(s.seq, s.head_dim, s.head_dim,
+                                                             block, count),
+                                                        1));
+          RETURN_IF_ERROR(RawGemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, d_s,
+                                  {q16, CUDA_R_16BF, s.head_dim, block}, 1.0f,
+                                  {dqkv + kv.k, CUDA_R_32F, s.head_dim, kv.stride}, count));
+          return Status::Ok();
+        });
+  }
+
+  // Runs body(i0, count, kv, scratch, group_scores) over the attention
+  // backward's groups of pairs: one batched call may not write the same
+  // dK / dV block twice (its items run concurrently), so a group holds
+  // pairs of distinct K/V blocks (with kv_blocks == 0, where all share
+  // block 0, one pair), and at most what a scratch of
+  // kAttentionScratchBytes holds at `bytes_per_score` per score. The
+  // scratch (workspace) holds group_scores = group x seq^2 scores.
+  template <typename Body>
+  Status ForBackwardGroups(const AttentionShape& s, size_t bytes_per_score, Body&& body) {
+    const int64_t ss = s.seq * s.seq;
+    const int64_t round = s.kv_blocks > 0 ? s.kv_blocks : 1;
+    const int64_t fit =
+        std::max<int64_t>(1, static_cast<int64_t>(kAttentionScratchBytes / bytes_per_score) / ss);
+    const int64_t group = std::min({round, fit, s.head_batches});
+    const size_t elements =
+        (static_cast<size_t>(group * ss) * bytes_per_score + sizeof(float) - 1) / sizeof(float);
+    float* scratch = nullptr;
+    ASSIGN_OR_RETURN(scratch, Allocate(elements, BufferClass::kWorkspace));
+    const double scratch_bytes = static_cast<double>(elements) * sizeof(float);
+    memory().Charge(BufferClass::kWorkspace, scratch_bytes);
+    auto run = [&]() -> Status {
+      for (int64_t r0 = 0; r0 < s.head_batches; r0 += round) {
+        const int64_t round_end = std::min(r0 + round, s.head_batches);
+        for (int64_t i0 = r0; i0 < round_end; i0 += group) {
+          RETURN_IF_ERROR(body(i0, std::min(group, round_end - i0), KeyValueOf(s, i0), scratch,
+                               group * ss));
+        }
+      }
+      return Status::Ok();
+    };
+    const Status status = run();
+    Free(scratch, elements);
+    memory().Release(BufferClass::kWorkspace, scratch_bytes);
+    return status;
   }
 
   Status OutOfMemory(size_t bytes) const {

@@ -35,8 +35,11 @@
 // the bf16 copy) where the planner counts 2 (docs/worker.md).
 
 // Attention is unfused: AttentionForward stores the s x s probabilities of
-// every (sequence, head) pair, as the executor's stash expects, and the
-// backward pass takes a dP scratch of at most kAttentionScratchBytes.
+// every (sequence, head) pair, as the executor's stash expects (in bf16
+// under a bf16 plan: AttentionStashElements is half the fp32 count, and
+// the softmax and the GEMMs that read P or dS work on bf16 directly), and
+// the backward pass takes a dP (and, for bf16, dS) scratch of at most
+// kAttentionScratchBytes.
 //
 // Errors: cudaErrorMemoryAllocation is ResourceExhausted (with what was
 // asked and what was free); NCCL failures abort every communicator first,
