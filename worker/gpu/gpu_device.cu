@@ -4,8 +4,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <deque>
 #include <limits>
@@ -45,6 +47,27 @@ GemmMode ModeFor(planner::Precision planned) {
   }
   return {CUBLAS_COMPUTE_32F, planner::Precision::kFp32, false};
 }
+
+// What the optional per-operation GPU timing (PACER_GPU_OP_TIMES=1) sorts
+// the compute stream's time into.
+enum OpKind {
+  kOpGemm,
+  kOpAttentionGemm,
+  kOpConvert,
+  kOpSoftmax,
+  kOpNorm,
+  kOpActivation,
+  kOpAdd,
+  kOpEmbedding,
+  kOpLoss,
+  kOpOptimizer,
+  kOpCopy,
+  kOpCollective,
+  kOpKinds
+};
+constexpr const char* kOpNames[kOpKinds] = {
+    "gemm",   "attention-gemm", "bf16-convert", "softmax",   "rms-norm", "gelu-swiglu",
+    "add",    "embedding",      "cross-entropy", "adamw",    "copy-zero", "collective"};
 
 // Elements a row-major operand of `rows` x `cols` with leading dimension
 // `ld` spans, over `batch` matrices `stride` apart.
@@ -86,6 +109,12 @@ class GpuDevice final : public Device {
       if (copy.bf16 != nullptr) (void)cudaFree(copy.bf16);
     }
     for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
+    if (op_times_) PrintOpTimes();
+    for (const OpSpan& o : op_spans_) {
+      (void)cudaEventDestroy(o.start);
+      (void)cudaEventDestroy(o.end);
+    }
+    for (cudaEvent_t e : op_event_pool_) (void)cudaEventDestroy(e);
     if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
     for (cudaStream_t s : {compute_, send_[0], send_[1]}) {
       if (s != nullptr) (void)cudaStreamDestroy(s);
@@ -131,6 +160,8 @@ class GpuDevice final : public Device {
     CUDACHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
 
     mode_ = ModeFor(c.precision);
+    const char* op_times = std::getenv("PACER_GPU_OP_TIMES");
+    op_times_ = op_times != nullptr && std::string(op_times) == "1";
     CUBLASCHECK(cublasCreate(&cublas_));
     CUBLASCHECK(cublasSetStream(cublas_, compute_));
     RETURN_IF_ERROR(AllocateRaw(kCublasWorkspaceBytes, &cublas_workspace_));
@@ -160,7 +191,10 @@ class GpuDevice final : public Device {
       return OutOfMemory(bytes);
     }
     CUDACHECK(e);
-    CUDACHECK(cudaMemsetAsync(p, 0, bytes, compute_));
+    RETURN_IF_ERROR(TimedOp(kOpCopy, [&]() -> Status {
+      CUDACHECK(cudaMemsetAsync(p, 0, bytes, compute_));
+      return Status::Ok();
+    }));
     float* f = static_cast<float*>(p);
     if (c == BufferClass::kWeights && mode_.bf16_operands && elements > 0) {
       weights_[f] = WeightCopy{elements, nullptr, true};
@@ -184,13 +218,18 @@ class GpuDevice final : public Device {
   Status Copy(const float* src, size_t n, float* dst) override {
     if (n == 0 || src == dst) return Status::Ok();
     Wrote(dst);
-    CUDACHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, compute_));
-    return Status::Ok();
+    return TimedOp(kOpCopy, [&]() -> Status {
+      CUDACHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, compute_));
+      return Status::Ok();
+    });
   }
   Status Zero(float* p, size_t n) override {
     Wrote(p);
-    if (n > 0) CUDACHECK(cudaMemsetAsync(p, 0, n * sizeof(float), compute_));
-    return Status::Ok();
+    if (n == 0) return Status::Ok();
+    return TimedOp(kOpCopy, [&]() -> Status {
+      CUDACHECK(cudaMemsetAsync(p, 0, n * sizeof(float), compute_));
+      return Status::Ok();
+    });
   }
   Status CopyToHost(const float* src, size_t n, float* host) override {
     if (n == 0) return Status::Ok();
@@ -219,6 +258,7 @@ class GpuDevice final : public Device {
 
   Status AttentionForward(const AttentionShape& s, const float* qkv, float* probs,
                           float* ctx) override {
+    const AttentionScope scope(this);
     if (mode_.bf16_operands) return AttentionForwardBf16(s, qkv, probs, ctx);
     const int64_t block = s.seq * s.head_dim, ss = s.seq * s.seq;
     // Pairs i0 .. i0 + count - 1 use distinct, consecutive K/V blocks; with
@@ -232,7 +272,8 @@ class GpuDevice final : public Device {
                                   probs + i0 * ss, s.seq, ss, count));
     }
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-    RETURN_IF_ERROR(SoftmaxRows(probs, s.head_batches * s.seq, s.seq, scale, compute_));
+    RETURN_IF_ERROR(TimedOp(
+        kOpSoftmax, [&] { return SoftmaxRows(probs, s.head_batches * s.seq, s.seq, scale, compute_); }));
     for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
       const int64_t count = std::min(round, s.head_batches - i0);
       const KeyValue kv = KeyValueOf(s, i0);
@@ -245,6 +286,7 @@ class GpuDevice final : public Device {
 
   Status AttentionBackward(const AttentionShape& s, const float* qkv, float* probs,
                            const float* dctx, float* dqkv) override {
+    const AttentionScope scope(this);
     if (mode_.bf16_operands) return AttentionBackwardBf16(s, qkv, probs, dctx, dqkv);
     const int64_t block = s.seq * s.head_dim, ss = s.seq * s.seq;
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
@@ -259,7 +301,9 @@ class GpuDevice final : public Device {
           RETURN_IF_ERROR(StridedGemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, dc,
                                       s.head_dim, block, qkv + kv.v, s.head_dim, kv.stride, 0.0f,
                                       dp, s.seq, ss, count));
-          RETURN_IF_ERROR(SoftmaxBackward(p, dp, count * s.seq, s.seq, scale, compute_));
+          RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+            return SoftmaxBackward(p, dp, count * s.seq, s.seq, scale, compute_);
+          }));
           // scores = Q K^T: dQ += dS K, dK += dS^T Q.
           RETURN_IF_ERROR(StridedGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, dp, s.seq, ss,
                                       qkv + kv.k, s.head_dim, kv.stride, 1.0f, dqkv + i0 * block,
@@ -273,39 +317,53 @@ class GpuDevice final : public Device {
   // --- Elementwise kernels.
   Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y,
                         float* inv_rms) override {
-    return gpu::RmsNormForward(x, rows, cols, y, inv_rms, compute_);
+    return TimedOp(kOpNorm, [&] { return gpu::RmsNormForward(x, rows, cols, y, inv_rms, compute_); });
   }
   Status RmsNormBackward(const float* x, const float* inv_rms, const float* dy, int64_t rows,
                          int64_t cols, float* dx) override {
-    return gpu::RmsNormBackward(x, inv_rms, dy, rows, cols, dx, compute_);
+    return TimedOp(kOpNorm,
+                   [&] { return gpu::RmsNormBackward(x, inv_rms, dy, rows, cols, dx, compute_); });
   }
   Status GeluForward(const float* x, size_t n, float* y) override {
-    return ::pacer::worker::GeluForward(x, y, static_cast<int64_t>(n), DType::kFp32, compute_);
+    return TimedOp(kOpActivation, [&] {
+      return ::pacer::worker::GeluForward(x, y, static_cast<int64_t>(n), DType::kFp32, compute_);
+    });
   }
   Status GeluBackward(const float* x, const float* dy, size_t n, float* dx) override {
-    return ::pacer::worker::GeluBackward(dy, x, dx, static_cast<int64_t>(n), DType::kFp32,
-                                         compute_);
+    return TimedOp(kOpActivation, [&] {
+      return ::pacer::worker::GeluBackward(dy, x, dx, static_cast<int64_t>(n), DType::kFp32,
+                                           compute_);
+    });
   }
   Status SwigluForward(const float* in, int64_t rows, int64_t f, float* out) override {
-    return ::pacer::worker::SwigluForward(in, out, rows, f, DType::kFp32, compute_);
+    return TimedOp(kOpActivation, [&] {
+      return ::pacer::worker::SwigluForward(in, out, rows, f, DType::kFp32, compute_);
+    });
   }
   Status SwigluBackward(const float* in, const float* dout, int64_t rows, int64_t f,
                         float* din) override {
-    return ::pacer::worker::SwigluBackward(dout, in, din, rows, f, DType::kFp32, compute_);
+    return TimedOp(kOpActivation, [&] {
+      return ::pacer::worker::SwigluBackward(dout, in, din, rows, f, DType::kFp32, compute_);
+    });
   }
   Status Add(float* y, const float* x, size_t n) override {
     Wrote(y);
-    return ::pacer::worker::Add(y, x, y, static_cast<int64_t>(n), DType::kFp32, compute_);
+    return TimedOp(kOpAdd, [&] {
+      return ::pacer::worker::Add(y, x, y, static_cast<int64_t>(n), DType::kFp32, compute_);
+    });
   }
   Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows, int64_t cols,
                           float* out) override {
     ASSIGN_OR_RETURN(const int32_t* ids, Upload(tokens, rows));
-    return gpu::EmbeddingForward(table, ids, rows, cols, out, compute_);
+    return TimedOp(kOpEmbedding,
+                   [&] { return gpu::EmbeddingForward(table, ids, rows, cols, out, compute_); });
   }
   Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows, int64_t cols,
                            float* table_grad) override {
     ASSIGN_OR_RETURN(const int32_t* ids, Upload(tokens, rows));
-    return gpu::EmbeddingBackward(dout, ids, rows, cols, table_grad, compute_);
+    return TimedOp(kOpEmbedding, [&] {
+      return gpu::EmbeddingBackward(dout, ids, rows, cols, table_grad, compute_);
+    });
   }
   // The loss comes back to the host at once (the interface returns it), so
   // the last stage waits for its logits once per micro-batch.
@@ -315,7 +373,9 @@ class GpuDevice final : public Device {
     ASSIGN_OR_RETURN(const int32_t* ids, Upload(labels, rows));
     RETURN_IF_ERROR(Reserve(&losses_, &losses_capacity_, static_cast<size_t>(rows) * 8));
     double* row_loss = static_cast<double*>(losses_);
-    RETURN_IF_ERROR(CrossEntropyGrad(logits, ids, rows, cols, grad_scale, row_loss, compute_));
+    RETURN_IF_ERROR(TimedOp(kOpLoss, [&] {
+      return CrossEntropyGrad(logits, ids, rows, cols, grad_scale, row_loss, compute_);
+    }));
     std::vector<double> host(static_cast<size_t>(rows));
     CUDACHECK(cudaMemcpyAsync(host.data(), row_loss, host.size() * sizeof(double),
                               cudaMemcpyDeviceToHost, compute_));
@@ -327,7 +387,8 @@ class GpuDevice final : public Device {
   Status AdamWUpdate(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
                      int64_t step, const AdamWParams& p) override {
     Wrote(w);
-    return AdamW(w, g, m, v, n, grad_scale, step, p, compute_);
+    return TimedOp(kOpOptimizer,
+                   [&] { return AdamW(w, g, m, v, n, grad_scale, step, p, compute_); });
   }
 
   // --- Collectives, on the compute stream.
@@ -405,12 +466,24 @@ class GpuDevice final : public Device {
     RETURN_IF_ERROR(Wait(compute_, "end of step"));
     for (cudaStream_t s : send_) RETURN_IF_ERROR(Wait(s, "end of step"));
     RETURN_IF_ERROR(ReapSends());
+    const bool counted = op_times_ && synchronized_steps_ > 0;  // not the warm-up step
     for (size_t i = 0; i + 1 < used_events_; i += 2) {
       float ms = 0;
       CUDACHECK(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]));
       counters_.collective_seconds += static_cast<double>(ms) / 1e3;
+      if (counted) op_seconds_[kOpCollective] += static_cast<double>(ms) / 1e3;
     }
     used_events_ = 0;
+    for (const OpSpan& o : op_spans_) {
+      float ms = 0;
+      CUDACHECK(cudaEventElapsedTime(&ms, o.start, o.end));
+      if (counted) op_seconds_[o.kind] += static_cast<double>(ms) / 1e3;
+      op_event_pool_.push_back(o.start);
+      op_event_pool_.push_back(o.end);
+    }
+    op_spans_.clear();
+    if (counted) ++timed_steps_;
+    ++synchronized_steps_;
     return Status::Ok();
   }
   DeviceCounters counters() const override { return counters_; }
@@ -473,6 +546,8 @@ class GpuDevice final : public Device {
     if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return Status::Ok();
     RETURN_IF_ERROR(CheckDims(m, n, k, batch));
     void* out = const_cast<void*>(c.p);
+    OpSpan span;
+    if (op_times_) RETURN_IF_ERROR(BeginOp(in_attention_ ? kOpAttentionGemm : kOpGemm, &span));
     if (batch == 1) {
       CUBLASCHECK(cublasGemmEx(cublas_, Op(trans_b), Op(trans_a), static_cast<int>(n),
                                static_cast<int>(m), static_cast<int>(k), &alpha, b.p, b.type,
@@ -486,6 +561,7 @@ class GpuDevice final : public Device {
           static_cast<int>(a.ld), a.stride, &beta, out, c.type, static_cast<int>(c.ld), c.stride,
           static_cast<int>(batch), mode_.compute, CUBLAS_GEMM_DEFAULT));
     }
+    if (op_times_) RETURN_IF_ERROR(EndOp(span));
     counters_.gemm_flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) *
                             static_cast<double>(k) * static_cast<double>(batch);
     return Status::Ok();
@@ -520,7 +596,9 @@ class GpuDevice final : public Device {
                               {Bf16At(probs, i0 * ss), CUDA_R_16BF, s.seq, ss}, count));
     }
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-    RETURN_IF_ERROR(SoftmaxRowsBf16(probs, s.head_batches * s.seq, s.seq, scale, compute_));
+    RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+      return SoftmaxRowsBf16(probs, s.head_batches * s.seq, s.seq, scale, compute_);
+    }));
     for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
       const int64_t count = std::min(round, s.head_batches - i0);
       const KeyValue kv = KeyValueOf(s, i0);
@@ -561,7 +639,9 @@ class GpuDevice final : public Device {
           RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, dc,
                                   {v16, CUDA_R_16BF, s.head_dim, kv.stride}, 0.0f,
                                   {dp, CUDA_R_32F, s.seq, ss}, count));
-          RETURN_IF_ERROR(SoftmaxBackwardBf16(p.p, dp, ds, count * s.seq, s.seq, scale, compute_));
+          RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+            return SoftmaxBackwardBf16(p.p, dp, ds, count * s.seq, s.seq, scale, compute_);
+          }));
           // scores = Q K^T: dQ += dS K, dK += dS^T Q.
           ASSIGN_OR_RETURN(const void* k16, Bf16Operand(qkv + kv.k,
                                                         Span(s.seq, s.head_dim, s.head_dim,
@@ -696,16 +776,82 @@ class GpuDevice final : public Device {
           copy.stale = true;
         }
         if (copy.stale) {
-          RETURN_IF_ERROR(ToBf16(base, copy.elements, copy.bf16, compute_));
+          RETURN_IF_ERROR(
+              TimedOp(kOpConvert, [&] { return ToBf16(base, copy.elements, copy.bf16, compute_); }));
           copy.stale = false;
         }
         return static_cast<const void*>(static_cast<const char*>(copy.bf16) + (p - base) * 2);
       }
     }
     RETURN_IF_ERROR(Reserve(&operand_[slot], &operand_capacity_[slot], span * 2));
-    RETURN_IF_ERROR(ToBf16(p, span, operand_[slot], compute_));
+    RETURN_IF_ERROR(
+        TimedOp(kOpConvert, [&] { return ToBf16(p, span, operand_[slot], compute_); }));
     return static_cast<const void*>(operand_[slot]);
   }
+
+  // --- Per-operation timing (PACER_GPU_OP_TIMES=1): CUDA events around
+  // each operation on the compute stream, summed by kind at Synchronize
+  // (after the first step, which includes warm-up) and printed to stderr
+  // when the device is destroyed. Gaps between operations (the GPU
+  // waiting for the host) belong to no kind: the step time minus the sum.
+  struct OpSpan {
+    int kind = 0;
+    cudaEvent_t start = nullptr, end = nullptr;
+  };
+  StatusOr<cudaEvent_t> PooledEvent() {
+    if (!op_event_pool_.empty()) {
+      cudaEvent_t e = op_event_pool_.back();
+      op_event_pool_.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    CUDACHECK(cudaEventCreate(&e));
+    return e;
+  }
+  Status BeginOp(int kind, OpSpan* span) {
+    span->kind = kind;
+    ASSIGN_OR_RETURN(span->start, PooledEvent());
+    ASSIGN_OR_RETURN(span->end, PooledEvent());
+    CUDACHECK(cudaEventRecord(span->start, compute_));
+    return Status::Ok();
+  }
+  Status EndOp(const OpSpan& span) {
+    CUDACHECK(cudaEventRecord(span.end, compute_));
+    op_spans_.push_back(span);
+    return Status::Ok();
+  }
+  template <typename F>
+  Status TimedOp(int kind, F&& f) {
+    if (!op_times_) return f();
+    OpSpan span;
+    RETURN_IF_ERROR(BeginOp(kind, &span));
+    RETURN_IF_ERROR(f());
+    return EndOp(span);
+  }
+  void PrintOpTimes() const {
+    double total = 0;
+    for (const double t : op_seconds_) total += t;
+    const double steps = std::max<int64_t>(timed_steps_, 1);
+    std::fprintf(stderr, "pacer-worker gpu op_times: %lld steps after the first, %.4f s per step in "
+                         "timed operations\n",
+                 static_cast<long long>(timed_steps_), total / steps);
+    for (int k = 0; k < kOpKinds; ++k) {
+      std::fprintf(stderr, "pacer-worker gpu op_times: %-15s %9.4f s per step  %5.1f%%\n",
+                   kOpNames[k], op_seconds_[k] / steps,
+                   total > 0 ? 100.0 * op_seconds_[k] / total : 0.0);
+    }
+  }
+  // Marks RawGemm calls inside the attention core as attention GEMMs.
+  class AttentionScope {
+   public:
+    explicit AttentionScope(GpuDevice* d) : d_(d) { d_->in_attention_ = true; }
+    ~AttentionScope() { d_->in_attention_ = false; }
+    AttentionScope(const AttentionScope&) = delete;
+    AttentionScope& operator=(const AttentionScope&) = delete;
+
+   private:
+    GpuDevice* d_;
+  };
 
   // Marks the bf16 copy of the weights buffer holding `p` (if any) stale.
   void Wrote(const float* p) {
@@ -777,6 +923,13 @@ class GpuDevice final : public Device {
     bool stale = true;     // written since the copy was made
   };
   std::map<const float*, WeightCopy> weights_;  // by the fp32 buffer's address
+  // Per-operation timing (off unless PACER_GPU_OP_TIMES=1).
+  bool op_times_ = false;
+  bool in_attention_ = false;
+  std::vector<OpSpan> op_spans_;
+  std::vector<cudaEvent_t> op_event_pool_;
+  std::array<double, kOpKinds> op_seconds_{};
+  int64_t synchronized_steps_ = 0, timed_steps_ = 0;
   std::deque<PendingSend> pending_;
   std::vector<cudaEvent_t> events_;  // (start, end) pairs of timed collectives
   size_t used_events_ = 0;

@@ -53,6 +53,11 @@
 // events around each collective and point-to-point operation, summed at
 // Synchronize (so counters() is complete only after Synchronize).
 //
+// Per-operation timing: with PACER_GPU_OP_TIMES=1 in the environment (read
+// at Connect), CUDA events around every operation on the compute stream
+// are summed by kind at Synchronize, after the first step, and printed to
+// stderr when the device is destroyed (docs/worker.md).
+//
 // Units and thread-safety: as Device; every call from the thread that
 // called Connect (the CUDA device binding is per thread).
 #ifndef PACER_WORKER_GPU_GPU_DEVICE_H_
