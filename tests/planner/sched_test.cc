@@ -136,6 +136,35 @@ TEST(ScheduleTest, HysteresisKeepsASizeWhenGrowingDoesNotPay) {
   EXPECT_EQ(Schedule(large, 4, 0, options)->decisions[0].gpus, 4);
 }
 
+// Two admitted jobs on 8 GPUs. `later` keeps its reservation, 4 GPUs on
+// [30, 230), which covers its 800 iterations exactly (its curve stops at 4
+// GPUs). `sooner` (deadline 60) has none and is planned afresh. Alone it would
+// take 8 GPUs on [22.5, 60), the slots `later` holds, and `later` could not
+// make it on what is left. Planned around the kept reservation it fits: 8
+// GPUs before 30, 4 after.
+TEST(ScheduleTest, AFreshPlanNeverTakesTheSlotsAKeptReservationHolds) {
+  SchedJob later = Job("later", 800, 230.0, Curve({{1, 1}, {2, 2}, {4, 4}}), 0, true);
+  later.reservation = {{30, 230, 4}};
+  std::vector<SchedJob> jobs = {Job("sooner", 300, 60.0, Linear(), 0, true), later};
+  StatusOr<ScheduleResult> result = Schedule(jobs, 8, 0, Exact(Policy::kPacer));
+  ASSERT_TRUE(result.ok());
+  for (const JobDecision& decision : result->decisions) {
+    EXPECT_TRUE(decision.planned_finish_seconds.has_value()) << decision.id << " is late";
+  }
+  ASSERT_EQ(result->decisions[1].reservation.size(), 1u);
+  EXPECT_DOUBLE_EQ(result->decisions[1].reservation[0].start_seconds, 30);
+  // The reservations together never ask for more than the pool.
+  for (double t = 0; t < 230; t += 0.5) {
+    int reserved = 0;
+    for (const JobDecision& decision : result->decisions) {
+      for (const ReservedSpan& span : decision.reservation) {
+        if (span.start_seconds <= t && t < span.end_seconds) reserved += span.gpus;
+      }
+    }
+    EXPECT_LE(reserved, 8) << "at " << t;
+  }
+}
+
 // Three jobs on 4 GPUs: `b` scales badly (its deadline is first), `c`
 // linearly. EDF gives `b` the whole pool, FIFO keeps the first job's GPUs;
 // either way `c` (or `b`) misses. Pacer gives `b` one or two GPUs and meets

@@ -29,8 +29,14 @@ int PlanInOrder(const std::vector<const SchedJob*>& jobs, const std::vector<size
                 std::vector<Reservation>& reservations) {
   FreeTimeline free(now, gpus);
   int infeasible = 0;
+  // Kept reservations first, then the others around them: a job re-planned
+  // from scratch never takes the slots another job still holds.
+  std::vector<bool> kept(reservations.size(), false);
+  if (keep) {
+    for (size_t i : order) kept[i] = KeepReservation(*jobs[i], now, options, free, reservations[i]);
+  }
   for (size_t i : order) {
-    if (keep && KeepReservation(*jobs[i], now, options, free, reservations[i])) continue;
+    if (kept[i]) continue;
     reservations[i] =
         ReserveMinShare(*jobs[i], now, options, /*reserve_if_infeasible=*/false, free);
   }
