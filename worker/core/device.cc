@@ -35,11 +35,11 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
-Status DeviceBuffer::Assign(size_t elements) {
+Status DeviceBuffer::Assign(size_t elements, Fill fill) {
   Clear();
   if (elements == 0) return Status::Ok();
   if (device_ == nullptr) return InternalError("a device buffer without a device");
-  StatusOr<float*> p = device_->Allocate(elements, class_);
+  StatusOr<float*> p = device_->Allocate(elements, class_, fill);
   if (!p.ok()) {
     return p.status().WithContext(std::string("allocating ") + BufferClassName(class_) + " (" +
                                   std::to_string(static_cast<double>(elements) * 4 / 1e6) + " MB)");

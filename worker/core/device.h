@@ -47,6 +47,12 @@
 
 namespace pacer::worker {
 
+// What a new allocation holds: zeros, or values the caller will overwrite
+// before reading (the CPU device fills those with NaN, so that a read
+// before the write shows up in the CPU tests instead of silently reading
+// zeros there and garbage on a GPU).
+enum class Fill { kZeros, kUndefined };
+
 // Current and peak bytes, in total and per buffer class. The executor's
 // memory test compares the peak with the planner's prediction.
 class MemoryTracker {
@@ -109,10 +115,12 @@ class Device {
   // The GEMM precision this device runs a plan of `planned` precision in.
   virtual planner::Precision ExecutedPrecision(planner::Precision planned) const = 0;
 
-  // --- Memory. Allocate returns `elements` zeros for a buffer of class
+  // --- Memory. Allocate returns `elements` elements for a buffer of class
   // `c` (a device may keep derived copies of some classes, e.g. the GPU
-  // device's bf16 copy of the weights); Free takes what it gave.
-  virtual StatusOr<float*> Allocate(size_t elements, BufferClass c) = 0;
+  // device's bf16 copy of the weights), zeros or, with Fill::kUndefined,
+  // whatever the device likes (the caller writes every element before it
+  // reads one; saves zeroing large activations); Free takes what it gave.
+  virtual StatusOr<float*> Allocate(size_t elements, BufferClass c, Fill fill) = 0;
   virtual void Free(float* p, size_t elements) = 0;
   MemoryTracker& memory() { return memory_; }
   const MemoryTracker& memory() const { return memory_; }
@@ -215,8 +223,9 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer() { Clear(); }
 
-  // `elements` zeros, replacing what the buffer held.
-  Status Assign(size_t elements);
+  // `elements` zeros (or undefined values: Device::Allocate), replacing
+  // what the buffer held.
+  Status Assign(size_t elements, Fill fill = Fill::kZeros);
   void Clear();
 
   float* data() { return data_; }

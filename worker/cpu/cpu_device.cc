@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <thread>
 
@@ -55,13 +56,17 @@ class CpuDevice final : public Device {
     return planner::Precision::kFp32;
   }
 
-  StatusOr<float*> Allocate(size_t elements, BufferClass) override {
-    float* p = new (std::nothrow) float[elements]();
+  StatusOr<float*> Allocate(size_t elements, BufferClass, Fill fill) override {
+    float* p = new (std::nothrow) float[elements];
     if (p == nullptr) {
       return ResourceExhaustedError("cannot allocate " +
                                     std::to_string(static_cast<double>(elements) * 4 / 1e6) +
                                     " MB of host memory");
     }
+    // Undefined memory is NaN here, so a read before the caller's write
+    // poisons the loss and the gradients that the tests check.
+    std::fill_n(p, elements,
+                fill == Fill::kZeros ? 0.0f : std::numeric_limits<float>::quiet_NaN());
     return p;
   }
   void Free(float* p, size_t) override { delete[] p; }

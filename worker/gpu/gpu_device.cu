@@ -182,7 +182,7 @@ class GpuDevice final : public Device {
   }
 
   // --- Memory.
-  StatusOr<float*> Allocate(size_t elements, BufferClass c) override {
+  StatusOr<float*> Allocate(size_t elements, BufferClass c, Fill fill) override {
     void* p = nullptr;
     const size_t bytes = elements * sizeof(float);
     const cudaError_t e = cudaMallocAsync(&p, bytes, compute_);
@@ -191,10 +191,12 @@ class GpuDevice final : public Device {
       return OutOfMemory(bytes);
     }
     CUDACHECK(e);
-    RETURN_IF_ERROR(TimedOp(kOpCopy, [&]() -> Status {
-      CUDACHECK(cudaMemsetAsync(p, 0, bytes, compute_));
-      return Status::Ok();
-    }));
+    if (fill == Fill::kZeros) {
+      RETURN_IF_ERROR(TimedOp(kOpCopy, [&]() -> Status {
+        CUDACHECK(cudaMemsetAsync(p, 0, bytes, compute_));
+        return Status::Ok();
+      }));
+    }
     float* f = static_cast<float*>(p);
     if (c == BufferClass::kWeights && mode_.bf16_operands && elements > 0) {
       weights_[f] = WeightCopy{elements, nullptr, true};
@@ -424,7 +426,7 @@ class GpuDevice final : public Device {
               const std::string& what) override {
     if (comms_.size(Group::kPipeline) == 1 || n == 0) return Status::Ok();
     RETURN_IF_ERROR(ReapSends());
-    ASSIGN_OR_RETURN(float* staging, Allocate(n, BufferClass::kWorkspace));
+    ASSIGN_OR_RETURN(float* staging, Allocate(n, BufferClass::kWorkspace, Fill::kUndefined));
     const double bytes = static_cast<double>(n) * sizeof(float);
     memory().Charge(BufferClass::kWorkspace, bytes);
     PendingSend pending{nullptr, bytes};
@@ -678,7 +680,7 @@ class GpuDevice final : public Device {
     const size_t elements =
         (static_cast<size_t>(group * ss) * bytes_per_score + sizeof(float) - 1) / sizeof(float);
     float* scratch = nullptr;
-    ASSIGN_OR_RETURN(scratch, Allocate(elements, BufferClass::kWorkspace));
+    ASSIGN_OR_RETURN(scratch, Allocate(elements, BufferClass::kWorkspace, Fill::kUndefined));
     const double scratch_bytes = static_cast<double>(elements) * sizeof(float);
     memory().Charge(BufferClass::kWorkspace, scratch_bytes);
     auto run = [&]() -> Status {
