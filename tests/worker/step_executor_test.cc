@@ -29,6 +29,7 @@
 #include "core/step_schedule.h"
 #include "core/tcp_store.h"
 #include "cpu/cpu_backend.h"
+#include "cpu/cpu_device.h"
 #include "test_plans.h"
 
 namespace pacer::worker {
@@ -325,6 +326,23 @@ TEST(StepExecutorTest, WithoutHostCopiesTheStepIsTheSame) {
   EXPECT_EQ(losses[true], losses[false]);
   EXPECT_GT(losses[false][0], 0);
   EXPECT_EQ(Floats(saved[true], "weights"), Floats(saved[false], "weights"));
+}
+
+// The executor skips zeroing buffers it says it writes whole; the CPU device
+// makes such memory NaN so that a buffer read before it is written poisons
+// the losses and gradients the tests above compare (zeros would hide it).
+TEST(CpuDeviceTest, UndefinedAllocationsAreNanAndZeroedOnesAreZero) {
+  std::unique_ptr<Device> device = cpu::MakeCpuDevice();
+  DeviceBuffer undefined(device.get(), BufferClass::kActivations);
+  DeviceBuffer zeroed(device.get(), BufferClass::kActivations);
+  ASSERT_TRUE(undefined.Assign(64, Fill::kUndefined).ok());
+  ASSERT_TRUE(zeroed.Assign(64).ok());
+  std::vector<float> host(64);
+  ASSERT_TRUE(device->CopyToHost(undefined.data(), host.size(), host.data()).ok());
+  EXPECT_TRUE(std::all_of(host.begin(), host.end(), [](float v) { return std::isnan(v); }));
+  ASSERT_TRUE(device->CopyToHost(zeroed.data(), host.size(), host.data()).ok());
+  EXPECT_TRUE(std::all_of(host.begin(), host.end(), [](float v) { return v == 0.0f; }));
+  EXPECT_EQ(device->memory().class_bytes(BufferClass::kActivations), 2 * 64 * sizeof(float));
 }
 
 }  // namespace
