@@ -8,7 +8,8 @@
 #   4. 7B-shaped single-GPU steps (tests/testdata/gpu/*.yaml) run by
 #      pacer-worker with the planner's prediction beside the measurement:
 #      its `event=done` line prints mean_step_seconds, mfu, peak_memory_bytes
-#      and the predicted values; an fp8 plan must be refused (exit 2).
+#      and the predicted values; an fp8 plan must be refused (exit 2); the
+#      8-layer job once more with PACER_GPU_OP_TIMES=1 (time by operation).
 # Usage: scripts/gpu-validate.sh [BUILD_DIR (build)] [OUT_DIR (gpu-validate-out)]
 # Needs a build with CUDA (scripts/build.sh on a machine with nvcc) and jq.
 set -uo pipefail
@@ -42,10 +43,12 @@ timeout 300 "$worker" calibrate --backend gpu --gpu-type "${gpu_type:-H100-SXM}"
 echo "rc=$?"
 [ -n "$gpu_type" ] || exit 0
 
-# run JOB PRECISION STEPS: pacer-worker with the plan `pacer plan` makes for
-# JOB on this GPU type (layout pinned in the file), prediction attached.
+# run JOB PRECISION STEPS [VAR=VALUE...]: pacer-worker with the plan
+# `pacer plan` makes for JOB on this GPU type (layout pinned in the file),
+# prediction attached, extra environment last.
 run() {
   local job=$1 precision=$2 steps=$3 plan typed
+  shift 3
   typed="$out/$(basename "$job")"
   sed "s/gpuTypes: \[H200\]/gpuTypes: [$gpu_type]/" "$job" >"$typed"
   plan=$("$pacer" plan "$typed" -o json 2>/dev/null | jq -c .plan) || { echo "no plan for $job"; return; }
@@ -60,11 +63,13 @@ run() {
     PACER_PRECISION="$precision" PACER_TOTAL_STEPS="$steps" \
     PACER_PREDICTED_STEP_SECONDS="$(jq -r .predictedStepSeconds <<<"$plan")" \
     PACER_PREDICTED_MEMORY_BYTES="$(jq -r '.predictedMemoryGiB * 1073741824 | floor' <<<"$plan")" \
-    timeout 300 "$worker" run --backend gpu 2>&1 | grep -E "event=(start|done|failed)"
+    "$@" timeout 300 "$worker" run --backend gpu 2>&1 | grep -E "event=(start|done|failed)|op_times"
   echo "rc=${PIPESTATUS[0]}"
 }
 yq_get() { sed -n "s/^ *$2: *\([0-9]*\).*/\1/p" "$1" | head -1; }
 run tests/testdata/gpu/llama7b-shape-l8-h200.yaml bf16 8
 run tests/testdata/gpu/llama7b-shape-l8-h200.yaml fp8 3
+# Where the step's time goes, by operation kind (docs/worker.md).
+run tests/testdata/gpu/llama7b-shape-l8-h200.yaml bf16 8 PACER_GPU_OP_TIMES=1
 # 6.7B parameters with AdamW need ~110 GiB: only on GPUs with more memory.
 if [ "$gpu_type" = H200 ]; then run tests/testdata/gpu/llama7b-shape-l32-h200.yaml bf16 5; fi
