@@ -14,3 +14,22 @@ if(PACER_SANITIZE)
   endforeach()
   add_link_options(${_pacer_san})
 endif()
+
+# ThreadSanitizer when PACER_TSAN=ON: only the threaded code's tests are
+# meant to be built in this configuration (tests/tsan/), see scripts/test.sh.
+# TSan cannot be combined with ASan in one build.
+if(PACER_TSAN)
+  if(PACER_SANITIZE)
+    message(FATAL_ERROR "PACER_TSAN and PACER_SANITIZE exclude each other: use two build folders")
+  endif()
+  set(_pacer_tsan -fsanitize=thread -fno-omit-frame-pointer)
+  foreach(_flag IN LISTS _pacer_tsan)
+    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:${_flag}>)
+  endforeach()
+  add_link_options(${_pacer_tsan})
+  # GCC 12 warns that TSan does not model std::atomic_thread_fence, which
+  # Boost.Asio's fenced blocks use (the test API server, cpprestsdk's
+  # headers): a false positive it may cause is suppressed in tsan.supp, and
+  # our code uses no fences.
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-Wno-tsan>)
+endif()

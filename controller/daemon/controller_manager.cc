@@ -294,7 +294,7 @@ struct ControllerManager::Impl {
       return;
     }
     StatusOr<std::map<std::string, Allocation>> allocations =
-        scheduler->Pass(jobs, cluster->inventory, now);
+        scheduler->Pass(jobs, *cluster, now);
     if (!allocations.ok()) {
       Log(LogLevel::kError, "scheduler pass failed; allocations unchanged",
           {{"error", allocations.status()}});

@@ -77,6 +77,13 @@ int main(int argc, char** argv) {
                  "GPUs being freed wake waiting jobs at once")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  int64_t gang_completion_seconds = 60;
+  app.add_option("--gang-completion-seconds", gang_completion_seconds,
+                 "How long a launched gang may stay incomplete (fewer worker pods than its "
+                 "plan, e.g. left by a controller killed while creating them) before it is "
+                 "removed and launched again")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
   std::string scheduling = "deadline";
   app.add_option("--scheduling", scheduling,
                  "deadline: one pass over all TrainJobs admits jobs only if every admitted "
@@ -116,6 +123,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   options.leader_elect = leader_elect;
   options.reconciler.pending_retry = std::chrono::seconds(pending_retry_seconds);
+  options.reconciler.gang_completion_timeout = std::chrono::seconds(gang_completion_seconds);
   options.cluster_scheduling = scheduling == "deadline";
   SetLogFormat(log_format == "json" ? LogFormat::kJson : LogFormat::kText);
   SetLogLevel(log_level == "debug"     ? LogLevel::kDebug

@@ -192,7 +192,10 @@ struct KubeClient::Impl {
     http::client::http_client_config c;
     c.set_timeout(timeout);
     c.set_validate_certificates(true);  // chain and host name (RFC 2818)
-    const KubeConfig* cfg = &config;
+    // A copy, not this client's: cpprestsdk may still run the callback for a
+    // cancelled or timed-out request after the client is gone (TSan saw a
+    // leader elector's client freed under a TLS handshake).
+    auto cfg = std::make_shared<const KubeConfig>(config);
     c.set_ssl_context_callback([cfg](boost::asio::ssl::context& ctx) {
       TrustOnly(ctx, cfg->ca_pem);
       // Validated in Create(); a failure here fails the handshake, which is reported.

@@ -11,6 +11,7 @@
 #include "pacer/planner/units.h"
 #include "reconcile/job_object.h"
 #include "reconcile/worker_env.h"
+#include "reconcile/worker_failure.h"
 
 namespace pacer::controller {
 
@@ -89,6 +90,26 @@ std::vector<int> CandidateCounts(const std::vector<planner::NodePool>& pools, in
   return out;
 }
 
+// GPUs of each catalog type (canonical name) in `inventory`, idle or not.
+std::map<std::string, int> GpusByType(const planner::Inventory& inventory) {
+  std::map<std::string, int> type_gpus;
+  for (const planner::NodePool& pool : inventory.node_pools) {
+    const planner::GpuType* type = inventory.catalog.Find(pool.gpu_type);
+    if (type == nullptr) continue;
+    type_gpus[type->name] += pool.nodes * pool.gpus_per_node;
+  }
+  return type_gpus;
+}
+
+// The cluster as `job` may use it: without its excluded nodes. Points at
+// `cluster` itself when the job excludes none (no copy), else at `*trimmed`.
+const ClusterInventory& JobView(const ClusterInventory& cluster, const ScheduledJob& job,
+                                ClusterInventory* trimmed) {
+  if (job.excluded_nodes.empty()) return cluster;
+  *trimmed = WithoutNodes(cluster, job.excluded_nodes);
+  return *trimmed;
+}
+
 std::string AdviceText(const sched::Advice& advice, const std::string& gpu_type) {
   std::vector<std::string> parts;
   if (advice.deadline_seconds) {
@@ -148,6 +169,10 @@ std::optional<ScheduledJob> ClusterScheduler::JobFromObject(const nlohmann::json
   const PersistedState state = ReadPersistedState(status != nullptr ? *status : empty);
   job.remaining_steps = std::max<int64_t>(1, TotalSteps(job.spec) - state.steps_completed);
   job.calibration = state.calibration;
+  // What worker failures taught, as the reconciler plans with it: a larger
+  // memory margin after out-of-memory exits, nodes to leave out.
+  job.spec.memory_margin_fraction = state.failures.memory_margin_fraction;
+  job.excluded_nodes = state.failures.excluded_nodes;
   const bool holds_gpus = phase == "Planning" || phase == "Running" || phase == "Replanning";
   if (holds_gpus && state.layout) {
     job.current_gpus = state.layout->gpus();
@@ -172,14 +197,19 @@ std::optional<ScheduledJob> ClusterScheduler::JobFromObject(const nlohmann::json
 }
 
 StatusOr<sched::ThroughputCurve> ClusterScheduler::Curve(const ScheduledJob& job,
-                                                        const planner::Inventory& inventory,
+                                                        const ClusterInventory& cluster,
                                                         const std::string& gpu_type,
                                                         int64_t now_unix_seconds) {
+  ClusterInventory trimmed;
+  const planner::Inventory& inventory = JobView(cluster, job, &trimmed).inventory;
   planner::Inventory idle;
   idle.catalog = inventory.catalog;
   std::ostringstream signature;
+  // The pools below carry the excluded nodes (fewer nodes); the margin
+  // changes which layouts fit.
   signature << job.uid << '/' << job.generation << '/' << gpu_type << '/'
-            << std::lround(job.step_time_ratio * 50);
+            << std::lround(job.step_time_ratio * 50) << '/'
+            << std::lround(job.spec.memory_margin_fraction * 1000);
   for (const planner::NodePool& pool : inventory.node_pools) {
     if (!SameType(inventory.catalog, pool.gpu_type, gpu_type)) continue;
     planner::NodePool all = pool;
@@ -223,20 +253,24 @@ StatusOr<sched::ThroughputCurve> ClusterScheduler::Curve(const ScheduledJob& job
 }
 
 StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
-    const std::vector<ScheduledJob>& jobs, const planner::Inventory& inventory,
+    const std::vector<ScheduledJob>& jobs, const ClusterInventory& cluster,
     int64_t now_unix_seconds) {
+  const planner::Inventory& inventory = cluster.inventory;
   // Pools by catalog GPU type (canonical name), with their GPUs in all.
-  std::map<std::string, int> type_gpus;
-  for (const planner::NodePool& pool : inventory.node_pools) {
-    const planner::GpuType* type = inventory.catalog.Find(pool.gpu_type);
-    if (type == nullptr) continue;
-    type_gpus[type->name] += pool.nodes * pool.gpus_per_node;
-  }
+  const std::map<std::string, int> all_type_gpus = GpusByType(inventory);
 
   // Each job on one type: the one it runs on, else the allowed type with
-  // the most GPUs (ties by name: deterministic).
+  // the most GPUs (ties by name: deterministic), counting only the nodes
+  // the job may use.
   std::map<std::string, std::vector<const ScheduledJob*>> by_type;
+  std::map<std::string, Allocation> out;
   for (const ScheduledJob& job : jobs) {
+    std::map<std::string, int> own_type_gpus;
+    if (!job.excluded_nodes.empty()) {
+      own_type_gpus = GpusByType(WithoutNodes(cluster, job.excluded_nodes).inventory);
+    }
+    const std::map<std::string, int>& type_gpus =
+        job.excluded_nodes.empty() ? all_type_gpus : own_type_gpus;
     std::string chosen;
     if (job.current_gpus > 0) {
       if (const planner::GpuType* t = inventory.catalog.Find(job.current_gpu_type)) chosen = t->name;
@@ -251,10 +285,21 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
         }
       }
     }
-    if (!chosen.empty()) by_type[chosen].push_back(&job);
+    if (!chosen.empty()) {
+      by_type[chosen].push_back(&job);
+    } else if (!job.excluded_nodes.empty() &&
+               std::any_of(all_type_gpus.begin(), all_type_gpus.end(), [&](const auto& t) {
+                 return Allowed(job.spec, inventory.catalog, t.first);
+               })) {
+      // Nodes of its types exist, but the job may use none of them.
+      Allocation rejected;
+      rejected.message = "every node of an allowed GPU type is excluded for this job after "
+                         "repeated collective failures (status.excludedNodes); it would be "
+                         "admitted with other nodes";
+      out[job.key] = rejected;
+    }
   }
 
-  std::map<std::string, Allocation> out;
   std::set<std::string> live;
   next_wakeup_.reset();
   sched::SchedOptions options;
@@ -278,7 +323,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
     for (const ScheduledJob* job : members) {
       live.insert(job->key);
       capacity += job->current_gpus;  // its GPUs are not free, but they are its to give
-      StatusOr<sched::ThroughputCurve> curve = Curve(*job, inventory, type, now_unix_seconds);
+      StatusOr<sched::ThroughputCurve> curve = Curve(*job, cluster, type, now_unix_seconds);
       if (!curve.ok()) {
         Allocation rejected;
         rejected.gpu_type = type;

@@ -11,9 +11,16 @@
 //                     for g = 1, 2, 4 .. GPUs per node, then whole nodes;
 //                     scaled by the job's measured / predicted step time
 //                     once it has run (status.measuredStepSeconds)
+//                     planned with the job's memory margin (raised after
+//                     out-of-memory exits, status.memoryMarginFraction) on
+//                     the nodes it may use (status.excludedNodes left out)
 //   pools             one per GPU type: its free GPUs plus the GPUs that
 //                     scheduled jobs hold now. A job runs on one type: the
 //                     one it runs on, else the allowed type with most GPUs
+//                     on the nodes it may use. A job's curve ends at the GPUs
+//                     of those nodes, so its excluded nodes' GPUs are never
+//                     its share (the pool's capacity is shared by all jobs:
+//                     others may still be planned onto them)
 //   restart cost      the planner's startup time per relaunch; the policy
 //                     resizes only when the time saved pays for it twice
 //   admitted          kept in status (condition Admitted=True): an admitted
@@ -34,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "core/node_inventory.h"
 #include "pacer/planner/calibration.h"
 #include "pacer/planner/cost_model.h"
 #include "pacer/planner/inventory.h"
@@ -107,7 +115,12 @@ struct ScheduledJob {
   std::string uid;
   int64_t generation = 0;
   int64_t arrival_unix_seconds = 0;  // metadata.creationTimestamp
+  // spec.memory_margin_fraction: status.memoryMarginFraction (out-of-memory
+  // exits raise it), as the reconciler plans with.
   planner::JobSpec spec;
+  // status.excludedNodes: nodes where its collectives kept failing; their
+  // GPUs are not capacity for this job.
+  std::vector<std::string> excluded_nodes;
   int64_t remaining_steps = 0;
   std::optional<int64_t> deadline_unix_seconds;
   int current_gpus = 0;          // held now (status.plan while it has workers)
@@ -127,14 +140,16 @@ class ClusterScheduler {
   static std::optional<ScheduledJob> JobFromObject(const nlohmann::json& trainjob,
                                                    int64_t now_unix_seconds);
 
-  // One pass over every job. `inventory`'s free GPUs exclude the GPUs the
-  // jobs hold now (any pod's GPUs are not free).
+  // One pass over every job. `cluster`'s free GPUs exclude the GPUs the
+  // jobs hold now (any pod's GPUs are not free); its nodes by pool say
+  // which GPUs each job's excluded nodes take away.
   StatusOr<std::map<std::string, Allocation>> Pass(const std::vector<ScheduledJob>& jobs,
-                                                    const planner::Inventory& inventory,
+                                                    const ClusterInventory& cluster,
                                                     int64_t now_unix_seconds);
 
-  // T(g) of `job` on the `gpu_type` pools of `inventory` (all idle).
-  StatusOr<sched::ThroughputCurve> Curve(const ScheduledJob& job, const planner::Inventory& inventory,
+  // T(g) of `job` on the `gpu_type` pools of `cluster` (all idle) without
+  // the job's excluded nodes, with the job's memory margin.
+  StatusOr<sched::ThroughputCurve> Curve(const ScheduledJob& job, const ClusterInventory& cluster,
                                          const std::string& gpu_type, int64_t now_unix_seconds);
 
   // When the next pass is due even if nothing changes (a reservation

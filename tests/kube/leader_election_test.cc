@@ -169,12 +169,16 @@ TEST_F(LeaderElectionTest, AHangingServerNeverGivesTwoLeaders) {
       this, [this](void*) { server_->StopHanging(); });
   ASSERT_TRUE(Eventually([&] { return b.IsLeader(); }));
   EXPECT_GE(server_->HungRequestCount(), 1);  // it hung, it did not refuse
-  std::string order;
-  {
+  // IsLeader() turns true just before the elector's thread runs the
+  // callback: wait for the callback too (slow under ThreadSanitizer).
+  const auto order = [&] {
     std::lock_guard<std::mutex> lock(mu);
-    for (const std::string& t : transitions) order += t + " ";
-  }
-  EXPECT_EQ(order, "a+ a- b+ ");  // the old leader stopped before the new one started
+    std::string text;
+    for (const std::string& t : transitions) text += t + " ";
+    return text;
+  };
+  EXPECT_TRUE(Eventually([&] { return order().size() >= 9; }));
+  EXPECT_EQ(order(), "a+ a- b+ ");  // the old leader stopped before the new one started
 }
 
 TEST_F(LeaderElectionTest, OptionsOutOfOrderAreRefused) {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "pacer/planner/units.h"
 
 namespace pacer::controller {
@@ -35,9 +37,10 @@ nlohmann::json SmallJob(const std::string& name, double tokens,
   return job;
 }
 
-// `nodes` x 8 H100s with `free_gpus` free.
-planner::Inventory H100Pool(int nodes, int free_gpus) {
-  planner::Inventory inventory;
+// `nodes` x 8 H100s (nodes h100-0, h100-1 ..) with `free_gpus` free.
+ClusterInventory H100Pool(int nodes, int free_gpus) {
+  ClusterInventory cluster;
+  planner::Inventory& inventory = cluster.inventory;
   planner::NodePool pool;
   pool.name = "h100";
   pool.gpu_type = "H100-SXM";
@@ -47,7 +50,11 @@ planner::Inventory H100Pool(int nodes, int free_gpus) {
   pool.network_gbps_per_node = 3200;
   pool.nvlink_gbps = 900;
   inventory.node_pools.push_back(pool);
-  return inventory;
+  for (int i = 0; i < nodes; ++i) {
+    const int free_here = std::clamp(free_gpus - 8 * i, 0, 8);
+    cluster.nodes_by_pool[pool.name].push_back({"h100-" + std::to_string(i), 8, free_here});
+  }
+  return cluster;
 }
 
 ScheduledJob Read(const nlohmann::json& object) {
@@ -58,7 +65,7 @@ ScheduledJob Read(const nlohmann::json& object) {
 
 // Seconds for `steps` at g GPUs on the job's curve.
 double SecondsAt(ClusterScheduler& scheduler, const ScheduledJob& job,
-                 const planner::Inventory& inventory, int gpus, int64_t steps) {
+                 const ClusterInventory& inventory, int gpus, int64_t steps) {
   StatusOr<sched::ThroughputCurve> curve = scheduler.Curve(job, inventory, "H100-SXM", kNow);
   EXPECT_TRUE(curve.ok()) << curve.status().ToString();
   const double rate = curve.ok() ? curve->IterationsPerSecond(gpus) : 0;
@@ -73,7 +80,7 @@ double SecondsAt(ClusterScheduler& scheduler, const ScheduledJob& job,
 // shrinks the first (never below its own deadline's need) and admits both,
 // and a best-effort third job gets only what is left.
 TEST(ClusterSchedulerTest, ATightDeadlineArrivingOnAFullPoolShrinksTheEarlyJobAndAllMeetTheirs) {
-  const planner::Inventory inventory = H100Pool(2, 0);
+  const ClusterInventory inventory = H100Pool(2, 0);
   ClusterScheduler scheduler({});
 
   ScheduledJob early = Read(SmallJob("early", 40e9, std::nullopt, "time"));
@@ -145,7 +152,7 @@ TEST(ClusterSchedulerTest, ATightDeadlineArrivingOnAFullPoolShrinksTheEarlyJobAn
 }
 
 TEST(ClusterSchedulerTest, AJobNoShareCanSaveIsRejectedWithWhatWouldAdmitItAndOthersKeepTheirs) {
-  const planner::Inventory inventory = H100Pool(2, 16);
+  const ClusterInventory inventory = H100Pool(2, 16);
   ClusterScheduler scheduler({});
   ScheduledJob fine = Read(SmallJob("fine", 4e9, std::nullopt));
   fine.deadline_unix_seconds =
@@ -168,7 +175,7 @@ TEST(ClusterSchedulerTest, AJobNoShareCanSaveIsRejectedWithWhatWouldAdmitItAndOt
 }
 
 TEST(ClusterSchedulerTest, AnAdmittedJobIsNeverDroppedWhenItFallsBehind) {
-  const planner::Inventory inventory = H100Pool(1, 0);
+  const ClusterInventory inventory = H100Pool(1, 0);
   ClusterScheduler scheduler({});
   ScheduledJob job = Read(SmallJob("behind", 40e9, std::nullopt));
   // Its deadline can no longer be met even on the whole pool.
@@ -184,7 +191,7 @@ TEST(ClusterSchedulerTest, AnAdmittedJobIsNeverDroppedWhenItFallsBehind) {
 }
 
 TEST(ClusterSchedulerTest, TheCurveUsesWholeNodesBeyondOneAndTheMeasuredSpeed) {
-  const planner::Inventory inventory = H100Pool(4, 32);
+  const ClusterInventory inventory = H100Pool(4, 32);
   ClusterScheduler scheduler({});
   ScheduledJob job = Read(SmallJob("curve", 4e9, std::nullopt));
   StatusOr<sched::ThroughputCurve> curve = scheduler.Curve(job, inventory, "H100-SXM", kNow);
@@ -204,6 +211,70 @@ TEST(ClusterSchedulerTest, TheCurveUsesWholeNodesBeyondOneAndTheMeasuredSpeed) {
     EXPECT_NEAR(halved->levels()[i].iterations_per_second,
                 curve->levels()[i].iterations_per_second / 2, 1e-9);
   }
+}
+
+// A node with repeated collective failures (status.excludedNodes) is left
+// out of the job's later pods: its GPUs are not the job's capacity, so the
+// curve ends at the other nodes' GPUs and the job is never given more.
+TEST(ClusterSchedulerTest, AJobsExcludedNodesAreNotItsCapacity) {
+  const ClusterInventory inventory = H100Pool(2, 16);
+  ClusterScheduler scheduler({});
+  nlohmann::json object = SmallJob("struck", 400e9, std::nullopt, "time");
+  object["status"] = {{"phase", "Pending"}, {"excludedNodes", {"h100-1"}}};
+  const ScheduledJob struck = Read(object);
+  ASSERT_EQ(struck.excluded_nodes, std::vector<std::string>{"h100-1"});
+  ScheduledJob free = Read(SmallJob("free", 400e9, std::nullopt, "time"));
+  StatusOr<sched::ThroughputCurve> whole = scheduler.Curve(free, inventory, "H100-SXM", kNow);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  ASSERT_EQ(whole->max_gpus(), 16) << "without exclusions the job scales to both nodes";
+
+  StatusOr<sched::ThroughputCurve> curve = scheduler.Curve(struck, inventory, "H100-SXM", kNow);
+  ASSERT_TRUE(curve.ok()) << curve.status().ToString();
+  EXPECT_EQ(curve->max_gpus(), 8);
+  StatusOr<std::map<std::string, Allocation>> pass = scheduler.Pass({struck}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_TRUE(pass->at("team/struck").admitted) << pass->at("team/struck").message;
+  EXPECT_GT(pass->at("team/struck").gpus, 0);
+  EXPECT_LE(pass->at("team/struck").gpus, 8) << "only h100-0 is the job's";
+
+  // Every node excluded: rejected, saying why, rather than never decided.
+  object["status"]["excludedNodes"] = {"h100-0", "h100-1"};
+  pass = scheduler.Pass({Read(object)}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  ASSERT_EQ(pass->count("team/struck"), 1U);
+  EXPECT_FALSE(pass->at("team/struck").admitted);
+  EXPECT_EQ(pass->at("team/struck").gpus, 0);
+  EXPECT_NE(pass->at("team/struck").message.find("excluded"), std::string::npos)
+      << pass->at("team/struck").message;
+}
+
+// After out-of-memory exits the reconciler plans with a memory margin
+// (status.memoryMarginFraction); the scheduler's curve must come from the
+// same plans, or it sizes the job by layouts that no longer fit.
+TEST(ClusterSchedulerTest, TheCurveOfAJobThatRanOutOfMemoryUsesItsMemoryMargin) {
+  const ClusterInventory inventory = H100Pool(4, 32);
+  ClusterScheduler scheduler({});
+  nlohmann::json object = SmallJob("big", 400e9, std::nullopt, "time");
+  object["spec"]["model"]["parameters"] = "13B";
+  const ScheduledJob plain = Read(object);
+  object["status"] = {{"phase", "Pending"}, {"memoryMarginFraction", 0.5}};
+  const ScheduledJob margin = Read(object);
+  EXPECT_DOUBLE_EQ(margin.spec.memory_margin_fraction, 0.5);
+
+  StatusOr<sched::ThroughputCurve> before = scheduler.Curve(plain, inventory, "H100-SXM", kNow);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  StatusOr<sched::ThroughputCurve> after = scheduler.Curve(margin, inventory, "H100-SXM", kNow);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  // Holding half of each GPU back never makes a count faster, and makes the
+  // smallest counts slower or impossible.
+  bool slower_somewhere = false;
+  for (const sched::ThroughputPoint& level : before->levels()) {
+    const double with_margin =
+        after->FloorLevel(level.gpus) == level.gpus ? after->IterationsPerSecond(level.gpus) : 0;
+    EXPECT_LE(with_margin, level.iterations_per_second * (1 + 1e-9)) << level.gpus << " GPUs";
+    if (with_margin < level.iterations_per_second * (1 - 1e-6)) slower_somewhere = true;
+  }
+  EXPECT_TRUE(slower_somewhere) << "the margin changed no layout of the curve";
 }
 
 TEST(ClusterSchedulerTest, JobFromObjectReadsProgressHoldingsAndAdmissionFromStatus) {
