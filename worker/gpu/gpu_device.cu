@@ -185,12 +185,7 @@ class GpuDevice final : public Device {
   StatusOr<float*> Allocate(size_t elements, BufferClass c, Fill fill) override {
     void* p = nullptr;
     const size_t bytes = elements * sizeof(float);
-    const cudaError_t e = cudaMallocAsync(&p, bytes, compute_);
-    if (e == cudaErrorMemoryAllocation) {
-      (void)cudaGetLastError();  // not sticky: clear it so the caller can report
-      return OutOfMemory(bytes);
-    }
-    CUDACHECK(e);
+    RETURN_IF_ERROR(Allocated(cudaMallocAsync(&p, bytes, compute_), bytes));
     if (fill == Fill::kZeros) {
       RETURN_IF_ERROR(TimedOp(kOpCopy, [&]() -> Status {
         CUDACHECK(cudaMemsetAsync(p, 0, bytes, compute_));
@@ -584,14 +579,8 @@ class GpuDevice final : public Device {
     for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
       const int64_t count = std::min(round, s.head_batches - i0);
       const KeyValue kv = KeyValueOf(s, i0);
-      ASSIGN_OR_RETURN(const void* q16, Bf16Operand(qkv + i0 * block,
-                                                    Span(s.seq, s.head_dim, s.head_dim, block,
-                                                         count),
-                                                    0));
-      ASSIGN_OR_RETURN(const void* k16, Bf16Operand(qkv + kv.k,
-                                                    Span(s.seq, s.head_dim, s.head_dim, kv.stride,
-                                                         count),
-                                                    1));
+      ASSIGN_OR_RETURN(const void* q16, BlockOperand(s, qkv + i0 * block, block, count, 0));
+      ASSIGN_OR_RETURN(const void* k16, BlockOperand(s, qkv + kv.k, kv.stride, count, 1));
       RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, s.head_dim, 1.0f,
                               {q16, CUDA_R_16BF, s.head_dim, block},
                               {k16, CUDA_R_16BF, s.head_dim, kv.stride}, 0.0f,
@@ -604,10 +593,7 @@ class GpuDevice final : public Device {
     for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
       const int64_t count = std::min(round, s.head_batches - i0);
       const KeyValue kv = KeyValueOf(s, i0);
-      ASSIGN_OR_RETURN(const void* v16, Bf16Operand(qkv + kv.v,
-                                                    Span(s.seq, s.head_dim, s.head_dim, kv.stride,
-                                                         count),
-                                                    1));
+      ASSIGN_OR_RETURN(const void* v16, BlockOperand(s, qkv + kv.v, kv.stride, count, 1));
       RETURN_IF_ERROR(RawGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f,
                               {Bf16At(probs, i0 * ss), CUDA_R_16BF, s.seq, ss},
                               {v16, CUDA_R_16BF, s.head_dim, kv.stride}, 0.0f,
@@ -626,18 +612,12 @@ class GpuDevice final : public Device {
           float* ds = dp + group_scores;
           const Matrix p{Bf16At(probs, i0 * ss), CUDA_R_16BF, s.seq, ss};
           const Matrix d_s{ds, CUDA_R_16BF, s.seq, ss};
-          ASSIGN_OR_RETURN(const void* dc16, Bf16Operand(dctx + i0 * block,
-                                                         Span(s.seq, s.head_dim, s.head_dim,
-                                                              block, count),
-                                                         0));
+          ASSIGN_OR_RETURN(const void* dc16, BlockOperand(s, dctx + i0 * block, block, count, 0));
           const Matrix dc{dc16, CUDA_R_16BF, s.head_dim, block};
           // context = P V: dV += P^T dC, dP = dC V^T.
           RETURN_IF_ERROR(RawGemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, p, dc, 1.0f,
                                   {dqkv + kv.v, CUDA_R_32F, s.head_dim, kv.stride}, count));
-          ASSIGN_OR_RETURN(const void* v16, Bf16Operand(qkv + kv.v,
-                                                        Span(s.seq, s.head_dim, s.head_dim,
-                                                             kv.stride, count),
-                                                        1));
+          ASSIGN_OR_RETURN(const void* v16, BlockOperand(s, qkv + kv.v, kv.stride, count, 1));
           RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, dc,
                                   {v16, CUDA_R_16BF, s.head_dim, kv.stride}, 0.0f,
                                   {dp, CUDA_R_32F, s.seq, ss}, count));
@@ -645,17 +625,11 @@ class GpuDevice final : public Device {
             return SoftmaxBackwardBf16(p.p, dp, ds, count * s.seq, s.seq, scale, compute_);
           }));
           // scores = Q K^T: dQ += dS K, dK += dS^T Q.
-          ASSIGN_OR_RETURN(const void* k16, Bf16Operand(qkv + kv.k,
-                                                        Span(s.seq, s.head_dim, s.head_dim,
-                                                             kv.stride, count),
-                                                        1));
+          ASSIGN_OR_RETURN(const void* k16, BlockOperand(s, qkv + kv.k, kv.stride, count, 1));
           RETURN_IF_ERROR(RawGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, d_s,
                                   {k16, CUDA_R_16BF, s.head_dim, kv.stride}, 1.0f,
                                   {dqkv + i0 * block, CUDA_R_32F, s.head_dim, block}, count));
-          ASSIGN_OR_RETURN(const void* q16, Bf16Operand(qkv + i0 * block,
-                                                        Span(s.seq, s.head_dim, s.head_dim,
-                                                             block, count),
-                                                        1));
+          ASSIGN_OR_RETURN(const void* q16, BlockOperand(s, qkv + i0 * block, block, count, 1));
           RETURN_IF_ERROR(RawGemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, d_s,
                                   {q16, CUDA_R_16BF, s.head_dim, block}, 1.0f,
                                   {dqkv + kv.k, CUDA_R_32F, s.head_dim, kv.stride}, count));
@@ -711,9 +685,10 @@ class GpuDevice final : public Device {
         " MB); plan a smaller micro-batch, more recomputation or more GPUs");
   }
 
-  // cudaMalloc outside the stream-ordered pool (long-lived buffers).
-  Status AllocateRaw(size_t bytes, void** p) {
-    const cudaError_t e = cudaMalloc(p, bytes);
+  // The result of an allocation of `bytes`: out of memory is
+  // ResourceExhausted (the error is not sticky: cleared so the caller can
+  // report), any other error Internal.
+  Status Allocated(cudaError_t e, size_t bytes) const {
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
       return OutOfMemory(bytes);
@@ -721,6 +696,9 @@ class GpuDevice final : public Device {
     CUDACHECK(e);
     return Status::Ok();
   }
+
+  // cudaMalloc outside the stream-ordered pool (long-lived buffers).
+  Status AllocateRaw(size_t bytes, void** p) { return Allocated(cudaMalloc(p, bytes), bytes); }
 
   // Grows a long-lived scratch buffer (tracked as workspace) to `bytes`.
   Status Reserve(void** buffer, size_t* capacity, size_t bytes) {
@@ -767,13 +745,11 @@ class GpuDevice final : public Device {
       if (p >= base && p + span <= base + copy.elements) {
         if (copy.bf16 == nullptr) {
           const size_t bytes = copy.elements * 2;
-          const cudaError_t e = cudaMallocAsync(&copy.bf16, bytes, compute_);
-          if (e == cudaErrorMemoryAllocation) {
-            (void)cudaGetLastError();
+          const Status allocated = Allocated(cudaMallocAsync(&copy.bf16, bytes, compute_), bytes);
+          if (!allocated.ok()) {
             copy.bf16 = nullptr;
-            return OutOfMemory(bytes);
+            return allocated;
           }
-          CUDACHECK(e);
           memory().Charge(BufferClass::kWeights, static_cast<double>(bytes));
           copy.stale = true;
         }
@@ -854,6 +830,13 @@ class GpuDevice final : public Device {
    private:
     GpuDevice* d_;
   };
+
+  // Bf16Operand of `count` seq x head_dim blocks of an attention tensor
+  // (Q, K, V or dC), `stride` elements apart.
+  StatusOr<const void*> BlockOperand(const AttentionShape& s, const float* p, int64_t stride,
+                                     int64_t count, int slot) {
+    return Bf16Operand(p, Span(s.seq, s.head_dim, s.head_dim, stride, count), slot);
+  }
 
   // Marks the bf16 copy of the weights buffer holding `p` (if any) stale.
   void Wrote(const float* p) {
