@@ -27,8 +27,7 @@ std::string Phase(const nlohmann::json& job) {
 
 TEST_F(E2eTest, AppliedJobRunsItsPodsReportsProgressThroughPrometheusAndSucceeds) {
   if (!StartPrometheus()) GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
-  ControllerProcess controller = StartController("c1");
-  controllers_.push_back(&controller);
+  ControllerProcess& controller = StartController("c1");
   // Long enough for several scrapes and a measured step time; short enough
   // for the sanitizer build, whose CPU workers take ~10 ms per step.
   Apply(TinyJobYaml("tiny", 30000, "2h"));
@@ -95,8 +94,7 @@ TEST_F(E2eTest, AppliedJobRunsItsPodsReportsProgressThroughPrometheusAndSucceeds
 // and keeps the running workers instead of churning through relaunches.
 TEST_F(E2eTest, SlowerThanPredictedAtTheLatencyFloorSaysUnreachableWithoutChurn) {
   if (!StartPrometheus()) GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
-  ControllerProcess controller = StartController("c1");
-  controllers_.push_back(&controller);
+  StartController("c1");
   // Planned on H100 predictions (about 1.4 ms a step for this tiny model, at
   // its latency floor), measured on CPU workers running the whole model
   // (PACER_SCALE=1: hundreds of milliseconds a step, and Prometheus does not
@@ -147,8 +145,7 @@ TEST_F(E2eTest, SlowerThanPredictedAtTheLatencyFloorSaysUnreachableWithoutChurn)
 }
 
 TEST_F(E2eTest, InvalidAndImpossibleJobsGetConditionsWhileOthersAreServed) {
-  ControllerProcess controller = StartController("c1");
-  controllers_.push_back(&controller);
+  StartController("c1");
   // The CRD's schema refuses what it can express (kubectl apply fails, as
   // in a cluster); what only the planner knows reaches the controller.
   std::string refused;
@@ -190,9 +187,8 @@ TEST_F(E2eTest, InvalidAndImpossibleJobsGetConditionsWhileOthersAreServed) {
 
 TEST_F(E2eTest, WaitingJobLaunchesAsSoonAsGpusAreFreed) {
   // The periodic retry is an hour away: only freed GPUs can wake the job.
-  ControllerProcess controller = StartController(
+  StartController(
       "c1", {"--pending-retry-seconds", "3600", "--worker-image", "registry.example.com/w:7"});
-  controllers_.push_back(&controller);
   Apply(std::regex_replace(TinyJobYaml("hog", 100000, "2h"), std::regex("gpuTypes: \\[H100-SXM\\]"),
                            "gpuTypes: [H100-SXM], minGPUs: 8"));  // every GPU there is
   // Every GPU held: all four of the hog's pods bound to their nodes.
@@ -237,8 +233,7 @@ TEST_F(E2eTest, WaitingJobLaunchesAsSoonAsGpusAreFreed) {
 }
 
 TEST_F(E2eTest, AForceDeletedWorkerPodRelaunchesItsJob) {
-  ControllerProcess controller = StartController("c1");
-  controllers_.push_back(&controller);
+  StartController("c1");
   // Re-planning hourly, and one pod (no peer to fail with it): nothing but
   // the pod's deletion can wake the job soon.
   Apply(std::regex_replace(std::regex_replace(TinyJobYaml("orphaned", 100000, "2h"),
@@ -267,8 +262,7 @@ TEST_F(E2eTest, AForceDeletedWorkerPodRelaunchesItsJob) {
 }
 
 TEST_F(E2eTest, ApiFaultsConvergeWithoutDuplicatePods) {
-  ControllerProcess controller = StartController("c1");
-  controllers_.push_back(&controller);
+  StartController("c1");
   // A failed pod create (the gang is rolled back and retried), conflicts on
   // status writes, dropped watches and an expired resourceVersion.
   server_->FailNextRequests("POST", "/pods", 500, 1);
@@ -291,14 +285,12 @@ TEST_F(E2eTest, ApiFaultsConvergeWithoutDuplicatePods) {
 }
 
 TEST_F(E2eTest, KilledControllerRestartsWithoutDuplicatingOrLosingPods) {
-  ControllerProcess first = StartController("c1");
-  controllers_.push_back(&first);
+  ControllerProcess& first = StartController("c1");
   Apply(TinyJobYaml("survivor", 2500, "1h"));
   ASSERT_TRUE(WaitFor([&] { return kubelet_->RunningWorkers() > 0; }, seconds(90)));
   const std::vector<std::string> before = kubelet_->StartedPodNames();
   KillController(first, SIGKILL);
-  ControllerProcess second = StartController("c2");
-  controllers_.push_back(&second);
+  StartController("c2");
   ASSERT_TRUE(
       WaitFor([&] { return Phase(Job("research", "survivor")) == "Succeeded"; }, seconds(600)))
       << Job("research", "survivor").dump(2);
@@ -307,10 +299,8 @@ TEST_F(E2eTest, KilledControllerRestartsWithoutDuplicatingOrLosingPods) {
 }
 
 TEST_F(E2eTest, TwoControllersElectOneLeaderAndHandOver) {
-  ControllerProcess a = StartController("a");
-  ControllerProcess b = StartController("b");
-  controllers_.push_back(&a);
-  controllers_.push_back(&b);
+  ControllerProcess& a = StartController("a");
+  ControllerProcess& b = StartController("b");
   auto holder = [&]() -> std::string {
     auto lease = server_->GetObject(
         "/apis/coordination.k8s.io/v1/namespaces/pacer-system/leases/pacer-controller");

@@ -8,9 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -65,6 +68,17 @@ void WriteFileAtomically(const std::string& path, const std::string& text) {
   fs::rename(tmp, path, ignored);
 }
 
+// The last `bytes` of a log file.
+std::string LogTail(const std::string& path, std::streamoff bytes = 6000) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const std::streamoff size = in.tellg();
+  in.seekg(std::max<std::streamoff>(0, size - bytes));
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
 void StopProcess(pid_t pid, int signal) {
   if (pid <= 0) return;
   ::kill(pid, signal);
@@ -112,7 +126,13 @@ void E2eTest::SetUp() {
 }
 
 void E2eTest::TearDown() {
-  for (ControllerProcess* c : controllers_) KillController(*c, SIGTERM);
+  for (ControllerProcess& c : controllers_) {
+    KillController(c, SIGTERM);
+    // What a failed test's controllers said: the machine that ran it may be gone.
+    if (HasFailure()) {
+      std::cerr << "---- end of " << c.log_path << "\n" << LogTail(c.log_path) << "----\n";
+    }
+  }
   if (kubelet_) kubelet_->Stop();
   kubelet_.reset();
   StopProcess(prometheus_, SIGTERM);
@@ -156,47 +176,70 @@ std::string E2eTest::prometheus_url() const {
   return prometheus_port_ > 0 ? "http://127.0.0.1:" + std::to_string(prometheus_port_) : "";
 }
 
-ControllerProcess E2eTest::StartController(const std::string& identity,
-                                           const std::vector<std::string>& extra_args) {
-  ControllerProcess c;
-  c.identity = identity;
-  c.metrics_port = FreePort();
-  c.probe_port = FreePort();
-  c.log_path = (dir_ / ("controller-" + identity + ".log")).string();
-  std::vector<std::string> args = {PACER_CONTROLLER_BINARY,
-                                   "--kubeconfig",
-                                   kubeconfig_,
-                                   "--identity",
-                                   identity,
-                                   "--bind-address",
-                                   "127.0.0.1",
-                                   "--metrics-port",
-                                   std::to_string(c.metrics_port),
-                                   "--health-probe-port",
-                                   std::to_string(c.probe_port),
-                                   "--workers",
-                                   "2",
-                                   "--relaunch-seconds",
-                                   "5",
-                                   "--replan-min-improvement-seconds",
-                                   "5",
-                                   "--replan-min-interval-seconds",
-                                   "30",
-                                   "--pod-termination-grace-seconds",
-                                   "30"};
-  if (!prometheus_url().empty()) {
-    args.push_back("--prometheus-url");
-    args.push_back(prometheus_url());
+ControllerProcess& E2eTest::StartController(const std::string& identity,
+                                            const std::vector<std::string>& extra_args) {
+  constexpr int kAttempts = 5;
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+    ControllerProcess c;
+    c.identity = identity;
+    c.metrics_port = FreePort();
+    c.probe_port = FreePort();
+    c.log_path =
+        (dir_ / ("controller-" + identity + "-" + std::to_string(attempt) + ".log")).string();
+    std::vector<std::string> args = {PACER_CONTROLLER_BINARY,
+                                     "--kubeconfig",
+                                     kubeconfig_,
+                                     "--identity",
+                                     identity,
+                                     "--bind-address",
+                                     "127.0.0.1",
+                                     "--metrics-port",
+                                     std::to_string(c.metrics_port),
+                                     "--health-probe-port",
+                                     std::to_string(c.probe_port),
+                                     "--workers",
+                                     "2",
+                                     "--relaunch-seconds",
+                                     "5",
+                                     "--replan-min-improvement-seconds",
+                                     "5",
+                                     "--replan-min-interval-seconds",
+                                     "30",
+                                     "--pod-termination-grace-seconds",
+                                     "30"};
+    if (!prometheus_url().empty()) {
+      args.push_back("--prometheus-url");
+      args.push_back(prometheus_url());
+    }
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    c.pid = Spawn(args, c.log_path);
+
+    // Up when its probe port answers; or it exited, and its log says why.
+    bool exited = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (c.pid > 0 && std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(c.pid, &status, WNOHANG) == c.pid) {
+        exited = true;
+        c.pid = -1;
+        break;
+      }
+      if (!HttpGet(c.probe_port, "/healthz").empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling a port
+    }
+    const std::string log = LogTail(c.log_path);
+    if (exited && log.find("cannot listen") != std::string::npos && attempt < kAttempts) continue;
+    EXPECT_FALSE(exited) << "controller " << identity << " exited at start:\n" << log;
+    if (!controller_targets_path_.empty()) {
+      controller_targets_.push_back(
+          {{"targets", nlohmann::json::array({"127.0.0.1:" + std::to_string(c.metrics_port)})},
+           {"labels", {{"namespace", "pacer-system"}, {"pod", "pacer-controller-" + identity}}}});
+      WriteFileAtomically(controller_targets_path_, controller_targets_.dump(2));
+    }
+    controllers_.push_back(std::move(c));
+    return controllers_.back();
   }
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
-  c.pid = Spawn(args, c.log_path);
-  if (!controller_targets_path_.empty()) {
-    controller_targets_.push_back(
-        {{"targets", nlohmann::json::array({"127.0.0.1:" + std::to_string(c.metrics_port)})},
-         {"labels", {{"namespace", "pacer-system"}, {"pod", "pacer-controller-" + identity}}}});
-    WriteFileAtomically(controller_targets_path_, controller_targets_.dump(2));
-  }
-  return c;
+  return controllers_.back();  // not reached: the last attempt always returns
 }
 
 void E2eTest::KillController(ControllerProcess& c, int signal) {

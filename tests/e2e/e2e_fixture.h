@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <list>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -51,8 +52,13 @@ class E2eTest : public ::testing::Test {
   bool StartPrometheus(const PrometheusOptions& options);
   std::string prometheus_url() const;
 
-  ControllerProcess StartController(const std::string& identity,
-                                    const std::vector<std::string>& extra_args = {});
+  // Starts pacer-controller and returns once its probe port answers, so a
+  // test never waits on a controller that could not start. A port taken
+  // between FreePort and the controller's bind (other tests run beside this
+  // one) is retried on new ports. The fixture owns the process: TearDown
+  // stops it and, when the test failed, prints the end of its log.
+  ControllerProcess& StartController(const std::string& identity,
+                                     const std::vector<std::string>& extra_args = {});
   void KillController(ControllerProcess& c, int signal);
 
   // kubectl with the test kubeconfig; returns exit code, output in *out.
@@ -74,7 +80,8 @@ class E2eTest : public ::testing::Test {
   std::string kubeconfig_;
   pid_t prometheus_ = -1;
   int prometheus_port_ = 0;
-  std::vector<ControllerProcess*> controllers_;
+  // Every controller StartController started; a list so references stay valid.
+  std::list<ControllerProcess> controllers_;
   // Controllers Prometheus scrapes (PrometheusOptions::scrape_controllers):
   // their file_sd file, empty when not scraping; targets as JSON groups.
   std::string controller_targets_path_;

@@ -46,8 +46,7 @@ std::vector<std::string> EventMessages(const std::vector<nlohmann::json>& events
 
 // A job of two worker pods (nodes of 2 GPUs, at least 4 GPUs).
 std::string TwoPodJobYaml(const std::string& name, int64_t steps) {
-  return std::regex_replace(TinyJobYaml(name, steps, "1h"),
-                            std::regex("gpuTypes: \\[H100-SXM\\]"),
+  return std::regex_replace(TinyJobYaml(name, steps, "1h"), std::regex("gpuTypes: \\[H100-SXM\\]"),
                             "gpuTypes: [H100-SXM], minGPUs: 4, maxGPUs: 4");
 }
 
@@ -64,8 +63,7 @@ TEST_F(E2eTest, AQuotaSmallerThanTheGangIsShownWithoutAHotLoopAndLaunchesWhenRem
                                   {"metadata", {{"name", "one-pod"}, {"namespace", "research"}}},
                                   {"spec", {{"hard", {{"pods", "1"}}}}}})
                   .ok());
-  ControllerProcess controller = StartController("c1");
-  controllers_.push_back(&controller);
+  StartController("c1");
   Apply(TwoPodJobYaml("quota", 100));
 
   ASSERT_TRUE(WaitFor(
@@ -76,9 +74,11 @@ TEST_F(E2eTest, AQuotaSmallerThanTheGangIsShownWithoutAHotLoopAndLaunchesWhenRem
   EXPECT_NE(ConditionMessage(refused, "Planned").find("exceeded quota: one-pod"), std::string::npos)
       << "the server's own message: " << refused.dump(2);
   EXPECT_EQ(Phase(refused), "Pending");
-  ASSERT_TRUE(WaitFor([&] { return !EventMessages(server_->ListObjects(kEvents), "quota",
-                                                  "LaunchRefused").empty(); },
-                      seconds(30)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return !EventMessages(server_->ListObjects(kEvents), "quota", "LaunchRefused").empty();
+      },
+      seconds(30)));
   EXPECT_NE(EventMessages(server_->ListObjects(kEvents), "quota", "LaunchRefused")[0].find(
                 "exceeded quota"),
             std::string::npos);
@@ -88,8 +88,8 @@ TEST_F(E2eTest, AQuotaSmallerThanTheGangIsShownWithoutAHotLoopAndLaunchesWhenRem
   // one more launch's two creates.
   const int64_t creates = server_->RequestCount("POST", kPods);
   const int64_t deletes = server_->RequestCount("DELETE", kPods);
-  EXPECT_FALSE(WaitFor([&] { return server_->RequestCount("POST", kPods) > creates + 2; },
-                       seconds(4)))
+  EXPECT_FALSE(
+      WaitFor([&] { return server_->RequestCount("POST", kPods) > creates + 2; }, seconds(4)))
       << "pod creates kept coming: " << server_->RequestCount("POST", kPods) - creates;
   EXPECT_LE(server_->RequestCount("DELETE", kPods), deletes + 1);
   EXPECT_EQ(Job("research", "quota")["status"].value("attempt", 0), 0)
@@ -132,8 +132,7 @@ TEST_F(E2eTest, AGangLeftPartialByAKilledControllerIsRemovedAndLaunchedAgain) {
     return "its controller died while creating it";
   });
   // One controller at a time: no Lease to wait out between them.
-  ControllerProcess first = StartController("c1", {"--no-leader-elect"});
-  controllers_.push_back(&first);
+  ControllerProcess& first = StartController("c1", {"--no-leader-elect"});
   Apply(TwoPodJobYaml("partial", 100));
   {
     std::unique_lock<std::mutex> lock(mu);
@@ -153,11 +152,9 @@ TEST_F(E2eTest, AGangLeftPartialByAKilledControllerIsRemovedAndLaunchedAgain) {
   for (const nlohmann::json& p : Pods("research")) names.push_back(p["metadata"]["name"]);
   ASSERT_EQ(names, std::vector<std::string>{"partial-a1-n0"}) << "a partial gang is left";
 
-  ControllerProcess second =
-      StartController("c2", {"--no-leader-elect", "--gang-completion-seconds", "2"});
-  controllers_.push_back(&second);
-  ASSERT_TRUE(WaitFor([&] { return Phase(Job("research", "partial")) == "Succeeded"; },
-                      seconds(120)))
+  StartController("c2", {"--no-leader-elect", "--gang-completion-seconds", "2"});
+  ASSERT_TRUE(
+      WaitFor([&] { return Phase(Job("research", "partial")) == "Succeeded"; }, seconds(120)))
       << Job("research", "partial").dump(2);
   const nlohmann::json done = Job("research", "partial");
   EXPECT_EQ(done["status"].value("attempt", 0), 2) << done.dump(2);

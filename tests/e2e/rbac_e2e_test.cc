@@ -114,9 +114,8 @@ TEST_F(E2eTest, EveryControllerRequestIsGrantedByTheManifestsRbacAndEveryGrantIs
 
   // The controller as the Deployment runs it: leader election in
   // pacer-system, all namespaces.
-  ControllerProcess controller =
+  ControllerProcess& controller =
       StartController("rbac", {"--leader-election-namespace", lease_namespace});
-  controllers_.push_back(&controller);
   Apply(TinyJobYaml("rbac", 600, "1h"));
 
   // While it runs, the status as the CRD's schema stored it keeps every

@@ -93,13 +93,11 @@ class SchedulingE2eTest : public E2eTest {
  protected:
   // Starts the controller and lets early take the whole cluster.
   void StartWithEarlyOnEveryGpu(const std::vector<std::string>& args) {
-    controller_ = StartController("c1", args);
-    controllers_.push_back(&controller_);
+    StartController("c1", args);
     Apply(JobYaml("early", 100000, "20h", "time"));
     ASSERT_TRUE(WaitFor([&] { return RunningGpus(Pods("research"), "early") == 8; }, seconds(120)))
         << Job("research", "early").dump(2);
   }
-  ControllerProcess controller_;
 };
 
 TEST_F(SchedulingE2eTest, TheSchedulerShrinksAnEarlyJobForATightDeadlineAndRejectsWhatCannotFit) {
