@@ -143,8 +143,7 @@ TEST_F(PromqlTest, EveryDashboardAndAlertExpressionReturnsDataFromARealRun) {
   prometheus.rule_files = {monitoring::RulesPath()};
   if (!StartPrometheus(prometheus))
     GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
-  ControllerProcess controller = StartController("c1");
-  controllers_.push_back(&controller);
+  StartController("c1");
   // One conflict on a status write makes a reconcile fail, so the
   // errors-by-reason panel has a series to show.
   server_->FailNextRequests("PUT", "/status", 409, 1);
