@@ -193,11 +193,17 @@ TEST(LocalRunTest, ImpossibleDeadlineExitsThreeWithTheReason) {
   std::string yaml =
       std::regex_replace(text.str(), std::regex("maxDuration: 10m"), "maxDuration: 5s");
   std::ofstream(file) << yaml;
-  Child c = Spawn({PACER_BINARY, "run", file.string(), "--progress", "none"});
+  // Its own work dir: the default one (.pacer/<namespace>-<name> in the
+  // working directory) is locked by any other quickstart run ctest runs beside it.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-late-run-" + std::to_string(::getpid()));
+  Child c =
+      Spawn({PACER_BINARY, "run", file.string(), "--progress", "none", "--work-dir", dir.string()});
   std::string out;
   EXPECT_EQ(Wait(c, &out), 3) << out;
   EXPECT_NE(out.find("Infeasible"), std::string::npos) << out;
   std::filesystem::remove(file);
+  std::filesystem::remove_all(dir);
 }
 TEST(LocalRunTest, JobNeedingGpusThisMachineLacksExitsFourInsteadOfWaiting) {
   // A 7B job pinned to H100s, planned for this machine's CPU: in a cluster it
@@ -225,13 +231,16 @@ TEST(LocalRunTest, GpuBackendWithoutAGpuExitsTwo) {
       !std::filesystem::is_empty("/proc/driver/nvidia/gpus", ec)) {
     GTEST_SKIP() << "this machine has an NVIDIA GPU";
   }
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-gpu-run-" + std::to_string(::getpid()));
   Child c = Spawn({PACER_BINARY, "run",
                    std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
-                   "--backend", "gpu", "--progress", "none"});
+                   "--backend", "gpu", "--progress", "none", "--work-dir", dir.string()});
   std::string out;
   EXPECT_EQ(Wait(c, &out), 2) << out;
   EXPECT_NE(out.find("--backend gpu: no NVIDIA GPU"), std::string::npos) << out;
   EXPECT_NE(out.find("--backend cpu"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
 }
 #endif
 
