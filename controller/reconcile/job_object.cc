@@ -1,6 +1,7 @@
 #include "reconcile/job_object.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/node_inventory.h"
 #include "pacer/planner/gpu_catalog.h"
@@ -113,6 +114,23 @@ std::optional<planner::Layout> LayoutFromPlanJson(const nlohmann::json& plan) {
   return l;
 }
 
+nlohmann::ordered_json LayoutJson(const planner::Layout& l) {
+  return {{"gpuType", l.gpu_type},
+          {"pool", l.pool},
+          {"nodes", l.nodes},
+          {"gpusPerNode", l.gpus_per_node},
+          {"gpus", l.gpus()},
+          {"tensorParallel", l.tensor_parallel},
+          {"pipelineParallel", l.pipeline_parallel},
+          {"dataParallel", l.data_parallel},
+          {"virtualStages", l.virtual_stages},
+          {"sequenceParallel", l.sequence_parallel},
+          {"zeroStage", l.zero_stage},
+          {"microBatchSize", l.micro_batch_size},
+          {"gradientAccumulationSteps", l.gradient_accumulation_steps},
+          {"activationCheckpointing", planner::RecomputeName(l.recompute)}};
+}
+
 PersistedState ReadPersistedState(const nlohmann::json& status) {
   PersistedState s;
   s.attempt = std::max(0, Field<int>(status, "attempt").value_or(0));
@@ -121,6 +139,9 @@ PersistedState ReadPersistedState(const nlohmann::json& status) {
   s.last_replan_unix_seconds = TimeField(status, "lastReplanTime");
   s.plan_unix_seconds = TimeField(status, "launchTime").value_or(0);
   if (status.is_object() && status.contains("plan")) s.layout = LayoutFromPlanJson(status["plan"]);
+  if (status.is_object() && status.contains("nextPlan")) {
+    s.next_layout = LayoutFromPlanJson(status["nextPlan"]);
+  }
   if (status.is_object() && status.contains("calibration") && status["calibration"].is_object()) {
     for (const auto& [gpu_type, entry] : status["calibration"].items()) {
       std::optional<double> ratio = Field<double>(entry, "stepTimeRatio");
@@ -160,6 +181,7 @@ void WritePersistedState(const PersistedState& state, nlohmann::ordered_json* st
   if (state.last_replan_unix_seconds) {
     (*status)["lastReplanTime"] = planner::FormatRfc3339(*state.last_replan_unix_seconds);
   }
+  if (state.next_layout) (*status)["nextPlan"] = LayoutJson(*state.next_layout);
   nlohmann::ordered_json calibration = nlohmann::ordered_json::object();
   for (const auto& [gpu_type, entry] : state.calibration.by_gpu_type) {
     if (entry.step_time_ratio) calibration[gpu_type]["stepTimeRatio"] = *entry.step_time_ratio;
@@ -201,6 +223,54 @@ std::optional<planner::Evaluation> EvaluateLayout(const planner::JobSpec& job,
     pool.nvlink_gbps = gpu->nvlink_gbps;
   }
   return planner::Evaluate(job, layout, pool, *gpu, calibration.Find(layout.gpu_type), constants);
+}
+
+StatusOr<planner::Evaluation> RecheckLayout(const planner::JobSpec& job,
+                                            const planner::Layout& layout,
+                                            const planner::Inventory& inventory,
+                                            const planner::Calibration& calibration,
+                                            const planner::ModelConstants& constants) {
+  const planner::GpuType* gpu = inventory.catalog.Find(layout.gpu_type);
+  if (gpu == nullptr) {
+    return FailedPreconditionError("the GPU catalog no longer has " + layout.gpu_type);
+  }
+  const auto& allowed = job.resources.gpu_types;
+  if (!allowed.empty() && std::none_of(allowed.begin(), allowed.end(), [&](const std::string& t) {
+        return inventory.catalog.Find(t) == gpu;
+      })) {
+    return FailedPreconditionError("spec.resources.gpuTypes no longer allows " + layout.gpu_type);
+  }
+  const int gpus = layout.gpus();
+  if (gpus < job.resources.min_gpus || (job.resources.max_gpus && gpus > *job.resources.max_gpus)) {
+    return FailedPreconditionError(std::to_string(gpus) +
+                                   " GPUs are outside spec.resources minGPUs..maxGPUs now");
+  }
+  if (layout.global_batch() != job.training.global_batch_size) {
+    return FailedPreconditionError("spec.training.globalBatchSize is " +
+                                   std::to_string(job.training.global_batch_size) + " now, not " +
+                                   std::to_string(layout.global_batch()));
+  }
+  auto pool = std::find_if(inventory.node_pools.begin(), inventory.node_pools.end(),
+                           [&](const planner::NodePool& p) { return p.name == layout.pool; });
+  if (pool == inventory.node_pools.end()) {
+    return FailedPreconditionError("node pool " + layout.pool + " has no ready node now");
+  }
+  if (pool->NodesWithFreeGpus(layout.gpus_per_node) < layout.nodes) {
+    return FailedPreconditionError("node pool " + layout.pool + " has " +
+                                   std::to_string(pool->free_gpus) + " free GPUs now; " +
+                                   std::to_string(layout.nodes) + " nodes with " +
+                                   std::to_string(layout.gpus_per_node) + " free each are needed");
+  }
+  std::optional<planner::Evaluation> e =
+      EvaluateLayout(job, layout, inventory, calibration, constants);
+  if (!e) return FailedPreconditionError("the GPU catalog no longer has " + layout.gpu_type);
+  if (!e->memory.fits()) {
+    return FailedPreconditionError(
+        "it needs " + std::to_string(std::lround(e->memory.total_bytes() / (1 << 30))) +
+        " GiB per GPU now (memory margin raised), more than the GPU's " +
+        std::to_string(std::lround(e->memory.capacity_bytes / (1 << 30))) + " GiB");
+  }
+  return *e;
 }
 
 }  // namespace pacer::controller

@@ -41,8 +41,11 @@ struct PersistedState {
   std::optional<int64_t> last_replan_unix_seconds;  // status.lastReplanTime
   int64_t plan_unix_seconds = 0;                    // status.launchTime
   std::optional<planner::Layout> layout;            // status.plan's layout fields
-  planner::Calibration calibration;                 // status.calibration
-  int64_t steps_completed = 0;                      // status.progress.stepsCompleted
+  // status.nextPlan: the layout a re-plan chose while its workers stop at a
+  // checkpoint; the relaunch launches exactly it (RecheckLayout) and clears it.
+  std::optional<planner::Layout> next_layout;
+  planner::Calibration calibration;  // status.calibration
+  int64_t steps_completed = 0;       // status.progress.stepsCompleted
   int64_t total_steps = 0;
   std::optional<double> measured_step_seconds;  // status.measuredStepSeconds
   // status.memoryMarginFraction, status.collectiveFailuresByNode,
@@ -52,14 +55,17 @@ struct PersistedState {
 
 // Lenient: a field that is missing or malformed keeps its default.
 PersistedState ReadPersistedState(const nlohmann::json& status);
-// Adds attempt, launchTime, lastReplanTime, calibration and the failure
-// history (memoryMarginFraction, collectiveFailuresByNode, excludedNodes,
-// each only when set) to `status`.
+// Adds attempt, launchTime, lastReplanTime, calibration, nextPlan and the
+// failure history (memoryMarginFraction, collectiveFailuresByNode,
+// excludedNodes), each only when set, to `status`.
 void WritePersistedState(const PersistedState& state, nlohmann::ordered_json* status);
 
 // The layout of a status.plan object (cli::PlanJson's field names); nullopt
 // when a field is missing.
 std::optional<planner::Layout> LayoutFromPlanJson(const nlohmann::json& plan);
+// The inverse: a layout's fields under those names (LayoutFromPlanJson of it
+// gives it back).
+nlohmann::ordered_json LayoutJson(const planner::Layout& layout);
 
 // Re-evaluates a layout in force for `job`: the pool comes from `inventory`
 // (or, when it is gone, a pool of the layout's size with default network),
@@ -69,6 +75,18 @@ std::optional<planner::Evaluation> EvaluateLayout(const planner::JobSpec& job,
                                                   const planner::Inventory& inventory,
                                                   const planner::Calibration& calibration,
                                                   const planner::ModelConstants& constants);
+
+// Whether a layout chosen earlier can still be launched as it is for `job`
+// (the remaining job, with its memory margin) on `inventory` (free GPUs now,
+// excluded nodes already left out): its pool is there with enough free GPUs
+// on enough nodes, the spec still allows its GPU type, GPU count and global
+// batch, and it fits in memory. Its evaluation when so; FailedPrecondition
+// saying what no longer holds when not.
+StatusOr<planner::Evaluation> RecheckLayout(const planner::JobSpec& job,
+                                            const planner::Layout& layout,
+                                            const planner::Inventory& inventory,
+                                            const planner::Calibration& calibration,
+                                            const planner::ModelConstants& constants);
 
 }  // namespace pacer::controller
 

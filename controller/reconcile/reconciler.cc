@@ -231,6 +231,22 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
   plan_options.constants = options_.replan.constants;
   const planner::Calibration calibration = pass.state.calibration;
 
+  if (pass.state.next_layout) {
+    // A re-plan chose this layout before stopping the workers: launch exactly
+    // it, not whatever a fresh search prefers now. Only what makes it
+    // unlaunchable (the GPUs taken meanwhile, a spec edit) plans afresh.
+    const planner::Layout chosen = *pass.state.next_layout;
+    StatusOr<planner::Evaluation> still =
+        RecheckLayout(job, chosen, inventory->inventory, calibration, options_.replan.constants);
+    if (still.ok() && deps_.allocations == nullptr) return LaunchPlan(pass, *still);
+    pass.state.next_layout.reset();
+    if (!still.ok()) {
+      deps_.store->RecordEvent(pass.object, "Warning", "ReplanChanged",
+                               "the re-plan's layout (" + chosen.ToString() +
+                                   ") cannot be launched: " + still.status().message() +
+                                   "; planning again");
+    }
+  }
   StatusOr<planner::PlanResult> result =
       planner::Plan(job, inventory->inventory, calibration, plan_options);
   // Would it work if every GPU of the cluster were free? Tells "wait for
@@ -400,6 +416,7 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
     refusals_.erase(pass.key);
   }
   pass.state.attempt = launch.attempt;
+  pass.state.next_layout.reset();
   pass.state.plan_unix_seconds = pass.now;
   pass.plan = launch.plan;
   pass.phase = Phase::kPlanning;
@@ -686,6 +703,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
           pass.state.calibration.by_gpu_type[pass.plan->layout.gpu_type].step_time_ratio =
               *decision->step_time_ratio;
         }
+        pass.state.next_layout = decision->new_plan->layout;
         const std::string message = decision->message + " (from " + GpuSummary(*pass.plan) +
                                     " to " + GpuSummary(*decision->new_plan) + ")";
         deps_.store->RecordEvent(pass.object, "Normal", "Replanning", message);

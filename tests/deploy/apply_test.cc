@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "deploy_util.h"
+#include "reconcile/job_object.h"
 #include "resource_table.h"
 
 namespace pacer::deploy {
@@ -113,6 +114,55 @@ TEST_F(ApplyTest, KustomizeManifestsAreAcceptedAndExampleJobsListWithTheirColumn
                           "2030-01-02T03:04:05Z +2030-01-03T00:00:00Z +\\+20h56m ")))
       << get.out;
   EXPECT_THAT(get.out, HasSubstr("quickstart"));
+}
+
+// The reconciler keeps its bookkeeping in the status (job_object.h) and reads
+// it back each pass: a field the CRD's schema lacks is pruned by a real API
+// server, and what it carried (the re-plan's layout, the memory margin, the
+// excluded nodes) would be lost without a sign. Every persisted field, set,
+// must come back unchanged through the real CRD.
+TEST_F(ApplyTest, EveryStatusFieldTheReconcilerPersistsSurvivesTheCrd) {
+  ASSERT_EQ(Apply("manifests.yaml", Kustomize().yaml).exit_code, 0);
+  ASSERT_EQ(
+      env_.Kubectl("apply -f " + SourcePath("manifests/examples/llama-7b-h100.yaml")).exit_code, 0);
+  const std::string path = "/apis/pacer.dev/v1alpha1/namespaces/research/trainjobs/llama-7b-h100";
+  controller::PersistedState state;
+  state.attempt = 3;
+  state.plan_unix_seconds = 1795000000;
+  state.last_replan_unix_seconds = 1795003600;
+  state.calibration.by_gpu_type["H100-SXM"].step_time_ratio = 1.25;
+  planner::Layout next;
+  next.gpu_type = "H100-SXM";
+  next.pool = "h100";
+  next.nodes = 2;
+  next.gpus_per_node = 8;
+  next.tensor_parallel = 2;
+  next.pipeline_parallel = 2;
+  next.data_parallel = 4;
+  next.virtual_stages = 2;
+  next.sequence_parallel = true;
+  next.zero_stage = 1;
+  next.micro_batch_size = 2;
+  next.gradient_accumulation_steps = 64;
+  next.recompute = planner::Recompute::kSelective;
+  state.next_layout = next;
+  state.failures.memory_margin_fraction = 0.2;
+  state.failures.collective_failures_by_node = {{"gpu-3", 1}};
+  state.failures.excluded_nodes = {"gpu-7"};
+  nlohmann::ordered_json written = nlohmann::ordered_json::object();
+  controller::WritePersistedState(state, &written);
+
+  json job = env_.server().GetObject(path).value();
+  job["status"] = json::parse(written.dump());
+  ASSERT_TRUE(env_.server().UpdateObject(path, job).ok());
+  const json stored = env_.server().GetObject(path).value()["status"];
+  EXPECT_EQ(stored, json::parse(written.dump()));
+  const controller::PersistedState read = controller::ReadPersistedState(stored);
+  ASSERT_TRUE(read.next_layout.has_value());
+  EXPECT_EQ(read.next_layout->ToString(), next.ToString());
+  EXPECT_EQ(read.next_layout->pool, "h100");
+  EXPECT_EQ(read.next_layout->virtual_stages, 2);
+  EXPECT_EQ(read.failures.excluded_nodes, state.failures.excluded_nodes);
 }
 
 TEST_F(ApplyTest, KustomizeCarriesTheDashboardForTheGrafanaSidecar) {

@@ -70,6 +70,13 @@ class FakeJobStore : public JobStore {
     for (const auto& e : events) n += e.reason == reason ? 1 : 0;
     return n;
   }
+  // The message of the last event with `reason`; "" when none.
+  std::string LastEventMessage(const std::string& reason) const {
+    for (auto it = events.rbegin(); it != events.rend(); ++it) {
+      if (it->reason == reason) return it->message;
+    }
+    return "";
+  }
   nlohmann::json StatusOf(const std::string& key) const {
     return jobs.at(key).value("status", nlohmann::json::object());
   }

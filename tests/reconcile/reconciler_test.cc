@@ -4,11 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "core/clock.h"
 #include "daemon/worker_pods.h"
 #include "fakes.h"
-#include "test_jobs.h"
 #include "pacer/planner/inventory.h"
+#include "reconcile/job_object.h"
+#include "test_jobs.h"
 
 namespace pacer::controller {
 namespace {
@@ -139,6 +142,78 @@ TEST_F(ReconcilerTest, SlowerThanPredictedReplansToMoreGpusWithTheSameGlobalBatc
   EXPECT_EQ(second.total_steps, 33379);
   EXPECT_EQ(Status()["restarts"], 0);
   EXPECT_EQ(Status()["replans"], 1);
+}
+
+// Re-plans to what is slow and stops the workers: the layout the policy chose
+// is in status.nextPlan; the workers exit at their checkpoint and are removed.
+// Returns that layout.
+planner::Layout ReplanAndStop(FakeLauncher& launcher, FakeMetrics& metrics, FakeClock& clock,
+                              const std::function<ReconcileResult()>& pass,
+                              const std::function<nlohmann::json()>& status) {
+  const planner::Evaluation first = launcher.launches[0].plan;
+  metrics.measurements[kKey] = Measurement{first.step.step_seconds * 2.0, 500, 1.0};
+  clock.Advance(std::chrono::hours(3));
+  EXPECT_TRUE(pass().status.ok());
+  EXPECT_EQ(status()["phase"], "Replanning");
+  const std::optional<planner::Layout> chosen = LayoutFromPlanJson(status()["nextPlan"]);
+  EXPECT_TRUE(chosen.has_value()) << status().dump(2);
+  launcher.SetAll(kKey, WorkerPhase::kFailed, 6);
+  EXPECT_TRUE(pass().status.ok());  // removed
+  return chosen.value_or(planner::Layout{});
+}
+
+// Defect: the re-plan the policy chose was only put in an event; the
+// relaunch planned from scratch and could launch something else (here: the
+// cheaper pool that appeared meanwhile). Now exactly the chosen layout is
+// launched, and status.nextPlan is cleared.
+TEST_F(ReconcilerTest, TheRelaunchAfterAReplanLaunchesExactlyTheLayoutThePolicyChose) {
+  inventory_.inventory.inventory.node_pools[0].price_per_gpu_hour = 4.0;
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  const planner::Layout chosen = ReplanAndStop(
+      launcher_, metrics_, clock_, [&] { return Pass(); }, [&] { return Status(); });
+  EXPECT_GT(chosen.gpus(), launcher_.launches[0].plan.layout.gpus());
+  EXPECT_EQ(chosen.pool, "h100");
+  planner::NodePool cheaper = inventory_.inventory.inventory.node_pools[0];
+  cheaper.name = "h100-spot";
+  cheaper.price_per_gpu_hour = 1.0;
+  inventory_.inventory.inventory.node_pools.push_back(cheaper);
+
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  const planner::Layout launched = launcher_.launches[1].plan.layout;
+  EXPECT_EQ(launched.ToString(), chosen.ToString());
+  EXPECT_EQ(launched.pool, "h100");
+  EXPECT_EQ(launched.zero_stage, chosen.zero_stage);
+  EXPECT_EQ(launched.recompute, chosen.recompute);
+  EXPECT_EQ(Status()["plan"]["pool"], "h100");
+  EXPECT_FALSE(Status().contains("nextPlan")) << Status().dump(2);
+  EXPECT_EQ(store_.CountEvents("ReplanChanged"), 0);
+}
+
+// The GPUs the re-plan counted on were taken while its workers stopped: the
+// job says so and is planned again, not held to a layout that cannot start.
+TEST_F(ReconcilerTest, AReplanWhoseGpusWereTakenMeanwhileIsPlannedAgainAndSaysWhy) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  const planner::Layout chosen = ReplanAndStop(
+      launcher_, metrics_, clock_, [&] { return Pass(); }, [&] { return Status(); });
+  ASSERT_GT(chosen.gpus(), 8);
+  inventory_.inventory.inventory.node_pools[0].free_gpus = chosen.gpus() - 8;
+
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(store_.CountEvents("ReplanChanged"), 1);
+  EXPECT_NE(store_.LastEventMessage("ReplanChanged").find("free GPUs now"), std::string::npos)
+      << store_.LastEventMessage("ReplanChanged");
+  // Planned afresh: what is free now cannot meet the deadline, so it waits
+  // for GPUs as any job would, and no longer for the chosen layout.
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(ConditionReason("Planned"), "False/InsufficientGpus");
+  EXPECT_FALSE(Status().contains("nextPlan"));
+  inventory_.inventory.inventory.node_pools[0].free_gpus = 128;
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(store_.CountEvents("ReplanChanged"), 1);
 }
 
 TEST_F(ReconcilerTest, FasterThanPredictedCausesNoChurn) {
@@ -570,9 +645,9 @@ TEST_F(ReconcilerTest, ANodeWithTwoCollectiveFailuresIsExcluded) {
   const LaunchSpec& third = launcher_.launches[2];
   EXPECT_EQ(third.excluded_nodes, std::vector<std::string>{"gpu-node-7"});
   const nlohmann::json pod = WorkerPodObject(third, 0, PodTemplateOptions{});
-  const nlohmann::json& term = pod["spec"]["affinity"]["nodeAffinity"]
-                                  ["requiredDuringSchedulingIgnoredDuringExecution"]
-                                  ["nodeSelectorTerms"][0];
+  const nlohmann::json& term =
+      pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+         ["nodeSelectorTerms"][0];
   ASSERT_TRUE(term.contains("matchFields")) << pod.dump(2);
   EXPECT_EQ(term["matchFields"][0]["key"], "metadata.name");
   EXPECT_EQ(term["matchFields"][0]["operator"], "NotIn");
