@@ -290,11 +290,11 @@ struct ControllerManager::Impl {
     scheduler_metrics->SetDeadlineOutcomes(met, missed);
     StatusOr<ClusterInventory> cluster = inventory->Current();
     if (!cluster.ok()) {
-      Log(LogLevel::kWarning, "scheduler pass skipped: no inventory", {{"error", cluster.status()}});
+      Log(LogLevel::kWarning, "scheduler pass skipped: no inventory",
+          {{"error", cluster.status()}});
       return;
     }
-    StatusOr<std::map<std::string, Allocation>> allocations =
-        scheduler->Pass(jobs, *cluster, now);
+    StatusOr<std::map<std::string, Allocation>> allocations = scheduler->Pass(jobs, *cluster, now);
     if (!allocations.ok()) {
       Log(LogLevel::kError, "scheduler pass failed; allocations unchanged",
           {{"error", allocations.status()}});
@@ -312,8 +312,8 @@ struct ControllerManager::Impl {
       }
       tally.allocated_gpus += a.gpus;
       auto old = before.find(key);
-      if (old != before.end() && old->second.admitted && old->second.gpus > 0 &&
-          a.admitted && a.gpus != old->second.gpus) {
+      if (old != before.end() && old->second.admitted && old->second.gpus > 0 && a.admitted &&
+          a.gpus != old->second.gpus) {
         scheduler_metrics->AddResize(a.gpus > old->second.gpus);
       }
     }
@@ -345,7 +345,17 @@ ControllerManager::~ControllerManager() { Stop(); }
 Status ControllerManager::Start() {
   Impl& m = *impl_;
   Log(LogLevel::kInfo, "starting pacer-controller", {{"cluster", m.options.kube.ToString()}});
-  ASSIGN_OR_RETURN(m.client, KubeClient::Create(m.options.kube));
+  if (m.options.identity.empty()) {
+    char host[256] = {0};
+    ::gethostname(host, sizeof(host) - 1);
+    m.options.identity = std::string(host) + "_" + std::to_string(::getpid());
+  }
+  // The replica in every request's User-Agent: the API server's audit log
+  // (and a test's fault injection) tell the replicas apart, as the Lease
+  // tells their holders apart.
+  KubeClientOptions client_options;
+  client_options.user_agent = "pacer-controller/" + m.options.identity;
+  ASSIGN_OR_RETURN(m.client, KubeClient::Create(m.options.kube, client_options));
   m.metrics = std::make_unique<ControllerMetrics>();
   m.queue = std::make_unique<WorkQueue>(SystemClock::Default());
 
@@ -451,11 +461,6 @@ Status ControllerManager::Start() {
   le.namespace_name = m.options.lease_namespace;
   le.lease_name = m.options.lease_name;
   le.identity = m.options.identity;
-  if (le.identity.empty()) {
-    char host[256] = {0};
-    ::gethostname(host, sizeof(host) - 1);
-    le.identity = std::string(host) + "_" + std::to_string(::getpid());
-  }
   m.elector = std::make_unique<LeaderElector>(m.client.get(), le);
   RETURN_IF_ERROR(m.elector->Validate());
   Log(LogLevel::kInfo, "waiting to become the leader",

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 extern char** environ;
 
@@ -97,7 +98,7 @@ void E2eTest::SetUp() {
                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
   fs::remove_all(dir_);
   fs::create_directories(dir_);
-  auto server = testing::TestApiServer::Start();
+  auto server = testing::TestApiServer::Start(server_options_);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   server_ = std::move(*server);
   kubeconfig_ = (dir_ / "kubeconfig").string();
@@ -196,17 +197,18 @@ ControllerProcess& E2eTest::StartController(const std::string& identity,
                                      "--metrics-port",
                                      std::to_string(c.metrics_port),
                                      "--health-probe-port",
-                                     std::to_string(c.probe_port),
-                                     "--workers",
-                                     "2",
-                                     "--relaunch-seconds",
-                                     "5",
-                                     "--replan-min-improvement-seconds",
-                                     "5",
-                                     "--replan-min-interval-seconds",
-                                     "30",
-                                     "--pod-termination-grace-seconds",
-                                     "30"};
+                                     std::to_string(c.probe_port)};
+    const std::vector<std::pair<std::string, std::string>> defaults = {
+        {"--workers", "2"},
+        {"--relaunch-seconds", "5"},
+        {"--replan-min-improvement-seconds", "5"},
+        {"--replan-min-interval-seconds", "30"},
+        {"--pod-termination-grace-seconds", "30"}};
+    for (const auto& [flag, value] : defaults) {
+      if (std::find(extra_args.begin(), extra_args.end(), flag) != extra_args.end()) continue;
+      args.push_back(flag);
+      args.push_back(value);
+    }
     if (!prometheus_url().empty()) {
       args.push_back("--prometheus-url");
       args.push_back(prometheus_url());

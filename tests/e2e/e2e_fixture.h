@@ -53,7 +53,9 @@ class E2eTest : public ::testing::Test {
   std::string prometheus_url() const;
 
   // Starts pacer-controller and returns once its probe port answers, so a
-  // test never waits on a controller that could not start. A port taken
+  // test never waits on a controller that could not start. A flag in
+  // `extra_args` replaces the fixture's default for it (the controller
+  // refuses a flag given twice). A port taken
   // between FreePort and the controller's bind (other tests run beside this
   // one) is retried on new ports. The fixture owns the process: TearDown
   // stops it and, when the test failed, prints the end of its log.
@@ -74,6 +76,9 @@ class E2eTest : public ::testing::Test {
   // GET http://127.0.0.1:<port><path>; "" when it cannot.
   static std::string HttpGet(int port, const std::string& path);
 
+  // What SetUp starts the server with: a test fixture's constructor may
+  // change it (e.g. graceful_pod_deletion).
+  testing::TestApiServerOptions server_options_;
   std::filesystem::path dir_;
   std::unique_ptr<testing::TestApiServer> server_;
   std::unique_ptr<testing::FakeKubelet> kubelet_;
