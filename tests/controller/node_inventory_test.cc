@@ -76,7 +76,11 @@ TEST_F(NodeInventoryTest, GroupsNodesIntoPoolsByTypeCountAndAnnotations) {
   EXPECT_EQ(h100->nodes, 3);  // d is cordoned, e NotReady, f has 4 GPUs, g another price
   EXPECT_EQ(h100->gpus_per_node, 8);
   EXPECT_EQ(h100->price_per_gpu_hour, 2.5);
-  EXPECT_EQ(FindPool(cluster_, "h100-sxm-8gpu-2")->price_per_gpu_hour, 3.0);
+  // Checked before use: GCC 12 at -O3 reports a possible null dereference
+  // of an unchecked FindPool result (a Release build failed on it).
+  const planner::NodePool* other_price = FindPool(cluster_, "h100-sxm-8gpu-2");
+  ASSERT_NE(other_price, nullptr);
+  EXPECT_EQ(other_price->price_per_gpu_hour, 3.0);
 }
 
 TEST_F(NodeInventoryTest, FreeGpusSubtractLivePodsOnTheNode) {

@@ -270,6 +270,14 @@ const json* Properties(const json& schema) {
   return p != nullptr && p->is_object() ? p : nullptr;
 }
 
+// One call, one check: written as `Properties(s) != nullptr &&
+// !Properties(s)->empty()`, GCC 12 at -O3 cannot tell the two calls return
+// the same pointer and reports a null dereference (a Release build failed).
+bool HasProperties(const json& schema) {
+  const json* props = Properties(schema);
+  return props != nullptr && !props->empty();
+}
+
 const json* Property(const json& schema, const std::string& name) {
   const json* props = Properties(schema);
   if (props == nullptr) return nullptr;
@@ -1013,7 +1021,7 @@ void ValidateSchemaNode(const json& s, const std::string& path, std::vector<Fiel
                                "becomes quadratic"));
   }
   const json* ap = Member(s, "additionalProperties");
-  if (ap != nullptr && Properties(s) != nullptr && !Properties(s)->empty() &&
+  if (ap != nullptr && HasProperties(s) &&
       (ap->is_object() || (ap->is_boolean() && !ap->get<bool>()))) {
     errors.push_back(Forbidden(path + ".additionalProperties",
                                "additionalProperties and properties are mutual exclusive"));
@@ -1272,7 +1280,7 @@ void ValidateStructuralInvariants(const json& s, Level level, const std::string&
       }
     }
   }
-  if (embedded && !preserve && (Properties(s) == nullptr || Properties(s)->empty())) {
+  if (embedded && !preserve && !HasProperties(s)) {
     errors.push_back(Required(path + ".properties",
                               "must not be empty if x-kubernetes-embedded-resource is true "
                               "without x-kubernetes-preserve-unknown-fields"));
