@@ -102,7 +102,12 @@ class SchedulingE2eTest : public E2eTest {
 
 TEST_F(SchedulingE2eTest, TheSchedulerShrinksAnEarlyJobForATightDeadlineAndRejectsWhatCannotFit) {
   StartWithEarlyOnEveryGpu({"--scheduling", "deadline", "--scheduling-interval-seconds", "600"});
-  EXPECT_EQ(Condition(Job("research", "early"), "Admitted"), "True/Admitted");
+  // The pods can run before the status write of the pass that launched them
+  // lands (seen under load): wait for it rather than read it once.
+  EXPECT_TRUE(
+      WaitFor([&] { return Condition(Job("research", "early"), "Admitted") == "True/Admitted"; },
+              seconds(60)))
+      << Job("research", "early").dump(2);
   Apply(JobYaml("urgent", 20000, "50m", "cost"));
   // Created after urgent was decided, so admitted (or not) after it.
   ASSERT_TRUE(
