@@ -37,6 +37,7 @@ controller:
   relaunchSeconds: 120
   podTerminationGraceSeconds: 600
   pendingRetrySeconds: 45
+  gangCompletionSeconds: 90
   replan: {minImprovementSeconds: 300, minIntervalSeconds: 900}
   metricsPort: 9080
   healthProbePort: 9081
@@ -216,6 +217,7 @@ TEST_F(ChartTest, ControllerFlagsComeFromValues) {
   for (const char* flag :
        {"--workers=8", "--max-restarts=5", "--relaunch-seconds=120",
         "--pod-termination-grace-seconds=600", "--pending-retry-seconds=45",
+        "--gang-completion-seconds=90",
         "--replan-min-improvement-seconds=300",
         "--replan-min-interval-seconds=900", "--metrics-port=9080", "--health-probe-port=9081",
         "--log-format=text", "--log-level=debug", "--namespace=research",
