@@ -26,23 +26,27 @@ int64_t CompletionUnixSeconds(int64_t now_unix_seconds, double total_seconds) {
   return now_unix_seconds + static_cast<int64_t>(std::ceil(total_seconds));
 }
 
+Json LayoutJson(const planner::Layout& l) {
+  Json layout;
+  layout["gpuType"] = l.gpu_type;
+  layout["pool"] = l.pool;
+  layout["nodes"] = l.nodes;
+  layout["gpusPerNode"] = l.gpus_per_node;
+  layout["gpus"] = l.gpus();
+  layout["tensorParallel"] = l.tensor_parallel;
+  layout["pipelineParallel"] = l.pipeline_parallel;
+  layout["dataParallel"] = l.data_parallel;
+  layout["virtualStages"] = l.virtual_stages;
+  layout["sequenceParallel"] = l.sequence_parallel;
+  layout["zeroStage"] = l.zero_stage;
+  layout["microBatchSize"] = l.micro_batch_size;
+  layout["gradientAccumulationSteps"] = l.gradient_accumulation_steps;
+  layout["activationCheckpointing"] = planner::RecomputeName(l.recompute);
+  return layout;
+}
+
 Json PlanJson(const planner::Evaluation& evaluation, int64_t now_unix_seconds) {
-  const planner::Layout& l = evaluation.layout;
-  Json plan;
-  plan["gpuType"] = l.gpu_type;
-  plan["pool"] = l.pool;
-  plan["nodes"] = l.nodes;
-  plan["gpusPerNode"] = l.gpus_per_node;
-  plan["gpus"] = l.gpus();
-  plan["tensorParallel"] = l.tensor_parallel;
-  plan["pipelineParallel"] = l.pipeline_parallel;
-  plan["dataParallel"] = l.data_parallel;
-  plan["virtualStages"] = l.virtual_stages;
-  plan["sequenceParallel"] = l.sequence_parallel;
-  plan["zeroStage"] = l.zero_stage;
-  plan["microBatchSize"] = l.micro_batch_size;
-  plan["gradientAccumulationSteps"] = l.gradient_accumulation_steps;
-  plan["activationCheckpointing"] = planner::RecomputeName(l.recompute);
+  Json plan = LayoutJson(evaluation.layout);
   plan["predictedStepSeconds"] = Rounded(evaluation.step.step_seconds);
   plan["predictedTotalSeconds"] = Rounded(evaluation.total.total_seconds);
   plan["predictedMemoryGiB"] = GiB(evaluation.memory.total_bytes());

@@ -35,7 +35,12 @@ double RoundSignificant(double x, int digits = 6);
 // finishes (Unix seconds, rounded up to whole seconds).
 int64_t CompletionUnixSeconds(int64_t now_unix_seconds, double total_seconds);
 
-// The plan object (the status.plan contract) for one evaluated layout.
+// A layout's fields as status.plan and status.nextPlan spell them (gpuType
+// .. activationCheckpointing), without predictions.
+Json LayoutJson(const planner::Layout& layout);
+
+// The plan object (the status.plan contract) for one evaluated layout:
+// LayoutJson and the predictions.
 Json PlanJson(const planner::Evaluation& evaluation, int64_t now_unix_seconds);
 
 // {"memory": {...GiB}, "stepTime": {...Seconds}, "totalTime": {...}}.

@@ -21,8 +21,8 @@ bool InventoryTracker::UpdateNode(const std::string& key, const nlohmann::json* 
       it->second.warnings == entry.warnings) {
     return false;  // a heartbeat, or a field the planner does not read
   }
-  const bool capacity_changed =
-      it == nodes_by_key_.end() ? entry.capacity.has_value() : it->second.capacity != entry.capacity;
+  const bool capacity_changed = it == nodes_by_key_.end() ? entry.capacity.has_value()
+                                                          : it->second.capacity != entry.capacity;
   if (new_warnings != nullptr &&
       (it == nodes_by_key_.end() || it->second.warnings != entry.warnings)) {
     *new_warnings = entry.warnings;
@@ -40,17 +40,12 @@ bool InventoryTracker::UpdatePod(const std::string& key, const nlohmann::json* p
   const bool had = it != claims_by_pod_.end();
   if (had && claim && it->second == *claim) return false;  // status churn: same claim
   if (!had && !claim) return false;
-  const bool released = had && (!claim || claim->node != it->second.node ||
-                                claim->gpus < it->second.gpus);
-  if (had) {
-    auto used = used_gpus_by_node_.find(it->second.node);
-    used->second -= it->second.gpus;
-    if (used->second == 0) used_gpus_by_node_.erase(used);
-    claims_by_pod_.erase(it);
-  }
+  const bool released =
+      had && (!claim || claim->node != it->second.node || claim->gpus < it->second.gpus);
   if (claim) {
-    used_gpus_by_node_[claim->node] += claim->gpus;
-    claims_by_pod_.emplace(key, std::move(*claim));
+    claims_by_pod_[key] = std::move(*claim);
+  } else {
+    claims_by_pod_.erase(it);
   }
   dirty_ = true;
   return released;
@@ -66,7 +61,10 @@ ClusterInventory InventoryTracker::Current() {
       if (entry.capacity) capacities.push_back(&*entry.capacity);
       warnings.insert(warnings.end(), entry.warnings.begin(), entry.warnings.end());
     }
-    cached_ = AssembleInventory(capacities, used_gpus_by_node_, std::move(warnings));
+    std::vector<const PodGpuClaim*> claims;
+    claims.reserve(claims_by_pod_.size());
+    for (const auto& [key, claim] : claims_by_pod_) claims.push_back(&claim);
+    cached_ = AssembleInventory(capacities, claims, std::move(warnings));
     dirty_ = false;
     ++rebuilds_;
   }

@@ -52,7 +52,6 @@ class InventoryTracker {
   mutable std::mutex mu_;
   std::map<std::string, NodeEntry> nodes_by_key_;
   std::unordered_map<std::string, PodGpuClaim> claims_by_pod_;
-  std::map<std::string, int> used_gpus_by_node_;
   bool dirty_ = true;
   std::optional<ClusterInventory> cached_;
   int64_t rebuilds_ = 0;

@@ -248,15 +248,41 @@ std::optional<PodGpuClaim> PodGpuClaimOf(const nlohmann::json& pod) {
   if (phase == "Succeeded" || phase == "Failed") return std::nullopt;
   const int gpus = PodGpus(*spec);
   if (gpus == 0) return std::nullopt;
-  return PodGpuClaim{std::move(node), gpus};
+  PodGpuClaim claim{std::move(node), gpus, ""};
+  const Json* metadata = ObjectAt(pod, "metadata");
+  const Json* labels =
+      metadata != nullptr && metadata->contains("labels") ? ObjectAt(*metadata, "labels") : nullptr;
+  const std::string job = labels != nullptr ? StringAt(*labels, kJobLabel) : "";
+  const std::string ns = metadata != nullptr ? StringAt(*metadata, "namespace") : "";
+  if (!job.empty() && !ns.empty()) claim.trainjob = ns + "/" + job;
+  return claim;
+}
+
+int ClusterInventory::TrainJobGpus(const std::string& key, const std::string& gpu_type) const {
+  auto job = trainjob_gpus.find(key);
+  if (job == trainjob_gpus.end()) return 0;
+  auto type = job->second.find(gpu_type);
+  return type == job->second.end() ? 0 : type->second;
 }
 
 ClusterInventory AssembleInventory(const std::vector<const NodeCapacity*>& nodes,
-                                   const std::map<std::string, int>& used_gpus_by_node,
+                                   const std::vector<const PodGpuClaim*>& claims,
                                    std::vector<std::string> warnings) {
   ClusterInventory result;
   result.inventory.catalog = planner::GpuCatalog::BuiltIn();
   result.warnings = std::move(warnings);
+
+  std::map<std::string, const NodeCapacity*> by_name;
+  for (const NodeCapacity* node : nodes) by_name.emplace(node->name, node);
+  std::map<std::string, int> used_gpus_by_node;
+  for (const PodGpuClaim* claim : claims) {
+    used_gpus_by_node[claim->node] += claim->gpus;
+    auto node = by_name.find(claim->node);
+    // Pods on nodes left out (cordoned, NotReady, unknown GPUs) hold none of
+    // the pools' GPUs.
+    if (claim->trainjob.empty() || node == by_name.end()) continue;
+    result.trainjob_gpus[claim->trainjob][node->second->gpu_type] += claim->gpus;
+  }
 
   std::map<PoolKey, std::vector<PoolNode>> groups;
   for (const NodeCapacity* node : nodes) {
@@ -297,11 +323,9 @@ StatusOr<ClusterInventory> BuildInventory(const nlohmann::json& node_list,
                                           const nlohmann::json& pod_list) {
   RETURN_IF_ERROR(CheckList(node_list, "NodeList"));
   RETURN_IF_ERROR(CheckList(pod_list, "PodList"));
-  std::map<std::string, int> used_gpus_by_node;
+  std::vector<PodGpuClaim> claims;
   for (const Json& pod : pod_list["items"]) {
-    if (std::optional<PodGpuClaim> claim = PodGpuClaimOf(pod)) {
-      used_gpus_by_node[claim->node] += claim->gpus;
-    }
+    if (std::optional<PodGpuClaim> claim = PodGpuClaimOf(pod)) claims.push_back(std::move(*claim));
   }
   std::vector<std::string> warnings;
   std::vector<NodeCapacity> capacities;
@@ -313,7 +337,10 @@ StatusOr<ClusterInventory> BuildInventory(const nlohmann::json& node_list,
   std::vector<const NodeCapacity*> pointers;
   pointers.reserve(capacities.size());
   for (const NodeCapacity& c : capacities) pointers.push_back(&c);
-  return AssembleInventory(pointers, used_gpus_by_node, std::move(warnings));
+  std::vector<const PodGpuClaim*> claim_pointers;
+  claim_pointers.reserve(claims.size());
+  for (const PodGpuClaim& c : claims) claim_pointers.push_back(&c);
+  return AssembleInventory(pointers, claim_pointers, std::move(warnings));
 }
 
 }  // namespace pacer::controller

@@ -16,6 +16,11 @@
 //    containers count as Kubernetes counts them (the larger of the largest
 //    init container and the app containers plus sidecars).
 //  - Cordoned (spec.unschedulable) and NotReady nodes are left out.
+//  - The GPUs each TrainJob's worker pods hold (label `pacer.dev/job`, the
+//    pod's namespace), by GPU type: what the cluster scheduler may give back
+//    to the job, read from the pods themselves because a job's status lags
+//    them (its plan is written after its pods start, and kept while they
+//    stop at a checkpoint).
 //  - Annotations override defaults: `pacer.dev/network-gbps` (the node's NICs
 //    together, Gbit/s; default kDefaultNetworkGbpsPerGpu x GPUs),
 //    `pacer.dev/nvlink-gbps` (GB/s bidirectional per GPU; default the
@@ -43,6 +48,8 @@ inline constexpr const char* kGpuResource = "nvidia.com/gpu";
 inline constexpr const char* kNetworkGbpsAnnotation = "pacer.dev/network-gbps";
 inline constexpr const char* kNvlinkGbpsAnnotation = "pacer.dev/nvlink-gbps";
 inline constexpr const char* kPricePerGpuHourAnnotation = "pacer.dev/price-per-gpu-hour";
+// On every worker pod: the name of its TrainJob (in the pod's namespace).
+inline constexpr const char* kJobLabel = "pacer.dev/job";
 
 // One 400 Gbit/s NIC per GPU: the rail-optimized fabric of DGX/HGX H100, H200
 // and B200 systems (8 x ConnectX-7). Annotate nodes with slower fabrics.
@@ -59,6 +66,12 @@ struct ClusterInventory {
   planner::Inventory inventory;  // pools named "<gpu-type>-<n>gpu[-<k>]", lower case
   std::map<std::string, std::vector<PoolNode>> nodes_by_pool;  // nodes sorted by name
   std::vector<std::string> warnings;  // nodes skipped and annotations ignored, and why
+  // GPUs held by each TrainJob's pods on the usable nodes: "namespace/name"
+  // -> catalog GPU type -> GPUs (included in the pools' used GPUs).
+  std::map<std::string, std::map<std::string, int>> trainjob_gpus;
+
+  // GPUs of `gpu_type` (catalog name) the pods of TrainJob `key` hold.
+  int TrainJobGpus(const std::string& key, const std::string& gpu_type) const;
 };
 
 // The catalog name for a GPU feature discovery product string
@@ -92,15 +105,16 @@ std::optional<NodeCapacity> NodeCapacityOf(const nlohmann::json& node,
 struct PodGpuClaim {
   std::string node;
   int gpus = 0;
+  std::string trainjob;  // "namespace/name" of a worker pod's TrainJob, else empty
   bool operator==(const PodGpuClaim&) const = default;
 };
 std::optional<PodGpuClaim> PodGpuClaimOf(const nlohmann::json& pod);
 
 // Groups usable nodes into pools and subtracts the GPUs pods hold. Lets a
-// caller that keeps NodeCapacity and per-node usage up to date from watch
+// caller that keeps each NodeCapacity and PodGpuClaim up to date from watch
 // events rebuild the inventory without re-reading every object.
 ClusterInventory AssembleInventory(const std::vector<const NodeCapacity*>& nodes,
-                                   const std::map<std::string, int>& used_gpus_by_node,
+                                   const std::vector<const PodGpuClaim*>& claims,
                                    std::vector<std::string> warnings);
 
 // NodeCapacityOf + PodGpuClaimOf + AssembleInventory over whole lists.

@@ -24,11 +24,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/node_inventory.h"  // kJobLabel
 #include "reconcile/interfaces.h"
 
 namespace pacer::controller {
 
-inline constexpr const char* kJobLabel = "pacer.dev/job";
 inline constexpr const char* kAttemptLabel = "pacer.dev/attempt";
 inline constexpr const char* kNodeRankLabel = "pacer.dev/node-rank";
 inline constexpr const char* kManagedByLabel = "app.kubernetes.io/managed-by";

@@ -58,14 +58,6 @@ bool SameType(const planner::GpuCatalog& catalog, const std::string& a, const st
   return x != nullptr && x == catalog.Find(b);
 }
 
-bool Allowed(const planner::JobSpec& spec, const planner::GpuCatalog& catalog,
-             const std::string& type) {
-  const auto& allowed = spec.resources.gpu_types;
-  return allowed.empty() || std::any_of(allowed.begin(), allowed.end(), [&](const std::string& t) {
-           return SameType(catalog, t, type);
-         });
-}
-
 // GPU counts a job may be given on `pools` (one GPU type): 1, 2, 4 .. up to
 // a node's GPUs, then whole nodes (multi-node layouts use whole nodes). At
 // most ~48 counts: on big pools the node counts thin out geometrically.
@@ -113,17 +105,17 @@ const ClusterInventory& JobView(const ClusterInventory& cluster, const Scheduled
 std::string AdviceText(const sched::Advice& advice, const std::string& gpu_type) {
   std::vector<std::string> parts;
   if (advice.deadline_seconds) {
-    parts.push_back("a deadline of " +
-                    planner::FormatRfc3339(static_cast<int64_t>(std::ceil(*advice.deadline_seconds))) +
-                    " or later");
+    parts.push_back(
+        "a deadline of " +
+        planner::FormatRfc3339(static_cast<int64_t>(std::ceil(*advice.deadline_seconds))) +
+        " or later");
   }
   if (advice.iterations) {
     parts.push_back(std::to_string(static_cast<int64_t>(std::floor(*advice.iterations))) +
                     " remaining steps or fewer");
   }
   if (advice.cluster_gpus) {
-    parts.push_back(std::to_string(*advice.cluster_gpus) + " " + gpu_type +
-                    " GPUs in the cluster");
+    parts.push_back(std::to_string(*advice.cluster_gpus) + " " + gpu_type + " GPUs in the cluster");
   }
   if (parts.empty()) return "";
   std::string text = "; it would be admitted with ";
@@ -157,7 +149,8 @@ std::optional<ScheduledJob> ClusterScheduler::JobFromObject(const nlohmann::json
   const JobRef ref = JobRefOf(trainjob);
   job.key = ref.key();
   job.uid = ref.uid;
-  if (const nlohmann::json* g = Member(*metadata, "generation"); g != nullptr && g->is_number_integer())
+  if (const nlohmann::json* g = Member(*metadata, "generation");
+      g != nullptr && g->is_number_integer())
     job.generation = g->get<int64_t>();
   job.spec = std::move(*spec);
   job.spec.namespace_name = ref.namespace_name;
@@ -185,7 +178,8 @@ std::optional<ScheduledJob> ClusterScheduler::JobFromObject(const nlohmann::json
   // GPUs, so it is in; admitted jobs are never dropped.
   if (job.current_gpus > 0) job.admitted = true;
   const nlohmann::json* plan = status != nullptr ? Member(*status, "plan") : nullptr;
-  const nlohmann::json* predicted = plan != nullptr ? Member(*plan, "predictedStepSeconds") : nullptr;
+  const nlohmann::json* predicted =
+      plan != nullptr ? Member(*plan, "predictedStepSeconds") : nullptr;
   if (state.measured_step_seconds && predicted != nullptr && predicted->is_number() &&
       predicted->get<double>() > 0 && *state.measured_step_seconds > 0) {
     // Measured truth corrects the whole curve (the planner's shape, the
@@ -197,9 +191,9 @@ std::optional<ScheduledJob> ClusterScheduler::JobFromObject(const nlohmann::json
 }
 
 StatusOr<sched::ThroughputCurve> ClusterScheduler::Curve(const ScheduledJob& job,
-                                                        const ClusterInventory& cluster,
-                                                        const std::string& gpu_type,
-                                                        int64_t now_unix_seconds) {
+                                                         const ClusterInventory& cluster,
+                                                         const std::string& gpu_type,
+                                                         int64_t now_unix_seconds) {
   ClusterInventory trimmed;
   const planner::Inventory& inventory = JobView(cluster, job, &trimmed).inventory;
   planner::Inventory idle;
@@ -273,13 +267,21 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
         job.excluded_nodes.empty() ? all_type_gpus : own_type_gpus;
     std::string chosen;
     if (job.current_gpus > 0) {
-      if (const planner::GpuType* t = inventory.catalog.Find(job.current_gpu_type)) chosen = t->name;
+      if (const planner::GpuType* t = inventory.catalog.Find(job.current_gpu_type))
+        chosen = t->name;
+    }
+    if (chosen.empty()) {
+      // Pods launched before the status says so: the type they run on.
+      auto held = cluster.trainjob_gpus.find(job.key);
+      if (held != cluster.trainjob_gpus.end() && !held->second.empty()) {
+        chosen = held->second.begin()->first;
+      }
     }
     if (chosen.empty() || type_gpus.count(chosen) == 0) {
       chosen.clear();
       int most = 0;
       for (const auto& [type, gpus] : type_gpus) {
-        if (gpus > most && Allowed(job.spec, inventory.catalog, type)) {
+        if (gpus > most && planner::AllowsGpuType(job.spec.resources, inventory.catalog, type)) {
           most = gpus;
           chosen = type;
         }
@@ -289,13 +291,14 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       by_type[chosen].push_back(&job);
     } else if (!job.excluded_nodes.empty() &&
                std::any_of(all_type_gpus.begin(), all_type_gpus.end(), [&](const auto& t) {
-                 return Allowed(job.spec, inventory.catalog, t.first);
+                 return planner::AllowsGpuType(job.spec.resources, inventory.catalog, t.first);
                })) {
       // Nodes of its types exist, but the job may use none of them.
       Allocation rejected;
-      rejected.message = "every node of an allowed GPU type is excluded for this job after "
-                         "repeated collective failures (status.excludedNodes); it would be "
-                         "admitted with other nodes";
+      rejected.message =
+          "every node of an allowed GPU type is excluded for this job after "
+          "repeated collective failures (status.excludedNodes); it would be "
+          "admitted with other nodes";
       out[job.key] = rejected;
     }
   }
@@ -322,7 +325,12 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
     std::vector<const ScheduledJob*> scheduled;
     for (const ScheduledJob* job : members) {
       live.insert(job->key);
-      capacity += job->current_gpus;  // its GPUs are not free, but they are its to give
+      // What its pods hold, not what its status says: the status lags the
+      // pods both ways (a plan written after they start, and kept while
+      // they stop at a checkpoint), and counting a stopped job's plan as
+      // well as its freed GPUs would give the same GPUs out twice.
+      const int held = cluster.TrainJobGpus(job->key, type);
+      capacity += held;  // not free, but the job's to give
       StatusOr<sched::ThroughputCurve> curve = Curve(*job, cluster, type, now_unix_seconds);
       if (!curve.ok()) {
         Allocation rejected;
@@ -342,7 +350,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       s.curve = *curve;
       // A count between the curve's levels (launched before the scheduler
       // ran) counts as the level below it.
-      s.current_gpus = job->current_gpus > 0 ? curve->FloorLevel(job->current_gpus) : 0;
+      s.current_gpus = held > 0 ? curve->FloorLevel(held) : 0;
       s.admitted = job->admitted;
       auto reserved = reserved_.find(job->key);
       if (reserved != reserved_.end()) s.reservation = reserved->second;

@@ -15,7 +15,9 @@
 //                     out-of-memory exits, status.memoryMarginFraction) on
 //                     the nodes it may use (status.excludedNodes left out)
 //   pools             one per GPU type: its free GPUs plus the GPUs that
-//                     scheduled jobs hold now. A job runs on one type: the
+//                     scheduled jobs' pods hold now (ClusterInventory::
+//                     trainjob_gpus: the pods, not the status, which lags
+//                     them both ways). A job runs on one type: the
 //                     one it runs on, else the allowed type with most GPUs
 //                     on the nodes it may use. A job's curve ends at the GPUs
 //                     of those nodes, so its excluded nodes' GPUs are never
@@ -123,10 +125,12 @@ struct ScheduledJob {
   std::vector<std::string> excluded_nodes;
   int64_t remaining_steps = 0;
   std::optional<int64_t> deadline_unix_seconds;
-  int current_gpus = 0;          // held now (status.plan while it has workers)
-  std::string current_gpu_type;  // catalog name, when current_gpus > 0
-  bool admitted = false;         // condition Admitted=True
-  double step_time_ratio = 1.0;  // measured / predicted step time
+  // status.plan while it has workers: its type and its admission. What it
+  // holds now, Pass reads from its pods (ClusterInventory::trainjob_gpus).
+  int current_gpus = 0;
+  std::string current_gpu_type;      // catalog name, when current_gpus > 0
+  bool admitted = false;             // condition Admitted=True
+  double step_time_ratio = 1.0;      // measured / predicted step time
   planner::Calibration calibration;  // status.calibration, as the reconciler plans with
 };
 
@@ -141,11 +145,12 @@ class ClusterScheduler {
                                                    int64_t now_unix_seconds);
 
   // One pass over every job. `cluster`'s free GPUs exclude the GPUs the
-  // jobs hold now (any pod's GPUs are not free); its nodes by pool say
-  // which GPUs each job's excluded nodes take away.
+  // jobs hold now (any pod's GPUs are not free), its trainjob_gpus say which
+  // of them each job's pods hold, and its nodes by pool which GPUs each
+  // job's excluded nodes take away.
   StatusOr<std::map<std::string, Allocation>> Pass(const std::vector<ScheduledJob>& jobs,
-                                                    const ClusterInventory& cluster,
-                                                    int64_t now_unix_seconds);
+                                                   const ClusterInventory& cluster,
+                                                   int64_t now_unix_seconds);
 
   // T(g) of `job` on the `gpu_type` pools of `cluster` (all idle) without
   // the job's excluded nodes, with the job's memory margin.
@@ -163,7 +168,7 @@ class ClusterScheduler {
   };
 
   ClusterSchedulerOptions options_;
-  std::map<std::string, CachedCurve> curves_;                        // by job key
+  std::map<std::string, CachedCurve> curves_;                         // by job key
   std::map<std::string, std::vector<sched::ReservedSpan>> reserved_;  // by job key
   std::optional<int64_t> next_wakeup_;
 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cli/format.h"
+#include "cli/plan_output.h"
 #include "core/node_inventory.h"
 #include "pacer/planner/gpu_catalog.h"
 #include "pacer/planner/job_parser.h"
@@ -114,23 +116,6 @@ std::optional<planner::Layout> LayoutFromPlanJson(const nlohmann::json& plan) {
   return l;
 }
 
-nlohmann::ordered_json LayoutJson(const planner::Layout& l) {
-  return {{"gpuType", l.gpu_type},
-          {"pool", l.pool},
-          {"nodes", l.nodes},
-          {"gpusPerNode", l.gpus_per_node},
-          {"gpus", l.gpus()},
-          {"tensorParallel", l.tensor_parallel},
-          {"pipelineParallel", l.pipeline_parallel},
-          {"dataParallel", l.data_parallel},
-          {"virtualStages", l.virtual_stages},
-          {"sequenceParallel", l.sequence_parallel},
-          {"zeroStage", l.zero_stage},
-          {"microBatchSize", l.micro_batch_size},
-          {"gradientAccumulationSteps", l.gradient_accumulation_steps},
-          {"activationCheckpointing", planner::RecomputeName(l.recompute)}};
-}
-
 PersistedState ReadPersistedState(const nlohmann::json& status) {
   PersistedState s;
   s.attempt = std::max(0, Field<int>(status, "attempt").value_or(0));
@@ -181,7 +166,7 @@ void WritePersistedState(const PersistedState& state, nlohmann::ordered_json* st
   if (state.last_replan_unix_seconds) {
     (*status)["lastReplanTime"] = planner::FormatRfc3339(*state.last_replan_unix_seconds);
   }
-  if (state.next_layout) (*status)["nextPlan"] = LayoutJson(*state.next_layout);
+  if (state.next_layout) (*status)["nextPlan"] = cli::LayoutJson(*state.next_layout);
   nlohmann::ordered_json calibration = nlohmann::ordered_json::object();
   for (const auto& [gpu_type, entry] : state.calibration.by_gpu_type) {
     if (entry.step_time_ratio) calibration[gpu_type]["stepTimeRatio"] = *entry.step_time_ratio;
@@ -234,10 +219,7 @@ StatusOr<planner::Evaluation> RecheckLayout(const planner::JobSpec& job,
   if (gpu == nullptr) {
     return FailedPreconditionError("the GPU catalog no longer has " + layout.gpu_type);
   }
-  const auto& allowed = job.resources.gpu_types;
-  if (!allowed.empty() && std::none_of(allowed.begin(), allowed.end(), [&](const std::string& t) {
-        return inventory.catalog.Find(t) == gpu;
-      })) {
+  if (!planner::AllowsGpuType(job.resources, inventory.catalog, layout.gpu_type)) {
     return FailedPreconditionError("spec.resources.gpuTypes no longer allows " + layout.gpu_type);
   }
   const int gpus = layout.gpus();
@@ -261,16 +243,15 @@ StatusOr<planner::Evaluation> RecheckLayout(const planner::JobSpec& job,
                                    std::to_string(layout.nodes) + " nodes with " +
                                    std::to_string(layout.gpus_per_node) + " free each are needed");
   }
-  std::optional<planner::Evaluation> e =
-      EvaluateLayout(job, layout, inventory, calibration, constants);
-  if (!e) return FailedPreconditionError("the GPU catalog no longer has " + layout.gpu_type);
-  if (!e->memory.fits()) {
-    return FailedPreconditionError(
-        "it needs " + std::to_string(std::lround(e->memory.total_bytes() / (1 << 30))) +
-        " GiB per GPU now (memory margin raised), more than the GPU's " +
-        std::to_string(std::lround(e->memory.capacity_bytes / (1 << 30))) + " GiB");
+  const planner::Evaluation e =
+      planner::Evaluate(job, layout, *pool, *gpu, calibration.Find(layout.gpu_type), constants);
+  if (!e.memory.fits()) {
+    return FailedPreconditionError("it needs " + cli::FormatGiB(e.memory.total_bytes()) +
+                                   " per GPU now, with the job's memory margin, more than the "
+                                   "GPU's " +
+                                   cli::FormatGiB(e.memory.capacity_bytes));
   }
-  return *e;
+  return e;
 }
 
 }  // namespace pacer::controller

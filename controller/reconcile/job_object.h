@@ -61,11 +61,8 @@ PersistedState ReadPersistedState(const nlohmann::json& status);
 void WritePersistedState(const PersistedState& state, nlohmann::ordered_json* status);
 
 // The layout of a status.plan object (cli::PlanJson's field names); nullopt
-// when a field is missing.
+// when a field is missing. The inverse of cli::LayoutJson.
 std::optional<planner::Layout> LayoutFromPlanJson(const nlohmann::json& plan);
-// The inverse: a layout's fields under those names (LayoutFromPlanJson of it
-// gives it back).
-nlohmann::ordered_json LayoutJson(const planner::Layout& layout);
 
 // Re-evaluates a layout in force for `job`: the pool comes from `inventory`
 // (or, when it is gone, a pool of the layout's size with default network),

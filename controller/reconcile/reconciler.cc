@@ -274,17 +274,12 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
   // No node of an allowed GPU type (yet): wait for one rather than give up.
   // Checked after the planner's validation: a GPU type no catalog knows, or
   // a deadline already past, is an error in the spec, not a reason to wait.
-  const bool has_allowed_pool = std::any_of(
-      inventory->inventory.node_pools.begin(), inventory->inventory.node_pools.end(),
-      [&](const planner::NodePool& pool) {
-        const auto& allowed = pass.spec.resources.gpu_types;
-        return allowed.empty() ||
-               std::any_of(allowed.begin(), allowed.end(), [&](const std::string& type) {
-                 const planner::GpuType* a = inventory->inventory.catalog.Find(type);
-                 const planner::GpuType* b = inventory->inventory.catalog.Find(pool.gpu_type);
-                 return a != nullptr && a == b;
-               });
-      });
+  const bool has_allowed_pool =
+      std::any_of(inventory->inventory.node_pools.begin(), inventory->inventory.node_pools.end(),
+                  [&](const planner::NodePool& pool) {
+                    return planner::AllowsGpuType(pass.spec.resources, inventory->inventory.catalog,
+                                                  pool.gpu_type);
+                  });
   if (!has_allowed_pool) {
     std::string types;
     for (const std::string& t : pass.spec.resources.gpu_types)

@@ -1,6 +1,9 @@
 #include "pacer/planner/job_spec.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "pacer/planner/gpu_catalog.h"
 
 namespace pacer::planner {
 
@@ -108,6 +111,15 @@ double TotalSequences(const JobSpec& job) {
     return *job.data.tokens / job.model.sequence_length * epochs;
   }
   return 0;
+}
+
+bool AllowsGpuType(const ResourcesSpec& resources, const GpuCatalog& catalog,
+                   const std::string& gpu_type) {
+  if (resources.gpu_types.empty()) return true;
+  const GpuType* gpu = catalog.Find(gpu_type);
+  return gpu != nullptr &&
+         std::any_of(resources.gpu_types.begin(), resources.gpu_types.end(),
+                     [&](const std::string& name) { return catalog.Find(name) == gpu; });
 }
 
 }  // namespace pacer::planner

@@ -93,10 +93,7 @@ StatusOr<std::vector<int>> AllowedPools(const JobSpec& job, const Inventory& inv
   }
   std::vector<int> pools;
   for (size_t i = 0; i < inventory.node_pools.size(); ++i) {
-    const GpuType* gpu = inventory.catalog.Find(inventory.node_pools[i].gpu_type);
-    const bool ok = allowed.empty() || (gpu != nullptr && std::find(allowed.begin(), allowed.end(),
-                                                                    gpu->name) != allowed.end());
-    if (ok) {
+    if (AllowsGpuType(job.resources, inventory.catalog, inventory.node_pools[i].gpu_type)) {
       pools.push_back(static_cast<int>(i));
     } else {
       ++*not_allowed;
@@ -241,8 +238,7 @@ namespace {
 // `*blamed` (when given) gets the constraint an error blames, if any.
 StatusOr<PlanResult> PlanImpl(const JobSpec& job, const Inventory& inventory,
                               const Calibration& calibration, const PlanOptions& options,
-                              bool with_advice,
-                              std::optional<RejectReason>* blamed = nullptr) {
+                              bool with_advice, std::optional<RejectReason>* blamed = nullptr) {
   PlanResult result;
   result.now_unix_seconds = options.now_unix_seconds;
   result.deadline_unix_seconds = EffectiveDeadline(job, options.now_unix_seconds);

@@ -11,13 +11,13 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+
 #include "json_fixture.h"
 
 namespace pacer::controller {
 namespace {
 
 using Json = nlohmann::json;
-
 
 std::string PodKey(const Json& pod) {
   return pod["metadata"]["namespace"].get<std::string>() + "/" +
@@ -35,6 +35,10 @@ std::string Describe(const ClusterInventory& c) {
       out << n.name << ":" << n.free_gpus << "/" << n.gpus << " ";
     }
     out << "]\n";
+  }
+  for (const auto& [job, by_type] : c.trainjob_gpus) {
+    for (const auto& [type, gpus] : by_type)
+      out << "job " << job << " " << type << "=" << gpus << "\n";
   }
   std::vector<std::string> warnings = c.warnings;
   std::sort(warnings.begin(), warnings.end());
@@ -129,7 +133,7 @@ TEST_F(InventoryTrackerTest, FollowsClaimsAsPodsFinishAndGo) {
   EXPECT_EQ(Describe(tracker_.Current()), Expected());
 
   Json& waiting = Pod("waiting");
-  waiting["spec"]["nodeName"] = "gpu-h100-c";  // scheduled: now it holds GPUs
+  waiting["spec"]["nodeName"] = "gpu-h100-c";                   // scheduled: now it holds GPUs
   EXPECT_FALSE(tracker_.UpdatePod(PodKey(waiting), &waiting));  // takes, frees nothing
   EXPECT_EQ(Describe(tracker_.Current()), Expected());
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -100,6 +101,21 @@ TEST_F(NodeInventoryTest, FreeGpusSubtractLivePodsOnTheNode) {
   EXPECT_EQ(FindPool(cluster_, "h100-sxm-4gpu")->free_gpus, 1);
   EXPECT_EQ(FindPool(cluster_, "a100-80gb-8gpu")->free_gpus, 8);
   EXPECT_EQ(cluster_.nodes_by_pool.at("a100-80gb-8gpu")[0].free_gpus, 0);
+}
+
+// The scheduler gives each job back what its pods hold, by GPU type: bound
+// pods that have not terminated, labelled with their TrainJob, on the pools'
+// nodes; a pod of no TrainJob holds GPUs for none.
+TEST_F(NodeInventoryTest, CountsTheGpusEachTrainJobsPodsHoldByType) {
+  using Held = std::map<std::string, int>;
+  EXPECT_EQ(cluster_.trainjob_gpus.size(), 2u);
+  // llama-worker-0 (4 on a), llama-worker-1 (3 on b), big-init (3 on f);
+  // not the finished, failed or unbound ones.
+  EXPECT_EQ(cluster_.trainjob_gpus.at("research/llama"), (Held{{"H100-SXM", 10}}));
+  EXPECT_EQ(cluster_.trainjob_gpus.at("research/bert"), (Held{{"A100-80GB", 8}}));
+  EXPECT_EQ(cluster_.TrainJobGpus("research/llama", "H100-SXM"), 10);
+  EXPECT_EQ(cluster_.TrainJobGpus("research/llama", "A100-80GB"), 0);
+  EXPECT_EQ(cluster_.TrainJobGpus("other/llama", "H100-SXM"), 0) << "a job is namespaced";
 }
 
 TEST_F(NodeInventoryTest, AnnotationsOverrideDefaults) {

@@ -30,10 +30,6 @@ constexpr const char* kLease =
     "/apis/coordination.k8s.io/v1/namespaces/pacer-system/leases/pacer-controller";
 constexpr const char* kEvents = "/api/v1/namespaces/research/events";
 
-std::string Phase(const nlohmann::json& job) {
-  return job.contains("status") ? job["status"].value("phase", "") : "";
-}
-
 // RFC 3339 as Unix seconds; -1 when it is not one.
 int64_t UnixSeconds(const nlohmann::json& value) {
   if (!value.is_string()) return -1;

@@ -21,10 +21,6 @@ std::string EnvOf(const nlohmann::json& pod, const std::string& name) {
   return "";
 }
 
-std::string Phase(const nlohmann::json& job) {
-  return job.contains("status") ? job["status"].value("phase", "") : "";
-}
-
 TEST_F(E2eTest, AppliedJobRunsItsPodsReportsProgressThroughPrometheusAndSucceeds) {
   if (!StartPrometheus()) GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
   ControllerProcess& controller = StartController("c1");

@@ -285,6 +285,15 @@ std::vector<nlohmann::json> E2eTest::Pods(const std::string& ns) const {
   return server_->ListObjects("/api/v1/namespaces/" + ns + "/pods");
 }
 
+std::string E2eTest::Phase(const nlohmann::json& job) {
+  // Without json::value, which GCC 12 at -O3 flags as a possible null
+  // dereference after inlining.
+  auto status = job.find("status");
+  if (status == job.end() || !status->is_object()) return "";
+  auto phase = status->find("phase");
+  return phase != status->end() && phase->is_string() ? phase->get<std::string>() : "";
+}
+
 std::string E2eTest::Condition(const nlohmann::json& job, const std::string& type) const {
   if (!job.contains("status") || !job["status"].contains("conditions")) return "";
   for (const nlohmann::json& c : job["status"]["conditions"]) {

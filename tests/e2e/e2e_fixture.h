@@ -70,6 +70,8 @@ class E2eTest : public ::testing::Test {
 
   nlohmann::json Job(const std::string& ns, const std::string& name) const;
   std::vector<nlohmann::json> Pods(const std::string& ns) const;
+  // status.phase, or "".
+  static std::string Phase(const nlohmann::json& job);
   // The condition of `type` as "Status/Reason", or "".
   std::string Condition(const nlohmann::json& job, const std::string& type) const;
   bool WaitFor(const std::function<bool()>& pred, std::chrono::seconds timeout) const;

@@ -19,10 +19,6 @@ using std::chrono::seconds;
 constexpr const char* kPods = "/api/v1/namespaces/research/pods";
 constexpr const char* kEvents = "/api/v1/namespaces/research/events";
 
-std::string Phase(const nlohmann::json& job) {
-  return job.contains("status") ? job["status"].value("phase", "") : "";
-}
-
 // The message of condition `type`, or "".
 std::string ConditionMessage(const nlohmann::json& job, const std::string& type) {
   if (!job.contains("status") || !job["status"].contains("conditions")) return "";

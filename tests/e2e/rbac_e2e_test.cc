@@ -83,14 +83,6 @@ bool Allows(const Rule& rule, const testing::AuditRecord& r) {
   return rule.names.empty() || (!r.name.empty() && rule.names.count(r.name) > 0);
 }
 
-// status.phase, or "" (without json::value, which GCC 12 flags as a possible
-// null dereference after inlining).
-std::string PhaseOf(const json& job) {
-  const json& status = job["status"];
-  auto phase = status.find("phase");
-  return phase != status.end() && phase->is_string() ? phase->get<std::string>() : "";
-}
-
 std::string Describe(const testing::AuditRecord& r) {
   return r.verb + " " + r.group + "/" + r.resource + (r.subresource.empty() ? "" : "/") +
          r.subresource + " ns=" + r.namespace_ + " name=" + r.name + " (" + std::to_string(r.code) +
@@ -123,7 +115,7 @@ TEST_F(E2eTest, EveryControllerRequestIsGrantedByTheManifestsRbacAndEveryGrantIs
   ASSERT_TRUE(WaitFor(
       [&] {
         const json j = Job("research", "rbac");
-        return PhaseOf(j) == "Running" && j["status"].contains("plan");
+        return Phase(j) == "Running" && j["status"].contains("plan");
       },
       seconds(120)))
       << Job("research", "rbac").dump(2);
@@ -160,8 +152,7 @@ TEST_F(E2eTest, EveryControllerRequestIsGrantedByTheManifestsRbacAndEveryGrantIs
     }
   }
 
-  ASSERT_TRUE(
-      WaitFor([&] { return PhaseOf(Job("research", "rbac")) == "Succeeded"; }, seconds(300)))
+  ASSERT_TRUE(WaitFor([&] { return Phase(Job("research", "rbac")) == "Succeeded"; }, seconds(300)))
       << Job("research", "rbac").dump(2);
   // Deleting the job: the controller removes its workers, then its finalizer.
   ASSERT_EQ(Kubectl({"delete", "trainjob", "rbac", "-n", "research", "--timeout=60s"}, &out), 0)

@@ -17,22 +17,22 @@ constexpr int64_t kNow = 1795305600;  // 2026-11-22T00:00:00Z
 // A 350M-parameter GPT (architecture inferred) on `tokens`; a deadline
 // `deadline_unix` when given, else best effort.
 nlohmann::json SmallJob(const std::string& name, double tokens,
-                        std::optional<int64_t> deadline_unix, const std::string& objective = "cost") {
-  nlohmann::json job = {
-      {"apiVersion", "pacer.dev/v1alpha1"},
-      {"kind", "TrainJob"},
-      {"metadata",
-       {{"name", name},
-        {"namespace", "team"},
-        {"uid", "uid-" + name},
-        {"generation", 1},
-        {"creationTimestamp", planner::FormatRfc3339(kNow)}}},
-      {"spec",
-       {{"model", {{"parameters", "350M"}, {"sequenceLength", 2048}}},
-        {"data", {{"tokens", tokens}}},
-        {"training", {{"globalBatchSize", 256}, {"precision", "bf16"}}},
-        {"objective", objective},
-        {"resources", {{"gpuTypes", {"H100-SXM"}}}}}}};
+                        std::optional<int64_t> deadline_unix,
+                        const std::string& objective = "cost") {
+  nlohmann::json job = {{"apiVersion", "pacer.dev/v1alpha1"},
+                        {"kind", "TrainJob"},
+                        {"metadata",
+                         {{"name", name},
+                          {"namespace", "team"},
+                          {"uid", "uid-" + name},
+                          {"generation", 1},
+                          {"creationTimestamp", planner::FormatRfc3339(kNow)}}},
+                        {"spec",
+                         {{"model", {{"parameters", "350M"}, {"sequenceLength", 2048}}},
+                          {"data", {{"tokens", tokens}}},
+                          {"training", {{"globalBatchSize", 256}, {"precision", "bf16"}}},
+                          {"objective", objective},
+                          {"resources", {{"gpuTypes", {"H100-SXM"}}}}}}};
   if (deadline_unix) job["spec"]["deadline"] = planner::FormatRfc3339(*deadline_unix);
   return job;
 }
@@ -55,6 +55,16 @@ ClusterInventory H100Pool(int nodes, int free_gpus) {
     cluster.nodes_by_pool[pool.name].push_back({"h100-" + std::to_string(i), 8, free_here});
   }
   return cluster;
+}
+
+// The pods of job `key` hold `gpus` of the pool's H100s; the rest of the
+// pool's GPUs not held by a job's pods are free.
+void Hold(ClusterInventory& cluster, const std::string& key, int gpus) {
+  cluster.trainjob_gpus[key]["H100-SXM"] = gpus;
+  int held = 0;
+  for (const auto& [job, by_type] : cluster.trainjob_gpus) held += by_type.at("H100-SXM");
+  planner::NodePool& pool = cluster.inventory.node_pools.at(0);
+  pool.free_gpus = pool.nodes * pool.gpus_per_node - held;
 }
 
 ScheduledJob Read(const nlohmann::json& object) {
@@ -80,7 +90,8 @@ double SecondsAt(ClusterScheduler& scheduler, const ScheduledJob& job,
 // shrinks the first (never below its own deadline's need) and admits both,
 // and a best-effort third job gets only what is left.
 TEST(ClusterSchedulerTest, ATightDeadlineArrivingOnAFullPoolShrinksTheEarlyJobAndAllMeetTheirs) {
-  const ClusterInventory inventory = H100Pool(2, 0);
+  ClusterInventory inventory = H100Pool(2, 0);
+  Hold(inventory, "team/early", 16);
   ClusterScheduler scheduler({});
 
   ScheduledJob early = Read(SmallJob("early", 40e9, std::nullopt, "time"));
@@ -129,6 +140,7 @@ TEST(ClusterSchedulerTest, ATightDeadlineArrivingOnAFullPoolShrinksTheEarlyJobAn
     early.remaining_steps -= static_cast<int64_t>(ran * static_cast<double>(early.remaining_steps));
     now = next;
     early.current_gpus = e.gpus;
+    Hold(inventory, "team/early", e.gpus);
     tight.admitted = true;  // the reconciler wrote Admitted=True
     best_effort.admitted = pass->at("team/later").admitted;
     pass = scheduler.Pass({early, tight, best_effort}, inventory, now);
@@ -156,14 +168,17 @@ TEST(ClusterSchedulerTest, AJobNoShareCanSaveIsRejectedWithWhatWouldAdmitItAndOt
   ClusterScheduler scheduler({});
   ScheduledJob fine = Read(SmallJob("fine", 4e9, std::nullopt));
   fine.deadline_unix_seconds =
-      kNow + static_cast<int64_t>(SecondsAt(scheduler, fine, inventory, 8, fine.remaining_steps) * 3);
+      kNow +
+      static_cast<int64_t>(SecondsAt(scheduler, fine, inventory, 8, fine.remaining_steps) * 3);
   ScheduledJob greedy = Read(SmallJob("greedy", 400e9, std::nullopt));
   greedy.arrival_unix_seconds = kNow + 1;
   // Half the time the whole pool would need.
   greedy.deadline_unix_seconds =
-      kNow + static_cast<int64_t>(SecondsAt(scheduler, greedy, inventory, 16, greedy.remaining_steps) / 2);
+      kNow +
+      static_cast<int64_t>(SecondsAt(scheduler, greedy, inventory, 16, greedy.remaining_steps) / 2);
 
-  StatusOr<std::map<std::string, Allocation>> pass = scheduler.Pass({fine, greedy}, inventory, kNow);
+  StatusOr<std::map<std::string, Allocation>> pass =
+      scheduler.Pass({fine, greedy}, inventory, kNow);
   ASSERT_TRUE(pass.ok()) << pass.status().ToString();
   EXPECT_TRUE(pass->at("team/fine").admitted);
   EXPECT_GT(pass->at("team/fine").gpus, 0);
@@ -175,7 +190,8 @@ TEST(ClusterSchedulerTest, AJobNoShareCanSaveIsRejectedWithWhatWouldAdmitItAndOt
 }
 
 TEST(ClusterSchedulerTest, AnAdmittedJobIsNeverDroppedWhenItFallsBehind) {
-  const ClusterInventory inventory = H100Pool(1, 0);
+  ClusterInventory inventory = H100Pool(1, 0);
+  Hold(inventory, "team/behind", 8);
   ClusterScheduler scheduler({});
   ScheduledJob job = Read(SmallJob("behind", 40e9, std::nullopt));
   // Its deadline can no longer be met even on the whole pool.
@@ -188,6 +204,39 @@ TEST(ClusterSchedulerTest, AnAdmittedJobIsNeverDroppedWhenItFallsBehind) {
   ASSERT_TRUE(pass.ok()) << pass.status().ToString();
   EXPECT_TRUE(pass->at("team/behind").admitted);
   EXPECT_GT(pass->at("team/behind").gpus, 0);
+}
+
+// A job's status lags its pods both ways: its plan stays while its workers
+// stop at a checkpoint (a shrink, a re-plan), and is written only after the
+// pods of a launch start. The pass counts what the pods hold. Counting the
+// stopped job's plan beside the GPUs its pods freed gave the same GPUs out
+// twice: a newcomer was admitted onto GPUs the cluster did not have.
+TEST(ClusterSchedulerTest, WhatAJobHoldsIsWhatItsPodsHoldNotWhatItsStatusSays) {
+  ClusterScheduler scheduler({});
+  ScheduledJob early = Read(SmallJob("early", 40e9, std::nullopt, "time"));
+  early.current_gpus = 8;  // status.plan: 8 GPUs ...
+  early.current_gpu_type = "H100-SXM";
+  early.admitted = true;
+  ScheduledJob next = Read(SmallJob("next", 40e9, std::nullopt, "time"));
+  next.arrival_unix_seconds = kNow + 1;
+
+  // ... but its pods stopped at a checkpoint: all 8 GPUs are free.
+  const ClusterInventory stopped = H100Pool(1, 8);
+  StatusOr<std::map<std::string, Allocation>> pass = scheduler.Pass({early, next}, stopped, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_LE(pass->at("team/early").gpus + pass->at("team/next").gpus, 8);
+  EXPECT_TRUE(pass->at("team/early").admitted) << "an admitted job is never dropped";
+
+  // Its pods run, and its status does not say so yet.
+  ClusterInventory launching = H100Pool(1, 0);
+  Hold(launching, "team/early", 8);
+  early.current_gpus = 0;
+  early.current_gpu_type.clear();
+  pass = scheduler.Pass({early, next}, launching, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_EQ(pass->at("team/early").gpus, 8) << "its running pods are its own";
+  EXPECT_EQ(pass->at("team/early").gpu_type, "H100-SXM");
+  EXPECT_EQ(pass->at("team/next").gpus, 0);
 }
 
 TEST(ClusterSchedulerTest, TheCurveUsesWholeNodesBeyondOneAndTheMeasuredSpeed) {
@@ -279,17 +328,26 @@ TEST(ClusterSchedulerTest, TheCurveOfAJobThatRanOutOfMemoryUsesItsMemoryMargin) 
 
 TEST(ClusterSchedulerTest, JobFromObjectReadsProgressHoldingsAndAdmissionFromStatus) {
   nlohmann::json object = SmallJob("running", 4e9, kNow + 86400);
-  object["status"] = {
-      {"phase", "Running"},
-      {"progress", {{"stepsCompleted", 1000}, {"totalSteps", 3815}}},
-      {"measuredStepSeconds", 3.0},
-      {"plan",
-       {{"gpuType", "H100-SXM"}, {"pool", "h100"}, {"nodes", 1}, {"gpusPerNode", 8}, {"gpus", 8},
-        {"tensorParallel", 1}, {"pipelineParallel", 1}, {"dataParallel", 8}, {"virtualStages", 1},
-        {"sequenceParallel", false}, {"zeroStage", 1}, {"microBatchSize", 4},
-        {"gradientAccumulationSteps", 8}, {"activationCheckpointing", "none"},
-        {"predictedStepSeconds", 2.0}}},
-      {"conditions", nlohmann::json::array()}};
+  object["status"] = {{"phase", "Running"},
+                      {"progress", {{"stepsCompleted", 1000}, {"totalSteps", 3815}}},
+                      {"measuredStepSeconds", 3.0},
+                      {"plan",
+                       {{"gpuType", "H100-SXM"},
+                        {"pool", "h100"},
+                        {"nodes", 1},
+                        {"gpusPerNode", 8},
+                        {"gpus", 8},
+                        {"tensorParallel", 1},
+                        {"pipelineParallel", 1},
+                        {"dataParallel", 8},
+                        {"virtualStages", 1},
+                        {"sequenceParallel", false},
+                        {"zeroStage", 1},
+                        {"microBatchSize", 4},
+                        {"gradientAccumulationSteps", 8},
+                        {"activationCheckpointing", "none"},
+                        {"predictedStepSeconds", 2.0}}},
+                      {"conditions", nlohmann::json::array()}};
   std::optional<ScheduledJob> job = ClusterScheduler::JobFromObject(object, kNow);
   ASSERT_TRUE(job.has_value());
   EXPECT_EQ(job->key, "team/running");
@@ -298,7 +356,8 @@ TEST(ClusterSchedulerTest, JobFromObjectReadsProgressHoldingsAndAdmissionFromSta
   EXPECT_TRUE(job->admitted) << "a job holding GPUs is in";
   EXPECT_NEAR(job->step_time_ratio, 1.5, 1e-9);
   EXPECT_EQ(job->deadline_unix_seconds, kNow + 86400);
-  EXPECT_EQ(job->remaining_steps, Read(SmallJob("fresh", 4e9, std::nullopt)).remaining_steps - 1000);
+  EXPECT_EQ(job->remaining_steps,
+            Read(SmallJob("fresh", 4e9, std::nullopt)).remaining_steps - 1000);
 
   nlohmann::json done = object;
   done["status"]["phase"] = "Succeeded";
@@ -311,9 +370,9 @@ TEST(ClusterSchedulerTest, JobFromObjectReadsProgressHoldingsAndAdmissionFromSta
   EXPECT_FALSE(ClusterScheduler::JobFromObject(invalid, kNow).has_value());
 
   nlohmann::json waiting = SmallJob("waiting", 4e9, std::nullopt);
-  waiting["status"] = {{"phase", "Pending"},
-                       {"conditions",
-                        {{{"type", "Admitted"}, {"status", "True"}, {"reason", "Admitted"}}}}};
+  waiting["status"] = {
+      {"phase", "Pending"},
+      {"conditions", {{{"type", "Admitted"}, {"status", "True"}, {"reason", "Admitted"}}}}};
   std::optional<ScheduledJob> admitted = ClusterScheduler::JobFromObject(waiting, kNow);
   ASSERT_TRUE(admitted.has_value());
   EXPECT_TRUE(admitted->admitted);

@@ -97,6 +97,13 @@ struct ResourcesSpec {
   std::optional<int> max_gpus;
 };
 
+class GpuCatalog;
+// Whether `resources` allows GPUs of `gpu_type`: gpu_types is empty, or one
+// of its names is the same `catalog` GPU as `gpu_type` (any spelling; a name
+// the catalog does not know matches nothing).
+bool AllowsGpuType(const ResourcesSpec& resources, const GpuCatalog& catalog,
+                   const std::string& gpu_type);
+
 // Pins from spec.parallelism; nullopt = "auto".
 struct ParallelismSpec {
   std::optional<int> tensor_parallel;
