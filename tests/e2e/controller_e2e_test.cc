@@ -24,9 +24,11 @@ std::string EnvOf(const nlohmann::json& pod, const std::string& name) {
 TEST_F(E2eTest, AppliedJobRunsItsPodsReportsProgressThroughPrometheusAndSucceeds) {
   if (!StartPrometheus()) GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
   ControllerProcess& controller = StartController("c1");
-  // Long enough for several scrapes and a measured step time; short enough
-  // for the sanitizer build, whose CPU workers take ~10 ms per step.
-  Apply(TinyJobYaml("tiny", 30000, "2h"));
+  // Long enough for several scrapes and a measured step time (tens of
+  // seconds); short enough to finish well within the wait below. 30,000
+  // steps took over 600 s in the sanitizer build on CI's two loaded cores.
+  const int64_t steps = kSanitizedBuild ? 4000 : 20000;
+  Apply(TinyJobYaml("tiny", steps, "2h"));
 
   // Pods appear with the plan in their environment, GPUs, labels, owner.
   ASSERT_TRUE(WaitFor([&] { return !Pods("research").empty(); }, seconds(60)));
@@ -39,7 +41,7 @@ TEST_F(E2eTest, AppliedJobRunsItsPodsReportsProgressThroughPrometheusAndSucceeds
   const std::string gpus = pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"];
   EXPECT_EQ(EnvOf(pod, "LOCAL_WORLD_SIZE"), gpus);
   EXPECT_EQ(EnvOf(pod, "PACER_GLOBAL_BATCH_SIZE"), "16");
-  EXPECT_EQ(EnvOf(pod, "PACER_TOTAL_STEPS"), "30000");
+  EXPECT_EQ(EnvOf(pod, "PACER_TOTAL_STEPS"), std::to_string(steps));
   EXPECT_EQ(EnvOf(pod, "PACER_JOB_NAME"), "tiny");
   EXPECT_EQ(pod["spec"]["securityContext"]["runAsNonRoot"], true);
   EXPECT_EQ(pod["spec"]["automountServiceAccountToken"], false) << "workers need no API token";
@@ -70,7 +72,7 @@ TEST_F(E2eTest, AppliedJobRunsItsPodsReportsProgressThroughPrometheusAndSucceeds
   ASSERT_TRUE(WaitFor([&] { return Phase(Job("research", "tiny")) == "Succeeded"; }, seconds(600)))
       << Job("research", "tiny").dump(2);
   const nlohmann::json done = Job("research", "tiny");
-  EXPECT_EQ(done["status"]["progress"]["stepsCompleted"], 30000);
+  EXPECT_EQ(done["status"]["progress"]["stepsCompleted"], steps);
   EXPECT_EQ(done["status"]["replans"], 0) << "on track: no churn";
   EXPECT_EQ(Kubectl({"describe", "trainjob", "tiny", "-n", "research"}, &out), 0) << out;
   EXPECT_NE(out.find("Launched"), std::string::npos) << out;

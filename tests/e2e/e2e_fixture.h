@@ -22,6 +22,18 @@
 
 namespace pacer::e2e {
 
+// Whether this is the ASan + UBSan build, whose CPU workers take about ten
+// times longer per step (on two loaded cores: ~3 ms unsanitized; over 20 ms
+// sanitized, where 30,000 steps did not finish in 600 s on CI). A test that
+// runs a job to completion sizes its steps
+// by it, so the job runs long enough to be measured and short enough to
+// finish within the test's wait in both builds.
+#ifdef PACER_E2E_SANITIZED
+inline constexpr bool kSanitizedBuild = true;
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+
 // What the fixture's Prometheus does besides scraping the workers (job
 // "pacer-workers", honor_labels: the workers' own job/namespace/rank win).
 struct PrometheusOptions {
