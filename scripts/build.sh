@@ -5,5 +5,6 @@
 # without a GPU).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPACER_ENABLE_CUDA=ON >/dev/null
+# Extra arguments go to the configure step (scripts/test.sh passes its flags).
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPACER_ENABLE_CUDA=ON "$@" >/dev/null
 cmake --build build -j"$(nproc)"

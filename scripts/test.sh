@@ -15,11 +15,14 @@ scripts/install-deps.sh
 jobs=$(nproc)
 
 echo "== build and test"
-scripts/build.sh
+# Line tables only (-g1, here and in the ASan build): a failure's stack trace
+# still names file and line, and at -O2 the build takes about a quarter less
+# time than with full debug information (-g: variable locations).
+scripts/build.sh -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== sanitizers (ASan + UBSan)"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DPACER_SANITIZE=ON \
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g1" -DPACER_SANITIZE=ON \
   -DPACER_BUILD_BENCHMARKS=OFF -DPACER_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 # tests/lsan.supp: leaks inside cpprestsdk itself (not instrumented), not ours.
