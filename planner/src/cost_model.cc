@@ -288,17 +288,25 @@ MemoryBreakdown PredictMemory(const PoolContext& ctx, const Layout& l) {
     mem.logits_bytes = logits;
   }
   if (l.zero_stage >= 3 && l.data_parallel > 1) {
-    // FSDP gathers one layer at a time and prefetches the next: two layers'
-    // 16-bit weights and one layer's unsharded gradients are live at once.
+    // FSDP gathers one unit (a layer or a V x h table) at a time and
+    // prefetches the next, so the unit in use and the one ahead hold full
+    // weights; the unit in backward holds its unsharded gradients plus the
+    // 1/d shard its reduce-scatter writes. A tied table on a single stage
+    // serves the first and the last op of each pass: it stays gathered
+    // through the forward and its gradients through the backward.
     const double layer = ctx.layer_parameters / l.tensor_parallel;
-    mem.buffers_bytes = layer * (2.0 * ctx.state.weights + ctx.state.gradients);
+    const double table = ctx.embedding_table_parameters / l.tensor_parallel;
+    const double unit = std::max(layer, table);
+    const double tied = (m.tied_embeddings && l.pipeline_parallel == 1) ? table : 0.0;
+    mem.buffers_bytes = (unit + layer + tied) * ctx.state.weights +
+                        (unit * (1.0 + 1.0 / l.data_parallel) + tied) * ctx.state.gradients;
   }
   mem.capacity_bytes = ctx.gpu->memory_bytes();
   // The job's own margin (raised by the controller after out-of-memory
   // failures) is held back on top of the model's reserve.
-  mem.reserve_bytes = c.cuda_context_bytes +
-                      (c.fragmentation_fraction + ctx.job->memory_margin_fraction) *
-                          mem.capacity_bytes;
+  mem.reserve_bytes =
+      c.cuda_context_bytes +
+      (c.fragmentation_fraction + ctx.job->memory_margin_fraction) * mem.capacity_bytes;
   return mem;
 }
 

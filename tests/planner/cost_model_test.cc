@@ -34,6 +34,28 @@ ModelSpec Llama2_7B() {
   return m;
 }
 
+// Llama 2 7B on a million samples, global batch 64.
+JobSpec Llama2_7BJob() {
+  JobSpec job;
+  job.model = Llama2_7B();
+  job.data.samples = 1e6;
+  job.training.global_batch_size = 64;
+  return job;
+}
+
+// One node of 8 GPUs, all data-parallel, micro-batch 1 x 8 accumulation.
+Layout EightGpusDataParallel(int zero_stage) {
+  Layout l;
+  l.tensor_parallel = 1;
+  l.gpus_per_node = 8;
+  l.data_parallel = 8;
+  l.nodes = 1;
+  l.micro_batch_size = 1;
+  l.gradient_accumulation_steps = 8;
+  l.zero_stage = zero_stage;
+  return l;
+}
+
 ModelSpec Llama3_70B() {
   ModelSpec m = Gpt(80, 8192, 64, 4096, 128256);
   m.kv_heads = 8;
@@ -210,18 +232,8 @@ TEST(MemoryModelTest, FusedAttentionNeverNeedsMoreMemoryThanUnfused) {
 }
 
 TEST(MemoryModelTest, TheJobsMemoryMarginIsHeldBackFromTheFit) {
-  JobSpec job;
-  job.model = Llama2_7B();
-  job.data.samples = 1e6;
-  job.training.global_batch_size = 64;
-  Layout l;
-  l.tensor_parallel = 1;
-  l.gpus_per_node = 8;
-  l.data_parallel = 8;
-  l.nodes = 1;
-  l.micro_batch_size = 1;
-  l.gradient_accumulation_steps = 8;
-  l.zero_stage = 1;
+  const JobSpec job = Llama2_7BJob();
+  const Layout l = EightGpusDataParallel(/*zero_stage=*/1);
   const GpuType* h100 = GpuCatalog::BuiltIn().Find("H100-SXM");
   const MemoryBreakdown plain = PredictMemory(job, l, *h100);
   ASSERT_TRUE(plain.fits());
@@ -231,6 +243,37 @@ TEST(MemoryModelTest, TheJobsMemoryMarginIsHeldBackFromTheFit) {
   // Half of the GPU's memory more is reserved, and this layout no longer fits.
   EXPECT_DOUBLE_EQ(held.reserve_bytes - plain.reserve_bytes, 0.5 * plain.capacity_bytes);
   EXPECT_FALSE(held.fits());
+}
+
+// FSDP's gather buffers: the unit in use and the one ahead hold full
+// weights, the unit in backward its gradients and their 1/d shard. For
+// Llama 2 7B the largest unit is a layer; for a small model with a large
+// vocabulary it is the table, and a tied table on one stage stays gathered.
+TEST(MemoryModelTest, ZeroThreeBuffersHoldTheLargestUnitAndTheLayerAhead) {
+  JobSpec job = Llama2_7BJob();
+  job.training.precision = Precision::kBf16;
+  Layout l = EightGpusDataParallel(/*zero_stage=*/3);
+  const GpuType* h100 = GpuCatalog::BuiltIn().Find("H100-SXM");
+  const StateBytesPerParameter bytes = StateBytes(Precision::kBf16, Optimizer::kAdamW);
+  auto ExpectRelative = [](double actual, double expected) {
+    EXPECT_NEAR(actual, expected, 1e-12 * expected);
+  };
+  const double layer = LayerParameters(job.model);
+  const double table = 32000.0 * 4096;
+  ASSERT_GT(layer, table);
+  ExpectRelative(PredictMemory(job, l, *h100).buffers_bytes,
+                 2 * layer * bytes.weights + layer * (1 + 1.0 / 8) * bytes.gradients);
+
+  job.model.vocab_size = 256000;  // a table larger than a layer
+  const double big = 256000.0 * 4096;
+  ASSERT_GT(big, layer);
+  ExpectRelative(PredictMemory(job, l, *h100).buffers_bytes,
+                 (big + layer) * bytes.weights + big * (1 + 1.0 / 8) * bytes.gradients);
+  job.model.tied_embeddings = true;
+  ExpectRelative(PredictMemory(job, l, *h100).buffers_bytes,
+                 (2 * big + layer) * bytes.weights + big * (2 + 1.0 / 8) * bytes.gradients);
+  l.zero_stage = 2;
+  EXPECT_EQ(PredictMemory(job, l, *h100).buffers_bytes, 0) << "only ZeRO 3 gathers weights";
 }
 
 TEST(MemoryModelTest, GroupedQueryAttentionStoresLessThanMultiHead) {

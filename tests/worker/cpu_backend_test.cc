@@ -190,8 +190,12 @@ void ExpectScheduleCounts(const std::vector<RankResult>& results) {
   }
 }
 
+void RunAndCheck(const WorkerConfig& config, bool weights_identical);
 void RunAndCheck(const Plan& plan, bool weights_identical = true) {
-  const WorkerConfig config = TinyConfig(plan);
+  RunAndCheck(TinyConfig(plan), weights_identical);
+}
+
+void RunAndCheck(const WorkerConfig& config, bool weights_identical) {
   ASSERT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config).ToString();
   const std::vector<RankResult> results = RunRanks(config, 3, milliseconds(30'000));
   ASSERT_EQ(results.size(), static_cast<size_t>(config.world_size));
@@ -220,6 +224,22 @@ TEST(CpuBackendTest, ZeroThreeFullRecomputeWithPipeline) {
   // Under ZeRO 3 the full weights are refreshed by the next micro-batch's
   // all-gather, so only the sums and the counts are checked.
   RunAndCheck({2, 2, 1, 3, planner::Recompute::kFull}, /*weights_identical=*/false);
+}
+
+TEST(CpuBackendTest, ZeroThreeShardsWeightsAcrossDataParallelRanksWithTensorAndPipeline) {
+  // d = 2 shards the weights (FSDP units, gathered per pass): the gradient
+  // sums and the gather and reduce-scatter bytes must still be the
+  // schedule's. A rank's parameters() holds only its shards, so they differ.
+  RunAndCheck({2, 2, 2, 3, planner::Recompute::kFull}, /*weights_identical=*/false);
+}
+
+TEST(CpuBackendTest, ZeroThreeWithInterleavedPipelineChunks) {
+  // Two chunks per stage: each chunk's layers are gathered in its own
+  // passes, the tables in the first and last chunk's.
+  WorkerConfig config = TinyConfig({1, 2, 2, 3});
+  config.model.layers = 4;
+  config.virtual_stages = 2;
+  RunAndCheck(config, /*weights_identical=*/false);
 }
 
 TEST(CpuBackendTest, SilentPeerFailsTheOthersWithinTheTimeout) {

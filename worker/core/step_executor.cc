@@ -40,8 +40,8 @@ bool StartsWith(const char* s, const char* prefix) {
   return std::strncmp(s, prefix, std::strlen(prefix)) == 0;
 }
 
-// Offsets and lengths of the kGradientBuckets buckets over n parameters,
-// and of each data-parallel rank's shard of a bucket.
+// Offsets and lengths of the data-parallel buckets over n parameters, and
+// of each data-parallel rank's shard of a bucket.
 struct Bucket {
   size_t offset = 0, length = 0;
   std::vector<size_t> shard_counts;  // per data-parallel rank
@@ -52,18 +52,27 @@ struct Bucket {
   }
 };
 
-std::vector<Bucket> MakeBuckets(size_t n, int d) {
-  std::vector<Bucket> buckets(kGradientBuckets);
-  const size_t base = n / kGradientBuckets;
+// Buckets starting at `starts` (increasing, the first 0), the last one
+// ending at n; each split evenly over d ranks (the last rank takes the
+// remainder).
+std::vector<Bucket> MakeBuckets(const std::vector<size_t>& starts, size_t n, int d) {
+  std::vector<Bucket> buckets(starts.size());
   for (size_t i = 0; i < buckets.size(); ++i) {
     Bucket& b = buckets[i];
-    b.offset = i * base;
-    b.length = i + 1 == buckets.size() ? n - b.offset : base;
+    b.offset = starts[i];
+    b.length = (i + 1 < starts.size() ? starts[i + 1] : n) - b.offset;
     const size_t share = b.length / static_cast<size_t>(d);
     b.shard_counts.assign(static_cast<size_t>(d), share);
     b.shard_counts.back() = b.length - share * static_cast<size_t>(d - 1);
   }
   return buckets;
+}
+
+// kGradientBuckets equal buckets (the last takes the remainder).
+std::vector<Bucket> EqualBuckets(size_t n, int d) {
+  std::vector<size_t> starts(kGradientBuckets);
+  for (size_t i = 0; i < starts.size(); ++i) starts[i] = i * (n / kGradientBuckets);
+  return MakeBuckets(starts, n, d);
 }
 
 }  // namespace
@@ -155,6 +164,42 @@ class StepExecutor::Impl {
     return config_->zero_stage <= 1 ? grads.data() + owned[bucket].first
                                     : grad_shard.data() + owned_position_[bucket];
   }
+
+  // ZeRO 3 over d > 1 ranks shards the weights as FSDP does. The buckets
+  // are then the gather units: the input table, each layer, the output
+  // table (padding up to the schedule's parameter count joins the last
+  // unit), and `weights` holds only this rank's shard of each, at
+  // owned_position_. A pass gathers a unit's full weights (workspace) just
+  // before it uses them, one unit ahead, and frees them after their last
+  // use in the pass; a unit's gradients go straight into its bucket buffer
+  // and are reduce-scattered once the micro-batch has written all of them.
+  // So at most two units' weights and one unit's gradients are unsharded
+  // at a time, the planner's ZeRO-3 buffers (docs/worker.md).
+  bool Fsdp() const { return fsdp_; }
+  size_t UnitOf(size_t offset) const;
+  // The weights at flat offset `offset`: in `weights`, or (FSDP) in the
+  // gathered copy of its unit, which the pass has gathered.
+  const float* Param(size_t offset) const {
+    if (!fsdp_) return weights.data() + offset;
+    const size_t u = UnitOf(offset);
+    return gathered_[u].data() + (offset - buckets_[u].offset);
+  }
+  // This rank's shard of `bucket` in `weights` (what AdamW updates).
+  float* ShardWeights(size_t bucket) {
+    return weights.data() + (fsdp_ ? owned_position_[bucket] : owned[bucket].first);
+  }
+  // The units a pass of `chunk` uses, in order.
+  std::vector<size_t> PassUnits(int chunk, PassKind pass) const;
+  // Before the i-th use of a pass: gathers order[i] unless held, and
+  // order[i + 1] (one ahead). After it: frees order[i] unless the pass uses
+  // it again. Both do nothing unless Fsdp().
+  Status GatherAhead(const std::vector<size_t>& order, size_t i, PassKind pass);
+  void ReleaseAfter(const std::vector<size_t>& order, size_t i);
+  Status GatherUnit(size_t unit, PassKind pass);
+  // A schedule total (bytes per micro-batch) spread over the units in
+  // proportion to their elements, so the bus bytes counted add up to the
+  // schedule's.
+  Collective UnitCollective(const char* name, CollectiveKind kind, size_t unit) const;
   // The test hook: this bucket's local gradients, before its reduction.
   // `from` (default: `grads` at `offset`) holds the gradients.
   Status KeepLocal(size_t offset, size_t length, const float* from = nullptr);
@@ -181,6 +226,9 @@ class StepExecutor::Impl {
   std::vector<bool> updated_;           // per bucket, this step
   std::vector<bool> reduced_;           // per bucket, this step
   std::vector<size_t> owned_position_;  // per bucket: its offset in the owned buffers
+  size_t n_ = 0;                        // this rank's parameters, padded (unsharded)
+  bool fsdp_ = false;
+  std::vector<DeviceBuffer> gathered_;  // per unit under FSDP: its full weights while used
   int64_t current_step_ = 0;
   std::map<std::pair<int, int>, ChunkStash> stash_;
   DeviceBuffer scratch_{dev_, BufferClass::kActivations};
@@ -281,12 +329,25 @@ Status StepExecutor::Impl::Initialize(const BackendContext& context, uint64_t se
     ranges.push_back({"output", output_offset_, Size(vocab_shard_ * hidden_)});
   }
   const size_t n = std::max(offset, Size(Dim(s.stage_parameters)));
-  RETURN_IF_ERROR(Alloc(&weights, n));
+  n_ = n;
+  fsdp_ = c.zero_stage >= 3 && d_ > 1;
+  if (fsdp_) {
+    // One unit per table and layer; they start where their matrices do.
+    std::vector<size_t> starts;
+    if (s.holds_embedding) starts.push_back(embedding_offset_);
+    for (const LayerOffsets& l : layer_offsets_) starts.push_back(l.qkv);
+    if (s.holds_logits && output_offset_ != embedding_offset_) starts.push_back(output_offset_);
+    if (starts.empty() || starts.front() != 0) starts.insert(starts.begin(), 0);
+    buckets_ = MakeBuckets(starts, n, d_);
+  } else {
+    buckets_ = EqualBuckets(n, d_);
+  }
   if (c.zero_stage <= 1) RETURN_IF_ERROR(Alloc(&grads, n));
-  buckets_ = MakeBuckets(n, d_);
   bucket_grads_.clear();
+  gathered_.clear();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     bucket_grads_.emplace_back(dev_, BufferClass::kWorkspace);
+    gathered_.emplace_back(dev_, BufferClass::kWorkspace);
   }
   bucket_written_.assign(buckets_.size(), 0);
   bucket_expected_.assign(buckets_.size(), 0);
@@ -317,6 +378,7 @@ Status StepExecutor::Impl::Initialize(const BackendContext& context, uint64_t se
     owned_position_.push_back(position);
     position += range.second;
   }
+  RETURN_IF_ERROR(Alloc(&weights, fsdp_ ? owned_total : n));
   RETURN_IF_ERROR(Alloc(&adam_m, owned_total));
   RETURN_IF_ERROR(Alloc(&adam_v, owned_total));
   if (c.zero_stage >= 2) RETURN_IF_ERROR(Alloc(&grad_shard, owned_total));
@@ -342,7 +404,17 @@ Status StepExecutor::Impl::InitWeights(uint64_t seed) {
       const uint64_t h = HashKeys(seed, static_cast<uint64_t>(rc.tensor_rank), matrix, i, 0x77);
       host[i] = UniformFromHash(h) * scale;
     }
-    return dev_->CopyFromHost(host.data(), r.length, weights.data() + r.offset);
+    if (!fsdp_) return dev_->CopyFromHost(host.data(), r.length, weights.data() + r.offset);
+    // FSDP: only the pieces of the matrix in this rank's shards.
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      const size_t lo = std::max(r.offset, owned[b].first);
+      const size_t hi = std::min(r.offset + r.length, owned[b].first + owned[b].second);
+      if (lo >= hi) continue;
+      RETURN_IF_ERROR(
+          dev_->CopyFromHost(host.data() + (lo - r.offset), hi - lo,
+                             weights.data() + owned_position_[b] + (lo - owned[b].first)));
+    }
+    return Status::Ok();
   };
   for (const ParameterRange& r : ranges) {
     double fan_in = static_cast<double>(hidden_);
@@ -381,6 +453,75 @@ Status StepExecutor::Impl::TpReduceScatter(const Collective* c, float* full, flo
                  dev_->ReduceScatter(Group::kTensor, full, shard, counts, c ? c->name : "scatter"));
 }
 
+size_t StepExecutor::Impl::UnitOf(size_t offset) const {
+  const auto it = std::upper_bound(buckets_.begin(), buckets_.end(), offset,
+                                   [](size_t o, const Bucket& b) { return o < b.offset; });
+  return static_cast<size_t>(std::max<std::ptrdiff_t>(0, (it - buckets_.begin()) - 1));
+}
+
+std::vector<size_t> StepExecutor::Impl::PassUnits(int chunk, PassKind pass) const {
+  std::vector<size_t> order;
+  if (!fsdp_) return order;
+  const StepSchedule& s = *schedule_;
+  const bool first = s.holds_embedding && chunk == 0;
+  const bool last = s.holds_logits && chunk == s.chunks - 1;
+  const bool tied = first && last && output_offset_ == embedding_offset_;
+  std::vector<size_t> layers;
+  for (int l = 0; l < s.layers_per_chunk; ++l) {
+    layers.push_back(UnitOf(layer_offsets_[Size(chunk * s.layers_per_chunk + l)].qkv));
+  }
+  if (pass == PassKind::kForward) {
+    if (first) order.push_back(UnitOf(embedding_offset_));
+    order.insert(order.end(), layers.begin(), layers.end());
+    if (last) order.push_back(UnitOf(output_offset_));
+  } else {
+    if (last) order.push_back(UnitOf(output_offset_));
+    order.insert(order.end(), layers.rbegin(), layers.rend());
+    // The input table's gradient needs no weights, but FSDP gathers every
+    // unit for backward, as the schedule and the planner count; a tied
+    // table was gathered for the logits already.
+    if (first && !tied) order.push_back(UnitOf(embedding_offset_));
+  }
+  return order;
+}
+
+Collective StepExecutor::Impl::UnitCollective(const char* name, CollectiveKind kind,
+                                              size_t unit) const {
+  double total = 0;
+  for (const Collective& c : schedule_->per_micro_batch_collectives) {
+    if (std::strcmp(c.name, name) == 0) total += c.bytes;
+  }
+  const double share =
+      static_cast<double>(buckets_[unit].length) / static_cast<double>(std::max<size_t>(n_, 1));
+  return Collective{name, kind, Group::kData, d_, total * share};
+}
+
+Status StepExecutor::Impl::GatherUnit(size_t unit, PassKind pass) {
+  DeviceBuffer& full = gathered_[unit];
+  if (full.size() > 0) return Status::Ok();
+  const Bucket& b = buckets_[unit];
+  const char* name = pass == PassKind::kForward ? "parameters-forward" : "parameters-backward";
+  RETURN_IF_ERROR(full.Assign(b.length, Fill::kUndefined));  // the gather writes it whole
+  const Collective c = UnitCollective(name, CollectiveKind::kAllGather, unit);
+  return Counted(&c, dev_->AllGather(Group::kData, weights.data() + owned_position_[unit],
+                                     full.data(), b.shard_counts, name));
+}
+
+Status StepExecutor::Impl::GatherAhead(const std::vector<size_t>& order, size_t i, PassKind pass) {
+  if (!fsdp_ || i >= order.size()) return Status::Ok();
+  RETURN_IF_ERROR(GatherUnit(order[i], pass));
+  if (i + 1 < order.size()) RETURN_IF_ERROR(GatherUnit(order[i + 1], pass));
+  return Status::Ok();
+}
+
+void StepExecutor::Impl::ReleaseAfter(const std::vector<size_t>& order, size_t i) {
+  if (!fsdp_ || i >= order.size()) return;
+  for (size_t j = i + 1; j < order.size(); ++j) {
+    if (order[j] == order[i]) return;
+  }
+  gathered_[order[i]].Clear();
+}
+
 Status StepExecutor::Impl::Attention(LayerStash* st) {
   RETURN_IF_ERROR(Act(&st->probs, dev_->AttentionStashElements(attention_), Fill::kUndefined));
   // The context GEMM writes head_batches blocks; the projection reads
@@ -399,7 +540,6 @@ Status StepExecutor::Impl::LayerForward(int layer, const float* x_in, float* x_o
   const planner::Recompute recompute = config_->recompute;
   const bool keep_full = pass == Pass::kRecompute;  // backward follows at once
   const LayerOffsets& w = layer_offsets_[static_cast<size_t>(layer)];
-  const float* W = weights.data();
   const size_t shard = Size(shard_tokens_ * hidden_);
   const size_t full = Size(tokens_ * hidden_);
 
@@ -412,11 +552,11 @@ Status StepExecutor::Impl::LayerForward(int layer, const float* x_in, float* x_o
   RETURN_IF_ERROR(TpAllGather(Find(tp, "attention-in"), st->n1.data(), &st->n1_full));
   RETURN_IF_ERROR(Act(&st->qkv, Size(tokens_ * qkv_width_), Fill::kUndefined));
   RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, qkv_width_, hidden_, 1.0f, st->n1_full.data(),
-                             hidden_, W + w.qkv, qkv_width_, 0.0f, st->qkv.data(), qkv_width_));
+                             hidden_, Param(w.qkv), qkv_width_, 0.0f, st->qkv.data(), qkv_width_));
   RETURN_IF_ERROR(Attention(st));
   if (scratch_.size() != full) RETURN_IF_ERROR(Alloc(&scratch_, full));
   RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, hidden_, proj_in_, 1.0f, st->ctx.data(),
-                             proj_in_, W + w.proj, hidden_, 0.0f, scratch_.data(), hidden_));
+                             proj_in_, Param(w.proj), hidden_, 0.0f, scratch_.data(), hidden_));
   RETURN_IF_ERROR(Act(&st->x2, shard, Fill::kUndefined));
   RETURN_IF_ERROR(TpReduceScatter(Find(tp, "attention-out"), scratch_.data(), st->x2.data()));
   RETURN_IF_ERROR(dev_->Add(st->x2.data(), st->x.data(), shard));
@@ -428,7 +568,7 @@ Status StepExecutor::Impl::LayerForward(int layer, const float* x_in, float* x_o
   RETURN_IF_ERROR(TpAllGather(Find(tp, "mlp-in"), st->n2.data(), &st->n2_full));
   RETURN_IF_ERROR(Act(&st->mlp_pre, Size(tokens_ * mlp_in_width_), Fill::kUndefined));
   RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, mlp_in_width_, hidden_, 1.0f,
-                             st->n2_full.data(), hidden_, W + w.mlp_in, mlp_in_width_, 0.0f,
+                             st->n2_full.data(), hidden_, Param(w.mlp_in), mlp_in_width_, 0.0f,
                              st->mlp_pre.data(), mlp_in_width_));
   RETURN_IF_ERROR(Act(&st->act, Size(tokens_ * mlp_out_in_), Fill::kUndefined));
   if (swiglu_) {
@@ -437,7 +577,8 @@ Status StepExecutor::Impl::LayerForward(int layer, const float* x_in, float* x_o
     RETURN_IF_ERROR(dev_->GeluForward(st->mlp_pre.data(), st->mlp_pre.size(), st->act.data()));
   }
   RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, hidden_, mlp_out_in_, 1.0f, st->act.data(),
-                             mlp_out_in_, W + w.mlp_out, hidden_, 0.0f, scratch_.data(), hidden_));
+                             mlp_out_in_, Param(w.mlp_out), hidden_, 0.0f, scratch_.data(),
+                             hidden_));
   RETURN_IF_ERROR(TpReduceScatter(Find(tp, "mlp-out"), scratch_.data(), x_out));
   RETURN_IF_ERROR(dev_->Add(x_out, st->x2.data(), shard));
 
@@ -464,7 +605,6 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   const std::vector<Collective>& tp = work.backward_collectives;
   const planner::Recompute recompute = config_->recompute;
   const LayerOffsets& w = layer_offsets_[static_cast<size_t>(layer)];
-  const float* W = weights.data();
   const size_t shard = Size(shard_tokens_ * hidden_);
 
   if (recompute == planner::Recompute::kFull) {
@@ -486,7 +626,7 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   DeviceBuffer dact;
   RETURN_IF_ERROR(Act(&dact, Size(tokens_ * mlp_out_in_), Fill::kUndefined));
   RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, mlp_out_in_, hidden_, 1.0f, dfull.data(),
-                             hidden_, W + w.mlp_out, hidden_, 0.0f, dact.data(), mlp_out_in_));
+                             hidden_, Param(w.mlp_out), hidden_, 0.0f, dact.data(), mlp_out_in_));
   {
     GradSink g;
     RETURN_IF_ERROR(OpenGrad(w.mlp_out, Size(mlp_out_in_ * hidden_), &g));
@@ -507,7 +647,7 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
     RETURN_IF_ERROR(TpAllGather(Find(tp, "mlp-in-regather"), st->n2.data(), &st->n2_full));
   }
   RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, hidden_, mlp_in_width_, 1.0f, dpre.data(),
-                             mlp_in_width_, W + w.mlp_in, mlp_in_width_, 0.0f, dfull.data(),
+                             mlp_in_width_, Param(w.mlp_in), mlp_in_width_, 0.0f, dfull.data(),
                              hidden_));
   {
     GradSink g;
@@ -529,7 +669,7 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   DeviceBuffer dctx;
   RETURN_IF_ERROR(Act(&dctx, st->ctx.size()));
   RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, proj_in_, hidden_, 1.0f, dfull.data(), hidden_,
-                             W + w.proj, hidden_, 0.0f, dctx.data(), proj_in_));
+                             Param(w.proj), hidden_, 0.0f, dctx.data(), proj_in_));
   {
     GradSink g;
     RETURN_IF_ERROR(OpenGrad(w.proj, Size(proj_in_ * hidden_), &g));
@@ -546,7 +686,7 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
     RETURN_IF_ERROR(TpAllGather(Find(tp, "attention-in-regather"), st->n1.data(), &st->n1_full));
   }
   RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, hidden_, qkv_width_, 1.0f, dqkv.data(),
-                             qkv_width_, W + w.qkv, qkv_width_, 0.0f, dfull.data(), hidden_));
+                             qkv_width_, Param(w.qkv), qkv_width_, 0.0f, dfull.data(), hidden_));
   {
     GradSink g;
     RETURN_IF_ERROR(OpenGrad(w.qkv, Size(hidden_ * qkv_width_), &g));
@@ -569,13 +709,17 @@ Status StepExecutor::Impl::Forward(int mb, int chunk, int64_t step) {
   RETURN_IF_ERROR(Act(&x, shard));
   RETURN_IF_ERROR(Act(&y, shard));
   const int pp = s.coordinates.pipeline_rank;
+  const std::vector<size_t> units = PassUnits(chunk, PassKind::kForward);  // FSDP only
+  size_t use = 0;
   if (s.holds_embedding && chunk == 0) {
     // Tokens of this rank's sequence shard, looked up in its vocabulary shard.
     std::vector<int32_t> tokens(Size(shard_tokens_));
     FillTokens(mb, step, tokens.data(), shard_tokens_, s.coordinates.tensor_rank * shard_tokens_,
                vocab_shard_, 0);
-    RETURN_IF_ERROR(dev_->EmbeddingForward(weights.data() + embedding_offset_, tokens.data(),
-                                           shard_tokens_, hidden_, x.data()));
+    RETURN_IF_ERROR(GatherAhead(units, use, PassKind::kForward));
+    RETURN_IF_ERROR(dev_->EmbeddingForward(Param(embedding_offset_), tokens.data(), shard_tokens_,
+                                           hidden_, x.data()));
+    ReleaseAfter(units, use++);
   } else {
     const int prev = (pp + p_ - 1) % p_;
     RETURN_IF_ERROR(dev_->Recv(prev, PipeDirection::kForward, x.data(), shard, "activations"));
@@ -583,8 +727,10 @@ Status StepExecutor::Impl::Forward(int mb, int chunk, int64_t step) {
   ChunkStash& cs = stash_[{mb, chunk}];
   cs.layers.resize(Size(s.layers_per_chunk));
   for (int l = 0; l < s.layers_per_chunk; ++l) {
+    RETURN_IF_ERROR(GatherAhead(units, use, PassKind::kForward));
     RETURN_IF_ERROR(LayerForward(chunk * s.layers_per_chunk + l, x.data(), y.data(),
                                  &cs.layers[Size(l)], Pass::kForward));
+    ReleaseAfter(units, use++);
     std::swap(x, y);
   }
   if (s.holds_logits && chunk == s.chunks - 1) {
@@ -594,9 +740,11 @@ Status StepExecutor::Impl::Forward(int mb, int chunk, int64_t step) {
       RETURN_IF_ERROR(dev_->Copy(x.data(), shard, cs.logits_input.data() + Size(r) * shard));
     }
     RETURN_IF_ERROR(Act(&cs.dlogits, Size(tokens_ * vocab_shard_)));
+    RETURN_IF_ERROR(GatherAhead(units, use, PassKind::kForward));
     RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, vocab_shard_, hidden_, 1.0f,
-                               cs.logits_input.data(), hidden_, weights.data() + output_offset_,
-                               hidden_, 0.0f, cs.dlogits.data(), vocab_shard_));
+                               cs.logits_input.data(), hidden_, Param(output_offset_), hidden_,
+                               0.0f, cs.dlogits.data(), vocab_shard_));
+    ReleaseAfter(units, use++);
     std::vector<int32_t> labels(Size(tokens_));
     FillTokens(mb, step, labels.data(), tokens_, 0, vocab_shard_, 1);
     ASSIGN_OR_RETURN(const double loss, dev_->CrossEntropyGradInPlace(
@@ -624,18 +772,22 @@ Status StepExecutor::Impl::Backward(int mb, int chunk, int64_t step) {
   DeviceBuffer dy, dx;
   RETURN_IF_ERROR(Act(&dy, shard));
   RETURN_IF_ERROR(Act(&dx, shard));
+  const std::vector<size_t> units = PassUnits(chunk, PassKind::kBackward);  // FSDP only
+  size_t use = 0;
   if (s.holds_logits && chunk == s.chunks - 1) {
     DeviceBuffer dh;
     RETURN_IF_ERROR(Act(&dh, Size(tokens_ * hidden_)));
+    RETURN_IF_ERROR(GatherAhead(units, use, PassKind::kBackward));
     RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, hidden_, vocab_shard_, 1.0f,
-                               cs.dlogits.data(), vocab_shard_, weights.data() + output_offset_,
-                               hidden_, 0.0f, dh.data(), hidden_));
+                               cs.dlogits.data(), vocab_shard_, Param(output_offset_), hidden_,
+                               0.0f, dh.data(), hidden_));
     GradSink g;
     RETURN_IF_ERROR(OpenGrad(output_offset_, Size(vocab_shard_ * hidden_), &g));
     RETURN_IF_ERROR(dev_->Gemm(true, false, vocab_shard_, hidden_, tokens_, 1.0f, cs.dlogits.data(),
                                vocab_shard_, cs.logits_input.data(), hidden_, g.beta, g.out,
                                hidden_));
     RETURN_IF_ERROR(CloseGrad(&g));
+    ReleaseAfter(units, use++);
     // The logits read this shard t times: its gradient is the sum.
     for (int r = 0; r < t_; ++r) {
       RETURN_IF_ERROR(dev_->Add(dy.data(), dh.data() + Size(r) * shard, shard));
@@ -645,8 +797,10 @@ Status StepExecutor::Impl::Backward(int mb, int chunk, int64_t step) {
     RETURN_IF_ERROR(dev_->Recv(next, PipeDirection::kBackward, dy.data(), shard, "gradients"));
   }
   for (int l = s.layers_per_chunk - 1; l >= 0; --l) {
+    RETURN_IF_ERROR(GatherAhead(units, use, PassKind::kBackward));
     RETURN_IF_ERROR(
         LayerBackward(chunk * s.layers_per_chunk + l, &cs.layers[Size(l)], dy.data(), dx.data()));
+    ReleaseAfter(units, use++);
     std::swap(dx, dy);
   }
   stash_.erase(it);
@@ -655,10 +809,14 @@ Status StepExecutor::Impl::Backward(int mb, int chunk, int64_t step) {
     std::vector<int32_t> tokens(Size(shard_tokens_));
     FillTokens(mb, step, tokens.data(), shard_tokens_, s.coordinates.tensor_rank * shard_tokens_,
                vocab_shard_, 0);
+    // FSDP gathers the (untied) table as it gathers every unit; a tied
+    // one was gathered for the logits, and units ends there.
+    RETURN_IF_ERROR(GatherAhead(units, use, PassKind::kBackward));
     GradSink g;
     RETURN_IF_ERROR(OpenGrad(embedding_offset_, Size(vocab_shard_ * hidden_), &g));
     RETURN_IF_ERROR(
         dev_->EmbeddingBackward(dy.data(), tokens.data(), shard_tokens_, hidden_, g.out));
+    ReleaseAfter(units, use++);
     return CloseGrad(&g);
   }
   const int prev = (pp + p_ - 1) % p_;
@@ -695,6 +853,16 @@ Status StepExecutor::Impl::OpenGrad(size_t offset, size_t length, GradSink* sink
     sink->beta = 1.0f;
     return Status::Ok();
   }
+  if (fsdp_) {
+    // A matrix lies inside one unit: the GEMM accumulates straight into the
+    // unit's gradient buffer (zeros when the micro-batch first writes it).
+    const size_t u = UnitOf(offset);
+    DeviceBuffer& buffer = bucket_grads_[u];
+    if (buffer.size() == 0) RETURN_IF_ERROR(buffer.Assign(buckets_[u].length));
+    sink->out = buffer.data() + (offset - buckets_[u].offset);
+    sink->beta = 1.0f;
+    return Status::Ok();
+  }
   RETURN_IF_ERROR(Act(&sink->temp, length));  // zeros
   sink->out = sink->temp.data();
   sink->beta = 0.0f;
@@ -703,6 +871,12 @@ Status StepExecutor::Impl::OpenGrad(size_t offset, size_t length, GradSink* sink
 
 Status StepExecutor::Impl::CloseGrad(GradSink* sink) {
   if (!ShardedGradients()) return Status::Ok();
+  if (fsdp_) {
+    const size_t u = UnitOf(sink->offset);
+    bucket_written_[u] += sink->length;
+    if (bucket_written_[u] >= bucket_expected_[u]) RETURN_IF_ERROR(ReduceBucket(u));
+    return Status::Ok();
+  }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const Bucket& bucket = buckets_[b];
     const size_t lo = std::max(sink->offset, bucket.offset);
@@ -728,11 +902,14 @@ Status StepExecutor::Impl::ReduceBucket(size_t bucket) {
   if (d_ == 1) {
     RETURN_IF_ERROR(dev_->Add(shard, buffer.data(), b.length));
   } else {
-    // The schedule's entry for this bucket: the bucket-th "gradients".
-    const Collective* entry = nullptr;
+    // The schedule's entry for this bucket: the bucket-th "gradients"
+    // (FSDP: the unit's share of them).
+    const Collective unit_entry =
+        UnitCollective("gradients", CollectiveKind::kReduceScatter, bucket);
+    const Collective* entry = fsdp_ ? &unit_entry : nullptr;
     size_t seen = 0;
     for (const Collective& c : schedule_->per_micro_batch_collectives) {
-      if (std::strcmp(c.name, "gradients") == 0 && seen++ == bucket) entry = &c;
+      if (!fsdp_ && std::strcmp(c.name, "gradients") == 0 && seen++ == bucket) entry = &c;
     }
     const int dp = schedule_->coordinates.data_rank;
     const size_t count = b.shard_counts[static_cast<size_t>(dp)];
@@ -811,7 +988,7 @@ Status StepExecutor::Impl::UpdateShard(size_t bucket, int64_t step) {
   }
   const float scale = 1.0f / static_cast<float>(static_cast<double>(d_) *
                                                 static_cast<double>(schedule_->micro_batches));
-  return dev_->AdamWUpdate(weights.data() + offset, g, adam_m.data() + position,
+  return dev_->AdamWUpdate(ShardWeights(bucket), g, adam_m.data() + position,
                            adam_v.data() + position, length, scale, step + 1, adam_);
 }
 
@@ -828,7 +1005,7 @@ StatusOr<StepTiming> StepExecutor::Impl::RunStep(int64_t step) {
   loss_sum_ = 0;
   loss_count_ = 0;
   dev_->SetStep(step);
-  if (host_copies_) local_gradients.assign(weights.size(), 0.0f);
+  if (host_copies_) local_gradients.assign(n_, 0.0f);
   updated_.assign(buckets_.size(), false);
   reduced_.assign(buckets_.size(), false);
 
@@ -841,13 +1018,13 @@ StatusOr<StepTiming> StepExecutor::Impl::RunStep(int64_t step) {
     auto gradients = [](const Collective& c) { return !StartsWith(c.name, "parameters"); };
     for (const PipelineAction& a : s.pipeline) {
       if (a.pass == PassKind::kForward) {
-        if (a.chunk == 0) {
+        if (a.chunk == 0 && !fsdp_) {
           RETURN_IF_ERROR(
               DataParallel(s.per_micro_batch_collectives, false, named("parameters-forward")));
         }
         RETURN_IF_ERROR(Forward(a.micro_batch, a.chunk, step));
       } else {
-        if (a.chunk == s.chunks - 1) {
+        if (a.chunk == s.chunks - 1 && !fsdp_) {
           RETURN_IF_ERROR(
               DataParallel(s.per_micro_batch_collectives, false, named("parameters-backward")));
         }
@@ -878,6 +1055,7 @@ StatusOr<StepTiming> StepExecutor::Impl::RunStep(int64_t step) {
   Status status = run();
   stash_.clear();
   for (DeviceBuffer& b : bucket_grads_) b.Clear();
+  for (DeviceBuffer& b : gathered_) b.Clear();
   bucket_written_.assign(buckets_.size(), 0);
   if (!status.ok()) {
     broken_ = true;
@@ -889,13 +1067,22 @@ StatusOr<StepTiming> StepExecutor::Impl::RunStep(int64_t step) {
 
   // Test hooks, after the step's clock stopped.
   if (host_copies_) {
-    reduced_gradients.assign(weights.size(), 0.0f);
+    reduced_gradients.assign(n_, 0.0f);
     for (size_t b = 0; b < owned.size(); ++b) {
       RETURN_IF_ERROR(dev_->CopyToHost(ReducedShard(b), owned[b].second,
                                        reduced_gradients.data() + owned[b].first));
     }
-    parameters.resize(weights.size());
-    RETURN_IF_ERROR(dev_->CopyToHost(weights.data(), weights.size(), parameters.data()));
+    if (fsdp_) {
+      // Only this rank's shards exist; the rest stays zero.
+      parameters.assign(n_, 0.0f);
+      for (size_t b = 0; b < owned.size(); ++b) {
+        RETURN_IF_ERROR(dev_->CopyToHost(weights.data() + owned_position_[b], owned[b].second,
+                                         parameters.data() + owned[b].first));
+      }
+    } else {
+      parameters.resize(n_);
+      RETURN_IF_ERROR(dev_->CopyToHost(weights.data(), n_, parameters.data()));
+    }
   }
   last_loss = loss_count_ > 0 ? loss_sum_ / static_cast<double>(loss_count_) : 0.0;
 

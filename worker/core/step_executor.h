@@ -22,10 +22,13 @@
 // Simplifications, each because the schedule lists no collective for it:
 // the embedding lookup reads this rank's vocabulary shard (token modulo the
 // shard), and the logits GEMM takes this rank's sequence shard repeated t
-// times instead of gathering the others'. ZeRO 3 keeps full weights between
-// its per-micro-batch all-gathers. Under ZeRO 2 and 3 no full-size gradient
-// buffer exists: gradients go through per-bucket buffers, reduce-scattered
-// into this rank's shard as soon as a micro-batch has written a bucket.
+// times instead of gathering the others'. Under ZeRO 2 and 3 no full-size
+// gradient buffer exists: gradients go through per-bucket buffers,
+// reduce-scattered into this rank's shard as soon as a micro-batch has
+// written a bucket. ZeRO 3 over d > 1 ranks also shards the weights (FSDP):
+// the buckets are the units (tables, layers), gathered one ahead of use in
+// each pass and freed after, so a rank holds 1/d of the weights plus at most
+// two units' full weights (docs/worker.md).
 //
 // Units: seconds, bytes, FLOPs (multiply-add = 2).
 // Thread-safety: one rank's thread (StepBackend's contract).
