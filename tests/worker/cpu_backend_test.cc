@@ -190,11 +190,6 @@ void ExpectScheduleCounts(const std::vector<RankResult>& results) {
   }
 }
 
-void RunAndCheck(const WorkerConfig& config, bool weights_identical);
-void RunAndCheck(const Plan& plan, bool weights_identical = true) {
-  RunAndCheck(TinyConfig(plan), weights_identical);
-}
-
 void RunAndCheck(const WorkerConfig& config, bool weights_identical) {
   ASSERT_TRUE(ValidateConfig(config).ok()) << ValidateConfig(config).ToString();
   const std::vector<RankResult> results = RunRanks(config, 3, milliseconds(30'000));
@@ -206,6 +201,10 @@ void RunAndCheck(const WorkerConfig& config, bool weights_identical) {
   ExpectReducedIsSum(config, results);
   if (weights_identical) ExpectDataParallelWeightsIdentical(config, results);
   ExpectScheduleCounts(results);
+}
+
+void RunAndCheck(const Plan& plan, bool weights_identical = true) {
+  RunAndCheck(TinyConfig(plan), weights_identical);
 }
 
 TEST(CpuBackendTest, FourDataParallelRanksSumGradients) { RunAndCheck({1, 1, 4, 0}); }

@@ -175,7 +175,6 @@ class StepExecutor::Impl {
   // and are reduce-scattered once the micro-batch has written all of them.
   // So at most two units' weights and one unit's gradients are unsharded
   // at a time, the planner's ZeRO-3 buffers (docs/worker.md).
-  bool Fsdp() const { return fsdp_; }
   size_t UnitOf(size_t offset) const;
   // The weights at flat offset `offset`: in `weights`, or (FSDP) in the
   // gathered copy of its unit, which the pass has gathered.
@@ -192,7 +191,7 @@ class StepExecutor::Impl {
   std::vector<size_t> PassUnits(int chunk, PassKind pass) const;
   // Before the i-th use of a pass: gathers order[i] unless held, and
   // order[i + 1] (one ahead). After it: frees order[i] unless the pass uses
-  // it again. Both do nothing unless Fsdp().
+  // it again. Both do nothing unless fsdp_.
   Status GatherAhead(const std::vector<size_t>& order, size_t i, PassKind pass);
   void ReleaseAfter(const std::vector<size_t>& order, size_t i);
   Status GatherUnit(size_t unit, PassKind pass);
@@ -904,12 +903,16 @@ Status StepExecutor::Impl::ReduceBucket(size_t bucket) {
   } else {
     // The schedule's entry for this bucket: the bucket-th "gradients"
     // (FSDP: the unit's share of them).
-    const Collective unit_entry =
-        UnitCollective("gradients", CollectiveKind::kReduceScatter, bucket);
-    const Collective* entry = fsdp_ ? &unit_entry : nullptr;
-    size_t seen = 0;
-    for (const Collective& c : schedule_->per_micro_batch_collectives) {
-      if (!fsdp_ && std::strcmp(c.name, "gradients") == 0 && seen++ == bucket) entry = &c;
+    Collective unit_entry;
+    const Collective* entry = nullptr;
+    if (fsdp_) {
+      unit_entry = UnitCollective("gradients", CollectiveKind::kReduceScatter, bucket);
+      entry = &unit_entry;
+    } else {
+      size_t seen = 0;
+      for (const Collective& c : schedule_->per_micro_batch_collectives) {
+        if (std::strcmp(c.name, "gradients") == 0 && seen++ == bucket) entry = &c;
+      }
     }
     const int dp = schedule_->coordinates.data_rank;
     const size_t count = b.shard_counts[static_cast<size_t>(dp)];
