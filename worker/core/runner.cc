@@ -102,12 +102,11 @@ StatusOr<AgreedResume> AgreeOnResumeStep(const WorkerConfig& c, int rank, TcpSto
 
 // When the ranks read the stop claim (runner.h, point 4): at every step
 // until `agree_at` (the second step of this process, the first one timed
-// without warm-up), then every `interval` steps, interval = about
-// kStopCheckSeconds of rank 0's measured step time, which rank 0 publishes
-// at `agree_at` and every rank reads there once. Reading the store at every
-// step would put one round trip to rank 0 per rank and step on the critical
-// path, which does not scale to thousands of ranks.
-constexpr double kStopCheckSeconds = 2.0;
+// without warm-up), then every `interval` steps (StopCheckIntervalSteps of
+// rank 0's measured step time), which rank 0 publishes at `agree_at` and
+// every rank reads there once. Reading the store at every step would put
+// one round trip to rank 0 per rank and step on the critical path, which
+// does not scale to thousands of ranks.
 constexpr char kStopIntervalKey[] = "runner/stop-interval";
 
 struct StopChecks {
@@ -123,11 +122,7 @@ struct StopChecks {
 Status AgreeOnStopInterval(const WorkerConfig& c, int rank, TcpStoreClient& store,
                            double rank0_step_seconds, StopChecks* checks) {
   if (rank == 0) {
-    const int64_t interval =
-        rank0_step_seconds > 0
-            ? std::clamp<int64_t>(static_cast<int64_t>(kStopCheckSeconds / rank0_step_seconds), 1,
-                                  1000)
-            : 1;
+    const int64_t interval = StopCheckIntervalSteps(rank0_step_seconds);
     RETURN_IF_ERROR(store.Set(kStopIntervalKey, std::to_string(interval)));
     checks->interval = interval;
     return Status::Ok();
@@ -181,9 +176,9 @@ Status SaveCheckpoint(const WorkerConfig& c, int rank, int64_t step, StepBackend
   RETURN_IF_ERROR(CheckpointStore(c.checkpoint_dir, rank).Save(state));
   const double seconds = SecondsSince(start);
   if (metrics) {
-    metrics->ObserveCheckpoint(seconds, std::chrono::duration<double>(
-                                            std::chrono::system_clock::now().time_since_epoch())
-                                            .count());
+    metrics->ObserveCheckpoint(
+        seconds,
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   }
   char fields[128];
   std::snprintf(fields, sizeof(fields), "event=checkpoint step=%lld seconds=%.3f",
@@ -227,6 +222,14 @@ int ExitCodeFor(const Status& status) {
   }
 }
 
+int64_t StopCheckIntervalSteps(double rank0_step_seconds) {
+  if (!(rank0_step_seconds > 0)) return 1;
+  const double steps = kStopCheckSeconds / rank0_step_seconds;
+  return steps >= static_cast<double>(kMaxStopCheckSteps)
+             ? kMaxStopCheckSteps
+             : std::max<int64_t>(1, static_cast<int64_t>(steps));
+}
+
 std::string PlanFingerprint(const WorkerConfig& c) {
   char buffer[256];
   std::snprintf(buffer, sizeof(buffer), "t%d p%d v%d d%d z%d b%d k%lld %s %s L%d h%d s%d V%d",
@@ -267,8 +270,7 @@ std::string DoneSummary(const WorkerConfig& c, const StepBackend& backend,
   std::snprintf(field, sizeof(field), " peak_memory_bytes=%.0f", backend.PeakMemoryBytes());
   out += field;
   if (c.predicted_memory_bytes) {
-    std::snprintf(field, sizeof(field), " predicted_memory_bytes=%.0f",
-                  *c.predicted_memory_bytes);
+    std::snprintf(field, sizeof(field), " predicted_memory_bytes=%.0f", *c.predicted_memory_bytes);
     out += field;
   }
   return out;
@@ -431,10 +433,10 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
       }
     }
   }
-  Log(c, rank, "event=done steps=" + std::to_string(step) + DoneSummary(c, *backend, options,
-                                                                  model_flops_per_rank,
-                                                                  measured_seconds_sum,
-                                                                  measured_steps));
+  Log(c, rank,
+      "event=done steps=" + std::to_string(step) +
+          DoneSummary(c, *backend, options, model_flops_per_rank, measured_seconds_sum,
+                      measured_steps));
   LeaveTogether(c, rank, store);
   return kExitSuccess;
 }

@@ -20,8 +20,9 @@
 //      on a stop request, each rank writes its checkpoint atomically.
 //   4. SIGTERM / SIGINT: ranks read the stop claim from the store at every
 //      step until the second step of the process, then only every N steps,
-//      N = about 2 s of rank 0's measured step time (published once through
-//      the store), so the store is not on every step's path. The rank that
+//      N = about 2 s of rank 0's measured step time, at most 100 steps
+//      (StopCheckIntervalSteps; published once through the store), so the
+//      store is not on every step's path. The rank that
 //      sees the signal first claims, at its next check (step s), a stop at
 //      the check after (no rank reaches it before finishing step s, which
 //      needs this rank's collectives, so no rank reads past the claim),
@@ -33,6 +34,7 @@
 #ifndef PACER_WORKER_CORE_RUNNER_H_
 #define PACER_WORKER_CORE_RUNNER_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -64,6 +66,17 @@ int ExitCodeFor(const Status& status);
 // A short, stable description of the plan, stored in checkpoints: buffers
 // are restored only into the same plan.
 std::string PlanFingerprint(const WorkerConfig& config);
+
+// Steps between reads of the stop claim (point 4 above) after rank 0's
+// step took `rank0_step_seconds`: about kStopCheckSeconds of steps, at least
+// 1 and at most kMaxStopCheckSteps. The cap is for short steps, whose time
+// is the noisiest under contention: a 3 ms sample would otherwise mean a
+// check every ~700 steps, and a 12-fold slowdown later would outlast a 25 s
+// termination grace period. 100 steps keep the store off the step path (one
+// round trip per 100 steps).
+inline constexpr double kStopCheckSeconds = 2.0;
+inline constexpr int64_t kMaxStopCheckSteps = 100;
+int64_t StopCheckIntervalSteps(double rank0_step_seconds);
 
 }  // namespace pacer::worker
 
