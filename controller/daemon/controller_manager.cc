@@ -78,6 +78,12 @@ struct ControllerManager::Impl {
   bool lost_leadership = false;
   std::atomic<bool> leading{false};
   std::atomic<bool> workers_started{false};
+  // StartWorkers runs on the leader elector's thread, StopWorkers on the
+  // one that calls Stop(): without this lock a stop during a start (its
+  // first scheduler pass takes a while) found no threads to join, and the
+  // start then created threads nobody joined: std::terminate at exit.
+  std::mutex workers_mu;
+  bool workers_stopped = false;  // guarded by workers_mu
 
   void Enqueue(const std::string& key) {
     queue->Add(key);
@@ -86,7 +92,8 @@ struct ControllerManager::Impl {
   }
 
   void StartWorkers() {
-    if (workers_started.exchange(true)) return;
+    std::lock_guard<std::mutex> workers_lock(workers_mu);
+    if (workers_stopped || workers_started.exchange(true)) return;
     Log(LogLevel::kInfo, "became the leader; starting reconcile workers",
         {{"workers", options.workers}});
     leading.store(true);
@@ -324,6 +331,8 @@ struct ControllerManager::Impl {
   }
 
   void StopWorkers() {
+    std::lock_guard<std::mutex> workers_lock(workers_mu);
+    workers_stopped = true;
     {
       std::lock_guard<std::mutex> lock(scheduler_mu);
       scheduler_stop = true;
