@@ -171,6 +171,16 @@ std::optional<ScheduledJob> ClusterScheduler::JobFromObject(const nlohmann::json
     job.current_gpus = state.layout->gpus();
     job.current_gpu_type = state.layout->gpu_type;
   }
+  // The scheduler's last decision, as the reconciler wrote it.
+  if (const nlohmann::json* schedule = status != nullptr ? Member(*status, "schedule") : nullptr) {
+    const nlohmann::json* gpus = Member(*schedule, "allocatedGpus");
+    std::string type = StringMember(schedule, "gpuType");  // a pool's catalog name, as written
+    if (gpus != nullptr && gpus->is_number_integer() && gpus->get<int64_t>() > 0 &&
+        gpus->get<int64_t>() < (int64_t{1} << 20) && !type.empty()) {
+      job.allocated_gpus = static_cast<int>(gpus->get<int64_t>());
+      job.allocated_gpu_type = std::move(type);
+    }
+  }
   for (const Condition& c : ParseConditions(status != nullptr ? *status : empty)) {
     if (c.type == kConditionAdmitted && c.status == kConditionTrue) job.admitted = true;
   }
@@ -244,6 +254,13 @@ StatusOr<sched::ThroughputCurve> ClusterScheduler::Curve(const ScheduledJob& job
                    sched::ThroughputCurve::Create(points, counts.back(), /*drop_past_peak=*/true));
   curves_[job.key] = CachedCurve{signature.str(), curve};
   return curve;
+}
+
+int ClusterScheduler::RememberedShare(const ScheduledJob& job, const std::string& gpu_type) const {
+  auto last = shares_.find(job.key);
+  if (last != shares_.end()) return last->second.first == gpu_type ? last->second.second : 0;
+  // A new leader: the share the previous one gave, as the status says.
+  return job.allocated_gpu_type == gpu_type ? job.allocated_gpus : 0;
 }
 
 StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
@@ -323,6 +340,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
     }
     std::vector<sched::SchedJob> sched_jobs;
     std::vector<const ScheduledJob*> scheduled;
+    std::vector<int> held_levels;  // by sched_jobs index: what the pods hold
     for (const ScheduledJob* job : members) {
       live.insert(job->key);
       // What its pods hold, not what its status says: the status lags the
@@ -347,10 +365,17 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
         s.deadline_seconds =
             static_cast<double>(*job->deadline_unix_seconds) - options_.deadline_guard_seconds;
       }
-      s.curve = *curve;
+      // Between two attempts of a resize or a relaunch (old pods stopped,
+      // new ones not yet bound) its pods hold less than its share, or
+      // nothing: the share the last pass gave it is still its own. Else a
+      // pass in that gap (any arrival triggers one) gives it to another job,
+      // and both relaunch again.
+      const int share = job->admitted ? RememberedShare(*job, type) : 0;
       // A count between the curve's levels (launched before the scheduler
       // ran) counts as the level below it.
-      s.current_gpus = held > 0 ? curve->FloorLevel(held) : 0;
+      held_levels.push_back(held > 0 ? curve->FloorLevel(held) : 0);
+      s.current_gpus = std::max(held, share) > 0 ? curve->FloorLevel(std::max(held, share)) : 0;
+      s.curve = *std::move(curve);
       s.admitted = job->admitted;
       auto reserved = reserved_.find(job->key);
       if (reserved != reserved_.end()) s.reservation = reserved->second;
@@ -358,6 +383,13 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       scheduled.push_back(job);
     }
     if (sched_jobs.empty()) continue;
+    // Shares are a hint for stickiness, never capacity: when they no longer
+    // fit the pool (a node gone), decide from what the pods hold.
+    int sized = 0;
+    for (const sched::SchedJob& s : sched_jobs) sized += s.current_gpus;
+    if (sized > capacity) {
+      for (size_t i = 0; i < sched_jobs.size(); ++i) sched_jobs[i].current_gpus = held_levels[i];
+    }
     ASSIGN_OR_RETURN(sched::ScheduleResult result,
                      sched::Schedule(sched_jobs, capacity, now, options));
     if (result.next_wakeup_seconds) {
@@ -391,6 +423,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
         }
       }
       reserved_[d.id] = d.reservation;
+      shares_[d.id] = {type, a.gpus};
       out[scheduled[i]->key] = a;
     }
   }
@@ -400,6 +433,9 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
   }
   for (auto it = curves_.begin(); it != curves_.end();) {
     it = live.count(it->first) ? std::next(it) : curves_.erase(it);
+  }
+  for (auto it = shares_.begin(); it != shares_.end();) {
+    it = live.count(it->first) ? std::next(it) : shares_.erase(it);
   }
   return out;
 }

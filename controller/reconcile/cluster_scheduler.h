@@ -128,7 +128,11 @@ struct ScheduledJob {
   // status.plan while it has workers: its type and its admission. What it
   // holds now, Pass reads from its pods (ClusterInventory::trainjob_gpus).
   int current_gpus = 0;
-  std::string current_gpu_type;      // catalog name, when current_gpus > 0
+  std::string current_gpu_type;  // catalog name, when current_gpus > 0
+  // status.schedule: the share a scheduler pass last gave it (a previous
+  // leader's, after a failover), when it gave GPUs of a catalog type.
+  int allocated_gpus = 0;
+  std::string allocated_gpu_type;    // its pool's catalog name, as written
   bool admitted = false;             // condition Admitted=True
   double step_time_ratio = 1.0;      // measured / predicted step time
   planner::Calibration calibration;  // status.calibration, as the reconciler plans with
@@ -167,8 +171,14 @@ class ClusterScheduler {
     sched::ThroughputCurve curve;
   };
 
+  // The share of `gpu_type` GPUs the last pass gave `job` (this
+  // scheduler's, else its status's), held while its pods are between two
+  // attempts.
+  int RememberedShare(const ScheduledJob& job, const std::string& gpu_type) const;
+
   ClusterSchedulerOptions options_;
   std::map<std::string, CachedCurve> curves_;                         // by job key
+  std::map<std::string, std::pair<std::string, int>> shares_;         // by job key: type, GPUs
   std::map<std::string, std::vector<sched::ReservedSpan>> reserved_;  // by job key
   std::optional<int64_t> next_wakeup_;
 };

@@ -239,6 +239,106 @@ TEST(ClusterSchedulerTest, WhatAJobHoldsIsWhatItsPodsHoldNotWhatItsStatusSays) {
   EXPECT_EQ(pass->at("team/next").gpus, 0);
 }
 
+// A resize relaunches a job: its old pods stop at a checkpoint, then its new
+// pods are created and wait to be bound to nodes. In between its pods hold
+// no GPU. A pass in that gap (another job's arrival triggers one) must not
+// take the job's share away: seen in the end-to-end test, where the early
+// job, just shrunk from 8 GPUs to 2, was stopped again and its 2 GPUs given
+// to the urgent job, which relaunched to grow from 6 to 8.
+TEST(ClusterSchedulerTest, AJobBetweenTwoAttemptsKeepsTheShareTheLastPassGaveIt) {
+  ClusterInventory inventory = H100Pool(1, 0);
+  Hold(inventory, "team/early", 8);
+  ClusterSchedulerOptions options;
+  options.decision_interval_seconds = 600;
+  ClusterScheduler scheduler(options);
+  ScheduledJob early = Read(SmallJob("early", 40e9, std::nullopt, "time"));
+  ScheduledJob tight = Read(SmallJob("tight", 3e9, std::nullopt));
+  tight.arrival_unix_seconds = kNow + 1;
+  const double early_at_8 = SecondsAt(scheduler, early, inventory, 8, early.remaining_steps);
+  const double tight_at_4 = SecondsAt(scheduler, tight, inventory, 4, tight.remaining_steps);
+  early.deadline_unix_seconds = kNow + static_cast<int64_t>(early_at_8 * 4);
+  early.current_gpus = 8;
+  early.current_gpu_type = "H100-SXM";
+  early.admitted = true;
+  // Four GPUs from within the next pass interval make it; two do not: a
+  // latest start 300 s from now, after the plan's headroom, the deadline
+  // guard and a relaunch.
+  ASSERT_GT(SecondsAt(scheduler, tight, inventory, 2, tight.remaining_steps), tight_at_4 * 1.5);
+  ASSERT_GT(tight_at_4, 1200);
+  tight.deadline_unix_seconds =
+      kNow + 2 +
+      static_cast<int64_t>(options.deadline_guard_seconds + tight_at_4 / 0.95 +
+                           options.constants.startup_seconds + 300);
+
+  StatusOr<std::map<std::string, Allocation>> pass =
+      scheduler.Pass({early, tight}, inventory, kNow + 2);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  const Allocation e = pass->at("team/early");
+  const Allocation t = pass->at("team/tight");
+  ASSERT_TRUE(t.admitted) << t.message;
+  ASSERT_GE(t.gpus, 4);
+  ASSERT_GT(e.gpus, 0) << "the early job keeps what the tight one leaves";
+  ASSERT_LT(e.gpus + t.gpus, 16);
+
+  // Both relaunch: the early job's 8-GPU pods have stopped, no new pod is
+  // bound yet (every GPU is free), and a third job arrives.
+  const ClusterInventory gap = H100Pool(1, 8);
+  tight.admitted = true;
+  early.current_gpus = 0;  // its status: stopped for the resize
+  ScheduledJob third = Read(SmallJob("third", 40e9, std::nullopt));
+  third.arrival_unix_seconds = kNow + 3;
+  third.deadline_unix_seconds = kNow + 60 * 60;
+  pass = scheduler.Pass({early, tight, third}, gap, kNow + 4);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_EQ(pass->at("team/early").gpus, e.gpus) << "no second relaunch of the early job";
+  EXPECT_EQ(pass->at("team/tight").gpus, t.gpus) << "no second relaunch of the tight job";
+  EXPECT_FALSE(pass->at("team/third").admitted);
+
+  // A new leader in that gap knows the shares from the jobs' status.schedule.
+  ClusterScheduler leader(options);
+  early.allocated_gpus = e.gpus;
+  early.allocated_gpu_type = "H100-SXM";
+  tight.allocated_gpus = t.gpus;
+  tight.allocated_gpu_type = "H100-SXM";
+  StatusOr<std::map<std::string, Allocation>> failover =
+      leader.Pass({early, tight, third}, gap, kNow + 4);
+  ASSERT_TRUE(failover.ok()) << failover.status().ToString();
+  EXPECT_EQ(failover->at("team/early").gpus, e.gpus);
+  EXPECT_EQ(failover->at("team/tight").gpus, t.gpus);
+
+  // Their new pods are bound: the same shares again.
+  ClusterInventory bound = H100Pool(1, 0);
+  Hold(bound, "team/early", e.gpus);
+  Hold(bound, "team/tight", t.gpus);
+  pass = scheduler.Pass({early, tight, third}, bound, kNow + 6);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_EQ(pass->at("team/early").gpus, e.gpus);
+  EXPECT_EQ(pass->at("team/tight").gpus, t.gpus);
+}
+
+// The remembered share is a hint for stickiness, never capacity: when the
+// pool has lost GPUs (a node gone), the shares of the last pass no longer
+// fit and the pass decides from what the pods hold.
+TEST(ClusterSchedulerTest, RememberedSharesThatNoLongerFitThePoolAreDropped) {
+  ClusterInventory two_nodes = H100Pool(2, 0);
+  Hold(two_nodes, "team/a", 8);
+  Hold(two_nodes, "team/b", 8);
+  ClusterScheduler scheduler({});
+  ScheduledJob a = Read(SmallJob("a", 40e9, std::nullopt, "time"));
+  ScheduledJob b = Read(SmallJob("b", 40e9, std::nullopt, "time"));
+  a.admitted = b.admitted = true;
+  b.arrival_unix_seconds = kNow + 1;
+  StatusOr<std::map<std::string, Allocation>> pass = scheduler.Pass({a, b}, two_nodes, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  ASSERT_EQ(pass->at("team/a").gpus + pass->at("team/b").gpus, 16);
+
+  // One node left, both jobs' pods gone with the other or stopped.
+  pass = scheduler.Pass({a, b}, H100Pool(1, 8), kNow + 1);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_LE(pass->at("team/a").gpus + pass->at("team/b").gpus, 8);
+  EXPECT_GT(pass->at("team/a").gpus + pass->at("team/b").gpus, 0);
+}
+
 TEST(ClusterSchedulerTest, TheCurveUsesWholeNodesBeyondOneAndTheMeasuredSpeed) {
   const ClusterInventory inventory = H100Pool(4, 32);
   ClusterScheduler scheduler({});
@@ -377,6 +477,24 @@ TEST(ClusterSchedulerTest, JobFromObjectReadsProgressHoldingsAndAdmissionFromSta
   ASSERT_TRUE(admitted.has_value());
   EXPECT_TRUE(admitted->admitted);
   EXPECT_EQ(admitted->current_gpus, 0);
+  EXPECT_EQ(admitted->allocated_gpus, 0) << "no pass has given it a share yet";
+
+  // The share a pass gave it (a previous leader's).
+  waiting["status"]["schedule"] = {
+      {"admitted", true}, {"allocatedGpus", 4}, {"gpuType", "H100-SXM"}};
+  admitted = ClusterScheduler::JobFromObject(waiting, kNow);
+  ASSERT_TRUE(admitted.has_value());
+  EXPECT_EQ(admitted->allocated_gpus, 4);
+  EXPECT_EQ(admitted->allocated_gpu_type, "H100-SXM");
+  for (const nlohmann::json& bad :
+       {nlohmann::json(-4), nlohmann::json(1e12), nlohmann::json("4")}) {
+    waiting["status"]["schedule"]["allocatedGpus"] = bad;
+    admitted = ClusterScheduler::JobFromObject(waiting, kNow);
+    ASSERT_TRUE(admitted.has_value()) << bad;
+    EXPECT_EQ(admitted->allocated_gpus, 0) << bad;
+  }
+  waiting["status"]["schedule"] = {{"allocatedGpus", 4}};
+  EXPECT_EQ(ClusterScheduler::JobFromObject(waiting, kNow)->allocated_gpus, 0) << "no type";
 }
 
 TEST(ClusterSchedulerTest, DeadlineOutcomesOfFinishedJobs) {
