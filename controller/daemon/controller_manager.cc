@@ -283,6 +283,7 @@ struct ControllerManager::Impl {
   }
 
   void RunSchedulerPass() {
+    if (options.scheduler_pass_hook) options.scheduler_pass_hook();
     const auto start = std::chrono::steady_clock::now();
     const int64_t now = SystemClock::Default().WallUnixSeconds();
     std::vector<ScheduledJob> jobs;

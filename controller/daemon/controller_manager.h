@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -50,6 +51,9 @@ struct ManagerOptions {
   // GPUs free when it arrives (first come, first served).
   bool cluster_scheduling = true;
   ClusterSchedulerOptions scheduler;
+  // For tests: called at the start of every scheduler pass, on the thread
+  // that runs it (the first on the one that became the leader).
+  std::function<void()> scheduler_pass_hook;
 };
 
 class ControllerManager {
