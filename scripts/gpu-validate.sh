@@ -60,6 +60,7 @@ run() {
     PACER_MICRO_BATCH_SIZE="$(jq -r .microBatchSize <<<"$plan")" \
     PACER_GRAD_ACCUM_STEPS="$(jq -r .gradientAccumulationSteps <<<"$plan")" \
     PACER_GLOBAL_BATCH_SIZE=8 PACER_ACTIVATION_CHECKPOINTING="$(jq -r .activationCheckpointing <<<"$plan")" \
+    PACER_ATTENTION_KERNEL="$(sed -n 's/^ *attention: *\([a-z]*\).*/\1/p' "$job" | head -1)" \
     PACER_PRECISION="$precision" PACER_TOTAL_STEPS="$steps" \
     PACER_PREDICTED_STEP_SECONDS="$(jq -r .predictedStepSeconds <<<"$plan")" \
     PACER_PREDICTED_MEMORY_BYTES="$(jq -r '.predictedMemoryGiB * 1073741824 | floor' <<<"$plan")" \
@@ -71,5 +72,7 @@ run tests/testdata/gpu/llama7b-shape-l8-h200.yaml bf16 8
 run tests/testdata/gpu/llama7b-shape-l8-h200.yaml fp8 3
 # Where the step's time goes, by operation kind (docs/worker.md).
 run tests/testdata/gpu/llama7b-shape-l8-h200.yaml bf16 8 PACER_GPU_OP_TIMES=1
+# The same shape with the tiled (fused) attention (docs/worker.md, "Attention").
+run tests/testdata/gpu/llama7b-shape-l8-fused-h200.yaml bf16 8 PACER_GPU_OP_TIMES=1
 # 6.7B parameters with AdamW need ~110 GiB: only on GPUs with more memory.
 if [ "$gpu_type" = H200 ]; then run tests/testdata/gpu/llama7b-shape-l32-h200.yaml bf16 5; fi

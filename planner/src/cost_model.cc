@@ -545,7 +545,7 @@ void EvaluateInto(const PoolContext& ctx, const Layout& l, Evaluation* out) {
 
   const double gbs = static_cast<double>(ctx.job->training.global_batch_size);
   out->model_flops_per_step = ctx.model_flops_per_sequence * gbs;
-  out->hardware_flops_per_step = HardwareFlopsPerSequence(m, l.recompute) * gbs;
+  out->hardware_flops_per_step = HardwareFlopsPerSequence(m, l.recompute, stack.attention) * gbs;
   out->mfu = out->model_flops_per_step /
              (st.step_seconds * gpus * ctx.gpu->PeakFlops(ctx.job->training.precision));
   out->gpu_hours = gpus * tot.total_seconds / 3600.0;

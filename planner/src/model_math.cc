@@ -54,16 +54,19 @@ double ModelFlopsPerSequence(const ModelSpec& m) {
   return 3.0 * (m.layers * LayerForwardFlopsPerSequence(m) + LogitsForwardFlopsPerSequence(m));
 }
 
-double HardwareFlopsPerSequence(const ModelSpec& m, Recompute recompute) {
-  double extra = 0;
+double HardwareFlopsPerSequence(const ModelSpec& m, Recompute recompute,
+                                AttentionKernel attention) {
+  const bool fused = attention == AttentionKernel::kFused;
+  // The fused backward recomputes Q K^T: half the core's forward.
+  double extra = fused ? m.layers * AttentionCoreForwardFlopsPerSequence(m) / 2 : 0;
   switch (recompute) {
     case Recompute::kNone:
       break;
     case Recompute::kSelective:
-      extra = m.layers * AttentionCoreForwardFlopsPerSequence(m);
+      if (!fused) extra += m.layers * AttentionCoreForwardFlopsPerSequence(m);
       break;
     case Recompute::kFull:
-      extra = m.layers * LayerForwardFlopsPerSequence(m);
+      extra += m.layers * LayerForwardFlopsPerSequence(m);
       break;
   }
   return ModelFlopsPerSequence(m) + extra;

@@ -79,10 +79,21 @@ TEST(ModelMathTest, MegatronFlopsFormulas) {
   const double model = 72 * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
   const double hardware = 96 * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h));
   EXPECT_NEAR(ModelFlopsPerSequence(m) / model, 1.0, 1e-12);
-  EXPECT_NEAR(HardwareFlopsPerSequence(m, Recompute::kFull) / hardware, 1.0, 1e-12);
-  EXPECT_GT(HardwareFlopsPerSequence(m, Recompute::kSelective), ModelFlopsPerSequence(m));
-  EXPECT_LT(HardwareFlopsPerSequence(m, Recompute::kSelective),
-            HardwareFlopsPerSequence(m, Recompute::kFull));
+  constexpr AttentionKernel kUnfused = AttentionKernel::kUnfused;
+  constexpr AttentionKernel kFused = AttentionKernel::kFused;
+  EXPECT_NEAR(HardwareFlopsPerSequence(m, Recompute::kFull, kUnfused) / hardware, 1.0, 1e-12);
+  EXPECT_GT(HardwareFlopsPerSequence(m, Recompute::kSelective, kUnfused), ModelFlopsPerSequence(m));
+  EXPECT_LT(HardwareFlopsPerSequence(m, Recompute::kSelective, kUnfused),
+            HardwareFlopsPerSequence(m, Recompute::kFull, kUnfused));
+  // A fused kernel's backward recomputes Q K^T (2 s^2 h per layer, the
+  // 4 B s^2 L h of the backward's scores); selective recomputes nothing more.
+  const double scores = 2 * s * s * h * L;
+  for (Recompute r : {Recompute::kNone, Recompute::kFull}) {
+    EXPECT_NEAR(HardwareFlopsPerSequence(m, r, kFused) - HardwareFlopsPerSequence(m, r, kUnfused),
+                scores, 1e-6 * scores);
+  }
+  EXPECT_NEAR(HardwareFlopsPerSequence(m, Recompute::kSelective, kFused),
+              ModelFlopsPerSequence(m) + scores, 1e-6 * scores);
 }
 
 TEST(ModelMathTest, SixNDWithPaLMAttentionTerm) {

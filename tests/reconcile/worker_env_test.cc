@@ -72,6 +72,7 @@ TEST(WorkerEnvTest, TheWorkerReadsBackThePlanOnEveryNode) {
     EXPECT_EQ(c->global_batch_size, 512);
     EXPECT_EQ(c->total_steps, launch.total_steps);
     EXPECT_EQ(c->recompute, planner::Recompute::kSelective);
+    EXPECT_EQ(c->attention, planner::AttentionKernel::kFused) << "the planner's default";
     EXPECT_EQ(c->model.kv_heads, 8);
     EXPECT_EQ(c->model.ffn_kind, planner::FfnKind::kSwiglu);
     EXPECT_EQ(c->checkpoint_dir, "/checkpoints");
@@ -85,6 +86,19 @@ TEST(WorkerEnvTest, TheWorkerReadsBackThePlanOnEveryNode) {
     EXPECT_EQ(env.at("PET_NNODES"), "2");
     EXPECT_EQ(env.at("PET_NPROC_PER_NODE"), "8");
   }
+}
+
+TEST(WorkerEnvTest, TheWorkerRunsThePlansAttentionKernel) {
+  LaunchSpec launch = TwoNodeLaunch();
+  launch.spec.training.stack.attention = planner::AttentionKernel::kUnfused;
+  const auto env = WorkerEnvironment(launch, 0, WorkerEnvOptions{});
+  EXPECT_EQ(env.at("PACER_ATTENTION_KERNEL"), "unfused");
+  StatusOr<worker::WorkerConfig> c = worker::ConfigFromEnvironment([&env](const char* name) {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->attention, planner::AttentionKernel::kUnfused);
 }
 
 TEST(WorkerEnvTest, TotalStepsRoundUpAndCheckpointIntervalFollowsThePlan) {

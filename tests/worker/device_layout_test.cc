@@ -67,40 +67,41 @@ TEST(DeviceLayoutTest, StateBytesAreThePlannersShardedState) {
 
 TEST(DeviceLayoutTest, ActivationBytesAreTheLayerBytesTimesLayersInFlight) {
   for (const PlanCase& pc : kCases) {
-    const WorkerConfig c =
-        TestPlan(pc.t, pc.p, pc.d, pc.v, pc.zero, pc.b, pc.k, pc.r, pc.precision);
-    auto s = BuildStepSchedule(c, 0);  // first stage
-    ASSERT_TRUE(s.ok());
-    auto plan = PlanDeviceMemory(c, *s);
-    ASSERT_TRUE(plan.ok());
-    const planner::MemoryBreakdown mem = PlannerMemory(c);
-    const double element_scale = plan->element_bytes / 2.0;
-    const double per_layer =
-        element_scale * planner::LayerActivationBytes(
-                            c.model, c.micro_batch_size, c.tensor_parallel, c.tensor_parallel > 1,
-                            c.recompute, planner::AttentionKernel::kUnfused);
-    // 1F1B: the first stage stashes min(p, k) micro-batches of its L / p layers.
-    const double layers_in_flight = static_cast<double>(std::min<int64_t>(pc.p, pc.k)) *
-                                    c.model.layers / pc.p *
-                                    (pc.v > 1 ? 1.0 + (pc.p - 1.0) / (pc.p * pc.v) : 1.0);
-    double want = per_layer * layers_in_flight;
-    if (c.recompute == Recompute::kFull) {
-      want += element_scale * planner::LayerActivationBytes(c.model, c.micro_batch_size,
-                                                            c.tensor_parallel,
-                                                            c.tensor_parallel > 1, Recompute::kNone,
-                                                            planner::AttentionKernel::kUnfused);
+    for (planner::AttentionKernel a :
+         {planner::AttentionKernel::kFused, planner::AttentionKernel::kUnfused}) {
+      WorkerConfig c = TestPlan(pc.t, pc.p, pc.d, pc.v, pc.zero, pc.b, pc.k, pc.r, pc.precision);
+      c.attention = a;
+      auto s = BuildStepSchedule(c, 0);  // first stage
+      ASSERT_TRUE(s.ok());
+      auto plan = PlanDeviceMemory(c, *s);
+      ASSERT_TRUE(plan.ok());
+      const planner::MemoryBreakdown mem = PlannerMemory(c);
+      const double element_scale = plan->element_bytes / 2.0;
+      const double per_layer = element_scale * planner::LayerActivationBytes(
+                                                   c.model, c.micro_batch_size, c.tensor_parallel,
+                                                   c.tensor_parallel > 1, c.recompute, c.attention);
+      // 1F1B: the first stage stashes min(p, k) micro-batches of its L / p layers.
+      const double layers_in_flight = static_cast<double>(std::min<int64_t>(pc.p, pc.k)) *
+                                      c.model.layers / pc.p *
+                                      (pc.v > 1 ? 1.0 + (pc.p - 1.0) / (pc.p * pc.v) : 1.0);
+      double want = per_layer * layers_in_flight;
+      if (c.recompute == Recompute::kFull) {
+        want += element_scale *
+                planner::LayerActivationBytes(c.model, c.micro_batch_size, c.tensor_parallel,
+                                              c.tensor_parallel > 1, Recompute::kNone, c.attention);
+      }
+      EXPECT_NEAR(plan->planned.activations_bytes / want, 1.0, 1e-12)
+          << pc.t << " " << pc.p << " " << pc.v;
+      // The planner reports the first stage's activations whenever they
+      // dominate; every case here is such a plan or a single stage.
+      if (pc.p == 1 || mem.logits_bytes == 0) {
+        EXPECT_NEAR(plan->planned.activations_bytes / mem.activations_bytes, 1.0, 1e-12);
+      }
+      // The stash holds no more than the planner counts (Korthikanti's 34 s b
+      // h also counts dropout masks; the backend keeps no dropout).
+      EXPECT_LE(plan->allocated.activations_bytes, plan->planned.activations_bytes * (1 + 1e-12));
+      EXPECT_GT(plan->allocated.activations_bytes, 0.5 * plan->planned.activations_bytes);
     }
-    EXPECT_NEAR(plan->planned.activations_bytes / want, 1.0, 1e-12)
-        << pc.t << " " << pc.p << " " << pc.v;
-    // The planner reports the first stage's activations whenever they
-    // dominate; every case here is such a plan or a single stage.
-    if (pc.p == 1 || mem.logits_bytes == 0) {
-      EXPECT_NEAR(plan->planned.activations_bytes / mem.activations_bytes, 1.0, 1e-12);
-    }
-    // The stash holds no more than the planner counts (Korthikanti's 34 s b
-    // h also counts dropout masks; the backend keeps no dropout).
-    EXPECT_LE(plan->allocated.activations_bytes, plan->planned.activations_bytes * (1 + 1e-12));
-    EXPECT_GT(plan->allocated.activations_bytes, 0.5 * plan->planned.activations_bytes);
   }
 }
 

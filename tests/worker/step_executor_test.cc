@@ -151,6 +151,13 @@ TEST(StepExecutorTest, GradientsMatchFiniteDifferencesSwigluGqaFullRecompute) {
       {1, 1, 1, 0, planner::Recompute::kFull, planner::FfnKind::kSwiglu, 2});
 }
 
+TEST(StepExecutorTest, GradientsMatchFiniteDifferencesUnfusedAttentionSelectiveRecompute) {
+  Plan plan;
+  plan.recompute = planner::Recompute::kSelective;
+  plan.attention = planner::AttentionKernel::kUnfused;
+  CheckGradientByFiniteDifferences(plan);
+}
+
 // Per rank after one step: the loss and the local gradients by matrix name.
 struct StageResult {
   double loss = 0;
@@ -175,6 +182,38 @@ std::vector<StageResult> OneStepByName(const WorkerConfig& config) {
     return Status::Ok();
   }));
   return results;
+}
+
+// The tiled (fused) attention is the unfused one computed in another order:
+// the same loss and gradients, for every recomputation policy, with
+// grouped-query attention.
+TEST(StepExecutorTest, FusedAndUnfusedAttentionGiveTheSameStep) {
+  for (planner::Recompute r :
+       {planner::Recompute::kNone, planner::Recompute::kSelective, planner::Recompute::kFull}) {
+    Plan plan;
+    plan.recompute = r;
+    plan.ffn = planner::FfnKind::kSwiglu;
+    plan.kv_heads = 2;
+    plan.attention = planner::AttentionKernel::kFused;
+    const std::vector<StageResult> fused = OneStepByName(TinyConfig(plan));
+    plan.attention = planner::AttentionKernel::kUnfused;
+    const std::vector<StageResult> unfused = OneStepByName(TinyConfig(plan));
+    ASSERT_EQ(fused.size(), 1u);
+    ASSERT_EQ(unfused.size(), 1u);
+    EXPECT_NEAR(fused[0].loss, unfused[0].loss, 1e-5 * std::fabs(unfused[0].loss));
+    ASSERT_EQ(fused[0].gradients.size(), unfused[0].gradients.size());
+    for (const auto& [name, g] : unfused[0].gradients) {
+      const std::vector<float>& f = fused[0].gradients.at(name);
+      ASSERT_EQ(f.size(), g.size()) << name;
+      double scale = 0;
+      for (float v : g) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+      ASSERT_GT(scale, 0) << name;
+      for (size_t i = 0; i < g.size(); ++i) {
+        ASSERT_NEAR(f[i], g[i], 1e-4 * scale)
+            << name << "[" << i << "] " << planner::RecomputeName(r);
+      }
+    }
+  }
 }
 
 TEST(StepExecutorTest, TwoPipelineStagesMatchOneStage) {

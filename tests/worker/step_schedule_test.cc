@@ -66,21 +66,28 @@ TEST(RankLayoutTest, TensorGroupsAreConsecutiveRanks) {
 }
 
 TEST(StepScheduleTest, GemmFlopsOverAllRanksEqualThePlannersHardwareFlops) {
-  for (planner::Recompute r :
-       {planner::Recompute::kNone, planner::Recompute::kSelective, planner::Recompute::kFull}) {
-    for (auto [t, p, d, v, b, k] : {std::tuple{1, 1, 4, 1, 2, 3}, {2, 2, 2, 1, 1, 4},
-                                    {4, 2, 1, 2, 2, 4}, {2, 4, 1, 2, 1, 8}}) {
-      const WorkerConfig c = TestPlan(t, p, d, v, 1, b, k, r);
-      double total = 0;
-      for (int rank = 0; rank < c.world_size; ++rank) {
-        auto s = BuildStepSchedule(c, rank);
-        ASSERT_TRUE(s.ok()) << s.status().ToString();
-        total += s->GemmFlopsPerStep();
+  for (planner::AttentionKernel a :
+       {planner::AttentionKernel::kFused, planner::AttentionKernel::kUnfused}) {
+    for (planner::Recompute r :
+         {planner::Recompute::kNone, planner::Recompute::kSelective, planner::Recompute::kFull}) {
+      for (auto [t, p, d, v, b, k] : {std::tuple{1, 1, 4, 1, 2, 3},
+                                      {2, 2, 2, 1, 1, 4},
+                                      {4, 2, 1, 2, 2, 4},
+                                      {2, 4, 1, 2, 1, 8}}) {
+        WorkerConfig c = TestPlan(t, p, d, v, 1, b, k, r);
+        c.attention = a;
+        double total = 0;
+        for (int rank = 0; rank < c.world_size; ++rank) {
+          auto s = BuildStepSchedule(c, rank);
+          ASSERT_TRUE(s.ok()) << s.status().ToString();
+          total += s->GemmFlopsPerStep();
+        }
+        const double expected = planner::HardwareFlopsPerSequence(c.model, r, a) *
+                                static_cast<double>(c.global_batch_size);
+        EXPECT_NEAR(total / expected, 1.0, 1e-12)
+            << planner::AttentionKernelName(a) << " " << planner::RecomputeName(r) << " t" << t
+            << " p" << p << " d" << d << " v" << v;
       }
-      const double expected = planner::HardwareFlopsPerSequence(c.model, r) *
-                              static_cast<double>(c.global_batch_size);
-      EXPECT_NEAR(total / expected, 1.0, 1e-12)
-          << planner::RecomputeName(r) << " t" << t << " p" << p << " d" << d << " v" << v;
     }
   }
 }
@@ -95,7 +102,7 @@ TEST(StepScheduleTest, TensorParallelBytesMatchThePlannersCollectiveCount) {
     const WorkerConfig c = TestPlan(4, 2, 1, 1, 0, 2, 4, r);
     auto s = BuildStepSchedule(c, 0);
     ASSERT_TRUE(s.ok());
-    const double message = 2.0 * 512 * 1024 * 2;  // b s h x 2 bytes
+    const double message = 2.0 * 512 * 1024 * 2;             // b s h x 2 bytes
     const double per_layer = count * 2 * 3.0 / 4 * message;  // ring: 2(n-1)/n S each
     const double layers = 16.0 / 2;
     EXPECT_NEAR(s->BusBytesPerStep(Group::kTensor), 4 * layers * per_layer, 1e-6);

@@ -53,7 +53,7 @@ inline planner::MemoryBreakdown PlannerMemory(const WorkerConfig& c) {
   job.training.global_batch_size = c.global_batch_size;
   job.training.precision = c.precision;
   job.training.optimizer = c.optimizer;
-  job.training.stack.attention = planner::AttentionKernel::kUnfused;  // as the worker runs
+  job.training.stack.attention = c.attention;
   planner::Layout layout;
   layout.tensor_parallel = c.tensor_parallel;
   layout.pipeline_parallel = c.pipeline_parallel;
@@ -77,6 +77,7 @@ struct Plan {
   planner::Recompute recompute = planner::Recompute::kNone;
   planner::FfnKind ffn = planner::FfnKind::kGelu;
   int kv_heads = 4;
+  planner::AttentionKernel attention = planner::AttentionKernel::kFused;
 };
 
 inline WorkerConfig TinyConfig(const Plan& plan) {
@@ -92,6 +93,7 @@ inline WorkerConfig TinyConfig(const Plan& plan) {
   c.gradient_accumulation_steps = 2;
   c.global_batch_size = 2 * 2 * plan.d;
   c.recompute = plan.recompute;
+  c.attention = plan.attention;
   c.precision = planner::Precision::kBf16;
   c.model.layers = 2;
   c.model.hidden_size = 32;

@@ -37,6 +37,7 @@ WorkerConfig ExampleConfig() {
   c.total_steps = 1000;
   c.precision = planner::Precision::kBf16;
   c.recompute = planner::Recompute::kSelective;
+  c.attention = planner::AttentionKernel::kUnfused;  // not the default: the round trip carries it
   c.model.layers = 32;
   c.model.hidden_size = 4096;
   c.model.attention_heads = 32;
@@ -70,6 +71,7 @@ TEST(WorkerConfigTest, EnvironmentRoundTrips) {
   EXPECT_EQ(parsed->virtual_stages, 2);
   EXPECT_EQ(parsed->gradient_accumulation_steps, 8);
   EXPECT_EQ(parsed->recompute, planner::Recompute::kSelective);
+  EXPECT_EQ(parsed->attention, planner::AttentionKernel::kUnfused);
   EXPECT_EQ(parsed->model.kv_heads, 8);
   EXPECT_EQ(parsed->model.ffn_kind, planner::FfnKind::kSwiglu);
   EXPECT_EQ(parsed->backend, Backend::kGpu);
@@ -99,6 +101,7 @@ TEST(WorkerConfigTest, ErrorsNameTheVariable) {
       {"PACER_ZERO_STAGE", "4", "PACER_ZERO_STAGE: must be in [0, 3], got \"4\""},
       {"PACER_PRECISION", "bf32", "PACER_PRECISION: must be one of fp32, tf32, fp16, bf16, fp8"},
       {"PACER_BACKEND", "tpu", "PACER_BACKEND: must be one of auto, cpu, gpu"},
+      {"PACER_ATTENTION_KERNEL", "flash", "PACER_ATTENTION_KERNEL: must be one of fused, unfused"},
       {"MASTER_PORT", "70000", "MASTER_PORT: must be in [1, 65535]"},
       {"PACER_SCALE", "2", "PACER_SCALE: must be a number in"},
       {"PACER_GLOBAL_BATCH_SIZE", "65", "PACER_GLOBAL_BATCH_SIZE: must equal micro-batch x"},

@@ -1,7 +1,8 @@
 // Device: what the step executor (step_executor.h) needs from the hardware
 // under one rank, and nothing else: allocation with a per-class byte
-// tracker, copies, the GEMMs (attention's batched GEMMs as one call), the
-// elementwise kernels of a transformer layer, the collectives of the
+// tracker, copies, the GEMMs (an unfused attention's batched GEMMs as one
+// call; batched GEMMs and the softmax for the tiled one), the elementwise
+// kernels of a transformer layer, the collectives of the
 // tensor-, data- and pipeline-parallel groups, and counters for the FLOPs
 // issued and the time spent inside collectives. The orchestration of a step
 // (the pipeline walk, gradient buckets, ZeRO staging, activation slots,
@@ -138,8 +139,9 @@ class Device {
   // Scores (Q K^T), causal-free row softmax scaled by 1/sqrt(head_dim), and
   // context (P V) for every pair of `shape`: the two batched GEMMs and the
   // softmax. `probs` (AttentionStashElements(shape) elements) keeps P for
-  // the backward pass in the device's own format: the interface is that of
-  // an unfused kernel (the s x s matrix is stored; both devices do). The
+  // the backward pass in the device's own format: the interface of an
+  // unfused kernel (the s x s matrix is stored), for a plan with
+  // `attention: unfused`; a fused plan runs tiled_attention.h instead. The
   // GEMMs count in the FLOP counter.
   virtual Status AttentionForward(const AttentionShape& shape, const float* qkv, float* probs,
                                   float* ctx) = 0;
@@ -151,6 +153,23 @@ class Device {
   virtual size_t AttentionStashElements(const AttentionShape& shape) const {
     return static_cast<size_t>(shape.ProbsElements());
   }
+
+  // --- The pieces of the tiled (fused) attention, which the executor runs
+  // for a plan with a fused attention kernel (tiled_attention.h): one code
+  // over every device, storing no s x s matrix.
+  // C_i = alpha op(A_i) op(B_i) + beta C_i for i < batch, where X_i = x +
+  // i * stride_x (row-major as Gemm). The items may run concurrently, so
+  // no two may write the same C elements. Counts in the FLOP counter.
+  virtual Status BatchedGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                             float alpha, const float* a, int64_t lda, int64_t stride_a,
+                             const float* b, int64_t ldb, int64_t stride_b, float beta, float* c,
+                             int64_t ldc, int64_t stride_c, int64_t batch) = 0;
+  // x = softmax(scale * x) over each of `rows` rows of `cols`, in place.
+  virtual Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale) = 0;
+  // dp = scale * p * (dp - rowsum(dp * p)), in place over dp: the scores'
+  // gradient from the probabilities' (p = SoftmaxRows' output).
+  virtual Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols,
+                                 float scale) = 0;
 
   // --- Elementwise kernels (cpu_kernels.h documents the arithmetic).
   virtual Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y,

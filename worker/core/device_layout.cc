@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/tiled_attention.h"
 #include "pacer/planner/cost_model.h"
 
 namespace pacer::worker {
@@ -25,12 +26,15 @@ Status CheckDivisible(int64_t value, int64_t by, const char* what) {
                               std::to_string(by));
 }
 
-LayerStashLayout StashFor(const LayerDims& d, Recompute recompute) {
+LayerStashLayout StashFor(const LayerDims& d, Recompute recompute,
+                          planner::AttentionKernel attention) {
   LayerStashLayout s;
   s.input_elements = d.local_tokens * d.hidden;
   if (recompute == Recompute::kFull) return s;  // the layer re-runs from its input
   s.keeps_everything = true;
-  s.keeps_probabilities = recompute == Recompute::kNone;
+  // A fused kernel stores no probabilities (its backward recomputes them).
+  s.keeps_probabilities =
+      recompute == Recompute::kNone && attention == planner::AttentionKernel::kUnfused;
   s.attention_norm_elements = d.local_tokens * d.hidden;
   s.qkv_elements = d.tokens * d.qkv_width;
   if (s.keeps_probabilities) s.probabilities_elements = d.batch * d.heads * d.sequence * d.sequence;
@@ -123,7 +127,7 @@ StatusOr<DeviceMemoryPlan> PlanDeviceMemory(const WorkerConfig& c, const StepSch
   p.shard_elements = p.padded_elements / dp;
 
   // Activations.
-  plan.stash = StashFor(d, c.recompute);
+  plan.stash = StashFor(d, c.recompute, c.attention);
   plan.slots_in_flight = MaxSlotsInFlight(s.pipeline);
   const int64_t stashed_layers = static_cast<int64_t>(plan.slots_in_flight) * s.layers_per_chunk;
 
@@ -131,7 +135,12 @@ StatusOr<DeviceMemoryPlan> PlanDeviceMemory(const WorkerConfig& c, const StepSch
   auto& w = plan.workspace_elements;
   const int64_t th = d.tokens * d.hidden, lh = d.local_tokens * d.hidden;
   const int64_t context = d.tokens * d.heads * d.head_dim;
-  const int64_t probabilities = d.batch * d.heads * d.sequence * d.sequence;
+  // Unfused: whole s x s matrices; fused: one tile of query rows (P and dP).
+  const int64_t probabilities =
+      d.batch * d.heads * d.sequence *
+      (c.attention == planner::AttentionKernel::kFused
+           ? std::min<int64_t>(d.sequence, TiledAttentionOptions{}.tile_rows)
+           : d.sequence);
   w.emplace_back("gathered", th);
   w.emplace_back("partial", th);
   w.emplace_back("chunk_output", lh);
@@ -139,8 +148,9 @@ StatusOr<DeviceMemoryPlan> PlanDeviceMemory(const WorkerConfig& c, const StepSch
     // The recomputed forward keeps both gathered inputs (no re-gather in
     // backward) and one layer's full activations.
     w.emplace_back("gathered_mlp", th);
-    w.emplace_back("recompute_stash", StashFor(d, Recompute::kNone).total_elements());
-  } else if (c.recompute == Recompute::kSelective) {
+    w.emplace_back("recompute_stash", StashFor(d, Recompute::kNone, c.attention).total_elements());
+  } else if (c.recompute == Recompute::kSelective ||
+             c.attention == planner::AttentionKernel::kFused) {
     w.emplace_back("probabilities", probabilities);
   }
   w.emplace_back("grad_probabilities", probabilities);
@@ -172,15 +182,14 @@ StatusOr<DeviceMemoryPlan> PlanDeviceMemory(const WorkerConfig& c, const StepSch
   const bool sp = t > 1;
   plan.planned.activations_bytes =
       element_scale *
-      // This worker's step stores the score matrix (an unfused kernel).
+      // The score matrix is stored only under an unfused kernel.
       planner::LayerActivationBytes(m, c.micro_batch_size, c.tensor_parallel, sp, c.recompute,
-                                    planner::AttentionKernel::kUnfused) *
+                                    c.attention) *
       static_cast<double>(stashed_layers);
   if (c.recompute == Recompute::kFull) {
     plan.planned.activations_bytes +=
         element_scale * planner::LayerActivationBytes(m, c.micro_batch_size, c.tensor_parallel, sp,
-                                                      Recompute::kNone,
-                                                      planner::AttentionKernel::kUnfused);
+                                                      Recompute::kNone, c.attention);
   }
   const double logits_elements = static_cast<double>(d.tokens) * static_cast<double>(d.vocab);
   plan.planned.logits_bytes = s.holds_logits ? logits_elements * (e + 4.0) : 0;
@@ -202,8 +211,9 @@ StatusOr<DeviceMemoryPlan> PlanDeviceMemory(const WorkerConfig& c, const StepSch
     workspace += static_cast<double>(e) * static_cast<double>(elements);
   if (c.recompute == Recompute::kFull) {
     // The planner counts this one layer as activations; so does `allocated`.
-    const double one_layer = static_cast<double>(e) *
-                             static_cast<double>(StashFor(d, Recompute::kNone).total_elements());
+    const double one_layer =
+        static_cast<double>(e) *
+        static_cast<double>(StashFor(d, Recompute::kNone, c.attention).total_elements());
     workspace -= one_layer;
     plan.allocated.activations_bytes += one_layer;
   }

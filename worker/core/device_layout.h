@@ -23,8 +23,8 @@
 // allocates by PlanDeviceMemory any more: the executor allocates fp32
 // buffers through the device's MemoryTracker, which is what a step's peak
 // reports. PlanDeviceMemory stays, with its test, as the planner cross-check
-// of the unfused-attention activation formula until the executor's tracker
-// is compared with PredictMemory on a GPU.
+// of the activation formula (of the plan's attention kernel) until the
+// executor's tracker is compared with PredictMemory on a GPU.
 //
 // Units: `_elements` count tensor elements, `_bytes` are bytes. Tensor-
 // parallel runs use sequence parallelism (as BuildStepSchedule does): the

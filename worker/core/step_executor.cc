@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/hash_keys.h"
+#include "core/tiled_attention.h"
 
 namespace pacer::worker {
 namespace {
@@ -124,8 +125,10 @@ class StepExecutor::Impl {
     *b = Activation();
     return b->Assign(n, fill);
   }
-  // Scores, softmax and context into st->probs and st->ctx.
+  // The context into st->ctx; unfused, the probabilities into st->probs
+  // (fused: tiled_attention.h, nothing stored besides the context).
   Status Attention(LayerStash* st);
+  bool fused() const { return config_->attention == planner::AttentionKernel::kFused; }
   Status Forward(int mb, int chunk, int64_t step);
   Status Backward(int mb, int chunk, int64_t step);
   Status LayerForward(int layer, const float* x_in, float* x_out, LayerStash* st, Pass pass);
@@ -522,12 +525,15 @@ void StepExecutor::Impl::ReleaseAfter(const std::vector<size_t>& order, size_t i
 }
 
 Status StepExecutor::Impl::Attention(LayerStash* st) {
-  RETURN_IF_ERROR(Act(&st->probs, dev_->AttentionStashElements(attention_), Fill::kUndefined));
+  if (!fused()) {
+    RETURN_IF_ERROR(Act(&st->probs, dev_->AttentionStashElements(attention_), Fill::kUndefined));
+  }
   // The context GEMM writes head_batches blocks; the projection reads
   // tokens x proj_in of them (the same elements unless GQA pads).
   RETURN_IF_ERROR(Act(
       &st->ctx, Size(std::max(tokens_ * proj_in_,
                               attention_.head_batches * attention_.seq * attention_.head_dim))));
+  if (fused()) return TiledAttentionForward(dev_, attention_, st->qkv.data(), st->ctx.data());
   return dev_->AttentionForward(attention_, st->qkv.data(), st->probs.data(), st->ctx.data());
 }
 
@@ -583,11 +589,12 @@ Status StepExecutor::Impl::LayerForward(int layer, const float* x_in, float* x_o
 
   if (keep_full) return Status::Ok();
   // What the recompute policy drops: the gathered inputs always (backward
-  // regathers them), the attention core under selective, all but the
-  // layer's input under full.
+  // regathers them), the attention core under selective (a fused kernel
+  // stores no scores: nothing to drop), all but the layer's input under
+  // full.
   st->n1_full.Clear();
   st->n2_full.Clear();
-  if (recompute == planner::Recompute::kSelective) {
+  if (recompute == planner::Recompute::kSelective && !fused()) {
     st->probs.Clear();
     st->ctx.Clear();
   } else if (recompute == planner::Recompute::kFull) {
@@ -613,7 +620,7 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
     DeviceBuffer out;
     RETURN_IF_ERROR(Act(&out, shard));
     RETURN_IF_ERROR(LayerForward(layer, x.data(), out.data(), st, Pass::kRecompute));
-  } else if (recompute == planner::Recompute::kSelective) {
+  } else if (recompute == planner::Recompute::kSelective && !fused()) {
     RETURN_IF_ERROR(Attention(st));
   }
 
@@ -678,8 +685,13 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   }
   DeviceBuffer dqkv;
   RETURN_IF_ERROR(Act(&dqkv, st->qkv.size()));
-  RETURN_IF_ERROR(dev_->AttentionBackward(attention_, st->qkv.data(), st->probs.data(), dctx.data(),
-                                          dqkv.data()));
+  if (fused()) {
+    RETURN_IF_ERROR(
+        TiledAttentionBackward(dev_, attention_, st->qkv.data(), dctx.data(), dqkv.data()));
+  } else {
+    RETURN_IF_ERROR(dev_->AttentionBackward(attention_, st->qkv.data(), st->probs.data(),
+                                            dctx.data(), dqkv.data()));
+  }
   dctx.Clear();
   if (st->n1_full.size() == 0) {
     RETURN_IF_ERROR(TpAllGather(Find(tp, "attention-in-regather"), st->n1.data(), &st->n1_full));

@@ -214,12 +214,16 @@ StatusOr<StepSchedule> BuildStepSchedule(const WorkerConfig& c, int global_rank)
   s.micro_batches = c.gradient_accumulation_steps;
 
   s.layer.forward_gemms = planner::LayerForwardGemms(m, c.micro_batch_size, t);
+  const auto core = planner::AttentionCoreGemms(m, c.micro_batch_size, t);
+  const bool fused = c.attention == planner::AttentionKernel::kFused;
   if (c.recompute == Recompute::kFull) {
     s.layer.recompute_gemms.assign(s.layer.forward_gemms.begin(), s.layer.forward_gemms.end());
-  } else if (c.recompute == Recompute::kSelective) {
-    const auto core = planner::AttentionCoreGemms(m, c.micro_batch_size, t);
+  } else if (c.recompute == Recompute::kSelective && !fused) {
+    // (A fused kernel stores no scores for selective recomputation to drop.)
     s.layer.recompute_gemms.assign(core.begin(), core.end());
   }
+  // A fused kernel's backward recomputes the scores (Q K^T) it never stored.
+  if (fused) s.layer.recompute_gemms.push_back(core[0]);
   AddTensorParallelCollectives(c, &s.layer);
   s.logits = planner::LogitsGemm(m, c.micro_batch_size, t);
   s.pipeline = OneForwardOneBackward(s.coordinates.pipeline_rank, p, s.micro_batches, v);

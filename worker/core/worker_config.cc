@@ -129,6 +129,9 @@ StatusOr<WorkerConfig> ConfigFromEnvironment(const EnvLookup& getenv) {
   RETURN_IF_ERROR(ReadEnum(getenv, "PACER_ACTIVATION_CHECKPOINTING",
                            {Recompute::kNone, Recompute::kSelective, Recompute::kFull},
                            planner::RecomputeName, &c.recompute));
+  RETURN_IF_ERROR(ReadEnum(getenv, "PACER_ATTENTION_KERNEL",
+                           {planner::AttentionKernel::kFused, planner::AttentionKernel::kUnfused},
+                           planner::AttentionKernelName, &c.attention));
 
   planner::ModelSpec& m = c.model;
   m.layers = 2;
@@ -288,6 +291,7 @@ std::map<std::string, std::string> EnvironmentForConfig(const WorkerConfig& c) {
   set("PACER_PRECISION", planner::PrecisionName(c.precision));
   set("PACER_OPTIMIZER", planner::OptimizerName(c.optimizer));
   set("PACER_ACTIVATION_CHECKPOINTING", planner::RecomputeName(c.recompute));
+  set("PACER_ATTENTION_KERNEL", planner::AttentionKernelName(c.attention));
   set("PACER_MODEL_LAYERS", std::to_string(c.model.layers));
   set("PACER_MODEL_HIDDEN_SIZE", std::to_string(c.model.hidden_size));
   set("PACER_MODEL_ATTENTION_HEADS", std::to_string(c.model.attention_heads));

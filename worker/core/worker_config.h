@@ -10,7 +10,7 @@
 //   PACER_TENSOR_PARALLEL PACER_PIPELINE_PARALLEL PACER_DATA_PARALLEL
 //   PACER_VIRTUAL_STAGES PACER_ZERO_STAGE PACER_MICRO_BATCH_SIZE
 //   PACER_GRAD_ACCUM_STEPS PACER_GLOBAL_BATCH_SIZE PACER_TOTAL_STEPS
-//   PACER_PRECISION PACER_OPTIMIZER PACER_ACTIVATION_CHECKPOINTING
+//   PACER_PRECISION PACER_OPTIMIZER PACER_ACTIVATION_CHECKPOINTING PACER_ATTENTION_KERNEL
 //   PACER_MODEL_LAYERS PACER_MODEL_HIDDEN_SIZE PACER_MODEL_ATTENTION_HEADS
 //   PACER_MODEL_KV_HEADS PACER_MODEL_FFN_HIDDEN_SIZE PACER_MODEL_FFN_KIND
 //   PACER_MODEL_VOCAB_SIZE PACER_SEQUENCE_LENGTH
@@ -64,6 +64,9 @@ struct WorkerConfig {
   planner::Precision precision = planner::Precision::kBf16;
   planner::Optimizer optimizer = planner::Optimizer::kAdamW;
   planner::Recompute recompute = planner::Recompute::kNone;
+  // The plan's attention kernel (spec.training.stack.attention): fused
+  // stores no score matrix and recomputes the scores in the backward pass.
+  planner::AttentionKernel attention = planner::AttentionKernel::kFused;
   planner::ModelSpec model;
 
   // Where and how.
@@ -72,7 +75,7 @@ struct WorkerConfig {
   int metrics_port = 9400;                // 0 = pick a free port
   std::string job_name = "local";
   std::string job_namespace = "default";
-  std::string gpu_type;                   // catalog name, "" = unknown (CPU)
+  std::string gpu_type;  // catalog name, "" = unknown (CPU)
   Backend backend = Backend::kAuto;
   // Shrinks the model for CPU runs (hidden size, FFN and sequence length
   // scale by it, layers by sqrt of it); 1 = the planned size. The metrics

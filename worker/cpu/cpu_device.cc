@@ -65,8 +65,7 @@ class CpuDevice final : public Device {
     }
     // Undefined memory is NaN here, so a read before the caller's write
     // poisons the loss and the gradients that the tests check.
-    std::fill_n(p, elements,
-                fill == Fill::kZeros ? 0.0f : std::numeric_limits<float>::quiet_NaN());
+    std::fill_n(p, elements, fill == Fill::kZeros ? 0.0f : std::numeric_limits<float>::quiet_NaN());
     return p;
   }
   void Free(float* p, size_t) override { delete[] p; }
@@ -130,6 +129,29 @@ class CpuDevice final : public Device {
       Sgemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, dp.data(), s.seq, qkv + o.q, s.head_dim,
             1.0f, dqkv + o.k, s.head_dim, &counters_.gemm_flops);
     }
+    return Status::Ok();
+  }
+
+  Status BatchedGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+                     int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
+                     int64_t batch) override {
+    if (batch > 1 && stride_c == 0) {
+      return InternalError("a batched GEMM writes the same output block twice");
+    }
+    for (int64_t i = 0; i < batch; ++i) {
+      Sgemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+            c + i * stride_c, ldc, &counters_.gemm_flops);
+    }
+    return Status::Ok();
+  }
+  Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale) override {
+    SoftmaxRowsInPlace(x, rows, cols, scale);
+    return Status::Ok();
+  }
+  Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols,
+                         float scale) override {
+    SoftmaxBackwardInPlace(p, dp, rows, cols, scale);
     return Status::Ok();
   }
 

@@ -270,7 +270,7 @@ class GpuDevice final : public Device {
     }
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
     RETURN_IF_ERROR(TimedOp(
-        kOpSoftmax, [&] { return SoftmaxRows(probs, s.head_batches * s.seq, s.seq, scale, compute_); }));
+        kOpSoftmax, [&] { return gpu::SoftmaxRows(probs, s.head_batches * s.seq, s.seq, scale, compute_); }));
     for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
       const int64_t count = std::min(round, s.head_batches - i0);
       const KeyValue kv = KeyValueOf(s, i0);
@@ -299,7 +299,7 @@ class GpuDevice final : public Device {
                                       s.head_dim, block, qkv + kv.v, s.head_dim, kv.stride, 0.0f,
                                       dp, s.seq, ss, count));
           RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-            return SoftmaxBackward(p, dp, count * s.seq, s.seq, scale, compute_);
+            return gpu::SoftmaxBackward(p, dp, count * s.seq, s.seq, scale, compute_);
           }));
           // scores = Q K^T: dQ += dS K, dK += dS^T Q.
           RETURN_IF_ERROR(StridedGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, dp, s.seq, ss,
@@ -309,6 +309,28 @@ class GpuDevice final : public Device {
                              qkv + i0 * block, s.head_dim, block, 1.0f, dqkv + kv.k, s.head_dim,
                              kv.stride, count);
         });
+  }
+
+  // --- The tiled attention's pieces (the executor's tiled_attention.h).
+  Status BatchedGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+                     int64_t stride_b, float beta, float* c, int64_t ldc, int64_t stride_c,
+                     int64_t batch) override {
+    if (batch > 1 && stride_c == 0) {
+      return InternalError(GpuErrorWhere(__FILE__, __LINE__) +
+                           ": a batched GEMM writes the same output block twice");
+    }
+    const AttentionScope scope(this);  // only attention batches its GEMMs
+    return StridedGemm(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
+                       c, ldc, stride_c, batch);
+  }
+  Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale) override {
+    return TimedOp(kOpSoftmax, [&] { return gpu::SoftmaxRows(x, rows, cols, scale, compute_); });
+  }
+  Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols,
+                         float scale) override {
+    return TimedOp(kOpSoftmax,
+                   [&] { return gpu::SoftmaxBackward(p, dp, rows, cols, scale, compute_); });
   }
 
   // --- Elementwise kernels.

@@ -34,8 +34,11 @@
 // planner predicts for them, and its weights 6 bytes per parameter (fp32 +
 // the bf16 copy) where the planner counts 2 (docs/worker.md).
 
-// Attention is unfused: AttentionForward stores the s x s probabilities of
-// every (sequence, head) pair, as the executor's stash expects (in bf16
+// Attention: a fused plan runs the executor's tiled attention
+// (core/tiled_attention.h) over BatchedGemm (cuBLAS strided-batched) and the
+// softmax kernels; an unfused plan runs AttentionForward, which stores the
+// s x s probabilities of every (sequence, head) pair, as the executor's
+// stash expects (in bf16
 // under a bf16 plan: AttentionStashElements is half the fp32 count, and
 // the softmax and the GEMMs that read P or dS work on bf16 directly), and
 // the backward pass takes a dP (and, for bf16, dS) scratch of at most

@@ -37,8 +37,13 @@ double AttentionCoreForwardFlopsPerSequence(const ModelSpec& m);
 // independent of recomputation: what MFU divides by.
 double ModelFlopsPerSequence(const ModelSpec& m);
 // Hardware FLOPs per sequence: model FLOPs plus what `recompute` re-executes
-// (full: one more forward of every layer; selective: the attention core).
-double HardwareFlopsPerSequence(const ModelSpec& m, Recompute recompute);
+// (full: one more forward of every layer; selective: the attention core),
+// plus, with a fused attention kernel, the scores (Q K^T, 2 s^2 h per
+// layer) that its backward pass recomputes instead of storing. Under a
+// fused kernel selective recomputation re-executes nothing more: the
+// kernel stores no score matrix to drop.
+double HardwareFlopsPerSequence(const ModelSpec& m, Recompute recompute,
+                                AttentionKernel attention);
 
 // Fills a standard GPT-like architecture for a parameter count (aspect ratio
 // h / L ~= 128, head size 128, MLP 4h GELU, vocabulary 51200): used when a

@@ -1,0 +1,55 @@
+// The attention core of a plan with a fused attention kernel, written once
+// over Device (device.h) so that the CPU device CI runs and the GPU device
+// execute the same code. Query rows go in tiles: for each tile, the scores
+// of its rows against every key (tile_rows x seq per (sequence, head)
+// pair), their softmax and its product with V. Nothing of the s x s
+// matrix outlives its tile: the backward pass recomputes each tile's scores
+// and probabilities from Q and K (FlashAttention's recomputation, at the
+// granularity of a tile in device memory rather than of an on-chip block),
+// so the stash of a layer holds no attention scores at all, which is what
+// the planner's fused-attention memory model assumes.
+//
+// Its cost against an unfused kernel: the backward pass runs one more
+// GEMM (Q K^T, 2 s^2 d per pair), which the step schedule and the planner's
+// hardware FLOPs count; the scores still go through device memory tile by
+// tile (a kernel that keeps them on chip, as cuDNN's SDPA or FlashAttention
+// does, moves fewer bytes, and is a device's own business).
+//
+// Layout and arithmetic are those of Device::AttentionForward: `qkv` holds
+// head_batches Q blocks then kv_blocks K and kv_blocks V blocks (seq x
+// head_dim each, shared round-robin), softmax scaled by 1/sqrt(head_dim),
+// no causal mask.
+//
+// Memory: a workspace of at most max_scratch_bytes (forward: the tiles'
+// probabilities; backward: those and their gradients), from the device's
+// allocator and tracker, freed before returning.
+// Units: elements (fp32) for sizes, bytes for the scratch bound.
+// Thread-safety: as the device: one rank's thread.
+#ifndef PACER_WORKER_CORE_TILED_ATTENTION_H_
+#define PACER_WORKER_CORE_TILED_ATTENTION_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/device.h"
+#include "pacer/status.h"
+
+namespace pacer::worker {
+
+struct TiledAttentionOptions {
+  int64_t tile_rows = 128;                      // query rows per tile (the last may be shorter)
+  size_t max_scratch_bytes = size_t{64} << 20;  // at least one pair's tile is always allowed
+};
+
+// ctx (head_batches blocks of seq x head_dim) = softmax(Q K^T / sqrt(d)) V.
+Status TiledAttentionForward(Device* device, const AttentionShape& shape, const float* qkv,
+                             float* ctx, const TiledAttentionOptions& options = {});
+
+// dqkv += the gradients of Q, K and V given dctx (dctx laid out as ctx).
+Status TiledAttentionBackward(Device* device, const AttentionShape& shape, const float* qkv,
+                              const float* dctx, float* dqkv,
+                              const TiledAttentionOptions& options = {});
+
+}  // namespace pacer::worker
+
+#endif  // PACER_WORKER_CORE_TILED_ATTENTION_H_
