@@ -396,6 +396,7 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
     for (int i = 1; i < r.count && delay < options_.launch_refusal_max_delay; ++i) delay *= 2;
     delay = std::min(delay, options_.launch_refusal_max_delay);
     r.retry_at = now + delay;
+    r.attempt = launch.attempt;
     r.message = "the API server refused the workers: " + launched.message();
     const std::string message = r.message;
     const int count = r.count;
@@ -514,6 +515,27 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     return {removed, options_.transition_poll};
   }
   if (group.attempt > pass.state.attempt) {
+    // The pods a refused launch created before the refusal: the launcher
+    // removed them, and the pod cache has not seen it yet. Not a launch to
+    // adopt (that made a refused launch count as an attempt, seen in the
+    // end-to-end quota test): the refusal stands until its backoff ends;
+    // pods still there then (a failed removal) are removed again.
+    std::optional<Refusals> refused;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = refusals_.find(pass.key);
+      if (it != refusals_.end() && it->second.attempt == group.attempt) refused = it->second;
+    }
+    if (refused) {
+      const Clock::SteadyTime now = deps_.clock->Now();
+      if (now < refused->retry_at) {
+        return LaunchRefused(pass, refused->message,
+                             std::chrono::duration_cast<Millis>(refused->retry_at - now));
+      }
+      Status removed = deps_.launcher->Stop(pass.ref, StopMode::kRemove);
+      if (!removed.ok()) return {removed, std::nullopt};
+      return LaunchRefused(pass, refused->message, options_.transition_poll);
+    }
     // A launch whose status write was lost (the controller stopped in
     // between): adopt it, with the layout its workers run.
     pass.state.attempt = group.attempt;

@@ -173,6 +173,7 @@ class Reconciler {
     int count = 0;
     Clock::SteadyTime retry_at;
     std::string message;  // the server's, e.g. `exceeded quota: gpus, requested: ...`
+    int64_t attempt = 0;  // the refused launch's, whose created pods the launcher removed
   };
 
   mutable std::mutex mu_;

@@ -505,6 +505,53 @@ TEST_F(ReconcilerTest, RefusedLaunchIsShownAndRetriedWithBackoffUntilTheQuotaCha
   EXPECT_TRUE(reconciler().WakeRefusedLaunches().empty());  // launched: nothing refused
 }
 
+// The launcher creates pod 0, is refused pod 1 and removes pod 0; the pod
+// cache still shows pod 0 for a moment, and its events wake the job. That
+// group is not a launch whose status write was lost: adopting it made the
+// refused launch count as attempt 1 (seen in the end-to-end quota test,
+// one run in a few). The refusal stands; the next launch is attempt 1.
+TEST_F(ReconcilerTest, TheRefusedLaunchsRemovedPodsAreNotAdoptedWhileTheCacheLags) {
+  store_.Put(LlamaJob());
+  launcher_.refuse = ::pacer::Status(StatusCode::kPermissionDenied, "exceeded quota: one-pod");
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(ConditionReason("Planned"), "False/LaunchRefused");
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  ASSERT_EQ(launcher_.launches[0].attempt, 1);
+
+  // The cache's view: pod 0 of attempt 1, the gang's other pod never made.
+  WorkerGroup stale;
+  stale.attempt = 1;
+  stale.expected_workers = 2;
+  stale.layout = launcher_.launches[0].plan.layout;
+  stale.workers.push_back({0, WorkerPhase::kPending, std::nullopt, "", ""});
+  launcher_.groups[kKey] = stale;
+  for (int i = 0; i < 5; ++i) {
+    ReconcileResult r = Pass();
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(10000));  // the backoff, not a poll
+  }
+  EXPECT_EQ(Status().value("attempt", 0), 0) << "a refused launch is no attempt";
+  EXPECT_EQ(Status()["phase"], "Pending");
+  EXPECT_EQ(ConditionReason("Planned"), "False/LaunchRefused");
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 0) << "already removed by the launcher";
+  EXPECT_EQ(store_.CountEvents("LaunchRefused"), 1);
+
+  // Still there when the backoff ends (the removal failed): removed again.
+  clock_.Advance(std::chrono::seconds(10));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
+  EXPECT_EQ(Status().value("attempt", 0), 0);
+
+  // Gone, quota lifted: the next launch is attempt 1.
+  launcher_.refuse.reset();
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(launcher_.launches[1].attempt, 1);
+  EXPECT_EQ(Status()["attempt"], 1);
+  EXPECT_EQ(Status()["phase"], "Planning");
+}
+
 // A real API server keeps deleted pods Terminating for their grace period,
 // holding their GPUs: the relaunch after a failure is planned only once the
 // old attempt's pods are gone (it used to be planned at once, on the GPUs
