@@ -63,7 +63,8 @@ std::map<std::string, std::string> WorkerEnvironment(const LaunchSpec& launch, i
   env["PACER_PRECISION"] = planner::PrecisionName(launch.spec.training.precision);
   env["PACER_OPTIMIZER"] = planner::OptimizerName(launch.spec.training.optimizer);
   env["PACER_ACTIVATION_CHECKPOINTING"] = planner::RecomputeName(l.recompute);
-  env["PACER_ATTENTION_KERNEL"] = planner::AttentionKernelName(launch.spec.training.stack.attention);
+  env["PACER_ATTENTION_KERNEL"] =
+      planner::AttentionKernelName(launch.spec.training.stack.attention);
   env["PACER_MODEL_LAYERS"] = std::to_string(m.layers);
   env["PACER_MODEL_HIDDEN_SIZE"] = std::to_string(m.hidden_size);
   env["PACER_MODEL_ATTENTION_HEADS"] = std::to_string(m.attention_heads);

@@ -86,12 +86,26 @@ struct AdamWParams {
 // kv_blocks blocks after the Q blocks, shared round-robin (grouped-query
 // attention). kv_blocks == 0 makes Q serve as K and V (a degenerate shape
 // the schedule can produce for tiny models).
+// Where pair i's K and V blocks start in the qkv output (elements), and the
+// stride between the K/V blocks of consecutive pairs (0 when kv_blocks == 0:
+// every pair reads block 0, Q's own first block).
+struct AttentionKeyValue {
+  int64_t k = 0, v = 0, stride = 0;
+};
+
 struct AttentionShape {
   int64_t seq = 0;
   int64_t head_dim = 0;
   int64_t head_batches = 0;
   int64_t kv_blocks = 0;
   int64_t ProbsElements() const { return head_batches * seq * seq; }
+  AttentionKeyValue KeyValueAt(int64_t pair) const {
+    if (kv_blocks == 0) return {0, 0, 0};
+    const int64_t block = seq * head_dim;
+    const int64_t kv = pair % kv_blocks;
+    const int64_t q_elems = head_batches * block;
+    return {q_elems + kv * block, q_elems + (kv_blocks + kv) * block, block};
+  }
 };
 
 // The two directions of pipeline point-to-point traffic; a send of one

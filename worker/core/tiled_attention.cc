@@ -6,19 +6,7 @@
 namespace pacer::worker {
 namespace {
 
-// K and V of pair i0, and their stride between consecutive pairs (0 when
-// every pair reads block 0: kv_blocks == 0).
-struct KeyValue {
-  int64_t k = 0, v = 0, stride = 0;
-};
-
-KeyValue KeyValueOf(const AttentionShape& s, int64_t i0) {
-  const int64_t block = s.seq * s.head_dim;
-  if (s.kv_blocks == 0) return {0, 0, 0};
-  const int64_t q_elems = s.head_batches * block;
-  const int64_t kv = i0 % s.kv_blocks;
-  return {q_elems + kv * block, q_elems + (s.kv_blocks + kv) * block, block};
-}
+using KeyValue = AttentionKeyValue;
 
 Status CheckShape(const AttentionShape& s, const TiledAttentionOptions& o) {
   if (s.seq <= 0 || s.head_dim <= 0 || s.head_batches <= 0 || s.kv_blocks < 0 || o.tile_rows <= 0) {
@@ -27,16 +15,24 @@ Status CheckShape(const AttentionShape& s, const TiledAttentionOptions& o) {
   return Status::Ok();
 }
 
-// Runs body(i0, count, kv) over groups of pairs that one batched call may
-// take: within `round` consecutive pairs (which read consecutive K/V
-// blocks), at most `fit`.
+// Pairs per batched call: within `round` consecutive pairs (which read
+// consecutive K/V blocks), as many tiles of `tile_floats` each as
+// `tiles_per_pair` x that fits in the scratch bound, at least one.
+int64_t GroupSize(int64_t round, int64_t tile_floats, int64_t tiles_per_pair,
+                  const TiledAttentionOptions& o) {
+  const int64_t fit =
+      static_cast<int64_t>(o.max_scratch_bytes / sizeof(float)) / (tiles_per_pair * tile_floats);
+  return std::max<int64_t>(1, std::min(round, fit));
+}
+
+// Runs body(i0, count, kv) over groups of at most `group` pairs, never
+// across a round of `round` pairs.
 template <typename Body>
-Status ForGroups(const AttentionShape& s, int64_t round, int64_t fit, Body&& body) {
-  const int64_t group = std::max<int64_t>(1, std::min(round, fit));
+Status ForGroups(const AttentionShape& s, int64_t round, int64_t group, Body&& body) {
   for (int64_t r0 = 0; r0 < s.head_batches; r0 += round) {
     const int64_t round_end = std::min(r0 + round, s.head_batches);
     for (int64_t i0 = r0; i0 < round_end; i0 += group) {
-      RETURN_IF_ERROR(body(i0, std::min(group, round_end - i0), KeyValueOf(s, i0)));
+      RETURN_IF_ERROR(body(i0, std::min(group, round_end - i0), s.KeyValueAt(i0)));
     }
   }
   return Status::Ok();
@@ -57,11 +53,10 @@ Status TiledAttentionForward(Device* dev, const AttentionShape& s, const float* 
   // Forward writes only ctx (one block per pair): any pairs may share a
   // call, as long as their K/V blocks are consecutive.
   const int64_t round = s.kv_blocks > 0 ? s.kv_blocks : s.head_batches;
-  const int64_t fit = static_cast<int64_t>(o.max_scratch_bytes / sizeof(float)) / tile;
-  const int64_t group = std::max<int64_t>(1, std::min(round, fit));
+  const int64_t group = GroupSize(round, tile, 1, o);  // P
   DeviceBuffer p(dev, BufferClass::kWorkspace);
   RETURN_IF_ERROR(p.Assign(static_cast<size_t>(group * tile), Fill::kUndefined));
-  return ForGroups(s, round, fit, [&](int64_t i0, int64_t count, const KeyValue& kv) -> Status {
+  return ForGroups(s, round, group, [&](int64_t i0, int64_t count, const KeyValue& kv) -> Status {
     for (int64_t t0 = 0; t0 < s.seq; t0 += rows) {
       const int64_t tr = std::min(rows, s.seq - t0);
       const float* q = qkv + i0 * block + t0 * d;
@@ -87,12 +82,11 @@ Status TiledAttentionBackward(Device* dev, const AttentionShape& s, const float*
   // Backward accumulates into dK and dV: the pairs of one call need
   // distinct K/V blocks (with kv_blocks == 0 all share block 0: one pair).
   const int64_t round = s.kv_blocks > 0 ? s.kv_blocks : 1;
-  const int64_t fit = static_cast<int64_t>(o.max_scratch_bytes / sizeof(float)) / (2 * tile);
-  const int64_t group = std::max<int64_t>(1, std::min(round, fit));
+  const int64_t group = GroupSize(round, tile, 2, o);  // P and dP
   DeviceBuffer p(dev, BufferClass::kWorkspace), dp(dev, BufferClass::kWorkspace);
   RETURN_IF_ERROR(p.Assign(static_cast<size_t>(group * tile), Fill::kUndefined));
   RETURN_IF_ERROR(dp.Assign(static_cast<size_t>(group * tile), Fill::kUndefined));
-  return ForGroups(s, round, fit, [&](int64_t i0, int64_t count, const KeyValue& kv) -> Status {
+  return ForGroups(s, round, group, [&](int64_t i0, int64_t count, const KeyValue& kv) -> Status {
     for (int64_t t0 = 0; t0 < s.seq; t0 += rows) {
       const int64_t tr = std::min(rows, s.seq - t0);
       const int64_t stride_p = tr * s.seq;

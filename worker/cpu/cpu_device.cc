@@ -65,7 +65,8 @@ class CpuDevice final : public Device {
     }
     // Undefined memory is NaN here, so a read before the caller's write
     // poisons the loss and the gradients that the tests check.
-    std::fill_n(p, elements, fill == Fill::kZeros ? 0.0f : std::numeric_limits<float>::quiet_NaN());
+    std::fill_n(p, elements,
+                fill == Fill::kZeros ? 0.0f : std::numeric_limits<float>::quiet_NaN());
     return p;
   }
   void Free(float* p, size_t) override { delete[] p; }
@@ -251,14 +252,8 @@ class CpuDevice final : public Device {
     int64_t q = 0, k = 0, v = 0;
   };
   static Operands OperandsOf(const AttentionShape& s, int64_t i) {
-    const int64_t block = s.seq * s.head_dim;
-    const int64_t q_elems = s.head_batches * block;
-    const int64_t kv = s.kv_blocks > 0 ? i % s.kv_blocks : 0;
-    Operands o;
-    o.q = i * block;
-    o.k = s.kv_blocks > 0 ? q_elems + kv * block : 0;
-    o.v = s.kv_blocks > 0 ? q_elems + (s.kv_blocks + kv) * block : 0;
-    return o;
+    const AttentionKeyValue kv = s.KeyValueAt(i);
+    return {i * s.seq * s.head_dim, kv.k, kv.v};
   }
   // Wall time of a collective counts as collective time.
   template <typename F>

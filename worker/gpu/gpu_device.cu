@@ -263,17 +263,18 @@ class GpuDevice final : public Device {
     const int64_t round = s.kv_blocks > 0 ? s.kv_blocks : s.head_batches;
     for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
       const int64_t count = std::min(round, s.head_batches - i0);
-      const KeyValue kv = KeyValueOf(s, i0);
+      const KeyValue kv = s.KeyValueAt(i0);
       RETURN_IF_ERROR(StridedGemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, qkv + i0 * block,
                                   s.head_dim, block, qkv + kv.k, s.head_dim, kv.stride, 0.0f,
                                   probs + i0 * ss, s.seq, ss, count));
     }
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-    RETURN_IF_ERROR(TimedOp(
-        kOpSoftmax, [&] { return gpu::SoftmaxRows(probs, s.head_batches * s.seq, s.seq, scale, compute_); }));
+    RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+      return gpu::SoftmaxRows(probs, s.head_batches * s.seq, s.seq, scale, compute_);
+    }));
     for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
       const int64_t count = std::min(round, s.head_batches - i0);
-      const KeyValue kv = KeyValueOf(s, i0);
+      const KeyValue kv = s.KeyValueAt(i0);
       RETURN_IF_ERROR(StridedGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, probs + i0 * ss,
                                   s.seq, ss, qkv + kv.v, s.head_dim, kv.stride, 0.0f,
                                   ctx + i0 * block, s.head_dim, block, count));
@@ -512,17 +513,7 @@ class GpuDevice final : public Device {
   }
 
  private:
-  // K and V of pair i0 and their stride between consecutive pairs.
-  struct KeyValue {
-    int64_t k = 0, v = 0, stride = 0;
-  };
-  static KeyValue KeyValueOf(const AttentionShape& s, int64_t i0) {
-    const int64_t block = s.seq * s.head_dim;
-    if (s.kv_blocks == 0) return {0, 0, 0};
-    const int64_t q_elems = s.head_batches * block;
-    const int64_t kv = i0 % s.kv_blocks;
-    return {q_elems + kv * block, q_elems + (s.kv_blocks + kv) * block, block};
-  }
+  using KeyValue = AttentionKeyValue;
 
   struct PendingSend {
     cudaEvent_t done = nullptr;
@@ -600,7 +591,7 @@ class GpuDevice final : public Device {
     const int64_t round = s.kv_blocks > 0 ? s.kv_blocks : s.head_batches;
     for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
       const int64_t count = std::min(round, s.head_batches - i0);
-      const KeyValue kv = KeyValueOf(s, i0);
+      const KeyValue kv = s.KeyValueAt(i0);
       ASSIGN_OR_RETURN(const void* q16, BlockOperand(s, qkv + i0 * block, block, count, 0));
       ASSIGN_OR_RETURN(const void* k16, BlockOperand(s, qkv + kv.k, kv.stride, count, 1));
       RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, s.head_dim, 1.0f,
@@ -614,7 +605,7 @@ class GpuDevice final : public Device {
     }));
     for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
       const int64_t count = std::min(round, s.head_batches - i0);
-      const KeyValue kv = KeyValueOf(s, i0);
+      const KeyValue kv = s.KeyValueAt(i0);
       ASSIGN_OR_RETURN(const void* v16, BlockOperand(s, qkv + kv.v, kv.stride, count, 1));
       RETURN_IF_ERROR(RawGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f,
                               {Bf16At(probs, i0 * ss), CUDA_R_16BF, s.seq, ss},
@@ -683,7 +674,7 @@ class GpuDevice final : public Device {
       for (int64_t r0 = 0; r0 < s.head_batches; r0 += round) {
         const int64_t round_end = std::min(r0 + round, s.head_batches);
         for (int64_t i0 = r0; i0 < round_end; i0 += group) {
-          RETURN_IF_ERROR(body(i0, std::min(group, round_end - i0), KeyValueOf(s, i0), scratch,
+          RETURN_IF_ERROR(body(i0, std::min(group, round_end - i0), s.KeyValueAt(i0), scratch,
                                group * ss));
         }
       }
