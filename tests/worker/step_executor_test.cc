@@ -23,6 +23,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@
 #include "core/tcp_store.h"
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_device.h"
+#include "reference_on_chip_device.h"
 #include "test_plans.h"
 
 namespace pacer::worker {
@@ -39,10 +41,14 @@ using std::chrono::milliseconds;
 using testing::Plan;
 using testing::TinyConfig;
 
+// A rank's device: the CPU device unless a test gives another.
+using DeviceFactory = std::function<std::unique_ptr<Device>()>;
+
 // Runs fn(rank, executor) on one thread per rank after Initialize; returns
 // each rank's status.
 std::vector<Status> OnRanks(const WorkerConfig& config,
-                            const std::function<Status(int, cpu::CpuBackend&)>& fn) {
+                            const std::function<Status(int, StepExecutor&)>& fn,
+                            const DeviceFactory& make_device = nullptr) {
   auto server = TcpStoreServer::Start("127.0.0.1", 0);
   if (!server.ok()) return {server.status()};
   const int port = (*server)->port();
@@ -54,7 +60,7 @@ std::vector<Status> OnRanks(const WorkerConfig& config,
         ASSIGN_OR_RETURN(auto client,
                          TcpStoreClient::Connect("127.0.0.1", port, rank, milliseconds(10'000)));
         ASSIGN_OR_RETURN(StepSchedule schedule, BuildStepSchedule(config, rank));
-        cpu::CpuBackend backend;
+        StepExecutor backend(make_device ? make_device() : cpu::MakeCpuDevice());
         BackendContext context;
         context.config = &config;
         context.schedule = &schedule;
@@ -100,7 +106,7 @@ void SetFloats(NamedBuffers* buffers, const std::string& name, const std::vector
 void CheckGradientByFiniteDifferences(const Plan& plan) {
   const WorkerConfig config = TinyConfig(plan);
   ASSERT_TRUE(ValidateConfig(config).ok());
-  const auto statuses = OnRanks(config, [&](int, cpu::CpuBackend& b) -> Status {
+  const auto statuses = OnRanks(config, [&](int, StepExecutor& b) -> Status {
     ASSIGN_OR_RETURN(NamedBuffers initial, b.SaveBuffers());
     ASSIGN_OR_RETURN(StepTiming unused, b.RunStep(0));
     (void)unused;
@@ -161,16 +167,20 @@ TEST(StepExecutorTest, GradientsMatchFiniteDifferencesUnfusedAttentionSelectiveR
 // Per rank after one step: the loss and the local gradients by matrix name.
 struct StageResult {
   double loss = 0;
+  double gemm_flops = 0;
+  double peak_memory_bytes = 0;
   bool holds_logits = false;
   std::map<std::string, std::vector<float>> gradients;
 };
 
-std::vector<StageResult> OneStepByName(const WorkerConfig& config) {
+std::vector<StageResult> OneStepByName(const WorkerConfig& config,
+                                       const DeviceFactory& make_device = nullptr) {
   std::vector<StageResult> results(static_cast<size_t>(config.world_size));
-  ExpectAllOk(OnRanks(config, [&](int rank, cpu::CpuBackend& b) -> Status {
+  ExpectAllOk(OnRanks(config, [&](int rank, StepExecutor& b) -> Status {
     ASSIGN_OR_RETURN(StepTiming t, b.RunStep(0));
-    (void)t;
     StageResult& r = results[static_cast<size_t>(rank)];
+    r.gemm_flops = t.gemm_flops;
+    r.peak_memory_bytes = b.PeakMemoryBytes();
     r.loss = b.last_loss();
     const auto& g = b.local_gradients_before_reduce();
     for (const ParameterRange& range : b.parameter_ranges()) {
@@ -180,7 +190,7 @@ std::vector<StageResult> OneStepByName(const WorkerConfig& config) {
       r.holds_logits = r.holds_logits || range.name == "output";
     }
     return Status::Ok();
-  }));
+  }, make_device));
   return results;
 }
 
@@ -211,6 +221,53 @@ TEST(StepExecutorTest, FusedAndUnfusedAttentionGiveTheSameStep) {
       for (size_t i = 0; i < g.size(); ++i) {
         ASSERT_NEAR(f[i], g[i], 1e-4 * scale)
             << name << "[" << i << "] " << planner::RecomputeName(r);
+      }
+    }
+  }
+}
+
+// A device's on-chip attention kernel (here the host reference of
+// reference_on_chip_device.h, which fails the step when the stashed
+// logsumexp or context is not its forward's) takes the place of the tiled
+// attention in a fused plan: the same loss, gradients and GEMM FLOPs, for
+// every recomputation policy, with grouped-query attention, on one stage
+// and on two (two micro-batches in flight on the first).
+TEST(StepExecutorTest, AnOnChipAttentionKernelGivesTheTiledStep) {
+  for (int stages : {1, 2}) {
+    for (planner::Recompute r :
+         {planner::Recompute::kNone, planner::Recompute::kSelective, planner::Recompute::kFull}) {
+      Plan plan;
+      plan.p = stages;
+      plan.recompute = r;
+      plan.ffn = planner::FfnKind::kSwiglu;
+      plan.kv_heads = 2;
+      WorkerConfig config = TinyConfig(plan);
+      config.model.tied_embeddings = false;
+      const std::vector<StageResult> tiled = OneStepByName(config);
+      auto calls = std::make_shared<testing::OnChipCalls>();
+      const std::vector<StageResult> on_chip = OneStepByName(config, [calls] {
+        return std::make_unique<testing::ReferenceOnChipDevice>(cpu::MakeCpuDevice(), calls);
+      });
+      const std::string what =
+          std::to_string(stages) + " stage(s), " + planner::RecomputeName(r) + " recompute";
+      // 2 layers x 2 micro-batches; full recomputation runs each forward twice.
+      EXPECT_EQ(calls->backward.load(), 4) << what;
+      EXPECT_EQ(calls->forward.load(), r == planner::Recompute::kFull ? 8 : 4) << what;
+      ASSERT_EQ(on_chip.size(), tiled.size()) << what;
+      for (size_t stage = 0; stage < tiled.size(); ++stage) {
+        EXPECT_NEAR(on_chip[stage].loss, tiled[stage].loss, 1e-5 * std::fabs(tiled[stage].loss))
+            << what;
+        EXPECT_DOUBLE_EQ(on_chip[stage].gemm_flops, tiled[stage].gemm_flops) << what;
+        for (const auto& [name, g] : tiled[stage].gradients) {
+          const std::vector<float>& o = on_chip[stage].gradients.at(name);
+          ASSERT_EQ(o.size(), g.size()) << name;
+          double scale = 0;
+          for (float v : g) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+          ASSERT_GT(scale, 0) << name;
+          for (size_t i = 0; i < g.size(); ++i) {
+            ASSERT_NEAR(o[i], g[i], 1e-4 * scale) << name << "[" << i << "] " << what;
+          }
+        }
       }
     }
   }
@@ -254,7 +311,7 @@ TEST_P(ZeroStagesTest, ReachTheSameParametersAfterThreeSteps) {
     config.model.tied_embeddings = GetParam();
     std::vector<std::vector<float>> parameters(2);
     std::vector<std::vector<std::pair<size_t, size_t>>> owned(2);
-    ExpectAllOk(OnRanks(config, [&](int rank, cpu::CpuBackend& b) -> Status {
+    ExpectAllOk(OnRanks(config, [&](int rank, StepExecutor& b) -> Status {
       for (int step = 0; step < 3; ++step) {
         ASSIGN_OR_RETURN(StepTiming t, b.RunStep(step));
         (void)t;
@@ -304,7 +361,7 @@ TEST(StepExecutorTest, PeakStateBytesArePredictedForEveryZeroStage) {
     const planner::MemoryBreakdown predicted = testing::PlannerMemory(config);
     std::vector<std::array<double, 3>> measured(2);
     std::vector<double> workspace(2);
-    ExpectAllOk(OnRanks(config, [&](int rank, cpu::CpuBackend& b) -> Status {
+    ExpectAllOk(OnRanks(config, [&](int rank, StepExecutor& b) -> Status {
       for (int step = 0; step < 2; ++step) {
         ASSIGN_OR_RETURN(StepTiming t, b.RunStep(step));
         (void)t;
@@ -366,7 +423,7 @@ TEST(StepExecutorTest, PeakActivationsPerLayerArePredictedWithFusedAttention) {
       config.precision = planner::Precision::kFp32;
       config.model.layers = layers;
       predicted[layers] = testing::PlannerMemory(config).activations_bytes;
-      ExpectAllOk(OnRanks(config, [&](int, cpu::CpuBackend& b) -> Status {
+      ExpectAllOk(OnRanks(config, [&](int, StepExecutor& b) -> Status {
         ASSIGN_OR_RETURN(StepTiming t, b.RunStep(0));
         (void)t;
         measured[layers] = b.memory().class_peak_bytes(BufferClass::kActivations);

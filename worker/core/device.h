@@ -99,6 +99,8 @@ struct AttentionShape {
   int64_t head_batches = 0;
   int64_t kv_blocks = 0;
   int64_t ProbsElements() const { return head_batches * seq * seq; }
+  // One value per query row of every pair (an on-chip kernel's statistics).
+  int64_t RowElements() const { return head_batches * seq; }
   AttentionKeyValue KeyValueAt(int64_t pair) const {
     if (kv_blocks == 0) return {0, 0, 0};
     const int64_t block = seq * head_dim;
@@ -184,6 +186,34 @@ class Device {
   // gradient from the probabilities' (p = SoftmaxRows' output).
   virtual Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols,
                                  float scale) = 0;
+
+  // --- An on-chip attention kernel, which a fused plan runs instead of
+  // tiled_attention.h where HasOnChipAttention(shape) says the device has
+  // one (the GPU device: cuDNN's SDPA under a bf16 plan, gpu_device.h).
+  // The scores never leave the chip; what the backward pass needs besides
+  // Q, K, V and the context is one float per query row of every pair
+  // (RowElements): the log of the row's softmax denominator, max included
+  // (logsumexp of the scaled scores, natural log), which the forward
+  // writes to `lse`. Arithmetic: Device::AttentionForward's. FLOPs count
+  // as the tiled path's GEMMs: Q K^T and P V forward; Q K^T again, dV, dP,
+  // dQ and dK backward. Devices without one keep these defaults.
+  virtual bool HasOnChipAttention(const AttentionShape& shape) {
+    (void)shape;
+    return false;
+  }
+  virtual Status OnChipAttentionForward(const AttentionShape& shape, const float* qkv, float* lse,
+                                        float* ctx) {
+    (void)shape, (void)qkv, (void)lse, (void)ctx;
+    return FailedPreconditionError(std::string(name()) + " device has no on-chip attention");
+  }
+  // dqkv += the gradients of Q, K and V given dctx; ctx and lse are the
+  // forward's.
+  virtual Status OnChipAttentionBackward(const AttentionShape& shape, const float* qkv,
+                                         const float* ctx, const float* lse, const float* dctx,
+                                         float* dqkv) {
+    (void)shape, (void)qkv, (void)ctx, (void)lse, (void)dctx, (void)dqkv;
+    return FailedPreconditionError(std::string(name()) + " device has no on-chip attention");
+  }
 
   // --- Elementwise kernels (cpu_kernels.h documents the arithmetic).
   virtual Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y,

@@ -81,7 +81,7 @@ std::vector<Bucket> EqualBuckets(size_t n, int d) {
 // Everything of one layer kept from forward to backward (what the
 // recompute policy keeps; the rest is recomputed or regathered).
 struct LayerStash {
-  DeviceBuffer x, inv1, n1, n1_full, qkv, probs, ctx, x2, inv2, n2, n2_full, mlp_pre, act;
+  DeviceBuffer x, inv1, n1, n1_full, qkv, probs, lse, ctx, x2, inv2, n2, n2_full, mlp_pre, act;
 };
 
 struct ChunkStash {
@@ -126,7 +126,8 @@ class StepExecutor::Impl {
     return b->Assign(n, fill);
   }
   // The context into st->ctx; unfused, the probabilities into st->probs
-  // (fused: tiled_attention.h, nothing stored besides the context).
+  // (fused: tiled_attention.h, nothing stored besides the context; or the
+  // device's on-chip kernel, which also keeps st->lse).
   Status Attention(LayerStash* st);
   bool fused() const { return config_->attention == planner::AttentionKernel::kFused; }
   Status Forward(int mb, int chunk, int64_t step);
@@ -221,6 +222,7 @@ class StepExecutor::Impl {
   int64_t tokens_ = 0, shard_tokens_ = 0, hidden_ = 0, qkv_width_ = 0, proj_in_ = 0,
           mlp_in_width_ = 0, mlp_out_in_ = 0, vocab_shard_ = 0;
   AttentionShape attention_;
+  bool on_chip_attention_ = false;  // fused, and the device has a kernel for attention_
   bool swiglu_ = false;
   std::vector<LayerOffsets> layer_offsets_;
   size_t embedding_offset_ = 0, output_offset_ = 0;
@@ -284,6 +286,7 @@ Status StepExecutor::Impl::Initialize(const BackendContext& context, uint64_t se
 
   // The device decides first whether it can run the plan (precision).
   RETURN_IF_ERROR(dev_->Connect(context));
+  on_chip_attention_ = fused() && dev_->HasOnChipAttention(attention_);
 
   // Weights: each layer's four matrices, the tables, then padding up to the
   // schedule's stage_parameters (norm weights and biases of the planner's
@@ -527,12 +530,18 @@ void StepExecutor::Impl::ReleaseAfter(const std::vector<size_t>& order, size_t i
 Status StepExecutor::Impl::Attention(LayerStash* st) {
   if (!fused()) {
     RETURN_IF_ERROR(Act(&st->probs, dev_->AttentionStashElements(attention_), Fill::kUndefined));
+  } else if (on_chip_attention_) {
+    RETURN_IF_ERROR(Act(&st->lse, Size(attention_.RowElements()), Fill::kUndefined));
   }
   // The context GEMM writes head_batches blocks; the projection reads
   // tokens x proj_in of them (the same elements unless GQA pads).
   RETURN_IF_ERROR(Act(
       &st->ctx, Size(std::max(tokens_ * proj_in_,
                               attention_.head_batches * attention_.seq * attention_.head_dim))));
+  if (on_chip_attention_) {
+    return dev_->OnChipAttentionForward(attention_, st->qkv.data(), st->lse.data(),
+                                        st->ctx.data());
+  }
   if (fused()) return TiledAttentionForward(dev_, attention_, st->qkv.data(), st->ctx.data());
   return dev_->AttentionForward(attention_, st->qkv.data(), st->probs.data(), st->ctx.data());
 }
@@ -685,7 +694,10 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   }
   DeviceBuffer dqkv;
   RETURN_IF_ERROR(Act(&dqkv, st->qkv.size()));
-  if (fused()) {
+  if (on_chip_attention_) {
+    RETURN_IF_ERROR(dev_->OnChipAttentionBackward(attention_, st->qkv.data(), st->ctx.data(),
+                                                  st->lse.data(), dctx.data(), dqkv.data()));
+  } else if (fused()) {
     RETURN_IF_ERROR(
         TiledAttentionBackward(dev_, attention_, st->qkv.data(), dctx.data(), dqkv.data()));
   } else {

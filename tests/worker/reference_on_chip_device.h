@@ -1,0 +1,272 @@
+// A test Device: the CPU device plus an on-chip attention kernel
+// (Device::HasOnChipAttention) written as a plain host reference of what
+// cuDNN's SDPA and FlashAttention compute: the forward keeps only the
+// context and each query row's logsumexp; the backward rebuilds P from Q, K
+// and the logsumexp, and takes rowsum(dP * P) as rowsum(dC * C), from the
+// forward's context. So a step over it checks the executor's side of the
+// on-chip path on the CPU, where no cuDNN runs: that it stashes the
+// logsumexp and the context of the right layer and micro-batch through
+// every recompute policy and the pipeline, and hands them back unchanged
+// (the backward recomputes both from Q, K and V and fails the step on a
+// mismatch).
+//
+// Units: elements; FLOPs as Device says (2 per multiply-add).
+// Thread-safety: as the CPU device, one rank's thread.
+#ifndef PACER_TESTS_WORKER_REFERENCE_ON_CHIP_DEVICE_H_
+#define PACER_TESTS_WORKER_REFERENCE_ON_CHIP_DEVICE_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/device.h"
+
+namespace pacer::worker::testing {
+
+// Calls of the on-chip kernel, summed over the devices that share it (one
+// per rank thread, hence atomics).
+struct OnChipCalls {
+  std::atomic<int64_t> forward{0}, backward{0};
+};
+
+class ReferenceOnChipDevice final : public Device {
+ public:
+  ReferenceOnChipDevice(std::unique_ptr<Device> inner, std::shared_ptr<OnChipCalls> calls)
+      : in_(std::move(inner)), calls_(std::move(calls)) {}
+
+  bool HasOnChipAttention(const AttentionShape&) override { return true; }
+
+  Status OnChipAttentionForward(const AttentionShape& s, const float* qkv, float* lse,
+                                float* ctx) override {
+    ++calls_->forward;
+    for (int64_t i = 0; i < s.head_batches; ++i) {
+      const Pair p = PairOf(s, qkv, i);
+      std::vector<double> prob(Size(s.seq));
+      for (int64_t r = 0; r < s.seq; ++r) {
+        lse[i * s.seq + r] = static_cast<float>(Probabilities(s, p, r, nullptr, &prob));
+        for (int64_t c = 0; c < s.head_dim; ++c) {
+          double o = 0;
+          for (int64_t j = 0; j < s.seq; ++j) o += prob[Size(j)] * p.v[j * s.head_dim + c];
+          ctx[i * Block(s) + r * s.head_dim + c] = static_cast<float>(o);
+        }
+      }
+    }
+    extra_flops_ += 2 * Flops(s);
+    return Status::Ok();
+  }
+
+  Status OnChipAttentionBackward(const AttentionShape& s, const float* qkv, const float* ctx,
+                                 const float* lse, const float* dctx, float* dqkv) override {
+    ++calls_->backward;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+    for (int64_t i = 0; i < s.head_batches; ++i) {
+      const Pair p = PairOf(s, qkv, i);
+      const AttentionKeyValue kv = s.KeyValueAt(i);
+      float* dq = dqkv + i * Block(s);
+      float* dk = dqkv + kv.k;
+      float* dv = dqkv + kv.v;
+      std::vector<double> prob(Size(s.seq));
+      for (int64_t r = 0; r < s.seq; ++r) {
+        // P from the stashed logsumexp, which must be the forward's.
+        const double stashed = lse[i * s.seq + r];
+        const double fresh = Probabilities(s, p, r, &stashed, &prob);
+        if (std::fabs(fresh - stashed) > 1e-4 * (1 + std::fabs(fresh))) {
+          return InternalError("pair " + std::to_string(i) + " row " + std::to_string(r) +
+                               ": the stashed logsumexp " + std::to_string(stashed) +
+                               " is not the forward's " + std::to_string(fresh));
+        }
+        const float* o = ctx + i * Block(s) + r * s.head_dim;
+        const float* d_o = dctx + i * Block(s) + r * s.head_dim;
+        double delta = 0;  // rowsum(dP * P) = rowsum(dO * O)
+        for (int64_t c = 0; c < s.head_dim; ++c) {
+          double fresh_o = 0;
+          for (int64_t j = 0; j < s.seq; ++j) fresh_o += prob[Size(j)] * p.v[j * s.head_dim + c];
+          if (std::fabs(fresh_o - o[c]) > 1e-4 * (1 + std::fabs(fresh_o))) {
+            return InternalError("pair " + std::to_string(i) + " row " + std::to_string(r) +
+                                 ": the stashed context is not the forward's");
+          }
+          delta += static_cast<double>(d_o[c]) * o[c];
+        }
+        for (int64_t j = 0; j < s.seq; ++j) {
+          double dp = 0;
+          for (int64_t c = 0; c < s.head_dim; ++c) dp += d_o[c] * p.v[j * s.head_dim + c];
+          const double ds = scale * prob[Size(j)] * (dp - delta);
+          for (int64_t c = 0; c < s.head_dim; ++c) {
+            dv[j * s.head_dim + c] += static_cast<float>(prob[Size(j)] * d_o[c]);
+            dq[r * s.head_dim + c] += static_cast<float>(ds * p.k[j * s.head_dim + c]);
+            dk[j * s.head_dim + c] += static_cast<float>(ds * p.q[r * s.head_dim + c]);
+          }
+        }
+      }
+    }
+    extra_flops_ += 5 * Flops(s);
+    return Status::Ok();
+  }
+
+  // --- Everything else is the CPU device's.
+  const char* name() const override { return in_->name(); }
+  Status Connect(const BackendContext& c) override { return in_->Connect(c); }
+  planner::Precision ExecutedPrecision(planner::Precision p) const override {
+    return in_->ExecutedPrecision(p);
+  }
+  StatusOr<float*> Allocate(size_t n, BufferClass c, Fill f) override {
+    return in_->Allocate(n, c, f);
+  }
+  void Free(float* p, size_t n) override { in_->Free(p, n); }
+  Status Copy(const float* src, size_t n, float* dst) override { return in_->Copy(src, n, dst); }
+  Status Zero(float* p, size_t n) override { return in_->Zero(p, n); }
+  Status CopyToHost(const float* s, size_t n, float* h) override { return in_->CopyToHost(s, n, h); }
+  Status CopyFromHost(const float* h, size_t n, float* d) override {
+    return in_->CopyFromHost(h, n, d);
+  }
+  Status Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+              int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+              int64_t ldc) override {
+    return in_->Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+  Status AttentionForward(const AttentionShape& s, const float* qkv, float* probs,
+                          float* ctx) override {
+    return in_->AttentionForward(s, qkv, probs, ctx);
+  }
+  Status AttentionBackward(const AttentionShape& s, const float* qkv, float* probs,
+                           const float* dctx, float* dqkv) override {
+    return in_->AttentionBackward(s, qkv, probs, dctx, dqkv);
+  }
+  size_t AttentionStashElements(const AttentionShape& s) const override {
+    return in_->AttentionStashElements(s);
+  }
+  Status BatchedGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float* a, int64_t lda, int64_t sa, const float* b, int64_t ldb,
+                     int64_t sb, float beta, float* c, int64_t ldc, int64_t sc,
+                     int64_t batch) override {
+    return in_->BatchedGemm(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
+                            batch);
+  }
+  Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale) override {
+    return in_->SoftmaxRows(x, rows, cols, scale);
+  }
+  Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols,
+                         float scale) override {
+    return in_->SoftmaxBackward(p, dp, rows, cols, scale);
+  }
+  Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y,
+                        float* inv) override {
+    return in_->RmsNormForward(x, rows, cols, y, inv);
+  }
+  Status RmsNormBackward(const float* x, const float* inv, const float* dy, int64_t rows,
+                         int64_t cols, float* dx) override {
+    return in_->RmsNormBackward(x, inv, dy, rows, cols, dx);
+  }
+  Status GeluForward(const float* x, size_t n, float* y) override {
+    return in_->GeluForward(x, n, y);
+  }
+  Status GeluBackward(const float* x, const float* dy, size_t n, float* dx) override {
+    return in_->GeluBackward(x, dy, n, dx);
+  }
+  Status SwigluForward(const float* in, int64_t rows, int64_t f, float* out) override {
+    return in_->SwigluForward(in, rows, f, out);
+  }
+  Status SwigluBackward(const float* in, const float* dout, int64_t rows, int64_t f,
+                        float* din) override {
+    return in_->SwigluBackward(in, dout, rows, f, din);
+  }
+  Status Add(float* y, const float* x, size_t n) override { return in_->Add(y, x, n); }
+  Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows, int64_t cols,
+                          float* out) override {
+    return in_->EmbeddingForward(table, tokens, rows, cols, out);
+  }
+  Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows, int64_t cols,
+                           float* grad) override {
+    return in_->EmbeddingBackward(dout, tokens, rows, cols, grad);
+  }
+  StatusOr<double> CrossEntropyGradInPlace(float* logits, const int32_t* labels, int64_t rows,
+                                           int64_t cols, float grad_scale) override {
+    return in_->CrossEntropyGradInPlace(logits, labels, rows, cols, grad_scale);
+  }
+  Status AdamWUpdate(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
+                     int64_t step, const AdamWParams& p) override {
+    return in_->AdamWUpdate(w, g, m, v, n, grad_scale, step, p);
+  }
+  Status AllReduce(Group g, float* data, size_t n, const std::string& what) override {
+    return in_->AllReduce(g, data, n, what);
+  }
+  Status AllGather(Group g, const float* in, float* out, const std::vector<size_t>& counts,
+                   const std::string& what) override {
+    return in_->AllGather(g, in, out, counts, what);
+  }
+  Status ReduceScatter(Group g, float* data, float* out, const std::vector<size_t>& counts,
+                       const std::string& what) override {
+    return in_->ReduceScatter(g, data, out, counts, what);
+  }
+  Status Send(int peer, PipeDirection d, const float* data, size_t n,
+              const std::string& what) override {
+    return in_->Send(peer, d, data, n, what);
+  }
+  Status Recv(int peer, PipeDirection d, float* data, size_t n, const std::string& what) override {
+    return in_->Recv(peer, d, data, n, what);
+  }
+  Status FlushSends() override { return in_->FlushSends(); }
+  void SetStep(int64_t step) override { in_->SetStep(step); }
+  void Abort() override { in_->Abort(); }
+  Status Synchronize() override { return in_->Synchronize(); }
+  DeviceCounters counters() const override {
+    DeviceCounters c = in_->counters();
+    c.gemm_flops += extra_flops_;
+    return c;
+  }
+  void ResetCounters() override {
+    in_->ResetCounters();
+    extra_flops_ = 0;
+  }
+
+ private:
+  struct Pair {
+    const float *q, *k, *v;
+  };
+  static size_t Size(int64_t n) { return static_cast<size_t>(n); }
+  static int64_t Block(const AttentionShape& s) { return s.seq * s.head_dim; }
+  // One seq x seq x head_dim GEMM of every pair.
+  static double Flops(const AttentionShape& s) {
+    return 2.0 * static_cast<double>(s.head_batches) * static_cast<double>(s.seq) *
+           static_cast<double>(s.seq) * static_cast<double>(s.head_dim);
+  }
+  static Pair PairOf(const AttentionShape& s, const float* qkv, int64_t i) {
+    const AttentionKeyValue kv = s.KeyValueAt(i);
+    return {qkv + i * Block(s), qkv + kv.k, qkv + kv.v};
+  }
+  // Row r's probabilities into *prob, from the logsumexp `given` if any
+  // (as an on-chip backward does) or from the scores; returns the
+  // logsumexp computed from the scores.
+  static double Probabilities(const AttentionShape& s, const Pair& p, int64_t r,
+                              const double* given, std::vector<double>* prob) {
+    const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < s.seq; ++j) {
+      double dot = 0;
+      for (int64_t c = 0; c < s.head_dim; ++c) {
+        dot += static_cast<double>(p.q[r * s.head_dim + c]) * p.k[j * s.head_dim + c];
+      }
+      (*prob)[Size(j)] = scale * dot;
+      mx = std::max(mx, scale * dot);
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < s.seq; ++j) sum += std::exp((*prob)[Size(j)] - mx);
+    const double lse = mx + std::log(sum);
+    const double use = given != nullptr ? *given : lse;
+    for (int64_t j = 0; j < s.seq; ++j) (*prob)[Size(j)] = std::exp((*prob)[Size(j)] - use);
+    return lse;
+  }
+
+  std::unique_ptr<Device> in_;
+  std::shared_ptr<OnChipCalls> calls_;
+  double extra_flops_ = 0;
+};
+
+}  // namespace pacer::worker::testing
+
+#endif  // PACER_TESTS_WORKER_REFERENCE_ON_CHIP_DEVICE_H_
