@@ -14,6 +14,11 @@
 # (libnccl-dev); the runtime image the shared libraries: cudart, cuBLAS and
 # NCCL (libnccl2), installed and held at versions built for this CUDA release
 # by NVIDIA. Both are Ubuntu 24.04 (noble): package names below are Ubuntu's.
+# cuDNN (the fused attention of bf16 plans, worker/gpu/cudnn_attention.h)
+# comes from NVIDIA's CUDA apt repository, which both images have configured:
+# libcudnn9-dev-cuda-13 to build, libcudnn9-cuda-13 to run, the newest 9.x
+# (the SDPA backward operation needs 9.17 or newer; an older library makes
+# the worker log it and run the tiled attention).
 
 # The project version (CMakeLists.txt, project(pacer VERSION ...)).
 ARG PACER_VERSION=0.1.0
@@ -34,6 +39,7 @@ RUN apt-get update \
       libyaml-cpp-dev nlohmann-json3-dev libcli11-dev \
       libgloo-dev libopenblas-dev prometheus-cpp-dev \
       libcpprest-dev libssl-dev libspdlog-dev \
+      libcudnn9-dev-cuda-13 \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -42,11 +48,13 @@ COPY planner planner
 COPY controller controller
 COPY worker worker
 # CUDA on: worker/CMakeLists.txt finds /usr/local/cuda/bin/nvcc and builds the
-# GPU plugin for sm_80 and sm_90. PACER_WERROR=OFF: noble's GCC 13 is newer
+# GPU plugin for sm_80 and sm_90; PACER_REQUIRE_CUDNN fails the build if
+# cuDNN is not found rather than shipping a plugin without it. PACER_WERROR=OFF: noble's GCC 13 is newer
 # than the GCC 12 CI enforces warnings with, and a new warning there must not
 # break the image. RelWithDebInfo is the level the tests run; symbols are
 # stripped from the copies that ship.
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPACER_ENABLE_CUDA=ON \
+      -DPACER_REQUIRE_CUDNN=ON \
       -DPACER_WERROR=OFF -DPACER_BUILD_TESTS=OFF -DPACER_BUILD_BENCHMARKS=OFF \
  && cmake --build build --target pacer-worker pacer_worker_gpu_plugin -j"$(nproc)" \
  && mkdir -p /out \
@@ -73,14 +81,15 @@ LABEL org.opencontainers.image.title="pacer-worker" \
 #                                          has 0.7): the planner library links it, and
 #                                          whether the linker keeps it depends on the
 #                                          build type (the Debug ASan build keeps it)
+#   libcudnn.so.9                          libcudnn9-cuda-13 (NVIDIA's repository)
 # The GPU plugin's CUDA libraries are the runtime image's own; the loop below
 # fails the build if one is missing rather than a GPU pod at its first step.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libprometheus-cpp-pull1.0 libprometheus-cpp-core1.0 libgloo0 libopenblas0-pthread \
-      libyaml-cpp0.8 \
+      libyaml-cpp0.8 libcudnn9-cuda-13 \
  && rm -rf /var/lib/apt/lists/* \
- && for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do \
+ && for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libnccl.so.2; do \
       ldconfig -p | grep -qF "$so" || { echo "runtime image lacks $so" >&2; exit 1; }; \
     done
 # pacer-worker loads the GPU plugin from its own directory (worker/app/backend_choice.cc).

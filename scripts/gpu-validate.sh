@@ -2,7 +2,9 @@
 # GPU validation of pacer-worker on a machine with one NVIDIA GPU (results in
 # docs/benchmarks.md, "GPU measurements"):
 #   1. pacer-gpu-smoke: a tiny plan's three steps, alone and against the CPU
-#      device with the same seed (--compare-cpu);
+#      device with the same seed (--compare-cpu), with the fused attention by
+#      cuDNN's SDPA (when built with cuDNN) and by the tiled path
+#      (PACER_CUDNN_ATTENTION=0);
 #   2. the same under compute-sanitizer (memcheck, leak check), if installed;
 #   3. pacer-worker calibrate --backend gpu (GEMM TFLOP/s, copy bandwidth);
 #   4. 7B-shaped single-GPU steps (tests/testdata/gpu/*.yaml) run by
@@ -33,6 +35,8 @@ esac
 
 echo "== smoke"; timeout 120 "$smoke"; echo "rc=$?"
 echo "== smoke against the CPU device"; timeout 300 "$smoke" --compare-cpu; echo "rc=$?"
+echo "== smoke against the CPU device, tiled attention"
+PACER_CUDNN_ATTENTION=0 timeout 300 "$smoke" --compare-cpu; echo "rc=$?"
 if command -v compute-sanitizer >/dev/null; then
   echo "== compute-sanitizer memcheck"
   timeout 300 compute-sanitizer --tool memcheck --leak-check full "$smoke" >"$out/sanitizer.txt" 2>&1
@@ -64,7 +68,7 @@ run() {
     PACER_PRECISION="$precision" PACER_TOTAL_STEPS="$steps" \
     PACER_PREDICTED_STEP_SECONDS="$(jq -r .predictedStepSeconds <<<"$plan")" \
     PACER_PREDICTED_MEMORY_BYTES="$(jq -r '.predictedMemoryGiB * 1073741824 | floor' <<<"$plan")" \
-    "$@" timeout 300 "$worker" run --backend gpu 2>&1 | grep -E "event=(start|done|failed)|op_times"
+    "$@" timeout 300 "$worker" run --backend gpu 2>&1 | grep -E "event=(start|done|failed)|op_times|fused attention runs"
   echo "rc=${PIPESTATUS[0]}"
 }
 yq_get() { sed -n "s/^ *$2: *\([0-9]*\).*/\1/p" "$1" | head -1; }
@@ -72,7 +76,10 @@ run tests/testdata/gpu/llama7b-shape-l8-h200.yaml bf16 8
 run tests/testdata/gpu/llama7b-shape-l8-h200.yaml fp8 3
 # Where the step's time goes, by operation kind (docs/worker.md).
 run tests/testdata/gpu/llama7b-shape-l8-h200.yaml bf16 8 PACER_GPU_OP_TIMES=1
-# The same shape with the tiled (fused) attention (docs/worker.md, "Attention").
+# The same shape with a fused attention (docs/worker.md, "Attention"): cuDNN's
+# SDPA, then the tiled path.
 run tests/testdata/gpu/llama7b-shape-l8-fused-h200.yaml bf16 8 PACER_GPU_OP_TIMES=1
+run tests/testdata/gpu/llama7b-shape-l8-fused-h200.yaml bf16 8 PACER_GPU_OP_TIMES=1 \
+  PACER_CUDNN_ATTENTION=0
 # 6.7B parameters with AdamW need ~110 GiB: only on GPUs with more memory.
 if [ "$gpu_type" = H200 ]; then run tests/testdata/gpu/llama7b-shape-l32-h200.yaml bf16 5; fi

@@ -120,7 +120,9 @@ class ReferenceOnChipDevice final : public Device {
   void Free(float* p, size_t n) override { in_->Free(p, n); }
   Status Copy(const float* src, size_t n, float* dst) override { return in_->Copy(src, n, dst); }
   Status Zero(float* p, size_t n) override { return in_->Zero(p, n); }
-  Status CopyToHost(const float* s, size_t n, float* h) override { return in_->CopyToHost(s, n, h); }
+  Status CopyToHost(const float* s, size_t n, float* h) override {
+    return in_->CopyToHost(s, n, h);
+  }
   Status CopyFromHost(const float* h, size_t n, float* d) override {
     return in_->CopyFromHost(h, n, d);
   }
@@ -140,10 +142,9 @@ class ReferenceOnChipDevice final : public Device {
   size_t AttentionStashElements(const AttentionShape& s) const override {
     return in_->AttentionStashElements(s);
   }
-  Status BatchedGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                     const float* a, int64_t lda, int64_t sa, const float* b, int64_t ldb,
-                     int64_t sb, float beta, float* c, int64_t ldc, int64_t sc,
-                     int64_t batch) override {
+  Status BatchedGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                     int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta,
+                     float* c, int64_t ldc, int64_t sc, int64_t batch) override {
     return in_->BatchedGemm(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
                             batch);
   }
@@ -154,8 +155,7 @@ class ReferenceOnChipDevice final : public Device {
                          float scale) override {
     return in_->SoftmaxBackward(p, dp, rows, cols, scale);
   }
-  Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y,
-                        float* inv) override {
+  Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y, float* inv) override {
     return in_->RmsNormForward(x, rows, cols, y, inv);
   }
   Status RmsNormBackward(const float* x, const float* inv, const float* dy, int64_t rows,

@@ -207,6 +207,16 @@ __global__ void ToBf16Kernel(const float* x, int64_t n, __nv_bfloat16* y) {
   }
 }
 
+// y[i] = x[i] widened to fp32, or added to y[i] when `add`.
+__global__ void FromBf16Kernel(const __nv_bfloat16* x, int64_t n, float* y, bool add) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    const float v = __bfloat162float(x[i]);
+    y[i] = add ? y[i] + v : v;
+  }
+}
+
 }  // namespace
 
 Status SoftmaxRowsBf16(void* x, int64_t rows, int64_t cols, float scale, cudaStream_t stream) {
@@ -231,6 +241,14 @@ Status ToBf16(const float* x, size_t n, void* y, cudaStream_t stream) {
   const int64_t count = static_cast<int64_t>(n);
   ToBf16Kernel<<<GridFor(count), kThreads, 0, stream>>>(x, count,
                                                         static_cast<__nv_bfloat16*>(y));
+  return Launched();
+}
+
+Status FromBf16(const void* x, size_t n, float* y, bool add, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  const int64_t count = static_cast<int64_t>(n);
+  FromBf16Kernel<<<GridFor(count), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x),
+                                                          count, y, add);
   return Launched();
 }
 

@@ -55,6 +55,8 @@ Status SoftmaxBackwardBf16(const void* p, const float* dp, void* ds, int64_t row
 // y[i] = x[i] rounded to bf16 (round to nearest even); `y` holds n
 // __nv_bfloat16 (2 bytes each).
 Status ToBf16(const float* x, size_t n, void* y, cudaStream_t stream);
+// y[i] = x[i] (n __nv_bfloat16) widened to fp32, or y[i] += it when `add`.
+Status FromBf16(const void* x, size_t n, float* y, bool add, cudaStream_t stream);
 // One AdamW update, as cpu::AdamWUpdate (step 1-based).
 Status AdamW(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
              int64_t step, const AdamWParams& p, cudaStream_t stream);

@@ -16,6 +16,10 @@
 #include <vector>
 
 #include "gpu/cuda_check.h"
+#if PACER_HAVE_CUDNN
+#include "gpu/cudnn_attention.h"
+#include "gpu/sdpa_layout.h"
+#endif
 #include "gpu/device_info.h"
 #include "gpu/device_kernels.h"
 #include "gpu/gpu_kernels.h"
@@ -115,6 +119,9 @@ class GpuDevice final : public Device {
       (void)cudaEventDestroy(o.end);
     }
     for (cudaEvent_t e : op_event_pool_) (void)cudaEventDestroy(e);
+#if PACER_HAVE_CUDNN
+    sdpa_.reset();  // its handle is bound to compute_
+#endif
     if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
     for (cudaStream_t s : {compute_, send_[0], send_[1]}) {
       if (s != nullptr) (void)cudaStreamDestroy(s);
@@ -147,6 +154,7 @@ class GpuDevice final : public Device {
           "request) to at most the GPUs, or check CUDA_VISIBLE_DEVICES");
     }
     gpu_ = context.local_rank;
+    local_rank_ = context.local_rank;
     timeout_ = context.timeout;
     CUDACHECK(cudaSetDevice(gpu_));
     CUDACHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
@@ -577,6 +585,72 @@ class GpuDevice final : public Device {
     return Status::Ok();
   }
 
+  // --- The on-chip attention of a fused bf16 plan: cuDNN's SDPA
+  // (cudnn_attention.h), decided once, at the executor's first question,
+  // and logged by local rank 0. Everything else (fp32 and tf32 plans, a
+  // build without cuDNN, PACER_CUDNN_ATTENTION=0, a shape or GPU cuDNN has
+  // no engine for) runs the executor's tiled attention.
+  bool HasOnChipAttention(const AttentionShape& s) override {
+    if (!sdpa_decided_) {
+      sdpa_decided_ = true;
+      sdpa_shape_ = s;
+      const std::string refusal = PlanCudnnAttention(s);
+      if (local_rank_ == 0) {
+        std::fprintf(stderr, "pacer-worker gpu: fused attention runs %s\n",
+                     refusal.empty() ? "cuDNN's SDPA" : ("tiled (" + refusal + ")").c_str());
+      }
+    }
+    return sdpa_ready_ && s.seq == sdpa_shape_.seq && s.head_dim == sdpa_shape_.head_dim &&
+           s.head_batches == sdpa_shape_.head_batches && s.kv_blocks == sdpa_shape_.kv_blocks;
+  }
+
+#if PACER_HAVE_CUDNN
+  Status OnChipAttentionForward(const AttentionShape& s, const float* qkv, float* lse,
+                                float* ctx) override {
+    if (!HasOnChipAttention(s)) return Device::OnChipAttentionForward(s, qkv, lse, ctx);
+    const size_t q_elems = static_cast<size_t>(sdpa_layout_.key_offset);
+    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, QkvSpan(), 0));
+    // O in bf16, then cuDNN's workspace.
+    const size_t o_bytes = AlignedBytes(q_elems);
+    DeviceBuffer scratch(this, BufferClass::kWorkspace);
+    RETURN_IF_ERROR(
+        scratch.Assign(Elements(o_bytes + sdpa_->workspace_bytes()), Fill::kUndefined));
+    char* o16 = reinterpret_cast<char*>(scratch.data());
+    RETURN_IF_ERROR(TimedOp(kOpAttentionGemm, [&] {
+      return sdpa_->Forward(qkv16, Bf16At(qkv16, sdpa_layout_.key_offset),
+                            Bf16At(qkv16, sdpa_layout_.value_offset), o16, lse, o16 + o_bytes);
+    }));
+    counters_.gemm_flops += 2 * PairGemmFlops(s);
+    return TimedOp(kOpConvert, [&] { return FromBf16(o16, q_elems, ctx, false, compute_); });
+  }
+
+  Status OnChipAttentionBackward(const AttentionShape& s, const float* qkv, const float* ctx,
+                                 const float* lse, const float* dctx, float* dqkv) override {
+    if (!HasOnChipAttention(s)) {
+      return Device::OnChipAttentionBackward(s, qkv, ctx, lse, dctx, dqkv);
+    }
+    const size_t q_elems = static_cast<size_t>(sdpa_layout_.key_offset), span = QkvSpan();
+    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, span, 0));
+    ASSIGN_OR_RETURN(const void* o16, Bf16Operand(ctx, q_elems, 1));
+    // dO in bf16, dQ dK dV in bf16 (qkv's layout), then cuDNN's workspace.
+    const size_t do_bytes = AlignedBytes(q_elems), d_bytes = AlignedBytes(span);
+    DeviceBuffer scratch(this, BufferClass::kWorkspace);
+    RETURN_IF_ERROR(scratch.Assign(Elements(do_bytes + d_bytes + sdpa_->workspace_bytes()),
+                                   Fill::kUndefined));
+    char* do16 = reinterpret_cast<char*>(scratch.data());
+    char* d16 = do16 + do_bytes;
+    RETURN_IF_ERROR(TimedOp(kOpConvert, [&] { return ToBf16(dctx, q_elems, do16, compute_); }));
+    RETURN_IF_ERROR(TimedOp(kOpAttentionGemm, [&] {
+      return sdpa_->Backward(qkv16, Bf16At(qkv16, sdpa_layout_.key_offset),
+                             Bf16At(qkv16, sdpa_layout_.value_offset), o16, do16, lse, d16,
+                             d16 + sdpa_layout_.key_offset * 2,
+                             d16 + sdpa_layout_.value_offset * 2, d16 + d_bytes);
+    }));
+    counters_.gemm_flops += 5 * PairGemmFlops(s);
+    return TimedOp(kOpConvert, [&] { return FromBf16(d16, span, dqkv, true, compute_); });
+  }
+#endif
+
   // A bf16 plan's attention: the scores GEMM writes P in bf16 into the
   // stash, the softmax runs on it in place, and the GEMMs that read P or
   // dS read them as bf16 directly, so the s x s matrices move half the
@@ -851,6 +925,49 @@ class GpuDevice final : public Device {
     return Bf16Operand(p, Span(s.seq, s.head_dim, s.head_dim, stride, count), slot);
   }
 
+  // Why the on-chip attention cannot run shape `s` ("" when it can; then
+  // sdpa_ holds its plans).
+  std::string PlanCudnnAttention(const AttentionShape& s) {
+    if (!mode_.bf16_operands) {
+      return std::string("cuDNN's SDPA runs bf16 only; this plan's GEMMs run ") +
+             planner::PrecisionName(mode_.executed);
+    }
+    const char* choice = std::getenv("PACER_CUDNN_ATTENTION");
+    if (choice != nullptr && std::string(choice) == "0") return "PACER_CUDNN_ATTENTION=0";
+#if PACER_HAVE_CUDNN
+    StatusOr<std::unique_ptr<CudnnAttention>> sdpa = CudnnAttention::Create(s, compute_);
+    if (!sdpa.ok()) return sdpa.status().message();
+    sdpa_ = std::move(*sdpa);
+    sdpa_layout_ = *SdpaLayoutFor(s);  // Create checked it
+    sdpa_ready_ = true;
+    return "";
+#else
+    (void)s;
+    return "pacer-worker was built without cuDNN";
+#endif
+  }
+#if PACER_HAVE_CUDNN
+  // The elements of the qkv output that Q, K and V span (sdpa_layout.h).
+  size_t QkvSpan() const {
+    return static_cast<size_t>(2 * sdpa_layout_.value_offset - sdpa_layout_.key_offset);
+  }
+  // Bytes of `elements` bf16 values, rounded up to 256 (cuDNN's pointers
+  // must be 16-byte aligned; 256 is cudaMalloc's own alignment).
+  static size_t AlignedBytes(size_t elements) {
+    return (elements * 2 + 255) / 256 * 256;
+  }
+  static size_t Elements(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
+  // One seq x seq x head_dim GEMM of every pair (the tiled path's unit).
+  static double PairGemmFlops(const AttentionShape& s) {
+    return 2.0 * static_cast<double>(s.head_batches) * static_cast<double>(s.seq) *
+           static_cast<double>(s.seq) * static_cast<double>(s.head_dim);
+  }
+  // Element `element` of a bf16 array.
+  static const void* Bf16At(const void* base, int64_t element) {
+    return static_cast<const char*>(base) + element * 2;
+  }
+#endif
+
   // Marks the bf16 copy of the weights buffer holding `p` (if any) stale.
   void Wrote(const float* p) {
     if (weights_.empty()) return;
@@ -902,6 +1019,7 @@ class GpuDevice final : public Device {
   }
 
   int gpu_ = 0;
+  int local_rank_ = 0;
   std::chrono::milliseconds timeout_{300'000};
   GemmMode mode_;
   cudaStream_t compute_ = nullptr;
@@ -933,6 +1051,13 @@ class GpuDevice final : public Device {
   size_t used_events_ = 0;
   DeviceCounters counters_;
   int64_t step_ = 0;
+  // The on-chip attention (HasOnChipAttention): decided once, for one shape.
+  bool sdpa_decided_ = false, sdpa_ready_ = false;
+  AttentionShape sdpa_shape_;
+#if PACER_HAVE_CUDNN
+  std::unique_ptr<CudnnAttention> sdpa_;
+  SdpaLayout sdpa_layout_;
+#endif
   // Last member: destroyed first after the destructor body, which has
   // drained the streams.
   NcclCommunicators comms_;

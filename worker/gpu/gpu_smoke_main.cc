@@ -202,7 +202,8 @@ int main(int argc, char** argv) {
     if (!Run("gpu", backend, c, *schedule, nullptr, &gpu_losses)) return 1;
     gpu_precision = backend.ExecutedPrecision(c.precision);
     std::printf(
-        "note: attention is unfused (the s x s probabilities are stored); fp32 storage\n");
+        "note: fp32 storage; attention %s (the device's log line above says which kernel ran)\n",
+        pacer::planner::AttentionKernelName(c.attention));
   }
   if (!compare_cpu) return 0;
   return CompareWithCpu(c, *schedule, gpu_losses, gpu_precision);

@@ -1,0 +1,77 @@
+// CudnnAttention: cuDNN's fused scaled-dot-product attention, the GPU
+// device's on-chip attention kernel (Device::HasOnChipAttention) under a
+// bf16 plan. It uses the SDPA forward and backward operations of cuDNN's
+// graph API (the backend descriptors CUDNN_BACKEND_OPERATION_SDPA_FWD and
+// _BWD; the backward needs cuDNN 9.17 or newer), planned once per shape, so
+// the scores stay on chip and the backward recomputes them from Q, K and
+// the forward's logsumexp.
+//
+// Layout: the executor's (AttentionShape, core/device.h): Q is head_batches
+// blocks of seq x head_dim, and pair i reads K and V block i % kv_blocks.
+// cuDNN's tensors are [batch, heads, seq, dim] with free strides, so pair
+// i = h * kv_blocks + b becomes batch b, query head h of a grouped-query
+// attention with one K/V head per batch:
+//   Q, O, dO, dQ   dims (kv_blocks, head_batches / kv_blocks, seq, head_dim),
+//                  strides (block, kv_blocks * block, head_dim, 1)
+//   K, V, dK, dV   dims (kv_blocks, 1, seq, head_dim),
+//                  strides (block, block, head_dim, 1)
+//   logsumexp      dims (kv_blocks, head_batches / kv_blocks, seq, 1),
+//                  strides (seq, kv_blocks * seq, 1, 1), fp32
+// with block = seq * head_dim. Shapes without that form (kv_blocks == 0,
+// or head_batches not a multiple of kv_blocks) are refused by Create.
+// Data: bf16 (cuDNN's SDPA has no fp32 path), fp32 statistics, scale
+// 1/sqrt(head_dim), no mask. dQ, dK and dV are written, not accumulated;
+// a group's query heads sum into their K/V head's gradient.
+//
+// Errors: Create returns FailedPrecondition with cuDNN's reason when the
+// header or the loaded library is older than 9.17, or no engine supports
+// the shape on this GPU (the device then runs the tiled path); Forward and
+// Backward return Internal with the file:line of the failed call and
+// cuDNN's last error text.
+// Units: elements; workspace in bytes.
+// Thread-safety: one rank's thread (the handle is bound to its stream).
+#ifndef PACER_WORKER_GPU_CUDNN_ATTENTION_H_
+#define PACER_WORKER_GPU_CUDNN_ATTENTION_H_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "core/device.h"
+#include "pacer/status.h"
+
+namespace pacer::worker::gpu {
+
+class CudnnAttention {
+ public:
+  // Plans the forward and backward pass of `shape`, to run on `stream`.
+  static StatusOr<std::unique_ptr<CudnnAttention>> Create(const AttentionShape& shape,
+                                                          cudaStream_t stream);
+  // The loaded library's version, "9.19.0".
+  static std::string LibraryVersion();
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention&) = delete;
+  CudnnAttention& operator=(const CudnnAttention&) = delete;
+
+  // The larger of the two passes' workspaces.
+  size_t workspace_bytes() const;
+
+  // Pointers as the layout above: q, k, v the first elements of the Q, K and
+  // V blocks (bf16), o (bf16) and lse (fp32) outputs.
+  Status Forward(const void* q, const void* k, const void* v, void* o, float* lse, void* workspace);
+  Status Backward(const void* q, const void* k, const void* v, const void* o, const void* d_o,
+                  const float* lse, void* dq, void* dk, void* dv, void* workspace);
+
+  // The cuDNN handle and descriptors (cudnn_attention.cc).
+  struct Plans;
+
+ private:
+  explicit CudnnAttention(std::unique_ptr<Plans> plans);
+  std::unique_ptr<Plans> plans_;
+};
+
+}  // namespace pacer::worker::gpu
+
+#endif  // PACER_WORKER_GPU_CUDNN_ATTENTION_H_
