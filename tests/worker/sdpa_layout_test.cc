@@ -1,8 +1,9 @@
 // The strides cuDNN's SDPA reads the executor's attention buffers with
 // (gpu/sdpa_layout.h): every element cuDNN addresses as [batch, head, row,
-// column] of Q, K, V and the statistics must be the element the executor's
-// pair layout puts there (core/device.h, AttentionShape), and the query
-// head must read the K/V block the executor's round-robin gives its pair.
+// column] of Q, K and V must be the element the executor's pair layout puts
+// there (core/device.h, AttentionShape), the query head must read the K/V
+// block the executor's round-robin gives its pair, and the statistics must
+// fill the executor's RowElements() floats exactly once each.
 // Checked here on the CPU because the GPU path itself runs only on a GPU.
 #include "gpu/sdpa_layout.h"
 
@@ -37,7 +38,7 @@ TEST(SdpaLayoutTest, CudnnIndicesAddressTheExecutorsPairLayout) {
     ASSERT_EQ(q.dims[0] * q.dims[1], s.head_batches) << what;
     ASSERT_EQ(st.dims[3], 1) << what;
     const int64_t group = q.dims[1] / kv.dims[1];
-    std::set<int64_t> pairs_seen;
+    std::set<int64_t> pairs_seen, stats_seen;
     for (int64_t b = 0; b < q.dims[0]; ++b) {
       for (int64_t h = 0; h < q.dims[1]; ++h) {
         // The pair whose Q block cuDNN reads as (b, h).
@@ -45,7 +46,7 @@ TEST(SdpaLayoutTest, CudnnIndicesAddressTheExecutorsPairLayout) {
         pairs_seen.insert(pair);
         const AttentionKeyValue expect = s.KeyValueAt(pair);
         for (int64_t r = 0; r < s.seq; ++r) {
-          EXPECT_EQ(Offset(st, b, h, r, 0), pair * s.seq + r) << what;
+          stats_seen.insert(Offset(st, b, h, r, 0));
           for (int64_t c = 0; c < s.head_dim; ++c) {
             ASSERT_EQ(Offset(q, b, h, r, c), pair * s.seq * s.head_dim + r * s.head_dim + c)
                 << what << " Q[" << b << "," << h << "," << r << "," << c << "]";
@@ -58,6 +59,9 @@ TEST(SdpaLayoutTest, CudnnIndicesAddressTheExecutorsPairLayout) {
       }
     }
     EXPECT_EQ(static_cast<int64_t>(pairs_seen.size()), s.head_batches) << what;
+    ASSERT_EQ(static_cast<int64_t>(stats_seen.size()), s.RowElements()) << what;
+    EXPECT_EQ(*stats_seen.begin(), 0) << what;
+    EXPECT_EQ(*stats_seen.rbegin(), s.RowElements() - 1) << what;
   }
 }
 

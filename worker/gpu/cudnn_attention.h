@@ -6,19 +6,12 @@
 // the scores stay on chip and the backward recomputes them from Q, K and
 // the forward's logsumexp.
 //
-// Layout: the executor's (AttentionShape, core/device.h): Q is head_batches
-// blocks of seq x head_dim, and pair i reads K and V block i % kv_blocks.
-// cuDNN's tensors are [batch, heads, seq, dim] with free strides, so pair
-// i = h * kv_blocks + b becomes batch b, query head h of a grouped-query
-// attention with one K/V head per batch:
-//   Q, O, dO, dQ   dims (kv_blocks, head_batches / kv_blocks, seq, head_dim),
-//                  strides (block, kv_blocks * block, head_dim, 1)
-//   K, V, dK, dV   dims (kv_blocks, 1, seq, head_dim),
-//                  strides (block, block, head_dim, 1)
-//   logsumexp      dims (kv_blocks, head_batches / kv_blocks, seq, 1),
-//                  strides (seq, kv_blocks * seq, 1, 1), fp32
-// with block = seq * head_dim. Shapes without that form (kv_blocks == 0,
-// or head_batches not a multiple of kv_blocks) are refused by Create.
+// Layout: the executor's buffers as they are, read through strides
+// (sdpa_layout.h: pair i = h * kv_blocks + b is batch b, query head h of a
+// grouped-query attention with one K/V head per batch; the logsumexp
+// statistics, which only the device reads, packed in cuDNN's order).
+// Shapes without that form (kv_blocks == 0, or head_batches not a multiple
+// of kv_blocks) are refused by Create.
 // Data: bf16 (cuDNN's SDPA has no fp32 path), fp32 statistics, scale
 // 1/sqrt(head_dim), no mask. dQ, dK and dV are written, not accumulated;
 // a group's query heads sum into their K/V head's gradient.

@@ -940,6 +940,14 @@ class GpuDevice final : public Device {
     sdpa_ = std::move(*sdpa);
     sdpa_layout_ = *SdpaLayoutFor(s);  // Create checked it
     sdpa_ready_ = true;
+    // One forward and backward on zeros now: an engine that plans but
+    // cannot run on this GPU shows here, before the first step, and the
+    // worker keeps the tiled path instead of failing the job.
+    if (const Status probe = ProbeCudnnAttention(s); !probe.ok()) {
+      sdpa_ready_ = false;
+      sdpa_.reset();
+      return "cuDNN's SDPA failed its trial run: " + probe.message();
+    }
     return "";
 #else
     (void)s;
@@ -947,6 +955,23 @@ class GpuDevice final : public Device {
 #endif
   }
 #if PACER_HAVE_CUDNN
+  Status ProbeCudnnAttention(const AttentionShape& s) {
+    const size_t q_elems = static_cast<size_t>(sdpa_layout_.key_offset);
+    DeviceBuffer qkv(this, BufferClass::kWorkspace), ctx(this, BufferClass::kWorkspace),
+        lse(this, BufferClass::kWorkspace), dctx(this, BufferClass::kWorkspace),
+        dqkv(this, BufferClass::kWorkspace);
+    RETURN_IF_ERROR(qkv.Assign(QkvSpan()));
+    RETURN_IF_ERROR(ctx.Assign(q_elems));
+    RETURN_IF_ERROR(lse.Assign(static_cast<size_t>(s.RowElements())));
+    RETURN_IF_ERROR(dctx.Assign(q_elems));
+    RETURN_IF_ERROR(dqkv.Assign(QkvSpan()));
+    const DeviceCounters before = counters_;
+    RETURN_IF_ERROR(OnChipAttentionForward(s, qkv.data(), lse.data(), ctx.data()));
+    RETURN_IF_ERROR(
+        OnChipAttentionBackward(s, qkv.data(), ctx.data(), lse.data(), dctx.data(), dqkv.data()));
+    counters_ = before;
+    return Wait(compute_, "cuDNN attention trial run");
+  }
   // The elements of the qkv output that Q, K and V span (sdpa_layout.h).
   size_t QkvSpan() const {
     return static_cast<size_t>(2 * sdpa_layout_.value_offset - sdpa_layout_.key_offset);

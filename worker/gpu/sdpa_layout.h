@@ -3,7 +3,9 @@
 // with free strides, so that cuDNN runs on the executor's buffers without
 // a copy. Pair i reads Q block i and K/V block i % kv_blocks; writing
 // i = h * kv_blocks + b makes it batch b, query head h of a grouped-query
-// attention with one K/V head per batch. Pure arithmetic, kept apart from
+// attention with one K/V head per batch. The logsumexp statistics, which
+// only the device reads, are packed in cuDNN's own order. Pure arithmetic,
+// kept apart from
 // cudnn_attention.cc (which needs cuDNN) so that CI checks it on the CPU.
 // Units: elements. Thread-safety: a pure function.
 #ifndef PACER_WORKER_GPU_SDPA_LAYOUT_H_
@@ -25,7 +27,7 @@ struct SdpaTensorLayout {
 struct SdpaLayout {
   SdpaTensorLayout query;      // Q, O, dO, dQ, from the Q (context) base
   SdpaTensorLayout key_value;  // K, V, dK, dV, from their own bases
-  SdpaTensorLayout stats;      // logsumexp per query row (fp32)
+  SdpaTensorLayout stats;      // logsumexp per query row (fp32), packed
   int64_t key_offset = 0;      // where K and V start in the qkv output
   int64_t value_offset = 0;
 };
@@ -43,7 +45,9 @@ inline StatusOr<SdpaLayout> SdpaLayoutFor(const AttentionShape& s) {
   SdpaLayout l;
   l.query = {{b, h, s.seq, s.head_dim}, {block, b * block, s.head_dim, 1}};
   l.key_value = {{b, 1, s.seq, s.head_dim}, {block, block, s.head_dim, 1}};
-  l.stats = {{b, h, s.seq, 1}, {s.seq, b * s.seq, 1, 1}};
+  // The statistics are the device's own (the executor only keeps them):
+  // cuDNN's packed [batch, heads, seq, 1], the layout its examples use.
+  l.stats = {{b, h, s.seq, 1}, {h * s.seq, s.seq, 1, 1}};
   l.key_offset = s.head_batches * block;
   l.value_offset = l.key_offset + s.kv_blocks * block;
   return l;
