@@ -2,8 +2,8 @@
 // device, unfused (the s x s probabilities stored between the passes)
 // against the executor's tiled (fused) attention (worker/core/
 // tiled_attention.h), which stores nothing and recomputes Q K^T in the
-// backward pass. Shape: 8 (sequence, head) pairs of head size 64 sharing 2
-// K/V blocks (grouped-query), sequence 256, 512 and 1024; tiles of 128
+// backward pass. Shape: one sequence of 8 query heads of size 64 sharing 2
+// K/V heads (grouped-query), sequence 256, 512 and 1024; tiles of 128
 // query rows. Reports the time per forward + backward and, as counters,
 // the peak bytes the device tracker saw and the GEMM FLOPs issued.
 //   build/tests/attention_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -21,10 +21,10 @@ namespace pw = pacer::worker;
 namespace {
 
 void Attention(benchmark::State& state, bool tiled) {
-  const pw::AttentionShape s{state.range(0), 64, 8, 2};
+  const pw::AttentionShape s{state.range(0), 64, 1, 8, 2};  // one sequence, 8 heads, 2 K/V
   std::unique_ptr<pw::Device> dev = pw::cpu::MakeCpuDevice();
-  const size_t qkv_n = static_cast<size_t>((s.head_batches + 2 * s.kv_blocks) * s.seq * s.head_dim);
-  const size_t ctx_n = static_cast<size_t>(s.head_batches * s.seq * s.head_dim);
+  const size_t qkv_n = static_cast<size_t>(s.QkvElements());
+  const size_t ctx_n = static_cast<size_t>(s.CtxElements());
   std::vector<float> host(qkv_n);
   std::mt19937 gen(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);

@@ -44,15 +44,15 @@ class ReferenceOnChipDevice final : public Device {
   Status OnChipAttentionForward(const AttentionShape& s, const float* qkv, float* lse,
                                 float* ctx) override {
     ++calls_->forward;
-    for (int64_t i = 0; i < s.head_batches; ++i) {
+    for (int64_t i = 0; i < s.pairs(); ++i) {
       const Pair p = PairOf(s, qkv, i);
       std::vector<double> prob(Size(s.seq));
       for (int64_t r = 0; r < s.seq; ++r) {
         lse[i * s.seq + r] = static_cast<float>(Probabilities(s, p, r, nullptr, &prob));
         for (int64_t c = 0; c < s.head_dim; ++c) {
           double o = 0;
-          for (int64_t j = 0; j < s.seq; ++j) o += prob[Size(j)] * p.v[j * s.head_dim + c];
-          ctx[i * Block(s) + r * s.head_dim + c] = static_cast<float>(o);
+          for (int64_t j = 0; j < s.seq; ++j) o += prob[Size(j)] * p.v[j * p.ld + c];
+          ctx[s.Ctx(i) + r * s.ctx_ld() + c] = static_cast<float>(o);
         }
       }
     }
@@ -64,12 +64,12 @@ class ReferenceOnChipDevice final : public Device {
                                  const float* lse, const float* dctx, float* dqkv) override {
     ++calls_->backward;
     const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
-    for (int64_t i = 0; i < s.head_batches; ++i) {
+    for (int64_t i = 0; i < s.pairs(); ++i) {
       const Pair p = PairOf(s, qkv, i);
-      const AttentionKeyValue kv = s.KeyValueAt(i);
-      float* dq = dqkv + i * Block(s);
-      float* dk = dqkv + kv.k;
-      float* dv = dqkv + kv.v;
+      const int64_t w = p.ld;
+      float* dq = dqkv + s.Q(i);
+      float* dk = dqkv + s.K(i);
+      float* dv = dqkv + s.V(i);
       std::vector<double> prob(Size(s.seq));
       for (int64_t r = 0; r < s.seq; ++r) {
         // P from the stashed logsumexp, which must be the forward's.
@@ -80,12 +80,12 @@ class ReferenceOnChipDevice final : public Device {
                                ": the stashed logsumexp " + std::to_string(stashed) +
                                " is not the forward's " + std::to_string(fresh));
         }
-        const float* o = ctx + i * Block(s) + r * s.head_dim;
-        const float* d_o = dctx + i * Block(s) + r * s.head_dim;
+        const float* o = ctx + s.Ctx(i) + r * s.ctx_ld();
+        const float* d_o = dctx + s.Ctx(i) + r * s.ctx_ld();
         double delta = 0;  // rowsum(dP * P) = rowsum(dO * O)
         for (int64_t c = 0; c < s.head_dim; ++c) {
           double fresh_o = 0;
-          for (int64_t j = 0; j < s.seq; ++j) fresh_o += prob[Size(j)] * p.v[j * s.head_dim + c];
+          for (int64_t j = 0; j < s.seq; ++j) fresh_o += prob[Size(j)] * p.v[j * w + c];
           if (std::fabs(fresh_o - o[c]) > 1e-4 * (1 + std::fabs(fresh_o))) {
             return InternalError("pair " + std::to_string(i) + " row " + std::to_string(r) +
                                  ": the stashed context is not the forward's");
@@ -94,12 +94,12 @@ class ReferenceOnChipDevice final : public Device {
         }
         for (int64_t j = 0; j < s.seq; ++j) {
           double dp = 0;
-          for (int64_t c = 0; c < s.head_dim; ++c) dp += d_o[c] * p.v[j * s.head_dim + c];
+          for (int64_t c = 0; c < s.head_dim; ++c) dp += d_o[c] * p.v[j * w + c];
           const double ds = scale * prob[Size(j)] * (dp - delta);
           for (int64_t c = 0; c < s.head_dim; ++c) {
-            dv[j * s.head_dim + c] += static_cast<float>(prob[Size(j)] * d_o[c]);
-            dq[r * s.head_dim + c] += static_cast<float>(ds * p.k[j * s.head_dim + c]);
-            dk[j * s.head_dim + c] += static_cast<float>(ds * p.q[r * s.head_dim + c]);
+            dv[j * w + c] += static_cast<float>(prob[Size(j)] * d_o[c]);
+            dq[r * w + c] += static_cast<float>(ds * p.k[j * w + c]);
+            dk[j * w + c] += static_cast<float>(ds * p.q[r * w + c]);
           }
         }
       }
@@ -225,19 +225,19 @@ class ReferenceOnChipDevice final : public Device {
   }
 
  private:
+  // A pair's Q, K and V, rows `ld` apart.
   struct Pair {
     const float *q, *k, *v;
+    int64_t ld;
   };
   static size_t Size(int64_t n) { return static_cast<size_t>(n); }
-  static int64_t Block(const AttentionShape& s) { return s.seq * s.head_dim; }
   // One seq x seq x head_dim GEMM of every pair.
   static double Flops(const AttentionShape& s) {
-    return 2.0 * static_cast<double>(s.head_batches) * static_cast<double>(s.seq) *
+    return 2.0 * static_cast<double>(s.pairs()) * static_cast<double>(s.seq) *
            static_cast<double>(s.seq) * static_cast<double>(s.head_dim);
   }
   static Pair PairOf(const AttentionShape& s, const float* qkv, int64_t i) {
-    const AttentionKeyValue kv = s.KeyValueAt(i);
-    return {qkv + i * Block(s), qkv + kv.k, qkv + kv.v};
+    return {qkv + s.Q(i), qkv + s.K(i), qkv + s.V(i), s.qkv_ld()};
   }
   // Row r's probabilities into *prob, from the logsumexp `given` if any
   // (as an on-chip backward does) or from the scores; returns the
@@ -249,7 +249,7 @@ class ReferenceOnChipDevice final : public Device {
     for (int64_t j = 0; j < s.seq; ++j) {
       double dot = 0;
       for (int64_t c = 0; c < s.head_dim; ++c) {
-        dot += static_cast<double>(p.q[r * s.head_dim + c]) * p.k[j * s.head_dim + c];
+        dot += static_cast<double>(p.q[r * p.ld + c]) * p.k[j * p.ld + c];
       }
       (*prob)[Size(j)] = scale * dot;
       mx = std::max(mx, scale * dot);

@@ -1,10 +1,12 @@
 // The strides cuDNN's SDPA reads the executor's attention buffers with
-// (gpu/sdpa_layout.h): every element cuDNN addresses as [batch, head, row,
-// column] of Q, K and V must be the element the executor's pair layout puts
-// there (core/device.h, AttentionShape), the query head must read the K/V
-// block the executor's round-robin gives its pair, and the statistics must
-// fill the executor's RowElements() floats exactly once each.
-// Checked here on the CPU because the GPU path itself runs only on a GPU.
+// (gpu/sdpa_layout.h): every element cuDNN addresses as [sequence, head,
+// row, column] of Q, K, V and the output must be the element the executor
+// puts there for that pair (AttentionShape::Q / K / V / Ctx, core/device.h),
+// with cuDNN's grouped-query rule (query head h reads K/V head
+// h / (heads / kv_heads)) choosing the executor's K/V head, and the
+// statistics must fill the executor's RowElements() floats exactly once
+// each. Checked here on the CPU because the GPU path itself runs only on a
+// GPU.
 #include "gpu/sdpa_layout.h"
 
 #include <gtest/gtest.h>
@@ -21,57 +23,72 @@ int64_t Offset(const SdpaTensorLayout& t, int64_t b, int64_t h, int64_t r, int64
 }
 
 TEST(SdpaLayoutTest, CudnnIndicesAddressTheExecutorsPairLayout) {
-  // Multi-head (one K/V block per pair), grouped-query (4 and 2 pairs per
-  // K/V block), one K/V block for all.
-  for (const AttentionShape s : {AttentionShape{6, 4, 8, 8}, AttentionShape{5, 8, 16, 4},
-                                 AttentionShape{3, 2, 6, 3}, AttentionShape{4, 2, 4, 1}}) {
-    const std::string what =
-        "pairs " + std::to_string(s.head_batches) + ", K/V blocks " + std::to_string(s.kv_blocks);
+  // seq, head_dim, sequences, heads, kv_heads: multi-head, grouped-query
+  // (groups of 4 and 2), one K/V head for all.
+  for (const AttentionShape s : {AttentionShape{6, 4, 2, 3, 3}, AttentionShape{5, 8, 2, 8, 2},
+                                 AttentionShape{3, 2, 3, 4, 2}, AttentionShape{4, 2, 1, 4, 1}}) {
+    const std::string what = std::to_string(s.heads) + " query heads, " +
+                             std::to_string(s.kv_heads) + " K/V heads";
     const StatusOr<SdpaLayout> l = SdpaLayoutFor(s);
     ASSERT_TRUE(l.ok()) << what << ": " << l.status().ToString();
-    const SdpaTensorLayout& q = l->query;
-    const SdpaTensorLayout& kv = l->key_value;
-    const SdpaTensorLayout& st = l->stats;
-    // cuDNN's grouped-query attention: the K/V heads divide the query heads.
-    ASSERT_EQ(q.dims[0], kv.dims[0]) << what;
-    ASSERT_EQ(q.dims[1] % kv.dims[1], 0) << what;
-    ASSERT_EQ(q.dims[0] * q.dims[1], s.head_batches) << what;
-    ASSERT_EQ(st.dims[3], 1) << what;
-    const int64_t group = q.dims[1] / kv.dims[1];
-    std::set<int64_t> pairs_seen, stats_seen;
-    for (int64_t b = 0; b < q.dims[0]; ++b) {
-      for (int64_t h = 0; h < q.dims[1]; ++h) {
-        // The pair whose Q block cuDNN reads as (b, h).
-        const int64_t pair = Offset(q, b, h, 0, 0) / (s.seq * s.head_dim);
-        pairs_seen.insert(pair);
-        const AttentionKeyValue expect = s.KeyValueAt(pair);
+    ASSERT_EQ(l->query.dims[0], s.sequences) << what;
+    ASSERT_EQ(l->query.dims[1], s.heads) << what;
+    ASSERT_EQ(l->key_value.dims[1], s.kv_heads) << what;
+    ASSERT_EQ(l->stats.dims[3], 1) << what;
+    const int64_t group = l->query.dims[1] / l->key_value.dims[1];  // cuDNN's rule
+    std::set<int64_t> stats_seen;
+    for (int64_t b = 0; b < s.sequences; ++b) {
+      for (int64_t h = 0; h < s.heads; ++h) {
+        const int64_t pair = b * s.heads + h;
         for (int64_t r = 0; r < s.seq; ++r) {
-          stats_seen.insert(Offset(st, b, h, r, 0));
+          stats_seen.insert(Offset(l->stats, b, h, r, 0));
           for (int64_t c = 0; c < s.head_dim; ++c) {
-            ASSERT_EQ(Offset(q, b, h, r, c), pair * s.seq * s.head_dim + r * s.head_dim + c)
-                << what << " Q[" << b << "," << h << "," << r << "," << c << "]";
-            // The K/V head cuDNN gives query head h: h / group.
-            const int64_t within = r * s.head_dim + c;
-            ASSERT_EQ(l->key_offset + Offset(kv, b, h / group, r, c), expect.k + within) << what;
-            ASSERT_EQ(l->value_offset + Offset(kv, b, h / group, r, c), expect.v + within) << what;
+            const std::string at = what + " [" + std::to_string(b) + "," + std::to_string(h) +
+                                   "," + std::to_string(r) + "," + std::to_string(c) + "]";
+            ASSERT_EQ(Offset(l->query, b, h, r, c), s.Q(pair) + r * s.qkv_ld() + c) << at;
+            ASSERT_EQ(l->key_offset + Offset(l->key_value, b, h / group, r, c),
+                      s.K(pair) + r * s.qkv_ld() + c)
+                << at;
+            ASSERT_EQ(l->value_offset + Offset(l->key_value, b, h / group, r, c),
+                      s.V(pair) + r * s.qkv_ld() + c)
+                << at;
+            ASSERT_EQ(Offset(l->output, b, h, r, c), s.Ctx(pair) + r * s.ctx_ld() + c) << at;
           }
         }
       }
     }
-    EXPECT_EQ(static_cast<int64_t>(pairs_seen.size()), s.head_batches) << what;
     ASSERT_EQ(static_cast<int64_t>(stats_seen.size()), s.RowElements()) << what;
     EXPECT_EQ(*stats_seen.begin(), 0) << what;
     EXPECT_EQ(*stats_seen.rbegin(), s.RowElements() - 1) << what;
   }
 }
 
-TEST(SdpaLayoutTest, ShapesWithoutOneKeyValueBlockPerGroupAreRefused) {
-  // Q serving as K and V (kv_blocks 0), and 6 pairs over 4 K/V blocks.
-  for (const AttentionShape s : {AttentionShape{4, 2, 4, 0}, AttentionShape{4, 2, 6, 4}}) {
+// Every element of the qkv and context buffers belongs to exactly one
+// tensor element of one pair: the pairs' Q, K and V cover qkv whole.
+TEST(SdpaLayoutTest, ThePairsCoverTheQkvRowsOnce) {
+  const AttentionShape s{3, 2, 2, 4, 2};
+  std::set<int64_t> q, kv;
+  for (int64_t i = 0; i < s.pairs(); ++i) {
+    for (int64_t r = 0; r < s.seq; ++r) {
+      for (int64_t c = 0; c < s.head_dim; ++c) {
+        EXPECT_TRUE(q.insert(s.Q(i) + r * s.qkv_ld() + c).second) << "Q read twice";
+        kv.insert(s.K(i) + r * s.qkv_ld() + c);
+        kv.insert(s.V(i) + r * s.qkv_ld() + c);
+      }
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(q.size() + kv.size()), s.QkvElements());
+  for (int64_t x : kv) EXPECT_EQ(q.count(x), 0u) << "K or V overlaps Q at " << x;
+}
+
+TEST(SdpaLayoutTest, ShapesWithoutWholeKeyValueGroupsAreRefused) {
+  // No K/V head, and 3 query heads over 2 K/V heads.
+  for (const AttentionShape s : {AttentionShape{4, 2, 1, 4, 0}, AttentionShape{4, 2, 1, 3, 2}}) {
     const StatusOr<SdpaLayout> l = SdpaLayoutFor(s);
     ASSERT_FALSE(l.ok());
     EXPECT_EQ(l.status().code(), StatusCode::kFailedPrecondition);
-    EXPECT_NE(l.status().message().find("K/V block"), std::string::npos) << l.status().message();
+    EXPECT_NE(l.status().message().find("K/V groups"), std::string::npos)
+        << l.status().message();
   }
 }
 

@@ -1,6 +1,7 @@
 // The tiled (fused) attention of tiled_attention.h on the CPU device against
 // the device's unfused attention: the same context and the same gradients
-// of Q, K and V, for multi-head, grouped-query and K = V = Q shapes, with
+// of Q, K and V, for multi-head and grouped-query shapes over several
+// sequences (Megatron's qkv rows, AttentionShape), with
 // tiles that divide the sequence, tiles that do not, and a scratch bound
 // that forces one pair per call; no buffer of s x s scores per pair; one
 // more Q K^T in the backward pass and nothing else.
@@ -25,10 +26,8 @@ struct Case {
   TiledAttentionOptions options;
 };
 
-// The qkv layout: head_batches Q blocks, then kv_blocks K and V blocks.
-size_t QkvElements(const AttentionShape& s) {
-  return static_cast<size_t>((s.head_batches + 2 * s.kv_blocks) * s.seq * s.head_dim);
-}
+size_t QkvElements(const AttentionShape& s) { return static_cast<size_t>(s.QkvElements()); }
+size_t CtxElements(const AttentionShape& s) { return static_cast<size_t>(s.CtxElements()); }
 
 std::vector<float> Random(size_t n, unsigned seed) {
   std::mt19937 gen(seed);
@@ -52,7 +51,7 @@ class AttentionRun {
   Out Go(bool tiled, const std::vector<float>& qkv_host, const std::vector<float>& dctx_host,
          const TiledAttentionOptions& o) {
     Out out;
-    const size_t ctx_n = static_cast<size_t>(s_.head_batches * s_.seq * s_.head_dim);
+    const size_t ctx_n = CtxElements(s_);
     DeviceBuffer qkv(dev_.get(), BufferClass::kActivations),
         ctx(dev_.get(), BufferClass::kActivations), dctx(dev_.get(), BufferClass::kActivations),
         dqkv(dev_.get(), BufferClass::kActivations), probs(dev_.get(), BufferClass::kActivations);
@@ -107,25 +106,24 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, 
 
 TEST(TiledAttentionTest, MatchesTheUnfusedAttentionWithoutStoringScores) {
   const Case cases[] = {
-      // seq, head_dim, head_batches, kv_blocks
-      {"multi-head, tiles of 4 divide 16", {16, 8, 4, 4}, {4, size_t{64} << 20}},
-      {"grouped-query, tiles of 5 do not divide 16", {16, 8, 8, 2}, {5, size_t{64} << 20}},
-      {"grouped-query, one pair per call", {16, 8, 8, 2}, {4, 1}},
-      {"K = V = Q (kv_blocks 0), tiles of 3", {10, 4, 3, 0}, {3, size_t{64} << 20}},
-      {"one tile of the whole sequence", {12, 8, 4, 4}, {128, size_t{64} << 20}},
+      // seq, head_dim, sequences, heads, kv_heads
+      {"multi-head, tiles of 4 divide 16", {16, 8, 2, 2, 2}, {4, size_t{64} << 20}},
+      {"grouped-query, tiles of 5 do not divide 16", {16, 8, 2, 4, 1}, {5, size_t{64} << 20}},
+      {"grouped-query, one pair per call", {16, 8, 2, 4, 2}, {4, 1}},
+      {"grouped-query, groups of 3, tiles of 3", {10, 4, 1, 6, 2}, {3, size_t{64} << 20}},
+      {"one tile of the whole sequence", {12, 8, 2, 2, 2}, {128, size_t{64} << 20}},
   };
   for (const Case& c : cases) {
     const AttentionShape& s = c.shape;
     const std::vector<float> qkv = Random(QkvElements(s), 7);
-    const std::vector<float> dctx =
-        Random(static_cast<size_t>(s.head_batches * s.seq * s.head_dim), 11);
+    const std::vector<float> dctx = Random(CtxElements(s), 11);
     const AttentionRun::Out unfused = AttentionRun(s).Go(false, qkv, dctx, c.options);
     const AttentionRun::Out tiled = AttentionRun(s).Go(true, qkv, dctx, c.options);
     ExpectClose(tiled.ctx, unfused.ctx, "ctx", c.name);
     ExpectClose(tiled.dqkv, unfused.dqkv, "dqkv", c.name);
 
     // The same forward GEMMs; the backward recomputes Q K^T (2 s^2 d per pair).
-    const double scores = 2.0 * static_cast<double>(s.seq * s.seq * s.head_dim * s.head_batches);
+    const double scores = 2.0 * static_cast<double>(s.seq * s.seq * s.head_dim * s.pairs());
     EXPECT_DOUBLE_EQ(tiled.forward_flops, unfused.forward_flops) << c.name;
     EXPECT_DOUBLE_EQ(tiled.backward_flops, unfused.backward_flops + scores) << c.name;
 
@@ -137,7 +135,7 @@ TEST(TiledAttentionTest, MatchesTheUnfusedAttentionWithoutStoringScores) {
               std::max(static_cast<double>(c.options.max_scratch_bytes), one_pair_tiles))
         << c.name;
     if (rows < s.seq) {
-      const double all_scores = static_cast<double>(s.head_batches * s.seq * s.seq) * sizeof(float);
+      const double all_scores = static_cast<double>(s.ProbsElements()) * sizeof(float);
       EXPECT_LT(tiled.peak_bytes, unfused.peak_bytes) << c.name;
       EXPECT_LT(tiled.peak_workspace_bytes, all_scores) << c.name;
     }
@@ -147,12 +145,17 @@ TEST(TiledAttentionTest, MatchesTheUnfusedAttentionWithoutStoringScores) {
 TEST(TiledAttentionTest, RejectsAnEmptyShapeAsABug) {
   std::unique_ptr<Device> dev = cpu::MakeCpuDevice();
   float unused = 0;
-  const Status s = TiledAttentionForward(dev.get(), AttentionShape{0, 8, 1, 1}, &unused, &unused);
+  const Status s =
+      TiledAttentionForward(dev.get(), AttentionShape{0, 8, 1, 1, 1}, &unused, &unused);
   EXPECT_EQ(s.code(), StatusCode::kInternal);
+  // Query heads that do not fall into whole K/V groups.
+  EXPECT_EQ(
+      TiledAttentionForward(dev.get(), AttentionShape{4, 2, 1, 3, 2}, &unused, &unused).code(),
+      StatusCode::kInternal);
   TiledAttentionOptions zero_tiles;
   zero_tiles.tile_rows = 0;
-  EXPECT_EQ(TiledAttentionBackward(dev.get(), AttentionShape{4, 2, 1, 1}, &unused, &unused, &unused,
-                                   zero_tiles)
+  EXPECT_EQ(TiledAttentionBackward(dev.get(), AttentionShape{4, 2, 1, 1, 1}, &unused, &unused,
+                                   &unused, zero_tiles)
                 .code(),
             StatusCode::kInternal);
 }

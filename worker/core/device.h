@@ -34,6 +34,7 @@
 #ifndef PACER_WORKER_CORE_DEVICE_H_
 #define PACER_WORKER_CORE_DEVICE_H_
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -81,34 +82,85 @@ struct AdamWParams {
   float weight_decay = 0.01f;
 };
 
-// The attention core of one layer over the qkv GEMM's output: head_batches
-// (sequence, head) pairs, each a seq x head_dim block of Q; K and V are
-// kv_blocks blocks after the Q blocks, shared round-robin (grouped-query
-// attention). kv_blocks == 0 makes Q serve as K and V (a degenerate shape
-// the schedule can produce for tiny models).
-// Where pair i's K and V blocks start in the qkv output (elements), and the
-// stride between the K/V blocks of consecutive pairs (0 when kv_blocks == 0:
-// every pair reads block 0, Q's own first block).
-struct AttentionKeyValue {
-  int64_t k = 0, v = 0, stride = 0;
+// The attention core of one layer, over the qkv GEMM's output as Megatron
+// lays it out: each token's row holds this rank's query heads, then its K
+// heads, then its V heads, head_dim columns each ([tokens x qkv_ld()],
+// tokens in `sequences` sequences of `seq`); the context is [tokens x
+// ctx_ld()], one head_dim column block per query head. Query head j reads
+// K/V head j / group() (grouped-query attention: consecutive query heads
+// share one, as Megatron and cuDNN group them). A (sequence, query head)
+// pair i is sequence i / heads, head i % heads. Because a tensor-parallel
+// rank holds whole heads, a rank's attention is exactly its heads' share of
+// the unsplit layer's. Offsets in elements.
+struct AttentionShape {
+  int64_t seq = 0;        // tokens per sequence
+  int64_t head_dim = 0;
+  int64_t sequences = 0;  // the micro-batch
+  int64_t heads = 0;      // query heads on this rank
+  int64_t kv_heads = 0;   // K/V heads on this rank; divides heads
+
+  int64_t pairs() const { return sequences * heads; }
+  int64_t group() const { return kv_heads > 0 ? heads / kv_heads : 1; }
+  int64_t qkv_ld() const { return (heads + 2 * kv_heads) * head_dim; }
+  int64_t ctx_ld() const { return heads * head_dim; }
+  int64_t QkvElements() const { return sequences * seq * qkv_ld(); }
+  int64_t CtxElements() const { return sequences * seq * ctx_ld(); }
+  int64_t ProbsElements() const { return pairs() * seq * seq; }
+  // One value per query row of every pair (an on-chip kernel's statistics).
+  int64_t RowElements() const { return pairs() * seq; }
+  // Where pair i's Q, K, V (rows qkv_ld() apart) and context (rows
+  // ctx_ld() apart) start.
+  int64_t Q(int64_t i) const { return Row(i, qkv_ld()) + (i % heads) * head_dim; }
+  int64_t K(int64_t i) const { return Row(i, qkv_ld()) + (heads + KvHead(i)) * head_dim; }
+  int64_t V(int64_t i) const {
+    return Row(i, qkv_ld()) + (heads + kv_heads + KvHead(i)) * head_dim;
+  }
+  int64_t Ctx(int64_t i) const { return Row(i, ctx_ld()) + (i % heads) * head_dim; }
+  bool Valid() const {
+    return seq > 0 && head_dim > 0 && sequences > 0 && heads > 0 && kv_heads > 0 &&
+           heads % kv_heads == 0;
+  }
+
+ private:
+  int64_t Row(int64_t i, int64_t ld) const { return (i / heads) * seq * ld; }
+  int64_t KvHead(int64_t i) const { return (i % heads) / group(); }
 };
 
-struct AttentionShape {
-  int64_t seq = 0;
-  int64_t head_dim = 0;
-  int64_t head_batches = 0;
-  int64_t kv_blocks = 0;
-  int64_t ProbsElements() const { return head_batches * seq * seq; }
-  // One value per query row of every pair (an on-chip kernel's statistics).
-  int64_t RowElements() const { return head_batches * seq; }
-  AttentionKeyValue KeyValueAt(int64_t pair) const {
-    if (kv_blocks == 0) return {0, 0, 0};
-    const int64_t block = seq * head_dim;
-    const int64_t kv = pair % kv_blocks;
-    const int64_t q_elems = head_batches * block;
-    return {q_elems + kv * block, q_elems + (kv_blocks + kv) * block, block};
-  }
+// Pairs that one batched call can take with constant strides: sequence b,
+// query heads m, m + group, m + 2 group, ... (one per K/V head, so no two
+// write the same dK or dV), `count` of them from K/V head kv0. Strides
+// between consecutive items, in elements: Q and context group() x
+// head_dim, K and V head_dim. `slot`: the first item's place in the order
+// ForAttentionBatches visits every pair (whatever the batch size), so a
+// device that keeps per-pair data (the unfused kernel's probabilities) in
+// that order finds a batch's items side by side.
+struct AttentionBatch {
+  int64_t first = 0;  // the first pair
+  int64_t slot = 0;
+  int64_t count = 0;
+  int64_t q_stride = 0, kv_stride = 0;
 };
+
+// Runs body(batch) over every pair of `s` in batches of at most
+// `max_count` (at least 1) items.
+template <typename Body>
+Status ForAttentionBatches(const AttentionShape& s, int64_t max_count, Body&& body) {
+  const int64_t g = s.group(), per = std::max<int64_t>(1, max_count);
+  for (int64_t b = 0; b < s.sequences; ++b) {
+    for (int64_t m = 0; m < g; ++m) {
+      for (int64_t kv0 = 0; kv0 < s.kv_heads; kv0 += per) {
+        AttentionBatch batch;
+        batch.first = b * s.heads + kv0 * g + m;
+        batch.slot = b * s.heads + m * s.kv_heads + kv0;
+        batch.count = std::min(per, s.kv_heads - kv0);
+        batch.q_stride = g * s.head_dim;
+        batch.kv_stride = s.head_dim;
+        RETURN_IF_ERROR(body(batch));
+      }
+    }
+  }
+  return Status::Ok();
+}
 
 // The two directions of pipeline point-to-point traffic; a send of one
 // direction matches the receive of the same direction on the peer.

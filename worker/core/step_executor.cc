@@ -261,15 +261,29 @@ Status StepExecutor::Impl::Initialize(const BackendContext& context, uint64_t se
   qkv_width_ = Dim(g[0].n);
   attention_.seq = Dim(g[1].m);
   attention_.head_dim = Dim(g[1].k);
-  attention_.head_batches = Dim(g[1].batch);
+  attention_.heads = c.model.attention_heads / t_;
+  attention_.kv_heads = c.model.kv_heads / t_;
+  attention_.sequences = attention_.heads > 0 ? Dim(g[1].batch) / attention_.heads : 0;
   proj_in_ = Dim(g[3].k);
   mlp_in_width_ = Dim(g[4].n);
   mlp_out_in_ = Dim(g[5].k);
   vocab_shard_ = Dim(s.logits.n);
   swiglu_ = c.model.ffn_kind == planner::FfnKind::kSwiglu;
-  if (tokens_ <= 0 || hidden_ <= 0 || attention_.seq <= 0 || attention_.head_dim <= 0 ||
-      attention_.head_batches <= 0 || vocab_shard_ <= 0 || mlp_out_in_ <= 0) {
+  if (tokens_ <= 0 || hidden_ <= 0 || !attention_.Valid() || vocab_shard_ <= 0 ||
+      mlp_out_in_ <= 0) {
     return InvalidArgumentError("the step executor needs a model with positive dimensions");
+  }
+  // The schedule's GEMMs and Megatron's head layout must agree: the qkv
+  // output holds this rank's Q, K and V heads per token, the projection
+  // reads its query heads' context.
+  if (tokens_ != attention_.sequences * attention_.seq || qkv_width_ != attention_.qkv_ld() ||
+      proj_in_ != attention_.ctx_ld()) {
+    return InternalError("the schedule's attention GEMMs (" + std::to_string(tokens_) +
+                         " tokens, QKV width " + std::to_string(qkv_width_) +
+                         ", projection input " + std::to_string(proj_in_) +
+                         ") do not match " + std::to_string(attention_.heads) + " query and " +
+                         std::to_string(attention_.kv_heads) + " K/V heads of " +
+                         std::to_string(attention_.head_dim) + " per rank");
   }
   if (tokens_ % t_ != 0) {
     return InvalidArgumentError("sequence parallelism needs micro-batch tokens (" +
@@ -280,9 +294,6 @@ Status StepExecutor::Impl::Initialize(const BackendContext& context, uint64_t se
     return InvalidArgumentError("SwiGLU needs the MLP input width twice the FFN shard");
   }
   shard_tokens_ = tokens_ / t_;
-  const int64_t block = attention_.seq * attention_.head_dim;
-  const int64_t q_elems = attention_.head_batches * block;
-  attention_.kv_blocks = std::max<int64_t>(0, (tokens_ * qkv_width_ - q_elems) / 2 / block);
 
   // The device decides first whether it can run the plan (precision).
   RETURN_IF_ERROR(dev_->Connect(context));
@@ -533,11 +544,7 @@ Status StepExecutor::Impl::Attention(LayerStash* st) {
   } else if (on_chip_attention_) {
     RETURN_IF_ERROR(Act(&st->lse, Size(attention_.RowElements()), Fill::kUndefined));
   }
-  // The context GEMM writes head_batches blocks; the projection reads
-  // tokens x proj_in of them (the same elements unless GQA pads).
-  RETURN_IF_ERROR(Act(
-      &st->ctx, Size(std::max(tokens_ * proj_in_,
-                              attention_.head_batches * attention_.seq * attention_.head_dim))));
+  RETURN_IF_ERROR(Act(&st->ctx, Size(attention_.CtxElements())));
   if (on_chip_attention_) {
     return dev_->OnChipAttentionForward(attention_, st->qkv.data(), st->lse.data(),
                                         st->ctx.data());

@@ -15,10 +15,9 @@
 // tile (a kernel that keeps them on chip, as cuDNN's SDPA or FlashAttention
 // does, moves fewer bytes, and is a device's own business).
 //
-// Layout and arithmetic are those of Device::AttentionForward: `qkv` holds
-// head_batches Q blocks then kv_blocks K and kv_blocks V blocks (seq x
-// head_dim each, shared round-robin), softmax scaled by 1/sqrt(head_dim),
-// no causal mask.
+// Layout and arithmetic are those of Device::AttentionForward: Megatron's
+// qkv rows (AttentionShape), softmax scaled by 1/sqrt(head_dim), no causal
+// mask. Batched calls take one pair per K/V head (ForAttentionBatches).
 //
 // Memory: a workspace of at most max_scratch_bytes (forward: the tiles'
 // probabilities; backward: those and their gradients), from the device's
@@ -41,7 +40,7 @@ struct TiledAttentionOptions {
   size_t max_scratch_bytes = size_t{64} << 20;  // at least one pair's tile is always allowed
 };
 
-// ctx (head_batches blocks of seq x head_dim) = softmax(Q K^T / sqrt(d)) V.
+// ctx ([tokens x ctx_ld()]) = softmax(Q K^T / sqrt(d)) V for every pair.
 Status TiledAttentionForward(Device* device, const AttentionShape& shape, const float* qkv,
                              float* ctx, const TiledAttentionOptions& options = {});
 

@@ -95,40 +95,38 @@ class CpuDevice final : public Device {
   // batched GEMMs, as a loop.
   Status AttentionForward(const AttentionShape& s, const float* qkv, float* probs,
                           float* ctx) override {
-    const int64_t block = s.seq * s.head_dim;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-    for (int64_t i = 0; i < s.head_batches; ++i) {
-      const Operands o = OperandsOf(s, i);
+    const int64_t w = s.qkv_ld(), d = s.head_dim;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    for (int64_t i = 0; i < s.pairs(); ++i) {
       float* p = probs + i * s.seq * s.seq;
-      Sgemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, qkv + o.q, s.head_dim, qkv + o.k,
-            s.head_dim, 0.0f, p, s.seq, &counters_.gemm_flops);
+      Sgemm(false, true, s.seq, s.seq, d, 1.0f, qkv + s.Q(i), w, qkv + s.K(i), w, 0.0f, p, s.seq,
+            &counters_.gemm_flops);
       SoftmaxRowsInPlace(p, s.seq, s.seq, scale);
-      Sgemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, p, s.seq, qkv + o.v, s.head_dim, 0.0f,
-            ctx + i * block, s.head_dim, &counters_.gemm_flops);
+      Sgemm(false, false, s.seq, d, s.seq, 1.0f, p, s.seq, qkv + s.V(i), w, 0.0f, ctx + s.Ctx(i),
+            s.ctx_ld(), &counters_.gemm_flops);
     }
     return Status::Ok();
   }
 
   Status AttentionBackward(const AttentionShape& s, const float* qkv, float* probs,
                            const float* dctx, float* dqkv) override {
-    const int64_t block = s.seq * s.head_dim;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    const int64_t w = s.qkv_ld(), d = s.head_dim;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
     std::vector<float> dp(static_cast<size_t>(s.seq * s.seq));
-    for (int64_t i = 0; i < s.head_batches; ++i) {
-      const Operands o = OperandsOf(s, i);
+    for (int64_t i = 0; i < s.pairs(); ++i) {
       const float* p = probs + i * s.seq * s.seq;
-      const float* dc = dctx + i * block;
+      const float* dc = dctx + s.Ctx(i);
       // context = P V: dP = dC V^T, dV += P^T dC.
-      Sgemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, dc, s.head_dim, qkv + o.v, s.head_dim,
-            0.0f, dp.data(), s.seq, &counters_.gemm_flops);
-      Sgemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, p, s.seq, dc, s.head_dim, 1.0f, dqkv + o.v,
-            s.head_dim, &counters_.gemm_flops);
+      Sgemm(false, true, s.seq, s.seq, d, 1.0f, dc, s.ctx_ld(), qkv + s.V(i), w, 0.0f, dp.data(),
+            s.seq, &counters_.gemm_flops);
+      Sgemm(true, false, s.seq, d, s.seq, 1.0f, p, s.seq, dc, s.ctx_ld(), 1.0f, dqkv + s.V(i), w,
+            &counters_.gemm_flops);
       SoftmaxBackwardInPlace(p, dp.data(), s.seq, s.seq, scale);
       // scores = Q K^T: dQ += dS K, dK += dS^T Q.
-      Sgemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, dp.data(), s.seq, qkv + o.k, s.head_dim,
-            1.0f, dqkv + o.q, s.head_dim, &counters_.gemm_flops);
-      Sgemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, dp.data(), s.seq, qkv + o.q, s.head_dim,
-            1.0f, dqkv + o.k, s.head_dim, &counters_.gemm_flops);
+      Sgemm(false, false, s.seq, d, s.seq, 1.0f, dp.data(), s.seq, qkv + s.K(i), w, 1.0f,
+            dqkv + s.Q(i), w, &counters_.gemm_flops);
+      Sgemm(true, false, s.seq, d, s.seq, 1.0f, dp.data(), s.seq, qkv + s.Q(i), w, 1.0f,
+            dqkv + s.K(i), w, &counters_.gemm_flops);
     }
     return Status::Ok();
   }
@@ -247,14 +245,6 @@ class CpuDevice final : public Device {
   void ResetCounters() override { counters_ = DeviceCounters(); }
 
  private:
-  // Offsets of Q, K and V of pair i in the qkv output.
-  struct Operands {
-    int64_t q = 0, k = 0, v = 0;
-  };
-  static Operands OperandsOf(const AttentionShape& s, int64_t i) {
-    const AttentionKeyValue kv = s.KeyValueAt(i);
-    return {i * s.seq * s.head_dim, kv.k, kv.v};
-  }
   // Wall time of a collective counts as collective time.
   template <typename F>
   Status Timed(F&& f) {

@@ -203,7 +203,7 @@ StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(const Attention
   const Status built = Build(s, layout, stream, plans.get());
   if (!built.ok()) {
     return FailedPreconditionError("cuDNN " + LibraryVersion() + " cannot run this attention (" +
-                                   std::to_string(s.head_batches) + " pairs, sequence " +
+                                   std::to_string(s.pairs()) + " pairs, sequence " +
                                    std::to_string(s.seq) + ", head dim " +
                                    std::to_string(s.head_dim) + "): " + built.message());
   }
@@ -244,23 +244,22 @@ Status Build(const AttentionShape& s, const SdpaLayout& layout, cudaStream_t str
   CUDNNCHECK(cudnnSetStream(p->handle, stream));
   p->scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
   const Dims one{1, 1, 1, 1};
-  auto tensor = [&](int64_t uid, bool query) {
-    const SdpaTensorLayout& t = query ? layout.query : layout.key_value;
+  auto tensor = [&](int64_t uid, const SdpaTensorLayout& t) {
     return p->Tensor(uid, CUDNN_DATA_BFLOAT16, t.dims, t.strides);
   };
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t q, tensor(kQ, true));
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t k, tensor(kK, false));
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t v, tensor(kV, false));
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t o, tensor(kO, true));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t q, tensor(kQ, layout.query));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t k, tensor(kK, layout.key_value));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t v, tensor(kV, layout.key_value));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t o, tensor(kO, layout.output));
   ASSIGN_OR_RETURN(cudnnBackendDescriptor_t stats,
                    p->Tensor(kStats, CUDNN_DATA_FLOAT, layout.stats.dims, layout.stats.strides));
   ASSIGN_OR_RETURN(cudnnBackendDescriptor_t scale,
                    p->Tensor(kScale, CUDNN_DATA_FLOAT, one, one, /*by_value=*/true));
 
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t d_o, tensor(kDO, true));
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t dq, tensor(kDQ, true));
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t dk, tensor(kDK, false));
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t dv, tensor(kDV, false));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t d_o, tensor(kDO, layout.output));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t dq, tensor(kDQ, layout.query));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t dk, tensor(kDK, layout.key_value));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t dv, tensor(kDV, layout.key_value));
   ASSIGN_OR_RETURN(cudnnBackendDescriptor_t fwd,
                    p->Operation(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR,
                                 {{CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, q},

@@ -7,11 +7,10 @@
 // the forward's logsumexp.
 //
 // Layout: the executor's buffers as they are, read through strides
-// (sdpa_layout.h: pair i = h * kv_blocks + b is batch b, query head h of a
-// grouped-query attention with one K/V head per batch; the logsumexp
-// statistics, which only the device reads, packed in cuDNN's order).
-// Shapes without that form (kv_blocks == 0, or head_batches not a multiple
-// of kv_blocks) are refused by Create.
+// (sdpa_layout.h: Megatron's qkv rows as [sequence, head, row, dim];
+// cuDNN's grouped-query rule is the executor's; the logsumexp statistics,
+// which only the device reads, packed in cuDNN's order). Shapes
+// AttentionShape::Valid refuses are refused by Create.
 // Data: bf16 (cuDNN's SDPA has no fp32 path), fp32 statistics, scale
 // 1/sqrt(head_dim), no mask. dQ, dK and dV are written, not accumulated;
 // a group's query heads sum into their K/V head's gradient.
@@ -51,8 +50,9 @@ class CudnnAttention {
   // The larger of the two passes' workspaces.
   size_t workspace_bytes() const;
 
-  // Pointers as the layout above: q, k, v the first elements of the Q, K and
-  // V blocks (bf16), o (bf16) and lse (fp32) outputs.
+  // Pointers as sdpa_layout.h: q the qkv buffer, k and v it plus the K and
+  // V offsets (bf16; dq, dk, dv alike in a buffer of qkv's layout), o and
+  // d_o in the context's layout (bf16), lse (fp32).
   Status Forward(const void* q, const void* k, const void* v, void* o, float* lse, void* workspace);
   Status Backward(const void* q, const void* k, const void* v, const void* o, const void* d_o,
                   const float* lse, void* dq, void* dk, void* dv, void* workspace);

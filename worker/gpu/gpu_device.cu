@@ -261,63 +261,55 @@ class GpuDevice final : public Device {
     return mode_.bf16_operands ? (probs + 1) / 2 : probs;  // bf16: two per element
   }
 
+  // The unfused kernel keeps pair P blocks in ForAttentionBatches' order
+  // (AttentionBatch::slot), so a batch's blocks lie side by side.
   Status AttentionForward(const AttentionShape& s, const float* qkv, float* probs,
                           float* ctx) override {
     const AttentionScope scope(this);
     if (mode_.bf16_operands) return AttentionForwardBf16(s, qkv, probs, ctx);
-    const int64_t block = s.seq * s.head_dim, ss = s.seq * s.seq;
-    // Pairs i0 .. i0 + count - 1 use distinct, consecutive K/V blocks; with
-    // kv_blocks == 0 every pair reads block 0 as K and V (stride 0).
-    const int64_t round = s.kv_blocks > 0 ? s.kv_blocks : s.head_batches;
-    for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
-      const int64_t count = std::min(round, s.head_batches - i0);
-      const KeyValue kv = s.KeyValueAt(i0);
-      RETURN_IF_ERROR(StridedGemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, qkv + i0 * block,
-                                  s.head_dim, block, qkv + kv.k, s.head_dim, kv.stride, 0.0f,
-                                  probs + i0 * ss, s.seq, ss, count));
-    }
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-    RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-      return gpu::SoftmaxRows(probs, s.head_batches * s.seq, s.seq, scale, compute_);
+    const int64_t w = s.qkv_ld(), c = s.ctx_ld(), d = s.head_dim, ss = s.seq * s.seq;
+    RETURN_IF_ERROR(ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) {
+      return StridedGemm(false, true, s.seq, s.seq, d, 1.0f, qkv + s.Q(b.first), w, b.q_stride,
+                         qkv + s.K(b.first), w, b.kv_stride, 0.0f, probs + b.slot * ss, s.seq, ss,
+                         b.count);
     }));
-    for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
-      const int64_t count = std::min(round, s.head_batches - i0);
-      const KeyValue kv = s.KeyValueAt(i0);
-      RETURN_IF_ERROR(StridedGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, probs + i0 * ss,
-                                  s.seq, ss, qkv + kv.v, s.head_dim, kv.stride, 0.0f,
-                                  ctx + i0 * block, s.head_dim, block, count));
-    }
-    return Status::Ok();
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+      return gpu::SoftmaxRows(probs, s.pairs() * s.seq, s.seq, scale, compute_);
+    }));
+    return ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) {
+      return StridedGemm(false, false, s.seq, d, s.seq, 1.0f, probs + b.slot * ss, s.seq, ss,
+                         qkv + s.V(b.first), w, b.kv_stride, 0.0f, ctx + s.Ctx(b.first), c,
+                         b.q_stride, b.count);
+    });
   }
 
   Status AttentionBackward(const AttentionShape& s, const float* qkv, float* probs,
                            const float* dctx, float* dqkv) override {
     const AttentionScope scope(this);
     if (mode_.bf16_operands) return AttentionBackwardBf16(s, qkv, probs, dctx, dqkv);
-    const int64_t block = s.seq * s.head_dim, ss = s.seq * s.seq;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-    return ForBackwardGroups(
-        s, sizeof(float), [&](int64_t i0, int64_t count, const KeyValue& kv, float* dp, int64_t) {
-          const float* p = probs + i0 * ss;
-          const float* dc = dctx + i0 * block;
-          // context = P V: dV += P^T dC, dP = dC V^T.
-          RETURN_IF_ERROR(StridedGemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, p, s.seq, ss,
-                                      dc, s.head_dim, block, 1.0f, dqkv + kv.v, s.head_dim,
-                                      kv.stride, count));
-          RETURN_IF_ERROR(StridedGemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, dc,
-                                      s.head_dim, block, qkv + kv.v, s.head_dim, kv.stride, 0.0f,
-                                      dp, s.seq, ss, count));
-          RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-            return gpu::SoftmaxBackward(p, dp, count * s.seq, s.seq, scale, compute_);
-          }));
-          // scores = Q K^T: dQ += dS K, dK += dS^T Q.
-          RETURN_IF_ERROR(StridedGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, dp, s.seq, ss,
-                                      qkv + kv.k, s.head_dim, kv.stride, 1.0f, dqkv + i0 * block,
-                                      s.head_dim, block, count));
-          return StridedGemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, dp, s.seq, ss,
-                             qkv + i0 * block, s.head_dim, block, 1.0f, dqkv + kv.k, s.head_dim,
-                             kv.stride, count);
-        });
+    const int64_t w = s.qkv_ld(), c = s.ctx_ld(), d = s.head_dim, ss = s.seq * s.seq;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    return ForBackwardBatches(s, sizeof(float), [&](const AttentionBatch& b, float* dp, int64_t) {
+      const float* p = probs + b.slot * ss;
+      const float* dc = dctx + s.Ctx(b.first);
+      // context = P V: dV += P^T dC, dP = dC V^T.
+      RETURN_IF_ERROR(StridedGemm(true, false, s.seq, d, s.seq, 1.0f, p, s.seq, ss, dc, c,
+                                  b.q_stride, 1.0f, dqkv + s.V(b.first), w, b.kv_stride,
+                                  b.count));
+      RETURN_IF_ERROR(StridedGemm(false, true, s.seq, s.seq, d, 1.0f, dc, c, b.q_stride,
+                                  qkv + s.V(b.first), w, b.kv_stride, 0.0f, dp, s.seq, ss,
+                                  b.count));
+      RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+        return gpu::SoftmaxBackward(p, dp, b.count * s.seq, s.seq, scale, compute_);
+      }));
+      // scores = Q K^T: dQ += dS K, dK += dS^T Q.
+      RETURN_IF_ERROR(StridedGemm(false, false, s.seq, d, s.seq, 1.0f, dp, s.seq, ss,
+                                  qkv + s.K(b.first), w, b.kv_stride, 1.0f, dqkv + s.Q(b.first),
+                                  w, b.q_stride, b.count));
+      return StridedGemm(true, false, s.seq, d, s.seq, 1.0f, dp, s.seq, ss, qkv + s.Q(b.first), w,
+                         b.q_stride, 1.0f, dqkv + s.K(b.first), w, b.kv_stride, b.count);
+    });
   }
 
   // --- The tiled attention's pieces (the executor's tiled_attention.h).
@@ -521,8 +513,6 @@ class GpuDevice final : public Device {
   }
 
  private:
-  using KeyValue = AttentionKeyValue;
-
   struct PendingSend {
     cudaEvent_t done = nullptr;
     double bytes = 0;
@@ -601,17 +591,18 @@ class GpuDevice final : public Device {
       }
     }
     return sdpa_ready_ && s.seq == sdpa_shape_.seq && s.head_dim == sdpa_shape_.head_dim &&
-           s.head_batches == sdpa_shape_.head_batches && s.kv_blocks == sdpa_shape_.kv_blocks;
+           s.sequences == sdpa_shape_.sequences && s.heads == sdpa_shape_.heads &&
+           s.kv_heads == sdpa_shape_.kv_heads;
   }
 
 #if PACER_HAVE_CUDNN
   Status OnChipAttentionForward(const AttentionShape& s, const float* qkv, float* lse,
                                 float* ctx) override {
     if (!HasOnChipAttention(s)) return Device::OnChipAttentionForward(s, qkv, lse, ctx);
-    const size_t q_elems = static_cast<size_t>(sdpa_layout_.key_offset);
-    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, QkvSpan(), 0));
-    // O in bf16, then cuDNN's workspace.
-    const size_t o_bytes = AlignedBytes(q_elems);
+    const auto ctx_elems = static_cast<size_t>(s.CtxElements());
+    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
+    // O in bf16 (the context's layout), then cuDNN's workspace.
+    const size_t o_bytes = AlignedBytes(ctx_elems);
     DeviceBuffer scratch(this, BufferClass::kWorkspace);
     RETURN_IF_ERROR(
         scratch.Assign(Elements(o_bytes + sdpa_->workspace_bytes()), Fill::kUndefined));
@@ -621,7 +612,7 @@ class GpuDevice final : public Device {
                             Bf16At(qkv16, sdpa_layout_.value_offset), o16, lse, o16 + o_bytes);
     }));
     counters_.gemm_flops += 2 * PairGemmFlops(s);
-    return TimedOp(kOpConvert, [&] { return FromBf16(o16, q_elems, ctx, false, compute_); });
+    return TimedOp(kOpConvert, [&] { return FromBf16(o16, ctx_elems, ctx, false, compute_); });
   }
 
   Status OnChipAttentionBackward(const AttentionShape& s, const float* qkv, const float* ctx,
@@ -629,17 +620,19 @@ class GpuDevice final : public Device {
     if (!HasOnChipAttention(s)) {
       return Device::OnChipAttentionBackward(s, qkv, ctx, lse, dctx, dqkv);
     }
-    const size_t q_elems = static_cast<size_t>(sdpa_layout_.key_offset), span = QkvSpan();
-    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, span, 0));
-    ASSIGN_OR_RETURN(const void* o16, Bf16Operand(ctx, q_elems, 1));
-    // dO in bf16, dQ dK dV in bf16 (qkv's layout), then cuDNN's workspace.
-    const size_t do_bytes = AlignedBytes(q_elems), d_bytes = AlignedBytes(span);
+    const auto ctx_elems = static_cast<size_t>(s.CtxElements());
+    const auto qkv_elems = static_cast<size_t>(s.QkvElements());
+    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, qkv_elems, 0));
+    ASSIGN_OR_RETURN(const void* o16, Bf16Operand(ctx, ctx_elems, 1));
+    // dO in bf16 (the context's layout), dQ dK dV in bf16 (qkv's layout),
+    // then cuDNN's workspace.
+    const size_t do_bytes = AlignedBytes(ctx_elems), d_bytes = AlignedBytes(qkv_elems);
     DeviceBuffer scratch(this, BufferClass::kWorkspace);
     RETURN_IF_ERROR(scratch.Assign(Elements(do_bytes + d_bytes + sdpa_->workspace_bytes()),
                                    Fill::kUndefined));
     char* do16 = reinterpret_cast<char*>(scratch.data());
     char* d16 = do16 + do_bytes;
-    RETURN_IF_ERROR(TimedOp(kOpConvert, [&] { return ToBf16(dctx, q_elems, do16, compute_); }));
+    RETURN_IF_ERROR(TimedOp(kOpConvert, [&] { return ToBf16(dctx, ctx_elems, do16, compute_); }));
     RETURN_IF_ERROR(TimedOp(kOpAttentionGemm, [&] {
       return sdpa_->Backward(qkv16, Bf16At(qkv16, sdpa_layout_.key_offset),
                              Bf16At(qkv16, sdpa_layout_.value_offset), o16, do16, lse, d16,
@@ -647,114 +640,97 @@ class GpuDevice final : public Device {
                              d16 + sdpa_layout_.value_offset * 2, d16 + d_bytes);
     }));
     counters_.gemm_flops += 5 * PairGemmFlops(s);
-    return TimedOp(kOpConvert, [&] { return FromBf16(d16, span, dqkv, true, compute_); });
+    return TimedOp(kOpConvert, [&] { return FromBf16(d16, qkv_elems, dqkv, true, compute_); });
   }
 #endif
 
   // A bf16 plan's attention: the scores GEMM writes P in bf16 into the
   // stash, the softmax runs on it in place, and the GEMMs that read P or
   // dS read them as bf16 directly, so the s x s matrices move half the
-  // bytes and take half the memory; Q, K, V and dC are converted per call.
+  // bytes and take half the memory; Q, K, V and dC are converted once per
+  // call. Bf16At: element `element` of a bf16 array.
   static char* Bf16At(float* base, int64_t element) {
     return reinterpret_cast<char*>(base) + element * 2;
+  }
+  static const void* Bf16At(const void* base, int64_t element) {
+    return static_cast<const char*>(base) + element * 2;
   }
 
   Status AttentionForwardBf16(const AttentionShape& s, const float* qkv, float* probs,
                               float* ctx) {
-    const int64_t block = s.seq * s.head_dim, ss = s.seq * s.seq;
-    const int64_t round = s.kv_blocks > 0 ? s.kv_blocks : s.head_batches;
-    for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
-      const int64_t count = std::min(round, s.head_batches - i0);
-      const KeyValue kv = s.KeyValueAt(i0);
-      ASSIGN_OR_RETURN(const void* q16, BlockOperand(s, qkv + i0 * block, block, count, 0));
-      ASSIGN_OR_RETURN(const void* k16, BlockOperand(s, qkv + kv.k, kv.stride, count, 1));
-      RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, s.head_dim, 1.0f,
-                              {q16, CUDA_R_16BF, s.head_dim, block},
-                              {k16, CUDA_R_16BF, s.head_dim, kv.stride}, 0.0f,
-                              {Bf16At(probs, i0 * ss), CUDA_R_16BF, s.seq, ss}, count));
-    }
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-    RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-      return SoftmaxRowsBf16(probs, s.head_batches * s.seq, s.seq, scale, compute_);
+    const int64_t w = s.qkv_ld(), c = s.ctx_ld(), d = s.head_dim, ss = s.seq * s.seq;
+    // Q, K and V of every pair in bf16, converted once (operand scratch 0).
+    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
+    RETURN_IF_ERROR(ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) {
+      return RawGemm(false, true, s.seq, s.seq, d, 1.0f,
+                     {Bf16At(qkv16, s.Q(b.first)), CUDA_R_16BF, w, b.q_stride},
+                     {Bf16At(qkv16, s.K(b.first)), CUDA_R_16BF, w, b.kv_stride}, 0.0f,
+                     {Bf16At(probs, b.slot * ss), CUDA_R_16BF, s.seq, ss}, b.count);
     }));
-    for (int64_t i0 = 0; i0 < s.head_batches; i0 += round) {
-      const int64_t count = std::min(round, s.head_batches - i0);
-      const KeyValue kv = s.KeyValueAt(i0);
-      ASSIGN_OR_RETURN(const void* v16, BlockOperand(s, qkv + kv.v, kv.stride, count, 1));
-      RETURN_IF_ERROR(RawGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f,
-                              {Bf16At(probs, i0 * ss), CUDA_R_16BF, s.seq, ss},
-                              {v16, CUDA_R_16BF, s.head_dim, kv.stride}, 0.0f,
-                              {ctx + i0 * block, CUDA_R_32F, s.head_dim, block}, count));
-    }
-    return Status::Ok();
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+      return SoftmaxRowsBf16(probs, s.pairs() * s.seq, s.seq, scale, compute_);
+    }));
+    return ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) {
+      return RawGemm(false, false, s.seq, d, s.seq, 1.0f,
+                     {Bf16At(probs, b.slot * ss), CUDA_R_16BF, s.seq, ss},
+                     {Bf16At(qkv16, s.V(b.first)), CUDA_R_16BF, w, b.kv_stride}, 0.0f,
+                     {ctx + s.Ctx(b.first), CUDA_R_32F, c, b.q_stride}, b.count);
+    });
   }
 
   Status AttentionBackwardBf16(const AttentionShape& s, const float* qkv, float* probs,
                                const float* dctx, float* dqkv) {
-    const int64_t block = s.seq * s.head_dim, ss = s.seq * s.seq;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    const int64_t w = s.qkv_ld(), c = s.ctx_ld(), d = s.head_dim, ss = s.seq * s.seq;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    // Q, K, V and dC in bf16, converted once (operand scratch 0 and 1).
+    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
+    ASSIGN_OR_RETURN(const void* dc16, Bf16Operand(dctx, static_cast<size_t>(s.CtxElements()), 1));
     // Scratch per score: dP in fp32 (4 bytes), then dS in bf16 (2).
-    return ForBackwardGroups(s, 6, [&](int64_t i0, int64_t count, const KeyValue& kv,
-                                       float* dp, int64_t group_scores) -> Status {
-          float* ds = dp + group_scores;
-          const Matrix p{Bf16At(probs, i0 * ss), CUDA_R_16BF, s.seq, ss};
+    return ForBackwardBatches(
+        s, 6, [&](const AttentionBatch& b, float* dp, int64_t batch_scores) -> Status {
+          const Matrix p{Bf16At(probs, b.slot * ss), CUDA_R_16BF, s.seq, ss};
+          float* ds = dp + batch_scores;
           const Matrix d_s{ds, CUDA_R_16BF, s.seq, ss};
-          ASSIGN_OR_RETURN(const void* dc16, BlockOperand(s, dctx + i0 * block, block, count, 0));
-          const Matrix dc{dc16, CUDA_R_16BF, s.head_dim, block};
+          const Matrix dc{Bf16At(dc16, s.Ctx(b.first)), CUDA_R_16BF, c, b.q_stride};
+          const Matrix q{Bf16At(qkv16, s.Q(b.first)), CUDA_R_16BF, w, b.q_stride};
+          const Matrix k{Bf16At(qkv16, s.K(b.first)), CUDA_R_16BF, w, b.kv_stride};
+          const Matrix v{Bf16At(qkv16, s.V(b.first)), CUDA_R_16BF, w, b.kv_stride};
           // context = P V: dV += P^T dC, dP = dC V^T.
-          RETURN_IF_ERROR(RawGemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, p, dc, 1.0f,
-                                  {dqkv + kv.v, CUDA_R_32F, s.head_dim, kv.stride}, count));
-          ASSIGN_OR_RETURN(const void* v16, BlockOperand(s, qkv + kv.v, kv.stride, count, 1));
-          RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, s.head_dim, 1.0f, dc,
-                                  {v16, CUDA_R_16BF, s.head_dim, kv.stride}, 0.0f,
-                                  {dp, CUDA_R_32F, s.seq, ss}, count));
+          RETURN_IF_ERROR(RawGemm(true, false, s.seq, d, s.seq, 1.0f, p, dc, 1.0f,
+                                  {dqkv + s.V(b.first), CUDA_R_32F, w, b.kv_stride}, b.count));
+          RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, d, 1.0f, dc, v, 0.0f,
+                                  {dp, CUDA_R_32F, s.seq, ss}, b.count));
           RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-            return SoftmaxBackwardBf16(p.p, dp, ds, count * s.seq, s.seq, scale, compute_);
+            return SoftmaxBackwardBf16(p.p, dp, ds, b.count * s.seq, s.seq, scale, compute_);
           }));
           // scores = Q K^T: dQ += dS K, dK += dS^T Q.
-          ASSIGN_OR_RETURN(const void* k16, BlockOperand(s, qkv + kv.k, kv.stride, count, 1));
-          RETURN_IF_ERROR(RawGemm(false, false, s.seq, s.head_dim, s.seq, 1.0f, d_s,
-                                  {k16, CUDA_R_16BF, s.head_dim, kv.stride}, 1.0f,
-                                  {dqkv + i0 * block, CUDA_R_32F, s.head_dim, block}, count));
-          ASSIGN_OR_RETURN(const void* q16, BlockOperand(s, qkv + i0 * block, block, count, 1));
-          RETURN_IF_ERROR(RawGemm(true, false, s.seq, s.head_dim, s.seq, 1.0f, d_s,
-                                  {q16, CUDA_R_16BF, s.head_dim, block}, 1.0f,
-                                  {dqkv + kv.k, CUDA_R_32F, s.head_dim, kv.stride}, count));
-          return Status::Ok();
+          RETURN_IF_ERROR(RawGemm(false, false, s.seq, d, s.seq, 1.0f, d_s, k, 1.0f,
+                                  {dqkv + s.Q(b.first), CUDA_R_32F, w, b.q_stride}, b.count));
+          return RawGemm(true, false, s.seq, d, s.seq, 1.0f, d_s, q, 1.0f,
+                         {dqkv + s.K(b.first), CUDA_R_32F, w, b.kv_stride}, b.count);
         });
   }
 
-  // Runs body(i0, count, kv, scratch, group_scores) over the attention
-  // backward's groups of pairs: one batched call may not write the same
-  // dK / dV block twice (its items run concurrently), so a group holds
-  // pairs of distinct K/V blocks (with kv_blocks == 0, where all share
-  // block 0, one pair), and at most what a scratch of
-  // kAttentionScratchBytes holds at `bytes_per_score` per score. The
-  // scratch (workspace) holds group_scores = group x seq^2 scores.
+  // Runs body(batch, scratch, batch_scores) over the attention backward's
+  // batches (ForAttentionBatches: no two items of a call write the same dK
+  // or dV), each of at most what a scratch of kAttentionScratchBytes holds
+  // at `bytes_per_score` per score. The scratch (workspace) holds
+  // batch_scores = batch x seq^2 scores.
   template <typename Body>
-  Status ForBackwardGroups(const AttentionShape& s, size_t bytes_per_score, Body&& body) {
+  Status ForBackwardBatches(const AttentionShape& s, size_t bytes_per_score, Body&& body) {
     const int64_t ss = s.seq * s.seq;
-    const int64_t round = s.kv_blocks > 0 ? s.kv_blocks : 1;
     const int64_t fit =
         std::max<int64_t>(1, static_cast<int64_t>(kAttentionScratchBytes / bytes_per_score) / ss);
-    const int64_t group = std::min({round, fit, s.head_batches});
+    const int64_t most = std::min(fit, s.kv_heads);
     const size_t elements =
-        (static_cast<size_t>(group * ss) * bytes_per_score + sizeof(float) - 1) / sizeof(float);
+        (static_cast<size_t>(most * ss) * bytes_per_score + sizeof(float) - 1) / sizeof(float);
     float* scratch = nullptr;
     ASSIGN_OR_RETURN(scratch, Allocate(elements, BufferClass::kWorkspace, Fill::kUndefined));
     const double scratch_bytes = static_cast<double>(elements) * sizeof(float);
     memory().Charge(BufferClass::kWorkspace, scratch_bytes);
-    auto run = [&]() -> Status {
-      for (int64_t r0 = 0; r0 < s.head_batches; r0 += round) {
-        const int64_t round_end = std::min(r0 + round, s.head_batches);
-        for (int64_t i0 = r0; i0 < round_end; i0 += group) {
-          RETURN_IF_ERROR(body(i0, std::min(group, round_end - i0), s.KeyValueAt(i0), scratch,
-                               group * ss));
-        }
-      }
-      return Status::Ok();
-    };
-    const Status status = run();
+    const Status status = ForAttentionBatches(
+        s, most, [&](const AttentionBatch& b) { return body(b, scratch, most * ss); });
     Free(scratch, elements);
     memory().Release(BufferClass::kWorkspace, scratch_bytes);
     return status;
@@ -918,13 +894,6 @@ class GpuDevice final : public Device {
     GpuDevice* d_;
   };
 
-  // Bf16Operand of `count` seq x head_dim blocks of an attention tensor
-  // (Q, K, V or dC), `stride` elements apart.
-  StatusOr<const void*> BlockOperand(const AttentionShape& s, const float* p, int64_t stride,
-                                     int64_t count, int slot) {
-    return Bf16Operand(p, Span(s.seq, s.head_dim, s.head_dim, stride, count), slot);
-  }
-
   // Why the on-chip attention cannot run shape `s` ("" when it can; then
   // sdpa_ holds its plans).
   std::string PlanCudnnAttention(const AttentionShape& s) {
@@ -956,25 +925,22 @@ class GpuDevice final : public Device {
   }
 #if PACER_HAVE_CUDNN
   Status ProbeCudnnAttention(const AttentionShape& s) {
-    const size_t q_elems = static_cast<size_t>(sdpa_layout_.key_offset);
+    const auto ctx_elems = static_cast<size_t>(s.CtxElements());
+    const auto qkv_elems = static_cast<size_t>(s.QkvElements());
     DeviceBuffer qkv(this, BufferClass::kWorkspace), ctx(this, BufferClass::kWorkspace),
         lse(this, BufferClass::kWorkspace), dctx(this, BufferClass::kWorkspace),
         dqkv(this, BufferClass::kWorkspace);
-    RETURN_IF_ERROR(qkv.Assign(QkvSpan()));
-    RETURN_IF_ERROR(ctx.Assign(q_elems));
+    RETURN_IF_ERROR(qkv.Assign(qkv_elems));
+    RETURN_IF_ERROR(ctx.Assign(ctx_elems));
     RETURN_IF_ERROR(lse.Assign(static_cast<size_t>(s.RowElements())));
-    RETURN_IF_ERROR(dctx.Assign(q_elems));
-    RETURN_IF_ERROR(dqkv.Assign(QkvSpan()));
+    RETURN_IF_ERROR(dctx.Assign(ctx_elems));
+    RETURN_IF_ERROR(dqkv.Assign(qkv_elems));
     const DeviceCounters before = counters_;
     RETURN_IF_ERROR(OnChipAttentionForward(s, qkv.data(), lse.data(), ctx.data()));
     RETURN_IF_ERROR(
         OnChipAttentionBackward(s, qkv.data(), ctx.data(), lse.data(), dctx.data(), dqkv.data()));
     counters_ = before;
     return Wait(compute_, "cuDNN attention trial run");
-  }
-  // The elements of the qkv output that Q, K and V span (sdpa_layout.h).
-  size_t QkvSpan() const {
-    return static_cast<size_t>(2 * sdpa_layout_.value_offset - sdpa_layout_.key_offset);
   }
   // Bytes of `elements` bf16 values, rounded up to 256 (cuDNN's pointers
   // must be 16-byte aligned; 256 is cudaMalloc's own alignment).
@@ -984,12 +950,8 @@ class GpuDevice final : public Device {
   static size_t Elements(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
   // One seq x seq x head_dim GEMM of every pair (the tiled path's unit).
   static double PairGemmFlops(const AttentionShape& s) {
-    return 2.0 * static_cast<double>(s.head_batches) * static_cast<double>(s.seq) *
+    return 2.0 * static_cast<double>(s.pairs()) * static_cast<double>(s.seq) *
            static_cast<double>(s.seq) * static_cast<double>(s.head_dim);
-  }
-  // Element `element` of a bf16 array.
-  static const void* Bf16At(const void* base, int64_t element) {
-    return static_cast<const char*>(base) + element * 2;
   }
 #endif
 
