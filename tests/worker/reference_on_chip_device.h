@@ -184,9 +184,14 @@ class ReferenceOnChipDevice final : public Device {
                            float* grad) override {
     return in_->EmbeddingBackward(dout, tokens, rows, cols, grad);
   }
+  Status LogitRowStats(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
+                       float* stats) override {
+    return in_->LogitRowStats(logits, labels, rows, cols, stats);
+  }
   StatusOr<double> CrossEntropyGradInPlace(float* logits, const int32_t* labels, int64_t rows,
-                                           int64_t cols, float grad_scale) override {
-    return in_->CrossEntropyGradInPlace(logits, labels, rows, cols, grad_scale);
+                                           int64_t cols, float grad_scale,
+                                           const float* row_lse) override {
+    return in_->CrossEntropyGradInPlace(logits, labels, rows, cols, grad_scale, row_lse);
   }
   Status AdamWUpdate(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
                      int64_t step, const AdamWParams& p) override {

@@ -1,15 +1,10 @@
 // Numerical checks of the step executor on the CPU device: its gradients
 // are the derivative of its loss (central finite differences), a pipeline
-// of two stages computes the same loss and gradients as one stage, and
-// ZeRO stages 0-3 reach the same parameters after three steps. Multi-rank
-// runs use one thread per rank, each with its own store client, Gloo
-// communicators and executor (as cpu_backend_test does).
-//
-// Not compared: tensor parallelism against t = 1. The executor's model is
-// not invariant under t (the embedding and logits read only this rank's
-// vocabulary and sequence shards; step_executor.h lists the
-// simplifications), so t = 2 is a different model, checked instead by the
-// schedule counts and gradient sums of cpu_backend_test.
+// of two stages and two tensor-parallel ranks compute the same loss and
+// gradients as one rank, and ZeRO stages 0-3 reach the same parameters
+// after three steps. Multi-rank runs use one thread per rank, each with its
+// own store client, Gloo communicators and executor (as cpu_backend_test
+// does).
 #include "core/step_executor.h"
 
 #include <gtest/gtest.h>
@@ -166,6 +161,8 @@ TEST(StepExecutorTest, GradientsMatchFiniteDifferencesUnfusedAttentionSelectiveR
 
 // Per rank after one step: the loss and the local gradients by matrix name.
 struct StageResult {
+  int tensor_rank = 0;
+  std::map<std::string, std::vector<uint64_t>> unsplit;  // UnsplitIndex of each element
   double loss = 0;
   double gemm_flops = 0;
   double peak_memory_bytes = 0;
@@ -182,16 +179,49 @@ std::vector<StageResult> OneStepByName(const WorkerConfig& config,
     r.gemm_flops = t.gemm_flops;
     r.peak_memory_bytes = b.PeakMemoryBytes();
     r.loss = b.last_loss();
+    r.tensor_rank = rank % config.tensor_parallel;
     const auto& g = b.local_gradients_before_reduce();
     for (const ParameterRange& range : b.parameter_ranges()) {
       r.gradients[range.name].assign(
           g.begin() + static_cast<std::ptrdiff_t>(range.offset),
           g.begin() + static_cast<std::ptrdiff_t>(range.offset + range.length));
+      std::vector<uint64_t>& u = r.unsplit[range.name];
+      for (size_t i = 0; i < range.length; ++i) u.push_back(b.UnsplitIndex(range, i));
       r.holds_logits = r.holds_logits || range.name == "output";
     }
     return Status::Ok();
   }, make_device));
   return results;
+}
+
+// SwiGLU with grouped-query attention (2 K/V heads for 4 query heads).
+Plan SwigluGqa(planner::Recompute r) {
+  Plan plan;
+  plan.recompute = r;
+  plan.ffn = planner::FfnKind::kSwiglu;
+  plan.kv_heads = 2;
+  return plan;
+}
+
+double LargestMagnitude(const std::vector<float>& v) {
+  double most = 0;
+  for (float x : v) most = std::max(most, static_cast<double>(std::fabs(x)));
+  return most;
+}
+
+// The same matrices with the same gradients, to 1e-4 of each matrix's
+// largest element.
+void ExpectSameGradients(const StageResult& got, const StageResult& want, const std::string& what) {
+  ASSERT_EQ(got.gradients.size(), want.gradients.size()) << what;
+  for (const auto& [name, g] : want.gradients) {
+    const std::vector<float>& o = got.gradients.at(name);
+    ASSERT_EQ(o.size(), g.size()) << name;
+    const double scale = LargestMagnitude(g);
+    ASSERT_GT(scale, 0) << name;
+    for (size_t i = 0; i < g.size(); ++i) {
+      ASSERT_NEAR(o[i], g[i], 1e-4 * scale) << name << "[" << i << "] " << what;
+    }
+  }
 }
 
 // The tiled (fused) attention is the unfused one computed in another order:
@@ -200,10 +230,7 @@ std::vector<StageResult> OneStepByName(const WorkerConfig& config,
 TEST(StepExecutorTest, FusedAndUnfusedAttentionGiveTheSameStep) {
   for (planner::Recompute r :
        {planner::Recompute::kNone, planner::Recompute::kSelective, planner::Recompute::kFull}) {
-    Plan plan;
-    plan.recompute = r;
-    plan.ffn = planner::FfnKind::kSwiglu;
-    plan.kv_heads = 2;
+    Plan plan = SwigluGqa(r);
     plan.attention = planner::AttentionKernel::kFused;
     const std::vector<StageResult> fused = OneStepByName(TinyConfig(plan));
     plan.attention = planner::AttentionKernel::kUnfused;
@@ -211,18 +238,7 @@ TEST(StepExecutorTest, FusedAndUnfusedAttentionGiveTheSameStep) {
     ASSERT_EQ(fused.size(), 1u);
     ASSERT_EQ(unfused.size(), 1u);
     EXPECT_NEAR(fused[0].loss, unfused[0].loss, 1e-5 * std::fabs(unfused[0].loss));
-    ASSERT_EQ(fused[0].gradients.size(), unfused[0].gradients.size());
-    for (const auto& [name, g] : unfused[0].gradients) {
-      const std::vector<float>& f = fused[0].gradients.at(name);
-      ASSERT_EQ(f.size(), g.size()) << name;
-      double scale = 0;
-      for (float v : g) scale = std::max(scale, static_cast<double>(std::fabs(v)));
-      ASSERT_GT(scale, 0) << name;
-      for (size_t i = 0; i < g.size(); ++i) {
-        ASSERT_NEAR(f[i], g[i], 1e-4 * scale)
-            << name << "[" << i << "] " << planner::RecomputeName(r);
-      }
-    }
+    ExpectSameGradients(fused[0], unfused[0], planner::RecomputeName(r));
   }
 }
 
@@ -236,11 +252,8 @@ TEST(StepExecutorTest, AnOnChipAttentionKernelGivesTheTiledStep) {
   for (int stages : {1, 2}) {
     for (planner::Recompute r :
          {planner::Recompute::kNone, planner::Recompute::kSelective, planner::Recompute::kFull}) {
-      Plan plan;
+      Plan plan = SwigluGqa(r);
       plan.p = stages;
-      plan.recompute = r;
-      plan.ffn = planner::FfnKind::kSwiglu;
-      plan.kv_heads = 2;
       WorkerConfig config = TinyConfig(plan);
       config.model.tied_embeddings = false;
       const std::vector<StageResult> tiled = OneStepByName(config);
@@ -258,16 +271,7 @@ TEST(StepExecutorTest, AnOnChipAttentionKernelGivesTheTiledStep) {
         EXPECT_NEAR(on_chip[stage].loss, tiled[stage].loss, 1e-5 * std::fabs(tiled[stage].loss))
             << what;
         EXPECT_DOUBLE_EQ(on_chip[stage].gemm_flops, tiled[stage].gemm_flops) << what;
-        for (const auto& [name, g] : tiled[stage].gradients) {
-          const std::vector<float>& o = on_chip[stage].gradients.at(name);
-          ASSERT_EQ(o.size(), g.size()) << name;
-          double scale = 0;
-          for (float v : g) scale = std::max(scale, static_cast<double>(std::fabs(v)));
-          ASSERT_GT(scale, 0) << name;
-          for (size_t i = 0; i < g.size(); ++i) {
-            ASSERT_NEAR(o[i], g[i], 1e-4 * scale) << name << "[" << i << "] " << what;
-          }
-        }
+        ExpectSameGradients(on_chip[stage], tiled[stage], what);
       }
     }
   }
@@ -298,6 +302,65 @@ TEST(StepExecutorTest, TwoPipelineStagesMatchOneStage) {
     }
   }
   EXPECT_EQ(matrices, reference[0].gradients.size()) << "every matrix lives on one stage";
+}
+
+// Megatron's tensor parallelism splits the model without changing it: two
+// tensor-parallel ranks (heads, MLP columns and vocabulary split; sequence
+// parallelism between them) give the one-rank loss, and each rank's
+// gradient of each matrix is its share of the one-rank gradient, for
+// grouped-query attention with SwiGLU and with GELU, under every
+// recomputation policy, with fused and unfused attention, and with tied and
+// untied tables.
+TEST(StepExecutorTest, TwoTensorParallelRanksMatchOne) {
+  struct Case {
+    Plan plan;
+    bool tied;
+  };
+  std::vector<Case> cases;
+  for (planner::Recompute r :
+       {planner::Recompute::kNone, planner::Recompute::kSelective, planner::Recompute::kFull}) {
+    cases.push_back({SwigluGqa(r), r == planner::Recompute::kNone});
+  }
+  Plan gelu_unfused;
+  gelu_unfused.attention = planner::AttentionKernel::kUnfused;
+  cases.push_back({gelu_unfused, false});
+  for (const Case& c : cases) {
+    Plan one = c.plan, two = c.plan;
+    two.t = 2;
+    WorkerConfig one_config = TinyConfig(one), two_config = TinyConfig(two);
+    one_config.model.tied_embeddings = two_config.model.tied_embeddings = c.tied;
+    const std::string what = std::string(planner::RecomputeName(c.plan.recompute)) + ", " +
+                             planner::AttentionKernelName(c.plan.attention) +
+                             (c.tied ? ", tied" : ", untied");
+    const std::vector<StageResult> reference = OneStepByName(one_config);
+    const std::vector<StageResult> split = OneStepByName(two_config);
+    ASSERT_EQ(reference.size(), 1u);
+    ASSERT_EQ(split.size(), 2u);
+    for (const StageResult& rank : split) {
+      EXPECT_NEAR(rank.loss, reference[0].loss, 1e-6 * reference[0].loss) << what;
+      ASSERT_EQ(rank.gradients.size(), reference[0].gradients.size()) << what;
+      for (const auto& [name, g] : rank.gradients) {
+        const std::vector<float>& full = reference[0].gradients.at(name);
+        const std::vector<uint64_t>& at = rank.unsplit.at(name);
+        ASSERT_EQ(g.size() * 2, full.size()) << name << " is half the matrix";
+        const double scale = LargestMagnitude(full);
+        ASSERT_GT(scale, 0) << name;
+        for (size_t i = 0; i < g.size(); ++i) {
+          ASSERT_LT(at[i], full.size()) << name;
+          ASSERT_NEAR(g[i], full[at[i]], 1e-4 * scale)
+              << name << "[" << i << "] of tensor rank " << rank.tensor_rank << ", " << what;
+        }
+      }
+    }
+    // Between them the two ranks hold every element of every matrix once.
+    for (const auto& [name, full] : reference[0].gradients) {
+      std::vector<int> held(full.size(), 0);
+      for (const StageResult& rank : split) {
+        for (uint64_t u : rank.unsplit.at(name)) ++held[u];
+      }
+      for (size_t u = 0; u < held.size(); ++u) ASSERT_EQ(held[u], 1) << name << "[" << u << "]";
+    }
+  }
 }
 
 // Untied and tied tables: a tied table under ZeRO 3 is one gather unit

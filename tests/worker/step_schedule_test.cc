@@ -95,17 +95,32 @@ TEST(StepScheduleTest, GemmFlopsOverAllRanksEqualThePlannersHardwareFlops) {
 TEST(StepScheduleTest, TensorParallelBytesMatchThePlannersCollectiveCount) {
   // The planner counts 5 all-reduces' worth per layer and micro-batch with
   // sequence parallelism (6 with full recomputation), each over b s h
-  // activations (docs/planner.md).
+  // activations (docs/planner.md). The vocabulary-parallel tables add, per
+  // micro-batch, a reduce-scatter and an all-gather of b s h on the first
+  // stage, and on the last stage the same two plus an all-gather of two
+  // fp32 statistics per token, which the planner leaves out.
   for (auto [r, count] : {std::pair{planner::Recompute::kNone, 5.0},
                           {planner::Recompute::kSelective, 5.0},
                           {planner::Recompute::kFull, 6.0}}) {
     const WorkerConfig c = TestPlan(4, 2, 1, 1, 0, 2, 4, r);
-    auto s = BuildStepSchedule(c, 0);
-    ASSERT_TRUE(s.ok());
     const double message = 2.0 * 512 * 1024 * 2;             // b s h x 2 bytes
     const double per_layer = count * 2 * 3.0 / 4 * message;  // ring: 2(n-1)/n S each
-    const double layers = 16.0 / 2;
-    EXPECT_NEAR(s->BusBytesPerStep(Group::kTensor), 4 * layers * per_layer, 1e-6);
+    const double layers = 16.0 / 2, micro_batches = 4;
+    const double tables = 2 * 3.0 / 4 * message;             // (n-1)/n S each
+    const double stats = 3.0 / 4 * (2.0 * 512 * 2 * 4 * 4);  // b s x 2 fp32, from 4 ranks
+    int firsts = 0, lasts = 0;
+    for (int rank = 0; rank < c.world_size; ++rank) {
+      auto s = BuildStepSchedule(c, rank);
+      ASSERT_TRUE(s.ok());
+      ASSERT_NE(s->holds_embedding, s->holds_logits);  // two stages
+      const double extra = s->holds_embedding ? tables : tables + stats;
+      EXPECT_NEAR(s->BusBytesPerStep(Group::kTensor), micro_batches * (layers * per_layer + extra),
+                  1e-6)
+          << rank;
+      (s->holds_embedding ? firsts : lasts) += 1;
+    }
+    EXPECT_EQ(firsts, 4);
+    EXPECT_EQ(lasts, 4);
   }
 }
 

@@ -280,17 +280,28 @@ class Device {
                                 float* din) = 0;
   // y += x.
   virtual Status Add(float* y, const float* x, size_t n) = 0;
-  // out row i = table row tokens[i] (tokens on the host).
+  // out row i = table row tokens[i], or zeros where tokens[i] < 0 (a token
+  // of another rank's vocabulary shard); tokens on the host.
   virtual Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows,
                                   int64_t cols, float* out) = 0;
-  // table_grad row tokens[i] += dout row i.
+  // table_grad row tokens[i] += dout row i (rows with tokens[i] < 0 skipped).
   virtual Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows,
                                    int64_t cols, float* table_grad) = 0;
-  // In place: logits become (softmax - onehot(label)) * grad_scale; returns
-  // the summed cross-entropy (labels on the host).
+  // A vocabulary shard's share of each row's cross-entropy statistics:
+  // stats[r] = log sum_j exp(logits[r, j]) over this shard's `cols`, and
+  // stats[rows + r] = logits[r, labels[r]], or 0 where labels[r] < 0 (the
+  // label is in another shard); labels on the host, 2 x rows floats out.
+  virtual Status LogitRowStats(const float* logits, const int32_t* labels, int64_t rows,
+                               int64_t cols, float* stats) = 0;
+  // In place: logits become (softmax - onehot(label)) * grad_scale and the
+  // summed cross-entropy of the rows is returned (labels on the host). The
+  // softmax is over this shard's columns when row_lse is null; otherwise it
+  // is exp(logits - row_lse[r]), row_lse being the logsumexp over the whole
+  // vocabulary (on the device), labels < 0 get no one-hot and the return
+  // value is meaningless (the caller has the loss from LogitRowStats).
   virtual StatusOr<double> CrossEntropyGradInPlace(float* logits, const int32_t* labels,
-                                                   int64_t rows, int64_t cols,
-                                                   float grad_scale) = 0;
+                                                   int64_t rows, int64_t cols, float grad_scale,
+                                                   const float* row_lse) = 0;
   virtual Status AdamWUpdate(float* w, const float* g, float* m, float* v, size_t n,
                              float grad_scale, int64_t step, const AdamWParams& p) = 0;
 

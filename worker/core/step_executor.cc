@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -180,6 +182,11 @@ class StepExecutor::Impl {
   // So at most two units' weights and one unit's gradients are unsharded
   // at a time, the planner's ZeRO-3 buffers (docs/worker.md).
   size_t UnitOf(size_t offset) const;
+
+ public:
+  uint64_t UnsplitIndex(const ParameterRange& r, size_t i) const;
+
+ private:
   // The weights at flat offset `offset`: in `weights`, or (FSDP) in the
   // gathered copy of its unit, which the pass has gathered.
   const float* Param(size_t offset) const {
@@ -207,6 +214,17 @@ class StepExecutor::Impl {
   // `from` (default: `grads` at `offset`) holds the gradients.
   Status KeepLocal(size_t offset, size_t length, const float* from = nullptr);
   Status InitWeights(uint64_t seed);
+  // This micro-batch's token ids (salt 0) or labels (salt 1), one per token
+  // of the micro-batch over the whole vocabulary (the same on every rank of
+  // the tensor group), as ids in this rank's vocabulary shard, -1 for those
+  // in another rank's.
+  std::vector<int32_t> VocabShardIds(int mb, int64_t step, uint64_t salt) const;
+  // The summed cross-entropy of a micro-batch's logits (this rank's
+  // vocabulary shard, [tokens x shard]), which become their gradient. With
+  // t > 1 the shards' per-token logsumexp and target logit are gathered over
+  // the tensor group and combined on the host (vocab-parallel
+  // cross-entropy), so every rank has the whole vocabulary's loss.
+  StatusOr<double> CrossEntropy(float* logits, const std::vector<int32_t>& labels);
   void FillTokens(int mb, int64_t step, int32_t* tokens, int64_t count, int64_t first_position,
                   int64_t modulo, uint64_t salt) const;
   // Counts a schedule entry's bus bytes once its collective succeeded.
@@ -402,22 +420,22 @@ Status StepExecutor::Impl::Initialize(const BackendContext& context, uint64_t se
 }
 
 Status StepExecutor::Impl::InitWeights(uint64_t seed) {
-  // Each value is a hash of what it is: (tensor rank, matrix, element), the
-  // matrix named by its global layer (Megatron's interleaved assignment:
-  // chunk c of pipeline rank r holds model chunk c p + r) or by its table.
-  // So the model does not depend on how layers are split into pipeline
-  // stages (the PP=2 test compares with PP=1), and is identical on every
+  // Each value is a hash of what it is: (matrix, element of the unsplit
+  // matrix), the matrix named by its global layer (Megatron's interleaved
+  // assignment: chunk c of pipeline rank r holds model chunk c p + r) or by
+  // its table, the element by UnsplitIndex. So the model does not depend on
+  // how it is split into pipeline stages or tensor-parallel shards (the
+  // PP=2 and TP=2 tests compare with one rank), and is identical on every
   // data-parallel rank. Scaled by 1/sqrt(fan-in) so activations stay O(1)
   // through the layers. Filled on the host one matrix at a time, so the host
   // never holds a second full copy.
-  const RankCoordinates& rc = schedule_->coordinates;
   std::vector<float> host;
   auto fill = [&](const ParameterRange& r, double fan_in) -> Status {
     const float scale = static_cast<float>(1.0 / std::sqrt(std::max(fan_in, 1.0)));
     host.resize(r.length);
     const uint64_t matrix = NameHash(r.name);
     for (size_t i = 0; i < r.length; ++i) {
-      const uint64_t h = HashKeys(seed, static_cast<uint64_t>(rc.tensor_rank), matrix, i, 0x77);
+      const uint64_t h = HashKeys(seed, 0, matrix, UnsplitIndex(r, i), 0x77);
       host[i] = UniformFromHash(h) * scale;
     }
     if (!fsdp_) return dev_->CopyFromHost(host.data(), r.length, weights.data() + r.offset);
@@ -440,6 +458,94 @@ Status StepExecutor::Impl::InitWeights(uint64_t seed) {
     RETURN_IF_ERROR(fill(r, fan_in));
   }
   return Status::Ok();
+}
+
+// Tables are split by vocabulary rows, the projection and MLP-out by input
+// rows, QKV and MLP-in by output columns within each section of Megatron's
+// layout (query, key and value heads; SwiGLU's gate and up halves), each
+// rank holding the tensor_rank-th part of every section.
+uint64_t StepExecutor::Impl::UnsplitIndex(const ParameterRange& r, size_t i) const {
+  const int64_t rank = schedule_->coordinates.tensor_rank;
+  const auto e = static_cast<int64_t>(i);
+  // Split by rows of `cols`: this rank's rows follow rank x local_rows of them.
+  auto by_rows = [&](int64_t local_rows, int64_t cols) {
+    return static_cast<uint64_t>(rank * local_rows * cols + e);
+  };
+  // Split by columns, section by section (local widths).
+  auto by_columns = [&](std::initializer_list<int64_t> sections) {
+    int64_t width = 0;
+    for (int64_t w : sections) width += w;
+    const int64_t row = e / width, col = e % width;
+    int64_t start = 0;
+    for (int64_t w : sections) {
+      if (col < start + w) {
+        return static_cast<uint64_t>(row * width * t_ + start * t_ + rank * w + (col - start));
+      }
+      start += w;
+    }
+    return static_cast<uint64_t>(e);  // not reached: col < width
+  };
+  if (r.name == "embedding" || r.name == "output") return by_rows(vocab_shard_, hidden_);
+  if (r.name.ends_with("/proj")) return by_rows(proj_in_, hidden_);
+  if (r.name.ends_with("/mlp_out")) return by_rows(mlp_out_in_, hidden_);
+  if (r.name.ends_with("/qkv")) {
+    const int64_t d = attention_.head_dim;
+    return by_columns({attention_.heads * d, attention_.kv_heads * d, attention_.kv_heads * d});
+  }
+  if (r.name.ends_with("/mlp_in")) {
+    return swiglu_ ? by_columns({mlp_out_in_, mlp_out_in_}) : by_columns({mlp_in_width_});
+  }
+  return static_cast<uint64_t>(e);
+}
+
+StatusOr<double> StepExecutor::Impl::CrossEntropy(float* logits,
+                                                  const std::vector<int32_t>& labels) {
+  const float scale = 1.0f / static_cast<float>(tokens_);
+  if (t_ == 1) {
+    return dev_->CrossEntropyGradInPlace(logits, labels.data(), tokens_, vocab_shard_, scale,
+                                         nullptr);
+  }
+  const size_t rows = Size(tokens_);
+  DeviceBuffer stats = Activation(), gathered = Activation();
+  RETURN_IF_ERROR(stats.Assign(2 * rows, Fill::kUndefined));
+  RETURN_IF_ERROR(dev_->LogitRowStats(logits, labels.data(), tokens_, vocab_shard_, stats.data()));
+  RETURN_IF_ERROR(gathered.Assign(2 * rows * Size(t_), Fill::kUndefined));
+  const std::vector<size_t> counts(Size(t_), 2 * rows);
+  RETURN_IF_ERROR(Counted(
+      Find(schedule_->logits_collectives.forward, "logits-stats"),
+      dev_->AllGather(Group::kTensor, stats.data(), gathered.data(), counts, "logits-stats")));
+  std::vector<float> host(gathered.size());
+  RETURN_IF_ERROR(dev_->CopyToHost(gathered.data(), host.size(), host.data()));
+  std::vector<float> lse(rows);
+  double loss = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    double most = -std::numeric_limits<double>::infinity(), target = 0;
+    for (size_t k = 0; k < Size(t_); ++k) most = std::max(most, double{host[k * 2 * rows + r]});
+    double sum = 0;
+    for (size_t k = 0; k < Size(t_); ++k) {
+      sum += std::exp(host[k * 2 * rows + r] - most);
+      target += host[k * 2 * rows + rows + r];  // one shard holds the label
+    }
+    const double whole = most + std::log(sum);
+    lse[r] = static_cast<float>(whole);
+    loss += whole - target;
+  }
+  RETURN_IF_ERROR(dev_->CopyFromHost(lse.data(), rows, stats.data()));
+  ASSIGN_OR_RETURN(const double shard_loss,
+                   dev_->CrossEntropyGradInPlace(logits, labels.data(), tokens_, vocab_shard_,
+                                                 scale, stats.data()));
+  (void)shard_loss;  // this shard's labels only: the loss is the gathered one
+  return loss;
+}
+
+std::vector<int32_t> StepExecutor::Impl::VocabShardIds(int mb, int64_t step, uint64_t salt) const {
+  std::vector<int32_t> ids(Size(tokens_));
+  FillTokens(mb, step, ids.data(), tokens_, 0, vocab_shard_ * t_, salt);
+  const int64_t first = schedule_->coordinates.tensor_rank * vocab_shard_;
+  for (int32_t& id : ids) {
+    id = id >= first && id < first + vocab_shard_ ? static_cast<int32_t>(id - first) : -1;
+  }
+  return ids;
 }
 
 void StepExecutor::Impl::FillTokens(int mb, int64_t step, int32_t* tokens, int64_t count,
@@ -742,13 +848,22 @@ Status StepExecutor::Impl::Forward(int mb, int chunk, int64_t step) {
   const std::vector<size_t> units = PassUnits(chunk, PassKind::kForward);  // FSDP only
   size_t use = 0;
   if (s.holds_embedding && chunk == 0) {
-    // Tokens of this rank's sequence shard, looked up in its vocabulary shard.
-    std::vector<int32_t> tokens(Size(shard_tokens_));
-    FillTokens(mb, step, tokens.data(), shard_tokens_, s.coordinates.tensor_rank * shard_tokens_,
-               vocab_shard_, 0);
+    // Megatron's vocabulary-parallel embedding: every token of the
+    // micro-batch looked up in this rank's vocabulary shard (zeros for the
+    // others'), summed over the tensor group and scattered by sequence.
+    const std::vector<int32_t> tokens = VocabShardIds(mb, step, 0);
     RETURN_IF_ERROR(GatherAhead(units, use, PassKind::kForward));
-    RETURN_IF_ERROR(dev_->EmbeddingForward(Param(embedding_offset_), tokens.data(), shard_tokens_,
-                                           hidden_, x.data()));
+    if (t_ == 1) {
+      RETURN_IF_ERROR(dev_->EmbeddingForward(Param(embedding_offset_), tokens.data(), tokens_,
+                                             hidden_, x.data()));
+    } else {
+      DeviceBuffer full;
+      RETURN_IF_ERROR(Act(&full, Size(tokens_ * hidden_), Fill::kUndefined));
+      RETURN_IF_ERROR(dev_->EmbeddingForward(Param(embedding_offset_), tokens.data(), tokens_,
+                                             hidden_, full.data()));
+      RETURN_IF_ERROR(TpReduceScatter(Find(s.embedding_collectives.forward, "embedding-out"),
+                                      full.data(), x.data()));
+    }
     ReleaseAfter(units, use++);
   } else {
     const int prev = (pp + p_ - 1) % p_;
@@ -764,10 +879,14 @@ Status StepExecutor::Impl::Forward(int mb, int chunk, int64_t step) {
     std::swap(x, y);
   }
   if (s.holds_logits && chunk == s.chunks - 1) {
-    // Logits over this rank's vocabulary shard, the loss and its gradient.
-    RETURN_IF_ERROR(Act(&cs.logits_input, Size(tokens_ * hidden_)));
-    for (int r = 0; r < t_; ++r) {
-      RETURN_IF_ERROR(dev_->Copy(x.data(), shard, cs.logits_input.data() + Size(r) * shard));
+    // Logits over this rank's vocabulary shard for the whole micro-batch
+    // (its sequence shards gathered), the loss and its gradient.
+    if (t_ == 1) {
+      RETURN_IF_ERROR(Act(&cs.logits_input, Size(tokens_ * hidden_)));
+      RETURN_IF_ERROR(dev_->Copy(x.data(), shard, cs.logits_input.data()));
+    } else {
+      RETURN_IF_ERROR(
+          TpAllGather(Find(s.logits_collectives.forward, "logits-in"), x.data(), &cs.logits_input));
     }
     RETURN_IF_ERROR(Act(&cs.dlogits, Size(tokens_ * vocab_shard_)));
     RETURN_IF_ERROR(GatherAhead(units, use, PassKind::kForward));
@@ -775,11 +894,8 @@ Status StepExecutor::Impl::Forward(int mb, int chunk, int64_t step) {
                                cs.logits_input.data(), hidden_, Param(output_offset_), hidden_,
                                0.0f, cs.dlogits.data(), vocab_shard_));
     ReleaseAfter(units, use++);
-    std::vector<int32_t> labels(Size(tokens_));
-    FillTokens(mb, step, labels.data(), tokens_, 0, vocab_shard_, 1);
-    ASSIGN_OR_RETURN(const double loss, dev_->CrossEntropyGradInPlace(
-                                            cs.dlogits.data(), labels.data(), tokens_, vocab_shard_,
-                                            1.0f / static_cast<float>(tokens_)));
+    const std::vector<int32_t> labels = VocabShardIds(mb, step, 1);
+    ASSIGN_OR_RETURN(const double loss, CrossEntropy(cs.dlogits.data(), labels));
     loss_sum_ += loss;
     loss_count_ += tokens_;
     return Status::Ok();
@@ -818,9 +934,13 @@ Status StepExecutor::Impl::Backward(int mb, int chunk, int64_t step) {
                                hidden_));
     RETURN_IF_ERROR(CloseGrad(&g));
     ReleaseAfter(units, use++);
-    // The logits read this shard t times: its gradient is the sum.
-    for (int r = 0; r < t_; ++r) {
-      RETURN_IF_ERROR(dev_->Add(dy.data(), dh.data() + Size(r) * shard, shard));
+    // Each rank's dh is its vocabulary shard's part: summed over the
+    // tensor group, this rank's sequence shard kept.
+    if (t_ == 1) {
+      RETURN_IF_ERROR(dev_->Copy(dh.data(), shard, dy.data()));
+    } else {
+      RETURN_IF_ERROR(TpReduceScatter(Find(s.logits_collectives.backward, "logits-in-grad"),
+                                      dh.data(), dy.data()));
     }
   } else {
     const int next = (pp + 1) % p_;
@@ -835,17 +955,22 @@ Status StepExecutor::Impl::Backward(int mb, int chunk, int64_t step) {
   }
   stash_.erase(it);
   if (s.holds_embedding && chunk == 0) {
-    // The embedding rows the forward pass read (same keys, same tokens).
-    std::vector<int32_t> tokens(Size(shard_tokens_));
-    FillTokens(mb, step, tokens.data(), shard_tokens_, s.coordinates.tensor_rank * shard_tokens_,
-               vocab_shard_, 0);
+    // The embedding rows the forward pass read (same keys, same tokens),
+    // with the whole micro-batch's gradient gathered from the sequence
+    // shards.
+    const std::vector<int32_t> tokens = VocabShardIds(mb, step, 0);
+    DeviceBuffer dfull;
+    if (t_ > 1) {
+      RETURN_IF_ERROR(
+          TpAllGather(Find(s.embedding_collectives.backward, "embedding-grad"), dy.data(), &dfull));
+    }
+    const float* dout = t_ > 1 ? dfull.data() : dy.data();
     // FSDP gathers the (untied) table as it gathers every unit; a tied
     // one was gathered for the logits, and units ends there.
     RETURN_IF_ERROR(GatherAhead(units, use, PassKind::kBackward));
     GradSink g;
     RETURN_IF_ERROR(OpenGrad(embedding_offset_, Size(vocab_shard_ * hidden_), &g));
-    RETURN_IF_ERROR(
-        dev_->EmbeddingBackward(dy.data(), tokens.data(), shard_tokens_, hidden_, g.out));
+    RETURN_IF_ERROR(dev_->EmbeddingBackward(dout, tokens.data(), tokens_, hidden_, g.out));
     ReleaseAfter(units, use++);
     return CloseGrad(&g);
   }
@@ -1210,5 +1335,9 @@ const std::vector<std::pair<size_t, size_t>>& StepExecutor::owned_ranges() const
 }
 double StepExecutor::last_loss() const { return impl_->last_loss; }
 const std::vector<ParameterRange>& StepExecutor::parameter_ranges() const { return impl_->ranges; }
+
+uint64_t StepExecutor::UnsplitIndex(const ParameterRange& r, size_t i) const {
+  return impl_->UnsplitIndex(r, i);
+}
 
 }  // namespace pacer::worker

@@ -19,10 +19,13 @@
 // (ExecutedPrecision); FLOPs and bus bytes are counted as the schedule
 // defines them (bus bytes at the plan's precision).
 //
-// Simplifications, each because the schedule lists no collective for it:
-// the embedding lookup reads this rank's vocabulary shard (token modulo the
-// shard), and the logits GEMM takes this rank's sequence shard repeated t
-// times instead of gathering the others'. Under ZeRO 2 and 3 no full-size
+// Tensor parallelism is Megatron's, so t ranks compute exactly the one-rank
+// model (weights hashed by their place in the unsplit matrix,
+// UnsplitIndex): attention heads and MLP columns split across ranks, the
+// tables by vocabulary (a vocabulary-parallel embedding reduce-scattered
+// into sequence shards; the logits over the gathered sequence, with a
+// vocabulary-parallel cross-entropy whose per-token statistics are
+// gathered). Under ZeRO 2 and 3 no full-size
 // gradient buffer exists: gradients go through per-bucket buffers,
 // reduce-scattered into this rank's shard as soon as a micro-batch has
 // written a bucket. ZeRO 3 over d > 1 ranks also shards the weights (FSDP):
@@ -95,6 +98,10 @@ class StepExecutor : public StepBackend {
   double last_loss() const;
   // The matrices of parameters(), by name (fixed at Initialize).
   const std::vector<ParameterRange>& parameter_ranges() const;
+  // Where element i of range r lies in the unsplit (t = 1) matrix of the
+  // same name (row-major index): the initial weights hash it, so a tensor-
+  // parallel rank holds exactly its share of the one-rank model.
+  uint64_t UnsplitIndex(const ParameterRange& r, size_t i) const;
 
  private:
   class Impl;  // step_executor.cc: buffers, the step itself

@@ -57,6 +57,28 @@ void AddTensorParallelCollectives(const WorkerConfig& c, LayerWork* layer) {
   }
 }
 
+// The tensor-parallel collectives of the vocabulary-parallel tables
+// (StepSchedule::embedding_collectives, logits_collectives).
+void AddTableCollectives(const WorkerConfig& c, StepSchedule* s) {
+  const int t = c.tensor_parallel;
+  if (t == 1) return;
+  const double tokens = static_cast<double>(c.micro_batch_size) * c.model.sequence_length;
+  const double bytes = tokens * c.model.hidden_size * ActivationElementBytes(c.precision);
+  auto op = [&](const char* name, CollectiveKind kind, double b) {
+    return Collective{name, kind, Group::kTensor, t, b};
+  };
+  if (s->holds_embedding) {
+    s->embedding_collectives.forward = {op("embedding-out", CollectiveKind::kReduceScatter, bytes)};
+    s->embedding_collectives.backward = {op("embedding-grad", CollectiveKind::kAllGather, bytes)};
+  }
+  if (s->holds_logits) {
+    s->logits_collectives.forward = {
+        op("logits-in", CollectiveKind::kAllGather, bytes),
+        op("logits-stats", CollectiveKind::kAllGather, tokens * 2 * sizeof(float) * t)};
+    s->logits_collectives.backward = {op("logits-in-grad", CollectiveKind::kReduceScatter, bytes)};
+  }
+}
+
 // Gradient and parameter collectives of the data-parallel group, in
 // kGradientBuckets buckets (ZeRO paper; Megatron's distributed optimizer is
 // stage 1).
@@ -226,6 +248,7 @@ StatusOr<StepSchedule> BuildStepSchedule(const WorkerConfig& c, int global_rank)
   if (fused) s.layer.recompute_gemms.push_back(core[0]);
   AddTensorParallelCollectives(c, &s.layer);
   s.logits = planner::LogitsGemm(m, c.micro_batch_size, t);
+  AddTableCollectives(c, &s);
   s.pipeline = OneForwardOneBackward(s.coordinates.pipeline_rank, p, s.micro_batches, v);
   if (p > 1) {
     // Megatron's scatter-gather: with sequence parallelism each TP rank sends
@@ -263,6 +286,9 @@ double StepSchedule::BusBytesPerStep(Group group) const {
                   SumBusBytes(layer.backward_collectives, group) +
                   SumBusBytes(layer.recompute_collectives, group));
   bytes += SumBusBytes(step_collectives, group) + k * SumBusBytes(per_micro_batch_collectives, group);
+  for (const PassCollectives* table : {&embedding_collectives, &logits_collectives}) {
+    bytes += k * (SumBusBytes(table->forward, group) + SumBusBytes(table->backward, group));
+  }
   if (group == Group::kPipeline) {
     // Every forward except on the last chunk of the last stage sends its
     // output on; every backward except on the first chunk of the first stage

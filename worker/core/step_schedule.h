@@ -72,6 +72,11 @@ struct LayerWork {
   double RecomputeFlops() const;
 };
 
+// Collectives that run once per micro-batch in a pass.
+struct PassCollectives {
+  std::vector<Collective> forward, backward;
+};
+
 struct StepSchedule {
   RankCoordinates coordinates;
   int layers_per_chunk = 1;
@@ -81,6 +86,15 @@ struct StepSchedule {
   int64_t micro_batches = 1;     // k
   LayerWork layer;
   planner::GemmShape logits;     // forward; backward twice it (last stage only)
+  // The vocabulary-parallel tables' tensor-parallel collectives (t > 1, with
+  // sequence parallelism; Megatron's VocabParallelEmbedding and
+  // vocab-parallel cross-entropy), per micro-batch: on the first stage the
+  // embedding's output reduce-scattered into sequence shards and its
+  // gradient gathered back; on the last stage the logits' input gathered,
+  // each token's logsumexp and target logit gathered (two fp32 per token),
+  // and the input's gradient reduce-scattered. The planner leaves them out
+  // (2 or 3 messages per micro-batch against 5 per layer).
+  PassCollectives embedding_collectives, logits_collectives;
   std::vector<PipelineAction> pipeline;  // this rank's 1F1B order for one step
   double p2p_bytes = 0;          // one activation (or gradient) send between stages
   // Data-parallel collectives, in bucket order: once per step for ZeRO 0 and

@@ -189,22 +189,33 @@ class CpuDevice final : public Device {
                           float* out) override {
     const size_t width = static_cast<size_t>(cols);
     for (int64_t i = 0; i < rows; ++i) {
-      std::memcpy(out + i * cols, table + static_cast<int64_t>(tokens[i]) * cols,
-                  width * sizeof(float));
+      if (tokens[i] < 0) {
+        std::fill_n(out + i * cols, width, 0.0f);
+      } else {
+        std::memcpy(out + i * cols, table + static_cast<int64_t>(tokens[i]) * cols,
+                    width * sizeof(float));
+      }
     }
     return Status::Ok();
   }
   Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows, int64_t cols,
                            float* table_grad) override {
     for (int64_t i = 0; i < rows; ++i) {
+      if (tokens[i] < 0) continue;
       AddInPlace(table_grad + static_cast<int64_t>(tokens[i]) * cols, dout + i * cols,
                  static_cast<size_t>(cols));
     }
     return Status::Ok();
   }
+  Status LogitRowStats(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
+                       float* stats) override {
+    cpu::LogitRowStats(logits, labels, rows, cols, stats);
+    return Status::Ok();
+  }
   StatusOr<double> CrossEntropyGradInPlace(float* logits, const int32_t* labels, int64_t rows,
-                                           int64_t cols, float grad_scale) override {
-    return cpu::CrossEntropyGradInPlace(logits, labels, rows, cols, grad_scale);
+                                           int64_t cols, float grad_scale,
+                                           const float* row_lse) override {
+    return cpu::CrossEntropyGradInPlace(logits, labels, rows, cols, grad_scale, row_lse);
   }
   Status AdamWUpdate(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
                      int64_t step, const AdamWParams& p) override {

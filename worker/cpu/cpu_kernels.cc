@@ -119,17 +119,35 @@ void SoftmaxBackwardInPlace(const float* p, float* dp, int64_t rows, int64_t col
 }
 
 double CrossEntropyGradInPlace(float* logits, const int32_t* labels, int64_t rows, int64_t cols,
-                               float grad_scale) {
+                               float grad_scale, const float* row_lse) {
   double loss = 0;
-  SoftmaxRowsInPlace(logits, rows, cols, 1.0f);
+  if (row_lse == nullptr) SoftmaxRowsInPlace(logits, rows, cols, 1.0f);
   for (int64_t r = 0; r < rows; ++r) {
     float* lr = logits + r * cols;
+    if (row_lse != nullptr) {
+      for (int64_t j = 0; j < cols; ++j) lr[j] = std::exp(lr[j] - row_lse[r]);
+    }
     const int64_t label = labels[r];
-    loss -= std::log(std::max(static_cast<double>(lr[label]), 1e-30));
-    lr[label] -= 1.0f;
+    if (label >= 0) {
+      loss -= std::log(std::max(static_cast<double>(lr[label]), 1e-30));
+      lr[label] -= 1.0f;
+    }
     for (int64_t j = 0; j < cols; ++j) lr[j] *= grad_scale;
   }
   return loss;
+}
+
+void LogitRowStats(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
+                   float* stats) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* lr = logits + r * cols;
+    float mx = lr[0];
+    for (int64_t j = 1; j < cols; ++j) mx = std::max(mx, lr[j]);
+    double sum = 0;
+    for (int64_t j = 0; j < cols; ++j) sum += std::exp(static_cast<double>(lr[j] - mx));
+    stats[r] = static_cast<float>(mx + std::log(sum));
+    stats[rows + r] = labels[r] >= 0 ? lr[labels[r]] : 0.0f;
+  }
 }
 
 void AddInPlace(float* y, const float* x, size_t n) {

@@ -52,9 +52,15 @@ void SoftmaxRowsInPlace(float* x, int64_t rows, int64_t cols, float scale);
 void SoftmaxBackwardInPlace(const float* p, float* dp, int64_t rows, int64_t cols, float scale);
 
 // Softmax cross-entropy over rows of logits, in place: logits become
-// (softmax - onehot(label)) * grad_scale. Returns the summed loss.
+// (softmax - onehot(label)) * grad_scale. Returns the summed loss. With
+// row_lse (a vocabulary shard: the logsumexp over the whole vocabulary per
+// row) the softmax is exp(x - row_lse[r]) and labels < 0 (in another
+// shard) get no one-hot and add no loss (Device::CrossEntropyGradInPlace).
 double CrossEntropyGradInPlace(float* logits, const int32_t* labels, int64_t rows, int64_t cols,
-                               float grad_scale);
+                               float grad_scale, const float* row_lse);
+// A shard's logsumexp and target logit per row (Device::LogitRowStats).
+void LogitRowStats(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
+                   float* stats);
 
 // y += x.
 void AddInPlace(float* y, const float* x, size_t n);

@@ -153,34 +153,71 @@ __global__ void SoftmaxBackwardBf16Kernel(const __nv_bfloat16* p, const float* d
 __global__ void EmbeddingForwardKernel(const float* table, const int32_t* tokens, int64_t cols,
                                        float* out) {
   const int64_t r = blockIdx.x;
-  const float* row = table + static_cast<int64_t>(tokens[r]) * cols;
+  const int32_t token = tokens[r];
+  if (token < 0) {  // another rank's vocabulary shard
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) out[r * cols + j] = 0.0f;
+    return;
+  }
+  const float* row = table + static_cast<int64_t>(token) * cols;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) out[r * cols + j] = row[j];
 }
 
 __global__ void EmbeddingBackwardKernel(const float* dout, const int32_t* tokens, int64_t cols,
                                         float* table_grad) {
   const int64_t r = blockIdx.x;
+  if (tokens[r] < 0) return;  // another rank's vocabulary shard
   float* row = table_grad + static_cast<int64_t>(tokens[r]) * cols;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) atomicAdd(&row[j], dout[r * cols + j]);
 }
 
+// The row's max and its sum of exp(x - max), reduced over the block.
+__device__ void RowMaxAndSum(const float* lr, int64_t cols, float* shared, float* mx, float* sum) {
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, lr[j]);
+  m = BlockMax(m, shared);
+  float total = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) total += expf(lr[j] - m);
+  *mx = m;
+  *sum = BlockSum(total, shared);
+}
+
+// row_lse null: the softmax over this row's columns; else exp(x - row_lse)
+// (a vocabulary shard of a row whose logsumexp is row_lse). A label < 0 is
+// in another shard: no one-hot, no loss.
 __global__ void CrossEntropyGradKernel(float* logits, const int32_t* labels, int64_t cols,
-                                       float grad_scale, double* row_loss) {
+                                       float grad_scale, const float* row_lse, double* row_loss) {
   __shared__ float shared[32];
   const int64_t r = blockIdx.x;
   float* lr = logits + r * cols;
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) mx = fmaxf(mx, lr[j]);
-  mx = BlockMax(mx, shared);
-  float sum = 0;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += expf(lr[j] - mx);
-  sum = BlockSum(sum, shared);
-  const float inv = 1.0f / sum;
+  float shift = 0, inv = 1;
+  if (row_lse == nullptr) {
+    float sum = 0;
+    RowMaxAndSum(lr, cols, shared, &shift, &sum);
+    inv = 1.0f / sum;
+  } else {
+    shift = row_lse[r];
+  }
   const int64_t label = labels[r];
+  if (label < 0 && threadIdx.x == 0) row_loss[r] = 0;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    const float p = expf(lr[j] - mx) * inv;
+    const float p = expf(lr[j] - shift) * inv;
     if (j == label) row_loss[r] = -log(fmax(static_cast<double>(p), 1e-30));
     lr[j] = (p - (j == label ? 1.0f : 0.0f)) * grad_scale;
+  }
+}
+
+// stats[r] = logsumexp of row r; stats[rows + r] = its label's logit (0
+// when the label is in another shard).
+__global__ void LogitRowStatsKernel(const float* logits, const int32_t* labels, int64_t rows,
+                                    int64_t cols, float* stats) {
+  __shared__ float shared[32];
+  const int64_t r = blockIdx.x;
+  const float* lr = logits + r * cols;
+  float mx = 0, sum = 0;
+  RowMaxAndSum(lr, cols, shared, &mx, &sum);
+  if (threadIdx.x == 0) {
+    stats[r] = mx + logf(sum);
+    stats[rows + r] = labels[r] >= 0 ? lr[labels[r]] : 0.0f;
   }
 }
 
@@ -300,11 +337,20 @@ Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows,
 }
 
 Status CrossEntropyGrad(float* logits, const int32_t* labels, int64_t rows, int64_t cols,
-                        float grad_scale, double* row_loss, cudaStream_t stream) {
+                        float grad_scale, const float* row_lse, double* row_loss,
+                        cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return Status::Ok();
   RETURN_IF_ERROR(CheckRows(rows));
   CrossEntropyGradKernel<<<Rows(rows), kThreads, 0, stream>>>(logits, labels, cols, grad_scale,
-                                                              row_loss);
+                                                              row_lse, row_loss);
+  return Launched();
+}
+
+Status LogitRowStats(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
+                     float* stats, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return Status::Ok();
+  RETURN_IF_ERROR(CheckRows(rows));
+  LogitRowStatsKernel<<<Rows(rows), kThreads, 0, stream>>>(logits, labels, rows, cols, stats);
   return Launched();
 }
 

@@ -34,16 +34,25 @@ Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale, cudaStream
 // In place over dp: dp = scale * p * (dp - rowsum(p * dp)).
 Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols, float scale,
                        cudaStream_t stream);
-// out row i = table row tokens[i] (tokens on the device).
+// out row i = table row tokens[i], zeros where tokens[i] < 0 (tokens on
+// the device).
 Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows, int64_t cols,
                         float* out, cudaStream_t stream);
-// table_grad row tokens[i] += dout row i (atomics: repeated tokens add up).
+// table_grad row tokens[i] += dout row i (atomics: repeated tokens add up;
+// tokens < 0 skipped).
 Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows, int64_t cols,
                          float* table_grad, cudaStream_t stream);
 // In place: logits become (softmax - onehot(label)) * grad_scale;
-// row_loss[r] = -log(max(p_label, 1e-30)) (labels on the device).
+// row_loss[r] = -log(max(p_label, 1e-30)), 0 for labels < 0 (labels on the
+// device). The softmax is over the row when row_lse is null, else
+// exp(x - row_lse[r]) (Device::CrossEntropyGradInPlace).
 Status CrossEntropyGrad(float* logits, const int32_t* labels, int64_t rows, int64_t cols,
-                        float grad_scale, double* row_loss, cudaStream_t stream);
+                        float grad_scale, const float* row_lse, double* row_loss,
+                        cudaStream_t stream);
+// stats[r] = logsumexp of row r, stats[rows + r] = logits[r, labels[r]] or
+// 0 for labels < 0 (Device::LogitRowStats).
+Status LogitRowStats(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
+                     float* stats, cudaStream_t stream);
 // The attention softmax on bf16 storage (a bf16 plan's probabilities on
 // the GPU device): in place, each row of `cols` __nv_bfloat16 becomes
 // softmax(scale * row), computed in fp32 from the stored values.

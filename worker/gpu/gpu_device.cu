@@ -385,16 +385,23 @@ class GpuDevice final : public Device {
       return gpu::EmbeddingBackward(dout, ids, rows, cols, table_grad, compute_);
     });
   }
+  Status LogitRowStats(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
+                       float* stats) override {
+    ASSIGN_OR_RETURN(const int32_t* ids, Upload(labels, rows));
+    return TimedOp(kOpLoss,
+                   [&] { return gpu::LogitRowStats(logits, ids, rows, cols, stats, compute_); });
+  }
   // The loss comes back to the host at once (the interface returns it), so
   // the last stage waits for its logits once per micro-batch.
   StatusOr<double> CrossEntropyGradInPlace(float* logits, const int32_t* labels, int64_t rows,
-                                           int64_t cols, float grad_scale) override {
+                                           int64_t cols, float grad_scale,
+                                           const float* row_lse) override {
     if (rows <= 0) return 0.0;
     ASSIGN_OR_RETURN(const int32_t* ids, Upload(labels, rows));
     RETURN_IF_ERROR(Reserve(&losses_, &losses_capacity_, static_cast<size_t>(rows) * 8));
     double* row_loss = static_cast<double*>(losses_);
     RETURN_IF_ERROR(TimedOp(kOpLoss, [&] {
-      return CrossEntropyGrad(logits, ids, rows, cols, grad_scale, row_loss, compute_);
+      return CrossEntropyGrad(logits, ids, rows, cols, grad_scale, row_lse, row_loss, compute_);
     }));
     std::vector<double> host(static_cast<size_t>(rows));
     CUDACHECK(cudaMemcpyAsync(host.data(), row_loss, host.size() * sizeof(double),
