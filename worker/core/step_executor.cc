@@ -99,6 +99,8 @@ class StepExecutor::Impl {
   Impl(Device* device, bool host_copies) : dev_(device), host_copies_(host_copies) {}
   Status Initialize(const BackendContext& context, uint64_t seed);
   StatusOr<StepTiming> RunStep(int64_t step);
+  // StepExecutor::UnsplitIndex.
+  uint64_t UnsplitIndex(const ParameterRange& r, size_t i) const;
 
   DeviceBuffer weights{dev_, BufferClass::kWeights};
   DeviceBuffer grads{dev_, BufferClass::kGradients};
@@ -182,11 +184,6 @@ class StepExecutor::Impl {
   // So at most two units' weights and one unit's gradients are unsharded
   // at a time, the planner's ZeRO-3 buffers (docs/worker.md).
   size_t UnitOf(size_t offset) const;
-
- public:
-  uint64_t UnsplitIndex(const ParameterRange& r, size_t i) const;
-
- private:
   // The weights at flat offset `offset`: in `weights`, or (FSDP) in the
   // gathered copy of its unit, which the pass has gathered.
   const float* Param(size_t offset) const {
