@@ -475,32 +475,39 @@ TEST(StepExecutorTest, PeakStateBytesArePredictedForEveryZeroStage) {
 // and its peak holds one layer's backward temporaries and the pass
 // buffers, which the planner leaves to its fixed reserve. So: the bytes per
 // layer in flight (the peak's growth from 8 to 16 layers) are the
-// planner's to 1%, and the rest is under two layers' worth.
+// planner's to 1%, and the rest is under two layers' worth, on one rank and
+// on each of two tensor-parallel ranks (sequence parallelism: every stashed
+// tensor a rank's 1/t share).
 TEST(StepExecutorTest, PeakActivationsPerLayerArePredictedWithFusedAttention) {
-  for (planner::Recompute r : {planner::Recompute::kNone, planner::Recompute::kSelective}) {
+  for (auto [t, r] : {std::pair{1, planner::Recompute::kNone},
+                      {1, planner::Recompute::kSelective},
+                      {2, planner::Recompute::kNone},
+                      {2, planner::Recompute::kSelective}}) {
+    const std::string what = "t" + std::to_string(t) + " " + planner::RecomputeName(r);
     std::map<int, double> measured, predicted;
     for (int layers : {8, 16}) {
       Plan plan;
+      plan.t = t;
       plan.recompute = r;
       WorkerConfig config = TinyConfig(plan);
       config.precision = planner::Precision::kFp32;
       config.model.layers = layers;
       predicted[layers] = testing::PlannerMemory(config).activations_bytes;
-      ExpectAllOk(OnRanks(config, [&](int, StepExecutor& b) -> Status {
-        ASSIGN_OR_RETURN(StepTiming t, b.RunStep(0));
-        (void)t;
-        measured[layers] = b.memory().class_peak_bytes(BufferClass::kActivations);
+      ExpectAllOk(OnRanks(config, [&](int rank, StepExecutor& b) -> Status {
+        ASSIGN_OR_RETURN(StepTiming timing, b.RunStep(0));
+        (void)timing;
+        if (rank == 0) measured[layers] = b.memory().class_peak_bytes(BufferClass::kActivations);
         return Status::Ok();
       }));
       std::fprintf(stderr, "%s, %2d layers: activations measured %8.0f predicted %8.0f bytes\n",
-                   planner::RecomputeName(r), layers, measured[layers], predicted[layers]);
+                   what.c_str(), layers, measured[layers], predicted[layers]);
     }
     const double per_layer_measured = (measured[16] - measured[8]) / 8;
     const double per_layer_predicted = (predicted[16] - predicted[8]) / 8;
     ASSERT_GT(per_layer_predicted, 0);
-    EXPECT_NEAR(per_layer_measured / per_layer_predicted, 1.0, 0.01) << planner::RecomputeName(r);
-    EXPECT_GE(measured[16], predicted[16]);
-    EXPECT_LT(measured[16] - predicted[16], 2 * per_layer_predicted) << planner::RecomputeName(r);
+    EXPECT_NEAR(per_layer_measured / per_layer_predicted, 1.0, 0.01) << what;
+    EXPECT_GE(measured[16], predicted[16]) << what;
+    EXPECT_LT(measured[16] - predicted[16], 2 * per_layer_predicted) << what;
   }
 }
 
