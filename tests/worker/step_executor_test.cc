@@ -246,14 +246,16 @@ TEST(StepExecutorTest, FusedAndUnfusedAttentionGiveTheSameStep) {
 // reference_on_chip_device.h, which fails the step when the stashed
 // logsumexp or context is not its forward's) takes the place of the tiled
 // attention in a fused plan: the same loss, gradients and GEMM FLOPs, for
-// every recomputation policy, with grouped-query attention, on one stage
-// and on two (two micro-batches in flight on the first).
+// every recomputation policy, with grouped-query attention, on one rank,
+// on two pipeline stages (two micro-batches in flight on the first) and on
+// two tensor-parallel ranks (each with half the heads).
 TEST(StepExecutorTest, AnOnChipAttentionKernelGivesTheTiledStep) {
-  for (int stages : {1, 2}) {
+  for (auto [stages, tensor] : {std::pair{1, 1}, {2, 1}, {1, 2}}) {
     for (planner::Recompute r :
          {planner::Recompute::kNone, planner::Recompute::kSelective, planner::Recompute::kFull}) {
       Plan plan = SwigluGqa(r);
       plan.p = stages;
+      plan.t = tensor;
       WorkerConfig config = TinyConfig(plan);
       config.model.tied_embeddings = false;
       const std::vector<StageResult> tiled = OneStepByName(config);
@@ -261,11 +263,12 @@ TEST(StepExecutorTest, AnOnChipAttentionKernelGivesTheTiledStep) {
       const std::vector<StageResult> on_chip = OneStepByName(config, [calls] {
         return std::make_unique<testing::ReferenceOnChipDevice>(cpu::MakeCpuDevice(), calls);
       });
-      const std::string what =
-          std::to_string(stages) + " stage(s), " + planner::RecomputeName(r) + " recompute";
-      // 2 layers x 2 micro-batches; full recomputation runs each forward twice.
-      EXPECT_EQ(calls->backward.load(), 4) << what;
-      EXPECT_EQ(calls->forward.load(), r == planner::Recompute::kFull ? 8 : 4) << what;
+      const std::string what = std::to_string(stages) + " stage(s), t" + std::to_string(tensor) +
+                               ", " + planner::RecomputeName(r) + " recompute";
+      // 2 layers x 2 micro-batches on every tensor-parallel rank; full
+      // recomputation runs each forward twice.
+      EXPECT_EQ(calls->backward.load(), 4 * tensor) << what;
+      EXPECT_EQ(calls->forward.load(), (r == planner::Recompute::kFull ? 8 : 4) * tensor) << what;
       ASSERT_EQ(on_chip.size(), tiled.size()) << what;
       for (size_t stage = 0; stage < tiled.size(); ++stage) {
         EXPECT_NEAR(on_chip[stage].loss, tiled[stage].loss, 1e-5 * std::fabs(tiled[stage].loss))
