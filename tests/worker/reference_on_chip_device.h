@@ -56,7 +56,7 @@ class ReferenceOnChipDevice final : public Device {
         }
       }
     }
-    extra_flops_ += 2 * Flops(s);
+    extra_flops_ += 2 * s.PairGemmFlops();
     return Status::Ok();
   }
 
@@ -104,7 +104,7 @@ class ReferenceOnChipDevice final : public Device {
         }
       }
     }
-    extra_flops_ += 5 * Flops(s);
+    extra_flops_ += 5 * s.PairGemmFlops();
     return Status::Ok();
   }
 
@@ -236,11 +236,6 @@ class ReferenceOnChipDevice final : public Device {
     int64_t ld;
   };
   static size_t Size(int64_t n) { return static_cast<size_t>(n); }
-  // One seq x seq x head_dim GEMM of every pair.
-  static double Flops(const AttentionShape& s) {
-    return 2.0 * static_cast<double>(s.pairs()) * static_cast<double>(s.seq) *
-           static_cast<double>(s.seq) * static_cast<double>(s.head_dim);
-  }
   static Pair PairOf(const AttentionShape& s, const float* qkv, int64_t i) {
     return {qkv + s.Q(i), qkv + s.K(i), qkv + s.V(i), s.qkv_ld()};
   }

@@ -123,7 +123,7 @@ TEST(TiledAttentionTest, MatchesTheUnfusedAttentionWithoutStoringScores) {
     ExpectClose(tiled.dqkv, unfused.dqkv, "dqkv", c.name);
 
     // The same forward GEMMs; the backward recomputes Q K^T (2 s^2 d per pair).
-    const double scores = 2.0 * static_cast<double>(s.seq * s.seq * s.head_dim * s.pairs());
+    const double scores = s.PairGemmFlops();
     EXPECT_DOUBLE_EQ(tiled.forward_flops, unfused.forward_flops) << c.name;
     EXPECT_DOUBLE_EQ(tiled.backward_flops, unfused.backward_flops + scores) << c.name;
 

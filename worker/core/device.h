@@ -108,6 +108,11 @@ struct AttentionShape {
   int64_t ProbsElements() const { return pairs() * seq * seq; }
   // One value per query row of every pair (an on-chip kernel's statistics).
   int64_t RowElements() const { return pairs() * seq; }
+  // FLOPs of one seq x seq x head_dim GEMM for every pair (Q K^T, P V, ...).
+  double PairGemmFlops() const {
+    return 2.0 * static_cast<double>(pairs()) * static_cast<double>(seq) *
+           static_cast<double>(seq) * static_cast<double>(head_dim);
+  }
   // Where pair i's Q, K, V (rows qkv_ld() apart) and context (rows
   // ctx_ld() apart) start.
   int64_t Q(int64_t i) const { return Row(i, qkv_ld()) + (i % heads) * head_dim; }

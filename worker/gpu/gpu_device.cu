@@ -618,7 +618,7 @@ class GpuDevice final : public Device {
       return sdpa_->Forward(qkv16, Bf16At(qkv16, sdpa_layout_.key_offset),
                             Bf16At(qkv16, sdpa_layout_.value_offset), o16, lse, o16 + o_bytes);
     }));
-    counters_.gemm_flops += 2 * PairGemmFlops(s);
+    counters_.gemm_flops += 2 * s.PairGemmFlops();
     return TimedOp(kOpConvert, [&] { return FromBf16(o16, ctx_elems, ctx, false, compute_); });
   }
 
@@ -646,7 +646,7 @@ class GpuDevice final : public Device {
                              d16 + sdpa_layout_.key_offset * 2,
                              d16 + sdpa_layout_.value_offset * 2, d16 + d_bytes);
     }));
-    counters_.gemm_flops += 5 * PairGemmFlops(s);
+    counters_.gemm_flops += 5 * s.PairGemmFlops();
     return TimedOp(kOpConvert, [&] { return FromBf16(d16, qkv_elems, dqkv, true, compute_); });
   }
 #endif
@@ -955,11 +955,6 @@ class GpuDevice final : public Device {
     return (elements * 2 + 255) / 256 * 256;
   }
   static size_t Elements(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
-  // One seq x seq x head_dim GEMM of every pair (the tiled path's unit).
-  static double PairGemmFlops(const AttentionShape& s) {
-    return 2.0 * static_cast<double>(s.pairs()) * static_cast<double>(s.seq) *
-           static_cast<double>(s.seq) * static_cast<double>(s.head_dim);
-  }
 #endif
 
   // Marks the bf16 copy of the weights buffer holding `p` (if any) stale.
