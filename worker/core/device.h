@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "core/buffer_class.h"
+#include "core/kernel_math.h"  // AdamWParams
 #include "core/step_backend.h"
 #include "core/step_schedule.h"
 #include "pacer/planner/job_spec.h"
@@ -72,14 +73,6 @@ class MemoryTracker {
   std::array<double, kBufferClasses> class_peak_{};
   double current_ = 0;
   double peak_ = 0;
-};
-
-struct AdamWParams {
-  float learning_rate = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.95f;
-  float epsilon = 1e-8f;
-  float weight_decay = 0.01f;
 };
 
 // The attention core of one layer, over the qkv GEMM's output as Megatron

@@ -5,7 +5,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/kernel_math.h"
+
 namespace pacer::worker::cpu {
+
+namespace km = ::pacer::worker::kernel_math;
 
 void Sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
@@ -25,7 +29,7 @@ void RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y, float*
     const float* xr = x + r * cols;
     double sum = 0;
     for (int64_t j = 0; j < cols; ++j) sum += static_cast<double>(xr[j]) * xr[j];
-    const float inv = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(cols) + 1e-6));
+    const float inv = km::InvRms(sum, cols);
     inv_rms[r] = inv;
     for (int64_t j = 0; j < cols; ++j) y[r * cols + j] = xr[j] * inv;
   }
@@ -33,47 +37,31 @@ void RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y, float*
 
 void RmsNormBackward(const float* x, const float* inv_rms, const float* dy, int64_t rows,
                      int64_t cols, float* dx) {
-  // y = x r with r = (mean x^2 + eps)^-1/2: dx = r dy - x r^3 (x . dy) / cols.
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     const float* dyr = dy + r * cols;
     double dot = 0;
     for (int64_t j = 0; j < cols; ++j) dot += static_cast<double>(xr[j]) * dyr[j];
     const float inv = inv_rms[r];
-    const float coef = static_cast<float>(dot / static_cast<double>(cols)) * inv * inv * inv;
-    for (int64_t j = 0; j < cols; ++j) dx[r * cols + j] += inv * dyr[j] - coef * xr[j];
+    const float coef = km::RmsNormGradCoef(dot, cols, inv);
+    for (int64_t j = 0; j < cols; ++j)
+      dx[r * cols + j] += km::RmsNormGrad(xr[j], dyr[j], inv, coef);
   }
 }
 
-namespace {
-constexpr float kGeluC = 0.7978845608f;  // sqrt(2 / pi)
-constexpr float kGeluA = 0.044715f;
-}  // namespace
-
 void GeluForward(const float* x, size_t n, float* y) {
-  for (size_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + std::tanh(kGeluC * (v + kGeluA * v * v * v)));
-  }
+  for (size_t i = 0; i < n; ++i) y[i] = km::Gelu(x[i]);
 }
 
 void GeluBackward(const float* x, const float* dy, size_t n, float* dx) {
-  for (size_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const float t = std::tanh(kGeluC * (v + kGeluA * v * v * v));
-    const float dt = (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * v * v);
-    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * dt);
-  }
+  for (size_t i = 0; i < n; ++i) dx[i] = dy[i] * km::GeluGrad(x[i]);
 }
 
 void SwigluForward(const float* in, int64_t rows, int64_t f, float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* gate = in + r * 2 * f;
     const float* up = gate + f;
-    for (int64_t j = 0; j < f; ++j) {
-      const float s = 1.0f / (1.0f + std::exp(-gate[j]));
-      out[r * f + j] = gate[j] * s * up[j];
-    }
+    for (int64_t j = 0; j < f; ++j) out[r * f + j] = km::Swiglu(gate[j], up[j]);
   }
 }
 
@@ -83,12 +71,8 @@ void SwigluBackward(const float* in, const float* dout, int64_t rows, int64_t f,
     const float* up = gate + f;
     float* dgate = din + r * 2 * f;
     float* dup = dgate + f;
-    for (int64_t j = 0; j < f; ++j) {
-      const float s = 1.0f / (1.0f + std::exp(-gate[j]));
-      const float d = dout[r * f + j];
-      dup[j] = d * gate[j] * s;
-      dgate[j] = d * up[j] * s * (1.0f + gate[j] * (1.0f - s));
-    }
+    for (int64_t j = 0; j < f; ++j)
+      km::SwigluGrad(gate[j], up[j], dout[r * f + j], &dgate[j], &dup[j]);
   }
 }
 
@@ -114,7 +98,7 @@ void SoftmaxBackwardInPlace(const float* p, float* dp, int64_t rows, int64_t col
     double dot = 0;
     for (int64_t j = 0; j < cols; ++j) dot += static_cast<double>(pr[j]) * dr[j];
     const float d = static_cast<float>(dot);
-    for (int64_t j = 0; j < cols; ++j) dr[j] = scale * pr[j] * (dr[j] - d);
+    for (int64_t j = 0; j < cols; ++j) dr[j] = km::SoftmaxGrad(pr[j], dr[j], d, scale);
   }
 }
 
@@ -128,11 +112,8 @@ double CrossEntropyGradInPlace(float* logits, const int32_t* labels, int64_t row
       for (int64_t j = 0; j < cols; ++j) lr[j] = std::exp(lr[j] - row_lse[r]);
     }
     const int64_t label = labels[r];
-    if (label >= 0) {
-      loss -= std::log(std::max(static_cast<double>(lr[label]), 1e-30));
-      lr[label] -= 1.0f;
-    }
-    for (int64_t j = 0; j < cols; ++j) lr[j] *= grad_scale;
+    if (label >= 0) loss += km::CrossEntropyLoss(lr[label]);
+    for (int64_t j = 0; j < cols; ++j) lr[j] = km::CrossEntropyGrad(lr[j], j == label, grad_scale);
   }
   return loss;
 }
@@ -156,16 +137,8 @@ void AddInPlace(float* y, const float* x, size_t n) {
 
 void AdamWUpdate(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
                  int64_t step, const AdamWParams& p) {
-  const double t = static_cast<double>(std::max<int64_t>(step, 1));
-  const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(p.beta1), t)));
-  const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(p.beta2), t)));
-  for (size_t i = 0; i < n; ++i) {
-    const float grad = g[i] * grad_scale;
-    m[i] = p.beta1 * m[i] + (1.0f - p.beta1) * grad;
-    v[i] = p.beta2 * v[i] + (1.0f - p.beta2) * grad * grad;
-    const float update = (m[i] * c1) / (std::sqrt(v[i] * c2) + p.epsilon);
-    w[i] -= p.learning_rate * (update + p.weight_decay * w[i]);
-  }
+  const km::AdamWScales scales = km::AdamWBiasCorrections(step, p);
+  for (size_t i = 0; i < n; ++i) km::AdamWElement(&w[i], g[i], &m[i], &v[i], grad_scale, scales, p);
 }
 
 }  // namespace pacer::worker::cpu

@@ -1,14 +1,16 @@
-#include "gpu/device_kernels.h"
-
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cmath>
 
+#include "core/kernel_math.h"
 #include "gpu/cuda_check.h"
+#include "gpu/device_kernels.h"
 
 namespace pacer::worker::gpu {
 namespace {
+
+namespace km = ::pacer::worker::kernel_math;
 
 constexpr int kThreads = 256;
 
@@ -66,7 +68,7 @@ __global__ void RmsNormForwardKernel(const float* x, int64_t cols, float* y, flo
   float sum = 0;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += xr[j] * xr[j];
   sum = BlockSum(sum, shared);
-  const float inv = rsqrtf(sum / static_cast<float>(cols) + 1e-6f);
+  const float inv = km::InvRms(sum, cols);
   if (threadIdx.x == 0) inv_rms[r] = inv;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[r * cols + j] = xr[j] * inv;
 }
@@ -81,9 +83,9 @@ __global__ void RmsNormBackwardKernel(const float* x, const float* inv_rms, cons
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dot += xr[j] * dyr[j];
   dot = BlockSum(dot, shared);
   const float inv = inv_rms[r];
-  const float coef = dot / static_cast<float>(cols) * inv * inv * inv;
+  const float coef = km::RmsNormGradCoef(dot, cols, inv);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    dx[r * cols + j] += inv * dyr[j] - coef * xr[j];
+    dx[r * cols + j] += km::RmsNormGrad(xr[j], dyr[j], inv, coef);
   }
 }
 
@@ -112,7 +114,9 @@ __global__ void SoftmaxBackwardKernel(const float* p, float* dp, int64_t cols, f
   float dot = 0;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dot += pr[j] * dr[j];
   dot = BlockSum(dot, shared);
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dr[j] = scale * pr[j] * (dr[j] - dot);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    dr[j] = km::SoftmaxGrad(pr[j], dr[j], dot, scale);
+  }
 }
 
 // Three passes over the row (max, sum, write) so each probability is
@@ -146,7 +150,8 @@ __global__ void SoftmaxBackwardBf16Kernel(const __nv_bfloat16* p, const float* d
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dot += __bfloat162float(pr[j]) * dr[j];
   dot = BlockSum(dot, shared);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    ds[r * cols + j] = __float2bfloat16_rn(scale * __bfloat162float(pr[j]) * (dr[j] - dot));
+    ds[r * cols + j] =
+        __float2bfloat16_rn(km::SoftmaxGrad(__bfloat162float(pr[j]), dr[j], dot, scale));
   }
 }
 
@@ -201,8 +206,8 @@ __global__ void CrossEntropyGradKernel(float* logits, const int32_t* labels, int
   if (label < 0 && threadIdx.x == 0) row_loss[r] = 0;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     const float p = expf(lr[j] - shift) * inv;
-    if (j == label) row_loss[r] = -log(fmax(static_cast<double>(p), 1e-30));
-    lr[j] = (p - (j == label ? 1.0f : 0.0f)) * grad_scale;
+    if (j == label) row_loss[r] = km::CrossEntropyLoss(p);
+    lr[j] = km::CrossEntropyGrad(p, j == label, grad_scale);
   }
 }
 
@@ -222,16 +227,10 @@ __global__ void LogitRowStatsKernel(const float* logits, const int32_t* labels, 
 }
 
 __global__ void AdamWKernel(float* w, const float* g, float* m, float* v, int64_t n,
-                            float grad_scale, float c1, float c2, AdamWParams p) {
+                            float grad_scale, km::AdamWScales scales, AdamWParams p) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float grad = g[i] * grad_scale;
-    const float mi = p.beta1 * m[i] + (1.0f - p.beta1) * grad;
-    const float vi = p.beta2 * v[i] + (1.0f - p.beta2) * grad * grad;
-    m[i] = mi;
-    v[i] = vi;
-    const float update = (mi * c1) / (sqrtf(vi * c2) + p.epsilon);
-    w[i] -= p.learning_rate * (update + p.weight_decay * w[i]);
+    km::AdamWElement(&w[i], g[i], &m[i], &v[i], grad_scale, scales, p);
   }
 }
 
@@ -358,11 +357,9 @@ Status AdamW(float* w, const float* g, float* m, float* v, size_t n, float grad_
              int64_t step, const AdamWParams& p, cudaStream_t stream) {
   if (n == 0) return Status::Ok();
   // The bias corrections in double on the host, as the CPU device does.
-  const double t = static_cast<double>(std::max<int64_t>(step, 1));
-  const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(p.beta1), t)));
-  const float c2 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(p.beta2), t)));
+  const km::AdamWScales scales = km::AdamWBiasCorrections(step, p);
   const int64_t count = static_cast<int64_t>(n);
-  AdamWKernel<<<GridFor(count), kThreads, 0, stream>>>(w, g, m, v, count, grad_scale, c1, c2, p);
+  AdamWKernel<<<GridFor(count), kThreads, 0, stream>>>(w, g, m, v, count, grad_scale, scales, p);
   return Launched();
 }
 

@@ -3,8 +3,9 @@
 // the same model on both: RMS norm without gain (keeping 1/rms per row),
 // the scaled row softmax of attention and its backward, embedding lookups
 // by host-chosen token ids, the cross-entropy gradient against labels, and
-// AdamW. GELU, SwiGLU and the residual add come from gpu_kernels.h (their
-// fp32 instantiations compute the same formulas).
+// AdamW. The per-element formulas are not copies of the CPU's: both
+// devices call core/kernel_math.h. GELU, SwiGLU and the residual add come
+// from gpu_kernels.h (their fp32 instantiations, over the same formulas).
 //
 // Every launcher enqueues on `stream` and returns the launch error (host,
 // file, line); none synchronises. Row-major; sizes in elements. Reductions

@@ -1,5 +1,3 @@
-#include "gpu/gpu_kernels.h"
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -7,7 +5,9 @@
 #include <cmath>
 #include <type_traits>
 
+#include "core/kernel_math.h"
 #include "gpu/cuda_check.h"
+#include "gpu/gpu_kernels.h"
 
 namespace pacer::worker {
 namespace {
@@ -63,16 +63,9 @@ __global__ void AddKernel(const T* a, const T* b, T* out, int64_t n) {
   PACER_GRID_STRIDE(i, n) { out[i] = FromF<T>(ToF(a[i]) + ToF(b[i])); }
 }
 
-__device__ __forceinline__ float Gelu(float x) {
-  const float k = 0.7978845608f;  // sqrt(2 / pi)
-  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
-__device__ __forceinline__ float GeluGrad(float x) {
-  const float k = 0.7978845608f;
-  const float u = k * (x + 0.044715f * x * x * x);
-  const float th = tanhf(u);
-  return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * k * (1.0f + 3.0f * 0.044715f * x * x);
-}
+// The arithmetic is the CPU device's (core/kernel_math.h).
+using kernel_math::Gelu;
+using kernel_math::GeluGrad;
 
 template <typename T>
 __global__ void GeluForwardKernel(const T* in, T* out, int64_t n) {
@@ -83,14 +76,12 @@ __global__ void GeluBackwardKernel(const T* dout, const T* in, T* din, int64_t n
   PACER_GRID_STRIDE(i, n) { din[i] = FromF<T>(ToF(dout[i]) * GeluGrad(ToF(in[i]))); }
 }
 
-__device__ __forceinline__ float Sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
-
 template <typename T>
 __global__ void SwigluForwardKernel(const T* in, T* out, int64_t rows, int64_t ffn) {
   PACER_GRID_STRIDE(i, rows * ffn) {
     const int64_t r = i / ffn, c = i % ffn;
     const float gate = ToF(in[r * 2 * ffn + c]), up = ToF(in[r * 2 * ffn + ffn + c]);
-    out[i] = FromF<T>(gate * Sigmoid(gate) * up);
+    out[i] = FromF<T>(kernel_math::Swiglu(gate, up));
   }
 }
 template <typename T>
@@ -99,9 +90,10 @@ __global__ void SwigluBackwardKernel(const T* dout, const T* in, T* din, int64_t
   PACER_GRID_STRIDE(i, rows * ffn) {
     const int64_t r = i / ffn, c = i % ffn;
     const float gate = ToF(in[r * 2 * ffn + c]), up = ToF(in[r * 2 * ffn + ffn + c]);
-    const float s = Sigmoid(gate), g = ToF(dout[i]);
-    din[r * 2 * ffn + c] = FromF<T>(g * up * s * (1.0f + gate * (1.0f - s)));
-    din[r * 2 * ffn + ffn + c] = FromF<T>(g * gate * s);
+    float dgate = 0, dup = 0;
+    kernel_math::SwigluGrad(gate, up, ToF(dout[i]), &dgate, &dup);
+    din[r * 2 * ffn + c] = FromF<T>(dgate);
+    din[r * 2 * ffn + ffn + c] = FromF<T>(dup);
   }
 }
 
