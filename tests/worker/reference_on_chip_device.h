@@ -175,6 +175,10 @@ class ReferenceOnChipDevice final : public Device {
                         float* din) override {
     return in_->SwigluBackward(in, dout, rows, f, din);
   }
+  Status BeginReadOnly(const std::vector<ReadOnlyRegion>& regions) override {
+    return in_->BeginReadOnly(regions);
+  }
+  Status EndReadOnly() override { return in_->EndReadOnly(); }
   Status Add(float* y, const float* x, size_t n) override { return in_->Add(y, x, n); }
   Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows, int64_t cols,
                           float* out) override {

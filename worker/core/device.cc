@@ -18,6 +18,13 @@ void MemoryTracker::Release(BufferClass c, double bytes) {
   current_ -= bytes;
 }
 
+void MemoryTracker::ForgetPeaksSince(const MemoryTracker& before) {
+  peak_ = std::max(before.peak_, current_);
+  for (size_t i = 0; i < kBufferClasses; ++i) {
+    class_peak_[i] = std::max(before.class_peak_[i], by_class_[i]);
+  }
+}
+
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : device_(other.device_), class_(other.class_), data_(other.data_), size_(other.size_) {
   other.data_ = nullptr;

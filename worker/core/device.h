@@ -67,6 +67,10 @@ class MemoryTracker {
   double class_bytes(BufferClass c) const { return by_class_[static_cast<size_t>(c)]; }
   // Highest bytes each class held at once (not necessarily at the same time).
   double class_peak_bytes(BufferClass c) const { return class_peak_[static_cast<size_t>(c)]; }
+  // Takes back the peaks reached since `before` (a copy of this tracker)
+  // beyond what is held now: for trial work that is not the step's (the
+  // GPU device's cuDNN trial run), whose buffers are freed again.
+  void ForgetPeaksSince(const MemoryTracker& before);
 
  private:
   std::array<double, kBufferClasses> by_class_{};
@@ -265,6 +269,24 @@ class Device {
     return FailedPreconditionError(std::string(name()) + " device has no on-chip attention");
   }
 
+  // --- Read-only operands. Between BeginReadOnly and EndReadOnly the
+  // regions are only read (as GEMM operands), never written, so a device
+  // that converts GEMM operands (the GPU device's bf16 copies under a bf16
+  // plan) may convert each region once instead of at every GEMM that reads
+  // a part of it: the tiled attention reads Q, K, V and dC in many small
+  // GEMMs. The CPU device checks the promise: its EndReadOnly returns
+  // Internal when a region changed in between. Not nested. Defaults:
+  // nothing to do.
+  struct ReadOnlyRegion {
+    const float* data = nullptr;
+    size_t elements = 0;
+  };
+  virtual Status BeginReadOnly(const std::vector<ReadOnlyRegion>& regions) {
+    (void)regions;
+    return Status::Ok();
+  }
+  virtual Status EndReadOnly() { return Status::Ok(); }
+
   // --- Elementwise kernels (cpu_kernels.h documents the arithmetic).
   virtual Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y,
                                 float* inv_rms) = 0;
@@ -333,6 +355,17 @@ class Device {
  private:
   MemoryTracker memory_;
 };
+
+// body() between device->BeginReadOnly(regions) and EndReadOnly(); the
+// first error of the three.
+template <typename Body>
+Status WithReadOnly(Device* device, const std::vector<Device::ReadOnlyRegion>& regions,
+                    Body&& body) {
+  RETURN_IF_ERROR(device->BeginReadOnly(regions));
+  const Status ran = body();
+  const Status ended = device->EndReadOnly();
+  return ran.ok() ? ended : ran;
+}
 
 // A block of device memory charged to its device's tracker under a class,
 // released when it shrinks or dies. Move-only, so a charge is never counted

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace pacer::worker {
 namespace {
@@ -36,21 +37,26 @@ Status TiledAttentionForward(Device* dev, const AttentionShape& s, const float* 
   const int64_t most = std::min(BatchSize(tile, 1, o), s.kv_heads);  // P
   DeviceBuffer p(dev, BufferClass::kWorkspace);
   RETURN_IF_ERROR(p.Assign(static_cast<size_t>(most * tile), Fill::kUndefined));
-  return ForAttentionBatches(s, most, [&](const AttentionBatch& b) -> Status {
-    for (int64_t t0 = 0; t0 < s.seq; t0 += rows) {
-      const int64_t tr = std::min(rows, s.seq - t0);
-      const float* q = qkv + s.Q(b.first) + t0 * w;
-      // S = Q_tile K^T, then P = softmax(S / sqrt(d)) in place.
-      RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, s.seq, d, 1.0f, q, w, b.q_stride,
-                                       qkv + s.K(b.first), w, b.kv_stride, 0.0f, p.data(), s.seq,
-                                       tr * s.seq, b.count));
-      RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * tr, s.seq, Scale(s)));
-      // ctx_tile = P V.
-      RETURN_IF_ERROR(dev->BatchedGemm(false, false, tr, d, s.seq, 1.0f, p.data(), s.seq,
-                                       tr * s.seq, qkv + s.V(b.first), w, b.kv_stride, 0.0f,
-                                       ctx + s.Ctx(b.first) + t0 * c, c, b.q_stride, b.count));
-    }
-    return Status::Ok();
+  // Q, K and V are read by every tile's GEMMs and written by none.
+  const std::vector<Device::ReadOnlyRegion> read_only = {
+      {qkv, static_cast<size_t>(s.QkvElements())}};
+  return WithReadOnly(dev, read_only, [&] {
+    return ForAttentionBatches(s, most, [&](const AttentionBatch& b) -> Status {
+      for (int64_t t0 = 0; t0 < s.seq; t0 += rows) {
+        const int64_t tr = std::min(rows, s.seq - t0);
+        const float* q = qkv + s.Q(b.first) + t0 * w;
+        // S = Q_tile K^T, then P = softmax(S / sqrt(d)) in place.
+        RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, s.seq, d, 1.0f, q, w, b.q_stride,
+                                         qkv + s.K(b.first), w, b.kv_stride, 0.0f, p.data(), s.seq,
+                                         tr * s.seq, b.count));
+        RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * tr, s.seq, Scale(s)));
+        // ctx_tile = P V.
+        RETURN_IF_ERROR(dev->BatchedGemm(false, false, tr, d, s.seq, 1.0f, p.data(), s.seq,
+                                         tr * s.seq, qkv + s.V(b.first), w, b.kv_stride, 0.0f,
+                                         ctx + s.Ctx(b.first) + t0 * c, c, b.q_stride, b.count));
+      }
+      return Status::Ok();
+    });
   });
 }
 
@@ -66,37 +72,42 @@ Status TiledAttentionBackward(Device* dev, const AttentionShape& s, const float*
   DeviceBuffer p(dev, BufferClass::kWorkspace), dp(dev, BufferClass::kWorkspace);
   RETURN_IF_ERROR(p.Assign(static_cast<size_t>(most * tile), Fill::kUndefined));
   RETURN_IF_ERROR(dp.Assign(static_cast<size_t>(most * tile), Fill::kUndefined));
-  return ForAttentionBatches(s, most, [&](const AttentionBatch& b) -> Status {
-    const float* k = qkv + s.K(b.first);
-    const float* v = qkv + s.V(b.first);
-    for (int64_t t0 = 0; t0 < s.seq; t0 += rows) {
-      const int64_t tr = std::min(rows, s.seq - t0);
-      const int64_t stride_p = tr * s.seq;
-      const float* q = qkv + s.Q(b.first) + t0 * w;
-      const float* dc = dctx + s.Ctx(b.first) + t0 * c;
-      // Recompute the tile's probabilities: P = softmax(Q_tile K^T / sqrt(d)).
-      RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, s.seq, d, 1.0f, q, w, b.q_stride, k, w,
-                                       b.kv_stride, 0.0f, p.data(), s.seq, stride_p, b.count));
-      RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * tr, s.seq, Scale(s)));
-      // context = P V: dV += P^T dC_tile, dP = dC_tile V^T.
-      RETURN_IF_ERROR(dev->BatchedGemm(true, false, s.seq, d, tr, 1.0f, p.data(), s.seq, stride_p,
-                                       dc, c, b.q_stride, 1.0f, dqkv + s.V(b.first), w,
-                                       b.kv_stride, b.count));
-      RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, s.seq, d, 1.0f, dc, c, b.q_stride, v, w,
-                                       b.kv_stride, 0.0f, dp.data(), s.seq, stride_p, b.count));
-      // dS (the unscaled scores' gradient), in place over dP. Each row of
-      // the tile is a whole row of the s x s matrix, so the softmax's
-      // row sums are exact.
-      RETURN_IF_ERROR(dev->SoftmaxBackward(p.data(), dp.data(), b.count * tr, s.seq, Scale(s)));
-      // scores = Q K^T: dQ_tile += dS K, dK += dS^T Q_tile.
-      RETURN_IF_ERROR(dev->BatchedGemm(false, false, tr, d, s.seq, 1.0f, dp.data(), s.seq,
-                                       stride_p, k, w, b.kv_stride, 1.0f,
-                                       dqkv + s.Q(b.first) + t0 * w, w, b.q_stride, b.count));
-      RETURN_IF_ERROR(dev->BatchedGemm(true, false, s.seq, d, tr, 1.0f, dp.data(), s.seq, stride_p,
-                                       q, w, b.q_stride, 1.0f, dqkv + s.K(b.first), w,
-                                       b.kv_stride, b.count));
-    }
-    return Status::Ok();
+  // Q, K, V and dC are read by every tile's GEMMs and written by none.
+  const std::vector<Device::ReadOnlyRegion> read_only = {
+      {qkv, static_cast<size_t>(s.QkvElements())}, {dctx, static_cast<size_t>(s.CtxElements())}};
+  return WithReadOnly(dev, read_only, [&] {
+    return ForAttentionBatches(s, most, [&](const AttentionBatch& b) -> Status {
+      const float* k = qkv + s.K(b.first);
+      const float* v = qkv + s.V(b.first);
+      for (int64_t t0 = 0; t0 < s.seq; t0 += rows) {
+        const int64_t tr = std::min(rows, s.seq - t0);
+        const int64_t stride_p = tr * s.seq;
+        const float* q = qkv + s.Q(b.first) + t0 * w;
+        const float* dc = dctx + s.Ctx(b.first) + t0 * c;
+        // Recompute the tile's probabilities: P = softmax(Q_tile K^T / sqrt(d)).
+        RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, s.seq, d, 1.0f, q, w, b.q_stride, k, w,
+                                         b.kv_stride, 0.0f, p.data(), s.seq, stride_p, b.count));
+        RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * tr, s.seq, Scale(s)));
+        // context = P V: dV += P^T dC_tile, dP = dC_tile V^T.
+        RETURN_IF_ERROR(dev->BatchedGemm(true, false, s.seq, d, tr, 1.0f, p.data(), s.seq, stride_p,
+                                         dc, c, b.q_stride, 1.0f, dqkv + s.V(b.first), w,
+                                         b.kv_stride, b.count));
+        RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, s.seq, d, 1.0f, dc, c, b.q_stride, v, w,
+                                         b.kv_stride, 0.0f, dp.data(), s.seq, stride_p, b.count));
+        // dS (the unscaled scores' gradient), in place over dP. Each row of
+        // the tile is a whole row of the s x s matrix, so the softmax's
+        // row sums are exact.
+        RETURN_IF_ERROR(dev->SoftmaxBackward(p.data(), dp.data(), b.count * tr, s.seq, Scale(s)));
+        // scores = Q K^T: dQ_tile += dS K, dK += dS^T Q_tile.
+        RETURN_IF_ERROR(dev->BatchedGemm(false, false, tr, d, s.seq, 1.0f, dp.data(), s.seq,
+                                         stride_p, k, w, b.kv_stride, 1.0f,
+                                         dqkv + s.Q(b.first) + t0 * w, w, b.q_stride, b.count));
+        RETURN_IF_ERROR(dev->BatchedGemm(true, false, s.seq, d, tr, 1.0f, dp.data(), s.seq,
+                                         stride_p, q, w, b.q_stride, 1.0f, dqkv + s.K(b.first), w,
+                                         b.kv_stride, b.count));
+      }
+      return Status::Ok();
+    });
   });
 }
 

@@ -7,9 +7,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <new>
+#include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "cpu/cpu_kernels.h"
 #include "cpu/gloo_comms.h"
@@ -154,6 +159,27 @@ class CpuDevice final : public Device {
     return Status::Ok();
   }
 
+  // The promise is checked, not used: a hash of each region's bytes at
+  // the start, compared at the end (one pass over memory the attention
+  // reads seq times over anyway).
+  Status BeginReadOnly(const std::vector<ReadOnlyRegion>& regions) override {
+    if (!read_only_.empty()) return InternalError("CPU device: BeginReadOnly nested");
+    for (const ReadOnlyRegion& r : regions) read_only_.push_back({r, HashOf(r)});
+    return Status::Ok();
+  }
+  Status EndReadOnly() override {
+    std::vector<std::pair<ReadOnlyRegion, size_t>> regions;
+    regions.swap(read_only_);
+    for (size_t i = 0; i < regions.size(); ++i) {
+      if (HashOf(regions[i].first) != regions[i].second) {
+        return InternalError("CPU device: read-only region " + std::to_string(i) + " (" +
+                             std::to_string(regions[i].first.elements) +
+                             " elements) was written between BeginReadOnly and EndReadOnly");
+      }
+    }
+    return Status::Ok();
+  }
+
   Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y,
                         float* inv_rms) override {
     cpu::RmsNormForward(x, rows, cols, y, inv_rms);
@@ -266,8 +292,14 @@ class CpuDevice final : public Device {
     return s;
   }
 
+  static size_t HashOf(const ReadOnlyRegion& r) {
+    return std::hash<std::string_view>()(
+        std::string_view(reinterpret_cast<const char*>(r.data), r.elements * sizeof(float)));
+  }
+
   std::unique_ptr<GlooComms> comms_;
   DeviceCounters counters_;
+  std::vector<std::pair<ReadOnlyRegion, size_t>> read_only_;  // regions and their hashes
 };
 
 }  // namespace

@@ -17,8 +17,14 @@
 namespace pacer::worker::gpu {
 namespace {
 
-// The SDPA backward operation came with cuDNN 9.17.
-constexpr size_t kMinVersion = 91700;
+// The SDPA forward operation came with cuDNN 9.13, the backward with 9.17:
+// the attribute names do not exist in older headers, so the code that uses
+// them compiles only against new enough ones (the device then says why it
+// runs the tiled path instead of failing to build).
+constexpr size_t kForwardVersion = 91300;
+constexpr size_t kBackwardVersion = 91700;
+#define PACER_CUDNN_HAS_SDPA_FWD (CUDNN_VERSION >= 91300)
+#define PACER_CUDNN_HAS_SDPA_BWD (CUDNN_VERSION >= 91700)
 
 Status CudnnFailure(cudnnStatus_t status, const char* call, const char* file, int line) {
   char last[512] = {0};
@@ -49,6 +55,7 @@ struct CudnnAttention::Plans {
   cudnnHandle_t handle = nullptr;
   std::vector<cudnnBackendDescriptor_t> owned;
   cudnnBackendDescriptor_t forward = nullptr, backward = nullptr;  // execution plans
+  std::string backward_refusal;                                    // why `backward` is null
   int64_t forward_workspace = 0, backward_workspace = 0;
   float scale = 1.0f;  // by value: read from the host at each execution
 
@@ -78,6 +85,10 @@ struct CudnnAttention::Plans {
     return Set(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &value);
   }
 
+  // A bf16 tensor of the executor's buffers (sdpa_layout.h).
+  StatusOr<cudnnBackendDescriptor_t> Bf16Tensor(int64_t uid, const SdpaTensorLayout& t) {
+    return Tensor(uid, CUDNN_DATA_BFLOAT16, t.dims, t.strides);
+  }
   StatusOr<cudnnBackendDescriptor_t> Tensor(int64_t uid, cudnnDataType_t type, const Dims& dims,
                                             const Dims& strides, bool by_value = false) {
     ASSIGN_OR_RETURN(cudnnBackendDescriptor_t t, Make(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
@@ -179,9 +190,17 @@ struct CudnnAttention::Plans {
 
 namespace {
 
-// Builds both plans (the layout of cudnn_attention.h).
+// Builds the forward plan and, where cuDNN has an engine for it, the
+// backward one (the layout of cudnn_attention.h).
 Status Build(const AttentionShape& s, const SdpaLayout& layout, cudaStream_t stream,
              CudnnAttention::Plans* p);
+#if PACER_CUDNN_HAS_SDPA_FWD
+Status BuildBackward(const SdpaLayout& layout, cudnnBackendDescriptor_t q,
+                     cudnnBackendDescriptor_t k, cudnnBackendDescriptor_t v,
+                     cudnnBackendDescriptor_t o, cudnnBackendDescriptor_t stats,
+                     cudnnBackendDescriptor_t scale, CudnnAttention::Plans* p);
+
+#endif
 
 }  // namespace
 
@@ -193,10 +212,17 @@ std::string CudnnAttention::LibraryVersion() {
 
 StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(const AttentionShape& s,
                                                                  cudaStream_t stream) {
-  if (static_cast<size_t>(CUDNN_VERSION) < kMinVersion || cudnnGetVersion() < kMinVersion) {
+  if (static_cast<size_t>(CUDNN_VERSION) < kForwardVersion || cudnnGetVersion() < kForwardVersion) {
     return FailedPreconditionError("cuDNN " + LibraryVersion() + " (built against " +
                                    std::to_string(CUDNN_VERSION) +
-                                   ") predates the SDPA backward operation of cuDNN 9.17");
+                                   ") predates the SDPA forward operation of cuDNN 9.13");
+  }
+  // K and V start head_dim bf16 values apart in each row: a head
+  // dimension that is not a multiple of 8 breaks the 16-byte alignment the
+  // descriptors promise (cuDNN's own support check refuses it too).
+  if (s.head_dim % 8 != 0) {
+    return FailedPreconditionError("cuDNN's SDPA needs a head dimension divisible by 8, not " +
+                                   std::to_string(s.head_dim));
   }
   ASSIGN_OR_RETURN(const SdpaLayout layout, SdpaLayoutFor(s));
   auto plans = std::make_unique<Plans>();
@@ -213,6 +239,9 @@ StatusOr<std::unique_ptr<CudnnAttention>> CudnnAttention::Create(const Attention
 CudnnAttention::CudnnAttention(std::unique_ptr<Plans> plans) : plans_(std::move(plans)) {}
 CudnnAttention::~CudnnAttention() = default;
 
+bool CudnnAttention::has_backward() const { return plans_->backward != nullptr; }
+const std::string& CudnnAttention::backward_refusal() const { return plans_->backward_refusal; }
+
 size_t CudnnAttention::workspace_bytes() const {
   return static_cast<size_t>(std::max(plans_->forward_workspace, plans_->backward_workspace));
 }
@@ -228,6 +257,10 @@ Status CudnnAttention::Forward(const void* q, const void* k, const void* v, void
 Status CudnnAttention::Backward(const void* q, const void* k, const void* v, const void* o,
                                 const void* d_o, const float* lse, void* dq, void* dk, void* dv,
                                 void* workspace) {
+  if (plans_->backward == nullptr) {
+    return FailedPreconditionError("cuDNN's SDPA backward is not available: " +
+                                   plans_->backward_refusal);
+  }
   // cuDNN's variant pack takes void*; the inputs are only read.
   return plans_->Execute(
       plans_->backward, {kQ, kK, kV, kO, kDO, kStats, kScale, kDQ, kDK, kDV},
@@ -240,26 +273,19 @@ namespace {
 
 Status Build(const AttentionShape& s, const SdpaLayout& layout, cudaStream_t stream,
              CudnnAttention::Plans* p) {
+#if PACER_CUDNN_HAS_SDPA_FWD
   CUDNNCHECK(cudnnCreate(&p->handle));
   CUDNNCHECK(cudnnSetStream(p->handle, stream));
   p->scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
   const Dims one{1, 1, 1, 1};
-  auto tensor = [&](int64_t uid, const SdpaTensorLayout& t) {
-    return p->Tensor(uid, CUDNN_DATA_BFLOAT16, t.dims, t.strides);
-  };
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t q, tensor(kQ, layout.query));
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t k, tensor(kK, layout.key_value));
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t v, tensor(kV, layout.key_value));
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t o, tensor(kO, layout.output));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t q, p->Bf16Tensor(kQ, layout.query));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t k, p->Bf16Tensor(kK, layout.key_value));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t v, p->Bf16Tensor(kV, layout.key_value));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t o, p->Bf16Tensor(kO, layout.output));
   ASSIGN_OR_RETURN(cudnnBackendDescriptor_t stats,
                    p->Tensor(kStats, CUDNN_DATA_FLOAT, layout.stats.dims, layout.stats.strides));
   ASSIGN_OR_RETURN(cudnnBackendDescriptor_t scale,
                    p->Tensor(kScale, CUDNN_DATA_FLOAT, one, one, /*by_value=*/true));
-
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t d_o, tensor(kDO, layout.output));
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t dq, tensor(kDQ, layout.query));
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t dk, tensor(kDK, layout.key_value));
-  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t dv, tensor(kDV, layout.key_value));
   ASSIGN_OR_RETURN(cudnnBackendDescriptor_t fwd,
                    p->Operation(CUDNN_BACKEND_OPERATION_SDPA_FWD_DESCRIPTOR,
                                 {{CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, q},
@@ -269,6 +295,34 @@ Status Build(const AttentionShape& s, const SdpaLayout& layout, cudaStream_t str
                                  {CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, stats},
                                  {CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, scale}}));
   RETURN_IF_ERROR(p->Plan(fwd, "forward", &p->forward, &p->forward_workspace));
+  // The backward is optional: without it the device runs cuDNN's forward
+  // and the tiled backward (which needs nothing the forward kept).
+  p->backward_refusal = BuildBackward(layout, q, k, v, o, stats, scale, p).message();
+  if (p->backward == nullptr && p->backward_refusal.empty()) {
+    p->backward_refusal = "no backward plan";
+  }
+  return Status::Ok();
+#else
+  (void)s, (void)layout, (void)stream, (void)p;
+  return FailedPreconditionError("built against cuDNN " + std::to_string(CUDNN_VERSION) +
+                                 ", which has no SDPA operations (9.13 and newer have)");
+#endif
+}
+
+#if PACER_CUDNN_HAS_SDPA_FWD
+Status BuildBackward(const SdpaLayout& layout, cudnnBackendDescriptor_t q,
+                     cudnnBackendDescriptor_t k, cudnnBackendDescriptor_t v,
+                     cudnnBackendDescriptor_t o, cudnnBackendDescriptor_t stats,
+                     cudnnBackendDescriptor_t scale, CudnnAttention::Plans* p) {
+#if PACER_CUDNN_HAS_SDPA_BWD
+  if (cudnnGetVersion() < kBackwardVersion) {
+    return FailedPreconditionError("the loaded cuDNN " + CudnnAttention::LibraryVersion() +
+                                   " predates the SDPA backward operation of cuDNN 9.17");
+  }
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t d_o, p->Bf16Tensor(kDO, layout.output));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t dq, p->Bf16Tensor(kDQ, layout.query));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t dk, p->Bf16Tensor(kDK, layout.key_value));
+  ASSIGN_OR_RETURN(cudnnBackendDescriptor_t dv, p->Bf16Tensor(kDV, layout.key_value));
   ASSIGN_OR_RETURN(cudnnBackendDescriptor_t bwd,
                    p->Operation(CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR,
                                 {{CUDNN_ATTR_OPERATION_SDPA_BWD_QDESC, q},
@@ -281,8 +335,17 @@ Status Build(const AttentionShape& s, const SdpaLayout& layout, cudaStream_t str
                                  {CUDNN_ATTR_OPERATION_SDPA_BWD_DQDESC, dq},
                                  {CUDNN_ATTR_OPERATION_SDPA_BWD_DKDESC, dk},
                                  {CUDNN_ATTR_OPERATION_SDPA_BWD_DVDESC, dv}}));
-  return p->Plan(bwd, "backward", &p->backward, &p->backward_workspace);
+  cudnnBackendDescriptor_t plan = nullptr;
+  RETURN_IF_ERROR(p->Plan(bwd, "backward", &plan, &p->backward_workspace));
+  p->backward = plan;
+  return Status::Ok();
+#else
+  (void)layout, (void)q, (void)k, (void)v, (void)o, (void)stats, (void)scale, (void)p;
+  return FailedPreconditionError("built against cuDNN " + std::to_string(CUDNN_VERSION) +
+                                 ", which predates the SDPA backward operation of cuDNN 9.17");
+#endif
 }
+#endif
 
 }  // namespace
 }  // namespace pacer::worker::gpu

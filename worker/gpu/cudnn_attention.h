@@ -1,10 +1,12 @@
 // CudnnAttention: cuDNN's fused scaled-dot-product attention, the GPU
 // device's on-chip attention kernel (Device::HasOnChipAttention) under a
 // bf16 plan. It uses the SDPA forward and backward operations of cuDNN's
-// graph API (the backend descriptors CUDNN_BACKEND_OPERATION_SDPA_FWD and
-// _BWD; the backward needs cuDNN 9.17 or newer), planned once per shape, so
+// graph API (the backend descriptors CUDNN_BACKEND_OPERATION_SDPA_FWD,
+// cuDNN 9.13 or newer, and _BWD, 9.17 or newer), planned once per shape, so
 // the scores stay on chip and the backward recomputes them from Q, K and
-// the forward's logsumexp.
+// the forward's logsumexp. The forward is required; the backward is
+// planned where cuDNN has an engine for it on this GPU (has_backward):
+// without one the device pairs cuDNN's forward with the tiled backward.
 //
 // Layout: the executor's buffers as they are, read through strides
 // (sdpa_layout.h: Megatron's qkv rows as [sequence, head, row, dim];
@@ -16,10 +18,11 @@
 // a group's query heads sum into their K/V head's gradient.
 //
 // Errors: Create returns FailedPrecondition with cuDNN's reason when the
-// header or the loaded library is older than 9.17, or no engine supports
-// the shape on this GPU (the device then runs the tiled path); Forward and
-// Backward return Internal with the file:line of the failed call and
-// cuDNN's last error text.
+// header or the loaded library is older than 9.13, the head dimension is
+// not a multiple of 8, or no engine runs the forward of the shape on this
+// GPU (the device then runs the tiled path); Forward and Backward return
+// Internal with the file:line of the failed call and cuDNN's last error
+// text (Backward FailedPrecondition without a backward plan).
 // Units: elements; workspace in bytes.
 // Thread-safety: one rank's thread (the handle is bound to its stream).
 #ifndef PACER_WORKER_GPU_CUDNN_ATTENTION_H_
@@ -49,6 +52,9 @@ class CudnnAttention {
 
   // The larger of the two passes' workspaces.
   size_t workspace_bytes() const;
+  // Whether the backward was planned; if not, why (cuDNN's reason).
+  bool has_backward() const;
+  const std::string& backward_refusal() const;
 
   // Pointers as sdpa_layout.h: q the qkv buffer, k and v it plus the K and
   // V offsets (bf16; dq, dk, dv alike in a buffer of qkv's layout), o and

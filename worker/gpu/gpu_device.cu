@@ -1,5 +1,3 @@
-#include "gpu/gpu_device.h"
-
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -7,15 +5,17 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "core/tiled_attention.h"
 #include "gpu/cuda_check.h"
+#include "gpu/gpu_device.h"
 #if PACER_HAVE_CUDNN
 #include "gpu/cudnn_attention.h"
 #include "gpu/sdpa_layout.h"
@@ -112,6 +112,7 @@ class GpuDevice final : public Device {
     for (auto& [base, copy] : weights_) {
       if (copy.bf16 != nullptr) (void)cudaFree(copy.bf16);
     }
+    mirrors_.clear();  // normally empty (EndReadOnly); before the stream goes
     for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
     if (op_times_) PrintOpTimes();
     for (const OpSpan& o : op_spans_) {
@@ -490,6 +491,7 @@ class GpuDevice final : public Device {
 
   // --- Counters and timing.
   Status Synchronize() override {
+    if (!fatal_.empty()) return InternalError(fatal_);
     RETURN_IF_ERROR(Wait(compute_, "end of step"));
     for (cudaStream_t s : send_) RETURN_IF_ERROR(Wait(s, "end of step"));
     RETURN_IF_ERROR(ReapSends());
@@ -582,6 +584,37 @@ class GpuDevice final : public Device {
     return Status::Ok();
   }
 
+  // --- Read-only operands (Device::BeginReadOnly): under a bf16 plan each
+  // region is converted to bf16 once, here, and Bf16Operand hands out
+  // slices of that copy until EndReadOnly, instead of converting every
+  // tiled-attention GEMM's slice of Q, K, V or dC again (the conversions
+  // would outweigh those small GEMMs). Workspace bytes: 2 per element
+  // while the scope lasts.
+  Status BeginReadOnly(const std::vector<ReadOnlyRegion>& regions) override {
+    if (!mirrors_.empty()) return InternalError("GPU device: BeginReadOnly nested");
+    read_only_written_ = false;
+    if (!mode_.bf16_operands) return Status::Ok();
+    std::vector<Mirror> made;  // kept only when all were made
+    for (const ReadOnlyRegion& r : regions) {
+      if (r.elements == 0) continue;
+      Mirror m{r.data, r.elements, DeviceBuffer(this, BufferClass::kWorkspace)};
+      RETURN_IF_ERROR(m.bf16.Assign((r.elements + 1) / 2, Fill::kUndefined));
+      RETURN_IF_ERROR(
+          TimedOp(kOpConvert, [&] { return ToBf16(r.data, r.elements, m.bf16.data(), compute_); }));
+      made.push_back(std::move(m));
+    }
+    mirrors_ = std::move(made);
+    return Status::Ok();
+  }
+  Status EndReadOnly() override {
+    mirrors_.clear();  // freed in stream order, after the GEMMs that read them
+    if (read_only_written_) {
+      read_only_written_ = false;
+      return InternalError("GPU device: a read-only region was written before EndReadOnly");
+    }
+    return Status::Ok();
+  }
+
   // --- The on-chip attention of a fused bf16 plan: cuDNN's SDPA
   // (cudnn_attention.h), decided once, at the executor's first question,
   // and logged by local rank 0. Everything else (fp32 and tf32 plans, a
@@ -593,8 +626,15 @@ class GpuDevice final : public Device {
       sdpa_shape_ = s;
       const std::string refusal = PlanCudnnAttention(s);
       if (local_rank_ == 0) {
-        std::fprintf(stderr, "pacer-worker gpu: fused attention runs %s\n",
-                     refusal.empty() ? "cuDNN's SDPA" : ("tiled (" + refusal + ")").c_str());
+        std::string path = "tiled (" + refusal + ")";
+#if PACER_HAVE_CUDNN
+        if (refusal.empty()) {
+          path = sdpa_->has_backward() ? "cuDNN's SDPA"
+                                       : "cuDNN's SDPA forward and the tiled backward (" +
+                                             sdpa_->backward_refusal() + ")";
+        }
+#endif
+        std::fprintf(stderr, "pacer-worker gpu: fused attention runs %s\n", path.c_str());
       }
     }
     return sdpa_ready_ && s.seq == sdpa_shape_.seq && s.head_dim == sdpa_shape_.head_dim &&
@@ -627,6 +667,9 @@ class GpuDevice final : public Device {
     if (!HasOnChipAttention(s)) {
       return Device::OnChipAttentionBackward(s, qkv, ctx, lse, dctx, dqkv);
     }
+    // No backward engine (cudnn_attention.h): the tiled backward needs only
+    // Q, K, V and dC, and issues the same GEMM FLOPs.
+    if (!sdpa_->has_backward()) return TiledAttentionBackward(this, s, qkv, dctx, dqkv);
     const auto ctx_elems = static_cast<size_t>(s.CtxElements());
     const auto qkv_elems = static_cast<size_t>(s.QkvElements());
     ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, qkv_elems, 0));
@@ -807,6 +850,12 @@ class GpuDevice final : public Device {
   // for B; the compute stream orders a GEMM's reads before the next
   // conversion).
   StatusOr<const void*> Bf16Operand(const float* p, size_t span, int slot) {
+    for (const Mirror& m : mirrors_) {
+      if (p >= m.base && p + span <= m.base + m.elements) {
+        return static_cast<const void*>(reinterpret_cast<const char*>(m.bf16.data()) +
+                                        (p - m.base) * 2);
+      }
+    }
     auto it = weights_.upper_bound(p);
     if (it != weights_.begin()) {
       --it;
@@ -870,6 +919,7 @@ class GpuDevice final : public Device {
   }
   template <typename F>
   Status TimedOp(int kind, F&& f) {
+    if (!fatal_.empty()) return InternalError(fatal_);
     if (!op_times_) return f();
     OpSpan span;
     RETURN_IF_ERROR(BeginOp(kind, &span));
@@ -917,9 +967,13 @@ class GpuDevice final : public Device {
     sdpa_layout_ = *SdpaLayoutFor(s);  // Create checked it
     sdpa_ready_ = true;
     // One forward and backward on zeros now: an engine that plans but
-    // cannot run on this GPU shows here, before the first step, and the
-    // worker keeps the tiled path instead of failing the job.
-    if (const Status probe = ProbeCudnnAttention(s); !probe.ok()) {
+    // refuses to run on this GPU shows here, before the first step, and the
+    // worker keeps the tiled path instead of failing the job. The trial's
+    // buffers are not the step's: they leave no peak in the tracker.
+    const MemoryTracker before = memory();
+    const Status probe = ProbeCudnnAttention(s);
+    memory().ForgetPeaksSince(before);
+    if (!probe.ok()) {
       sdpa_ready_ = false;
       sdpa_.reset();
       return "cuDNN's SDPA failed its trial run: " + probe.message();
@@ -944,10 +998,26 @@ class GpuDevice final : public Device {
     RETURN_IF_ERROR(dqkv.Assign(qkv_elems));
     const DeviceCounters before = counters_;
     RETURN_IF_ERROR(OnChipAttentionForward(s, qkv.data(), lse.data(), ctx.data()));
-    RETURN_IF_ERROR(
-        OnChipAttentionBackward(s, qkv.data(), ctx.data(), lse.data(), dctx.data(), dqkv.data()));
+    if (sdpa_->has_backward()) {
+      RETURN_IF_ERROR(
+          OnChipAttentionBackward(s, qkv.data(), ctx.data(), lse.data(), dctx.data(), dqkv.data()));
+    }
     counters_ = before;
-    return Wait(compute_, "cuDNN attention trial run");
+    // Not Wait (which aborts the communicators on a failed stream): a
+    // refusal returned by cuDNN's calls above falls back cleanly, but a
+    // kernel that failed on the device has most likely left the CUDA
+    // context unusable, so that is fatal, with its cause, for every later
+    // operation (fatal_), rather than a fallback that fails further on with
+    // an unrelated message.
+    const cudaError_t ran = cudaStreamSynchronize(compute_);
+    if (ran != cudaSuccess) {
+      fatal_ = GpuErrorWhere(__FILE__, __LINE__) +
+               ": cuDNN's SDPA trial run failed on the device (" + cudaGetErrorString(ran) +
+               "); rerun with PACER_CUDNN_ATTENTION=0 to use the tiled attention";
+      std::fprintf(stderr, "pacer-worker gpu: %s\n", fatal_.c_str());
+      return InternalError(fatal_);
+    }
+    return Status::Ok();
   }
   // Bytes of `elements` bf16 values, rounded up to 256 (cuDNN's pointers
   // must be 16-byte aligned; 256 is cudaMalloc's own alignment).
@@ -959,6 +1029,9 @@ class GpuDevice final : public Device {
 
   // Marks the bf16 copy of the weights buffer holding `p` (if any) stale.
   void Wrote(const float* p) {
+    for (const Mirror& m : mirrors_) {
+      if (p >= m.base && p < m.base + m.elements) read_only_written_ = true;
+    }
     if (weights_.empty()) return;
     auto it = weights_.upper_bound(p);
     if (it == weights_.begin()) return;
@@ -1019,6 +1092,14 @@ class GpuDevice final : public Device {
   size_t ints_capacity_ = 0;
   void* losses_ = nullptr;
   size_t losses_capacity_ = 0;
+  // BeginReadOnly's bf16 copies, until EndReadOnly.
+  struct Mirror {
+    const float* base = nullptr;
+    size_t elements = 0;  // of the fp32 region
+    DeviceBuffer bf16;
+  };
+  std::vector<Mirror> mirrors_;
+  bool read_only_written_ = false;
   // bf16 plans: GEMM operand scratch (A, B) and the weights' bf16 copies.
   void* operand_[2] = {nullptr, nullptr};
   size_t operand_capacity_[2] = {0, 0};
@@ -1042,6 +1123,9 @@ class GpuDevice final : public Device {
   int64_t step_ = 0;
   // The on-chip attention (HasOnChipAttention): decided once, for one shape.
   bool sdpa_decided_ = false, sdpa_ready_ = false;
+  // A failure that left this device unusable (the cuDNN trial run's):
+  // every later operation returns it, as Internal.
+  std::string fatal_;
   AttentionShape sdpa_shape_;
 #if PACER_HAVE_CUDNN
   std::unique_ptr<CudnnAttention> sdpa_;
