@@ -154,6 +154,14 @@ class StepExecutor::Impl {
   // buffers (allocated on first write, workspace), and a bucket is
   // reduce-scattered into this rank's shard and freed as soon as the
   // micro-batch has written all of it.
+  // A layer's backward GEMM pair, which reads the output gradient `dy`
+  // twice (for the input's gradient and the weight's), run with dy
+  // read-only (Device::BeginReadOnly), so that a device converting GEMM
+  // operands converts it once, not twice.
+  template <typename Body>
+  Status ReadTwice(const DeviceBuffer& dy, Body&& body) {
+    return WithReadOnly(dev_, {{dy.data(), dy.size()}}, std::forward<Body>(body));
+  }
   struct GradSink {
     float* out = nullptr;
     float beta = 1.0f;
@@ -750,15 +758,16 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   RETURN_IF_ERROR(TpAllGather(Find(tp, "mlp-out-grad"), dx_out, &dfull));
   DeviceBuffer dact;
   RETURN_IF_ERROR(Act(&dact, Size(tokens_ * mlp_out_in_), Fill::kUndefined));
-  RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, mlp_out_in_, hidden_, 1.0f, dfull.data(),
-                             hidden_, Param(w.mlp_out), hidden_, 0.0f, dact.data(), mlp_out_in_));
-  {
+  const auto mlp_out_grads = [&]() -> Status {
+    RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, mlp_out_in_, hidden_, 1.0f, dfull.data(),
+                               hidden_, Param(w.mlp_out), hidden_, 0.0f, dact.data(), mlp_out_in_));
     GradSink g;
     RETURN_IF_ERROR(OpenGrad(w.mlp_out, Size(mlp_out_in_ * hidden_), &g));
     RETURN_IF_ERROR(dev_->Gemm(true, false, mlp_out_in_, hidden_, tokens_, 1.0f, st->act.data(),
                                mlp_out_in_, dfull.data(), hidden_, g.beta, g.out, hidden_));
-    RETURN_IF_ERROR(CloseGrad(&g));
-  }
+    return CloseGrad(&g);
+  };
+  RETURN_IF_ERROR(ReadTwice(dfull, mlp_out_grads));
   DeviceBuffer dpre;
   RETURN_IF_ERROR(Act(&dpre, Size(tokens_ * mlp_in_width_), Fill::kUndefined));
   if (swiglu_) {
@@ -771,17 +780,18 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   if (st->n2_full.size() == 0) {
     RETURN_IF_ERROR(TpAllGather(Find(tp, "mlp-in-regather"), st->n2.data(), &st->n2_full));
   }
-  RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, hidden_, mlp_in_width_, 1.0f, dpre.data(),
-                             mlp_in_width_, Param(w.mlp_in), mlp_in_width_, 0.0f, dfull.data(),
-                             hidden_));
-  {
+  const auto mlp_in_grads = [&]() -> Status {
+    RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, hidden_, mlp_in_width_, 1.0f, dpre.data(),
+                               mlp_in_width_, Param(w.mlp_in), mlp_in_width_, 0.0f, dfull.data(),
+                               hidden_));
     GradSink g;
     RETURN_IF_ERROR(OpenGrad(w.mlp_in, Size(hidden_ * mlp_in_width_), &g));
     RETURN_IF_ERROR(dev_->Gemm(true, false, hidden_, mlp_in_width_, tokens_, 1.0f,
                                st->n2_full.data(), hidden_, dpre.data(), mlp_in_width_, g.beta,
                                g.out, mlp_in_width_));
-    RETURN_IF_ERROR(CloseGrad(&g));
-  }
+    return CloseGrad(&g);
+  };
+  RETURN_IF_ERROR(ReadTwice(dpre, mlp_in_grads));
   dpre.Clear();
   DeviceBuffer dn;
   RETURN_IF_ERROR(Act(&dn, shard, Fill::kUndefined));
@@ -793,15 +803,16 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   RETURN_IF_ERROR(TpAllGather(Find(tp, "attention-out-grad"), dx2.data(), &dfull));
   DeviceBuffer dctx;
   RETURN_IF_ERROR(Act(&dctx, st->ctx.size()));
-  RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, proj_in_, hidden_, 1.0f, dfull.data(), hidden_,
-                             Param(w.proj), hidden_, 0.0f, dctx.data(), proj_in_));
-  {
+  const auto proj_grads = [&]() -> Status {
+    RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, proj_in_, hidden_, 1.0f, dfull.data(), hidden_,
+                               Param(w.proj), hidden_, 0.0f, dctx.data(), proj_in_));
     GradSink g;
     RETURN_IF_ERROR(OpenGrad(w.proj, Size(proj_in_ * hidden_), &g));
     RETURN_IF_ERROR(dev_->Gemm(true, false, proj_in_, hidden_, tokens_, 1.0f, st->ctx.data(),
                                proj_in_, dfull.data(), hidden_, g.beta, g.out, hidden_));
-    RETURN_IF_ERROR(CloseGrad(&g));
-  }
+    return CloseGrad(&g);
+  };
+  RETURN_IF_ERROR(ReadTwice(dfull, proj_grads));
   DeviceBuffer dqkv;
   RETURN_IF_ERROR(Act(&dqkv, st->qkv.size()));
   if (on_chip_attention_) {
@@ -818,15 +829,16 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   if (st->n1_full.size() == 0) {
     RETURN_IF_ERROR(TpAllGather(Find(tp, "attention-in-regather"), st->n1.data(), &st->n1_full));
   }
-  RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, hidden_, qkv_width_, 1.0f, dqkv.data(),
-                             qkv_width_, Param(w.qkv), qkv_width_, 0.0f, dfull.data(), hidden_));
-  {
+  const auto qkv_grads = [&]() -> Status {
+    RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, hidden_, qkv_width_, 1.0f, dqkv.data(),
+                               qkv_width_, Param(w.qkv), qkv_width_, 0.0f, dfull.data(), hidden_));
     GradSink g;
     RETURN_IF_ERROR(OpenGrad(w.qkv, Size(hidden_ * qkv_width_), &g));
     RETURN_IF_ERROR(dev_->Gemm(true, false, hidden_, qkv_width_, tokens_, 1.0f, st->n1_full.data(),
                                hidden_, dqkv.data(), qkv_width_, g.beta, g.out, qkv_width_));
-    RETURN_IF_ERROR(CloseGrad(&g));
-  }
+    return CloseGrad(&g);
+  };
+  RETURN_IF_ERROR(ReadTwice(dqkv, qkv_grads));
   RETURN_IF_ERROR(TpReduceScatter(Find(tp, "attention-in-grad"), dfull.data(), dn.data()));
   RETURN_IF_ERROR(dev_->Copy(dx2.data(), shard, dx));
   RETURN_IF_ERROR(
@@ -921,15 +933,18 @@ Status StepExecutor::Impl::Backward(int mb, int chunk, int64_t step) {
     DeviceBuffer dh;
     RETURN_IF_ERROR(Act(&dh, Size(tokens_ * hidden_)));
     RETURN_IF_ERROR(GatherAhead(units, use, PassKind::kBackward));
-    RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, hidden_, vocab_shard_, 1.0f,
-                               cs.dlogits.data(), vocab_shard_, Param(output_offset_), hidden_,
-                               0.0f, dh.data(), hidden_));
-    GradSink g;
-    RETURN_IF_ERROR(OpenGrad(output_offset_, Size(vocab_shard_ * hidden_), &g));
-    RETURN_IF_ERROR(dev_->Gemm(true, false, vocab_shard_, hidden_, tokens_, 1.0f, cs.dlogits.data(),
-                               vocab_shard_, cs.logits_input.data(), hidden_, g.beta, g.out,
-                               hidden_));
-    RETURN_IF_ERROR(CloseGrad(&g));
+    const auto output_grads = [&]() -> Status {
+      RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, hidden_, vocab_shard_, 1.0f,
+                                 cs.dlogits.data(), vocab_shard_, Param(output_offset_), hidden_,
+                                 0.0f, dh.data(), hidden_));
+      GradSink g;
+      RETURN_IF_ERROR(OpenGrad(output_offset_, Size(vocab_shard_ * hidden_), &g));
+      RETURN_IF_ERROR(dev_->Gemm(true, false, vocab_shard_, hidden_, tokens_, 1.0f,
+                                 cs.dlogits.data(), vocab_shard_, cs.logits_input.data(), hidden_,
+                                 g.beta, g.out, hidden_));
+      return CloseGrad(&g);
+    };
+    RETURN_IF_ERROR(ReadTwice(cs.dlogits, output_grads));
     ReleaseAfter(units, use++);
     // Each rank's dh is its vocabulary shard's part: summed over the
     // tensor group, this rank's sequence shard kept.
