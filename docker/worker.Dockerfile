@@ -17,8 +17,8 @@
 # cuDNN (the fused attention of bf16 plans, worker/gpu/cudnn_attention.h)
 # comes from NVIDIA's CUDA apt repository, which both images have configured:
 # libcudnn9-dev-cuda-13 to build, libcudnn9-cuda-13 to run, the newest 9.x
-# (the SDPA backward operation needs 9.17 or newer; an older library makes
-# the worker log it and run the tiled attention).
+# (the SDPA forward needs 9.13 or newer, the backward 9.17; with less the
+# worker logs it and runs the tiled attention for what is missing).
 
 # The project version (CMakeLists.txt, project(pacer VERSION ...)).
 ARG PACER_VERSION=0.1.0

@@ -42,6 +42,10 @@ TEST(DeviceContractTest, TheCpuDeviceCatchesAWriteToAReadOnlyRegion) {
   ASSERT_TRUE(dev->BeginReadOnly({{a.data(), a.size()}}).ok());
   EXPECT_EQ(dev->BeginReadOnly({{b.data(), b.size()}}).code(), StatusCode::kInternal);
   EXPECT_TRUE(dev->EndReadOnly().ok());
+  // Also when the open scope holds no region.
+  ASSERT_TRUE(dev->BeginReadOnly({}).ok());
+  EXPECT_EQ(dev->BeginReadOnly({{b.data(), b.size()}}).code(), StatusCode::kInternal);
+  EXPECT_TRUE(dev->EndReadOnly().ok());
 }
 
 TEST(DeviceContractTest, ForgetPeaksSinceKeepsWhatIsStillHeld) {

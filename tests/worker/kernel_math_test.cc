@@ -127,6 +127,8 @@ TEST(KernelMathTest, CrossEntropyIsMinusLogOfTheLabelsProbability) {
   // A probability that underflowed to 0 gives a large finite loss.
   EXPECT_NEAR(km::CrossEntropyLoss(0.0), -std::log(1e-30), 1e-9);
   EXPECT_TRUE(std::isfinite(km::CrossEntropyLoss(0.0)));
+  // A diverged step's NaN is not clamped into a plausible loss.
+  EXPECT_TRUE(std::isnan(km::CrossEntropyLoss(std::nan(""))));
   // The logit's gradient: (p - onehot) * scale.
   EXPECT_FLOAT_EQ(km::CrossEntropyGrad(0.25f, true, 0.5f), -0.375f);
   EXPECT_FLOAT_EQ(km::CrossEntropyGrad(0.25f, false, 0.5f), 0.125f);

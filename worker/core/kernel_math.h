@@ -93,11 +93,11 @@ PACER_HD float SoftmaxGrad(float p, float dp, float p_dot_dp, float scale) {
 // Cross-entropy against a one-hot label: the logit's gradient from its
 // probability p, scaled by grad_scale, and the row's loss from the label's
 // probability (clamped so that a vanishing probability gives a large
-// finite loss, not infinity).
+// finite loss, not infinity; a NaN stays NaN, so a diverged step shows).
 PACER_HD float CrossEntropyGrad(float p, bool is_label, float grad_scale) {
   return (p - (is_label ? 1.0f : 0.0f)) * grad_scale;
 }
-PACER_HD double CrossEntropyLoss(double p_label) { return -log(p_label > 1e-30 ? p_label : 1e-30); }
+PACER_HD double CrossEntropyLoss(double p_label) { return -log(p_label < 1e-30 ? 1e-30 : p_label); }
 
 // AdamW's bias corrections 1 / (1 - beta^t) for the 1-based `step`, in
 // double (once per update, on the host).

@@ -163,13 +163,15 @@ class CpuDevice final : public Device {
   // the start, compared at the end (one pass over memory the attention
   // reads seq times over anyway).
   Status BeginReadOnly(const std::vector<ReadOnlyRegion>& regions) override {
-    if (!read_only_.empty()) return InternalError("CPU device: BeginReadOnly nested");
+    if (read_only_open_) return InternalError("CPU device: BeginReadOnly nested");
+    read_only_open_ = true;
     for (const ReadOnlyRegion& r : regions) read_only_.push_back({r, HashOf(r)});
     return Status::Ok();
   }
   Status EndReadOnly() override {
     std::vector<std::pair<ReadOnlyRegion, size_t>> regions;
     regions.swap(read_only_);
+    read_only_open_ = false;
     for (size_t i = 0; i < regions.size(); ++i) {
       if (HashOf(regions[i].first) != regions[i].second) {
         return InternalError("CPU device: read-only region " + std::to_string(i) + " (" +
@@ -300,6 +302,7 @@ class CpuDevice final : public Device {
   std::unique_ptr<GlooComms> comms_;
   DeviceCounters counters_;
   std::vector<std::pair<ReadOnlyRegion, size_t>> read_only_;  // regions and their hashes
+  bool read_only_open_ = false;
 };
 
 }  // namespace

@@ -192,6 +192,7 @@ class GpuDevice final : public Device {
 
   // --- Memory.
   StatusOr<float*> Allocate(size_t elements, BufferClass c, Fill fill) override {
+    RETURN_IF_ERROR(Usable());
     void* p = nullptr;
     const size_t bytes = elements * sizeof(float);
     RETURN_IF_ERROR(Allocated(cudaMallocAsync(&p, bytes, compute_), bytes));
@@ -239,11 +240,13 @@ class GpuDevice final : public Device {
   }
   Status CopyToHost(const float* src, size_t n, float* host) override {
     if (n == 0) return Status::Ok();
+    RETURN_IF_ERROR(Usable());
     CUDACHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, compute_));
     return Wait(compute_, "copy to host");
   }
   Status CopyFromHost(const float* host, size_t n, float* dst) override {
     if (n == 0) return Status::Ok();
+    RETURN_IF_ERROR(Usable());
     Wrote(dst);
     CUDACHECK(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, compute_));
     // Waited for, so the caller may free `host` at once.
@@ -491,7 +494,7 @@ class GpuDevice final : public Device {
 
   // --- Counters and timing.
   Status Synchronize() override {
-    if (!fatal_.empty()) return InternalError(fatal_);
+    RETURN_IF_ERROR(Usable());
     RETURN_IF_ERROR(Wait(compute_, "end of step"));
     for (cudaStream_t s : send_) RETURN_IF_ERROR(Wait(s, "end of step"));
     RETURN_IF_ERROR(ReapSends());
@@ -561,6 +564,7 @@ class GpuDevice final : public Device {
   Status RawGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const Matrix& a, const Matrix& b, float beta, const Matrix& c, int64_t batch) {
     if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return Status::Ok();
+    RETURN_IF_ERROR(Usable());
     RETURN_IF_ERROR(CheckDims(m, n, k, batch));
     void* out = const_cast<void*>(c.p);
     OpSpan span;
@@ -590,27 +594,39 @@ class GpuDevice final : public Device {
   // tiled-attention GEMM's slice of Q, K, V or dC again (the conversions
   // would outweigh those small GEMMs). Workspace bytes: 2 per element
   // while the scope lasts.
+  // A region whose copy does not fit in memory is left out: its GEMMs
+  // convert their slices as without the scope. A failed Begin leaves the
+  // scope closed (WithReadOnly calls no End then).
   Status BeginReadOnly(const std::vector<ReadOnlyRegion>& regions) override {
-    if (!mirrors_.empty()) return InternalError("GPU device: BeginReadOnly nested");
+    if (read_only_open_) return InternalError("GPU device: BeginReadOnly nested");
     read_only_written_ = false;
-    if (!mode_.bf16_operands) return Status::Ok();
-    std::vector<Mirror> made;  // kept only when all were made
-    for (const ReadOnlyRegion& r : regions) {
-      if (r.elements == 0) continue;
-      Mirror m{r.data, r.elements, DeviceBuffer(this, BufferClass::kWorkspace)};
-      RETURN_IF_ERROR(m.bf16.Assign((r.elements + 1) / 2, Fill::kUndefined));
-      RETURN_IF_ERROR(
-          TimedOp(kOpConvert, [&] { return ToBf16(r.data, r.elements, m.bf16.data(), compute_); }));
-      made.push_back(std::move(m));
+    if (mode_.bf16_operands) {
+      std::vector<Mirror> made;
+      for (const ReadOnlyRegion& r : regions) {
+        if (r.elements == 0) continue;
+        Mirror m{r.data, r.elements, DeviceBuffer(this, BufferClass::kWorkspace)};
+        const Status allocated = m.bf16.Assign((r.elements + 1) / 2, Fill::kUndefined);
+        if (allocated.code() == StatusCode::kResourceExhausted) continue;
+        RETURN_IF_ERROR(allocated);
+        RETURN_IF_ERROR(TimedOp(
+            kOpConvert, [&] { return ToBf16(r.data, r.elements, m.bf16.data(), compute_); }));
+        made.push_back(std::move(m));
+      }
+      mirrors_ = std::move(made);
     }
-    mirrors_ = std::move(made);
+    read_only_open_ = true;
     return Status::Ok();
   }
   Status EndReadOnly() override {
     mirrors_.clear();  // freed in stream order, after the GEMMs that read them
+    read_only_open_ = false;
     if (read_only_written_) {
       read_only_written_ = false;
-      return InternalError("GPU device: a read-only region was written before EndReadOnly");
+      // Wrote() sees copies, zeroing, the optimizer and collectives, not
+      // GEMM or kernel outputs: the CPU device's check is the full one.
+      return InternalError(
+          "GPU device: a copy, collective or optimizer step wrote a read-only "
+          "region before EndReadOnly");
     }
     return Status::Ok();
   }
@@ -851,7 +867,7 @@ class GpuDevice final : public Device {
   // conversion).
   StatusOr<const void*> Bf16Operand(const float* p, size_t span, int slot) {
     for (const Mirror& m : mirrors_) {
-      if (p >= m.base && p + span <= m.base + m.elements) {
+      if (p >= m.base && static_cast<size_t>(p - m.base) + span <= m.elements) {
         return static_cast<const void*>(reinterpret_cast<const char*>(m.bf16.data()) +
                                         (p - m.base) * 2);
       }
@@ -919,7 +935,7 @@ class GpuDevice final : public Device {
   }
   template <typename F>
   Status TimedOp(int kind, F&& f) {
-    if (!fatal_.empty()) return InternalError(fatal_);
+    RETURN_IF_ERROR(Usable());
     if (!op_times_) return f();
     OpSpan span;
     RETURN_IF_ERROR(BeginOp(kind, &span));
@@ -996,23 +1012,24 @@ class GpuDevice final : public Device {
     RETURN_IF_ERROR(lse.Assign(static_cast<size_t>(s.RowElements())));
     RETURN_IF_ERROR(dctx.Assign(ctx_elems));
     RETURN_IF_ERROR(dqkv.Assign(qkv_elems));
+    // The trial's FLOPs are not a step's, whatever happens.
     const DeviceCounters before = counters_;
-    RETURN_IF_ERROR(OnChipAttentionForward(s, qkv.data(), lse.data(), ctx.data()));
-    if (sdpa_->has_backward()) {
-      RETURN_IF_ERROR(
-          OnChipAttentionBackward(s, qkv.data(), ctx.data(), lse.data(), dctx.data(), dqkv.data()));
-    }
+    const Status enqueued = [&]() -> Status {
+      RETURN_IF_ERROR(OnChipAttentionForward(s, qkv.data(), lse.data(), ctx.data()));
+      if (!sdpa_->has_backward()) return Status::Ok();
+      return OnChipAttentionBackward(s, qkv.data(), ctx.data(), lse.data(), dctx.data(),
+                                     dqkv.data());
+    }();
     counters_ = before;
-    // Not Wait (which aborts the communicators on a failed stream): a
-    // refusal returned by cuDNN's calls above falls back cleanly, but a
+    RETURN_IF_ERROR(enqueued);
+    // A refusal returned by cuDNN's calls above falls back cleanly, but a
     // kernel that failed on the device has most likely left the CUDA
-    // context unusable, so that is fatal, with its cause, for every later
-    // operation (fatal_), rather than a fallback that fails further on with
-    // an unrelated message.
-    const cudaError_t ran = cudaStreamSynchronize(compute_);
-    if (ran != cudaSuccess) {
-      fatal_ = GpuErrorWhere(__FILE__, __LINE__) +
-               ": cuDNN's SDPA trial run failed on the device (" + cudaGetErrorString(ran) +
+    // context unusable (and Wait has aborted the communicators): that is
+    // fatal, with its cause, for every later operation (Usable), rather
+    // than a fallback that fails further on with an unrelated message.
+    const Status ran = Wait(compute_, "cuDNN attention trial run");
+    if (!ran.ok()) {
+      fatal_ = "cuDNN's SDPA trial run failed on the device (" + ran.message() +
                "); rerun with PACER_CUDNN_ATTENTION=0 to use the tiled attention";
       std::fprintf(stderr, "pacer-worker gpu: %s\n", fatal_.c_str());
       return InternalError(fatal_);
@@ -1026,6 +1043,11 @@ class GpuDevice final : public Device {
   }
   static size_t Elements(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
 #endif
+
+  // The sticky failure (fatal_) for the entry points: allocation, copies,
+  // GEMMs, kernels (TimedOp), collectives and point-to-point, and the
+  // end of a step.
+  Status Usable() const { return fatal_.empty() ? Status::Ok() : InternalError(fatal_); }
 
   // Marks the bf16 copy of the weights buffer holding `p` (if any) stale.
   void Wrote(const float* p) {
@@ -1056,6 +1078,7 @@ class GpuDevice final : public Device {
   // leaves the communicators aborted (nccl_comms.h).
   template <typename F>
   Status Timed(cudaStream_t stream, F&& f) {
+    RETURN_IF_ERROR(Usable());
     while (events_.size() < used_events_ + 2) {
       cudaEvent_t e = nullptr;
       CUDACHECK(cudaEventCreate(&e));
@@ -1099,7 +1122,7 @@ class GpuDevice final : public Device {
     DeviceBuffer bf16;
   };
   std::vector<Mirror> mirrors_;
-  bool read_only_written_ = false;
+  bool read_only_open_ = false, read_only_written_ = false;
   // bf16 plans: GEMM operand scratch (A, B) and the weights' bf16 copies.
   void* operand_[2] = {nullptr, nullptr};
   size_t operand_capacity_[2] = {0, 0};
@@ -1124,7 +1147,7 @@ class GpuDevice final : public Device {
   // The on-chip attention (HasOnChipAttention): decided once, for one shape.
   bool sdpa_decided_ = false, sdpa_ready_ = false;
   // A failure that left this device unusable (the cuDNN trial run's):
-  // every later operation returns it, as Internal.
+  // every later operation returns it, as Internal (Usable).
   std::string fatal_;
   AttentionShape sdpa_shape_;
 #if PACER_HAVE_CUDNN
