@@ -568,5 +568,17 @@ TEST(CpuDeviceTest, UndefinedAllocationsAreNanAndZeroedOnesAreZero) {
   EXPECT_EQ(device->memory().class_bytes(BufferClass::kActivations), 2 * 64 * sizeof(float));
 }
 
+TEST(RangeNormsTest, IsTheL2NormOfEachRange) {
+  const std::vector<float> values = {3, 4, 0, 1, 2, 2, 1};
+  const std::vector<ParameterRange> ranges = {
+      {"a", 0, 2}, {"b", 2, 1}, {"c", 3, 4}, {"past the end", 5, 4}};
+  const std::vector<double> norms = RangeNorms(values, ranges);
+  ASSERT_EQ(norms.size(), 4u);
+  EXPECT_DOUBLE_EQ(norms[0], 5.0);
+  EXPECT_DOUBLE_EQ(norms[1], 0.0);
+  EXPECT_DOUBLE_EQ(norms[2], std::sqrt(10.0));
+  EXPECT_DOUBLE_EQ(norms[3], std::sqrt(5.0));
+}
+
 }  // namespace
 }  // namespace pacer::worker

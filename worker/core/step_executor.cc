@@ -1335,6 +1335,20 @@ Status StepExecutor::LoadBuffers(const NamedBuffers& buffers) {
   return FromBytes(*device_, buffers, "optimizer/adamw-v", &impl_->adam_v);
 }
 
+std::vector<double> RangeNorms(const std::vector<float>& values,
+                               const std::vector<ParameterRange>& ranges) {
+  std::vector<double> norms;
+  norms.reserve(ranges.size());
+  for (const ParameterRange& r : ranges) {
+    double sum = 0;
+    for (size_t i = r.offset; i < r.offset + r.length && i < values.size(); ++i) {
+      sum += static_cast<double>(values[i]) * values[i];
+    }
+    norms.push_back(std::sqrt(sum));
+  }
+  return norms;
+}
+
 const std::vector<float>& StepExecutor::local_gradients_before_reduce() const {
   return impl_->local_gradients;
 }

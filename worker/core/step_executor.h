@@ -59,6 +59,12 @@ struct ParameterRange {
   size_t length = 0;
 };
 
+// The L2 norm of `values` over each of `ranges` (per-matrix norms of the
+// gradients or weights the test hooks below return), in their order; a
+// range past the end of `values` counts what it holds.
+std::vector<double> RangeNorms(const std::vector<float>& values,
+                               const std::vector<ParameterRange>& ranges);
+
 class StepExecutor : public StepBackend {
  public:
   // `host_copies`: keep the test hooks' host copies below (a device-to-

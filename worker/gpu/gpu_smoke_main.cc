@@ -4,8 +4,9 @@
 // Proves that the GPU library links (cuBLAS, NCCL) and, on a machine with a
 // GPU, that a step runs end to end.
 //   --compare-cpu  runs the same plan with the same seed on the CPU device
-//                  too and compares the losses step by step: exit 1 when
-//                  they differ by more than the GPU's GEMM precision allows.
+//                  too and compares the losses step by step and the first
+//                  step's gradient norm of every matrix: exit 1 when they
+//                  differ by more than the GPU's GEMM precision allows.
 //   --calibrate    runs the calibration (GEMM TFLOP/s, copy bandwidth,
 //                  all-reduce busbw) instead and prints its table.
 // Exit 0 on success, 77 when no GPU is visible (ctest's SKIP_RETURN_CODE for
@@ -25,7 +26,7 @@
 #include "cpu/cpu_backend.h"
 #include "gpu/calibrate_gpu.h"
 #include "gpu/device_info.h"
-#include "gpu/gpu_backend.h"
+#include "gpu/gpu_device.h"
 
 namespace {
 
@@ -77,11 +78,20 @@ WorkerConfig TinyPlan() {
 constexpr int kSteps = 3;
 constexpr uint64_t kSeed = 1234;
 
-// Runs the plan for kSteps steps on `backend`, printing a line per step;
-// the losses go to *losses. `store` may be null for the GPU (a group of one
-// needs no rendezvous); the CPU device's Gloo needs one.
+// What a run leaves to compare: each step's loss, and the first step's
+// gradient norm of each matrix (before the optimizer; empty unless the
+// executor keeps host copies).
+struct RunResult {
+  std::vector<double> losses;
+  std::vector<double> first_gradient_norms;
+  std::vector<std::string> matrices;
+};
+
+// Runs the plan for kSteps steps on `backend`, printing a line per step.
+// `store` may be null for the GPU (a group of one needs no rendezvous);
+// the CPU device's Gloo needs one.
 bool Run(const char* label, StepExecutor& backend, const WorkerConfig& c,
-         const StepSchedule& schedule, TcpStoreClient* store, std::vector<double>* losses) {
+         const StepSchedule& schedule, TcpStoreClient* store, RunResult* result) {
   BackendContext context;
   context.config = &c;
   context.schedule = &schedule;
@@ -97,7 +107,12 @@ bool Run(const char* label, StepExecutor& backend, const WorkerConfig& c,
       std::fprintf(stderr, "pacer-gpu-smoke: %s: %s\n", label, timing.status().ToString().c_str());
       return false;
     }
-    losses->push_back(backend.last_loss());
+    result->losses.push_back(backend.last_loss());
+    if (step == 0) {
+      result->first_gradient_norms =
+          RangeNorms(backend.local_gradients_before_reduce(), backend.parameter_ranges());
+      for (const ParameterRange& r : backend.parameter_ranges()) result->matrices.push_back(r.name);
+    }
     std::printf("%s step %lld: %.3f ms, %.3f GFLOP issued (schedule %.3f), loss %.6f\n", label,
                 static_cast<long long>(step), timing->step_seconds * 1e3, timing->gemm_flops / 1e9,
                 schedule.GemmFlopsPerStep() / 1e9, backend.last_loss());
@@ -122,7 +137,7 @@ bool Run(const char* label, StepExecutor& backend, const WorkerConfig& c,
 //                 sign flips of near-zero updates)  -> 1e-4
 // A wrong kernel or a misplaced operand moves the loss by far more: after
 // the first step it no longer falls as the CPU's does.
-double Tolerance(pacer::planner::Precision executed) {
+double LossTolerance(pacer::planner::Precision executed) {
   switch (executed) {
     case pacer::planner::Precision::kBf16:
     case pacer::planner::Precision::kFp16: return 5e-3;
@@ -131,8 +146,31 @@ double Tolerance(pacer::planner::Precision executed) {
   }
 }
 
-int CompareWithCpu(const WorkerConfig& c, const StepSchedule& schedule,
-                   const std::vector<double>& gpu_losses,
+// The same for the first step's gradient norm of one matrix: a sum of
+// squares over thousands of elements, each the product of backward GEMMs
+// over 1,024 tokens whose input roundings mostly cancel, but fewer terms
+// than the loss averages, and the softmax and norm gradients amplify
+// differences; about 3 u for bf16. A wrong gradient kernel (a missing
+// grouped-query sum, a transposed operand) is off by tens of percent.
+double GradientNormTolerance(pacer::planner::Precision executed) {
+  switch (executed) {
+    case pacer::planner::Precision::kBf16:
+    case pacer::planner::Precision::kFp16:
+      return 1.5e-2;
+    case pacer::planner::Precision::kTf32:
+      return 2e-3;
+    default:
+      return 1e-4;
+  }
+}
+
+// |a - b| / |b| <= tolerance, false for NaN.
+bool Within(double a, double b, double tolerance, double* diff) {
+  *diff = std::fabs(a - b) / std::max(std::fabs(b), 1e-30);
+  return *diff <= tolerance;
+}
+
+int CompareWithCpu(const WorkerConfig& c, const StepSchedule& schedule, const RunResult& gpu,
                    pacer::planner::Precision gpu_precision) {
   auto server = TcpStoreServer::Start("127.0.0.1", 0);
   if (!server.ok()) {
@@ -146,20 +184,34 @@ int CompareWithCpu(const WorkerConfig& c, const StepSchedule& schedule,
     return 1;
   }
   cpu::CpuBackend cpu_backend;
-  std::vector<double> cpu_losses;
-  if (!Run("cpu", cpu_backend, c, schedule, client->get(), &cpu_losses)) return 1;
-  const double tolerance = Tolerance(gpu_precision);
-  bool ok = true;
-  std::printf("%-5s %12s %12s %12s\n", "step", "cpu loss", "gpu loss", "rel. diff");
-  for (size_t i = 0; i < cpu_losses.size() && i < gpu_losses.size(); ++i) {
-    const double diff =
-        std::fabs(gpu_losses[i] - cpu_losses[i]) / std::max(std::fabs(cpu_losses[i]), 1e-30);
-    std::printf("%-5zu %12.6f %12.6f %12.3e%s\n", i, cpu_losses[i], gpu_losses[i], diff,
-                diff > tolerance ? "  MISMATCH" : "");
-    if (!(diff <= tolerance)) ok = false;  // also catches NaN
+  RunResult cpu;
+  if (!Run("cpu", cpu_backend, c, schedule, client->get(), &cpu)) return 1;
+  bool ok = cpu.losses.size() == gpu.losses.size() &&
+            cpu.first_gradient_norms.size() == gpu.first_gradient_norms.size() &&
+            !cpu.first_gradient_norms.empty();
+  const double loss_tolerance = LossTolerance(gpu_precision);
+  std::printf("%-14s %12s %12s %12s\n", "step", "cpu loss", "gpu loss", "rel. diff");
+  for (size_t i = 0; i < cpu.losses.size() && i < gpu.losses.size(); ++i) {
+    double diff = 0;
+    const bool within = Within(gpu.losses[i], cpu.losses[i], loss_tolerance, &diff);
+    std::printf("%-14zu %12.6f %12.6f %12.3e%s\n", i, cpu.losses[i], gpu.losses[i], diff,
+                within ? "" : "  MISMATCH");
+    ok = ok && within;
   }
-  std::printf("tolerance %.1e (GPU GEMMs in %s): %s\n", tolerance,
-              pacer::planner::PrecisionName(gpu_precision), ok ? "match" : "MISMATCH");
+  const double norm_tolerance = GradientNormTolerance(gpu_precision);
+  std::printf("%-14s %12s %12s %12s\n", "step 0 grad", "cpu norm", "gpu norm", "rel. diff");
+  for (size_t i = 0; i < cpu.first_gradient_norms.size() && i < gpu.first_gradient_norms.size();
+       ++i) {
+    double diff = 0;
+    const double want = cpu.first_gradient_norms[i], got = gpu.first_gradient_norms[i];
+    const bool within = Within(got, want, norm_tolerance, &diff);
+    std::printf("%-14s %12.6e %12.6e %12.3e%s\n", cpu.matrices[i].c_str(), want, got, diff,
+                within ? "" : "  MISMATCH");
+    ok = ok && within;
+  }
+  std::printf("tolerance %.1e on losses, %.1e on gradient norms (GPU GEMMs in %s): %s\n",
+              loss_tolerance, norm_tolerance, pacer::planner::PrecisionName(gpu_precision),
+              ok ? "match" : "MISMATCH");
   return ok ? 0 : 1;
 }
 
@@ -195,16 +247,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "pacer-gpu-smoke: %s\n", schedule.status().ToString().c_str());
     return 1;
   }
-  std::vector<double> gpu_losses;
+  RunResult gpu_run;
   pacer::planner::Precision gpu_precision = c.precision;
   {
-    gpu::GpuBackend backend;
-    if (!Run("gpu", backend, c, *schedule, nullptr, &gpu_losses)) return 1;
+    // The GPU backend without the executor's host copies, except when
+    // comparing: then the gradients come back to the host each step (a
+    // tiny model).
+    StepExecutor backend(gpu::MakeGpuDevice(), /*host_copies=*/compare_cpu);
+    if (!Run("gpu", backend, c, *schedule, nullptr, &gpu_run)) return 1;
     gpu_precision = backend.ExecutedPrecision(c.precision);
     std::printf(
         "note: fp32 storage; attention %s (the device's log line above says which kernel ran)\n",
         pacer::planner::AttentionKernelName(c.attention));
   }
   if (!compare_cpu) return 0;
-  return CompareWithCpu(c, *schedule, gpu_losses, gpu_precision);
+  return CompareWithCpu(c, *schedule, gpu_run, gpu_precision);
 }
