@@ -567,6 +567,7 @@ class GpuDevice final : public Device {
     RETURN_IF_ERROR(Usable());
     RETURN_IF_ERROR(CheckDims(m, n, k, batch));
     void* out = const_cast<void*>(c.p);
+    if (c.type == CUDA_R_32F) Wrote(static_cast<const float*>(c.p));
     OpSpan span;
     if (op_times_) RETURN_IF_ERROR(BeginOp(in_attention_ ? kOpAttentionGemm : kOpGemm, &span));
     if (batch == 1) {
@@ -622,10 +623,11 @@ class GpuDevice final : public Device {
     read_only_open_ = false;
     if (read_only_written_) {
       read_only_written_ = false;
-      // Wrote() sees copies, zeroing, the optimizer and collectives, not
-      // GEMM or kernel outputs: the CPU device's check is the full one.
+      // Wrote() sees the start of what copies, zeroing, GEMMs, the
+      // optimizer and collectives write, not the elementwise kernels'
+      // outputs: the CPU device's check is the full one.
       return InternalError(
-          "GPU device: a copy, collective or optimizer step wrote a read-only "
+          "GPU device: a copy, GEMM, collective or optimizer step wrote a read-only "
           "region before EndReadOnly");
     }
     return Status::Ok();
