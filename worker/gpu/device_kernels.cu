@@ -1,3 +1,5 @@
+#include "gpu/device_kernels.h"
+
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -5,7 +7,6 @@
 
 #include "core/kernel_math.h"
 #include "gpu/cuda_check.h"
-#include "gpu/device_kernels.h"
 
 namespace pacer::worker::gpu {
 namespace {

@@ -1,3 +1,5 @@
+#include "gpu/gpu_device.h"
+
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -15,7 +17,6 @@
 
 #include "core/tiled_attention.h"
 #include "gpu/cuda_check.h"
-#include "gpu/gpu_device.h"
 #if PACER_HAVE_CUDNN
 #include "gpu/cudnn_attention.h"
 #include "gpu/sdpa_layout.h"

@@ -1,3 +1,5 @@
+#include "gpu/gpu_kernels.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -7,7 +9,6 @@
 
 #include "core/kernel_math.h"
 #include "gpu/cuda_check.h"
-#include "gpu/gpu_kernels.h"
 
 namespace pacer::worker {
 namespace {
