@@ -96,6 +96,11 @@ struct AttentionShape {
   int64_t heads = 0;      // query heads on this rank
   int64_t kv_heads = 0;   // K/V heads on this rank; divides heads
 
+  // Written out: the CUDA sources that include this compile as C++17.
+  bool operator==(const AttentionShape& o) const {
+    return seq == o.seq && head_dim == o.head_dim && sequences == o.sequences && heads == o.heads &&
+           kv_heads == o.kv_heads;
+  }
   int64_t pairs() const { return sequences * heads; }
   int64_t group() const { return kv_heads > 0 ? heads / kv_heads : 1; }
   int64_t qkv_ld() const { return (heads + 2 * kv_heads) * head_dim; }
@@ -274,7 +279,8 @@ class Device {
   // that converts GEMM operands (the GPU device's bf16 copies under a bf16
   // plan) may convert each region once instead of at every GEMM that reads
   // a part of it: the tiled attention reads Q, K, V and dC in many small
-  // GEMMs. The CPU device checks the promise: its EndReadOnly returns
+  // GEMMs, a linear layer's backward reads dY in two. The CPU device checks
+  // the promise: its EndReadOnly returns
   // Internal when a region changed in between. Not nested. Defaults:
   // nothing to do.
   struct ReadOnlyRegion {

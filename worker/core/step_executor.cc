@@ -148,12 +148,6 @@ class StepExecutor::Impl {
   Status DataParallel(const std::vector<Collective>& list, bool step_end, Select select);
   Status DataParallelOne(const Collective& c, size_t bucket, bool step_end);
   Status UpdateShard(size_t bucket, int64_t step);
-  // Weight gradients. Under ZeRO 0 and 1 a GEMM accumulates in place into
-  // `grads` (beta 1). Under ZeRO 2 and 3 there is no full-size gradient
-  // buffer: the GEMM writes a temporary, CloseGrad adds it into the bucket
-  // buffers (allocated on first write, workspace), and a bucket is
-  // reduce-scattered into this rank's shard and freed as soon as the
-  // micro-batch has written all of it.
   // A layer's backward GEMM pair, which reads the output gradient `dy`
   // twice (for the input's gradient and the weight's), run with dy
   // read-only (Device::BeginReadOnly), so that a device converting GEMM
@@ -162,6 +156,12 @@ class StepExecutor::Impl {
   Status ReadTwice(const DeviceBuffer& dy, Body&& body) {
     return WithReadOnly(dev_, {{dy.data(), dy.size()}}, std::forward<Body>(body));
   }
+  // Weight gradients. Under ZeRO 0 and 1 a GEMM accumulates in place into
+  // `grads` (beta 1). Under ZeRO 2 and 3 there is no full-size gradient
+  // buffer: the GEMM writes a temporary, CloseGrad adds it into the bucket
+  // buffers (allocated on first write, workspace), and a bucket is
+  // reduce-scattered into this rank's shard and freed as soon as the
+  // micro-batch has written all of it.
   struct GradSink {
     float* out = nullptr;
     float beta = 1.0f;

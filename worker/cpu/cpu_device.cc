@@ -160,8 +160,8 @@ class CpuDevice final : public Device {
   }
 
   // The promise is checked, not used: a hash of each region's bytes at
-  // the start, compared at the end (one pass over memory the attention
-  // reads seq times over anyway).
+  // the start, compared at the end (one pass over memory that the GEMMs in
+  // between read many times over anyway).
   Status BeginReadOnly(const std::vector<ReadOnlyRegion>& regions) override {
     if (read_only_open_) return InternalError("CPU device: BeginReadOnly nested");
     read_only_open_ = true;

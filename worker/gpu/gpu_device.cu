@@ -656,9 +656,11 @@ class GpuDevice final : public Device {
         std::fprintf(stderr, "pacer-worker gpu: fused attention runs %s\n", path.c_str());
       }
     }
-    return sdpa_ready_ && s.seq == sdpa_shape_.seq && s.head_dim == sdpa_shape_.head_dim &&
-           s.sequences == sdpa_shape_.sequences && s.heads == sdpa_shape_.heads &&
-           s.kv_heads == sdpa_shape_.kv_heads;
+#if PACER_HAVE_CUDNN
+    return sdpa_ != nullptr && s == sdpa_shape_;
+#else
+    return false;
+#endif
   }
 
 #if PACER_HAVE_CUDNN
@@ -984,7 +986,6 @@ class GpuDevice final : public Device {
     if (!sdpa.ok()) return sdpa.status().message();
     sdpa_ = std::move(*sdpa);
     sdpa_layout_ = *SdpaLayoutFor(s);  // Create checked it
-    sdpa_ready_ = true;
     // One forward and backward on zeros now: an engine that plans but
     // refuses to run on this GPU shows here, before the first step, and the
     // worker keeps the tiled path instead of failing the job. The trial's
@@ -993,7 +994,6 @@ class GpuDevice final : public Device {
     const Status probe = ProbeCudnnAttention(s);
     memory().ForgetPeaksSince(before);
     if (!probe.ok()) {
-      sdpa_ready_ = false;
       sdpa_.reset();
       return "cuDNN's SDPA failed its trial run: " + probe.message();
     }
@@ -1147,8 +1147,9 @@ class GpuDevice final : public Device {
   size_t used_events_ = 0;
   DeviceCounters counters_;
   int64_t step_ = 0;
-  // The on-chip attention (HasOnChipAttention): decided once, for one shape.
-  bool sdpa_decided_ = false, sdpa_ready_ = false;
+  // The on-chip attention (HasOnChipAttention): decided once, for one
+  // shape; it runs when sdpa_ holds its plans.
+  bool sdpa_decided_ = false;
   // A failure that left this device unusable (the cuDNN trial run's):
   // every later operation returns it, as Internal (Usable).
   std::string fatal_;

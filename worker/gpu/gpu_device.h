@@ -35,9 +35,10 @@
 // the bf16 copy) where the planner counts 2 (docs/worker.md).
 
 // Attention: a fused bf16 plan runs cuDNN's SDPA (HasOnChipAttention,
-// cudnn_attention.h) when the build has cuDNN 9.17 or newer, cuDNN has an
-// engine for the shape and a trial run on zeros succeeds
-// (PACER_CUDNN_ATTENTION=0 turns it off); Q, K, V, the
+// cudnn_attention.h) when the build has cuDNN 9.13 or newer, cuDNN has an
+// engine for the shape's forward and a trial run on zeros succeeds
+// (PACER_CUDNN_ATTENTION=0 turns it off; without a backward engine, or
+// before 9.17, the backward is the tiled one); Q, K, V, the
 // context and dC are converted to bf16 per call into operand scratch and
 // workspace, dQ, dK, dV widened into the fp32 gradient. Other fused plans
 // run the executor's tiled attention
