@@ -20,7 +20,7 @@ packages=(
   prometheus                             # Prometheus server for the real-scrape test
   curl                                   # the scrape test's Prometheus API queries
   tmux                                   # a real terminal for the progress line test
-  jq                                     # the scrape test's JSON checks
+  jq                                     # JSON checks of the scrape test and gpu-validate.sh
   clang libclang-rt-14-dev               # libFuzzer for the parser fuzz target
 )
 
