@@ -10,12 +10,18 @@
 #   4. 7B-shaped single-GPU steps (tests/testdata/gpu/*.yaml) run by
 #      pacer-worker with the planner's prediction beside the measurement:
 #      its `event=done` line prints mean_step_seconds, mfu, peak_memory_bytes
-#      and the predicted values; an fp8 plan must be refused (exit 2); the
-#      8-layer job once more with PACER_GPU_OP_TIMES=1 (time by operation).
+#      and the predicted values; an fp8 plan must be refused (exit 2); then
+#      the 8-layer jobs again with PACER_GPU_OP_TIMES=1 (time by operation).
+#   The order is by worth, the memory checker last (slowest): with
+#   PACER_VALIDATE_BUDGET_SECONDS=N the script ends within about N seconds,
+#   each step's limit cut to what is left and a step with under 20 s left
+#   reported as skipped, so a machine lent for a fixed time still returns
+#   the most important figures.
 # Usage: scripts/gpu-validate.sh [BUILD_DIR (build)] [OUT_DIR (gpu-validate-out)]
-# Needs a build with CUDA (scripts/build.sh on a machine with nvcc) and jq.
+# Needs a build with CUDA (scripts/build.sh on a machine with nvcc) and jq;
+# on a machine without the build dependencies, the kit of scripts/gpu-kit.sh.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 build=${1:-build}
 out=${2:-gpu-validate-out}
 mkdir -p "$out"
@@ -33,30 +39,46 @@ case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
   *) echo "gpu-validate: the 7B-shaped jobs are written for H100/H200"; gpu_type="" ;;
 esac
 
-echo "== smoke"; timeout 120 "$smoke"; echo "rc=$?"
-echo "== smoke against the CPU device"; timeout 300 "$smoke" --compare-cpu; echo "rc=$?"
-echo "== smoke against the CPU device, tiled attention"
-PACER_CUDNN_ATTENTION=0 timeout 300 "$smoke" --compare-cpu; echo "rc=$?"
-if command -v compute-sanitizer >/dev/null; then
-  echo "== compute-sanitizer memcheck"
-  timeout 300 compute-sanitizer --tool memcheck --leak-check full "$smoke" >"$out/sanitizer.txt" 2>&1
-  echo "rc=$?"; tail -n 2 "$out/sanitizer.txt"
-fi
-echo "== calibrate"
-timeout 300 "$worker" calibrate --backend gpu --gpu-type "${gpu_type:-H100-SXM}" -o "$out/calibration.json"
-echo "rc=$?"
-[ -n "$gpu_type" ] || exit 0
+budget=${PACER_VALIDATE_BUDGET_SECONDS:-0}  # 0: no budget
+# left WANT: WANT seconds, or what is left of the budget if that is less.
+left() {
+  local want=$1 rest
+  if [ "$budget" -gt 0 ]; then
+    rest=$((budget - SECONDS))
+    [ "$rest" -lt "$want" ] && want=$rest
+  fi
+  echo $((want > 0 ? want : 0))
+}
+# step NAME SECONDS COMMAND...: COMMAND with a limit of SECONDS (less if the
+# budget has less), its exit status after it.
+step() {
+  local name=$1 limit
+  limit=$(left "$2")
+  shift 2
+  echo "== $name"
+  if [ "$limit" -lt 20 ]; then echo "skipped: the budget of ${budget} s is spent"; return; fi
+  timeout "$limit" "$@"
+  echo "rc=$?"
+}
+
+step smoke 120 "$smoke"
+step "smoke against the CPU device" 300 "$smoke" --compare-cpu
+step "smoke against the CPU device, tiled attention" 300 env PACER_CUDNN_ATTENTION=0 "$smoke" --compare-cpu
+step calibrate 300 "$worker" calibrate --backend gpu --gpu-type "${gpu_type:-H100-SXM}" \
+  -o "$out/calibration.json"
 
 # run JOB PRECISION STEPS [VAR=VALUE...]: pacer-worker with the plan
 # `pacer plan` makes for JOB on this GPU type (layout pinned in the file),
 # prediction attached, extra environment last.
 run() {
-  local job=$1 precision=$2 steps=$3 plan typed
+  local job=$1 precision=$2 steps=$3 plan typed limit
   shift 3
   typed="$out/$(basename "$job")"
   sed "s/gpuTypes: \[H200\]/gpuTypes: [$gpu_type]/" "$job" >"$typed"
   plan=$("$pacer" plan "$typed" -o json 2>/dev/null | jq -c .plan) || { echo "no plan for $job"; return; }
-  echo "== $(basename "$job") $precision on $gpu_type: $plan"
+  echo "== $(basename "$job") $precision $* on $gpu_type: $plan"
+  limit=$(left 300)
+  if [ "$limit" -lt 20 ]; then echo "skipped: the budget of ${budget} s is spent"; return; fi
   env PACER_BACKEND=gpu PACER_GPU_TYPE="$gpu_type" PACER_METRICS_PORT=0 \
     PACER_MODEL_LAYERS="$(yq_get "$job" layers)" PACER_MODEL_HIDDEN_SIZE=4096 \
     PACER_MODEL_ATTENTION_HEADS=32 PACER_MODEL_KV_HEADS=32 PACER_MODEL_FFN_HIDDEN_SIZE=11008 \
@@ -68,18 +90,27 @@ run() {
     PACER_PRECISION="$precision" PACER_TOTAL_STEPS="$steps" \
     PACER_PREDICTED_STEP_SECONDS="$(jq -r .predictedStepSeconds <<<"$plan")" \
     PACER_PREDICTED_MEMORY_BYTES="$(jq -r '.predictedMemoryGiB * 1073741824 | floor' <<<"$plan")" \
-    "$@" timeout 300 "$worker" run --backend gpu 2>&1 | grep -E "event=(start|done|failed)|op_times|fused attention runs"
+    "$@" timeout "$limit" "$worker" run --backend gpu 2>&1 | grep -E "event=(start|done|failed)|op_times|fused attention runs"
   echo "rc=${PIPESTATUS[0]}"
 }
 yq_get() { sed -n "s/^ *$2: *\([0-9]*\).*/\1/p" "$1" | head -1; }
-run tests/testdata/gpu/llama7b-shape-l8-h200.yaml bf16 8
-run tests/testdata/gpu/llama7b-shape-l8-h200.yaml fp8 3
-# Where the step's time goes, by operation kind (docs/worker.md).
-run tests/testdata/gpu/llama7b-shape-l8-h200.yaml bf16 8 PACER_GPU_OP_TIMES=1
-# The same shape with a fused attention (docs/worker.md, "Attention"): cuDNN's
-# SDPA, then the tiled path.
-run tests/testdata/gpu/llama7b-shape-l8-fused-h200.yaml bf16 8 PACER_GPU_OP_TIMES=1
-run tests/testdata/gpu/llama7b-shape-l8-fused-h200.yaml bf16 8 PACER_GPU_OP_TIMES=1 \
-  PACER_CUDNN_ATTENTION=0
-# 6.7B parameters with AdamW need ~110 GiB: only on GPUs with more memory.
-if [ "$gpu_type" = H200 ]; then run tests/testdata/gpu/llama7b-shape-l32-h200.yaml bf16 5; fi
+if [ -n "$gpu_type" ]; then
+  l8=tests/testdata/gpu/llama7b-shape-l8-h200.yaml
+  l8_fused=tests/testdata/gpu/llama7b-shape-l8-fused-h200.yaml
+  run "$l8" bf16 8
+  # The same shape with a fused attention (docs/worker.md, "Attention"):
+  # cuDNN's SDPA where it runs, else the tiled path (the log line says which).
+  run "$l8_fused" bf16 8
+  run "$l8" fp8 3
+  # 6.7B parameters with AdamW need ~110 GiB: only on GPUs with more memory.
+  if [ "$gpu_type" = H200 ]; then run tests/testdata/gpu/llama7b-shape-l32-h200.yaml bf16 5; fi
+  # Where the step's time goes, by operation kind (docs/worker.md).
+  run "$l8_fused" bf16 8 PACER_GPU_OP_TIMES=1
+  run "$l8_fused" bf16 8 PACER_GPU_OP_TIMES=1 PACER_CUDNN_ATTENTION=0
+  run "$l8" bf16 8 PACER_GPU_OP_TIMES=1
+fi
+if command -v compute-sanitizer >/dev/null; then
+  step "compute-sanitizer memcheck" 300 \
+    compute-sanitizer --tool memcheck --leak-check full --log-file "$out/sanitizer.txt" "$smoke"
+  tail -n 2 "$out/sanitizer.txt" 2>/dev/null
+fi

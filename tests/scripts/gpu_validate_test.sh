@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# scripts/gpu-validate.sh runs where GPU time is scarce, so its logic is
+# checked here against stub binaries that record how they were called: the
+# order (smoke, CPU comparisons, calibrate, the 7B-shaped jobs, the time
+# breakdown, the memory checker last), the plan's layout reaching the
+# worker, the 6.7B job only on an H200, and PACER_VALIDATE_BUDGET_SECONDS
+# skipping what no longer fits instead of overrunning.
+#   gpu_validate_test.sh SOURCE_DIR
+set -euo pipefail
+src=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+mkdir -p "$tmp/repo/scripts" "$tmp/repo/tests/testdata" "$tmp/repo/build/worker" \
+  "$tmp/repo/build/controller" "$tmp/bin"
+cp "$src/scripts/gpu-validate.sh" "$tmp/repo/scripts/"
+cp -r "$src/tests/testdata/gpu" "$tmp/repo/tests/testdata/"
+calls=$tmp/calls
+cat >"$tmp/repo/build/worker/pacer-gpu-smoke" <<STUB
+#!/bin/sh
+echo "smoke \$* cudnn=\${PACER_CUDNN_ATTENTION:-}" >>"$calls"
+STUB
+cat >"$tmp/repo/build/worker/pacer-worker" <<STUB
+#!/bin/sh
+echo "worker \$1 layers=\${PACER_MODEL_LAYERS:-} \${PACER_PRECISION:-} \${PACER_ATTENTION_KERNEL:-} mb=\${PACER_MICRO_BATCH_SIZE:-} k=\${PACER_GRAD_ACCUM_STEPS:-} ckpt=\${PACER_ACTIVATION_CHECKPOINTING:-} type=\${PACER_GPU_TYPE:-} op_times=\${PACER_GPU_OP_TIMES:-0} cudnn=\${PACER_CUDNN_ATTENTION:-}" >>"$calls"
+echo "pacer-worker: event=done mean_step_seconds=0.5"
+STUB
+# The stub planner answers with the layout pinned in the job file.
+cat >"$tmp/repo/build/controller/pacer" <<STUB
+#!/bin/sh
+echo "pacer \$1 \$(sed -n 's/^ *gpuTypes: *//p' "\$2")" >>"$calls"
+mb=\$(sed -n 's/^ *microBatchSizes: \[\([0-9]*\)\]/\1/p' "\$2")
+ckpt=\$(sed -n 's/^ *activationCheckpointing: *//p' "\$2")
+echo "{\"plan\":{\"microBatchSize\":\$mb,\"gradientAccumulationSteps\":\$((8 / mb)),\"activationCheckpointing\":\"\$ckpt\",\"predictedStepSeconds\":0.3,\"predictedMemoryGiB\":40}}"
+STUB
+cat >"$tmp/bin/compute-sanitizer" <<STUB
+#!/bin/sh
+echo "compute-sanitizer \$*" >>"$calls"
+while [ "\$1" != --log-file ]; do shift; done
+echo "========= ERROR SUMMARY: 0 errors" >"\$2"
+STUB
+chmod +x "$tmp/repo/build/worker/"* "$tmp/repo/build/controller/pacer" "$tmp/bin/compute-sanitizer"
+
+# validate GPU_NAME BUDGET: the script against the stubs, a GPU of that name.
+validate() {
+  printf '#!/bin/sh\ncase "$*" in *noheader*) echo "NVIDIA %s";; *) echo "name, memory.total"; echo "NVIDIA %s, 1 MiB";; esac\n' \
+    "$1" "$1" >"$tmp/bin/nvidia-smi"
+  chmod +x "$tmp/bin/nvidia-smi"
+  : >"$calls"
+  PATH="$tmp/bin:$PATH" PACER_VALIDATE_BUDGET_SECONDS=$2 "$tmp/repo/scripts/gpu-validate.sh" build out \
+    >"$tmp/out" 2>&1 || { cat "$tmp/out" >&2; fail "gpu-validate.sh exited non-zero"; }
+  grep -v "^pacer plan" "$calls" >"$tmp/runs" || true
+}
+
+validate H200 0
+cat >"$tmp/want" <<'WANT'
+smoke  cudnn=
+smoke --compare-cpu cudnn=
+smoke --compare-cpu cudnn=0
+worker calibrate layers=   mb= k= ckpt= type= op_times=0 cudnn=
+worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn=
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn=
+worker run layers=8 fp8 unfused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn=
+worker run layers=32 bf16 unfused mb=1 k=8 ckpt=full type=H200 op_times=0 cudnn=
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn=
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn=0
+worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn=
+WANT
+grep -q "^compute-sanitizer --tool memcheck --leak-check full --log-file .* .*pacer-gpu-smoke$" <(tail -1 "$tmp/runs") ||
+  fail "the memory checker did not run last: $(tail -1 "$tmp/runs")"
+diff "$tmp/want" <(sed '$d' "$tmp/runs") || fail "steps differ from the expected order (above)"
+grep -q "ERROR SUMMARY: 0 errors" "$tmp/out" || fail "the checker's summary is not in the log"
+grep -q "event=done" "$tmp/repo/out/log.txt" || fail "the worker's done lines are not in out/log.txt"
+grep -q "gpuTypes: \[H200\]" "$tmp/repo/out/llama7b-shape-l8-h200.yaml" || fail "job file not kept in out/"
+
+# An H100: the jobs are planned for it, and the 6.7B job (110 GiB) is left out.
+validate "H100 80GB HBM3" 0
+grep -q "^pacer plan \[H100-SXM\]" "$calls" || fail "jobs not planned for the H100: $(grep '^pacer' "$calls")"
+! grep -q "layers=32" "$tmp/runs" || fail "the 6.7B job ran on an H100"
+grep -q "layers=8 bf16 unfused .*type=H100-SXM" "$tmp/runs" || fail "the 8-layer job did not run on the H100"
+
+# A budget already spent: nothing runs, every step says it was skipped.
+validate H200 1
+[ ! -s "$tmp/runs" ] || fail "steps ran with the budget spent: $(cat "$tmp/runs")"
+[ "$(grep -c "^skipped: the budget of 1 s is spent" "$tmp/out")" = 12 ] ||
+  fail "want 12 skipped steps: $(grep -c skipped "$tmp/out")"
+echo "gpu-validate: order, plans, GPU types and budget as expected"
