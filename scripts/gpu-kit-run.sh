@@ -29,6 +29,18 @@ for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudn
     case ":$dirs:" in *":$(dirname "$found"):"*) ;; *) dirs=$dirs:$(dirname "$found") ;; esac
   fi
 done
+# GCC's runtime: the machine's where it has every version the kit needs
+# (tools built against a newer one, such as compute-sanitizer, need it),
+# else the kit's.
+system_cxx=$(ldconfig -p 2>/dev/null | sed -n 's/.*libstdc++\.so\.6 (libc6,x86-64) => //p' | head -1)
+if [ -n "$system_cxx" ] &&
+  [ -z "$(grep -a -o 'GLIBCXX_[0-9.]*[0-9]\|CXXABI_[0-9.]*[0-9]' "$system_cxx" | sort -u |
+    comm -13 - "$kit/lib/cxx/needs")" ]; then
+  echo "gpu-kit: libstdc++ from $system_cxx"
+else
+  echo "gpu-kit: libstdc++ from the kit (the machine's is missing or older)"
+  dirs=$dirs:$kit/lib/cxx
+fi
 export LD_LIBRARY_PATH=$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=$kit/bin:$PATH:/usr/local/cuda/bin
 

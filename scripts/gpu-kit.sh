@@ -50,10 +50,20 @@ machine_lib='^(ld-linux.*|libc|libm|libdl|libpthread|librt|libresolv|libcuda|lib
 elves=("$kit"/build/worker/* "$kit/build/controller/pacer" "$kit/bin/jq")
 missing=$(ldd "${elves[@]}" | grep "not found" || true)
 [ -z "$missing" ] || die "libraries not found here: $missing"
+# GCC's runtime goes to lib/cxx, which run.sh puts on the path only where
+# the machine's own libstdc++ is older than this one needs: a newer one
+# must win there, or tools built against it (compute-sanitizer) fail.
+mkdir -p "$kit/lib/cxx"
+cxx_lib='^(libstdc\+\+|libgcc_s)\.so'
 while read -r path; do
   name=$(basename "$path")
-  [[ $name =~ $machine_lib ]] || cp -L "$path" "$kit/lib/$name"
+  if [[ $name =~ $cxx_lib ]]; then cp -L "$path" "$kit/lib/cxx/$name"
+  elif ! [[ $name =~ $machine_lib ]]; then cp -L "$path" "$kit/lib/$name"; fi
 done < <(ldd "${elves[@]}" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u)
+# The libstdc++ versions the kit's binaries and libraries ask for.
+for f in "${elves[@]}" "$kit"/lib/*.so*; do
+  objdump -T "$f" | grep -o 'GLIBCXX_[0-9.]*[0-9]\|CXXABI_[0-9.]*[0-9]' || true
+done | sort -u >"$kit/lib/cxx/needs"
 
 cp scripts/gpu-validate.sh "$kit/scripts/"
 cp scripts/gpu-kit-run.sh "$kit/run.sh"

@@ -32,12 +32,16 @@ done
 # Every other dependency resolves inside the kit: with lib/ first on the
 # path, one that resolves elsewhere is one the kit forgot.
 cuda_dir=$(dirname "$(ldd "$build/worker/pacer-gpu-smoke" | sed -n 's/.*libcudart[^ ]* => \(\/[^ ]*\) .*/\1/p')")
+# (GCC's runtime is in lib/cxx, which run.sh uses where the machine's is older.)
+[ -e "$kit/lib/cxx/libstdc++.so.6" ] || fail "kit lacks GCC's runtime in lib/cxx"
+grep -q "^GLIBCXX_3\.4\.[0-9]*$" "$kit/lib/cxx/needs" || fail "lib/cxx/needs lists no GLIBCXX version"
 for f in "$kit"/build/worker/* "$kit/build/controller/pacer" "$kit/bin/jq"; do
-  LD_LIBRARY_PATH="$kit/lib:$cuda_dir" ldd "$f" >"$tmp/ldd"
+  LD_LIBRARY_PATH="$kit/lib:$kit/lib/cxx:$cuda_dir" ldd "$f" >"$tmp/ldd"
   ! grep "not found" "$tmp/ldd" || fail "$(basename "$f") has unresolved libraries"
   while read -r name path; do
     [[ $name =~ $machine ]] && continue
-    [ "$(dirname "$path")" = "$kit/lib" ] || fail "$(basename "$f") loads $name from $path, not from the kit"
+    case $(dirname "$path") in "$kit/lib" | "$kit/lib/cxx") ;;
+      *) fail "$(basename "$f") loads $name from $path, not from the kit" ;; esac
   done < <(sed -n 's/^[[:space:]]*\([^ ]*\) => \(\/[^ ]*\) .*/\1 \2/p' "$tmp/ldd")
 done
 
@@ -49,6 +53,14 @@ for job in "$kit"/tests/testdata/gpu/*.yaml; do
     { cat "$tmp/check.log" >&2; fail "run.sh --check printed no plan for $(basename "$job")"; }
 done
 grep -q "libcudart.so.13 from $cuda_dir/" "$tmp/check.log" || fail "run.sh did not report where CUDA's runtime is"
+# This machine's libstdc++ built the kit, so it has every version: run.sh
+# keeps it. A kit that needs a version it lacks takes its own.
+grep -q "^gpu-kit: libstdc++ from /" "$tmp/check.log" || fail "run.sh did not keep this machine's libstdc++"
+echo GLIBCXX_3.4.999 >>"$kit/lib/cxx/needs"
+sort -o "$kit/lib/cxx/needs" "$kit/lib/cxx/needs"
+PACER_CUDA_LIB_DIRS=$cuda_dir "$kit/run.sh" --check >"$tmp/check2.log" 2>&1 ||
+  { cat "$tmp/check2.log" >&2; fail "run.sh --check with the kit's libstdc++ exited non-zero"; }
+grep -q "^gpu-kit: libstdc++ from the kit" "$tmp/check2.log" || fail "run.sh did not take the kit's libstdc++"
 
 # A build without the CUDA binaries: exit 2 and what to do.
 mkdir -p "$tmp/nocuda/worker" "$tmp/nocuda/controller"
@@ -58,4 +70,4 @@ rc=$?
 set -e
 [ "$rc" = 2 ] || fail "a build without CUDA: exit $rc, want 2"
 grep -q "build with CUDA first" "$tmp/nocuda.log" || fail "no advice: $(cat "$tmp/nocuda.log")"
-echo "gpu kit: self-contained, $(ls "$kit/lib" | wc -l) libraries, run.sh --check passed"
+echo "gpu kit: self-contained, $(find "$kit/lib" -name "*.so*" | wc -l) libraries, run.sh --check passed"
