@@ -57,8 +57,9 @@ step() {
   shift 2
   echo "== $name"
   if [ "$limit" -lt 20 ]; then echo "skipped: the budget of ${budget} s is spent"; return; fi
+  local begin=$SECONDS
   timeout "$limit" "$@"
-  echo "rc=$?"
+  echo "rc=$? ($((SECONDS - begin)) s)"
 }
 
 step smoke 120 "$smoke"
@@ -79,6 +80,7 @@ run() {
   echo "== $(basename "$job") $precision $* on $gpu_type: $plan"
   limit=$(left 300)
   if [ "$limit" -lt 20 ]; then echo "skipped: the budget of ${budget} s is spent"; return; fi
+  local begin=$SECONDS
   env PACER_BACKEND=gpu PACER_GPU_TYPE="$gpu_type" PACER_METRICS_PORT=0 \
     PACER_MODEL_LAYERS="$(yq_get "$job" layers)" PACER_MODEL_HIDDEN_SIZE=4096 \
     PACER_MODEL_ATTENTION_HEADS=32 PACER_MODEL_KV_HEADS=32 PACER_MODEL_FFN_HIDDEN_SIZE=11008 \
@@ -91,7 +93,7 @@ run() {
     PACER_PREDICTED_STEP_SECONDS="$(jq -r .predictedStepSeconds <<<"$plan")" \
     PACER_PREDICTED_MEMORY_BYTES="$(jq -r '.predictedMemoryGiB * 1073741824 | floor' <<<"$plan")" \
     "$@" timeout "$limit" "$worker" run --backend gpu 2>&1 | grep -E "event=(start|done|failed)|op_times|fused attention runs"
-  echo "rc=${PIPESTATUS[0]}"
+  echo "rc=${PIPESTATUS[0]} ($((SECONDS - begin)) s)"
 }
 yq_get() { sed -n "s/^ *$2: *\([0-9]*\).*/\1/p" "$1" | head -1; }
 if [ -n "$gpu_type" ]; then

@@ -71,6 +71,8 @@ grep -q "^compute-sanitizer --tool memcheck --leak-check full --log-file .* .*pa
   fail "the memory checker did not run last: $(tail -1 "$tmp/runs")"
 diff "$tmp/want" <(sed '$d' "$tmp/runs") || fail "steps differ from the expected order (above)"
 grep -q "ERROR SUMMARY: 0 errors" "$tmp/out" || fail "the checker's summary is not in the log"
+# Every step ran says its exit status and its seconds (to plan the next run).
+[ "$(grep -c "^rc=0 ([0-9]* s)$" "$tmp/out")" = 12 ] || fail "want 12 'rc=0 (N s)' lines: $(grep rc= "$tmp/out")"
 grep -q "event=done" "$tmp/repo/out/log.txt" || fail "the worker's done lines are not in out/log.txt"
 grep -q "gpuTypes: \[H200\]" "$tmp/repo/out/llama7b-shape-l8-h200.yaml" || fail "job file not kept in out/"
 
