@@ -18,9 +18,9 @@ cat "$kit/VERSION"
 # One folder per library, the first found: a toolkit's libraries and the
 # wheels' (nvidia/cu13/lib, nvidia/nccl/lib, nvidia/cudnn/lib, ...) work alike.
 dirs=$kit/lib${PACER_CUDA_LIB_DIRS:+:$PACER_CUDA_LIB_DIRS}
+IFS=: read -ra preferred <<<"${PACER_CUDA_LIB_DIRS:-}"
 for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudnn.so.9; do
   found=""
-  IFS=: read -ra preferred <<<"${PACER_CUDA_LIB_DIRS:-}"
   for d in "${preferred[@]}"; do [ -e "$d/$so" ] && found=$d/$so && break; done
   [ -n "$found" ] || found=$(find /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda*/ \
     /opt /usr/lib /usr/local/lib -name "$so" -print -quit 2>/dev/null)

@@ -48,7 +48,8 @@ cp "$jq" "$kit/bin/jq"
 # newer there) and CUDA's libraries, which must match its driver.
 machine_lib='^(ld-linux.*|libc|libm|libdl|libpthread|librt|libresolv|libcuda|libcudart|libcublas|libcublasLt|libnccl|libcudnn.*|libnvrtc.*|libnvJitLink)\.so'
 elves=("$kit"/build/worker/* "$kit/build/controller/pacer" "$kit/bin/jq")
-missing=$(ldd "${elves[@]}" | grep "not found" || true)
+deps=$(ldd "${elves[@]}")
+missing=$(grep "not found" <<<"$deps" || true)
 [ -z "$missing" ] || die "libraries not found here: $missing"
 # GCC's runtime goes to lib/cxx, which run.sh puts on the path only where
 # the machine's own libstdc++ is older than this one needs: a newer one
@@ -59,7 +60,7 @@ while read -r path; do
   name=$(basename "$path")
   if [[ $name =~ $cxx_lib ]]; then cp -L "$path" "$kit/lib/cxx/$name"
   elif ! [[ $name =~ $machine_lib ]]; then cp -L "$path" "$kit/lib/$name"; fi
-done < <(ldd "${elves[@]}" | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u)
+done < <(sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' <<<"$deps" | sort -u)
 # The libstdc++ versions the kit's binaries and libraries ask for.
 for f in "${elves[@]}" "$kit"/lib/*.so*; do
   objdump -T "$f" | grep -o 'GLIBCXX_[0-9.]*[0-9]\|CXXABI_[0-9.]*[0-9]' || true

@@ -40,24 +40,20 @@ case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
 esac
 
 budget=${PACER_VALIDATE_BUDGET_SECONDS:-0}  # 0: no budget
-# left WANT: WANT seconds, or what is left of the budget if that is less.
-left() {
-  local want=$1 rest
-  if [ "$budget" -gt 0 ]; then
-    rest=$((budget - SECONDS))
-    [ "$rest" -lt "$want" ] && want=$rest
-  fi
-  echo $((want > 0 ? want : 0))
+# budgeted WANT: sets `limit` to WANT seconds, or to what is left of the
+# budget if that is less; false, saying so, when under 20 s are left.
+budgeted() {
+  limit=$1
+  if [ "$budget" -gt 0 ] && [ $((budget - SECONDS)) -lt "$limit" ]; then limit=$((budget - SECONDS)); fi
+  [ "$limit" -ge 20 ] || { echo "skipped: the budget of ${budget} s is spent"; return 1; }
 }
 # step NAME SECONDS COMMAND...: COMMAND with a limit of SECONDS (less if the
 # budget has less), its exit status after it.
 step() {
-  local name=$1 limit
-  limit=$(left "$2")
+  local limit begin=$SECONDS
+  echo "== $1"
+  budgeted "$2" || return 0
   shift 2
-  echo "== $name"
-  if [ "$limit" -lt 20 ]; then echo "skipped: the budget of ${budget} s is spent"; return; fi
-  local begin=$SECONDS
   timeout "$limit" "$@"
   echo "rc=$? ($((SECONDS - begin)) s)"
 }
@@ -78,8 +74,7 @@ run() {
   sed "s/gpuTypes: \[H200\]/gpuTypes: [$gpu_type]/" "$job" >"$typed"
   plan=$("$pacer" plan "$typed" -o json 2>/dev/null | jq -c .plan) || { echo "no plan for $job"; return; }
   echo "== $(basename "$job") $precision $* on $gpu_type: $plan"
-  limit=$(left 300)
-  if [ "$limit" -lt 20 ]; then echo "skipped: the budget of ${budget} s is spent"; return; fi
+  budgeted 300 || return 0
   local begin=$SECONDS
   env PACER_BACKEND=gpu PACER_GPU_TYPE="$gpu_type" PACER_METRICS_PORT=0 \
     PACER_MODEL_LAYERS="$(yq_get "$job" layers)" PACER_MODEL_HIDDEN_SIZE=4096 \
