@@ -14,7 +14,8 @@
 #
 # Usage: scripts/gpu-kit.sh [BUILD_DIR (build)] [OUT (gpu-kit.tar.xz)]
 #   OUT ending in .tar.xz: an archive holding the folder gpu-kit/ (about
-#   11 MB); anything else: the kit's folder itself.
+#   11 MB); anything else: the kit's folder itself, which must be new or
+#   an older kit (it is replaced whole).
 # On the GPU machine: tar xJf gpu-kit.tar.xz && gpu-kit/run.sh [OUT_DIR]
 #   (gpu-kit/run.sh --check only checks that everything loads).
 set -euo pipefail
@@ -23,6 +24,13 @@ build=${1:-build}
 out=${2:-gpu-kit.tar.xz}
 
 die() { echo "gpu-kit: $*" >&2; exit 2; }
+# The folder form replaces OUT whole, so OUT must be new or an older kit.
+case $out in
+  *.tar.xz) ;;
+  *) if [ -e "$out" ] && ! { [ -f "$out/VERSION" ] && [ -f "$out/run.sh" ]; }; then
+       die "$out exists and is not a kit: name a new folder or a .tar.xz file"
+     fi ;;
+esac
 bins=("$build/worker/pacer-worker" "$build/worker/libpacer_worker_gpu.so"
       "$build/worker/pacer-gpu-smoke" "$build/controller/pacer")
 for f in "${bins[@]}"; do

@@ -70,4 +70,16 @@ rc=$?
 set -e
 [ "$rc" = 2 ] || fail "a build without CUDA: exit $rc, want 2"
 grep -q "build with CUDA first" "$tmp/nocuda.log" || fail "no advice: $(cat "$tmp/nocuda.log")"
+# Writing the kit's folder over an existing folder that is not a kit (a
+# slip such as `gpu-kit.sh build build`) is refused and deletes nothing;
+# an older kit is replaced.
+mkdir -p "$tmp/precious" && echo keep >"$tmp/precious/file"
+set +e
+"$src/scripts/gpu-kit.sh" "$build" "$tmp/precious" >"$tmp/precious.log" 2>&1
+rc=$?
+set -e
+[ "$rc" = 2 ] || fail "writing over a folder that is not a kit: exit $rc, want 2"
+[ -e "$tmp/precious/file" ] || fail "gpu-kit.sh deleted a folder that was not a kit"
+grep -q "not a kit" "$tmp/precious.log" || fail "no reason given: $(cat "$tmp/precious.log")"
+"$src/scripts/gpu-kit.sh" "$build" "$kit" >/dev/null 2>&1 || fail "an older kit was not replaced"
 echo "gpu kit: self-contained, $(find "$kit/lib" -name "*.so*" | wc -l) libraries, run.sh --check passed"
