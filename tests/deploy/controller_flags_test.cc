@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 
 #include <csignal>
+#include <cstdlib>
+#include <map>
 
 #include "deploy_util.h"
 #include "local/child_process.h"
@@ -24,6 +26,18 @@ struct Case {
   std::vector<json> objects;
   std::string lease;  // namespace/name the arguments name
 };
+
+// The controller starts with an environment of its own (as in its pod),
+// except for this run's sanitizer settings: under ASan its leak check must
+// use tests/lsan.supp like every other process the tests start (without it,
+// cpprestsdk's known leak at exit failed the exit status now and then).
+std::map<std::string, std::string> SanitizerEnvironment() {
+  std::map<std::string, std::string> env;
+  for (const char* name : {"ASAN_OPTIONS", "LSAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS"}) {
+    if (const char* value = std::getenv(name)) env[name] = value;
+  }
+  return env;
+}
 
 class ControllerFlagsTest : public ::testing::Test {
  protected:
@@ -51,8 +65,8 @@ class ControllerFlagsTest : public ::testing::Test {
       args.push_back(arg);
     }
     const std::string log = (env_.dir() / (c.source + ".log")).string();
-    StatusOr<pid_t> pid =
-        controller::SpawnProcess(PACER_CONTROLLER_BINARY, args, {}, log, controller::LogMode::kTruncate);
+    StatusOr<pid_t> pid = controller::SpawnProcess(
+        PACER_CONTROLLER_BINARY, args, SanitizerEnvironment(), log, controller::LogMode::kTruncate);
     ASSERT_TRUE(pid.ok()) << pid.status().ToString();
 
     // Leading and synced: the Lease names it, and its three informers watch.
@@ -77,7 +91,10 @@ class ControllerFlagsTest : public ::testing::Test {
       // SIGTERM: it stops cleanly and hands the Lease back.
       ::kill(*pid, SIGTERM);
       ASSERT_EQ(::waitpid(*pid, &status, 0), *pid);
-      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << controller::LastLogLine(log);
+      // The whole log's end: a sanitizer's report spans many lines.
+      const std::string text = ReadFile(log);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+          << text.substr(text.size() > 6000 ? text.size() - 6000 : 0);
       EXPECT_EQ(holder(), "") << "the Lease was released";
     }
   }
