@@ -63,6 +63,48 @@ TEST(SdpaLayoutTest, CudnnIndicesAddressTheExecutorsPairLayout) {
   }
 }
 
+// The backward on recomputed probabilities reads row r of a batch's
+// scores' logsumexp at StatsRowsFor(...).Index(r): that must be the
+// statistics element cuDNN wrote for the same pair and query row, the pair
+// being the one whose Q the batch's GEMMs read for that item
+// (AttentionBatch: Q of item i at Q(first) + i x q_stride), for every
+// batch size ForAttentionBatches is asked for; and the batches together
+// read every statistics element once.
+TEST(SdpaLayoutTest, BatchRowsFindTheirPairsStatistics) {
+  for (const AttentionShape s : {AttentionShape{6, 4, 2, 3, 3}, AttentionShape{5, 8, 2, 8, 2},
+                                 AttentionShape{3, 2, 3, 4, 2}, AttentionShape{4, 2, 1, 4, 1}}) {
+    const StatusOr<SdpaLayout> l = SdpaLayoutFor(s);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    for (int64_t most = 1; most <= s.kv_heads + 1; ++most) {
+      const std::string what = std::to_string(s.heads) + " query heads, " +
+                               std::to_string(s.kv_heads) + " K/V heads, batches of " +
+                               std::to_string(most);
+      std::set<int64_t> read;
+      const Status visited = ForAttentionBatches(s, most, [&](const AttentionBatch& b) {
+        const StatsRows rows = StatsRowsFor(s, b);
+        for (int64_t i = 0; i < b.count; ++i) {
+          // The pair whose Q this item's GEMMs read.
+          int64_t pair = -1;
+          for (int64_t p = 0; p < s.pairs(); ++p) {
+            if (s.Q(p) == s.Q(b.first) + i * b.q_stride) pair = p;
+          }
+          EXPECT_GE(pair, 0) << what;
+          const int64_t seq_index = pair / s.heads, head = pair % s.heads;
+          for (int64_t r = 0; r < s.seq; ++r) {
+            const int64_t index = rows.Index(i * s.seq + r);
+            EXPECT_EQ(index, Offset(l->stats, seq_index, head, r, 0))
+                << what << ", item " << i << ", row " << r;
+            EXPECT_TRUE(read.insert(index).second) << what << ": element " << index << " twice";
+          }
+        }
+        return Status::Ok();
+      });
+      ASSERT_TRUE(visited.ok());
+      EXPECT_EQ(static_cast<int64_t>(read.size()), s.RowElements()) << what;
+    }
+  }
+}
+
 // Every element of the qkv and context buffers belongs to exactly one
 // tensor element of one pair: the pairs' Q, K and V cover qkv whole.
 TEST(SdpaLayoutTest, ThePairsCoverTheQkvRowsOnce) {

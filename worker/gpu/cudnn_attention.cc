@@ -296,7 +296,8 @@ Status Build(const AttentionShape& s, const SdpaLayout& layout, cudaStream_t str
                                  {CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, scale}}));
   RETURN_IF_ERROR(p->Plan(fwd, "forward", &p->forward, &p->forward_workspace));
   // The backward is optional: without it the device runs cuDNN's forward
-  // and the tiled backward (which needs nothing the forward kept).
+  // and its own backward on recomputed probabilities (which needs only
+  // what the forward kept: Q, K, V and the logsumexp).
   // Every failure of BuildBackward carries its reason; success leaves "".
   p->backward_refusal = BuildBackward(layout, q, k, v, o, stats, scale, p).message();
   return Status::Ok();

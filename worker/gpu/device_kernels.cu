@@ -141,6 +141,16 @@ __global__ void SoftmaxRowsBf16Kernel(__nv_bfloat16* x, int64_t cols, float scal
   }
 }
 
+__global__ void ProbsFromLseBf16Kernel(__nv_bfloat16* x, const float* lse, int64_t cols,
+                                       int64_t rows_per_item, int64_t item_stride, float scale) {
+  const int64_t r = blockIdx.x;
+  const float l = lse[(r / rows_per_item) * item_stride + r % rows_per_item];
+  __nv_bfloat16* xr = x + r * cols;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    xr[j] = __float2bfloat16_rn(expf(__bfloat162float(xr[j]) * scale - l));
+  }
+}
+
 __global__ void SoftmaxBackwardBf16Kernel(const __nv_bfloat16* p, const float* dp,
                                           __nv_bfloat16* ds, int64_t cols, float scale) {
   __shared__ float shared[32];
@@ -261,6 +271,17 @@ Status SoftmaxRowsBf16(void* x, int64_t rows, int64_t cols, float scale, cudaStr
   RETURN_IF_ERROR(CheckRows(rows));
   SoftmaxRowsBf16Kernel<<<Rows(rows), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(x), cols,
                                                              scale);
+  return Launched();
+}
+
+Status ProbsFromLseBf16(void* x, const float* lse, int64_t rows, int64_t cols,
+                        int64_t rows_per_item, int64_t item_stride, float scale,
+                        cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return Status::Ok();
+  if (rows_per_item <= 0) return InternalError("ProbsFromLseBf16: rows_per_item <= 0");
+  RETURN_IF_ERROR(CheckRows(rows));
+  ProbsFromLseBf16Kernel<<<Rows(rows), kThreads, 0, stream>>>(
+      static_cast<__nv_bfloat16*>(x), lse, cols, rows_per_item, item_stride, scale);
   return Launched();
 }
 

@@ -58,6 +58,15 @@ Status LogitRowStats(const float* logits, const int32_t* labels, int64_t rows, i
 // the GPU device): in place, each row of `cols` __nv_bfloat16 becomes
 // softmax(scale * row), computed in fp32 from the stored values.
 Status SoftmaxRowsBf16(void* x, int64_t rows, int64_t cols, float scale, cudaStream_t stream);
+// The probabilities of attention scores from their rows' logsumexp, in
+// place on bf16 storage: x[r, j] = exp(scale * x[r, j] - lse[i]) for row
+// r of `rows`, where i = (r / rows_per_item) * item_stride + r %
+// rows_per_item (a batch of items whose rows lie apart in the statistics:
+// cuDNN's SDPA forward writes one value per query row of every pair, and
+// AttentionBatch's items are `group` pairs apart).
+Status ProbsFromLseBf16(void* x, const float* lse, int64_t rows, int64_t cols,
+                        int64_t rows_per_item, int64_t item_stride, float scale,
+                        cudaStream_t stream);
 // ds (bf16) = scale * p * (dp - rowsum(p * dp)) with p in bf16 and dp in
 // fp32; ds must not overlap dp.
 Status SoftmaxBackwardBf16(const void* p, const float* dp, void* ds, int64_t rows, int64_t cols,

@@ -649,7 +649,8 @@ class GpuDevice final : public Device {
 #if PACER_HAVE_CUDNN
         if (refusal.empty()) {
           path = sdpa_->has_backward() ? "cuDNN's SDPA"
-                                       : "cuDNN's SDPA forward and the tiled backward (" +
+                                       : "cuDNN's SDPA forward and the bf16 backward on "
+                                         "recomputed probabilities (" +
                                              sdpa_->backward_refusal() + ")";
         }
 #endif
@@ -688,9 +689,10 @@ class GpuDevice final : public Device {
     if (!HasOnChipAttention(s)) {
       return Device::OnChipAttentionBackward(s, qkv, ctx, lse, dctx, dqkv);
     }
-    // No backward engine (cudnn_attention.h): the tiled backward needs only
-    // Q, K, V and dC, and issues the same GEMM FLOPs.
-    if (!sdpa_->has_backward()) return TiledAttentionBackward(this, s, qkv, dctx, dqkv);
+    // No backward engine (cudnn_attention.h): the backward on recomputed
+    // probabilities needs Q, K, V, dC and the forward's logsumexp, and
+    // issues the same GEMM FLOPs as cuDNN's (five s x s x d products).
+    if (!sdpa_->has_backward()) return RecomputedAttentionBackwardBf16(s, qkv, lse, dctx, dqkv);
     const auto ctx_elems = static_cast<size_t>(s.CtxElements());
     const auto qkv_elems = static_cast<size_t>(s.QkvElements());
     ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, qkv_elems, 0));
@@ -752,8 +754,7 @@ class GpuDevice final : public Device {
 
   Status AttentionBackwardBf16(const AttentionShape& s, const float* qkv, float* probs,
                                const float* dctx, float* dqkv) {
-    const int64_t w = s.qkv_ld(), c = s.ctx_ld(), d = s.head_dim, ss = s.seq * s.seq;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    const int64_t ss = s.seq * s.seq;
     // Q, K, V and dC in bf16, converted once (operand scratch 0 and 1).
     ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
     ASSIGN_OR_RETURN(const void* dc16, Bf16Operand(dctx, static_cast<size_t>(s.CtxElements()), 1));
@@ -761,26 +762,71 @@ class GpuDevice final : public Device {
     return ForBackwardBatches(
         s, 6, [&](const AttentionBatch& b, float* dp, int64_t batch_scores) -> Status {
           const Matrix p{Bf16At(probs, b.slot * ss), CUDA_R_16BF, s.seq, ss};
-          float* ds = dp + batch_scores;
-          const Matrix d_s{ds, CUDA_R_16BF, s.seq, ss};
-          const Matrix dc{Bf16At(dc16, s.Ctx(b.first)), CUDA_R_16BF, c, b.q_stride};
-          const Matrix q{Bf16At(qkv16, s.Q(b.first)), CUDA_R_16BF, w, b.q_stride};
-          const Matrix k{Bf16At(qkv16, s.K(b.first)), CUDA_R_16BF, w, b.kv_stride};
-          const Matrix v{Bf16At(qkv16, s.V(b.first)), CUDA_R_16BF, w, b.kv_stride};
-          // context = P V: dV += P^T dC, dP = dC V^T.
-          RETURN_IF_ERROR(RawGemm(true, false, s.seq, d, s.seq, 1.0f, p, dc, 1.0f,
-                                  {dqkv + s.V(b.first), CUDA_R_32F, w, b.kv_stride}, b.count));
-          RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, d, 1.0f, dc, v, 0.0f,
-                                  {dp, CUDA_R_32F, s.seq, ss}, b.count));
-          RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-            return SoftmaxBackwardBf16(p.p, dp, ds, b.count * s.seq, s.seq, scale, compute_);
-          }));
-          // scores = Q K^T: dQ += dS K, dK += dS^T Q.
-          RETURN_IF_ERROR(RawGemm(false, false, s.seq, d, s.seq, 1.0f, d_s, k, 1.0f,
-                                  {dqkv + s.Q(b.first), CUDA_R_32F, w, b.q_stride}, b.count));
-          return RawGemm(true, false, s.seq, d, s.seq, 1.0f, d_s, q, 1.0f,
-                         {dqkv + s.K(b.first), CUDA_R_32F, w, b.kv_stride}, b.count);
+          return BackwardFromProbsBf16(s, b, p, dp, dp + batch_scores, qkv16, dc16, dqkv);
         });
+  }
+
+  // cuDNN's SDPA forward without its backward (cuDNN has no Hopper engine
+  // for its SDPA backward operation): the bf16 backward above, batch by
+  // batch, on probabilities recomputed from Q, K and the forward's
+  // logsumexp (FlashAttention's recomputation, with each batch's s x s
+  // blocks in device memory rather than on chip), so nothing of the s x s
+  // matrices outlives the call, as the fused plan's memory model assumes.
+  // Against the unfused backward: one more GEMM (Q K^T) and one pass over
+  // the bf16 scores; against the tiled backward, whole rows per pair
+  // (GEMMs of s x s, not 128 x s) and P and dS in bf16 (no per-GEMM
+  // conversions).
+  Status RecomputedAttentionBackwardBf16(const AttentionShape& s, const float* qkv,
+                                         const float* lse, const float* dctx, float* dqkv) {
+    const AttentionScope scope(this);
+    const int64_t w = s.qkv_ld(), d = s.head_dim, ss = s.seq * s.seq;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
+    ASSIGN_OR_RETURN(const void* dc16, Bf16Operand(dctx, static_cast<size_t>(s.CtxElements()), 1));
+    // Scratch per score: dP in fp32 (4 bytes), dS in bf16 (2), P in bf16 (2).
+    return ForBackwardBatches(
+        s, 8, [&](const AttentionBatch& b, float* dp, int64_t batch_scores) -> Status {
+          float* ds = dp + batch_scores;
+          const Matrix p{Bf16At(ds, batch_scores), CUDA_R_16BF, s.seq, ss};
+          RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, d, 1.0f,
+                                  {Bf16At(qkv16, s.Q(b.first)), CUDA_R_16BF, w, b.q_stride},
+                                  {Bf16At(qkv16, s.K(b.first)), CUDA_R_16BF, w, b.kv_stride}, 0.0f,
+                                  p, b.count));
+          // Each row's logsumexp: sdpa_layout.h, StatsRowsFor.
+          const StatsRows rows = StatsRowsFor(s, b);
+          RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+            return ProbsFromLseBf16(const_cast<void*>(p.p), lse + rows.offset, b.count * s.seq,
+                                    s.seq, rows.rows_per_item, rows.item_stride, scale, compute_);
+          }));
+          return BackwardFromProbsBf16(s, b, p, dp, ds, qkv16, dc16, dqkv);
+        });
+  }
+
+  // One batch of the bf16 attention backward given its probabilities `p`
+  // (bf16): dP (fp32) and dS (bf16) go to the batch's scratch.
+  Status BackwardFromProbsBf16(const AttentionShape& s, const AttentionBatch& b, const Matrix& p,
+                               float* dp, float* ds, const void* qkv16, const void* dc16,
+                               float* dqkv) {
+    const int64_t w = s.qkv_ld(), c = s.ctx_ld(), d = s.head_dim, ss = s.seq * s.seq;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    const Matrix d_s{ds, CUDA_R_16BF, s.seq, ss};
+    const Matrix dc{Bf16At(dc16, s.Ctx(b.first)), CUDA_R_16BF, c, b.q_stride};
+    const Matrix q{Bf16At(qkv16, s.Q(b.first)), CUDA_R_16BF, w, b.q_stride};
+    const Matrix k{Bf16At(qkv16, s.K(b.first)), CUDA_R_16BF, w, b.kv_stride};
+    const Matrix v{Bf16At(qkv16, s.V(b.first)), CUDA_R_16BF, w, b.kv_stride};
+    // context = P V: dV += P^T dC, dP = dC V^T.
+    RETURN_IF_ERROR(RawGemm(true, false, s.seq, d, s.seq, 1.0f, p, dc, 1.0f,
+                            {dqkv + s.V(b.first), CUDA_R_32F, w, b.kv_stride}, b.count));
+    RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, d, 1.0f, dc, v, 0.0f,
+                            {dp, CUDA_R_32F, s.seq, ss}, b.count));
+    RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+      return SoftmaxBackwardBf16(p.p, dp, ds, b.count * s.seq, s.seq, scale, compute_);
+    }));
+    // scores = Q K^T: dQ += dS K, dK += dS^T Q.
+    RETURN_IF_ERROR(RawGemm(false, false, s.seq, d, s.seq, 1.0f, d_s, k, 1.0f,
+                            {dqkv + s.Q(b.first), CUDA_R_32F, w, b.q_stride}, b.count));
+    return RawGemm(true, false, s.seq, d, s.seq, 1.0f, d_s, q, 1.0f,
+                   {dqkv + s.K(b.first), CUDA_R_32F, w, b.kv_stride}, b.count);
   }
 
   // Runs body(batch, scratch, batch_scores) over the attention backward's

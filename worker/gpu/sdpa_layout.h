@@ -53,6 +53,23 @@ inline StatusOr<SdpaLayout> SdpaLayoutFor(const AttentionShape& s) {
   return l;
 }
 
+// Where the rows of one AttentionBatch's scores (ForAttentionBatches:
+// item i is pair first + i x group, seq query rows each, the items' rows
+// one after another) find their logsumexp in the statistics (layout.stats:
+// seq values per pair, in pair order): row r reads element
+// offset + (r / rows_per_item) x item_stride + r % rows_per_item. What the
+// GPU device's backward on recomputed probabilities hands its kernel
+// (device_kernels.h, ProbsFromLseBf16).
+struct StatsRows {
+  int64_t offset = 0, rows_per_item = 0, item_stride = 0;
+  int64_t Index(int64_t r) const {
+    return offset + (r / rows_per_item) * item_stride + r % rows_per_item;
+  }
+};
+inline StatsRows StatsRowsFor(const AttentionShape& s, const AttentionBatch& b) {
+  return {b.first * s.seq, s.seq, s.group() * s.seq};
+}
+
 }  // namespace pacer::worker::gpu
 
 #endif  // PACER_WORKER_GPU_SDPA_LAYOUT_H_
