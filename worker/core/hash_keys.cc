@@ -19,6 +19,14 @@ uint64_t HashKeys(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e) {
   return SplitMix(h ^ e);
 }
 
+uint64_t HashKeysPrefix(uint64_t a, uint64_t b, uint64_t c) {
+  return SplitMix(SplitMix(SplitMix(a) ^ b) ^ c);
+}
+
+uint64_t HashKeysFinish(uint64_t prefix, uint64_t d, uint64_t e) {
+  return SplitMix(SplitMix(prefix ^ d) ^ e);
+}
+
 float UniformFromHash(uint64_t h) {
   // 24 random bits: exactly representable, so the value is the same everywhere.
   return static_cast<float>(h >> 40) * (2.0f / 16777216.0f) - 1.0f;

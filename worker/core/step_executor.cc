@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/hash_keys.h"
+#include "core/initial_weights.h"
 #include "core/tiled_attention.h"
 
 namespace pacer::worker {
@@ -99,8 +100,8 @@ class StepExecutor::Impl {
   Impl(Device* device, bool host_copies) : dev_(device), host_copies_(host_copies) {}
   Status Initialize(const BackendContext& context, uint64_t seed);
   StatusOr<StepTiming> RunStep(int64_t step);
-  // StepExecutor::UnsplitIndex.
-  uint64_t UnsplitIndex(const ParameterRange& r, size_t i) const;
+  // StepExecutor::UnsplitIndex, resolved once per matrix.
+  UnsplitMap MapFor(const ParameterRange& r) const;
 
   DeviceBuffer weights{dev_, BufferClass::kWeights};
   DeviceBuffer grads{dev_, BufferClass::kGradients};
@@ -428,7 +429,7 @@ Status StepExecutor::Impl::InitWeights(uint64_t seed) {
   // Each value is a hash of what it is: (matrix, element of the unsplit
   // matrix), the matrix named by its global layer (Megatron's interleaved
   // assignment: chunk c of pipeline rank r holds model chunk c p + r) or by
-  // its table, the element by UnsplitIndex. So the model does not depend on
+  // its table, the element by its UnsplitMap (MapFor). So the model does not depend on
   // how it is split into pipeline stages or tensor-parallel shards (the
   // PP=2 and TP=2 tests compare with one rank), and is identical on every
   // data-parallel rank. Scaled by 1/sqrt(fan-in) so activations stay O(1)
@@ -438,11 +439,7 @@ Status StepExecutor::Impl::InitWeights(uint64_t seed) {
   auto fill = [&](const ParameterRange& r, double fan_in) -> Status {
     const float scale = static_cast<float>(1.0 / std::sqrt(std::max(fan_in, 1.0)));
     host.resize(r.length);
-    const uint64_t matrix = NameHash(r.name);
-    for (size_t i = 0; i < r.length; ++i) {
-      const uint64_t h = HashKeys(seed, 0, matrix, UnsplitIndex(r, i), 0x77);
-      host[i] = UniformFromHash(h) * scale;
-    }
+    FillInitialWeights(seed, NameHash(r.name), MapFor(r), scale, host.data(), r.length);
     if (!fsdp_) return dev_->CopyFromHost(host.data(), r.length, weights.data() + r.offset);
     // FSDP: only the pieces of the matrix in this rank's shards.
     for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -469,38 +466,23 @@ Status StepExecutor::Impl::InitWeights(uint64_t seed) {
 // rows, QKV and MLP-in by output columns within each section of Megatron's
 // layout (query, key and value heads; SwiGLU's gate and up halves), each
 // rank holding the tensor_rank-th part of every section.
-uint64_t StepExecutor::Impl::UnsplitIndex(const ParameterRange& r, size_t i) const {
+UnsplitMap StepExecutor::Impl::MapFor(const ParameterRange& r) const {
   const int64_t rank = schedule_->coordinates.tensor_rank;
-  const auto e = static_cast<int64_t>(i);
-  // Split by rows of `cols`: this rank's rows follow rank x local_rows of them.
-  auto by_rows = [&](int64_t local_rows, int64_t cols) {
-    return static_cast<uint64_t>(rank * local_rows * cols + e);
-  };
-  // Split by columns, section by section (local widths).
-  auto by_columns = [&](std::initializer_list<int64_t> sections) {
-    int64_t width = 0;
-    for (int64_t w : sections) width += w;
-    const int64_t row = e / width, col = e % width;
-    int64_t start = 0;
-    for (int64_t w : sections) {
-      if (col < start + w) {
-        return static_cast<uint64_t>(row * width * t_ + start * t_ + rank * w + (col - start));
-      }
-      start += w;
-    }
-    return static_cast<uint64_t>(e);  // not reached: col < width
-  };
-  if (r.name == "embedding" || r.name == "output") return by_rows(vocab_shard_, hidden_);
-  if (r.name.ends_with("/proj")) return by_rows(proj_in_, hidden_);
-  if (r.name.ends_with("/mlp_out")) return by_rows(mlp_out_in_, hidden_);
+  if (r.name == "embedding" || r.name == "output") {
+    return UnsplitMap::Rows(rank, vocab_shard_, hidden_);
+  }
+  if (r.name.ends_with("/proj")) return UnsplitMap::Rows(rank, proj_in_, hidden_);
+  if (r.name.ends_with("/mlp_out")) return UnsplitMap::Rows(rank, mlp_out_in_, hidden_);
   if (r.name.ends_with("/qkv")) {
     const int64_t d = attention_.head_dim;
-    return by_columns({attention_.heads * d, attention_.kv_heads * d, attention_.kv_heads * d});
+    return UnsplitMap::Columns(
+        {attention_.heads * d, attention_.kv_heads * d, attention_.kv_heads * d}, t_, rank);
   }
   if (r.name.ends_with("/mlp_in")) {
-    return swiglu_ ? by_columns({mlp_out_in_, mlp_out_in_}) : by_columns({mlp_in_width_});
+    return swiglu_ ? UnsplitMap::Columns({mlp_out_in_, mlp_out_in_}, t_, rank)
+                   : UnsplitMap::Columns({mlp_in_width_}, t_, rank);
   }
-  return static_cast<uint64_t>(e);
+  return UnsplitMap();
 }
 
 StatusOr<double> StepExecutor::Impl::CrossEntropy(float* logits,
@@ -1363,7 +1345,7 @@ double StepExecutor::last_loss() const { return impl_->last_loss; }
 const std::vector<ParameterRange>& StepExecutor::parameter_ranges() const { return impl_->ranges; }
 
 uint64_t StepExecutor::UnsplitIndex(const ParameterRange& r, size_t i) const {
-  return impl_->UnsplitIndex(r, i);
+  return impl_->MapFor(r)(i);
 }
 
 }  // namespace pacer::worker
