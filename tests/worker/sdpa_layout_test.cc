@@ -15,6 +15,8 @@
 #include <set>
 #include <string>
 
+#include "gpu/gpu_device.h"
+
 namespace pacer::worker::gpu {
 namespace {
 
@@ -103,6 +105,28 @@ TEST(SdpaLayoutTest, BatchRowsFindTheirPairsStatistics) {
       EXPECT_EQ(static_cast<int64_t>(read.size()), s.RowElements()) << what;
     }
   }
+}
+
+// The recomputed backward runs only where one whole pair's scores at 8
+// bytes each fit the attention scratch, so its scratch never grows past
+// the bound (the fused plan's memory model has no s x s buffer); longer
+// sequences take the tiled backward. The 7B-shaped jobs (sequence 2048)
+// and 4096 run it; 8192 and 32768 do not.
+TEST(SdpaLayoutTest, RecomputedBackwardRunsOnlyWithinTheScratchBound) {
+  for (int64_t seq : {1, 128, 2048, 4096, 5000, 5792, 5793, 6000, 8192, 32768}) {
+    const double one_pair_bytes =
+        static_cast<double>(seq) * static_cast<double>(seq) * kRecomputedBackwardBytesPerScore;
+    if (RecomputedBackwardFits(seq)) {
+      EXPECT_LE(one_pair_bytes, static_cast<double>(kAttentionScratchBytes)) << seq;
+    } else {
+      EXPECT_GT(one_pair_bytes, static_cast<double>(kAttentionScratchBytes)) << seq;
+    }
+  }
+  EXPECT_TRUE(RecomputedBackwardFits(2048));
+  EXPECT_TRUE(RecomputedBackwardFits(4096));
+  EXPECT_FALSE(RecomputedBackwardFits(8192));
+  EXPECT_FALSE(RecomputedBackwardFits(32768));
+  EXPECT_FALSE(RecomputedBackwardFits(0));
 }
 
 // Every element of the qkv and context buffers belongs to exactly one

@@ -648,10 +648,17 @@ class GpuDevice final : public Device {
         std::string path = "tiled (" + refusal + ")";
 #if PACER_HAVE_CUDNN
         if (refusal.empty()) {
-          path = sdpa_->has_backward() ? "cuDNN's SDPA"
-                                       : "cuDNN's SDPA forward and the bf16 backward on "
-                                         "recomputed probabilities (" +
-                                             sdpa_->backward_refusal() + ")";
+          if (sdpa_->has_backward()) {
+            path = "cuDNN's SDPA";
+          } else if (RecomputedBackwardFits(s.seq)) {
+            path = "cuDNN's SDPA forward and the bf16 backward on recomputed probabilities (" +
+                   sdpa_->backward_refusal() + ")";
+          } else {
+            path = "cuDNN's SDPA forward and the tiled backward (sequence " +
+                   std::to_string(s.seq) +
+                   ": one pair's recomputed scores exceed the attention scratch; " +
+                   sdpa_->backward_refusal() + ")";
+          }
         }
 #endif
         std::fprintf(stderr, "pacer-worker gpu: fused attention runs %s\n", path.c_str());
@@ -692,7 +699,10 @@ class GpuDevice final : public Device {
     // No backward engine (cudnn_attention.h): the backward on recomputed
     // probabilities needs Q, K, V, dC and the forward's logsumexp, and
     // issues the same GEMM FLOPs as cuDNN's (five s x s x d products).
-    if (!sdpa_->has_backward()) return RecomputedAttentionBackwardBf16(s, qkv, lse, dctx, dqkv);
+    if (!sdpa_->has_backward()) {
+      if (!RecomputedBackwardFits(s.seq)) return TiledAttentionBackward(this, s, qkv, dctx, dqkv);
+      return RecomputedAttentionBackwardBf16(s, qkv, lse, dctx, dqkv);
+    }
     const auto ctx_elems = static_cast<size_t>(s.CtxElements());
     const auto qkv_elems = static_cast<size_t>(s.QkvElements());
     ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, qkv_elems, 0));
@@ -785,7 +795,8 @@ class GpuDevice final : public Device {
     ASSIGN_OR_RETURN(const void* dc16, Bf16Operand(dctx, static_cast<size_t>(s.CtxElements()), 1));
     // Scratch per score: dP in fp32 (4 bytes), dS in bf16 (2), P in bf16 (2).
     return ForBackwardBatches(
-        s, 8, [&](const AttentionBatch& b, float* dp, int64_t batch_scores) -> Status {
+        s, kRecomputedBackwardBytesPerScore,
+        [&](const AttentionBatch& b, float* dp, int64_t batch_scores) -> Status {
           float* ds = dp + batch_scores;
           const Matrix p{Bf16At(ds, batch_scores), CUDA_R_16BF, s.seq, ss};
           RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, d, 1.0f,

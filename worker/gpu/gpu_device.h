@@ -83,6 +83,18 @@ namespace pacer::worker::gpu {
 // The largest dP scratch the attention backward takes at once, bytes: pairs
 // are processed in groups that fit (at least one pair).
 inline constexpr size_t kAttentionScratchBytes = size_t{256} << 20;
+// The fused attention's backward on recomputed probabilities (cuDNN's
+// forward without cuDNN's backward) takes 8 bytes per score of at least
+// one whole (sequence, head) pair: beyond the scratch bound (sequences
+// longer than 5,792) the device runs the tiled backward instead, whose
+// scratch is bounded by tiles of query rows, as the fused plan's memory
+// model (no s x s buffer) assumes.
+inline constexpr size_t kRecomputedBackwardBytesPerScore = 8;
+inline bool RecomputedBackwardFits(int64_t seq) {
+  return seq > 0 &&
+         static_cast<double>(seq) * static_cast<double>(seq) * kRecomputedBackwardBytesPerScore <=
+             static_cast<double>(kAttentionScratchBytes);
+}
 // cuBLAS' workspace, owned by the device and tracked as workspace (32 MiB
 // is what cuBLAS documents for Hopper).
 inline constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
