@@ -6,7 +6,7 @@
 // the scores stay on chip and the backward recomputes them from Q, K and
 // the forward's logsumexp. The forward is required; the backward is
 // planned where cuDNN has an engine for it on this GPU (has_backward):
-// without one (on Hopper: cuDNN 9.19 refuses the operation's graph) the
+// without one (on an H100, cuDNN refuses the operation's graph) the
 // device pairs cuDNN's forward with its bf16 backward on probabilities
 // recomputed from the logsumexp (gpu_device.cu).
 //
