@@ -648,14 +648,14 @@ class GpuDevice final : public Device {
         std::string path = "tiled (" + refusal + ")";
 #if PACER_HAVE_CUDNN
         if (refusal.empty()) {
+          const std::string cudnn = "cuDNN " + CudnnAttention::LibraryVersion() + "'s SDPA";
           if (sdpa_->has_backward()) {
-            path = "cuDNN's SDPA";
+            path = cudnn;
           } else if (RecomputedBackwardFits(s.seq)) {
-            path = "cuDNN's SDPA forward and the bf16 backward on recomputed probabilities (" +
+            path = cudnn + " forward and the bf16 backward on recomputed probabilities (" +
                    sdpa_->backward_refusal() + ")";
           } else {
-            path = "cuDNN's SDPA forward and the tiled backward (sequence " +
-                   std::to_string(s.seq) +
+            path = cudnn + " forward and the tiled backward (sequence " + std::to_string(s.seq) +
                    ": one pair's recomputed scores exceed the attention scratch; " +
                    sdpa_->backward_refusal() + ")";
           }
