@@ -776,8 +776,8 @@ class GpuDevice final : public Device {
         });
   }
 
-  // cuDNN's SDPA forward without its backward (cuDNN has no Hopper engine
-  // for its SDPA backward operation): the bf16 backward above, batch by
+  // cuDNN's SDPA forward without its backward (on an H100, cuDNN refuses
+  // its SDPA backward operation's graph): the bf16 backward above, batch by
   // batch, on probabilities recomputed from Q, K and the forward's
   // logsumexp (FlashAttention's recomputation, with each batch's s x s
   // blocks in device memory rather than on chip), so nothing of the s x s
