@@ -1,7 +1,7 @@
 // init_weights_bench: FillInitialWeights (worker/core/initial_weights.h),
 // the host-side fill of a rank's initial weights, for one 4096 x 12288
 // matrix (a 7B layer's QKV, split by column sections), on 1 thread and on
-// every hardware thread, against the per-element five-round HashKeys with
+// every hardware thread, against the whole HashKeys chain per element with
 // the mapping resolved per element by the matrix's name (the executor's
 // fill before FillInitialWeights). Reports elements per second.
 //   build/tests/init_weights_bench --benchmark_repetitions=3
@@ -32,7 +32,8 @@ void Fill(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * out.size()));
 }
 
-// The former loop: five mixing rounds and a name lookup per element.
+// The former loop, as it was in substance: the matrix's name matched and
+// its mapping built per element, then the whole HashKeys chain.
 void PerElement(benchmark::State& state) {
   const std::string name = "layers.3/qkv";
   std::vector<float> out(kRows * kCols);

@@ -1,7 +1,7 @@
 // FillInitialWeights (core/initial_weights.h) must give every element the
 // value of its definition, UniformFromHash(HashKeys(seed, 0, matrix,
-// map(i), 0x77)) x scale, computed here one element at a time with the
-// five-round HashKeys, whatever the thread count and at chunk borders; and
+// map(i), 0x77)) x scale, computed here one element at a time with
+// HashKeys, whatever the thread count and at chunk borders; and
 // UnsplitMap must place a tensor-parallel rank's elements where the unsplit
 // matrix has them.
 #include "core/initial_weights.h"
@@ -37,10 +37,25 @@ TEST(InitialWeightsTest, EveryElementIsItsDefinitionForAnyThreadCount) {
   }
 }
 
-TEST(InitialWeightsTest, HashPrefixAndFinishAreHashKeys) {
+// HashKeys is the splitmix64 chain its header names (here written out
+// independently), so the prefix-and-finish split that computes it, and
+// with it every initial weight and synthetic token, keeps its values.
+uint64_t ReferenceSplitMix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+TEST(InitialWeightsTest, HashKeysIsTheSplitMixChainInTwoParts) {
   for (uint64_t a : {0ULL, 1ULL, 0xffffffffffffffffULL}) {
     for (uint64_t d : {0ULL, 7ULL, 1ULL << 40}) {
-      EXPECT_EQ(HashKeysFinish(HashKeysPrefix(a, 3, 5), d, 0x77), HashKeys(a, 3, 5, d, 0x77));
+      uint64_t want = ReferenceSplitMix(a);
+      for (uint64_t key : {uint64_t{3}, uint64_t{5}, d, uint64_t{0x77}}) {
+        want = ReferenceSplitMix(want ^ key);
+      }
+      EXPECT_EQ(HashKeys(a, 3, 5, d, 0x77), want) << a << " " << d;
+      EXPECT_EQ(HashKeysFinish(HashKeysPrefix(a, 3, 5), d, 0x77), want) << a << " " << d;
     }
   }
 }

@@ -12,11 +12,7 @@ uint64_t SplitMix(uint64_t x) {
 }  // namespace
 
 uint64_t HashKeys(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e) {
-  uint64_t h = SplitMix(a);
-  h = SplitMix(h ^ b);
-  h = SplitMix(h ^ c);
-  h = SplitMix(h ^ d);
-  return SplitMix(h ^ e);
+  return HashKeysFinish(HashKeysPrefix(a, b, c), d, e);
 }
 
 uint64_t HashKeysPrefix(uint64_t a, uint64_t b, uint64_t c) {
