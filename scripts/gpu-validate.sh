@@ -4,14 +4,17 @@
 #   1. pacer-gpu-smoke: a tiny plan's three steps, alone and against the CPU
 #      device with the same seed (--compare-cpu), with the fused attention by
 #      cuDNN's SDPA (when built with cuDNN) and by the tiled path
-#      (PACER_CUDNN_ATTENTION=0);
-#   2. the same under compute-sanitizer (memcheck, leak check), if installed;
+#      (PACER_CUDNN_ATTENTION=0), and with bf16 activation storage
+#      (PACER_GPU_BF16_ACTIVATIONS=1);
+#   2. the same under compute-sanitizer (memcheck, leak check), if installed,
+#      with fp32 and with bf16 activations;
 #   3. pacer-worker calibrate --backend gpu (GEMM TFLOP/s, copy bandwidth);
 #   4. 7B-shaped single-GPU steps (tests/testdata/gpu/*.yaml) run by
 #      pacer-worker with the planner's prediction beside the measurement:
 #      its `event=done` line prints mean_step_seconds, mfu, peak_memory_bytes
 #      and the predicted values; an fp8 plan must be refused (exit 2); then
-#      the 8-layer jobs again with PACER_GPU_OP_TIMES=1 (time by operation).
+#      the 8-layer jobs again with bf16 activations, and with
+#      PACER_GPU_OP_TIMES=1 (time by operation).
 #   The order is by worth, the memory checker last (slowest): with
 #   PACER_VALIDATE_BUDGET_SECONDS=N the script ends within about N seconds,
 #   each step's limit cut to what is left and a step with under 20 s left
@@ -61,6 +64,7 @@ step() {
 step smoke 120 "$smoke"
 step "smoke against the CPU device" 300 "$smoke" --compare-cpu
 step "smoke against the CPU device, tiled attention" 300 env PACER_CUDNN_ATTENTION=0 "$smoke" --compare-cpu
+step "smoke against the CPU device, bf16 activations" 300 env PACER_GPU_BF16_ACTIVATIONS=1 "$smoke" --compare-cpu
 step calibrate 300 "$worker" calibrate --backend gpu --gpu-type "${gpu_type:-H100-SXM}" \
   -o "$out/calibration.json"
 
@@ -87,7 +91,7 @@ run() {
     PACER_PRECISION="$precision" PACER_TOTAL_STEPS="$steps" \
     PACER_PREDICTED_STEP_SECONDS="$(jq -r .predictedStepSeconds <<<"$plan")" \
     PACER_PREDICTED_MEMORY_BYTES="$(jq -r '.predictedMemoryGiB * 1073741824 | floor' <<<"$plan")" \
-    "$@" timeout "$limit" "$worker" run --backend gpu 2>&1 | grep -E "event=(start|done|failed)|op_times|fused attention runs"
+    "$@" timeout "$limit" "$worker" run --backend gpu 2>&1 | grep -E "event=(start|done|failed)|op_times|fused attention runs|stored in bf16"
   echo "rc=${PIPESTATUS[0]} ($((SECONDS - begin)) s)"
 }
 yq_get() { sed -n "s/^ *$2: *\([0-9]*\).*/\1/p" "$1" | head -1; }
@@ -98,10 +102,17 @@ if [ -n "$gpu_type" ]; then
   # The same shape with a fused attention (docs/worker.md, "Attention"):
   # cuDNN's SDPA where it runs, else the tiled path (the log line says which).
   run "$l8_fused" bf16 8
+  # bf16 storage of the activations that are GEMM operands (docs/worker.md).
+  run "$l8_fused" bf16 8 PACER_GPU_BF16_ACTIVATIONS=1
+  run "$l8" bf16 8 PACER_GPU_BF16_ACTIVATIONS=1
   run "$l8" fp8 3
   # 6.7B parameters with AdamW need ~110 GiB: only on GPUs with more memory.
-  if [ "$gpu_type" = H200 ]; then run tests/testdata/gpu/llama7b-shape-l32-h200.yaml bf16 5; fi
+  if [ "$gpu_type" = H200 ]; then
+    run tests/testdata/gpu/llama7b-shape-l32-h200.yaml bf16 5
+    run tests/testdata/gpu/llama7b-shape-l32-h200.yaml bf16 5 PACER_GPU_BF16_ACTIVATIONS=1
+  fi
   # Where the step's time goes, by operation kind (docs/worker.md).
+  run "$l8_fused" bf16 8 PACER_GPU_OP_TIMES=1 PACER_GPU_BF16_ACTIVATIONS=1
   run "$l8_fused" bf16 8 PACER_GPU_OP_TIMES=1
   run "$l8_fused" bf16 8 PACER_GPU_OP_TIMES=1 PACER_CUDNN_ATTENTION=0
   run "$l8" bf16 8 PACER_GPU_OP_TIMES=1
@@ -110,4 +121,7 @@ if command -v compute-sanitizer >/dev/null; then
   step "compute-sanitizer memcheck" 300 \
     compute-sanitizer --tool memcheck --leak-check full --log-file "$out/sanitizer.txt" "$smoke"
   tail -n 2 "$out/sanitizer.txt" 2>/dev/null
+  step "compute-sanitizer memcheck, bf16 activations" 300 env PACER_GPU_BF16_ACTIVATIONS=1 \
+    compute-sanitizer --tool memcheck --leak-check full --log-file "$out/sanitizer-bf16.txt" "$smoke"
+  tail -n 2 "$out/sanitizer-bf16.txt" 2>/dev/null
 fi

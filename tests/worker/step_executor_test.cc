@@ -27,57 +27,23 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/cpu_device.h"
 #include "reference_on_chip_device.h"
+#include "step_runs.h"
 #include "test_plans.h"
 
 namespace pacer::worker {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::DeviceFactory;
+using testing::ExpectAllOk;
+using testing::ExpectSameGradients;
+using testing::LargestMagnitude;
+using testing::OneStepByName;
+using testing::OnRanks;
 using testing::Plan;
+using testing::StageResult;
+using testing::SwigluGqa;
 using testing::TinyConfig;
-
-// A rank's device: the CPU device unless a test gives another.
-using DeviceFactory = std::function<std::unique_ptr<Device>()>;
-
-// Runs fn(rank, executor) on one thread per rank after Initialize; returns
-// each rank's status.
-std::vector<Status> OnRanks(const WorkerConfig& config,
-                            const std::function<Status(int, StepExecutor&)>& fn,
-                            const DeviceFactory& make_device = nullptr) {
-  auto server = TcpStoreServer::Start("127.0.0.1", 0);
-  if (!server.ok()) return {server.status()};
-  const int port = (*server)->port();
-  std::vector<Status> results(static_cast<size_t>(config.world_size));
-  std::vector<std::future<void>> done;
-  for (int rank = 0; rank < config.world_size; ++rank) {
-    done.push_back(std::async(std::launch::async, [&, rank] {
-      results[static_cast<size_t>(rank)] = [&]() -> Status {
-        ASSIGN_OR_RETURN(auto client,
-                         TcpStoreClient::Connect("127.0.0.1", port, rank, milliseconds(10'000)));
-        ASSIGN_OR_RETURN(StepSchedule schedule, BuildStepSchedule(config, rank));
-        StepExecutor backend(make_device ? make_device() : cpu::MakeCpuDevice());
-        BackendContext context;
-        context.config = &config;
-        context.schedule = &schedule;
-        context.global_rank = rank;
-        context.local_rank = rank;
-        context.store = client.get();
-        context.timeout = milliseconds(30'000);
-        RETURN_IF_ERROR(backend.Initialize(context, 99));
-        return fn(rank, backend);
-      }();
-    }));
-  }
-  for (auto& f : done) f.wait();
-  return results;
-}
-
-void ExpectAllOk(const std::vector<Status>& statuses) {
-  ASSERT_FALSE(statuses.empty());
-  for (size_t r = 0; r < statuses.size(); ++r) {
-    ASSERT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].ToString();
-  }
-}
 
 std::vector<float> Floats(const NamedBuffers& buffers, const std::string& name) {
   for (const auto& [key, bytes] : buffers) {
@@ -160,69 +126,6 @@ TEST(StepExecutorTest, GradientsMatchFiniteDifferencesUnfusedAttentionSelectiveR
 }
 
 // Per rank after one step: the loss and the local gradients by matrix name.
-struct StageResult {
-  int tensor_rank = 0;
-  std::map<std::string, std::vector<uint64_t>> unsplit;  // UnsplitIndex of each element
-  double loss = 0;
-  double gemm_flops = 0;
-  double peak_memory_bytes = 0;
-  bool holds_logits = false;
-  std::map<std::string, std::vector<float>> gradients;
-};
-
-std::vector<StageResult> OneStepByName(const WorkerConfig& config,
-                                       const DeviceFactory& make_device = nullptr) {
-  std::vector<StageResult> results(static_cast<size_t>(config.world_size));
-  ExpectAllOk(OnRanks(config, [&](int rank, StepExecutor& b) -> Status {
-    ASSIGN_OR_RETURN(StepTiming t, b.RunStep(0));
-    StageResult& r = results[static_cast<size_t>(rank)];
-    r.gemm_flops = t.gemm_flops;
-    r.peak_memory_bytes = b.PeakMemoryBytes();
-    r.loss = b.last_loss();
-    r.tensor_rank = rank % config.tensor_parallel;
-    const auto& g = b.local_gradients_before_reduce();
-    for (const ParameterRange& range : b.parameter_ranges()) {
-      r.gradients[range.name].assign(
-          g.begin() + static_cast<std::ptrdiff_t>(range.offset),
-          g.begin() + static_cast<std::ptrdiff_t>(range.offset + range.length));
-      std::vector<uint64_t>& u = r.unsplit[range.name];
-      for (size_t i = 0; i < range.length; ++i) u.push_back(b.UnsplitIndex(range, i));
-      r.holds_logits = r.holds_logits || range.name == "output";
-    }
-    return Status::Ok();
-  }, make_device));
-  return results;
-}
-
-// SwiGLU with grouped-query attention (2 K/V heads for 4 query heads).
-Plan SwigluGqa(planner::Recompute r) {
-  Plan plan;
-  plan.recompute = r;
-  plan.ffn = planner::FfnKind::kSwiglu;
-  plan.kv_heads = 2;
-  return plan;
-}
-
-double LargestMagnitude(const std::vector<float>& v) {
-  double most = 0;
-  for (float x : v) most = std::max(most, static_cast<double>(std::fabs(x)));
-  return most;
-}
-
-// The same matrices with the same gradients, to 1e-4 of each matrix's
-// largest element.
-void ExpectSameGradients(const StageResult& got, const StageResult& want, const std::string& what) {
-  ASSERT_EQ(got.gradients.size(), want.gradients.size()) << what;
-  for (const auto& [name, g] : want.gradients) {
-    const std::vector<float>& o = got.gradients.at(name);
-    ASSERT_EQ(o.size(), g.size()) << name;
-    const double scale = LargestMagnitude(g);
-    ASSERT_GT(scale, 0) << name;
-    for (size_t i = 0; i < g.size(); ++i) {
-      ASSERT_NEAR(o[i], g[i], 1e-4 * scale) << name << "[" << i << "] " << what;
-    }
-  }
-}
 
 // The tiled (fused) attention is the unfused one computed in another order:
 // the same loss and gradients, for every recomputation policy, with

@@ -106,6 +106,15 @@ inline WorkerConfig TinyConfig(const Plan& plan) {
   return c;
 }
 
+// SwiGLU with grouped-query attention (2 K/V heads for 4 query heads).
+inline Plan SwigluGqa(planner::Recompute r) {
+  Plan plan;
+  plan.recompute = r;
+  plan.ffn = planner::FfnKind::kSwiglu;
+  plan.kv_heads = 2;
+  return plan;
+}
+
 }  // namespace pacer::worker::testing
 
 #endif  // PACER_TESTS_WORKER_TEST_PLANS_H_

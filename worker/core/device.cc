@@ -26,7 +26,12 @@ void MemoryTracker::ForgetPeaksSince(const MemoryTracker& before) {
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : device_(other.device_), class_(other.class_), data_(other.data_), size_(other.size_) {
+    : device_(other.device_),
+      class_(other.class_),
+      storage_(other.storage_),
+      element_bytes_(other.element_bytes_),
+      data_(other.data_),
+      size_(other.size_) {
   other.data_ = nullptr;
   other.size_ = 0;
 }
@@ -36,6 +41,8 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
     Clear();
     device_ = other.device_;
     class_ = other.class_;
+    storage_ = other.storage_;
+    element_bytes_ = other.element_bytes_;
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
   }
@@ -46,21 +53,25 @@ Status DeviceBuffer::Assign(size_t elements, Fill fill) {
   Clear();
   if (elements == 0) return Status::Ok();
   if (device_ == nullptr) return InternalError("a device buffer without a device");
-  StatusOr<float*> p = device_->Allocate(elements, class_, fill);
+  const size_t element_bytes = device_->ElementBytes(storage_);
+  StatusOr<float*> p = device_->Allocate(elements, class_, fill, storage_);
   if (!p.ok()) {
-    return p.status().WithContext(std::string("allocating ") + BufferClassName(class_) + " (" +
-                                  std::to_string(static_cast<double>(elements) * 4 / 1e6) + " MB)");
+    return p.status().WithContext(
+        std::string("allocating ") + BufferClassName(class_) + " (" +
+        std::to_string(static_cast<double>(elements) * static_cast<double>(element_bytes) / 1e6) +
+        " MB)");
   }
   data_ = *p;
   size_ = elements;
-  device_->memory().Charge(class_, static_cast<double>(elements) * sizeof(float));
+  element_bytes_ = element_bytes;
+  device_->memory().Charge(class_, bytes());
   return Status::Ok();
 }
 
 void DeviceBuffer::Clear() {
   if (data_ == nullptr) return;
   device_->Free(data_, size_);
-  device_->memory().Release(class_, static_cast<double>(size_) * sizeof(float));
+  device_->memory().Release(class_, bytes());
   data_ = nullptr;
   size_ = 0;
 }

@@ -16,10 +16,14 @@
 //
 // Pointers: every float* below is a device pointer that came from
 // Allocate (or points inside such a block). The executor does pointer
-// arithmetic on them but never dereferences them, so a device whose memory
-// the host cannot read (a GPU) can implement the interface unchanged. Data
-// that originates on the host (token ids, labels) is passed as host arrays.
-// Storage is fp32: a device computes in the precision it reports from
+// arithmetic on them in fp32 elements but never dereferences them, so a
+// device whose memory the host cannot read (a GPU) can implement the
+// interface unchanged, and a device may store a buffer allocated with
+// Storage::kCompute narrower than fp32 behind a handle (storage_map.h; the
+// GPU device's bf16 activations): every entry point then accepts any mix
+// of fp32 and narrow operands. Data that originates on the host (token
+// ids, labels) is passed as host arrays, and host copies are fp32 whatever
+// the storage. A device computes in the precision it reports from
 // ExecutedPrecision, which is what the worker's metrics label shows.
 //
 // Errors: ResourceExhausted for a failed allocation, Unavailable /
@@ -27,9 +31,9 @@
 // communicators, so no peer hangs), InvalidArgument for a plan the device
 // cannot run, Internal for a bug (step_backend.h maps them onto exit codes).
 //
-// Units: elements for sizes and counts (fp32, 4 bytes), bytes for the
-// memory tracker, seconds for the counters, FLOPs with multiply-add = 2.
-// Thread-safety: a Device belongs to one rank's thread; not thread-safe.
+// Units: elements for sizes and counts (4 bytes each as addressed; stored
+// in ElementBytes(storage) bytes), bytes for the memory tracker, seconds for the counters, FLOPs
+// with multiply-add = 2. Thread-safety: a Device belongs to one rank's thread; not thread-safe.
 // Several devices may live in one process, one thread each.
 #ifndef PACER_WORKER_CORE_DEVICE_H_
 #define PACER_WORKER_CORE_DEVICE_H_
@@ -55,6 +59,17 @@ namespace pacer::worker {
 // before the write shows up in the CPU tests instead of silently reading
 // zeros there and garbage on a GPU).
 enum class Fill { kZeros, kUndefined };
+
+// How a buffer is stored. kFp32: 4-byte floats, on every device. kCompute:
+// in the precision the device computes the plan in where the device stores
+// activations narrower (the GPU device under a bf16 plan with
+// PACER_GPU_BF16_ACTIVATIONS=1: bf16, 2 bytes), fp32 everywhere else. The
+// executor asks for kCompute only for activations that are GEMM operands
+// or outputs (which the GEMMs round to the compute precision anyway) and
+// their gradients; the residual stream, per-row statistics (1/rms,
+// logsumexp), logits, parameters, gradients and optimizer state stay fp32,
+// as in Megatron's mixed precision (docs/worker.md).
+enum class Storage { kFp32, kCompute };
 
 // Current and peak bytes, in total and per buffer class. The executor's
 // memory test compares the peak with the planner's prediction.
@@ -195,9 +210,16 @@ class Device {
   // `c` (a device may keep derived copies of some classes, e.g. the GPU
   // device's bf16 copy of the weights), zeros or, with Fill::kUndefined,
   // whatever the device likes (the caller writes every element before it
-  // reads one; saves zeroing large activations); Free takes what it gave.
-  virtual StatusOr<float*> Allocate(size_t elements, BufferClass c, Fill fill) = 0;
+  // reads one; saves zeroing large activations), stored as `storage` says;
+  // Free takes what it gave. ElementBytes: the bytes one element of that
+  // storage takes on this device (what DeviceBuffer charges the tracker);
+  // fixed once Connect returned.
+  virtual StatusOr<float*> Allocate(size_t elements, BufferClass c, Fill fill, Storage storage) = 0;
   virtual void Free(float* p, size_t elements) = 0;
+  virtual size_t ElementBytes(Storage storage) const {
+    (void)storage;
+    return sizeof(float);
+  }
   MemoryTracker& memory() { return memory_; }
   const MemoryTracker& memory() const { return memory_; }
 
@@ -379,7 +401,8 @@ Status WithReadOnly(Device* device, const std::vector<Device::ReadOnlyRegion>& r
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  DeviceBuffer(Device* device, BufferClass c) : device_(device), class_(c) {}
+  DeviceBuffer(Device* device, BufferClass c, Storage storage = Storage::kFp32)
+      : device_(device), class_(c), storage_(storage) {}
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -395,10 +418,15 @@ class DeviceBuffer {
   const float* data() const { return data_; }
   size_t size() const { return size_; }
   BufferClass buffer_class() const { return class_; }
+  Storage storage() const { return storage_; }
+  // What the buffer takes on its device (its elements at their storage).
+  double bytes() const { return static_cast<double>(size_) * static_cast<double>(element_bytes_); }
 
  private:
   Device* device_ = nullptr;
   BufferClass class_ = BufferClass::kActivations;
+  Storage storage_ = Storage::kFp32;
+  size_t element_bytes_ = sizeof(float);  // at Assign, so Clear releases what was charged
   float* data_ = nullptr;
   size_t size_ = 0;
 };

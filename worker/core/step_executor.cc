@@ -121,14 +121,28 @@ class StepExecutor::Impl {
   };
   enum class Pass { kForward, kRecompute };
 
-  DeviceBuffer Activation() { return DeviceBuffer(dev_, BufferClass::kActivations); }
+  DeviceBuffer Activation(Storage storage = Storage::kFp32) {
+    return DeviceBuffer(dev_, BufferClass::kActivations, storage);
+  }
   Status Alloc(DeviceBuffer* b, size_t n) { return b->Assign(n); }
   // A stash or temporary activation buffer of n elements: zeros, or with
   // Fill::kUndefined for one the next operation writes whole (the large
-  // GEMM outputs; zeroing them was 9% of a GPU step).
-  Status Act(DeviceBuffer* b, size_t n, Fill fill = Fill::kZeros) {
-    *b = Activation();
+  // GEMM outputs; zeroing them was 9% of a GPU step). Storage::kCompute
+  // (device.h) for GEMM operands and outputs, which the device may keep in
+  // the compute precision (bf16 on the GPU device); fp32 for the residual
+  // stream, statistics and logits.
+  Status Act(DeviceBuffer* b, size_t n, Fill fill = Fill::kZeros,
+             Storage storage = Storage::kFp32) {
+    *b = Activation(storage);
     return b->Assign(n, fill);
+  }
+  // Storage of the attention's Q/K/V gradient: the tiled backward
+  // accumulates dK and dV over every tile of query rows (16 for a sequence
+  // of 2,048), which bf16 storage would round at each step; the unfused
+  // and on-chip backwards write each element once per query head of its
+  // group.
+  Storage DqkvStorage() const {
+    return fused() && !on_chip_attention_ ? Storage::kFp32 : Storage::kCompute;
   }
   // The context into st->ctx; unfused, the probabilities into st->probs
   // (fused: tiled_attention.h, nothing stored besides the context; or the
@@ -141,7 +155,10 @@ class StepExecutor::Impl {
   Status LayerBackward(int layer, LayerStash* st, const float* dx_out, float* dx);
 
   // Tensor-parallel collectives on [T x h] activations (shard = T/t rows).
-  Status TpAllGather(const Collective* c, const float* shard, DeviceBuffer* full);
+  // A gathered activation is a GEMM operand (Storage::kCompute) unless
+  // `storage` says otherwise (the embedding's gradient).
+  Status TpAllGather(const Collective* c, const float* shard, DeviceBuffer* full,
+                     Storage storage = Storage::kCompute);
   Status TpReduceScatter(const Collective* c, float* full, float* shard);
   // Runs the entries of a data-parallel list that `select` accepts; each
   // name appears once per bucket, in bucket order.
@@ -545,11 +562,11 @@ void StepExecutor::Impl::FillTokens(int mb, int64_t step, int32_t* tokens, int64
   }
 }
 
-Status StepExecutor::Impl::TpAllGather(const Collective* c, const float* shard,
-                                       DeviceBuffer* full) {
+Status StepExecutor::Impl::TpAllGather(const Collective* c, const float* shard, DeviceBuffer* full,
+                                       Storage storage) {
   const size_t shard_elems = Size(shard_tokens_ * hidden_);
-  if (full->size() != shard_elems * Size(t_)) {
-    RETURN_IF_ERROR(Act(full, shard_elems * Size(t_)));
+  if (full->size() != shard_elems * Size(t_) || full->storage() != storage) {
+    RETURN_IF_ERROR(Act(full, shard_elems * Size(t_), Fill::kZeros, storage));
   }
   const std::vector<size_t> counts(Size(t_), shard_elems);
   return Counted(
@@ -637,7 +654,7 @@ Status StepExecutor::Impl::Attention(LayerStash* st) {
   } else if (on_chip_attention_) {
     RETURN_IF_ERROR(Act(&st->lse, Size(attention_.RowElements()), Fill::kUndefined));
   }
-  RETURN_IF_ERROR(Act(&st->ctx, Size(attention_.CtxElements())));
+  RETURN_IF_ERROR(Act(&st->ctx, Size(attention_.CtxElements()), Fill::kZeros, Storage::kCompute));
   if (on_chip_attention_) {
     return dev_->OnChipAttentionForward(attention_, st->qkv.data(), st->lse.data(),
                                         st->ctx.data());
@@ -659,12 +676,12 @@ Status StepExecutor::Impl::LayerForward(int layer, const float* x_in, float* x_o
 
   RETURN_IF_ERROR(Act(&st->x, shard, Fill::kUndefined));
   RETURN_IF_ERROR(dev_->Copy(x_in, shard, st->x.data()));
-  RETURN_IF_ERROR(Act(&st->n1, shard, Fill::kUndefined));
+  RETURN_IF_ERROR(Act(&st->n1, shard, Fill::kUndefined, Storage::kCompute));
   RETURN_IF_ERROR(Act(&st->inv1, Size(shard_tokens_), Fill::kUndefined));
   RETURN_IF_ERROR(
       dev_->RmsNormForward(st->x.data(), shard_tokens_, hidden_, st->n1.data(), st->inv1.data()));
   RETURN_IF_ERROR(TpAllGather(Find(tp, "attention-in"), st->n1.data(), &st->n1_full));
-  RETURN_IF_ERROR(Act(&st->qkv, Size(tokens_ * qkv_width_), Fill::kUndefined));
+  RETURN_IF_ERROR(Act(&st->qkv, Size(tokens_ * qkv_width_), Fill::kUndefined, Storage::kCompute));
   RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, qkv_width_, hidden_, 1.0f, st->n1_full.data(),
                              hidden_, Param(w.qkv), qkv_width_, 0.0f, st->qkv.data(), qkv_width_));
   RETURN_IF_ERROR(Attention(st));
@@ -675,16 +692,17 @@ Status StepExecutor::Impl::LayerForward(int layer, const float* x_in, float* x_o
   RETURN_IF_ERROR(TpReduceScatter(Find(tp, "attention-out"), scratch_.data(), st->x2.data()));
   RETURN_IF_ERROR(dev_->Add(st->x2.data(), st->x.data(), shard));
 
-  RETURN_IF_ERROR(Act(&st->n2, shard, Fill::kUndefined));
+  RETURN_IF_ERROR(Act(&st->n2, shard, Fill::kUndefined, Storage::kCompute));
   RETURN_IF_ERROR(Act(&st->inv2, Size(shard_tokens_), Fill::kUndefined));
   RETURN_IF_ERROR(
       dev_->RmsNormForward(st->x2.data(), shard_tokens_, hidden_, st->n2.data(), st->inv2.data()));
   RETURN_IF_ERROR(TpAllGather(Find(tp, "mlp-in"), st->n2.data(), &st->n2_full));
-  RETURN_IF_ERROR(Act(&st->mlp_pre, Size(tokens_ * mlp_in_width_), Fill::kUndefined));
+  RETURN_IF_ERROR(
+      Act(&st->mlp_pre, Size(tokens_ * mlp_in_width_), Fill::kUndefined, Storage::kCompute));
   RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, mlp_in_width_, hidden_, 1.0f,
                              st->n2_full.data(), hidden_, Param(w.mlp_in), mlp_in_width_, 0.0f,
                              st->mlp_pre.data(), mlp_in_width_));
-  RETURN_IF_ERROR(Act(&st->act, Size(tokens_ * mlp_out_in_), Fill::kUndefined));
+  RETURN_IF_ERROR(Act(&st->act, Size(tokens_ * mlp_out_in_), Fill::kUndefined, Storage::kCompute));
   if (swiglu_) {
     RETURN_IF_ERROR(dev_->SwigluForward(st->mlp_pre.data(), tokens_, mlp_out_in_, st->act.data()));
   } else {
@@ -739,7 +757,7 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   RETURN_IF_ERROR(dev_->Copy(dx_out, shard, dx2.data()));
   RETURN_IF_ERROR(TpAllGather(Find(tp, "mlp-out-grad"), dx_out, &dfull));
   DeviceBuffer dact;
-  RETURN_IF_ERROR(Act(&dact, Size(tokens_ * mlp_out_in_), Fill::kUndefined));
+  RETURN_IF_ERROR(Act(&dact, Size(tokens_ * mlp_out_in_), Fill::kUndefined, Storage::kCompute));
   const auto mlp_out_grads = [&]() -> Status {
     RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, mlp_out_in_, hidden_, 1.0f, dfull.data(),
                                hidden_, Param(w.mlp_out), hidden_, 0.0f, dact.data(), mlp_out_in_));
@@ -751,7 +769,7 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   };
   RETURN_IF_ERROR(ReadTwice(dfull, mlp_out_grads));
   DeviceBuffer dpre;
-  RETURN_IF_ERROR(Act(&dpre, Size(tokens_ * mlp_in_width_), Fill::kUndefined));
+  RETURN_IF_ERROR(Act(&dpre, Size(tokens_ * mlp_in_width_), Fill::kUndefined, Storage::kCompute));
   if (swiglu_) {
     RETURN_IF_ERROR(
         dev_->SwigluBackward(st->mlp_pre.data(), dact.data(), tokens_, mlp_out_in_, dpre.data()));
@@ -784,7 +802,7 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   // Attention block.
   RETURN_IF_ERROR(TpAllGather(Find(tp, "attention-out-grad"), dx2.data(), &dfull));
   DeviceBuffer dctx;
-  RETURN_IF_ERROR(Act(&dctx, st->ctx.size()));
+  RETURN_IF_ERROR(Act(&dctx, st->ctx.size(), Fill::kZeros, Storage::kCompute));
   const auto proj_grads = [&]() -> Status {
     RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, proj_in_, hidden_, 1.0f, dfull.data(), hidden_,
                                Param(w.proj), hidden_, 0.0f, dctx.data(), proj_in_));
@@ -796,7 +814,7 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   };
   RETURN_IF_ERROR(ReadTwice(dfull, proj_grads));
   DeviceBuffer dqkv;
-  RETURN_IF_ERROR(Act(&dqkv, st->qkv.size()));
+  RETURN_IF_ERROR(Act(&dqkv, st->qkv.size(), Fill::kZeros, DqkvStorage()));
   if (on_chip_attention_) {
     RETURN_IF_ERROR(dev_->OnChipAttentionBackward(attention_, st->qkv.data(), st->ctx.data(),
                                                   st->lse.data(), dctx.data(), dqkv.data()));
@@ -873,7 +891,8 @@ Status StepExecutor::Impl::Forward(int mb, int chunk, int64_t step) {
     // Logits over this rank's vocabulary shard for the whole micro-batch
     // (its sequence shards gathered), the loss and its gradient.
     if (t_ == 1) {
-      RETURN_IF_ERROR(Act(&cs.logits_input, Size(tokens_ * hidden_)));
+      RETURN_IF_ERROR(
+          Act(&cs.logits_input, Size(tokens_ * hidden_), Fill::kZeros, Storage::kCompute));
       RETURN_IF_ERROR(dev_->Copy(x.data(), shard, cs.logits_input.data()));
     } else {
       RETURN_IF_ERROR(
@@ -955,8 +974,8 @@ Status StepExecutor::Impl::Backward(int mb, int chunk, int64_t step) {
     const std::vector<int32_t> tokens = VocabShardIds(mb, step, 0);
     DeviceBuffer dfull;
     if (t_ > 1) {
-      RETURN_IF_ERROR(
-          TpAllGather(Find(s.embedding_collectives.backward, "embedding-grad"), dy.data(), &dfull));
+      RETURN_IF_ERROR(TpAllGather(Find(s.embedding_collectives.backward, "embedding-grad"),
+                                  dy.data(), &dfull, Storage::kFp32));
     }
     const float* dout = t_ > 1 ? dfull.data() : dy.data();
     // FSDP gathers the (untied) table as it gathers every unit; a tied

@@ -61,7 +61,7 @@ class CpuDevice final : public Device {
     return planner::Precision::kFp32;
   }
 
-  StatusOr<float*> Allocate(size_t elements, BufferClass, Fill fill) override {
+  StatusOr<float*> Allocate(size_t elements, BufferClass, Fill fill, Storage) override {
     float* p = new (std::nothrow) float[elements];
     if (p == nullptr) {
       return ResourceExhaustedError("cannot allocate " +

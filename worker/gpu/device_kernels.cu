@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <type_traits>
 
 #include "core/kernel_math.h"
 #include "gpu/cuda_check.h"
@@ -62,31 +64,90 @@ Status CheckRows(int64_t rows) {
   return Status::Ok();
 }
 
-__global__ void RmsNormForwardKernel(const float* x, int64_t cols, float* y, float* inv_rms) {
+// Storage-typed loads and stores: arithmetic is fp32 whatever the storage;
+// a bf16 store rounds to nearest even once.
+__device__ __forceinline__ float Load(const float* p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float Load(const __nv_bfloat16* p, int64_t i) {
+  return __bfloat162float(p[i]);
+}
+__device__ __forceinline__ void Store(float* p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void Store(__nv_bfloat16* p, int64_t i, float v) {
+  p[i] = __float2bfloat16_rn(v);
+}
+
+// Calls f with a null pointer of the storage type of `t` (fp32 or bf16):
+// false for a type these kernels have no instantiation of (fp16).
+template <typename F>
+bool ForStorage(DType t, F&& f) {
+  switch (t) {
+    case DType::kFp32:
+      f(static_cast<float*>(nullptr));
+      return true;
+    case DType::kBf16:
+      f(static_cast<__nv_bfloat16*>(nullptr));
+      return true;
+    case DType::kFp16:
+      return false;
+  }
+  return false;
+}
+
+// Calls f with null pointers of the storage types of `a` and `b`: false
+// where either has no instantiation.
+template <typename F>
+bool ForStorages(DType a, DType b, F&& f) {
+  bool known = false;
+  ForStorage(a, [&](auto* a_tag) { known = ForStorage(b, [&](auto* b_tag) { f(a_tag, b_tag); }); });
+  return known;
+}
+
+Status UnsupportedStorage(const char* what) {
+  return InternalError(std::string("GPU device: ") + what + " has no fp16-storage kernel");
+}
+
+template <typename TX, typename TY>
+__global__ void RmsNormForwardKernel(const TX* x, int64_t cols, TY* y, float* inv_rms) {
   __shared__ float shared[32];
   const int64_t r = blockIdx.x;
-  const float* xr = x + r * cols;
+  const TX* xr = x + r * cols;
   float sum = 0;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += xr[j] * xr[j];
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float v = Load(xr, j);
+    sum += v * v;
+  }
   sum = BlockSum(sum, shared);
   const float inv = km::InvRms(sum, cols);
   if (threadIdx.x == 0) inv_rms[r] = inv;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) y[r * cols + j] = xr[j] * inv;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
+    Store(y, r * cols + j, Load(xr, j) * inv);
 }
 
-__global__ void RmsNormBackwardKernel(const float* x, const float* inv_rms, const float* dy,
+template <typename TX, typename TDY>
+__global__ void RmsNormBackwardKernel(const TX* x, const float* inv_rms, const TDY* dy,
                                       int64_t cols, float* dx) {
   __shared__ float shared[32];
   const int64_t r = blockIdx.x;
-  const float* xr = x + r * cols;
-  const float* dyr = dy + r * cols;
+  const TX* xr = x + r * cols;
+  const TDY* dyr = dy + r * cols;
   float dot = 0;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dot += xr[j] * dyr[j];
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) dot += Load(xr, j) * Load(dyr, j);
   dot = BlockSum(dot, shared);
   const float inv = inv_rms[r];
   const float coef = km::RmsNormGradCoef(dot, cols, inv);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    dx[r * cols + j] += km::RmsNormGrad(xr[j], dyr[j], inv, coef);
+    dx[r * cols + j] += km::RmsNormGrad(Load(xr, j), Load(dyr, j), inv, coef);
+  }
+}
+
+// y[i] = x[i] in y's storage, or y[i] + x[i] when `add` (in fp32, then
+// stored). Grid-stride.
+template <typename TX, typename TY>
+__global__ void ConvertKernel(const TX* x, int64_t n, TY* y, bool add) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += stride) {
+    const float v = Load(x, i);
+    Store(y, i, add ? Load(y, i) + v : v);
   }
 }
 
@@ -312,17 +373,53 @@ Status FromBf16(const void* x, size_t n, float* y, bool add, cudaStream_t stream
 
 Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y, float* inv_rms,
                       cudaStream_t stream) {
+  return RmsNormForward(x, DType::kFp32, rows, cols, y, DType::kFp32, inv_rms, stream);
+}
+
+Status RmsNormForward(const void* x, DType x_type, int64_t rows, int64_t cols, void* y,
+                      DType y_type, float* inv_rms, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return Status::Ok();
   RETURN_IF_ERROR(CheckRows(rows));
-  RmsNormForwardKernel<<<Rows(rows), kThreads, 0, stream>>>(x, cols, y, inv_rms);
+  const bool known = ForStorages(x_type, y_type, [&](auto* x_tag, auto* y_tag) {
+    using TX = std::remove_pointer_t<decltype(x_tag)>;
+    using TY = std::remove_pointer_t<decltype(y_tag)>;
+    RmsNormForwardKernel<TX, TY><<<Rows(rows), kThreads, 0, stream>>>(
+        static_cast<const TX*>(x), cols, static_cast<TY*>(y), inv_rms);
+  });
+  if (!known) return UnsupportedStorage("RMS norm");
   return Launched();
 }
 
 Status RmsNormBackward(const float* x, const float* inv_rms, const float* dy, int64_t rows,
                        int64_t cols, float* dx, cudaStream_t stream) {
+  return RmsNormBackward(x, DType::kFp32, inv_rms, dy, DType::kFp32, rows, cols, dx, stream);
+}
+
+Status RmsNormBackward(const void* x, DType x_type, const float* inv_rms, const void* dy,
+                       DType dy_type, int64_t rows, int64_t cols, float* dx, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return Status::Ok();
   RETURN_IF_ERROR(CheckRows(rows));
-  RmsNormBackwardKernel<<<Rows(rows), kThreads, 0, stream>>>(x, inv_rms, dy, cols, dx);
+  const bool known = ForStorages(x_type, dy_type, [&](auto* x_tag, auto* dy_tag) {
+    using TX = std::remove_pointer_t<decltype(x_tag)>;
+    using TDY = std::remove_pointer_t<decltype(dy_tag)>;
+    RmsNormBackwardKernel<TX, TDY><<<Rows(rows), kThreads, 0, stream>>>(
+        static_cast<const TX*>(x), inv_rms, static_cast<const TDY*>(dy), cols, dx);
+  });
+  if (!known) return UnsupportedStorage("RMS norm backward");
+  return Launched();
+}
+
+Status Convert(const void* x, DType x_type, size_t n, void* y, DType y_type, bool add,
+               cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  const int64_t count = static_cast<int64_t>(n);
+  const bool known = ForStorages(x_type, y_type, [&](auto* x_tag, auto* y_tag) {
+    using TX = std::remove_pointer_t<decltype(x_tag)>;
+    using TY = std::remove_pointer_t<decltype(y_tag)>;
+    ConvertKernel<TX, TY><<<GridFor(count), kThreads, 0, stream>>>(static_cast<const TX*>(x), count,
+                                                                   static_cast<TY*>(y), add);
+  });
+  if (!known) return UnsupportedStorage("conversion");
   return Launched();
 }
 

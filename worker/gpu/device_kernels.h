@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "core/device.h"
+#include "gpu/gpu_kernels.h"  // DType
 #include "pacer/status.h"
 
 namespace pacer::worker::gpu {
@@ -30,6 +31,18 @@ Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y, floa
 // dx += inv dy - x inv^3 (x . dy) / cols, per row.
 Status RmsNormBackward(const float* x, const float* inv_rms, const float* dy, int64_t rows,
                        int64_t cols, float* dx, cudaStream_t stream);
+// The same on any storage of x, y and dy (fp32 or bf16: the GPU device's
+// narrow activations, core/device.h Storage); statistics and dx are fp32.
+// Internal for fp16 storage, which nothing allocates.
+Status RmsNormForward(const void* x, DType x_type, int64_t rows, int64_t cols, void* y,
+                      DType y_type, float* inv_rms, cudaStream_t stream);
+Status RmsNormBackward(const void* x, DType x_type, const float* inv_rms, const void* dy,
+                       DType dy_type, int64_t rows, int64_t cols, float* dx, cudaStream_t stream);
+// y[i] = x[i] stored in y's type (bf16: rounded to nearest even), or y[i] +
+// x[i] when `add` (summed in fp32, then stored); n elements each, fp32 or
+// bf16.
+Status Convert(const void* x, DType x_type, size_t n, void* y, DType y_type, bool add,
+               cudaStream_t stream);
 // In place: each row of `cols` becomes softmax(scale * row).
 Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale, cudaStream_t stream);
 // In place over dp: dp = scale * p * (dp - rowsum(p * dp)).

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/storage_map.h"
 #include "core/tiled_attention.h"
 #include "gpu/cuda_check.h"
 #if PACER_HAVE_CUDNN
@@ -170,6 +171,15 @@ class GpuDevice final : public Device {
     CUDACHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
 
     mode_ = ModeFor(c.precision);
+    // bf16 activation storage (core/device.h Storage::kCompute), a bf16
+    // plan's only, while it waits for its first GPU measurement: opt in.
+    const char* narrow = std::getenv("PACER_GPU_BF16_ACTIVATIONS");
+    bf16_activations_ = mode_.bf16_operands && narrow != nullptr && std::string(narrow) == "1";
+    if (bf16_activations_ && context.local_rank == 0) {
+      std::fprintf(stderr,
+                   "pacer-worker gpu: activations that are GEMM operands are stored in "
+                   "bf16 (PACER_GPU_BF16_ACTIVATIONS=1)\n");
+    }
     const char* op_times = std::getenv("PACER_GPU_OP_TIMES");
     op_times_ = op_times != nullptr && std::string(op_times) == "1";
     CUBLASCHECK(cublasCreate(&cublas_));
@@ -192,16 +202,27 @@ class GpuDevice final : public Device {
   }
 
   // --- Memory.
-  StatusOr<float*> Allocate(size_t elements, BufferClass c, Fill fill) override {
+  size_t ElementBytes(Storage storage) const override {
+    return storage == Storage::kCompute && bf16_activations_ ? 2 : sizeof(float);
+  }
+  // A narrow buffer (bf16) is allocated at its own size and handed out as
+  // a handle (storage_map.h) that every entry point resolves.
+  StatusOr<float*> Allocate(size_t elements, BufferClass c, Fill fill, Storage storage) override {
     RETURN_IF_ERROR(Usable());
     void* p = nullptr;
-    const size_t bytes = elements * sizeof(float);
+    const size_t element_bytes = elements > 0 ? ElementBytes(storage) : sizeof(float);
+    const size_t bytes = elements * element_bytes;
     RETURN_IF_ERROR(Allocated(cudaMallocAsync(&p, bytes, compute_), bytes));
     if (fill == Fill::kZeros) {
       RETURN_IF_ERROR(TimedOp(kOpCopy, [&]() -> Status {
         CUDACHECK(cudaMemsetAsync(p, 0, bytes, compute_));
         return Status::Ok();
       }));
+    }
+    if (element_bytes < sizeof(float)) {
+      StatusOr<float*> handle = narrow_.Add(elements, p, element_bytes);
+      if (!handle.ok()) (void)cudaFreeAsync(p, compute_);
+      return handle;
     }
     float* f = static_cast<float*>(p);
     if (c == BufferClass::kWeights && mode_.bf16_operands && elements > 0) {
@@ -211,6 +232,10 @@ class GpuDevice final : public Device {
   }
   void Free(float* p, size_t) override {
     if (p == nullptr) return;
+    if (void* physical = narrow_.Remove(p)) {
+      (void)cudaFreeAsync(physical, compute_);
+      return;
+    }
     const auto it = weights_.find(p);
     if (it != weights_.end()) {
       if (it->second.bf16 != nullptr) {
@@ -223,31 +248,53 @@ class GpuDevice final : public Device {
   }
 
   // --- Copies.
+  // Between storages (fp32 and bf16) a copy converts.
   Status Copy(const float* src, size_t n, float* dst) override {
     if (n == 0 || src == dst) return Status::Ok();
     Wrote(dst);
+    ASSIGN_OR_RETURN(const Typed from, At(src, n));
+    ASSIGN_OR_RETURN(const Typed to, At(dst, n));
+    if (from.type != to.type) {
+      return TimedOp(kOpConvert,
+                     [&] { return Convert(from.p, from.type, n, to.p, to.type, false, compute_); });
+    }
     return TimedOp(kOpCopy, [&]() -> Status {
-      CUDACHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, compute_));
+      CUDACHECK(cudaMemcpyAsync(to.p, from.p, n * static_cast<size_t>(DTypeBytes(to.type)),
+                                cudaMemcpyDeviceToDevice, compute_));
       return Status::Ok();
     });
   }
   Status Zero(float* p, size_t n) override {
     Wrote(p);
     if (n == 0) return Status::Ok();
+    ASSIGN_OR_RETURN(const Typed to, At(p, n));
     return TimedOp(kOpCopy, [&]() -> Status {
-      CUDACHECK(cudaMemsetAsync(p, 0, n * sizeof(float), compute_));
+      CUDACHECK(cudaMemsetAsync(to.p, 0, n * static_cast<size_t>(DTypeBytes(to.type)), compute_));
       return Status::Ok();
     });
   }
+  // Host copies are fp32: a narrow buffer goes through an fp32 temporary.
   Status CopyToHost(const float* src, size_t n, float* host) override {
     if (n == 0) return Status::Ok();
     RETURN_IF_ERROR(Usable());
+    if (Narrow(src)) {
+      DeviceBuffer wide(this, BufferClass::kWorkspace);
+      RETURN_IF_ERROR(wide.Assign(n, Fill::kUndefined));
+      RETURN_IF_ERROR(Copy(src, n, wide.data()));
+      return CopyToHost(wide.data(), n, host);
+    }
     CUDACHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, compute_));
     return Wait(compute_, "copy to host");
   }
   Status CopyFromHost(const float* host, size_t n, float* dst) override {
     if (n == 0) return Status::Ok();
     RETURN_IF_ERROR(Usable());
+    if (Narrow(dst)) {
+      DeviceBuffer wide(this, BufferClass::kWorkspace);
+      RETURN_IF_ERROR(wide.Assign(n, Fill::kUndefined));
+      RETURN_IF_ERROR(CopyFromHost(host, n, wide.data()));
+      return Copy(wide.data(), n, dst);
+    }
     Wrote(dst);
     CUDACHECK(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, compute_));
     // Waited for, so the caller may free `host` at once.
@@ -330,61 +377,162 @@ class GpuDevice final : public Device {
     return StridedGemm(trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta,
                        c, ldc, stride_c, batch);
   }
+  // Entry points without a kernel for narrow storage take fp32 views of
+  // narrow operands (Fp32Views): correct for any mix, at two conversions
+  // per narrow operand. The executor passes narrow buffers only to the
+  // typed ones (GEMMs, copies, the attention, RMS norm, the activations,
+  // adds, single-rank collectives), which tests/worker check on the CPU.
   Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale) override {
+    if (Narrow(x)) {
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.InOut(x, Count(rows, cols)));
+      RETURN_IF_ERROR(SoftmaxRows(x, rows, cols, scale));
+      return v.Finish();
+    }
     return TimedOp(kOpSoftmax, [&] { return gpu::SoftmaxRows(x, rows, cols, scale, compute_); });
   }
   Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols,
                          float scale) override {
+    if (Narrow(p) || Narrow(dp)) {
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.In(p, Count(rows, cols)));
+      RETURN_IF_ERROR(v.InOut(dp, Count(rows, cols)));
+      RETURN_IF_ERROR(SoftmaxBackward(p, dp, rows, cols, scale));
+      return v.Finish();
+    }
     return TimedOp(kOpSoftmax,
                    [&] { return gpu::SoftmaxBackward(p, dp, rows, cols, scale, compute_); });
   }
 
-  // --- Elementwise kernels.
+  // --- Elementwise kernels: RMS norm, GELU, SwiGLU and adds run on any
+  // storage (a bf16 norm output, bf16 MLP activations) directly.
   Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y,
                         float* inv_rms) override {
-    return TimedOp(kOpNorm, [&] { return gpu::RmsNormForward(x, rows, cols, y, inv_rms, compute_); });
+    if (Narrow(inv_rms)) {
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.Out(inv_rms, Count(rows, 1)));
+      RETURN_IF_ERROR(RmsNormForward(x, rows, cols, y, inv_rms));
+      return v.Finish();
+    }
+    ASSIGN_OR_RETURN(const Typed in, At(x, Count(rows, cols)));
+    ASSIGN_OR_RETURN(const Typed out, At(y, Count(rows, cols)));
+    return TimedOp(kOpNorm, [&] {
+      return gpu::RmsNormForward(in.p, in.type, rows, cols, out.p, out.type, inv_rms, compute_);
+    });
   }
   Status RmsNormBackward(const float* x, const float* inv_rms, const float* dy, int64_t rows,
                          int64_t cols, float* dx) override {
-    return TimedOp(kOpNorm,
-                   [&] { return gpu::RmsNormBackward(x, inv_rms, dy, rows, cols, dx, compute_); });
+    if (Narrow(inv_rms) || Narrow(dx)) {
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.In(inv_rms, Count(rows, 1)));
+      RETURN_IF_ERROR(v.InOut(dx, Count(rows, cols)));
+      RETURN_IF_ERROR(RmsNormBackward(x, inv_rms, dy, rows, cols, dx));
+      return v.Finish();
+    }
+    ASSIGN_OR_RETURN(const Typed in, At(x, Count(rows, cols)));
+    ASSIGN_OR_RETURN(const Typed grad, At(dy, Count(rows, cols)));
+    return TimedOp(kOpNorm, [&] {
+      return gpu::RmsNormBackward(in.p, in.type, inv_rms, grad.p, grad.type, rows, cols, dx,
+                                  compute_);
+    });
   }
   Status GeluForward(const float* x, size_t n, float* y) override {
+    if (Narrow(x) != Narrow(y)) {
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.In(x, n));
+      RETURN_IF_ERROR(v.Out(y, n));
+      RETURN_IF_ERROR(GeluForward(x, n, y));
+      return v.Finish();
+    }
+    ASSIGN_OR_RETURN(const Typed in, At(x, n));
+    ASSIGN_OR_RETURN(const Typed out, At(y, n));
     return TimedOp(kOpActivation, [&] {
-      return ::pacer::worker::GeluForward(x, y, static_cast<int64_t>(n), DType::kFp32, compute_);
+      return ::pacer::worker::GeluForward(in.p, out.p, static_cast<int64_t>(n), in.type, compute_);
     });
   }
   Status GeluBackward(const float* x, const float* dy, size_t n, float* dx) override {
+    if (Narrow(x) != Narrow(dx) || Narrow(dy) != Narrow(dx)) {
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.In(x, n));
+      RETURN_IF_ERROR(v.In(dy, n));
+      RETURN_IF_ERROR(v.Out(dx, n));
+      RETURN_IF_ERROR(GeluBackward(x, dy, n, dx));
+      return v.Finish();
+    }
+    ASSIGN_OR_RETURN(const Typed in, At(x, n));
+    ASSIGN_OR_RETURN(const Typed grad_out, At(dy, n));
+    ASSIGN_OR_RETURN(const Typed grad_in, At(dx, n));
     return TimedOp(kOpActivation, [&] {
-      return ::pacer::worker::GeluBackward(dy, x, dx, static_cast<int64_t>(n), DType::kFp32,
-                                           compute_);
+      return ::pacer::worker::GeluBackward(grad_out.p, in.p, grad_in.p, static_cast<int64_t>(n),
+                                           in.type, compute_);
     });
   }
   Status SwigluForward(const float* in, int64_t rows, int64_t f, float* out) override {
+    if (Narrow(in) != Narrow(out)) {
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.In(in, Count(rows, 2 * f)));
+      RETURN_IF_ERROR(v.Out(out, Count(rows, f)));
+      RETURN_IF_ERROR(SwigluForward(in, rows, f, out));
+      return v.Finish();
+    }
+    ASSIGN_OR_RETURN(const Typed x, At(in, Count(rows, 2 * f)));
+    ASSIGN_OR_RETURN(const Typed y, At(out, Count(rows, f)));
     return TimedOp(kOpActivation, [&] {
-      return ::pacer::worker::SwigluForward(in, out, rows, f, DType::kFp32, compute_);
+      return ::pacer::worker::SwigluForward(x.p, y.p, rows, f, x.type, compute_);
     });
   }
   Status SwigluBackward(const float* in, const float* dout, int64_t rows, int64_t f,
                         float* din) override {
+    if (Narrow(in) != Narrow(din) || Narrow(dout) != Narrow(din)) {
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.In(in, Count(rows, 2 * f)));
+      RETURN_IF_ERROR(v.In(dout, Count(rows, f)));
+      RETURN_IF_ERROR(v.Out(din, Count(rows, 2 * f)));
+      RETURN_IF_ERROR(SwigluBackward(in, dout, rows, f, din));
+      return v.Finish();
+    }
+    ASSIGN_OR_RETURN(const Typed x, At(in, Count(rows, 2 * f)));
+    ASSIGN_OR_RETURN(const Typed dy, At(dout, Count(rows, f)));
+    ASSIGN_OR_RETURN(const Typed dx, At(din, Count(rows, 2 * f)));
     return TimedOp(kOpActivation, [&] {
-      return ::pacer::worker::SwigluBackward(dout, in, din, rows, f, DType::kFp32, compute_);
+      return ::pacer::worker::SwigluBackward(dy.p, x.p, dx.p, rows, f, x.type, compute_);
     });
   }
+  // y += x: in y's storage, summed in fp32.
   Status Add(float* y, const float* x, size_t n) override {
     Wrote(y);
+    ASSIGN_OR_RETURN(const Typed to, At(y, n));
+    ASSIGN_OR_RETURN(const Typed from, At(x, n));
+    if (to.type != from.type) {
+      return TimedOp(kOpAdd,
+                     [&] { return Convert(from.p, from.type, n, to.p, to.type, true, compute_); });
+    }
     return TimedOp(kOpAdd, [&] {
-      return ::pacer::worker::Add(y, x, y, static_cast<int64_t>(n), DType::kFp32, compute_);
+      return ::pacer::worker::Add(to.p, from.p, to.p, static_cast<int64_t>(n), to.type, compute_);
     });
   }
   Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows, int64_t cols,
                           float* out) override {
+    if (Narrow(table) || Narrow(out)) {
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.In(table, 0));
+      RETURN_IF_ERROR(v.Out(out, Count(rows, cols)));
+      RETURN_IF_ERROR(EmbeddingForward(table, tokens, rows, cols, out));
+      return v.Finish();
+    }
     ASSIGN_OR_RETURN(const int32_t* ids, Upload(tokens, rows));
     return TimedOp(kOpEmbedding,
                    [&] { return gpu::EmbeddingForward(table, ids, rows, cols, out, compute_); });
   }
   Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows, int64_t cols,
                            float* table_grad) override {
+    if (Narrow(dout) || Narrow(table_grad)) {
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.In(dout, Count(rows, cols)));
+      RETURN_IF_ERROR(v.InOut(table_grad, 0));
+      RETURN_IF_ERROR(EmbeddingBackward(dout, tokens, rows, cols, table_grad));
+      return v.Finish();
+    }
     ASSIGN_OR_RETURN(const int32_t* ids, Upload(tokens, rows));
     return TimedOp(kOpEmbedding, [&] {
       return gpu::EmbeddingBackward(dout, ids, rows, cols, table_grad, compute_);
@@ -392,6 +540,13 @@ class GpuDevice final : public Device {
   }
   Status LogitRowStats(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
                        float* stats) override {
+    if (Narrow(logits) || Narrow(stats)) {
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.In(logits, Count(rows, cols)));
+      RETURN_IF_ERROR(v.Out(stats, Count(rows, 2)));
+      RETURN_IF_ERROR(LogitRowStats(logits, labels, rows, cols, stats));
+      return v.Finish();
+    }
     ASSIGN_OR_RETURN(const int32_t* ids, Upload(labels, rows));
     return TimedOp(kOpLoss,
                    [&] { return gpu::LogitRowStats(logits, ids, rows, cols, stats, compute_); });
@@ -402,6 +557,15 @@ class GpuDevice final : public Device {
                                            int64_t cols, float grad_scale,
                                            const float* row_lse) override {
     if (rows <= 0) return 0.0;
+    if (Narrow(logits) || Narrow(row_lse)) {
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.InOut(logits, Count(rows, cols)));
+      RETURN_IF_ERROR(v.In(row_lse, row_lse != nullptr ? Count(rows, 1) : 0));
+      ASSIGN_OR_RETURN(const double loss,
+                       CrossEntropyGradInPlace(logits, labels, rows, cols, grad_scale, row_lse));
+      RETURN_IF_ERROR(v.Finish());
+      return loss;
+    }
     ASSIGN_OR_RETURN(const int32_t* ids, Upload(labels, rows));
     RETURN_IF_ERROR(Reserve(&losses_, &losses_capacity_, static_cast<size_t>(rows) * 8));
     double* row_loss = static_cast<double*>(losses_);
@@ -418,13 +582,30 @@ class GpuDevice final : public Device {
   }
   Status AdamWUpdate(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
                      int64_t step, const AdamWParams& p) override {
+    if (Narrow(w) || Narrow(g) || Narrow(m) || Narrow(v)) {
+      Fp32Views views(this);
+      RETURN_IF_ERROR(views.InOut(w, n));
+      RETURN_IF_ERROR(views.In(g, n));
+      RETURN_IF_ERROR(views.InOut(m, n));
+      RETURN_IF_ERROR(views.InOut(v, n));
+      RETURN_IF_ERROR(AdamWUpdate(w, g, m, v, n, grad_scale, step, p));
+      return views.Finish();
+    }
     Wrote(w);
     return TimedOp(kOpOptimizer,
                    [&] { return AdamW(w, g, m, v, n, grad_scale, step, p, compute_); });
   }
 
   // --- Collectives, on the compute stream.
+  // Collectives run in fp32: a narrow buffer of a group of more than one
+  // goes through an fp32 view (single-rank groups are copies).
   Status AllReduce(Group g, float* data, size_t n, const std::string& what) override {
+    if (comms_.size(g) > 1 && Narrow(data)) {
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.InOut(data, n));
+      RETURN_IF_ERROR(AllReduce(g, data, n, what));
+      return v.Finish();
+    }
     Wrote(data);
     return Timed(compute_, [&] {
       return comms_.AllReduce(g, data, n, compute_, Due(), Named(what));
@@ -433,6 +614,14 @@ class GpuDevice final : public Device {
   Status AllGather(Group g, const float* in, float* out, const std::vector<size_t>& counts,
                    const std::string& what) override {
     if (comms_.size(g) == 1) return Copy(in, counts.empty() ? 0 : counts[0], out);
+    if (Narrow(in) || Narrow(out)) {
+      const GroupCounts n = CountsOf(g, counts);
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.In(in, n.mine));
+      RETURN_IF_ERROR(v.Out(out, n.total));
+      RETURN_IF_ERROR(AllGather(g, in, out, counts, what));
+      return v.Finish();
+    }
     Wrote(out);
     return Timed(compute_, [&] {
       return comms_.AllGather(g, in, out, counts, compute_, Due(), Named(what));
@@ -441,6 +630,14 @@ class GpuDevice final : public Device {
   Status ReduceScatter(Group g, float* data, float* out, const std::vector<size_t>& counts,
                        const std::string& what) override {
     if (comms_.size(g) == 1) return Copy(data, counts.empty() ? 0 : counts[0], out);
+    if (Narrow(data) || Narrow(out)) {
+      const GroupCounts n = CountsOf(g, counts);
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.In(data, n.total));
+      RETURN_IF_ERROR(v.Out(out, n.mine));
+      RETURN_IF_ERROR(ReduceScatter(g, data, out, counts, what));
+      return v.Finish();
+    }
     Wrote(data);
     Wrote(out);
     return Timed(compute_, [&] {
@@ -456,7 +653,8 @@ class GpuDevice final : public Device {
               const std::string& what) override {
     if (comms_.size(Group::kPipeline) == 1 || n == 0) return Status::Ok();
     RETURN_IF_ERROR(ReapSends());
-    ASSIGN_OR_RETURN(float* staging, Allocate(n, BufferClass::kWorkspace, Fill::kUndefined));
+    ASSIGN_OR_RETURN(float* staging,
+                     Allocate(n, BufferClass::kWorkspace, Fill::kUndefined, Storage::kFp32));
     const double bytes = static_cast<double>(n) * sizeof(float);
     memory().Charge(BufferClass::kWorkspace, bytes);
     PendingSend pending{nullptr, bytes};
@@ -478,6 +676,12 @@ class GpuDevice final : public Device {
   }
   Status Recv(int peer, PipeDirection d, float* data, size_t n, const std::string& what) override {
     if (comms_.size(Group::kPipeline) == 1 || n == 0) return Status::Ok();
+    if (Narrow(data)) {
+      Fp32Views v(this);
+      RETURN_IF_ERROR(v.Out(data, n));
+      RETURN_IF_ERROR(Recv(peer, d, data, n, what));
+      return v.Finish();
+    }
     RETURN_IF_ERROR(ReapSends());
     Wrote(data);
     return Timed(compute_, [&] {
@@ -526,6 +730,82 @@ class GpuDevice final : public Device {
   }
 
  private:
+  // --- Narrow storage (Storage::kCompute under bf16 activations): the
+  // executor's handles resolved to where the elements are and their type.
+  struct Typed {
+    void* p = nullptr;
+    DType type = DType::kFp32;
+  };
+  bool Narrow(const float* p) const { return narrow_.size() > 0 && narrow_.Contains(p); }
+  // `p` resolved, `span` elements from it; Internal when they run past the
+  // end of a narrow buffer (a bug: the executor's shapes are wrong).
+  StatusOr<Typed> At(const float* p, size_t span) const {
+    const StorageMap::Resolved r = narrow_.Resolve(p);
+    if (r.narrow && span > r.elements_left) {
+      return InternalError(GpuErrorWhere(__FILE__, __LINE__) + ": " + std::to_string(span) +
+                           " elements from a bf16 activation with " +
+                           std::to_string(r.elements_left) + " left");
+    }
+    return Typed{r.physical, r.narrow ? DType::kBf16 : DType::kFp32};
+  }
+  static size_t Count(int64_t rows, int64_t cols) {
+    return rows > 0 && cols > 0 ? static_cast<size_t>(rows) * static_cast<size_t>(cols) : 0;
+  }
+
+  // fp32 stand-ins for the narrow operands of one call without a narrow
+  // kernel: In converts a narrow operand into an fp32 temporary
+  // (workspace) and points the caller's pointer at it; Out allocates one
+  // that Finish converts back into the narrow buffer; InOut both. fp32
+  // operands are left alone. n = 0: to the end of the operand's buffer
+  // (an embedding table, whose size the call does not say).
+  class Fp32Views {
+   public:
+    explicit Fp32Views(GpuDevice* d) : d_(d) {}
+    Status In(const float*& p, size_t n) { return View(&p, nullptr, n); }
+    Status In(float*& p, size_t n) {
+      const float* c = p;
+      RETURN_IF_ERROR(View(&c, nullptr, n));
+      p = const_cast<float*>(c);
+      return Status::Ok();
+    }
+    Status InOut(float*& p, size_t n) { return View(nullptr, &p, n); }
+    Status Out(float*& p, size_t n) {
+      write_only_ = true;
+      const Status s = View(nullptr, &p, n);
+      write_only_ = false;
+      return s;
+    }
+    // The written temporaries back into their narrow buffers.
+    Status Finish() {
+      for (Temp& t : temps_) {
+        if (t.written) RETURN_IF_ERROR(d_->Copy(t.wide.data(), t.wide.size(), t.narrow));
+      }
+      return Status::Ok();
+    }
+
+   private:
+    struct Temp {
+      float* narrow = nullptr;
+      bool written = false;
+      DeviceBuffer wide;
+    };
+    Status View(const float** in, float** out, size_t n) {
+      float* p = in != nullptr ? const_cast<float*>(*in) : *out;
+      if (p == nullptr || !d_->Narrow(p)) return Status::Ok();
+      if (n == 0) n = d_->narrow_.Resolve(p).elements_left;
+      Temp t{p, out != nullptr, DeviceBuffer(d_, BufferClass::kWorkspace)};
+      RETURN_IF_ERROR(t.wide.Assign(n, Fill::kUndefined));
+      if (!write_only_) RETURN_IF_ERROR(d_->Copy(p, n, t.wide.data()));
+      if (in != nullptr) *in = t.wide.data();
+      if (out != nullptr) *out = t.wide.data();
+      temps_.push_back(std::move(t));
+      return Status::Ok();
+    }
+    GpuDevice* d_;
+    bool write_only_ = false;
+    std::vector<Temp> temps_;
+  };
+
   struct PendingSend {
     cudaEvent_t done = nullptr;
     double bytes = 0;
@@ -548,8 +828,11 @@ class GpuDevice final : public Device {
     ASSIGN_OR_RETURN(const void* b16, Bf16Operand(b, Span(trans_b ? n : k, trans_b ? k : n, ldb,
                                                             stride_b, batch),
                                                   1));
+    // The output in its own storage: a narrow (bf16) one is written in
+    // bf16 by cuBLAS (fp32 accumulation, one rounding at the store).
+    RETURN_IF_ERROR(At(c, Span(m, n, ldc, stride_c, batch)).status());
     return RawGemm(trans_a, trans_b, m, n, k, alpha, {a16, CUDA_R_16BF, lda, stride_a},
-                   {b16, CUDA_R_16BF, ldb, stride_b}, beta, {c, CUDA_R_32F, ldc, stride_c}, batch);
+                   {b16, CUDA_R_16BF, ldb, stride_b}, beta, Out(c, ldc, stride_c), batch);
   }
 
   // A GEMM operand or output as cuBLAS takes it: pointer, element type,
@@ -559,6 +842,24 @@ class GpuDevice final : public Device {
     cudaDataType_t type = CUDA_R_32F;
     int64_t ld = 0, stride = 0;
   };
+
+  // A collective's elements in all (the sum of `counts`) and this rank's.
+  struct GroupCounts {
+    size_t total = 0, mine = 0;
+  };
+  GroupCounts CountsOf(Group g, const std::vector<size_t>& counts) const {
+    GroupCounts n;
+    for (const size_t c : counts) n.total += c;
+    const auto rank = static_cast<size_t>(comms_.rank(g));
+    n.mine = rank < counts.size() ? counts[rank] : 0;
+    return n;
+  }
+
+  // A GEMM output at `p` as cuBLAS takes it: bf16 where stored narrow.
+  Matrix Out(float* p, int64_t ld, int64_t stride) const {
+    const StorageMap::Resolved r = narrow_.Resolve(p);
+    return {r.physical, r.narrow ? CUDA_R_16BF : CUDA_R_32F, ld, stride};
+  }
 
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap
   // the operands, keep each operand's own transpose flag.
@@ -605,7 +906,7 @@ class GpuDevice final : public Device {
     if (mode_.bf16_operands) {
       std::vector<Mirror> made;
       for (const ReadOnlyRegion& r : regions) {
-        if (r.elements == 0) continue;
+        if (r.elements == 0 || Narrow(r.data)) continue;  // bf16 already
         Mirror m{r.data, r.elements, DeviceBuffer(this, BufferClass::kWorkspace)};
         const Status allocated = m.bf16.Assign((r.elements + 1) / 2, Fill::kUndefined);
         if (allocated.code() == StatusCode::kResourceExhausted) continue;
@@ -677,17 +978,21 @@ class GpuDevice final : public Device {
     if (!HasOnChipAttention(s)) return Device::OnChipAttentionForward(s, qkv, lse, ctx);
     const auto ctx_elems = static_cast<size_t>(s.CtxElements());
     ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
-    // O in bf16 (the context's layout), then cuDNN's workspace.
-    const size_t o_bytes = AlignedBytes(ctx_elems);
+    ASSIGN_OR_RETURN(const Typed out, At(ctx, ctx_elems));
+    const bool direct = out.type == DType::kBf16;  // cuDNN writes the context itself
+    // O in bf16 (the context's layout) unless direct, then cuDNN's workspace.
+    const size_t o_bytes = direct ? 0 : AlignedBytes(ctx_elems);
     DeviceBuffer scratch(this, BufferClass::kWorkspace);
     RETURN_IF_ERROR(
         scratch.Assign(Elements(o_bytes + sdpa_->workspace_bytes()), Fill::kUndefined));
-    char* o16 = reinterpret_cast<char*>(scratch.data());
+    char* base = reinterpret_cast<char*>(scratch.data());
+    char* o16 = direct ? static_cast<char*>(out.p) : base;
     RETURN_IF_ERROR(TimedOp(kOpAttentionGemm, [&] {
       return sdpa_->Forward(qkv16, Bf16At(qkv16, sdpa_layout_.key_offset),
-                            Bf16At(qkv16, sdpa_layout_.value_offset), o16, lse, o16 + o_bytes);
+                            Bf16At(qkv16, sdpa_layout_.value_offset), o16, lse, base + o_bytes);
     }));
     counters_.gemm_flops += 2 * s.PairGemmFlops();
+    if (direct) return Status::Ok();
     return TimedOp(kOpConvert, [&] { return FromBf16(o16, ctx_elems, ctx, false, compute_); });
   }
 
@@ -700,8 +1005,15 @@ class GpuDevice final : public Device {
     // probabilities needs Q, K, V, dC and the forward's logsumexp, and
     // issues the same GEMM FLOPs as cuDNN's (five s x s x d products).
     if (!sdpa_->has_backward()) {
-      if (!RecomputedBackwardFits(s.seq)) return TiledAttentionBackward(this, s, qkv, dctx, dqkv);
-      return RecomputedAttentionBackwardBf16(s, qkv, lse, dctx, dqkv);
+      if (RecomputedBackwardFits(s.seq)) {
+        return RecomputedAttentionBackwardBf16(s, qkv, lse, dctx, dqkv);
+      }
+      // The tiled backward accumulates dK and dV over its tiles: in fp32,
+      // then added to a narrow dqkv once.
+      Fp32Views views(this);
+      RETURN_IF_ERROR(views.InOut(dqkv, static_cast<size_t>(s.QkvElements())));
+      RETURN_IF_ERROR(TiledAttentionBackward(this, s, qkv, dctx, dqkv));
+      return views.Finish();
     }
     const auto ctx_elems = static_cast<size_t>(s.CtxElements());
     const auto qkv_elems = static_cast<size_t>(s.QkvElements());
@@ -713,9 +1025,16 @@ class GpuDevice final : public Device {
     DeviceBuffer scratch(this, BufferClass::kWorkspace);
     RETURN_IF_ERROR(scratch.Assign(Elements(do_bytes + d_bytes + sdpa_->workspace_bytes()),
                                    Fill::kUndefined));
-    char* do16 = reinterpret_cast<char*>(scratch.data());
-    char* d16 = do16 + do_bytes;
-    RETURN_IF_ERROR(TimedOp(kOpConvert, [&] { return ToBf16(dctx, ctx_elems, do16, compute_); }));
+    char* d16 = reinterpret_cast<char*>(scratch.data()) + do_bytes;
+    // dO: dC itself when stored in bf16, else converted into the scratch.
+    const void* do16 = nullptr;
+    if (Narrow(dctx)) {
+      ASSIGN_OR_RETURN(do16, Bf16Operand(dctx, ctx_elems, 1));
+    } else {
+      do16 = scratch.data();
+      RETURN_IF_ERROR(TimedOp(
+          kOpConvert, [&] { return ToBf16(dctx, ctx_elems, const_cast<void*>(do16), compute_); }));
+    }
     RETURN_IF_ERROR(TimedOp(kOpAttentionGemm, [&] {
       return sdpa_->Backward(qkv16, Bf16At(qkv16, sdpa_layout_.key_offset),
                              Bf16At(qkv16, sdpa_layout_.value_offset), o16, do16, lse, d16,
@@ -723,7 +1042,10 @@ class GpuDevice final : public Device {
                              d16 + sdpa_layout_.value_offset * 2, d16 + d_bytes);
     }));
     counters_.gemm_flops += 5 * s.PairGemmFlops();
-    return TimedOp(kOpConvert, [&] { return FromBf16(d16, qkv_elems, dqkv, true, compute_); });
+    ASSIGN_OR_RETURN(const Typed grad, At(dqkv, qkv_elems));
+    return TimedOp(kOpConvert, [&] {
+      return Convert(d16, DType::kBf16, qkv_elems, grad.p, grad.type, true, compute_);
+    });
   }
 #endif
 
@@ -758,7 +1080,7 @@ class GpuDevice final : public Device {
       return RawGemm(false, false, s.seq, d, s.seq, 1.0f,
                      {Bf16At(probs, b.slot * ss), CUDA_R_16BF, s.seq, ss},
                      {Bf16At(qkv16, s.V(b.first)), CUDA_R_16BF, w, b.kv_stride}, 0.0f,
-                     {ctx + s.Ctx(b.first), CUDA_R_32F, c, b.q_stride}, b.count);
+                     Out(ctx + s.Ctx(b.first), c, b.q_stride), b.count);
     });
   }
 
@@ -827,7 +1149,7 @@ class GpuDevice final : public Device {
     const Matrix v{Bf16At(qkv16, s.V(b.first)), CUDA_R_16BF, w, b.kv_stride};
     // context = P V: dV += P^T dC, dP = dC V^T.
     RETURN_IF_ERROR(RawGemm(true, false, s.seq, d, s.seq, 1.0f, p, dc, 1.0f,
-                            {dqkv + s.V(b.first), CUDA_R_32F, w, b.kv_stride}, b.count));
+                            Out(dqkv + s.V(b.first), w, b.kv_stride), b.count));
     RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, d, 1.0f, dc, v, 0.0f,
                             {dp, CUDA_R_32F, s.seq, ss}, b.count));
     RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
@@ -835,9 +1157,9 @@ class GpuDevice final : public Device {
     }));
     // scores = Q K^T: dQ += dS K, dK += dS^T Q.
     RETURN_IF_ERROR(RawGemm(false, false, s.seq, d, s.seq, 1.0f, d_s, k, 1.0f,
-                            {dqkv + s.Q(b.first), CUDA_R_32F, w, b.q_stride}, b.count));
+                            Out(dqkv + s.Q(b.first), w, b.q_stride), b.count));
     return RawGemm(true, false, s.seq, d, s.seq, 1.0f, d_s, q, 1.0f,
-                   {dqkv + s.K(b.first), CUDA_R_32F, w, b.kv_stride}, b.count);
+                   Out(dqkv + s.K(b.first), w, b.kv_stride), b.count);
   }
 
   // Runs body(batch, scratch, batch_scores) over the attention backward's
@@ -854,7 +1176,8 @@ class GpuDevice final : public Device {
     const size_t elements =
         (static_cast<size_t>(most * ss) * bytes_per_score + sizeof(float) - 1) / sizeof(float);
     float* scratch = nullptr;
-    ASSIGN_OR_RETURN(scratch, Allocate(elements, BufferClass::kWorkspace, Fill::kUndefined));
+    ASSIGN_OR_RETURN(scratch,
+                     Allocate(elements, BufferClass::kWorkspace, Fill::kUndefined, Storage::kFp32));
     const double scratch_bytes = static_cast<double>(elements) * sizeof(float);
     memory().Charge(BufferClass::kWorkspace, scratch_bytes);
     const Status status = ForAttentionBatches(
@@ -928,6 +1251,10 @@ class GpuDevice final : public Device {
   // for B; the compute stream orders a GEMM's reads before the next
   // conversion).
   StatusOr<const void*> Bf16Operand(const float* p, size_t span, int slot) {
+    if (Narrow(p)) {  // stored in bf16 already: no conversion
+      ASSIGN_OR_RETURN(const Typed t, At(p, span));
+      return static_cast<const void*>(t.p);
+    }
     for (const Mirror& m : mirrors_) {
       if (p >= m.base && static_cast<size_t>(p - m.base) + span <= m.elements) {
         return static_cast<const void*>(reinterpret_cast<const char*>(m.bf16.data()) +
@@ -1167,6 +1494,10 @@ class GpuDevice final : public Device {
   int local_rank_ = 0;
   std::chrono::milliseconds timeout_{300'000};
   GemmMode mode_;
+  // bf16 storage of Storage::kCompute buffers (PACER_GPU_BF16_ACTIVATIONS=1
+  // under a bf16 plan) and the handles they are addressed by.
+  bool bf16_activations_ = false;
+  StorageMap narrow_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t send_[2] = {nullptr, nullptr};  // by PipeDirection
   cublasHandle_t cublas_ = nullptr;
