@@ -8,10 +8,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/step_executor.h"
 #include "cpu/cpu_device.h"
 #include "narrow_storage_device.h"
 #include "reference_on_chip_device.h"
@@ -127,9 +129,11 @@ TEST(NarrowStorageTest, PipelineAndTensorParallelRanksKeepTheRules) {
 }
 
 // bf16 storage of the activations changes the step by rounding only: the
-// loss within 1e-3 and every gradient within 5e-3 (about bf16's 2^-8) of
-// its matrix's largest element of the fp32-storage step (seen: 2.8e-6 and
-// under 5e-3), and not equal to it (the rounding happened).
+// loss within 1e-3 (seen: 3.7e-5) and every gradient within 1.5e-2 of its
+// matrix's largest element (seen: between 7e-3 and 8.5e-3; the stashed
+// layer input and the mid-layer residual are bf16, as in Megatron; the
+// GPU smoke test's gradient-norm tolerance is the same 1.5e-2) of the
+// fp32-storage step, and not equal to it (the rounding happened).
 TEST(NarrowStorageTest, Bf16ActivationsKeepTheStepClose) {
   for (const Kernel kernel : {Kernel::kUnfused, Kernel::kTiled, Kernel::kOnChip}) {
     const Plan plan = SwigluGqa(planner::Recompute::kFull);
@@ -143,9 +147,68 @@ TEST(NarrowStorageTest, Bf16ActivationsKeepTheStepClose) {
                  what.c_str(), loss, narrow.stages[0].loss, narrow.stages[0].loss / loss - 1);
     EXPECT_NEAR(narrow.stages[0].loss, loss, 1e-3 * std::fabs(loss)) << what;
     EXPECT_NE(narrow.stages[0].loss, loss) << what;
-    testing::ExpectSameGradients(narrow.stages[0], wide.stages[0], what, 5e-3);
+    testing::ExpectSameGradients(narrow.stages[0], wide.stages[0], what, 1.5e-2);
     // Narrow activations take half the bytes.
     EXPECT_LT(narrow.stages[0].peak_memory_bytes, wide.stages[0].peak_memory_bytes) << what;
+  }
+}
+
+// With bf16 activations the executor's stash is the planner's bf16
+// activation model (docs/planner.md, "Memory per GPU"): the bytes per layer
+// in flight (the peak's growth from 8 to 16 layers) of a bf16 plan over
+// narrow storage are the planner's plus the two fp32 RMS-norm factors per
+// token the executor keeps (8 bytes per token of the rank's shard, which
+// the planner's formula leaves out: 1% here at h = 32, 0.05% at h = 4096),
+// to 0.1%, on one rank and on each of two tensor-parallel ranks, under no
+// and selective recomputation, with the tiled attention (what the
+// planner's fused model stores). With fp32 storage the same stash takes
+// twice the prediction.
+TEST(NarrowStorageTest, Bf16ActivationsPerLayerAreThePlannersPrediction) {
+  for (auto [t, r] : {std::pair{1, planner::Recompute::kNone},
+                      {1, planner::Recompute::kSelective},
+                      {2, planner::Recompute::kNone},
+                      {2, planner::Recompute::kSelective}}) {
+    const std::string what = "t" + std::to_string(t) + " " + planner::RecomputeName(r);
+    std::map<int, double> narrow, wide, predicted;
+    for (const int layers : {8, 16}) {
+      Plan plan;
+      plan.t = t;
+      plan.recompute = r;
+      WorkerConfig config = TinyConfig(plan);
+      config.model.layers = layers;
+      ASSERT_EQ(config.precision, planner::Precision::kBf16);
+      predicted[layers] = testing::PlannerMemory(config).activations_bytes;
+      for (const bool bf16 : {true, false}) {
+        auto log = std::make_shared<NarrowLog>();
+        std::map<int, double>& measured = bf16 ? narrow : wide;
+        testing::ExpectAllOk(testing::OnRanks(
+            config,
+            [&](int rank, StepExecutor& b) -> Status {
+              ASSIGN_OR_RETURN(StepTiming timing, b.RunStep(0));
+              (void)timing;
+              if (rank == 0) {
+                measured[layers] = b.memory().class_peak_bytes(BufferClass::kActivations);
+              }
+              return Status::Ok();
+            },
+            [&]() -> std::unique_ptr<Device> {
+              if (!bf16) return cpu::MakeCpuDevice();
+              return std::make_unique<NarrowStorageDevice>(cpu::MakeCpuDevice(), log);
+            }));
+      }
+      std::fprintf(stderr,
+                   "%s, %2d layers: activations bf16 %8.0f fp32 %8.0f predicted %8.0f bytes\n",
+                   what.c_str(), layers, narrow[layers], wide[layers], predicted[layers]);
+    }
+    const double per_layer_predicted = (predicted[16] - predicted[8]) / 8;
+    ASSERT_GT(per_layer_predicted, 0);
+    const WorkerConfig tiny = TinyConfig(Plan{});
+    const double norm_factors =
+        2.0 * 4.0 * tiny.micro_batch_size * tiny.model.sequence_length / t;  // bytes per layer
+    EXPECT_NEAR((narrow[16] - narrow[8]) / 8 / (per_layer_predicted + norm_factors), 1.0, 1e-3)
+        << what;
+    EXPECT_NEAR((wide[16] - wide[8]) / 8 / (2 * per_layer_predicted + norm_factors), 1.0, 1e-3)
+        << what;
   }
 }
 

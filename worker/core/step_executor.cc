@@ -674,7 +674,11 @@ Status StepExecutor::Impl::LayerForward(int layer, const float* x_in, float* x_o
   const size_t shard = Size(shard_tokens_ * hidden_);
   const size_t full = Size(tokens_ * hidden_);
 
-  RETURN_IF_ERROR(Act(&st->x, shard, Fill::kUndefined));
+  // The stashed input and the mid-layer residual are stored as Megatron
+  // stores its residual stream by default (bf16 under a bf16 plan, which
+  // is what the planner's activation bytes count); the residual stream
+  // between layers (x_in, x_out) stays fp32.
+  RETURN_IF_ERROR(Act(&st->x, shard, Fill::kUndefined, Storage::kCompute));
   RETURN_IF_ERROR(dev_->Copy(x_in, shard, st->x.data()));
   RETURN_IF_ERROR(Act(&st->n1, shard, Fill::kUndefined, Storage::kCompute));
   RETURN_IF_ERROR(Act(&st->inv1, Size(shard_tokens_), Fill::kUndefined));
@@ -688,7 +692,7 @@ Status StepExecutor::Impl::LayerForward(int layer, const float* x_in, float* x_o
   if (scratch_.size() != full) RETURN_IF_ERROR(Alloc(&scratch_, full));
   RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, hidden_, proj_in_, 1.0f, st->ctx.data(),
                              proj_in_, Param(w.proj), hidden_, 0.0f, scratch_.data(), hidden_));
-  RETURN_IF_ERROR(Act(&st->x2, shard, Fill::kUndefined));
+  RETURN_IF_ERROR(Act(&st->x2, shard, Fill::kUndefined, Storage::kCompute));
   RETURN_IF_ERROR(TpReduceScatter(Find(tp, "attention-out"), scratch_.data(), st->x2.data()));
   RETURN_IF_ERROR(dev_->Add(st->x2.data(), st->x.data(), shard));
 
