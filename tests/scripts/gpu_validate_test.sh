@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu-validate.sh runs where GPU time is scarce, so its logic is
 # checked here against stub binaries that record how they were called: the
-# order (smoke, CPU comparisons, calibrate, the 7B-shaped jobs, the time
-# breakdown, the memory checker last), the plan's layout reaching the
+# order (smoke, CPU comparisons, calibrate, the 7B-shaped jobs with fp32
+# and bf16 activations, the time breakdowns, the memory checker last), the plan's layout reaching the
 # worker, the 6.7B job only on an H200, and PACER_VALIDATE_BUDGET_SECONDS
 # skipping what no longer fits instead of overrunning.
 #   gpu_validate_test.sh SOURCE_DIR
@@ -19,11 +19,11 @@ cp -r "$src/tests/testdata/gpu" "$tmp/repo/tests/testdata/"
 calls=$tmp/calls
 cat >"$tmp/repo/build/worker/pacer-gpu-smoke" <<STUB
 #!/bin/sh
-echo "smoke \$* cudnn=\${PACER_CUDNN_ATTENTION:-}" >>"$calls"
+echo "smoke \$* cudnn=\${PACER_CUDNN_ATTENTION:-} bf16act=\${PACER_GPU_BF16_ACTIVATIONS:-}" >>"$calls"
 STUB
 cat >"$tmp/repo/build/worker/pacer-worker" <<STUB
 #!/bin/sh
-echo "worker \$1 layers=\${PACER_MODEL_LAYERS:-} \${PACER_PRECISION:-} \${PACER_ATTENTION_KERNEL:-} mb=\${PACER_MICRO_BATCH_SIZE:-} k=\${PACER_GRAD_ACCUM_STEPS:-} ckpt=\${PACER_ACTIVATION_CHECKPOINTING:-} type=\${PACER_GPU_TYPE:-} op_times=\${PACER_GPU_OP_TIMES:-0} cudnn=\${PACER_CUDNN_ATTENTION:-}" >>"$calls"
+echo "worker \$1 layers=\${PACER_MODEL_LAYERS:-} \${PACER_PRECISION:-} \${PACER_ATTENTION_KERNEL:-} mb=\${PACER_MICRO_BATCH_SIZE:-} k=\${PACER_GRAD_ACCUM_STEPS:-} ckpt=\${PACER_ACTIVATION_CHECKPOINTING:-} type=\${PACER_GPU_TYPE:-} op_times=\${PACER_GPU_OP_TIMES:-0} cudnn=\${PACER_CUDNN_ATTENTION:-} bf16act=\${PACER_GPU_BF16_ACTIVATIONS:-}" >>"$calls"
 echo "pacer-worker: event=done mean_step_seconds=0.5"
 STUB
 # The stub planner answers with the layout pinned in the job file.
@@ -36,7 +36,7 @@ echo "{\"plan\":{\"microBatchSize\":\$mb,\"gradientAccumulationSteps\":\$((8 / m
 STUB
 cat >"$tmp/bin/compute-sanitizer" <<STUB
 #!/bin/sh
-echo "compute-sanitizer \$*" >>"$calls"
+echo "compute-sanitizer \$* bf16act=\${PACER_GPU_BF16_ACTIVATIONS:-}" >>"$calls"
 while [ "\$1" != --log-file ]; do shift; done
 echo "========= ERROR SUMMARY: 0 errors" >"\$2"
 STUB
@@ -55,24 +55,32 @@ validate() {
 
 validate H200 0
 cat >"$tmp/want" <<'WANT'
-smoke  cudnn=
-smoke --compare-cpu cudnn=
-smoke --compare-cpu cudnn=0
-worker calibrate layers=   mb= k= ckpt= type= op_times=0 cudnn=
-worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn=
-worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn=
-worker run layers=8 fp8 unfused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn=
-worker run layers=32 bf16 unfused mb=1 k=8 ckpt=full type=H200 op_times=0 cudnn=
-worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn=
-worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn=0
-worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn=
+smoke  cudnn= bf16act=
+smoke --compare-cpu cudnn= bf16act=
+smoke --compare-cpu cudnn=0 bf16act=
+smoke --compare-cpu cudnn= bf16act=1
+worker calibrate layers=   mb= k= ckpt= type= op_times=0 cudnn= bf16act=
+worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act=
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act=
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act=1
+worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act=1
+worker run layers=8 fp8 unfused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act=
+worker run layers=32 bf16 unfused mb=1 k=8 ckpt=full type=H200 op_times=0 cudnn= bf16act=
+worker run layers=32 bf16 unfused mb=1 k=8 ckpt=full type=H200 op_times=0 cudnn= bf16act=1
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn= bf16act=1
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn= bf16act=
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn=0 bf16act=
+worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn= bf16act=
 WANT
-grep -q "^compute-sanitizer --tool memcheck --leak-check full --log-file .* .*pacer-gpu-smoke$" <(tail -1 "$tmp/runs") ||
-  fail "the memory checker did not run last: $(tail -1 "$tmp/runs")"
-diff "$tmp/want" <(sed '$d' "$tmp/runs") || fail "steps differ from the expected order (above)"
+# The memory checker runs last, with fp32 and then with bf16 activations.
+grep -q "^compute-sanitizer --tool memcheck --leak-check full --log-file .* .*pacer-gpu-smoke bf16act=$" <(tail -2 "$tmp/runs" | head -1) ||
+  fail "the memory checker did not run second to last: $(tail -2 "$tmp/runs" | head -1)"
+grep -q "^compute-sanitizer --tool memcheck --leak-check full --log-file .* .*pacer-gpu-smoke bf16act=1$" <(tail -1 "$tmp/runs") ||
+  fail "the memory checker with bf16 activations did not run last: $(tail -1 "$tmp/runs")"
+diff "$tmp/want" <(sed '$d' "$tmp/runs" | sed '$d') || fail "steps differ from the expected order (above)"
 grep -q "ERROR SUMMARY: 0 errors" "$tmp/out" || fail "the checker's summary is not in the log"
 # Every step ran says its exit status and its seconds (to plan the next run).
-[ "$(grep -c "^rc=0 ([0-9]* s)$" "$tmp/out")" = 12 ] || fail "want 12 'rc=0 (N s)' lines: $(grep rc= "$tmp/out")"
+[ "$(grep -c "^rc=0 ([0-9]* s)$" "$tmp/out")" = 18 ] || fail "want 18 'rc=0 (N s)' lines: $(grep rc= "$tmp/out")"
 grep -q "event=done" "$tmp/repo/out/log.txt" || fail "the worker's done lines are not in out/log.txt"
 grep -q "gpuTypes: \[H200\]" "$tmp/repo/out/llama7b-shape-l8-h200.yaml" || fail "job file not kept in out/"
 
@@ -85,6 +93,6 @@ grep -q "layers=8 bf16 unfused .*type=H100-SXM" "$tmp/runs" || fail "the 8-layer
 # A budget already spent: nothing runs, every step says it was skipped.
 validate H200 1
 [ ! -s "$tmp/runs" ] || fail "steps ran with the budget spent: $(cat "$tmp/runs")"
-[ "$(grep -c "^skipped: the budget of 1 s is spent" "$tmp/out")" = 12 ] ||
-  fail "want 12 skipped steps: $(grep -c skipped "$tmp/out")"
+[ "$(grep -c "^skipped: the budget of 1 s is spent" "$tmp/out")" = 18 ] ||
+  fail "want 18 skipped steps: $(grep -c skipped "$tmp/out")"
 echo "gpu-validate: order, plans, GPU types and budget as expected"
