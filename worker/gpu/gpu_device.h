@@ -12,7 +12,8 @@
 // direction from a staging copy (so the executor may reuse its buffer at
 // once, and a send never blocks the compute stream's receives).
 //
-// Precision: storage is fp32, as the interface says. The GEMMs run as
+// Precision: storage is fp32 except Storage::kCompute buffers under bf16
+// activations (below). The GEMMs run as
 // ExecutedPrecision reports, never the plan's wish:
 //   fp32 plan  fp32 GEMMs (CUBLAS_COMPUTE_32F)                  -> "fp32"
 //   tf32 plan  TF32 tensor cores, fp32 accumulate                -> "tf32"
@@ -25,14 +26,24 @@
 // The bf16 copies: each weights buffer (BufferClass::kWeights) gets one
 // bf16 copy, charged as weights, re-converted at the first GEMM after any
 // write to the buffer (the optimizer step, a parameter all-gather), so once
-// per step rather than per GEMM; activation operands are converted per GEMM
-// into two scratch buffers (workspace). cuBLAS' own bf16 mode on fp32
+// per step rather than per GEMM; fp32-stored activation operands are
+// converted per GEMM into two scratch buffers (workspace). cuBLAS' own bf16 mode on fp32
 // operands (CUBLAS_COMPUTE_32F_FAST_16BF) rounds the same way but runs at
 // about TF32 speed (calibrate's "bf16-on-fp32" row), which is why the
-// device converts. Elementwise kernels and reductions are fp32. Because
-// storage is fp32, a bf16 plan's activations take twice the bytes the
-// planner predicts for them, and its weights 6 bytes per parameter (fp32 +
-// the bf16 copy) where the planner counts 2 (docs/worker.md).
+// device converts. Elementwise kernels compute and reduce in fp32. With
+// fp32 storage a bf16 plan's activations take twice the bytes the planner
+// predicts for them, and its weights 6 bytes per parameter (fp32 + the
+// bf16 copy) where the planner counts 2 (docs/worker.md).
+// bf16 activations (PACER_GPU_BF16_ACTIVATIONS=1 under a bf16 plan, read
+// at Connect; off by default until a GPU has measured it): Storage::kCompute
+// buffers are bf16, handed out as StorageMap handles (core/storage_map.h)
+// that every entry point resolves; GEMMs read them directly and write them
+// in bf16, cuDNN reads and writes them in place, RMS norm, GELU, SwiGLU,
+// Add and Copy have kernels for any mix of fp32 and bf16 operands, and the
+// other entry points (embedding, loss, AdamW, the tiled softmax,
+// collectives over more than one rank, pipeline receives) take fp32 views
+// (Fp32Views: convert in, run, convert back). ElementBytes is 2 for them,
+// so the tracker charges what they take.
 
 // Attention: a fused bf16 plan runs cuDNN's SDPA (HasOnChipAttention,
 // cudnn_attention.h) when the build has cuDNN 9.13 or newer, cuDNN has an
@@ -40,7 +51,8 @@
 // (PACER_CUDNN_ATTENTION=0 turns it off; without a backward engine, or
 // before 9.17, the backward is the tiled one); Q, K, V, the
 // context and dC are converted to bf16 per call into operand scratch and
-// workspace, dQ, dK, dV widened into the fp32 gradient. Other fused plans
+// workspace where stored in fp32 (read in place where bf16), dQ, dK, dV
+// added into the gradient in its storage. Other fused plans
 // run the executor's tiled attention
 // (core/tiled_attention.h) over BatchedGemm (cuBLAS strided-batched) and the
 // softmax kernels; an unfused plan runs AttentionForward, which stores the
