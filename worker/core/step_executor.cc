@@ -159,7 +159,16 @@ class StepExecutor::Impl {
   // `storage` says otherwise (the embedding's gradient).
   Status TpAllGather(const Collective* c, const float* shard, DeviceBuffer* full,
                      Storage storage = Storage::kCompute);
+  // Nothing when full == shard (TpPartial with t = 1).
   Status TpReduceScatter(const Collective* c, float* full, float* shard);
+  // A single rank (t = 1) has nothing to gather or scatter, so it copies
+  // nothing either: TpInput is the GEMM input gathered from `shard` into
+  // *full, or `shard` itself with t = 1; TpPartial is where a GEMM writes
+  // the [T x h] partial sum that TpReduceScatter sums into `shard`: *full
+  // (allocated in `storage` unless it already is), or `shard` itself with
+  // t = 1.
+  StatusOr<const float*> TpInput(const Collective* c, const float* shard, DeviceBuffer* full);
+  StatusOr<float*> TpPartial(float* shard, DeviceBuffer* full, Storage storage);
   // Runs the entries of a data-parallel list that `select` accepts; each
   // name appears once per bucket, in bucket order.
   template <typename Select>
@@ -574,9 +583,26 @@ Status StepExecutor::Impl::TpAllGather(const Collective* c, const float* shard, 
 }
 
 Status StepExecutor::Impl::TpReduceScatter(const Collective* c, float* full, float* shard) {
+  if (full == shard) return Status::Ok();
   const std::vector<size_t> counts(Size(t_), Size(shard_tokens_ * hidden_));
   return Counted(c,
                  dev_->ReduceScatter(Group::kTensor, full, shard, counts, c ? c->name : "scatter"));
+}
+
+StatusOr<const float*> StepExecutor::Impl::TpInput(const Collective* c, const float* shard,
+                                                   DeviceBuffer* full) {
+  if (t_ == 1) return shard;
+  RETURN_IF_ERROR(TpAllGather(c, shard, full));
+  return static_cast<const float*>(full->data());
+}
+
+StatusOr<float*> StepExecutor::Impl::TpPartial(float* shard, DeviceBuffer* full, Storage storage) {
+  if (t_ == 1) return shard;
+  const size_t elements = Size(tokens_ * hidden_);
+  if (full->size() != elements || full->storage() != storage) {
+    RETURN_IF_ERROR(Act(full, elements, Fill::kUndefined, storage));
+  }
+  return full->data();
 }
 
 size_t StepExecutor::Impl::UnitOf(size_t offset) const {
@@ -672,7 +698,6 @@ Status StepExecutor::Impl::LayerForward(int layer, const float* x_in, float* x_o
   const bool keep_full = pass == Pass::kRecompute;  // backward follows at once
   const LayerOffsets& w = layer_offsets_[static_cast<size_t>(layer)];
   const size_t shard = Size(shard_tokens_ * hidden_);
-  const size_t full = Size(tokens_ * hidden_);
 
   // The stashed input and the mid-layer residual are stored as Megatron
   // stores its residual stream by default (bf16 under a bf16 plan, which
@@ -684,38 +709,39 @@ Status StepExecutor::Impl::LayerForward(int layer, const float* x_in, float* x_o
   RETURN_IF_ERROR(Act(&st->inv1, Size(shard_tokens_), Fill::kUndefined));
   RETURN_IF_ERROR(
       dev_->RmsNormForward(st->x.data(), shard_tokens_, hidden_, st->n1.data(), st->inv1.data()));
-  RETURN_IF_ERROR(TpAllGather(Find(tp, "attention-in"), st->n1.data(), &st->n1_full));
+  ASSIGN_OR_RETURN(const float* n1_full,
+                   TpInput(Find(tp, "attention-in"), st->n1.data(), &st->n1_full));
   RETURN_IF_ERROR(Act(&st->qkv, Size(tokens_ * qkv_width_), Fill::kUndefined, Storage::kCompute));
-  RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, qkv_width_, hidden_, 1.0f, st->n1_full.data(),
-                             hidden_, Param(w.qkv), qkv_width_, 0.0f, st->qkv.data(), qkv_width_));
+  RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, qkv_width_, hidden_, 1.0f, n1_full, hidden_,
+                             Param(w.qkv), qkv_width_, 0.0f, st->qkv.data(), qkv_width_));
   RETURN_IF_ERROR(Attention(st));
-  if (scratch_.size() != full) RETURN_IF_ERROR(Alloc(&scratch_, full));
-  RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, hidden_, proj_in_, 1.0f, st->ctx.data(),
-                             proj_in_, Param(w.proj), hidden_, 0.0f, scratch_.data(), hidden_));
   RETURN_IF_ERROR(Act(&st->x2, shard, Fill::kUndefined, Storage::kCompute));
-  RETURN_IF_ERROR(TpReduceScatter(Find(tp, "attention-out"), scratch_.data(), st->x2.data()));
+  ASSIGN_OR_RETURN(float* attention_out, TpPartial(st->x2.data(), &scratch_, Storage::kFp32));
+  RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, hidden_, proj_in_, 1.0f, st->ctx.data(),
+                             proj_in_, Param(w.proj), hidden_, 0.0f, attention_out, hidden_));
+  RETURN_IF_ERROR(TpReduceScatter(Find(tp, "attention-out"), attention_out, st->x2.data()));
   RETURN_IF_ERROR(dev_->Add(st->x2.data(), st->x.data(), shard));
 
   RETURN_IF_ERROR(Act(&st->n2, shard, Fill::kUndefined, Storage::kCompute));
   RETURN_IF_ERROR(Act(&st->inv2, Size(shard_tokens_), Fill::kUndefined));
   RETURN_IF_ERROR(
       dev_->RmsNormForward(st->x2.data(), shard_tokens_, hidden_, st->n2.data(), st->inv2.data()));
-  RETURN_IF_ERROR(TpAllGather(Find(tp, "mlp-in"), st->n2.data(), &st->n2_full));
+  ASSIGN_OR_RETURN(const float* n2_full, TpInput(Find(tp, "mlp-in"), st->n2.data(), &st->n2_full));
   RETURN_IF_ERROR(
       Act(&st->mlp_pre, Size(tokens_ * mlp_in_width_), Fill::kUndefined, Storage::kCompute));
-  RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, mlp_in_width_, hidden_, 1.0f,
-                             st->n2_full.data(), hidden_, Param(w.mlp_in), mlp_in_width_, 0.0f,
-                             st->mlp_pre.data(), mlp_in_width_));
+  RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, mlp_in_width_, hidden_, 1.0f, n2_full, hidden_,
+                             Param(w.mlp_in), mlp_in_width_, 0.0f, st->mlp_pre.data(),
+                             mlp_in_width_));
   RETURN_IF_ERROR(Act(&st->act, Size(tokens_ * mlp_out_in_), Fill::kUndefined, Storage::kCompute));
   if (swiglu_) {
     RETURN_IF_ERROR(dev_->SwigluForward(st->mlp_pre.data(), tokens_, mlp_out_in_, st->act.data()));
   } else {
     RETURN_IF_ERROR(dev_->GeluForward(st->mlp_pre.data(), st->mlp_pre.size(), st->act.data()));
   }
+  ASSIGN_OR_RETURN(float* mlp_out, TpPartial(x_out, &scratch_, Storage::kFp32));
   RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, hidden_, mlp_out_in_, 1.0f, st->act.data(),
-                             mlp_out_in_, Param(w.mlp_out), hidden_, 0.0f, scratch_.data(),
-                             hidden_));
-  RETURN_IF_ERROR(TpReduceScatter(Find(tp, "mlp-out"), scratch_.data(), x_out));
+                             mlp_out_in_, Param(w.mlp_out), hidden_, 0.0f, mlp_out, hidden_));
+  RETURN_IF_ERROR(TpReduceScatter(Find(tp, "mlp-out"), mlp_out, x_out));
   RETURN_IF_ERROR(dev_->Add(x_out, st->x2.data(), shard));
 
   if (keep_full) return Status::Ok();
@@ -781,25 +807,26 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
     RETURN_IF_ERROR(dev_->GeluBackward(st->mlp_pre.data(), dact.data(), dpre.size(), dpre.data()));
   }
   dact.Clear();
+  const float* n2_full = st->n2_full.data();
   if (st->n2_full.size() == 0) {
-    RETURN_IF_ERROR(TpAllGather(Find(tp, "mlp-in-regather"), st->n2.data(), &st->n2_full));
+    ASSIGN_OR_RETURN(n2_full, TpInput(Find(tp, "mlp-in-regather"), st->n2.data(), &st->n2_full));
   }
+  DeviceBuffer dn;
+  RETURN_IF_ERROR(Act(&dn, shard, Fill::kUndefined));
+  ASSIGN_OR_RETURN(float* mlp_in_grad, TpPartial(dn.data(), &dfull, Storage::kCompute));
   const auto mlp_in_grads = [&]() -> Status {
     RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, hidden_, mlp_in_width_, 1.0f, dpre.data(),
-                               mlp_in_width_, Param(w.mlp_in), mlp_in_width_, 0.0f, dfull.data(),
+                               mlp_in_width_, Param(w.mlp_in), mlp_in_width_, 0.0f, mlp_in_grad,
                                hidden_));
     GradSink g;
     RETURN_IF_ERROR(OpenGrad(w.mlp_in, Size(hidden_ * mlp_in_width_), &g));
-    RETURN_IF_ERROR(dev_->Gemm(true, false, hidden_, mlp_in_width_, tokens_, 1.0f,
-                               st->n2_full.data(), hidden_, dpre.data(), mlp_in_width_, g.beta,
-                               g.out, mlp_in_width_));
+    RETURN_IF_ERROR(dev_->Gemm(true, false, hidden_, mlp_in_width_, tokens_, 1.0f, n2_full, hidden_,
+                               dpre.data(), mlp_in_width_, g.beta, g.out, mlp_in_width_));
     return CloseGrad(&g);
   };
   RETURN_IF_ERROR(ReadTwice(dpre, mlp_in_grads));
   dpre.Clear();
-  DeviceBuffer dn;
-  RETURN_IF_ERROR(Act(&dn, shard, Fill::kUndefined));
-  RETURN_IF_ERROR(TpReduceScatter(Find(tp, "mlp-in-grad"), dfull.data(), dn.data()));
+  RETURN_IF_ERROR(TpReduceScatter(Find(tp, "mlp-in-grad"), mlp_in_grad, dn.data()));
   RETURN_IF_ERROR(dev_->RmsNormBackward(st->x2.data(), st->inv2.data(), dn.data(), shard_tokens_,
                                         hidden_, dx2.data()));
 
@@ -830,20 +857,24 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
                                             dctx.data(), dqkv.data()));
   }
   dctx.Clear();
+  const float* n1_full = st->n1_full.data();
   if (st->n1_full.size() == 0) {
-    RETURN_IF_ERROR(TpAllGather(Find(tp, "attention-in-regather"), st->n1.data(), &st->n1_full));
+    ASSIGN_OR_RETURN(n1_full,
+                     TpInput(Find(tp, "attention-in-regather"), st->n1.data(), &st->n1_full));
   }
+  ASSIGN_OR_RETURN(float* attention_in_grad, TpPartial(dn.data(), &dfull, Storage::kCompute));
   const auto qkv_grads = [&]() -> Status {
     RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, hidden_, qkv_width_, 1.0f, dqkv.data(),
-                               qkv_width_, Param(w.qkv), qkv_width_, 0.0f, dfull.data(), hidden_));
+                               qkv_width_, Param(w.qkv), qkv_width_, 0.0f, attention_in_grad,
+                               hidden_));
     GradSink g;
     RETURN_IF_ERROR(OpenGrad(w.qkv, Size(hidden_ * qkv_width_), &g));
-    RETURN_IF_ERROR(dev_->Gemm(true, false, hidden_, qkv_width_, tokens_, 1.0f, st->n1_full.data(),
-                               hidden_, dqkv.data(), qkv_width_, g.beta, g.out, qkv_width_));
+    RETURN_IF_ERROR(dev_->Gemm(true, false, hidden_, qkv_width_, tokens_, 1.0f, n1_full, hidden_,
+                               dqkv.data(), qkv_width_, g.beta, g.out, qkv_width_));
     return CloseGrad(&g);
   };
   RETURN_IF_ERROR(ReadTwice(dqkv, qkv_grads));
-  RETURN_IF_ERROR(TpReduceScatter(Find(tp, "attention-in-grad"), dfull.data(), dn.data()));
+  RETURN_IF_ERROR(TpReduceScatter(Find(tp, "attention-in-grad"), attention_in_grad, dn.data()));
   RETURN_IF_ERROR(dev_->Copy(dx2.data(), shard, dx));
   RETURN_IF_ERROR(
       dev_->RmsNormBackward(st->x.data(), st->inv1.data(), dn.data(), shard_tokens_, hidden_, dx));
@@ -935,13 +966,15 @@ Status StepExecutor::Impl::Backward(int mb, int chunk, int64_t step) {
   const std::vector<size_t> units = PassUnits(chunk, PassKind::kBackward);  // FSDP only
   size_t use = 0;
   if (s.holds_logits && chunk == s.chunks - 1) {
+    // Each rank's dh is its vocabulary shard's part: summed over the
+    // tensor group, this rank's sequence shard kept (with t = 1, dh is dy).
     DeviceBuffer dh;
-    RETURN_IF_ERROR(Act(&dh, Size(tokens_ * hidden_)));
+    ASSIGN_OR_RETURN(float* partial, TpPartial(dy.data(), &dh, Storage::kFp32));
     RETURN_IF_ERROR(GatherAhead(units, use, PassKind::kBackward));
     const auto output_grads = [&]() -> Status {
       RETURN_IF_ERROR(dev_->Gemm(false, false, tokens_, hidden_, vocab_shard_, 1.0f,
                                  cs.dlogits.data(), vocab_shard_, Param(output_offset_), hidden_,
-                                 0.0f, dh.data(), hidden_));
+                                 0.0f, partial, hidden_));
       GradSink g;
       RETURN_IF_ERROR(OpenGrad(output_offset_, Size(vocab_shard_ * hidden_), &g));
       RETURN_IF_ERROR(dev_->Gemm(true, false, vocab_shard_, hidden_, tokens_, 1.0f,
@@ -951,14 +984,8 @@ Status StepExecutor::Impl::Backward(int mb, int chunk, int64_t step) {
     };
     RETURN_IF_ERROR(ReadTwice(cs.dlogits, output_grads));
     ReleaseAfter(units, use++);
-    // Each rank's dh is its vocabulary shard's part: summed over the
-    // tensor group, this rank's sequence shard kept.
-    if (t_ == 1) {
-      RETURN_IF_ERROR(dev_->Copy(dh.data(), shard, dy.data()));
-    } else {
-      RETURN_IF_ERROR(TpReduceScatter(Find(s.logits_collectives.backward, "logits-in-grad"),
-                                      dh.data(), dy.data()));
-    }
+    RETURN_IF_ERROR(
+        TpReduceScatter(Find(s.logits_collectives.backward, "logits-in-grad"), partial, dy.data()));
   } else {
     const int next = (pp + 1) % p_;
     RETURN_IF_ERROR(dev_->Recv(next, PipeDirection::kBackward, dy.data(), shard, "gradients"));
