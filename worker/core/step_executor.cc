@@ -680,7 +680,9 @@ Status StepExecutor::Impl::Attention(LayerStash* st) {
   } else if (on_chip_attention_) {
     RETURN_IF_ERROR(Act(&st->lse, Size(attention_.RowElements()), Fill::kUndefined));
   }
-  RETURN_IF_ERROR(Act(&st->ctx, Size(attention_.CtxElements()), Fill::kZeros, Storage::kCompute));
+  // Every attention path writes the whole context.
+  RETURN_IF_ERROR(
+      Act(&st->ctx, Size(attention_.CtxElements()), Fill::kUndefined, Storage::kCompute));
   if (on_chip_attention_) {
     return dev_->OnChipAttentionForward(attention_, st->qkv.data(), st->lse.data(),
                                         st->ctx.data());
@@ -775,7 +777,7 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
     // collectives, keeping everything (no regathers needed afterwards).
     DeviceBuffer x = std::move(st->x);
     DeviceBuffer out;
-    RETURN_IF_ERROR(Act(&out, shard));
+    RETURN_IF_ERROR(Act(&out, shard, Fill::kUndefined));
     RETURN_IF_ERROR(LayerForward(layer, x.data(), out.data(), st, Pass::kRecompute));
   } else if (recompute == planner::Recompute::kSelective && !fused()) {
     RETURN_IF_ERROR(Attention(st));
@@ -833,7 +835,7 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
   // Attention block.
   RETURN_IF_ERROR(TpAllGather(Find(tp, "attention-out-grad"), dx2.data(), &dfull));
   DeviceBuffer dctx;
-  RETURN_IF_ERROR(Act(&dctx, st->ctx.size(), Fill::kZeros, Storage::kCompute));
+  RETURN_IF_ERROR(Act(&dctx, st->ctx.size(), Fill::kUndefined, Storage::kCompute));
   const auto proj_grads = [&]() -> Status {
     RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, proj_in_, hidden_, 1.0f, dfull.data(), hidden_,
                                Param(w.proj), hidden_, 0.0f, dctx.data(), proj_in_));
@@ -885,9 +887,10 @@ Status StepExecutor::Impl::LayerBackward(int layer, LayerStash* st, const float*
 Status StepExecutor::Impl::Forward(int mb, int chunk, int64_t step) {
   const StepSchedule& s = *schedule_;
   const size_t shard = Size(shard_tokens_ * hidden_);
+  // The embedding or the receive writes x whole, each layer its output.
   DeviceBuffer x, y;
-  RETURN_IF_ERROR(Act(&x, shard));
-  RETURN_IF_ERROR(Act(&y, shard));
+  RETURN_IF_ERROR(Act(&x, shard, Fill::kUndefined));
+  RETURN_IF_ERROR(Act(&y, shard, Fill::kUndefined));
   const int pp = s.coordinates.pipeline_rank;
   const std::vector<size_t> units = PassUnits(chunk, PassKind::kForward);  // FSDP only
   size_t use = 0;
@@ -927,13 +930,13 @@ Status StepExecutor::Impl::Forward(int mb, int chunk, int64_t step) {
     // (its sequence shards gathered), the loss and its gradient.
     if (t_ == 1) {
       RETURN_IF_ERROR(
-          Act(&cs.logits_input, Size(tokens_ * hidden_), Fill::kZeros, Storage::kCompute));
+          Act(&cs.logits_input, Size(tokens_ * hidden_), Fill::kUndefined, Storage::kCompute));
       RETURN_IF_ERROR(dev_->Copy(x.data(), shard, cs.logits_input.data()));
     } else {
       RETURN_IF_ERROR(
           TpAllGather(Find(s.logits_collectives.forward, "logits-in"), x.data(), &cs.logits_input));
     }
-    RETURN_IF_ERROR(Act(&cs.dlogits, Size(tokens_ * vocab_shard_)));
+    RETURN_IF_ERROR(Act(&cs.dlogits, Size(tokens_ * vocab_shard_), Fill::kUndefined));
     RETURN_IF_ERROR(GatherAhead(units, use, PassKind::kForward));
     RETURN_IF_ERROR(dev_->Gemm(false, true, tokens_, vocab_shard_, hidden_, 1.0f,
                                cs.logits_input.data(), hidden_, Param(output_offset_), hidden_,
@@ -960,9 +963,11 @@ Status StepExecutor::Impl::Backward(int mb, int chunk, int64_t step) {
                          std::to_string(chunk) + " before its forward");
   }
   ChunkStash& cs = it->second;
+  // The logits' GEMM (or scatter) or the receive writes dy whole, each
+  // layer's backward its input gradient.
   DeviceBuffer dy, dx;
-  RETURN_IF_ERROR(Act(&dy, shard));
-  RETURN_IF_ERROR(Act(&dx, shard));
+  RETURN_IF_ERROR(Act(&dy, shard, Fill::kUndefined));
+  RETURN_IF_ERROR(Act(&dx, shard, Fill::kUndefined));
   const std::vector<size_t> units = PassUnits(chunk, PassKind::kBackward);  // FSDP only
   size_t use = 0;
   if (s.holds_logits && chunk == s.chunks - 1) {
