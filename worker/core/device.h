@@ -32,8 +32,9 @@
 // cannot run, Internal for a bug (step_backend.h maps them onto exit codes).
 //
 // Units: elements for sizes and counts (4 bytes each as addressed; stored
-// in ElementBytes(storage) bytes), bytes for the memory tracker, seconds for the counters, FLOPs
-// with multiply-add = 2. Thread-safety: a Device belongs to one rank's thread; not thread-safe.
+// in ElementBytes(storage) bytes), bytes for the memory tracker, seconds
+// for the counters, FLOPs with multiply-add = 2.
+// Thread-safety: a Device belongs to one rank's thread; not thread-safe.
 // Several devices may live in one process, one thread each.
 #ifndef PACER_WORKER_CORE_DEVICE_H_
 #define PACER_WORKER_CORE_DEVICE_H_
@@ -65,10 +66,11 @@ enum class Fill { kZeros, kUndefined };
 // activations narrower (the GPU device under a bf16 plan with
 // PACER_GPU_BF16_ACTIVATIONS=1: bf16, 2 bytes), fp32 everywhere else. The
 // executor asks for kCompute only for activations that are GEMM operands
-// or outputs (which the GEMMs round to the compute precision anyway) and
-// their gradients; the residual stream, per-row statistics (1/rms,
-// logsumexp), logits, parameters, gradients and optimizer state stay fp32,
-// as in Megatron's mixed precision (docs/worker.md).
+// or outputs (which the GEMMs round to the compute precision anyway), their
+// gradients, and a layer's stashed input and mid-layer residual (Megatron's
+// bf16 residual); the residual stream between layers, per-row statistics
+// (1/rms, logsumexp), logits, parameters, gradients and optimizer state
+// stay fp32, as in Megatron's mixed precision (docs/worker.md).
 enum class Storage { kFp32, kCompute };
 
 // Current and peak bytes, in total and per buffer class. The executor's
