@@ -16,10 +16,6 @@ namespace {
 // PCIe Gen4 x16, one direction: the GPU-to-GPU path on nodes without NVLink.
 constexpr double kPcieBytesPerSecond = 32e9;
 
-bool IsMixedPrecision(Precision p) {
-  return p == Precision::kBf16 || p == Precision::kFp16 || p == Precision::kFp8;
-}
-
 // A GEMM at the linear layers' precision (fp8 when the job trains in fp8).
 double GemmSeconds(const internal::PoolContext& ctx, const GemmShape& g) {
   const double flops = g.flops();
@@ -105,13 +101,14 @@ double GemmSizeFactor(double flops_per_gemm) {
   return 1.0;
 }
 
-StateBytesPerParameter StateBytes(Precision precision, Optimizer optimizer) {
+StateBytesPerParameter StateBytes(Precision precision, Optimizer optimizer, bool fp32_gradients) {
   StateBytesPerParameter s;
   if (IsMixedPrecision(precision)) {
-    // 16-bit weights and gradients; the optimizer keeps an fp32 master copy
-    // (4) plus its fp32 moments (ZeRO paper's K = 12 for Adam).
+    // 16-bit weights; gradients in fp32 (Megatron's main gradients) or 16
+    // bits; the optimizer keeps an fp32 master copy (4) plus its fp32
+    // moments (ZeRO paper's K = 12 for Adam).
     s.weights = 2;
-    s.gradients = 2;
+    s.gradients = fp32_gradients ? 4 : 2;
     switch (optimizer) {
       case Optimizer::kAdamW:
       case Optimizer::kAdam:
@@ -228,7 +225,7 @@ PoolContext MakePoolContext(const JobSpec& job, const NodePool& pool, const GpuT
   }
   ctx.step_time_ratio = (cal && cal->step_time_ratio) ? *cal->step_time_ratio : 1.0;
   ctx.activation_bytes = IsMixedPrecision(precision) ? 2.0 : 4.0;
-  ctx.state = StateBytes(precision, job.training.optimizer);
+  ctx.state = StateBytes(precision, job.training.optimizer, job.training.stack.fp32_gradients);
   ctx.layer_parameters = LayerParameters(job.model);
   ctx.embedding_table_parameters =
       static_cast<double>(job.model.vocab_size) * job.model.hidden_size;

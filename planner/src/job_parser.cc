@@ -230,8 +230,8 @@ Status ParseData(const Field& f, DataSpec* d) {
 
 Status ParseStack(const Field& f, StackSpec* s) {
   if (!f.present()) return Status::Ok();
-  RETURN_IF_ERROR(
-      f.CheckMap({"attention", "tensorParallelOverlap", "dataParallelOverlap", "fp8Recipe"}));
+  RETURN_IF_ERROR(f.CheckMap(
+      {"attention", "tensorParallelOverlap", "dataParallelOverlap", "fp32Gradients", "fp8Recipe"}));
   if (const Field a = f.Get("attention"); a.present()) {
     ASSIGN_OR_RETURN(const std::size_t i, a.OneOf({"fused", "unfused"}));
     s->attention = i == 0 ? AttentionKernel::kFused : AttentionKernel::kUnfused;
@@ -241,6 +241,9 @@ Status ParseStack(const Field& f, StackSpec* s) {
   }
   if (const Field o = f.Get("dataParallelOverlap"); o.present()) {
     ASSIGN_OR_RETURN(s->data_parallel_overlap, o.Bool());
+  }
+  if (const Field g = f.Get("fp32Gradients"); g.present()) {
+    ASSIGN_OR_RETURN(s->fp32_gradients, g.Bool());
   }
   if (const Field r = f.Get("fp8Recipe"); r.present()) {
     ASSIGN_OR_RETURN(const std::size_t i, r.OneOf({"delayed", "current", "blockwise"}));

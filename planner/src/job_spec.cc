@@ -7,6 +7,10 @@
 
 namespace pacer::planner {
 
+bool IsMixedPrecision(Precision p) {
+  return p == Precision::kBf16 || p == Precision::kFp16 || p == Precision::kFp8;
+}
+
 const char* PrecisionName(Precision p) {
   switch (p) {
     case Precision::kFp32:

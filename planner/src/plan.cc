@@ -296,6 +296,15 @@ StatusOr<PlanResult> PlanImpl(const JobSpec& job, const Inventory& inventory,
         "precision fp8: Pacer's pacer-worker does not run fp8 GEMMs and refuses the plan; give "
         "spec.worker.image a training image that does (for example TransformerEngine)");
   }
+  if (IsMixedPrecision(job.training.precision) && !job.training.stack.fp32_gradients &&
+      job.worker.image.empty()) {
+    // The plan counts 16-bit gradients; Pacer's worker keeps fp32 ones.
+    result.warnings.push_back(
+        "spec.training.stack.fp32Gradients is false: planned with 16-bit gradients (2 bytes per "
+        "parameter held and reduced), but Pacer's pacer-worker keeps fp32 gradients (4 bytes) and "
+        "may not fit this plan; leave fp32Gradients at true, or give spec.worker.image a training "
+        "image that reduces gradients in 16 bits");
+  }
   if (job.model.architecture_inferred) {
     const ModelSpec& m = job.model;
     result.warnings.push_back(

@@ -114,7 +114,8 @@ TEST_F(SchedulingE2eTest, TheSchedulerShrinksAnEarlyJobForATightDeadlineAndRejec
       WaitFor([&] { return Condition(Job("research", "urgent"), "Admitted") == "True/Admitted"; },
               seconds(60)))
       << Job("research", "urgent").dump(2);
-  Apply(JobYaml("late", 100000, "150m", "cost"));
+  // 200 minutes: feasible on all 8 GPUs (3h9m), not on 6 (`pacer plan`).
+  Apply(JobYaml("late", 100000, "200m", "cost"));
 
   // urgent runs on at least the 4 GPUs its deadline needs, early gave them up.
   ASSERT_TRUE(WaitFor([&] { return RunningGpus(Pods("research"), "urgent") >= 4; }, seconds(180)))

@@ -57,6 +57,7 @@ inline PointSetup SetUpPoint(const PublishedPoint& pt, bool full) {
   // Megatron of 2022: its own fused softmax, no FlashAttention, no TP overlap.
   s.job.training.stack.attention = AttentionKernel::kUnfused;
   s.job.training.stack.tensor_parallel_overlap = false;
+  s.job.training.stack.fp32_gradients = true;  // Megatron's fp32 main gradients
   s.job.data.samples = 1e6;
   s.job.training.global_batch_size = pt.batch;
   s.job.training.precision = Precision::kFp16;

@@ -157,8 +157,9 @@ TEST(ModelMathTest, InferredArchitectureHitsTheParameterCount) {
 TEST(MemoryModelTest, SeedArticleSixBillionFp32Adam) {
   // 6B in fp32 with AdamW: 24 GB weights + 24 GB grads + 48 GB Adam + ~1.3 GB
   // CUDA context ~= 97 GB.
-  const ShardedStateBytes s = ShardedState(6e9, StateBytes(Precision::kFp32, Optimizer::kAdamW),
-                                           /*zero_stage=*/0, /*data_parallel=*/1);
+  const ShardedStateBytes s =
+      ShardedState(6e9, StateBytes(Precision::kFp32, Optimizer::kAdamW, true),
+                   /*zero_stage=*/0, /*data_parallel=*/1);
   EXPECT_DOUBLE_EQ(s.weights_bytes, 24e9);
   EXPECT_DOUBLE_EQ(s.gradients_bytes, 24e9);
   EXPECT_DOUBLE_EQ(s.optimizer_bytes, 48e9);
@@ -168,14 +169,34 @@ TEST(MemoryModelTest, SeedArticleSixBillionFp32Adam) {
 }
 
 TEST(MemoryModelTest, ZeroPaperTable) {
-  // Rajbhandari et al. 2020: 7.5B parameters, K = 12, d = 64.
-  const StateBytesPerParameter mixed = StateBytes(Precision::kBf16, Optimizer::kAdamW);
+  // Rajbhandari et al. 2020: 7.5B parameters, K = 12, d = 64, 16-bit
+  // gradients.
+  const StateBytesPerParameter mixed =
+      StateBytes(Precision::kBf16, Optimizer::kAdamW, /*fp32_gradients=*/false);
   EXPECT_EQ(mixed.weights + mixed.gradients + mixed.optimizer, 16);
   const double expected_gb[] = {120, 31.4, 16.6, 1.9};
   for (int stage = 0; stage <= 3; ++stage) {
     EXPECT_NEAR(ShardedState(7.5e9, mixed, stage, 64).total_bytes() / 1e9, expected_gb[stage], 0.05)
         << "stage " << stage;
   }
+}
+
+// Megatron's fp32 main gradients (its default for bf16, and Pacer's
+// worker): 18 bytes per parameter unsharded (Megatron-LM's distributed
+// optimizer notes: 18 without it, 6 + 12/d with it, i.e. ZeRO 1). fp32
+// gradients change nothing for an fp32 plan.
+TEST(MemoryModelTest, Fp32GradientsAreMegatronsEighteenBytes) {
+  const StateBytesPerParameter main = StateBytes(Precision::kBf16, Optimizer::kAdamW, true);
+  EXPECT_EQ(main.weights, 2);
+  EXPECT_EQ(main.gradients, 4);
+  EXPECT_EQ(main.optimizer, 12);
+  EXPECT_DOUBLE_EQ(ShardedState(1e9, main, 0, 8).total_bytes(), 18e9);
+  EXPECT_DOUBLE_EQ(ShardedState(1e9, main, 1, 8).total_bytes(), (6 + 12.0 / 8) * 1e9);
+  EXPECT_DOUBLE_EQ(ShardedState(1e9, main, 2, 8).total_bytes(), (2 + 16.0 / 8) * 1e9);
+  const StateBytesPerParameter fp32 = StateBytes(Precision::kFp32, Optimizer::kAdamW, true);
+  const StateBytesPerParameter fp32_too = StateBytes(Precision::kFp32, Optimizer::kAdamW, false);
+  EXPECT_EQ(fp32.gradients, 4);
+  EXPECT_EQ(fp32_too.gradients, 4);
 }
 
 TEST(MemoryModelTest, KorthikantiActivationFormulas) {
@@ -265,7 +286,8 @@ TEST(MemoryModelTest, ZeroThreeBuffersHoldTheLargestUnitAndTheLayerAhead) {
   job.training.precision = Precision::kBf16;
   Layout l = EightGpusDataParallel(/*zero_stage=*/3);
   const GpuType* h100 = GpuCatalog::BuiltIn().Find("H100-SXM");
-  const StateBytesPerParameter bytes = StateBytes(Precision::kBf16, Optimizer::kAdamW);
+  const StateBytesPerParameter bytes =
+      StateBytes(Precision::kBf16, Optimizer::kAdamW, job.training.stack.fp32_gradients);
   auto ExpectRelative = [](double actual, double expected) {
     EXPECT_NEAR(actual, expected, 1e-12 * expected);
   };
@@ -312,6 +334,22 @@ NodePool OneNode(const std::string& type, int gpus) {
   pool.free_gpus = gpus;
   pool.network_gbps_per_node = 400;
   return pool;
+}
+
+// The job's stack decides the gradients' bytes: held (memory) and reduced
+// (the data-parallel collectives' time).
+TEST(MemoryModelTest, SixteenBitGradientsHalveTheirMemoryAndTraffic) {
+  JobSpec job = Llama2_7BJob();
+  job.training.precision = Precision::kBf16;
+  const Layout l = EightGpusDataParallel(/*zero_stage=*/0);
+  const GpuType* h100 = GpuCatalog::BuiltIn().Find("H100-SXM");
+  ASSERT_TRUE(job.training.stack.fp32_gradients) << "the default: Megatron's main gradients";
+  const Evaluation fp32 = Evaluate(job, l, OneNode("H100-SXM", 8), *h100, nullptr);
+  job.training.stack.fp32_gradients = false;
+  const Evaluation half = Evaluate(job, l, OneNode("H100-SXM", 8), *h100, nullptr);
+  EXPECT_NEAR(half.memory.gradients_bytes / fp32.memory.gradients_bytes, 0.5, 1e-12);
+  EXPECT_DOUBLE_EQ(half.memory.weights_bytes, fp32.memory.weights_bytes);
+  EXPECT_NEAR(half.step.dp_comm_seconds / fp32.step.dp_comm_seconds, 0.5, 0.05);
 }
 
 TEST(StepModelTest, GradientAccumulationDoesNotChangeOptimizerSteps) {

@@ -389,6 +389,24 @@ TEST(JobParserTest, ErrorMessagesNameThePathAndTheValue) {
             "apiVersion: must be pacer.dev/v1alpha1, got \"pacer.dev/v1\"");
 }
 
+// spec.training.stack.fp32Gradients: fp32 main gradients unless the job
+// says its stack reduces 16-bit ones.
+TEST(JobParserTest, Fp32GradientsDefaultsToTrueAndParsesABool) {
+  StatusOr<JobSpec> plain = ParseTrainJob(kMinimalYaml);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_TRUE(plain->training.stack.fp32_gradients);
+  StatusOr<JobSpec> half = ParseTrainJob(Minimal(
+      "globalBatchSize: 256", "globalBatchSize: 256\n    stack:\n      fp32Gradients: false"));
+  ASSERT_TRUE(half.ok()) << half.status().ToString();
+  EXPECT_FALSE(half->training.stack.fp32_gradients);
+  EXPECT_THAT(ErrorOf(Minimal("globalBatchSize: 256",
+                              "globalBatchSize: 256\n    stack:\n      fp32Gradients: maybe")),
+              HasSubstr("spec.training.stack.fp32Gradients"));
+  EXPECT_THAT(ErrorOf(Minimal("globalBatchSize: 256",
+                              "globalBatchSize: 256\n    stack:\n      fp32Gradient: true")),
+              HasSubstr("did you mean fp32Gradients?"));
+}
+
 TEST(JobParserTest, DeadlineAndMaxDurationConflict) {
   std::string doc = kMinimalYaml;
   doc += "  deadline: \"2026-12-24T00:00:00Z\"\n  maxDuration: 72h\n";

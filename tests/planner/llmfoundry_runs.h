@@ -112,6 +112,9 @@ inline LlmFoundrySetup SetUpLlmFoundryRun(const LlmFoundryRun& r) {
   s.job.training.optimizer = Optimizer::kAdamW;
   s.job.training.stack.attention = AttentionKernel::kFused;
   s.job.training.stack.tensor_parallel_overlap = false;  // FSDP: no TP at all
+  // FSDP's PURE mixed precision (the MPT yamls' fsdp_config): gradients
+  // reduced in bf16 (SOURCE.md).
+  s.job.training.stack.fp32_gradients = false;
   Layout& l = s.layout;
   l.gpu_type = "H100-SXM";
   l.pool = "h100";

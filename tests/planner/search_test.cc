@@ -238,6 +238,30 @@ TEST(SearchTest, UnsupportedPrecisionIsRejectedPerPool) {
   EXPECT_TRUE(warned);
 }
 
+// A job that declares 16-bit gradients is planned with them, and warned
+// when Pacer's own worker (which keeps fp32 gradients) would run it; with
+// its own image, or with the default, no warning.
+TEST(SearchTest, SixteenBitGradientsWarnOnlyForPacersWorker) {
+  auto warned = [](const StatusOr<PlanResult>& r) {
+    bool w = false;
+    for (const std::string& s : r->warnings) w |= s.find("fp32Gradients") != std::string::npos;
+    return w;
+  };
+  const std::string training =
+      "  data: {tokens: 10e9}\n  maxDuration: 30d\n  training: {globalBatchSize: 256";
+  const JobSpec plain = ParseOrDie(JobYaml(training + "}\n"));
+  JobSpec half = ParseOrDie(JobYaml(training + ", stack: {fp32Gradients: false}}\n"));
+  const auto a = Plan(plain, Pools(8, 64, 0, 0), {}, Options());
+  const auto b = Plan(half, Pools(8, 64, 0, 0), {}, Options());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_FALSE(warned(a));
+  EXPECT_TRUE(warned(b));
+  half.worker.image = "registry.example.com/train:1";
+  const auto c = Plan(half, Pools(8, 64, 0, 0), {}, Options());
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(warned(c));
+}
+
 TEST(SearchTest, RejectionsExplainTheLosers) {
   const JobSpec job = ParseOrDie(JobYaml(
       "  data: {tokens: 140e9}\n  training: {globalBatchSize: 1024}\n  maxDuration: 14d\n"));

@@ -47,9 +47,10 @@ TEST(DeviceLayoutTest, StateBytesAreThePlannersShardedState) {
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     auto plan = PlanDeviceMemory(c, *s);
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-    const planner::ShardedStateBytes want =
-        planner::ShardedState(s->stage_parameters, planner::StateBytes(c.precision, c.optimizer),
-                              c.zero_stage, c.data_parallel);
+    const planner::ShardedStateBytes want = planner::ShardedState(
+        s->stage_parameters,
+        planner::StateBytes(c.precision, c.optimizer, WorkerConfig::kFp32Gradients), c.zero_stage,
+        c.data_parallel);
     EXPECT_DOUBLE_EQ(plan->planned.weights_bytes, want.weights_bytes);
     EXPECT_DOUBLE_EQ(plan->planned.gradients_bytes, want.gradients_bytes);
     EXPECT_DOUBLE_EQ(plan->planned.optimizer_bytes, want.optimizer_bytes);

@@ -328,45 +328,25 @@ TEST(StepExecutorTest, PeakStateBytesArePredictedForEveryZeroStage) {
     WorkerConfig config = TinyConfig({1, 1, 2, zero});
     config.precision = planner::Precision::kFp32;
     const planner::MemoryBreakdown predicted = testing::PlannerMemory(config);
-    std::vector<std::array<double, 3>> measured(2);
-    std::vector<double> workspace(2);
-    ExpectAllOk(OnRanks(config, [&](int rank, StepExecutor& b) -> Status {
-      for (int step = 0; step < 2; ++step) {
-        ASSIGN_OR_RETURN(StepTiming t, b.RunStep(step));
-        (void)t;
-      }
-      const MemoryTracker& m = b.memory();
-      measured[static_cast<size_t>(rank)] = {m.class_peak_bytes(BufferClass::kWeights),
-                                             m.class_peak_bytes(BufferClass::kGradients),
-                                             m.class_peak_bytes(BufferClass::kOptimizer)};
-      workspace[static_cast<size_t>(rank)] = m.class_peak_bytes(BufferClass::kWorkspace);
-      return Status::Ok();
-    }));
-    const std::array<double, 3> want = {predicted.weights_bytes, predicted.gradients_bytes,
-                                        predicted.optimizer_bytes};
-    const char* names[] = {"weights", "gradients", "optimizer"};
-    for (size_t r = 0; r < 2; ++r) {
+    const std::vector<testing::StateBytes> measured = testing::PeakStateBytes(config, 2);
+    for (size_t r = 0; r < measured.size(); ++r) {
+      const double workspace = measured[r].workspace;
       if (zero == 2) {
         // No full-size staging: the bucket buffers alive at once stay well
         // under one full gradient (fp32: the weights' bytes).
-        std::fprintf(stderr, "ZeRO 2 rank %zu workspace peak %9.0f bytes\n", r, workspace[r]);
-        EXPECT_LT(workspace[r], 0.5 * predicted.weights_bytes);
+        std::fprintf(stderr, "ZeRO 2 rank %zu workspace peak %9.0f bytes\n", r, workspace);
+        EXPECT_LT(workspace, 0.5 * predicted.weights_bytes);
       }
       if (zero == 3) {
         // The weights really are sharded (the check below: half of ZeRO 2's),
         // and what is gathered at once is the planner's ZeRO-3 buffers.
         std::fprintf(stderr, "ZeRO 3 rank %zu workspace measured %9.0f predicted %9.0f bytes\n", r,
-                     workspace[r], predicted.buffers_bytes);
+                     workspace, predicted.buffers_bytes);
         ASSERT_GT(predicted.buffers_bytes, 0);
-        EXPECT_NEAR(workspace[r] / predicted.buffers_bytes, 1.0, 0.05) << "rank " << r;
+        EXPECT_NEAR(workspace / predicted.buffers_bytes, 1.0, 0.05) << "rank " << r;
       }
-      for (size_t i = 0; i < 3; ++i) {
-        std::fprintf(stderr, "ZeRO %d rank %zu %-9s measured %9.0f predicted %9.0f bytes\n", zero,
-                     r, names[i], measured[r][i], want[i]);
-        ASSERT_GT(want[i], 0);
-        EXPECT_NEAR(measured[r][i] / want[i], 1.0, 0.05)
-            << "ZeRO " << zero << " rank " << r << " " << names[i];
-      }
+      testing::ExpectPredictedState(measured[r], predicted,
+                                    "ZeRO " + std::to_string(zero) + " rank " + std::to_string(r));
     }
   }
 }

@@ -14,17 +14,20 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <future>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/step_executor.h"
 #include "core/step_schedule.h"
 #include "core/tcp_store.h"
 #include "cpu/cpu_device.h"
+#include "pacer/planner/cost_model.h"
 
 namespace pacer::worker::testing {
 
@@ -71,12 +74,56 @@ inline void ExpectAllOk(const std::vector<Status>& statuses) {
   }
 }
 
+// Each rank's peak bytes of the model state's buffer classes (and the
+// workspace) over `steps` steps of `config`.
+struct StateBytes {
+  double weights = 0, gradients = 0, optimizer = 0, workspace = 0;
+};
+inline std::vector<StateBytes> PeakStateBytes(const WorkerConfig& config, int steps,
+                                              const DeviceFactory& make_device = nullptr) {
+  std::vector<StateBytes> measured(static_cast<size_t>(config.world_size));
+  ExpectAllOk(OnRanks(
+      config,
+      [&](int rank, StepExecutor& b) -> Status {
+        for (int step = 0; step < steps; ++step) {
+          ASSIGN_OR_RETURN(StepTiming t, b.RunStep(step));
+          (void)t;
+        }
+        const MemoryTracker& m = b.memory();
+        measured[static_cast<size_t>(rank)] = {m.class_peak_bytes(BufferClass::kWeights),
+                                               m.class_peak_bytes(BufferClass::kGradients),
+                                               m.class_peak_bytes(BufferClass::kOptimizer),
+                                               m.class_peak_bytes(BufferClass::kWorkspace)};
+        return Status::Ok();
+      },
+      make_device));
+  return measured;
+}
+
+// Weights, gradients and optimizer state of `measured` within 5% of the
+// planner's `predicted`, each printed.
+inline void ExpectPredictedState(const StateBytes& measured,
+                                 const planner::MemoryBreakdown& predicted,
+                                 const std::string& what) {
+  const std::pair<const char*, std::pair<double, double>> classes[] = {
+      {"weights", {measured.weights, predicted.weights_bytes}},
+      {"gradients", {measured.gradients, predicted.gradients_bytes}},
+      {"optimizer", {measured.optimizer, predicted.optimizer_bytes}}};
+  for (const auto& [name, values] : classes) {
+    std::fprintf(stderr, "%s %-9s measured %9.0f predicted %9.0f bytes\n", what.c_str(), name,
+                 values.first, values.second);
+    ASSERT_GT(values.second, 0) << what << " " << name;
+    EXPECT_NEAR(values.first / values.second, 1.0, 0.05) << what << " " << name;
+  }
+}
+
 struct StageResult {
   int tensor_rank = 0;
   std::map<std::string, std::vector<uint64_t>> unsplit;  // UnsplitIndex of each element
   double loss = 0;
   double gemm_flops = 0;
   double peak_memory_bytes = 0;
+  double activations_peak_bytes = 0;  // BufferClass::kActivations
   bool holds_logits = false;
   std::map<std::string, std::vector<float>> gradients;
 };
@@ -91,6 +138,7 @@ inline std::vector<StageResult> OneStepByName(const WorkerConfig& config,
         StageResult& r = results[static_cast<size_t>(rank)];
         r.gemm_flops = t.gemm_flops;
         r.peak_memory_bytes = b.PeakMemoryBytes();
+        r.activations_peak_bytes = b.memory().class_peak_bytes(BufferClass::kActivations);
         r.loss = b.last_loss();
         r.tensor_rank = rank % config.tensor_parallel;
         const auto& g = b.local_gradients_before_reduce();

@@ -125,17 +125,21 @@ TEST(StepScheduleTest, TensorParallelBytesMatchThePlannersCollectiveCount) {
 }
 
 TEST(StepScheduleTest, DataParallelBytesFollowTheZeroStage) {
-  const planner::StateBytesPerParameter bf16 =
-      planner::StateBytes(planner::Precision::kBf16, planner::Optimizer::kAdamW);
+  const planner::StateBytesPerParameter bf16 = planner::StateBytes(
+      planner::Precision::kBf16, planner::Optimizer::kAdamW, WorkerConfig::kFp32Gradients);
   for (int zero = 0; zero <= 3; ++zero) {
     const WorkerConfig c = TestPlan(1, 1, 8, 1, zero, 1, 4, planner::Recompute::kNone);
     auto s = BuildStepSchedule(c, 3);
     ASSERT_TRUE(s.ok());
-    const double allreduce = 2 * 7.0 / 8 * s->stage_parameters * bf16.gradients;
-    // ZeRO 0 and 1 move one all-reduce's worth per step; 2 reduce-scatters
-    // every micro-batch; 3 moves 1.5 all-reduces' worth every micro-batch.
-    const double expected[] = {allreduce, allreduce, 4 * allreduce / 2 + allreduce / 2,
-                               4 * 1.5 * allreduce};
+    // A reduce-scatter or all-gather of `bytes` per parameter over 8 ranks.
+    auto half = [&](double bytes) { return 7.0 / 8 * s->stage_parameters * bytes; };
+    const double g = half(bf16.gradients), w = half(bf16.weights);
+    ASSERT_EQ(bf16.gradients, 2 * bf16.weights) << "fp32 gradients, bf16 weights";
+    // ZeRO 0 all-reduces the gradients once per step (2 halves), 1 reduce-
+    // scatters them and all-gathers the weights once per step, 2 reduce-
+    // scatters every micro-batch, 3 also gathers the weights twice per
+    // micro-batch.
+    const double expected[] = {2 * g, g + w, 4 * g + w, 4 * (2 * w + g)};
     EXPECT_NEAR(s->BusBytesPerStep(Group::kData) / expected[zero], 1.0, 1e-12) << zero;
     EXPECT_NEAR(s->optimizer_shard_parameters, s->stage_parameters / (zero >= 1 ? 8 : 1), 1e-6);
   }

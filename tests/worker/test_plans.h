@@ -54,6 +54,7 @@ inline planner::MemoryBreakdown PlannerMemory(const WorkerConfig& c) {
   job.training.precision = c.precision;
   job.training.optimizer = c.optimizer;
   job.training.stack.attention = c.attention;
+  job.training.stack.fp32_gradients = WorkerConfig::kFp32Gradients;
   planner::Layout layout;
   layout.tensor_parallel = c.tensor_parallel;
   layout.pipeline_parallel = c.pipeline_parallel;

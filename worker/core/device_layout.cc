@@ -8,12 +8,9 @@
 namespace pacer::worker {
 namespace {
 
+using planner::IsMixedPrecision;
 using planner::Precision;
 using planner::Recompute;
-
-bool IsMixedPrecision(Precision p) {
-  return p == Precision::kBf16 || p == Precision::kFp16 || p == Precision::kFp8;
-}
 
 int64_t RoundUp(int64_t value, int64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
@@ -90,7 +87,8 @@ StatusOr<DeviceMemoryPlan> PlanDeviceMemory(const WorkerConfig& c, const StepSch
 
   const int e = IsMixedPrecision(c.precision) ? 2 : 4;
   plan.element_bytes = e;
-  const planner::StateBytesPerParameter state = planner::StateBytes(c.precision, c.optimizer);
+  const planner::StateBytesPerParameter state =
+      planner::StateBytes(c.precision, c.optimizer, WorkerConfig::kFp32Gradients);
   plan.optimizer_floats_per_parameter = static_cast<int>(state.optimizer / 4);
 
   // Parameters.
@@ -198,7 +196,8 @@ StatusOr<DeviceMemoryPlan> PlanDeviceMemory(const WorkerConfig& c, const StepSch
   const double n = static_cast<double>(p.padded_elements);
   const double zero_d = static_cast<double>(dp);
   plan.allocated.weights_bytes = e * (c.zero_stage >= 3 ? n / zero_d : n);
-  plan.allocated.gradients_bytes = e * (c.zero_stage >= 2 ? n / zero_d : n);
+  // fp32 gradients under every plan (WorkerConfig::kFp32Gradients).
+  plan.allocated.gradients_bytes = 4.0 * (c.zero_stage >= 2 ? n / zero_d : n);
   plan.allocated.optimizer_bytes =
       4.0 * plan.optimizer_floats_per_parameter *
       static_cast<double>(c.zero_stage >= 1 ? p.shard_elements : p.padded_elements);

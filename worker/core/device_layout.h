@@ -147,7 +147,7 @@ struct DeviceMemoryPlan {
   // Peak (micro-batch, chunk) pairs whose activations are stashed at once in
   // this rank's pipeline order (p - stage for plain 1F1B, capped at k).
   int slots_in_flight = 1;
-  int element_bytes = 2;          // weights, gradients and activations: 2 or 4
+  int element_bytes = 2;                   // weights and activations: 2 or 4 (gradients: 4)
   int optimizer_floats_per_parameter = 0;  // fp32 master copy and moments per shard element
   // Named scratch buffers in elements of `element_bytes` (the backend
   // allocates exactly these), and cuBLAS' workspace in bytes.

@@ -108,6 +108,9 @@ class StepExecutor::Impl {
   DeviceBuffer grad_shard{dev_, BufferClass::kGradients};  // ZeRO >= 2: reduced, owned
   DeviceBuffer adam_m{dev_, BufferClass::kOptimizer};
   DeviceBuffer adam_v{dev_, BufferClass::kOptimizer};
+  // With 16-bit weights (master_weights_): the fp32 master weights of this
+  // rank's shards, at owned_position_, which AdamW updates.
+  DeviceBuffer master{dev_, BufferClass::kOptimizer};
   // Test hooks: host copies (see step_executor.h).
   std::vector<float> local_gradients, reduced_gradients, parameters;
   std::vector<std::pair<size_t, size_t>> owned;
@@ -282,6 +285,14 @@ class StepExecutor::Impl {
   std::vector<size_t> owned_position_;  // per bucket: its offset in the owned buffers
   size_t n_ = 0;                        // this rank's parameters, padded (unsharded)
   bool fsdp_ = false;
+  // A 16-bit plan on a device that stores Storage::kCompute narrower than
+  // fp32: `weights` (and FSDP's gathered units) hold the compute copy,
+  // `master` the fp32 master weights of the owned shards, as Megatron's
+  // distributed optimizer and the planner count them (2 bytes a parameter
+  // of weights, 12 of optimizer state: master and moments). Otherwise
+  // `weights` are the fp32 master copy and there is no `master`.
+  bool master_weights_ = false;
+  Storage weight_storage_ = Storage::kFp32;
   std::vector<DeviceBuffer> gathered_;  // per unit under FSDP: its full weights while used
   int64_t current_step_ = 0;
   std::map<std::pair<int, int>, ChunkStash> stash_;
@@ -409,11 +420,15 @@ Status StepExecutor::Impl::Initialize(const BackendContext& context, uint64_t se
     buckets_ = EqualBuckets(n, d_);
   }
   if (c.zero_stage <= 1) RETURN_IF_ERROR(Alloc(&grads, n));
+  master_weights_ = planner::IsMixedPrecision(c.precision) &&
+                    dev_->ElementBytes(Storage::kCompute) < sizeof(float);
+  weight_storage_ = master_weights_ ? Storage::kCompute : Storage::kFp32;
+  weights = DeviceBuffer(dev_, BufferClass::kWeights, weight_storage_);
   bucket_grads_.clear();
   gathered_.clear();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     bucket_grads_.emplace_back(dev_, BufferClass::kWorkspace);
-    gathered_.emplace_back(dev_, BufferClass::kWorkspace);
+    gathered_.emplace_back(dev_, BufferClass::kWorkspace, weight_storage_);
   }
   bucket_written_.assign(buckets_.size(), 0);
   bucket_expected_.assign(buckets_.size(), 0);
@@ -447,6 +462,7 @@ Status StepExecutor::Impl::Initialize(const BackendContext& context, uint64_t se
   RETURN_IF_ERROR(Alloc(&weights, fsdp_ ? owned_total : n));
   RETURN_IF_ERROR(Alloc(&adam_m, owned_total));
   RETURN_IF_ERROR(Alloc(&adam_v, owned_total));
+  if (master_weights_) RETURN_IF_ERROR(Alloc(&master, owned_total));
   if (c.zero_stage >= 2) RETURN_IF_ERROR(Alloc(&grad_shard, owned_total));
   return InitWeights(seed);
 }
@@ -466,17 +482,22 @@ Status StepExecutor::Impl::InitWeights(uint64_t seed) {
     const float scale = static_cast<float>(1.0 / std::sqrt(std::max(fan_in, 1.0)));
     host.resize(r.length);
     FillInitialWeights(seed, NameHash(r.name), MapFor(r), scale, host.data(), r.length);
+    // The pieces of the matrix in this rank's shards, into an owned buffer.
+    auto to_shards = [&](DeviceBuffer* owned_buffer) -> Status {
+      for (size_t b = 0; b < buckets_.size(); ++b) {
+        const size_t lo = std::max(r.offset, owned[b].first);
+        const size_t hi = std::min(r.offset + r.length, owned[b].first + owned[b].second);
+        if (lo >= hi) continue;
+        RETURN_IF_ERROR(
+            dev_->CopyFromHost(host.data() + (lo - r.offset), hi - lo,
+                               owned_buffer->data() + owned_position_[b] + (lo - owned[b].first)));
+      }
+      return Status::Ok();
+    };
+    // The master copy from the fp32 values, not from their 16-bit rounding.
+    if (master_weights_) RETURN_IF_ERROR(to_shards(&master));
     if (!fsdp_) return dev_->CopyFromHost(host.data(), r.length, weights.data() + r.offset);
-    // FSDP: only the pieces of the matrix in this rank's shards.
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      const size_t lo = std::max(r.offset, owned[b].first);
-      const size_t hi = std::min(r.offset + r.length, owned[b].first + owned[b].second);
-      if (lo >= hi) continue;
-      RETURN_IF_ERROR(
-          dev_->CopyFromHost(host.data() + (lo - r.offset), hi - lo,
-                             weights.data() + owned_position_[b] + (lo - owned[b].first)));
-    }
-    return Status::Ok();
+    return to_shards(&weights);  // FSDP: only this rank's shards exist
   };
   for (const ParameterRange& r : ranges) {
     double fan_in = static_cast<double>(hidden_);
@@ -1168,8 +1189,8 @@ Status StepExecutor::Impl::DataParallelOne(const Collective& c, size_t bucket, b
       // first, then everyone's updated shards are gathered.
       if (step_end) RETURN_IF_ERROR(UpdateShard(bucket, current_step_));
       const size_t count = b.shard_counts[static_cast<size_t>(dp)];
-      DeviceBuffer shard(dev_, BufferClass::kWorkspace);
-      RETURN_IF_ERROR(shard.Assign(count));
+      DeviceBuffer shard(dev_, BufferClass::kWorkspace, weight_storage_);
+      RETURN_IF_ERROR(shard.Assign(count, Fill::kUndefined));
       RETURN_IF_ERROR(dev_->Copy(weights.data() + b.ShardOffset(dp), count, shard.data()));
       return Counted(&c, dev_->AllGather(Group::kData, shard.data(), weights.data() + b.offset,
                                          b.shard_counts, c.name));
@@ -1196,8 +1217,14 @@ Status StepExecutor::Impl::UpdateShard(size_t bucket, int64_t step) {
   }
   const float scale = 1.0f / static_cast<float>(static_cast<double>(d_) *
                                                 static_cast<double>(schedule_->micro_batches));
-  return dev_->AdamWUpdate(ShardWeights(bucket), g, adam_m.data() + position,
-                           adam_v.data() + position, length, scale, step + 1, adam_);
+  if (!master_weights_) {
+    return dev_->AdamWUpdate(ShardWeights(bucket), g, adam_m.data() + position,
+                             adam_v.data() + position, length, scale, step + 1, adam_);
+  }
+  // The fp32 master shard takes the update; the weights its rounding.
+  RETURN_IF_ERROR(dev_->AdamWUpdate(master.data() + position, g, adam_m.data() + position,
+                                    adam_v.data() + position, length, scale, step + 1, adam_));
+  return dev_->Copy(master.data() + position, length, ShardWeights(bucket));
 }
 
 StatusOr<StepTiming> StepExecutor::Impl::RunStep(int64_t step) {
@@ -1280,11 +1307,14 @@ StatusOr<StepTiming> StepExecutor::Impl::RunStep(int64_t step) {
       RETURN_IF_ERROR(dev_->CopyToHost(ReducedShard(b), owned[b].second,
                                        reduced_gradients.data() + owned[b].first));
     }
-    if (fsdp_) {
-      // Only this rank's shards exist; the rest stays zero.
+    if (fsdp_ || master_weights_) {
+      // The owned shards' master values (FSDP: only those exist; the rest
+      // stays zero).
       parameters.assign(n_, 0.0f);
+      if (!fsdp_) RETURN_IF_ERROR(dev_->CopyToHost(weights.data(), n_, parameters.data()));
+      const DeviceBuffer& source = master_weights_ ? master : weights;
       for (size_t b = 0; b < owned.size(); ++b) {
-        RETURN_IF_ERROR(dev_->CopyToHost(weights.data() + owned_position_[b], owned[b].second,
+        RETURN_IF_ERROR(dev_->CopyToHost(source.data() + owned_position_[b], owned[b].second,
                                          parameters.data() + owned[b].first));
       }
     } else {
@@ -1363,13 +1393,23 @@ StatusOr<NamedBuffers> StepExecutor::SaveBuffers() {
   out.emplace_back("weights", std::move(weights));
   out.emplace_back("optimizer/adamw-m", std::move(m));
   out.emplace_back("optimizer/adamw-v", std::move(v));
+  if (impl_->master.size() > 0) {
+    // The fp32 master weights: resuming from `weights` alone would lose
+    // what their 16-bit rounding dropped.
+    ASSIGN_OR_RETURN(auto master, ToBytes(*device_, impl_->master));
+    out.emplace_back("optimizer/master-weights", std::move(master));
+  }
   return out;
 }
 
 Status StepExecutor::LoadBuffers(const NamedBuffers& buffers) {
   RETURN_IF_ERROR(FromBytes(*device_, buffers, "weights", &impl_->weights));
   RETURN_IF_ERROR(FromBytes(*device_, buffers, "optimizer/adamw-m", &impl_->adam_m));
-  return FromBytes(*device_, buffers, "optimizer/adamw-v", &impl_->adam_v);
+  RETURN_IF_ERROR(FromBytes(*device_, buffers, "optimizer/adamw-v", &impl_->adam_v));
+  if (impl_->master.size() > 0) {
+    return FromBytes(*device_, buffers, "optimizer/master-weights", &impl_->master);
+  }
+  return Status::Ok();
 }
 
 std::vector<double> RangeNorms(const std::vector<float>& values,

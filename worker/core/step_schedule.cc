@@ -86,7 +86,7 @@ void AddDataParallelCollectives(const WorkerConfig& c, StepSchedule* s) {
   const int d = c.data_parallel;
   if (d == 1) return;
   const planner::StateBytesPerParameter state =
-      planner::StateBytes(c.precision, c.optimizer);
+      planner::StateBytes(c.precision, c.optimizer, WorkerConfig::kFp32Gradients);
   const double grad_bytes = s->stage_parameters * state.gradients / kGradientBuckets;
   const double weight_bytes = s->stage_parameters * state.weights / kGradientBuckets;
   for (int i = 0; i < kGradientBuckets; ++i) {

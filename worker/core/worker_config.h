@@ -68,6 +68,10 @@ struct WorkerConfig {
   // stores no score matrix and recomputes the scores in the backward pass.
   planner::AttentionKernel attention = planner::AttentionKernel::kFused;
   planner::ModelSpec model;
+  // The executor's gradients are fp32 under every plan (Megatron's main
+  // gradients): accumulated, reduced and stored in 4 bytes, as the planner
+  // counts with spec.training.stack.fp32Gradients (its default).
+  static constexpr bool kFp32Gradients = true;
 
   // Where and how.
   std::string checkpoint_dir;             // empty = no checkpoints

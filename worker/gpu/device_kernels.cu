@@ -227,7 +227,10 @@ __global__ void SoftmaxBackwardBf16Kernel(const __nv_bfloat16* p, const float* d
   }
 }
 
-__global__ void EmbeddingForwardKernel(const float* table, const int32_t* tokens, int64_t cols,
+// The table in fp32 or bf16 (16-bit weights under a bf16 plan); rows out
+// in fp32 (the residual stream).
+template <typename TT>
+__global__ void EmbeddingForwardKernel(const TT* table, const int32_t* tokens, int64_t cols,
                                        float* out) {
   const int64_t r = blockIdx.x;
   const int32_t token = tokens[r];
@@ -235,8 +238,8 @@ __global__ void EmbeddingForwardKernel(const float* table, const int32_t* tokens
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) out[r * cols + j] = 0.0f;
     return;
   }
-  const float* row = table + static_cast<int64_t>(token) * cols;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) out[r * cols + j] = row[j];
+  const TT* row = table + static_cast<int64_t>(token) * cols;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) out[r * cols + j] = Load(row, j);
 }
 
 __global__ void EmbeddingBackwardKernel(const float* dout, const int32_t* tokens, int64_t cols,
@@ -438,11 +441,16 @@ Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols, fl
   return Launched();
 }
 
-Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows, int64_t cols,
-                        float* out, cudaStream_t stream) {
+Status EmbeddingForward(const void* table, DType table_type, const int32_t* tokens, int64_t rows,
+                        int64_t cols, float* out, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return Status::Ok();
   RETURN_IF_ERROR(CheckRows(rows));
-  EmbeddingForwardKernel<<<Rows(rows), kThreads, 0, stream>>>(table, tokens, cols, out);
+  const bool known = ForStorage(table_type, [&](auto* tag) {
+    using TT = std::remove_pointer_t<decltype(tag)>;
+    EmbeddingForwardKernel<TT>
+        <<<Rows(rows), kThreads, 0, stream>>>(static_cast<const TT*>(table), tokens, cols, out);
+  });
+  if (!known) return UnsupportedStorage("the embedding");
   return Launched();
 }
 

@@ -48,10 +48,10 @@ Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale, cudaStream
 // In place over dp: dp = scale * p * (dp - rowsum(p * dp)).
 Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols, float scale,
                        cudaStream_t stream);
-// out row i = table row tokens[i], zeros where tokens[i] < 0 (tokens on
-// the device).
-Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows, int64_t cols,
-                        float* out, cudaStream_t stream);
+// out row i = table row tokens[i] (the table fp32 or bf16), zeros where
+// tokens[i] < 0 (tokens on the device).
+Status EmbeddingForward(const void* table, DType table_type, const int32_t* tokens, int64_t rows,
+                        int64_t cols, float* out, cudaStream_t stream);
 // table_grad row tokens[i] += dout row i (atomics: repeated tokens add up;
 // tokens < 0 skipped).
 Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows, int64_t cols,

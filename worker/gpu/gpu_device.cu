@@ -513,16 +513,19 @@ class GpuDevice final : public Device {
   }
   Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows, int64_t cols,
                           float* out) override {
-    if (Narrow(table) || Narrow(out)) {
+    if (Narrow(out)) {
       Fp32Views v(this);
-      RETURN_IF_ERROR(v.In(table, 0));
       RETURN_IF_ERROR(v.Out(out, Count(rows, cols)));
       RETURN_IF_ERROR(EmbeddingForward(table, tokens, rows, cols, out));
       return v.Finish();
     }
+    // A bf16 table (16-bit weights) is read as it is stored: rows are
+    // gathered by token, so its extent is not known here (At's span: 0).
+    ASSIGN_OR_RETURN(const Typed t, At(table, 0));
     ASSIGN_OR_RETURN(const int32_t* ids, Upload(tokens, rows));
-    return TimedOp(kOpEmbedding,
-                   [&] { return gpu::EmbeddingForward(table, ids, rows, cols, out, compute_); });
+    return TimedOp(kOpEmbedding, [&] {
+      return gpu::EmbeddingForward(t.p, t.type, ids, rows, cols, out, compute_);
+    });
   }
   Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows, int64_t cols,
                            float* table_grad) override {

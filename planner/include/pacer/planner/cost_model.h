@@ -182,14 +182,16 @@ MemoryBreakdown PredictMemory(const JobSpec& job, const Layout& layout, const Gp
                               const ModelConstants& constants = {});
 
 // Bytes per parameter for weights, gradients and optimizer state before ZeRO
-// sharding, by precision and optimizer (ZeRO paper: 2 + 2 + 12 for mixed
-// precision Adam; 4 + 4 + 8 for fp32 Adam).
+// sharding, by precision, optimizer and the gradients' precision under a
+// 16-bit plan (StackSpec::fp32_gradients): mixed precision Adam keeps 2 + 4
+// + 12 with fp32 gradients (Megatron's 18), 2 + 2 + 12 without (the ZeRO
+// paper's 16); fp32 Adam 4 + 4 + 8.
 struct StateBytesPerParameter {
   double weights = 0;
   double gradients = 0;
   double optimizer = 0;
 };
-StateBytesPerParameter StateBytes(Precision precision, Optimizer optimizer);
+StateBytesPerParameter StateBytes(Precision precision, Optimizer optimizer, bool fp32_gradients);
 
 // Weights + gradients + optimizer bytes per GPU for `parameters` parameters
 // held by a model-parallel rank under ZeRO `stage` with data parallelism `d`

@@ -32,6 +32,10 @@ enum class AttentionKernel { kFused, kUnfused };
 // (one more pass over it); blockwise scales sub-blocks (MXFP8-style).
 enum class Fp8Recipe { kDelayed, kCurrent, kBlockwise };
 
+// A 16-bit (or fp8) plan: weights and activations in 16 bits, master
+// weights and optimizer state in fp32.
+bool IsMixedPrecision(Precision p);
+
 // The names used in YAML/JSON ("bf16", "adamw", "selective", "swiglu", "cost").
 const char* PrecisionName(Precision p);
 const char* OptimizerName(Optimizer o);
@@ -79,6 +83,11 @@ struct StackSpec {
   // Data-parallel / ZeRO collectives overlapped with compute (DDP gradient
   // buckets, FSDP prefetch of the next layer's weights).
   bool data_parallel_overlap = true;
+  // Under a 16-bit plan, gradients accumulated and data-parallel reduced in
+  // fp32 (Megatron's main gradients, its default for bf16, and Pacer's
+  // worker): 4 bytes per parameter held and reduced. false: in the plan's
+  // 16-bit precision (PyTorch FSDP's PURE mixed precision), 2 bytes.
+  bool fp32_gradients = true;
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // used only when precision is fp8
 };
 
