@@ -249,14 +249,28 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
   }
   StatusOr<planner::PlanResult> result =
       planner::Plan(job, inventory->inventory, calibration, plan_options);
-  // Would it work if every GPU of the cluster were free? Tells "wait for
-  // GPUs" from "impossible".
+  // The plan if every GPU of the cluster were free (planned once, when
+  // asked): tells "wait for GPUs" from "impossible", and says why.
+  std::optional<StatusOr<planner::PlanResult>> idle_plan;
+  auto plan_on_whole_cluster = [&]() -> const StatusOr<planner::PlanResult>& {
+    if (!idle_plan) {
+      planner::Inventory idle = inventory->inventory;
+      for (planner::NodePool& pool : idle.node_pools)
+        pool.free_gpus = pool.nodes * pool.gpus_per_node;
+      idle_plan = planner::Plan(job, idle, calibration, plan_options);
+    }
+    return *idle_plan;
+  };
   auto feasible_on_whole_cluster = [&]() {
-    planner::Inventory idle = inventory->inventory;
-    for (planner::NodePool& pool : idle.node_pools)
-      pool.free_gpus = pool.nodes * pool.gpus_per_node;
-    StatusOr<planner::PlanResult> r = planner::Plan(job, idle, calibration, plan_options);
+    const StatusOr<planner::PlanResult>& r = plan_on_whole_cluster();
     return r.ok() && r->feasible && r->plan.has_value();
+  };
+  auto deadline_unreachable = [&](const std::string& message) {
+    pass.phase = Phase::kInfeasible;
+    if (!pass.Had(kConditionInfeasible, "DeadlineUnreachable")) {
+      deps_.store->RecordEvent(pass.object, "Warning", "DeadlineUnreachable", message);
+    }
+    pass.Set(kConditionInfeasible, kConditionTrue, "DeadlineUnreachable", message);
   };
 
   if (!result.ok()) {
@@ -308,6 +322,14 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
     if (feasible_on_whole_cluster()) {
       return ReconcileWaiting(pass, "InsufficientGpus", error.message());
     }
+    // Busy GPUs are not the reason when even the idle cluster misses the
+    // deadline: say that, with what would meet it.
+    const StatusOr<planner::PlanResult>& idle = plan_on_whole_cluster();
+    if (idle.ok() && idle->advice) {
+      deadline_unreachable("even with every GPU of the cluster free: " + idle->advice->summary);
+      if (idle->plan) pass.plan = *idle->plan;
+      return Finish(pass, std::nullopt);
+    }
     pass.phase = Phase::kInfeasible;
     if (!pass.Had(kConditionInfeasible, "NoLayoutFits")) {
       deps_.store->RecordEvent(pass.object, "Warning", "NoLayoutFits", error.message());
@@ -334,11 +356,7 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
       pass.Set(kConditionDeadlineAtRisk, kConditionTrue, "DeadlineUnreachable", message);
       return LaunchPlan(pass, *result->plan);
     }
-    pass.phase = Phase::kInfeasible;
-    if (!pass.Had(kConditionInfeasible, "DeadlineUnreachable")) {
-      deps_.store->RecordEvent(pass.object, "Warning", "DeadlineUnreachable", message);
-    }
-    pass.Set(kConditionInfeasible, kConditionTrue, "DeadlineUnreachable", message);
+    deadline_unreachable(message);
     if (result->plan) pass.plan = *result->plan;
     return Finish(pass, std::nullopt);
   }

@@ -251,6 +251,28 @@ TEST_F(ReconcilerTest, ImpossibleDeadlineIsInfeasibleWithTheFix) {
   EXPECT_EQ(store_.CountEvents("DeadlineUnreachable"), 1);
 }
 
+// A deadline no layout meets even with the whole cluster free, arriving
+// while every GPU is busy: Infeasible because of the deadline, with what
+// would meet it, not because no GPU is free now (the message was "0 free
+// GPUs; 2 needed", which waiting would never fix).
+TEST_F(ReconcilerTest, ImpossibleDeadlineOnABusyClusterSaysTheDeadlineIsTheReason) {
+  inventory_.inventory = H100Cluster(16, 0);
+  store_.Put(LlamaJob("llama", "6h"));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_TRUE(launcher_.launches.empty());
+  EXPECT_EQ(Status()["phase"], "Infeasible");
+  EXPECT_EQ(ConditionReason("Infeasible"), "True/DeadlineUnreachable");
+  std::string message;
+  const nlohmann::json status = Status();
+  for (const auto& c : status["conditions"]) {
+    if (c["type"] == "Infeasible") message = c["message"];
+  }
+  EXPECT_NE(message.find("even with every GPU of the cluster free"), std::string::npos) << message;
+  EXPECT_NE(message.find("GPU"), std::string::npos) << message;
+  EXPECT_EQ(message.find("0 free"), std::string::npos) << message;
+  EXPECT_EQ(store_.CountEvents("NoLayoutFits"), 0);
+}
+
 TEST_F(ReconcilerTest, AJobThatAlreadyRanKeepsRunningOnTheFastestPlanWhenLate) {
   store_.Put(LlamaJob());
   LaunchAndRun();
