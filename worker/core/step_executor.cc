@@ -19,6 +19,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The checkpoint buffer of the fp32 master weights under 16-bit weights.
+constexpr char kMasterWeightsBuffer[] = "optimizer/master-weights";
+
 int64_t Dim(double v) { return static_cast<int64_t>(std::llround(v)); }
 size_t Size(int64_t v) { return static_cast<size_t>(std::max<int64_t>(v, 0)); }
 
@@ -99,6 +102,9 @@ class StepExecutor::Impl {
  public:
   Impl(Device* device, bool host_copies) : dev_(device), host_copies_(host_copies) {}
   Status Initialize(const BackendContext& context, uint64_t seed);
+  // After `weights` and the moments: the master weights from a checkpoint
+  // written with or without them (LoadBuffers).
+  Status LoadMasterWeights(const NamedBuffers& buffers);
   StatusOr<StepTiming> RunStep(int64_t step);
   // StepExecutor::UnsplitIndex, resolved once per matrix.
   UnsplitMap MapFor(const ParameterRange& r) const;
@@ -292,7 +298,7 @@ class StepExecutor::Impl {
   // of weights, 12 of optimizer state: master and moments). Otherwise
   // `weights` are the fp32 master copy and there is no `master`.
   bool master_weights_ = false;
-  Storage weight_storage_ = Storage::kFp32;
+  Storage weight_storage() const { return master_weights_ ? Storage::kCompute : Storage::kFp32; }
   std::vector<DeviceBuffer> gathered_;  // per unit under FSDP: its full weights while used
   int64_t current_step_ = 0;
   std::map<std::pair<int, int>, ChunkStash> stash_;
@@ -422,13 +428,12 @@ Status StepExecutor::Impl::Initialize(const BackendContext& context, uint64_t se
   if (c.zero_stage <= 1) RETURN_IF_ERROR(Alloc(&grads, n));
   master_weights_ = planner::IsMixedPrecision(c.precision) &&
                     dev_->ElementBytes(Storage::kCompute) < sizeof(float);
-  weight_storage_ = master_weights_ ? Storage::kCompute : Storage::kFp32;
-  weights = DeviceBuffer(dev_, BufferClass::kWeights, weight_storage_);
+  weights = DeviceBuffer(dev_, BufferClass::kWeights, weight_storage());
   bucket_grads_.clear();
   gathered_.clear();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     bucket_grads_.emplace_back(dev_, BufferClass::kWorkspace);
-    gathered_.emplace_back(dev_, BufferClass::kWorkspace, weight_storage_);
+    gathered_.emplace_back(dev_, BufferClass::kWorkspace, weight_storage());
   }
   bucket_written_.assign(buckets_.size(), 0);
   bucket_expected_.assign(buckets_.size(), 0);
@@ -1189,7 +1194,7 @@ Status StepExecutor::Impl::DataParallelOne(const Collective& c, size_t bucket, b
       // first, then everyone's updated shards are gathered.
       if (step_end) RETURN_IF_ERROR(UpdateShard(bucket, current_step_));
       const size_t count = b.shard_counts[static_cast<size_t>(dp)];
-      DeviceBuffer shard(dev_, BufferClass::kWorkspace, weight_storage_);
+      DeviceBuffer shard(dev_, BufferClass::kWorkspace, weight_storage());
       RETURN_IF_ERROR(shard.Assign(count, Fill::kUndefined));
       RETURN_IF_ERROR(dev_->Copy(weights.data() + b.ShardOffset(dp), count, shard.data()));
       return Counted(&c, dev_->AllGather(Group::kData, shard.data(), weights.data() + b.offset,
@@ -1397,7 +1402,7 @@ StatusOr<NamedBuffers> StepExecutor::SaveBuffers() {
     // The fp32 master weights: resuming from `weights` alone would lose
     // what their 16-bit rounding dropped.
     ASSIGN_OR_RETURN(auto master, ToBytes(*device_, impl_->master));
-    out.emplace_back("optimizer/master-weights", std::move(master));
+    out.emplace_back(kMasterWeightsBuffer, std::move(master));
   }
   return out;
 }
@@ -1406,8 +1411,53 @@ Status StepExecutor::LoadBuffers(const NamedBuffers& buffers) {
   RETURN_IF_ERROR(FromBytes(*device_, buffers, "weights", &impl_->weights));
   RETURN_IF_ERROR(FromBytes(*device_, buffers, "optimizer/adamw-m", &impl_->adam_m));
   RETURN_IF_ERROR(FromBytes(*device_, buffers, "optimizer/adamw-v", &impl_->adam_v));
-  if (impl_->master.size() > 0) {
-    return FromBytes(*device_, buffers, "optimizer/master-weights", &impl_->master);
+  return impl_->LoadMasterWeights(buffers);
+}
+
+// The plan fingerprint does not say how the device stored the weights (an
+// environment switch of the GPU device, or a new worker image, can change
+// it between save and resume), so either kind of checkpoint resumes under
+// either storage.
+Status StepExecutor::Impl::LoadMasterWeights(const NamedBuffers& buffers) {
+  const std::vector<std::byte>* saved_master = nullptr;
+  const std::vector<std::byte>* saved_weights = nullptr;
+  for (const auto& [key, bytes] : buffers) {
+    if (key == kMasterWeightsBuffer) saved_master = &bytes;
+    if (key == "weights") saved_weights = &bytes;
+  }
+  if (master_weights_ && saved_master != nullptr) {
+    return FromBytes(*dev_, buffers, kMasterWeightsBuffer, &master);
+  }
+  if (!master_weights_ && saved_master == nullptr) return Status::Ok();
+  if (saved_weights == nullptr) return NotFoundError("checkpoint has no buffer 'weights'");
+  // The other kind: `from` is the saved fp32 weights (in `weights`'
+  // layout) or the saved master weights (the owned buffers' layout, as the
+  // moments).
+  const std::vector<std::byte>& from = master_weights_ ? *saved_weights : *saved_master;
+  const size_t expected = (master_weights_ ? weights.size() : adam_m.size()) * sizeof(float);
+  if (from.size() != expected) {
+    return InvalidArgumentError("checkpoint buffer '" +
+                                std::string(master_weights_ ? "weights" : kMasterWeightsBuffer) +
+                                "' has " + std::to_string(from.size()) +
+                                " bytes, this rank expects " + std::to_string(expected));
+  }
+  std::vector<float> host(from.size() / sizeof(float));
+  std::memcpy(host.data(), from.data(), from.size());
+  for (size_t b = 0; b < owned.size(); ++b) {
+    const size_t in_weights = fsdp_ ? owned_position_[b] : owned[b].first;
+    if (master_weights_) {
+      // Written with fp32 weights (fp32 storage): they are the master
+      // values, and `weights` now holds their rounding.
+      RETURN_IF_ERROR(dev_->CopyFromHost(host.data() + in_weights, owned[b].second,
+                                         master.data() + owned_position_[b]));
+    } else {
+      // Written under 16-bit weights: the owned shards take the master
+      // values. The rest of `weights` (ZeRO 1 and 2 over several ranks) is
+      // the rounding until the step's parameter all-gather brings the
+      // owners' master values; the forward GEMMs round to bf16 anyway.
+      RETURN_IF_ERROR(dev_->CopyFromHost(host.data() + owned_position_[b], owned[b].second,
+                                         weights.data() + in_weights));
+    }
   }
   return Status::Ok();
 }
