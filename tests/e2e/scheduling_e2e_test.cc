@@ -1,14 +1,18 @@
 // Deadline scheduling across jobs, end to end: three TrainJobs compete for
 // the fixture's 8 GPUs (4 nodes x 2 H100). The planner's curve of the 1.3B
-// model below on those nodes (`pacer sweep`): 0.291 s per step on 2 GPUs,
-// 0.147 s on 4, 0.130 s on 6, ~0.08 s on 8. A relaunch costs 5 s here
-// (the fixture's --relaunch-seconds), plans keep 5% headroom and finish a minute early.
+// model below on those nodes: 0.293 s per step on 2 GPUs, 0.157 s on 4,
+// 0.134 s on 6, 0.102 s on 8 (`pacer sweep JOB --gpus 2,4,6,8 --cluster
+// INV`, INV holding the pool the controller reads from the fixture's
+// nodes: `nodePools: [{name: h100-sxm-2gpu, gpuType: H100-SXM, nodes: 4,
+// gpusPerNode: 2, freeGPUs: 8, networkGbpsPerNode: 800}]`, 400 Gbit/s a
+// GPU by default). A relaunch costs 5 s here (the fixture's
+// --relaunch-seconds), plans keep 5% headroom and finish a minute early.
 //
 //   early   100,000 steps, 20 h, objective time: alone it takes all 8 GPUs
-//   urgent   20,000 steps, 50 min: on 6 GPUs it needs 47 min, on 4 GPUs 53
-//           min, so its 6 GPUs must start within minutes
-//   late    100,000 steps, 150 min: alone on 8 GPUs it needs 142 min; beside
-//           urgent it would take 175 min
+//   urgent   20,000 steps, 50 min: 45 min on 6 GPUs, 52 min on 4, so its
+//           6 GPUs must start within minutes
+//   late    100,000 steps, 200 min: alone on 8 GPUs it needs 170 min, on 6
+//           223 min; beside urgent it cannot have 8 in time
 //
 // With first come, first served, early keeps its 8 GPUs and urgent waits (it
 // will miss its deadline). The deadline scheduler shrinks early to make room,
@@ -114,7 +118,7 @@ TEST_F(SchedulingE2eTest, TheSchedulerShrinksAnEarlyJobForATightDeadlineAndRejec
       WaitFor([&] { return Condition(Job("research", "urgent"), "Admitted") == "True/Admitted"; },
               seconds(60)))
       << Job("research", "urgent").dump(2);
-  // 200 minutes: feasible on all 8 GPUs (3h9m), not on 6 (`pacer plan`).
+  // 200 minutes: feasible on all 8 GPUs, not on 6 (see the top).
   Apply(JobYaml("late", 100000, "200m", "cost"));
 
   // urgent runs on at least the 4 GPUs its deadline needs, early gave them up.
