@@ -309,25 +309,6 @@ __global__ void AdamWKernel(float* w, const float* g, float* m, float* v, int64_
   }
 }
 
-// Grid-stride: GridFor caps the grid, so one thread may convert several.
-__global__ void ToBf16Kernel(const float* x, int64_t n, __nv_bfloat16* y) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += stride) {
-    y[i] = __float2bfloat16_rn(x[i]);
-  }
-}
-
-// y[i] = x[i] widened to fp32, or added to y[i] when `add`.
-__global__ void FromBf16Kernel(const __nv_bfloat16* x, int64_t n, float* y, bool add) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += stride) {
-    const float v = __bfloat162float(x[i]);
-    y[i] = add ? y[i] + v : v;
-  }
-}
-
 }  // namespace
 
 Status SoftmaxRowsBf16(void* x, int64_t rows, int64_t cols, float scale, cudaStream_t stream) {
@@ -359,19 +340,11 @@ Status SoftmaxBackwardBf16(const void* p, const float* dp, void* ds, int64_t row
 }
 
 Status ToBf16(const float* x, size_t n, void* y, cudaStream_t stream) {
-  if (n == 0) return Status::Ok();
-  const int64_t count = static_cast<int64_t>(n);
-  ToBf16Kernel<<<GridFor(count), kThreads, 0, stream>>>(x, count,
-                                                        static_cast<__nv_bfloat16*>(y));
-  return Launched();
+  return Convert(x, DType::kFp32, n, y, DType::kBf16, false, stream);
 }
 
 Status FromBf16(const void* x, size_t n, float* y, bool add, cudaStream_t stream) {
-  if (n == 0) return Status::Ok();
-  const int64_t count = static_cast<int64_t>(n);
-  FromBf16Kernel<<<GridFor(count), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(x),
-                                                          count, y, add);
-  return Launched();
+  return Convert(x, DType::kBf16, n, y, DType::kFp32, add, stream);
 }
 
 Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y, float* inv_rms,
