@@ -273,15 +273,21 @@ class GpuDevice final : public Device {
       return Status::Ok();
     });
   }
-  // Host copies are fp32: a narrow buffer goes through an fp32 temporary.
+  // Host copies are fp32: a narrow buffer goes through an fp32 temporary,
+  // kHostCopyStagingBytes at a time.
   Status CopyToHost(const float* src, size_t n, float* host) override {
     if (n == 0) return Status::Ok();
     RETURN_IF_ERROR(Usable());
     if (Narrow(src)) {
+      const size_t chunk = std::min(n, kHostCopyStagingBytes / sizeof(float));
       DeviceBuffer wide(this, BufferClass::kWorkspace);
-      RETURN_IF_ERROR(wide.Assign(n, Fill::kUndefined));
-      RETURN_IF_ERROR(Copy(src, n, wide.data()));
-      return CopyToHost(wide.data(), n, host);
+      RETURN_IF_ERROR(wide.Assign(chunk, Fill::kUndefined));
+      for (size_t done = 0; done < n; done += chunk) {
+        const size_t count = std::min(chunk, n - done);
+        RETURN_IF_ERROR(Copy(src + done, count, wide.data()));
+        RETURN_IF_ERROR(CopyToHost(wide.data(), count, host + done));
+      }
+      return Status::Ok();
     }
     CUDACHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, compute_));
     return Wait(compute_, "copy to host");
@@ -290,10 +296,17 @@ class GpuDevice final : public Device {
     if (n == 0) return Status::Ok();
     RETURN_IF_ERROR(Usable());
     if (Narrow(dst)) {
+      const size_t chunk = std::min(n, kHostCopyStagingBytes / sizeof(float));
       DeviceBuffer wide(this, BufferClass::kWorkspace);
-      RETURN_IF_ERROR(wide.Assign(n, Fill::kUndefined));
-      RETURN_IF_ERROR(CopyFromHost(host, n, wide.data()));
-      return Copy(wide.data(), n, dst);
+      RETURN_IF_ERROR(wide.Assign(chunk, Fill::kUndefined));
+      for (size_t done = 0; done < n; done += chunk) {
+        const size_t count = std::min(chunk, n - done);
+        // Both on the compute stream: the next chunk's copy into `wide`
+        // runs after this conversion has read it.
+        RETURN_IF_ERROR(CopyFromHost(host + done, count, wide.data()));
+        RETURN_IF_ERROR(Copy(wide.data(), count, dst + done));
+      }
+      return Status::Ok();
     }
     Wrote(dst);
     CUDACHECK(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, compute_));

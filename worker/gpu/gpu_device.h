@@ -107,6 +107,10 @@ inline bool RecomputedBackwardFits(int64_t seq) {
          static_cast<double>(seq) * static_cast<double>(seq) * kRecomputedBackwardBytesPerScore <=
              static_cast<double>(kAttentionScratchBytes);
 }
+// Host copies of a bf16-stored buffer widen it through an fp32 temporary
+// of at most this many bytes at a time: a checkpoint of a 7B model's bf16
+// weights would otherwise take a 28 GB temporary beside the model state.
+inline constexpr size_t kHostCopyStagingBytes = size_t{64} << 20;
 // cuBLAS' workspace, owned by the device and tracked as workspace (32 MiB
 // is what cuBLAS documents for Hopper).
 inline constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
