@@ -132,7 +132,7 @@ std::string KeyNumber(const planner::RejectionSummary& rejection,
              FormatGiB(e.memory.capacity_bytes);
     case planner::RejectReason::kMissesDeadline: {
       const int64_t completion =
-          CompletionUnixSeconds(result.now_unix_seconds, e.total.total_seconds);
+          planner::CompletionUnixSeconds(result.now_unix_seconds, e.total.total_seconds);
       std::string text = "finishes " + planner::FormatRfc3339(completion);
       if (result.deadline_unix_seconds) {
         text += ", " +

@@ -22,10 +22,6 @@ double RoundSignificant(double x, int digits) {
   return std::round(x * scale) / scale;
 }
 
-int64_t CompletionUnixSeconds(int64_t now_unix_seconds, double total_seconds) {
-  return now_unix_seconds + static_cast<int64_t>(std::ceil(total_seconds));
-}
-
 Json LayoutJson(const planner::Layout& l) {
   Json layout;
   layout["gpuType"] = l.gpu_type;
@@ -51,7 +47,7 @@ Json PlanJson(const planner::Evaluation& evaluation, int64_t now_unix_seconds) {
   plan["predictedTotalSeconds"] = Rounded(evaluation.total.total_seconds);
   plan["predictedMemoryGiB"] = GiB(evaluation.memory.total_bytes());
   plan["predictedCompletionTime"] = planner::FormatRfc3339(
-      CompletionUnixSeconds(now_unix_seconds, evaluation.total.total_seconds));
+      planner::CompletionUnixSeconds(now_unix_seconds, evaluation.total.total_seconds));
   plan["gpuHours"] = Rounded(evaluation.gpu_hours);
   // 0 means the inventory has no price: unknown, not free.
   plan["cost"] = evaluation.cost > 0 ? Rounded(evaluation.cost) : Json(nullptr);

@@ -31,10 +31,6 @@ inline constexpr double kBytesPerGiB = 1024.0 * 1024.0 * 1024.0;
 // `x` rounded to `digits` significant decimal digits (0, inf and NaN as is).
 double RoundSignificant(double x, int digits = 6);
 
-// When a plan started at `now_unix_seconds` that runs `total_seconds`
-// finishes (Unix seconds, rounded up to whole seconds).
-int64_t CompletionUnixSeconds(int64_t now_unix_seconds, double total_seconds);
-
 // A layout's fields as status.plan and status.nextPlan spell them (gpuType
 // .. activationCheckpointing), without predictions.
 Json LayoutJson(const planner::Layout& layout);

@@ -38,7 +38,7 @@ void WriteAlternatives(const planner::PlanResult& result, std::ostream& out) {
         {std::to_string(rank++), e.layout.ToString(), std::to_string(e.layout.gpus()),
          FormatSeconds(e.step.step_seconds), planner::FormatDurationHuman(e.total.total_seconds),
          planner::FormatRfc3339(
-             CompletionUnixSeconds(result.now_unix_seconds, e.total.total_seconds)),
+             planner::CompletionUnixSeconds(result.now_unix_seconds, e.total.total_seconds)),
          FormatGiB(e.memory.total_bytes()), FormatGpuHours(e.gpu_hours), FormatCost(e.cost)});
   }
   out << "\nAlternatives (" << result.alternatives.size() << "):\n";
@@ -80,7 +80,8 @@ void WritePlanSummary(const planner::JobSpec& job, const planner::PlanResult& re
   Line(out, "Total time",
        planner::FormatDurationHuman(e.total.total_seconds) + "  (" +
            FormatGrouped(static_cast<double>(e.total.optimizer_steps)) + " optimizer steps)");
-  const int64_t completion = CompletionUnixSeconds(result.now_unix_seconds, e.total.total_seconds);
+  const int64_t completion =
+      planner::CompletionUnixSeconds(result.now_unix_seconds, e.total.total_seconds);
   Line(out, "Completion", planner::FormatRfc3339(completion));
   if (result.deadline_unix_seconds) {
     const double slack = static_cast<double>(*result.deadline_unix_seconds - completion);

@@ -148,9 +148,9 @@ void AddAdvice(const JobSpec& job, const Inventory& inventory, const Calibration
                PlanResult* result) {
   const Evaluation& fastest = *result->plan;
   InfeasibleAdvice advice;
-  const double finish = static_cast<double>(options.now_unix_seconds) + fastest.total.total_seconds;
-  advice.late_seconds = finish - static_cast<double>(deadline);
-  advice.earliest_completion_unix_seconds = static_cast<int64_t>(std::ceil(finish));
+  advice.earliest_completion_unix_seconds =
+      CompletionUnixSeconds(options.now_unix_seconds, fastest.total.total_seconds);
+  advice.late_seconds = static_cast<double>(advice.earliest_completion_unix_seconds - deadline);
 
   // How many GPUs would it take, ignoring what is free now and maxGPUs?
   JobSpec relaxed = job;

@@ -301,8 +301,9 @@ class Searcher {
     if (!out_.fastest || FasterThan(named, *out_.fastest)) out_.fastest = named;
     if (!MeetsDeadline(named)) {
       Reject(RejectReason::kMissesDeadline, 1, &named,
-             FormatDurationHuman(static_cast<double>(options_.now_unix_seconds) +
-                                 named.total.total_seconds - static_cast<double>(*deadline_)) +
+             FormatDurationHuman(static_cast<double>(
+                 CompletionUnixSeconds(options_.now_unix_seconds, named.total.total_seconds) -
+                 *deadline_)) +
                  " after the deadline");
       return;
     }

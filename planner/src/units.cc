@@ -277,6 +277,10 @@ std::string FormatRfc3339(int64_t unix_seconds) {
   return buf;
 }
 
+int64_t CompletionUnixSeconds(int64_t now_unix_seconds, double total_seconds) {
+  return now_unix_seconds + static_cast<int64_t>(std::ceil(total_seconds));
+}
+
 std::string FormatDurationHuman(double seconds) {
   if (std::isnan(seconds)) return "unknown";
   if (seconds < 0) return "-" + FormatDurationHuman(-seconds);

@@ -27,11 +27,6 @@ TEST(RoundSignificantTest, KeepsSixDigits) {
   EXPECT_EQ(RoundSignificant(0.0), 0.0);
 }
 
-TEST(CompletionTest, RoundsUpToWholeSeconds) {
-  EXPECT_EQ(CompletionUnixSeconds(100, 0.2), 101);
-  EXPECT_EQ(CompletionUnixSeconds(100, 5.0), 105);
-}
-
 TEST(TableTest, AlignsColumnsAndTrimsTrailingBlanks) {
   Table table({"A", "NUMBER", "C"}, {Table::Align::kLeft, Table::Align::kRight});
   table.AddRow({"x", "1", ""});

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -149,6 +150,48 @@ TEST(SearchTest, ImpossibleDeadlineGivesFastestPlanAndAdvice) {
   ASSERT_TRUE(fixed.ok());
   EXPECT_TRUE(fixed->feasible);
   EXPECT_NE(r->advice->summary.find("after the deadline"), std::string::npos);
+}
+
+// "N after the deadline" and "at T" are one instant: the completion
+// rounded up to whole seconds, the time every message shows. (Rounding the
+// lateness to the nearest second instead made `explain` print the misses-
+// deadline best as "52m48s after the deadline" and its detail as "52m47s".)
+TEST(SearchTest, LatenessIsMeasuredFromTheCompletionShown) {
+  int fractions_below_half = 0;
+  for (int k = 0; k < 12; ++k) {
+    const JobSpec job = ParseOrDie(JobYaml("  data: {tokens: " + std::to_string(2000 + 7 * k) +
+                                           "e9}\n  training: {globalBatchSize: 1024}\n"
+                                           "  maxDuration: 1d\n"));
+    auto r = Plan(job, Pools(16, 128, 0, 0), {}, Options());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_FALSE(r->feasible);
+    ASSERT_TRUE(r->advice.has_value());
+    const double total = r->plan->total.total_seconds;
+    const double fraction = total - std::floor(total);
+    fractions_below_half += fraction > 0.01 && fraction < 0.49;
+    const int64_t completion = CompletionUnixSeconds(kNow, total);
+    const std::string late =
+        FormatDurationHuman(static_cast<double>(completion - *r->deadline_unix_seconds));
+    SCOPED_TRACE("k " + std::to_string(k) + ", total " + std::to_string(total));
+    EXPECT_EQ(r->advice->earliest_completion_unix_seconds, completion);
+    EXPECT_EQ(r->advice->late_seconds, static_cast<double>(completion - *r->deadline_unix_seconds));
+    EXPECT_NE(
+        r->advice->summary.find(late + " after the deadline, at " + FormatRfc3339(completion)),
+        std::string::npos)
+        << r->advice->summary;
+    const RejectionSummary* missed = nullptr;
+    for (const RejectionSummary& rejection : r->rejections) {
+      if (rejection.reason == RejectReason::kMissesDeadline) missed = &rejection;
+    }
+    ASSERT_NE(missed, nullptr);
+    ASSERT_TRUE(missed->best.has_value());
+    EXPECT_EQ(missed->detail, FormatDurationHuman(static_cast<double>(
+                                  CompletionUnixSeconds(kNow, missed->best->total.total_seconds) -
+                                  *r->deadline_unix_seconds)) +
+                                  " after the deadline");
+  }
+  // Where rounding to the nearest second and rounding up differ.
+  EXPECT_GT(fractions_below_half, 0);
 }
 
 TEST(SearchTest, NoPlanForAnyNumberOfGpusSaysSo) {

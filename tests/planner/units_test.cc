@@ -141,5 +141,10 @@ TEST(FormatDurationHumanTest, Examples) {
   EXPECT_EQ(FormatDurationHuman(1e30).empty(), false);
 }
 
+TEST(CompletionTest, RoundsUpToWholeSeconds) {
+  EXPECT_EQ(CompletionUnixSeconds(100, 0.2), 101);
+  EXPECT_EQ(CompletionUnixSeconds(100, 5.0), 105);
+}
+
 }  // namespace
 }  // namespace pacer::planner

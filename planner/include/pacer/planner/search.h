@@ -48,7 +48,7 @@ struct RejectionSummary {
 
 // What would make an infeasible job feasible.
 struct InfeasibleAdvice {
-  double late_seconds = 0;                     // the fastest plan's finish - deadline
+  double late_seconds = 0;  // earliest_completion_unix_seconds - deadline (whole seconds)
   int64_t earliest_completion_unix_seconds = 0;  // with the GPUs available
   std::optional<int> gpus_needed;      // total GPUs (of the best type) that would meet it
   std::optional<std::string> gpus_needed_type;

@@ -34,6 +34,11 @@ StatusOr<int64_t> ParseRfc3339(std::string_view text);
 // Unix seconds -> "2026-12-24T00:00:00Z".
 std::string FormatRfc3339(int64_t unix_seconds);
 
+// When a run of `total_seconds` started at `now_unix_seconds` finishes,
+// rounded up to whole seconds: the instant every message shows, and what
+// "late" is measured from, so that "N after the deadline" and "at T" agree.
+int64_t CompletionUnixSeconds(int64_t now_unix_seconds, double total_seconds);
+
 // 259200 -> "3d0h", 5400 -> "1h30m", 42 -> "42s" (for humans, not parsing).
 std::string FormatDurationHuman(double seconds);
 
