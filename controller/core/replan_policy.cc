@@ -64,6 +64,21 @@ planner::JobSpec RemainingJob(const planner::JobSpec& job, int64_t remaining_ste
   return remaining;
 }
 
+double ProjectCompletion(double now_unix_seconds, int64_t remaining_steps, double step_seconds,
+                         const planner::Evaluation& plan) {
+  // The plan's checkpoint writes and expected failure rework fall on the
+  // remaining steps as on all of them, so that at launch the projection is
+  // the plan's own completion less its start-up (and re-planning compares a
+  // new plan's total with a projection that pays the same costs).
+  const planner::TotalTimeBreakdown& total = plan.total;
+  const double overhead_per_step =
+      total.optimizer_steps > 0
+          ? std::max(0.0, total.checkpoint_overhead_seconds + total.failure_rework_seconds) /
+                static_cast<double>(total.optimizer_steps)
+          : 0.0;
+  return now_unix_seconds + static_cast<double>(std::max<int64_t>(remaining_steps, 0)) *
+                                (step_seconds + overhead_per_step);
+}
 
 const char* ActionName(Decision::Action action) {
   switch (action) {
@@ -85,7 +100,8 @@ StatusOr<Decision> DecideReplan(const ReplanInputs& in, const ReplanOptions& opt
   const double predicted = in.current_plan.step.step_seconds;
   d.step_seconds_used = in.measured_step_seconds.value_or(predicted);
 
-  const double projected = now + static_cast<double>(remaining_steps) * d.step_seconds_used;
+  const double projected =
+      ProjectCompletion(now, remaining_steps, d.step_seconds_used, in.current_plan);
   d.projected_completion_unix_seconds = CeilSeconds(projected);
   if (!in.deadline_unix_seconds) {
     d.reason = "NoDeadline";

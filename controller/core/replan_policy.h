@@ -7,7 +7,9 @@
 //
 //   remaining_steps      = total_steps - completed_steps
 //   step_seconds         = measured, or the plan's prediction when unmeasured
-//   projected_completion = now + remaining_steps x step_seconds
+//   overhead_per_step    = the plan's (checkpoint writes + expected failure
+//                          rework) / its optimizer steps
+//   projected_completion = now + remaining_steps x (step_seconds + overhead_per_step)
 //   at_risk              = projected_completion > deadline - slack x (deadline - now)
 //
 // Only an at-risk job is re-planned (so a faster-than-predicted measurement
@@ -99,6 +101,13 @@ planner::JobSpec RemainingJob(const planner::JobSpec& job, int64_t remaining_ste
                               int64_t deadline_unix_seconds);
 
 const char* ActionName(Decision::Action action);  // "Keep", "Replan", "Infeasible"
+
+// When `remaining_steps` more steps of `step_seconds` finish from `now`,
+// each with its share of `plan`'s checkpoint writes and expected failure
+// rework (Unix seconds, fractional). The one projection of the status ETA
+// and the re-plan policy.
+double ProjectCompletion(double now_unix_seconds, int64_t remaining_steps, double step_seconds,
+                         const planner::Evaluation& plan);
 
 // Errors: InvalidArgument for inconsistent inputs (no steps, completed >
 // total, a non-positive step time or slack outside [0, 1)). Planner failures

@@ -680,8 +680,8 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
 
   const double step_seconds = usable_step_seconds.value_or(pass.plan->step.step_seconds);
   const int64_t remaining = pass.state.total_steps - pass.state.steps_completed;
-  pass.projected =
-      pass.now + static_cast<int64_t>(std::ceil(static_cast<double>(remaining) * step_seconds));
+  pass.projected = static_cast<int64_t>(std::ceil(
+      ProjectCompletion(static_cast<double>(pass.now), remaining, step_seconds, *pass.plan)));
   if (pass.deadline) pass.slack = static_cast<double>(*pass.deadline - *pass.projected);
 
   const Millis replan_interval = Seconds(pass.spec.replan.interval_seconds);

@@ -42,7 +42,9 @@ planner::Inventory H100Pool(int nodes, int free_gpus) {
 // A running job: planned on 2 free nodes, 10% done.
 struct Scenario {
   ReplanInputs inputs;
-  double remaining_predicted_seconds = 0;  // R: remaining steps x predicted
+  // R: remaining steps at the plan's pace (its total less start-up, per step:
+  // the step and its share of checkpoint writes and failure rework).
+  double remaining_predicted_seconds = 0;
 };
 
 Scenario Running() {
@@ -60,8 +62,10 @@ Scenario Running() {
   in.completed_steps = in.total_steps / 10;
   in.now_unix_seconds = kNow;
   in.slack_fraction = 0.05;
-  s.remaining_predicted_seconds =
-      static_cast<double>(in.total_steps - in.completed_steps) * in.current_plan.step.step_seconds;
+  const planner::TotalTimeBreakdown& total = in.current_plan.total;
+  s.remaining_predicted_seconds = static_cast<double>(in.total_steps - in.completed_steps) *
+                                  (total.total_seconds - total.startup_seconds) /
+                                  static_cast<double>(total.optimizer_steps);
   in.deadline_unix_seconds = kNow + static_cast<int64_t>(1.25 * s.remaining_predicted_seconds);
   // Everything but the job's own GPUs is free.
   in.inventory = H100Pool(kNodes, kNodes * 8 - in.current_plan.layout.gpus());
@@ -192,6 +196,22 @@ TEST(ReplanPolicyTest, NoMeasurementUsesThePrediction) {
   EXPECT_TRUE(d->at_risk);
   EXPECT_EQ(d->action, Decision::Action::kReplan) << d->reason << ": " << d->message;
   EXPECT_EQ(d->reason, "DeadlineAtRisk");
+}
+
+// At launch, before any measurement, the projection is the plan's own
+// completion less its start-up: the ETA a user sees beside the plan's
+// predicted completion is the same instant, not one that leaves out the
+// checkpoint writes and the expected failure rework.
+TEST(ReplanPolicyTest, AtLaunchTheProjectionIsThePlansCompletionLessStartUp) {
+  Scenario s = Running();
+  ReplanInputs& in = s.inputs;
+  in.completed_steps = 0;
+  const planner::TotalTimeBreakdown& total = in.current_plan.total;
+  ASSERT_GT(total.checkpoint_overhead_seconds + total.failure_rework_seconds, 60);
+  auto d = DecideReplan(in);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_NEAR(static_cast<double>(d->projected_completion_unix_seconds),
+              static_cast<double>(kNow) + total.total_seconds - total.startup_seconds, 1.0);
 }
 
 TEST(ReplanPolicyTest, SlackFractionMovesTheThreshold) {

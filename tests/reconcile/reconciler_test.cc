@@ -86,6 +86,29 @@ TEST_F(ReconcilerTest, NewJobIsPlannedAndLaunchedWithTheExactGlobalBatch) {
   EXPECT_EQ(store_.CountEvents("Launched"), 1);
 }
 
+// While the workers start (no metrics yet) the ETA is the plan's own
+// completion less its start-up: every step at the predicted time with its
+// share of the plan's checkpoint writes and expected failure rework. (It
+// once counted the steps alone, 27 minutes earlier than the plan's
+// predicted completion beside it for this job.)
+TEST_F(ReconcilerTest, StartingJobsEtaIsThePlansCompletionLessStartUp) {
+  store_.Put(LlamaJob());
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  const planner::TotalTimeBreakdown& total = launcher_.launches[0].plan.total;
+  ASSERT_GT(total.checkpoint_overhead_seconds + total.failure_rework_seconds, 600);
+  clock_.Advance(std::chrono::seconds(30));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Planning");
+  auto view = reconciler().View(kKey);
+  ASSERT_TRUE(view.has_value());
+  ASSERT_TRUE(view->projected_completion_unix_seconds.has_value());
+  EXPECT_NEAR(
+      static_cast<double>(*view->projected_completion_unix_seconds),
+      static_cast<double>(clock_.WallUnixSeconds()) + total.total_seconds - total.startup_seconds,
+      2.0);
+}
+
 TEST_F(ReconcilerTest, RunningJobReportsProgressAndEtaFromMetrics) {
   store_.Put(LlamaJob());
   LaunchAndRun();
@@ -99,8 +122,14 @@ TEST_F(ReconcilerTest, RunningJobReportsProgressAndEtaFromMetrics) {
   EXPECT_EQ(Status()["progress"]["totalSteps"], 33379);
   EXPECT_NEAR(Status()["measuredStepSeconds"].get<double>(), predicted, 1e-3);
   EXPECT_EQ(ConditionReason("DeadlineAtRisk"), "False/OnTrack");
-  // ETA = now + remaining x measured.
-  const int64_t eta = clock_.WallUnixSeconds() + static_cast<int64_t>(32379 * predicted);
+  // ETA = now + remaining x (measured + the plan's checkpoint and failure
+  // time per step: its total less start-up and training, over its steps).
+  const planner::TotalTimeBreakdown& total = launcher_.launches[0].plan.total;
+  const double overhead_per_step =
+      (total.total_seconds - total.startup_seconds - total.training_seconds) / 33379;
+  EXPECT_GT(overhead_per_step, 0);
+  const int64_t eta =
+      clock_.WallUnixSeconds() + static_cast<int64_t>(32379 * (predicted + overhead_per_step));
   auto view = reconciler().View(kKey);
   ASSERT_TRUE(view.has_value());
   ASSERT_TRUE(view->projected_completion_unix_seconds.has_value());

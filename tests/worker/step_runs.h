@@ -59,7 +59,14 @@ inline std::vector<Status> OnRanks(const WorkerConfig& config,
         context.store = client.get();
         context.timeout = std::chrono::milliseconds(30'000);
         RETURN_IF_ERROR(backend.Initialize(context, 99));
-        return fn(rank, backend);
+        const Status status = fn(rank, backend);
+        // As the runner leaves: no rank tears its communicators down while
+        // another is still connecting them (an `fn` without collectives
+        // returns at once, and its peer's rendezvous saw "connection closed
+        // by peer").
+        RETURN_IF_ERROR(
+            client->Barrier("on-ranks/exit", config.world_size, std::chrono::milliseconds(30'000)));
+        return status;
       }();
     }));
   }
