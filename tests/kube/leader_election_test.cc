@@ -67,7 +67,7 @@ TEST_F(LeaderElectionTest, TwoCandidatesOneLeaderThenHandOverOnStop) {
   const std::string leader_name = a.IsLeader() ? "replica-a" : "replica-b";
   const std::string standby_name = a.IsLeader() ? "replica-b" : "replica-a";
   EXPECT_EQ(Holder(), leader_name);
-  EXPECT_EQ(leader_counts.started.load(), 1);
+  EXPECT_TRUE(Eventually([&] { return leader_counts.started.load() == 1; }));
   EXPECT_EQ(standby_counts.started.load(), 0);
 
   leader.Stop();  // releases the Lease
@@ -76,7 +76,9 @@ TEST_F(LeaderElectionTest, TwoCandidatesOneLeaderThenHandOverOnStop) {
   EXPECT_NE(Holder(), leader_name);  // released: empty, or the standby's already
   ASSERT_TRUE(Eventually([&] { return standby.IsLeader(); }));
   EXPECT_EQ(Holder(), standby_name);
-  EXPECT_EQ(standby_counts.started.load(), 1);
+  // IsLeader turns true just before the elector's thread calls the
+  // callback: wait for the call, not for the flag.
+  EXPECT_TRUE(Eventually([&] { return standby_counts.started.load() == 1; }));
   auto lease = server_->GetObject(std::string(kLeasesPath) + "/pacer-controller");
   ASSERT_TRUE(lease.ok());
   EXPECT_EQ((*lease)["spec"]["leaseTransitions"], 1);
@@ -123,7 +125,8 @@ TEST_F(LeaderElectionTest, LeaderStepsDownWhenItCannotRenew) {
   ASSERT_TRUE(Eventually([&] { return elector.IsLeader(); }));
   server_->FailNextRequests("", "leases", 503, 1000000);  // the API server is gone
   ASSERT_TRUE(Eventually([&] { return !elector.IsLeader(); }));
-  EXPECT_EQ(counts.stopped.load(), 1);
+  // The flag turns false just before the elector's thread calls the callback.
+  EXPECT_TRUE(Eventually([&] { return counts.stopped.load() == 1; }));
 }
 
 // The API server hangs for the leader (its requests are read, never
