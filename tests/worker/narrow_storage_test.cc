@@ -6,6 +6,7 @@
 // step (the bf16 GEMMs round their operands to bf16 anyway).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -352,22 +353,20 @@ TEST(NarrowStorageTest, CheckpointsResumeAcrossWeightStorage) {
           return Status::Ok();
         },
         plain));
-    testing::ExpectAllOk(testing::OnRanks(
-        config,
-        [&](int rank, StepExecutor& b) -> Status {
-          RETURN_IF_ERROR(b.LoadBuffers(fp32[static_cast<size_t>(rank)]));
-          ASSIGN_OR_RETURN(bf16[static_cast<size_t>(rank)], b.SaveBuffers());
-          return Status::Ok();
-        },
-        narrow));
-    testing::ExpectAllOk(testing::OnRanks(
-        config,
-        [&](int rank, StepExecutor& b) -> Status {
-          RETURN_IF_ERROR(b.LoadBuffers(bf16[static_cast<size_t>(rank)]));
-          ASSIGN_OR_RETURN(back[static_cast<size_t>(rank)], b.SaveBuffers());
-          return Status::Ok();
-        },
-        plain));
+    // Resumes every rank from `from` on `make`'s devices and saves at once.
+    const auto resume = [&](const std::vector<NamedBuffers>& from, std::vector<NamedBuffers>* to,
+                            const testing::DeviceFactory& make) {
+      testing::ExpectAllOk(testing::OnRanks(
+          config,
+          [&](int rank, StepExecutor& b) -> Status {
+            RETURN_IF_ERROR(b.LoadBuffers(from[static_cast<size_t>(rank)]));
+            ASSIGN_OR_RETURN((*to)[static_cast<size_t>(rank)], b.SaveBuffers());
+            return Status::Ok();
+          },
+          make));
+    };
+    resume(fp32, &bf16, narrow);
+    resume(bf16, &back, plain);
     if (::testing::Test::HasFailure()) return;
     for (size_t r = 0; r < 2; ++r) {
       const std::vector<float> written = Floats(fp32[r], "weights");
@@ -392,6 +391,84 @@ TEST(NarrowStorageTest, CheckpointsResumeAcrossWeightStorage) {
       EXPECT_GT(off_grid, written.size() / 2) << "rank " << r;
     }
   }
+}
+
+// A checkpoint that is not this rank's (a buffer missing, or sized for
+// another plan) is refused with the buffer named, under either storage,
+// rather than read past its end or taken in part.
+TEST(NarrowStorageTest, CheckpointsOfTheWrongShapeAreRefusedByName) {
+  const WorkerConfig config = TinyConfig(Plan{});
+  auto log = std::make_shared<NarrowLog>();
+  auto narrow = [&]() -> std::unique_ptr<Device> {
+    return std::make_unique<NarrowStorageDevice>(cpu::MakeCpuDevice(), log);
+  };
+  auto plain = []() -> std::unique_ptr<Device> { return cpu::MakeCpuDevice(); };
+  NamedBuffers fp32, bf16;
+  const auto save = [&](NamedBuffers* into, const testing::DeviceFactory& make) {
+    testing::ExpectAllOk(testing::OnRanks(
+        config,
+        [&](int, StepExecutor& b) -> Status {
+          ASSIGN_OR_RETURN(*into, b.SaveBuffers());
+          return Status::Ok();
+        },
+        make));
+  };
+  save(&fp32, plain);
+  save(&bf16, narrow);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  const auto load = [&](const NamedBuffers& buffers, const testing::DeviceFactory& make) {
+    Status loaded;
+    testing::ExpectAllOk(testing::OnRanks(
+        config,
+        [&](int, StepExecutor& b) -> Status {
+          loaded = b.LoadBuffers(buffers);
+          return Status::Ok();
+        },
+        make));
+    return loaded;
+  };
+  const auto without = [](NamedBuffers buffers, const std::string& name) {
+    buffers.erase(std::remove_if(buffers.begin(), buffers.end(),
+                                 [&](const auto& named) { return named.first == name; }),
+                  buffers.end());
+    return buffers;
+  };
+  const auto truncated = [](NamedBuffers buffers, const std::string& name) {
+    for (auto& [key, bytes] : buffers) {
+      if (key == name) bytes.resize(bytes.size() - sizeof(float));
+    }
+    return buffers;
+  };
+  struct Case {
+    std::string what;
+    NamedBuffers buffers;
+    testing::DeviceFactory make;
+    StatusCode code;
+    std::string named;
+  };
+  const std::string master = "optimizer/master-weights";
+  const std::vector<Case> cases = {
+      {"fp32 checkpoint, weights one float short", truncated(fp32, "weights"), plain,
+       StatusCode::kInvalidArgument, "'weights'"},
+      {"fp32 checkpoint without adamw-v", without(fp32, "optimizer/adamw-v"), plain,
+       StatusCode::kNotFound, "'optimizer/adamw-v'"},
+      {"bf16 checkpoint, master weights short, resumed on fp32", truncated(bf16, master), plain,
+       StatusCode::kInvalidArgument, "'" + master + "'"},
+      {"bf16 checkpoint, master weights short, resumed on bf16", truncated(bf16, master), narrow,
+       StatusCode::kInvalidArgument, "'" + master + "'"},
+      {"bf16 checkpoint without its weights, resumed on bf16", without(bf16, "weights"), narrow,
+       StatusCode::kNotFound, "'weights'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const Status loaded = load(c.buffers, c.make);
+    EXPECT_EQ(loaded.code(), c.code) << loaded.message();
+    EXPECT_NE(loaded.message().find(c.named), std::string::npos) << loaded.message();
+  }
+  // The intact checkpoints load under either storage (the cases above fail
+  // for their defect, not for the storage).
+  EXPECT_TRUE(load(fp32, narrow).ok());
+  EXPECT_TRUE(load(bf16, plain).ok());
 }
 
 }  // namespace

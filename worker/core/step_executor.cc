@@ -1373,20 +1373,31 @@ StatusOr<std::vector<std::byte>> ToBytes(Device& device, const DeviceBuffer& b) 
   std::memcpy(out.data(), host.data(), out.size());
   return out;
 }
-Status FromBytes(Device& device, const NamedBuffers& buffers, const std::string& name,
-                 DeviceBuffer* b) {
+// The checkpoint buffer `name` as floats, `floats` of them as this rank
+// holds.
+StatusOr<std::vector<float>> ReadFloats(const NamedBuffers& buffers, const std::string& name,
+                                        size_t floats) {
   for (const auto& [key, bytes] : buffers) {
     if (key != name) continue;
-    if (bytes.size() != b->size() * sizeof(float)) {
+    if (bytes.size() != floats * sizeof(float)) {
       return InvalidArgumentError("checkpoint buffer '" + name + "' has " +
                                   std::to_string(bytes.size()) + " bytes, this rank expects " +
-                                  std::to_string(b->size() * sizeof(float)));
+                                  std::to_string(floats * sizeof(float)));
     }
-    std::vector<float> host(b->size());
+    std::vector<float> host(floats);
     std::memcpy(host.data(), bytes.data(), bytes.size());
-    return device.CopyFromHost(host.data(), host.size(), b->data());
+    return host;
   }
   return NotFoundError("checkpoint has no buffer '" + name + "'");
+}
+bool HasBuffer(const NamedBuffers& buffers, const std::string& name) {
+  return std::any_of(buffers.begin(), buffers.end(),
+                     [&](const auto& named) { return named.first == name; });
+}
+Status FromBytes(Device& device, const NamedBuffers& buffers, const std::string& name,
+                 DeviceBuffer* b) {
+  ASSIGN_OR_RETURN(const std::vector<float> host, ReadFloats(buffers, name, b->size()));
+  return device.CopyFromHost(host.data(), host.size(), b->data());
 }
 }  // namespace
 
@@ -1419,30 +1430,17 @@ Status StepExecutor::LoadBuffers(const NamedBuffers& buffers) {
 // it between save and resume), so either kind of checkpoint resumes under
 // either storage.
 Status StepExecutor::Impl::LoadMasterWeights(const NamedBuffers& buffers) {
-  const std::vector<std::byte>* saved_master = nullptr;
-  const std::vector<std::byte>* saved_weights = nullptr;
-  for (const auto& [key, bytes] : buffers) {
-    if (key == kMasterWeightsBuffer) saved_master = &bytes;
-    if (key == "weights") saved_weights = &bytes;
-  }
-  if (master_weights_ && saved_master != nullptr) {
+  const bool saved_master = HasBuffer(buffers, kMasterWeightsBuffer);
+  if (master_weights_ && saved_master) {
     return FromBytes(*dev_, buffers, kMasterWeightsBuffer, &master);
   }
-  if (!master_weights_ && saved_master == nullptr) return Status::Ok();
-  if (saved_weights == nullptr) return NotFoundError("checkpoint has no buffer 'weights'");
-  // The other kind: `from` is the saved fp32 weights (in `weights`'
+  if (!master_weights_ && !saved_master) return Status::Ok();
+  // The other kind: `host` is the saved fp32 weights (in `weights`'
   // layout) or the saved master weights (the owned buffers' layout, as the
   // moments).
-  const std::vector<std::byte>& from = master_weights_ ? *saved_weights : *saved_master;
-  const size_t expected = (master_weights_ ? weights.size() : adam_m.size()) * sizeof(float);
-  if (from.size() != expected) {
-    return InvalidArgumentError("checkpoint buffer '" +
-                                std::string(master_weights_ ? "weights" : kMasterWeightsBuffer) +
-                                "' has " + std::to_string(from.size()) +
-                                " bytes, this rank expects " + std::to_string(expected));
-  }
-  std::vector<float> host(from.size() / sizeof(float));
-  std::memcpy(host.data(), from.data(), from.size());
+  ASSIGN_OR_RETURN(const std::vector<float> host,
+                   master_weights_ ? ReadFloats(buffers, "weights", weights.size())
+                                   : ReadFloats(buffers, kMasterWeightsBuffer, adam_m.size()));
   for (size_t b = 0; b < owned.size(); ++b) {
     const size_t in_weights = fsdp_ ? owned_position_[b] : owned[b].first;
     if (master_weights_) {

@@ -9,6 +9,7 @@
 
 #include "core/kernel_math.h"
 #include "gpu/cuda_check.h"
+#include "gpu/element_cast.cuh"
 
 namespace pacer::worker::gpu {
 namespace {
@@ -62,17 +63,6 @@ Status CheckRows(int64_t rows) {
                                 " rows exceed one grid dimension");
   }
   return Status::Ok();
-}
-
-// Storage-typed loads and stores: arithmetic is fp32 whatever the storage;
-// a bf16 store rounds to nearest even once.
-__device__ __forceinline__ float Load(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float Load(const __nv_bfloat16* p, int64_t i) {
-  return __bfloat162float(p[i]);
-}
-__device__ __forceinline__ void Store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void Store(__nv_bfloat16* p, int64_t i, float v) {
-  p[i] = __float2bfloat16_rn(v);
 }
 
 // Calls f with a null pointer of the storage type of `t` (fp32 or bf16):

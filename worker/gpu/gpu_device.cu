@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -273,21 +274,28 @@ class GpuDevice final : public Device {
       return Status::Ok();
     });
   }
+  // Runs `chunk_step(done, count, wide)` over `n` elements, `count` at a
+  // time through one fp32 device temporary `wide` of at most
+  // kHostCopyStagingBytes.
+  Status ThroughStaging(size_t n, const std::function<Status(size_t, size_t, float*)>& chunk_step) {
+    const size_t chunk = std::min(n, kHostCopyStagingBytes / sizeof(float));
+    DeviceBuffer wide(this, BufferClass::kWorkspace);
+    RETURN_IF_ERROR(wide.Assign(chunk, Fill::kUndefined));
+    for (size_t done = 0; done < n; done += chunk) {
+      RETURN_IF_ERROR(chunk_step(done, std::min(chunk, n - done), wide.data()));
+    }
+    return Status::Ok();
+  }
   // Host copies are fp32: a narrow buffer goes through an fp32 temporary,
   // kHostCopyStagingBytes at a time.
   Status CopyToHost(const float* src, size_t n, float* host) override {
     if (n == 0) return Status::Ok();
     RETURN_IF_ERROR(Usable());
     if (Narrow(src)) {
-      const size_t chunk = std::min(n, kHostCopyStagingBytes / sizeof(float));
-      DeviceBuffer wide(this, BufferClass::kWorkspace);
-      RETURN_IF_ERROR(wide.Assign(chunk, Fill::kUndefined));
-      for (size_t done = 0; done < n; done += chunk) {
-        const size_t count = std::min(chunk, n - done);
-        RETURN_IF_ERROR(Copy(src + done, count, wide.data()));
-        RETURN_IF_ERROR(CopyToHost(wide.data(), count, host + done));
-      }
-      return Status::Ok();
+      return ThroughStaging(n, [&](size_t done, size_t count, float* wide) -> Status {
+        RETURN_IF_ERROR(Copy(src + done, count, wide));
+        return CopyToHost(wide, count, host + done);
+      });
     }
     CUDACHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, compute_));
     return Wait(compute_, "copy to host");
@@ -296,17 +304,12 @@ class GpuDevice final : public Device {
     if (n == 0) return Status::Ok();
     RETURN_IF_ERROR(Usable());
     if (Narrow(dst)) {
-      const size_t chunk = std::min(n, kHostCopyStagingBytes / sizeof(float));
-      DeviceBuffer wide(this, BufferClass::kWorkspace);
-      RETURN_IF_ERROR(wide.Assign(chunk, Fill::kUndefined));
-      for (size_t done = 0; done < n; done += chunk) {
-        const size_t count = std::min(chunk, n - done);
+      return ThroughStaging(n, [&](size_t done, size_t count, float* wide) -> Status {
         // Both on the compute stream: the next chunk's copy into `wide`
         // runs after this conversion has read it.
-        RETURN_IF_ERROR(CopyFromHost(host + done, count, wide.data()));
-        RETURN_IF_ERROR(Copy(wide.data(), count, dst + done));
-      }
-      return Status::Ok();
+        RETURN_IF_ERROR(CopyFromHost(host + done, count, wide));
+        return Copy(wide, count, dst + done);
+      });
     }
     Wrote(dst);
     CUDACHECK(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, compute_));

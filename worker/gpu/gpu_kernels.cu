@@ -9,26 +9,15 @@
 
 #include "core/kernel_math.h"
 #include "gpu/cuda_check.h"
+#include "gpu/element_cast.cuh"
 
 namespace pacer::worker {
 namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float ToF(float v) { return v; }
-__device__ __forceinline__ float ToF(__half v) { return __half2float(v); }
-__device__ __forceinline__ float ToF(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T>
-__device__ __forceinline__ T FromF(float v);
-template <>
-__device__ __forceinline__ float FromF<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __half FromF<__half>(float v) { return __float2half(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 FromF<__nv_bfloat16>(float v) {
-  return __float2bfloat16(v);
-}
+using gpu::FromF;
+using gpu::ToF;
 
 // SplitMix64: a counter-based hash, so values do not depend on launch shape.
 __device__ __forceinline__ uint64_t Mix(uint64_t x) {
