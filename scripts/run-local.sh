@@ -11,7 +11,7 @@
 # about 10 CPU-minutes of building, i.e. about 5 minutes on 2 idle cores
 # without ccache (docs/benchmarks.md, "First run"); later runs rebuild nothing
 # and start the job at once; the job itself takes
-# under a minute on 2 cores. Extra arguments go to `pacer run` (e.g. --progress plain);
+# about a minute on 2 cores. Extra arguments go to `pacer run` (e.g. --progress plain);
 # PACER_JOB picks another TrainJob file.
 set -euo pipefail
 cd "$(dirname "$0")/.."

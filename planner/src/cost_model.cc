@@ -46,12 +46,13 @@ double UnfusedAttentionForwardSeconds(const internal::PoolContext& ctx, int b, i
   return seconds;
 }
 
-// A fused kernel (FlashAttention): causal masking skips half of the s x s
-// tiles; it runs at its own efficiency.
+// A fused kernel (FlashAttention): under a causal mask it skips half of
+// the s x s tiles; it runs at its own efficiency.
 double FusedAttentionForwardSeconds(const internal::PoolContext& ctx, int b, int t) {
   double flops = 0;
   for (const GemmShape& g : AttentionCoreGemms(ctx.job->model, b, t)) flops += g.flops();
-  return 0.5 * flops / (ctx.peak16_flops * ctx.constants.flash_attention_efficiency);
+  const double work = ctx.job->model.causal_attention ? 0.5 : 1.0;
+  return work * flops / (ctx.peak16_flops * ctx.constants.flash_attention_efficiency);
 }
 // FlashAttention's backward recomputes the scores: 5 GEMM-sized passes
 // against the forward's 2.

@@ -115,7 +115,7 @@ Status ParseModel(const Field& f, ModelSpec* m) {
   if (!f.present()) return f.Error(std::string("required; ") + kModelHint);
   RETURN_IF_ERROR(f.CheckMap({"parameters", "layers", "hiddenSize", "attentionHeads", "kvHeads",
                               "ffnHiddenSize", "ffnKind", "vocabSize", "sequenceLength",
-                              "tiedEmbeddings", "dropout"}));
+                              "tiedEmbeddings", "dropout", "causalAttention"}));
   std::optional<double> parameters;
   if (const Field p = f.Get("parameters"); p.present()) {
     ASSIGN_OR_RETURN(parameters, p.Count(kMinParameters, kMaxParameters));
@@ -127,6 +127,10 @@ Status ParseModel(const Field& f, ModelSpec* m) {
   bool dropout = false;
   if (const Field d = f.Get("dropout"); d.present()) {
     ASSIGN_OR_RETURN(dropout, d.Bool());
+  }
+  bool causal_attention = true;
+  if (const Field c = f.Get("causalAttention"); c.present()) {
+    ASSIGN_OR_RETURN(causal_attention, c.Bool());
   }
 
   static constexpr std::string_view kArchitectureFields[] = {
@@ -141,6 +145,7 @@ Status ParseModel(const Field& f, ModelSpec* m) {
     m->parameters = parameters;
     m->sequence_length = sequence_length;
     m->dropout = dropout;
+    m->causal_attention = causal_attention;
     m->architecture_inferred = true;
     return Status::Ok();
   }
@@ -157,6 +162,7 @@ Status ParseModel(const Field& f, ModelSpec* m) {
   out.parameters = parameters;
   out.sequence_length = sequence_length;
   out.dropout = dropout;
+  out.causal_attention = causal_attention;
   ASSIGN_OR_RETURN(out.layers, f.Get("layers").Int(1, kMaxLayers));
   const Field hidden = f.Get("hiddenSize");
   ASSIGN_OR_RETURN(out.hidden_size, hidden.Int(1, kMaxHiddenSize));

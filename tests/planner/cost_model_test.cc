@@ -352,6 +352,31 @@ TEST(MemoryModelTest, SixteenBitGradientsHalveTheirMemoryAndTraffic) {
   EXPECT_NEAR(half.step.dp_comm_seconds / fp32.step.dp_comm_seconds, 0.5, 0.05);
 }
 
+// A causal mask lets a fused kernel skip half of the score tiles; full
+// attention (spec.model.causalAttention: false) does all of them, so the
+// fused attention's time doubles and nothing else moves. An unfused kernel
+// computes the whole s x s matrix either way.
+TEST(StepModelTest, FullAttentionDoublesOnlyTheFusedAttentionTime) {
+  JobSpec job = Llama2_7BJob();
+  const Layout l = EightGpusDataParallel(/*zero_stage=*/1);
+  const GpuType* h100 = GpuCatalog::BuiltIn().Find("H100-SXM");
+  for (const AttentionKernel kernel : {AttentionKernel::kFused, AttentionKernel::kUnfused}) {
+    SCOPED_TRACE(kernel == AttentionKernel::kFused ? "fused" : "unfused");
+    job.training.stack.attention = kernel;
+    job.model.causal_attention = true;
+    const Evaluation causal = Evaluate(job, l, OneNode("H100-SXM", 8), *h100, nullptr);
+    job.model.causal_attention = false;
+    const Evaluation full = Evaluate(job, l, OneNode("H100-SXM", 8), *h100, nullptr);
+    ASSERT_GT(causal.step.attention_seconds, 0);
+    const double ratio = kernel == AttentionKernel::kFused ? 2.0 : 1.0;
+    EXPECT_NEAR(full.step.attention_seconds / causal.step.attention_seconds, ratio, 1e-12);
+    EXPECT_NEAR(full.step.compute_seconds - causal.step.compute_seconds,
+                full.step.attention_seconds - causal.step.attention_seconds, 1e-9);
+    EXPECT_DOUBLE_EQ(full.memory.activations_bytes, causal.memory.activations_bytes);
+    EXPECT_DOUBLE_EQ(full.model_flops_per_step, causal.model_flops_per_step);
+  }
+}
+
 TEST(StepModelTest, GradientAccumulationDoesNotChangeOptimizerSteps) {
   // Seed article: 1000 samples at GBS 10 -> 100 optimizer steps; with micro-
   // batch 5 and accumulation 2 still 100 steps, but 200 micro-steps.

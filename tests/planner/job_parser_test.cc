@@ -407,6 +407,29 @@ TEST(JobParserTest, Fp32GradientsDefaultsToTrueAndParsesABool) {
               HasSubstr("did you mean fp32Gradients?"));
 }
 
+// spec.model.causalAttention: a causal decoder unless the job says full
+// attention; like dropout it goes with the architecture or with parameters
+// alone.
+TEST(JobParserTest, CausalAttentionDefaultsToTrueAndParsesABool) {
+  StatusOr<JobSpec> plain = ParseTrainJob(kMinimalYaml);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_TRUE(plain->model.causal_attention);
+  StatusOr<JobSpec> full =
+      ParseTrainJob(Minimal("attentionHeads: 16", "attentionHeads: 16\n    causalAttention: false"));
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  EXPECT_FALSE(full->model.causal_attention);
+  StatusOr<JobSpec> inferred = ParseTrainJob(Minimal(
+      "    layers: 24\n    hiddenSize: 1024\n    attentionHeads: 16",
+      "    parameters: 1.3B\n    causalAttention: false"));
+  ASSERT_TRUE(inferred.ok()) << inferred.status().ToString();
+  EXPECT_TRUE(inferred->model.architecture_inferred);
+  EXPECT_FALSE(inferred->model.causal_attention);
+  EXPECT_THAT(ErrorOf(Minimal("attentionHeads: 16", "attentionHeads: 16\n    causalAttention: no")),
+              HasSubstr("spec.model.causalAttention"));
+  EXPECT_THAT(ErrorOf(Minimal("attentionHeads: 16", "attentionHeads: 16\n    causalAtention: false")),
+              HasSubstr("did you mean causalAttention?"));
+}
+
 TEST(JobParserTest, DeadlineAndMaxDurationConflict) {
   std::string doc = kMinimalYaml;
   doc += "  deadline: \"2026-12-24T00:00:00Z\"\n  maxDuration: 72h\n";

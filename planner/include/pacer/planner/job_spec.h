@@ -63,6 +63,11 @@ struct ModelSpec {
   // Dropout after attention and MLP (GPT-2/3, Megatron's GPT): its masks are
   // stored activations. Current LLMs (Llama, MPT, Mistral) train without.
   bool dropout = false;
+  // A causal mask (decoder language models): each query attends to the
+  // keys before it, and a fused kernel skips the masked half of the score
+  // tiles. false: full attention (encoders; and what Pacer's own worker
+  // runs, docs/worker.md "Known gaps").
+  bool causal_attention = true;
   bool architecture_inferred = false;
 };
 
