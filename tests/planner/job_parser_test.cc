@@ -414,20 +414,21 @@ TEST(JobParserTest, CausalAttentionDefaultsToTrueAndParsesABool) {
   StatusOr<JobSpec> plain = ParseTrainJob(kMinimalYaml);
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   EXPECT_TRUE(plain->model.causal_attention);
-  StatusOr<JobSpec> full =
-      ParseTrainJob(Minimal("attentionHeads: 16", "attentionHeads: 16\n    causalAttention: false"));
+  StatusOr<JobSpec> full = ParseTrainJob(
+      Minimal("attentionHeads: 16", "attentionHeads: 16\n    causalAttention: false"));
   ASSERT_TRUE(full.ok()) << full.status().ToString();
   EXPECT_FALSE(full->model.causal_attention);
-  StatusOr<JobSpec> inferred = ParseTrainJob(Minimal(
-      "    layers: 24\n    hiddenSize: 1024\n    attentionHeads: 16",
-      "    parameters: 1.3B\n    causalAttention: false"));
+  StatusOr<JobSpec> inferred =
+      ParseTrainJob(Minimal("    layers: 24\n    hiddenSize: 1024\n    attentionHeads: 16",
+                            "    parameters: 1.3B\n    causalAttention: false"));
   ASSERT_TRUE(inferred.ok()) << inferred.status().ToString();
   EXPECT_TRUE(inferred->model.architecture_inferred);
   EXPECT_FALSE(inferred->model.causal_attention);
   EXPECT_THAT(ErrorOf(Minimal("attentionHeads: 16", "attentionHeads: 16\n    causalAttention: no")),
               HasSubstr("spec.model.causalAttention"));
-  EXPECT_THAT(ErrorOf(Minimal("attentionHeads: 16", "attentionHeads: 16\n    causalAtention: false")),
-              HasSubstr("did you mean causalAttention?"));
+  EXPECT_THAT(
+      ErrorOf(Minimal("attentionHeads: 16", "attentionHeads: 16\n    causalAtention: false")),
+      HasSubstr("did you mean causalAttention?"));
 }
 
 TEST(JobParserTest, DeadlineAndMaxDurationConflict) {
