@@ -73,7 +73,8 @@ double ProjectCompletion(double now_unix_seconds, int64_t remaining_steps, doubl
   const planner::TotalTimeBreakdown& total = plan.total;
   const double overhead_per_step =
       total.optimizer_steps > 0
-          ? (total.checkpoint_overhead_seconds + total.failure_rework_seconds) /
+          // max: a stored plan's NaN or negative overheads count as none.
+          ? std::max(0.0, total.checkpoint_overhead_seconds + total.failure_rework_seconds) /
                 static_cast<double>(total.optimizer_steps)
           : 0.0;
   return now_unix_seconds + static_cast<double>(std::max<int64_t>(remaining_steps, 0)) *

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -397,18 +398,25 @@ TEST(NarrowStorageTest, CheckpointsResumeAcrossWeightStorage) {
 // another plan) is refused with the buffer named, under either storage,
 // rather than read past its end or taken in part.
 TEST(NarrowStorageTest, CheckpointsOfTheWrongShapeAreRefusedByName) {
-  const WorkerConfig config = TinyConfig(Plan{});
+  // Two ranks under ZeRO 1: a rank's master weights and moments are its
+  // shard, about half of its weights, so a size checked against the wrong
+  // buffer shows.
+  Plan plan;
+  plan.d = 2;
+  plan.zero = 1;
+  const WorkerConfig config = TinyConfig(plan);
   auto log = std::make_shared<NarrowLog>();
   auto narrow = [&]() -> std::unique_ptr<Device> {
     return std::make_unique<NarrowStorageDevice>(cpu::MakeCpuDevice(), log);
   };
   auto plain = []() -> std::unique_ptr<Device> { return cpu::MakeCpuDevice(); };
-  NamedBuffers fp32, bf16;
-  const auto save = [&](NamedBuffers* into, const testing::DeviceFactory& make) {
+  using Ranks = std::vector<NamedBuffers>;  // one checkpoint per rank
+  Ranks fp32(2), bf16(2);
+  const auto save = [&](Ranks* into, const testing::DeviceFactory& make) {
     testing::ExpectAllOk(testing::OnRanks(
         config,
-        [&](int, StepExecutor& b) -> Status {
-          ASSIGN_OR_RETURN(*into, b.SaveBuffers());
+        [&](int rank, StepExecutor& b) -> Status {
+          ASSIGN_OR_RETURN((*into)[static_cast<size_t>(rank)], b.SaveBuffers());
           return Status::Ok();
         },
         make));
@@ -416,37 +424,56 @@ TEST(NarrowStorageTest, CheckpointsOfTheWrongShapeAreRefusedByName) {
   save(&fp32, plain);
   save(&bf16, narrow);
   ASSERT_FALSE(::testing::Test::HasFailure());
-  const auto load = [&](const NamedBuffers& buffers, const testing::DeviceFactory& make) {
-    Status loaded;
+  // Each rank's LoadBuffers status.
+  const auto load = [&](const Ranks& ranks, const testing::DeviceFactory& make) {
+    std::vector<Status> loaded(2);
     testing::ExpectAllOk(testing::OnRanks(
         config,
-        [&](int, StepExecutor& b) -> Status {
-          loaded = b.LoadBuffers(buffers);
+        [&](int rank, StepExecutor& b) -> Status {
+          loaded[static_cast<size_t>(rank)] = b.LoadBuffers(ranks[static_cast<size_t>(rank)]);
           return Status::Ok();
         },
         make));
     return loaded;
   };
-  const auto without = [](NamedBuffers buffers, const std::string& name) {
-    buffers.erase(std::remove_if(buffers.begin(), buffers.end(),
-                                 [&](const auto& named) { return named.first == name; }),
-                  buffers.end());
-    return buffers;
+  const auto edit = [](Ranks ranks, const std::function<void(NamedBuffers*)>& f) {
+    for (NamedBuffers& buffers : ranks) f(&buffers);
+    return ranks;
   };
-  const auto truncated = [](NamedBuffers buffers, const std::string& name) {
-    for (auto& [key, bytes] : buffers) {
-      if (key == name) bytes.resize(bytes.size() - sizeof(float));
-    }
-    return buffers;
+  const auto without = [&](const Ranks& ranks, const std::string& name) {
+    return edit(ranks, [&](NamedBuffers* buffers) {
+      buffers->erase(std::remove_if(buffers->begin(), buffers->end(),
+                                    [&](const auto& named) { return named.first == name; }),
+                     buffers->end());
+    });
+  };
+  const auto truncated = [&](const Ranks& ranks, const std::string& name) {
+    return edit(ranks, [&](NamedBuffers* buffers) {
+      for (auto& [key, bytes] : *buffers) {
+        if (key == name) bytes.resize(bytes.size() - sizeof(float));
+      }
+    });
+  };
+  const std::string master = "optimizer/master-weights";
+  // Another plan's master weights: the whole weights, not this rank's shard.
+  const auto unsharded_master = [&](const Ranks& ranks) {
+    return edit(ranks, [&](NamedBuffers* buffers) {
+      std::vector<std::byte> weights;
+      for (const auto& [key, bytes] : *buffers) {
+        if (key == "weights") weights = bytes;
+      }
+      for (auto& [key, bytes] : *buffers) {
+        if (key == master) bytes = weights;
+      }
+    });
   };
   struct Case {
     std::string what;
-    NamedBuffers buffers;
+    Ranks ranks;
     testing::DeviceFactory make;
     StatusCode code;
     std::string named;
   };
-  const std::string master = "optimizer/master-weights";
   const std::vector<Case> cases = {
       {"fp32 checkpoint, weights one float short", truncated(fp32, "weights"), plain,
        StatusCode::kInvalidArgument, "'weights'"},
@@ -456,19 +483,26 @@ TEST(NarrowStorageTest, CheckpointsOfTheWrongShapeAreRefusedByName) {
        StatusCode::kInvalidArgument, "'" + master + "'"},
       {"bf16 checkpoint, master weights short, resumed on bf16", truncated(bf16, master), narrow,
        StatusCode::kInvalidArgument, "'" + master + "'"},
+      {"bf16 checkpoint, unsharded master weights, resumed on fp32", unsharded_master(bf16), plain,
+       StatusCode::kInvalidArgument, "'" + master + "'"},
+      {"bf16 checkpoint, unsharded master weights, resumed on bf16", unsharded_master(bf16), narrow,
+       StatusCode::kInvalidArgument, "'" + master + "'"},
       {"bf16 checkpoint without its weights, resumed on bf16", without(bf16, "weights"), narrow,
        StatusCode::kNotFound, "'weights'"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
-    const Status loaded = load(c.buffers, c.make);
-    EXPECT_EQ(loaded.code(), c.code) << loaded.message();
-    EXPECT_NE(loaded.message().find(c.named), std::string::npos) << loaded.message();
+    const std::vector<Status> loaded = load(c.ranks, c.make);
+    for (size_t r = 0; r < loaded.size(); ++r) {
+      EXPECT_EQ(loaded[r].code(), c.code) << "rank " << r << ": " << loaded[r].message();
+      EXPECT_NE(loaded[r].message().find(c.named), std::string::npos)
+          << "rank " << r << ": " << loaded[r].message();
+    }
   }
   // The intact checkpoints load under either storage (the cases above fail
   // for their defect, not for the storage).
-  EXPECT_TRUE(load(fp32, narrow).ok());
-  EXPECT_TRUE(load(bf16, plain).ok());
+  for (const Status& s : load(fp32, narrow)) EXPECT_TRUE(s.ok()) << s.message();
+  for (const Status& s : load(bf16, plain)) EXPECT_TRUE(s.ok()) << s.message();
 }
 
 }  // namespace
