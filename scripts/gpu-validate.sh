@@ -63,7 +63,8 @@ step() {
 
 step smoke 120 "$smoke"
 step "smoke against the CPU device" 300 "$smoke" --compare-cpu
-step "smoke against the CPU device, tiled attention" 300 env PACER_CUDNN_ATTENTION=0 "$smoke" --compare-cpu
+step "smoke against the CPU device, full attention (cuDNN's SDPA)" 300 "$smoke" --compare-cpu --full-attention
+step "smoke against the CPU device, tiled attention" 300 env PACER_CUDNN_ATTENTION=0 "$smoke" --compare-cpu --full-attention
 step "smoke against the CPU device, bf16 activations" 300 env PACER_GPU_BF16_ACTIVATIONS=1 "$smoke" --compare-cpu
 step calibrate 300 "$worker" calibrate --backend gpu --gpu-type "${gpu_type:-H100-SXM}" \
   -o "$out/calibration.json"
@@ -88,6 +89,7 @@ run() {
     PACER_GRAD_ACCUM_STEPS="$(jq -r .gradientAccumulationSteps <<<"$plan")" \
     PACER_GLOBAL_BATCH_SIZE=8 PACER_ACTIVATION_CHECKPOINTING="$(jq -r .activationCheckpointing <<<"$plan")" \
     PACER_ATTENTION_KERNEL="$(sed -n 's/^ *attention: *\([a-z]*\).*/\1/p' "$job" | head -1)" \
+    PACER_MODEL_CAUSAL_ATTENTION="$(sed -n 's/^ *causalAttention: *\([a-z]*\).*/\1/p' "$job" | head -1 | grep . || echo true)" \
     PACER_PRECISION="$precision" PACER_TOTAL_STEPS="$steps" \
     PACER_PREDICTED_STEP_SECONDS="$(jq -r .predictedStepSeconds <<<"$plan")" \
     PACER_PREDICTED_MEMORY_BYTES="$(jq -r '.predictedMemoryGiB * 1073741824 | floor' <<<"$plan")" \
@@ -98,10 +100,13 @@ yq_get() { sed -n "s/^ *$2: *\([0-9]*\).*/\1/p" "$1" | head -1; }
 if [ -n "$gpu_type" ]; then
   l8=tests/testdata/gpu/llama7b-shape-l8-h200.yaml
   l8_fused=tests/testdata/gpu/llama7b-shape-l8-fused-h200.yaml
+  l8_causal=tests/testdata/gpu/llama7b-shape-l8-causal-h200.yaml
   run "$l8" bf16 8
   # The same shape with a fused attention (docs/worker.md, "Attention"):
   # cuDNN's SDPA where it runs, else the tiled path (the log line says which).
   run "$l8_fused" bf16 8
+  # The same under a causal mask: the device's causal tiles (docs/worker.md).
+  run "$l8_causal" bf16 8
   # bf16 storage of the activations that are GEMM operands (docs/worker.md).
   run "$l8_fused" bf16 8 PACER_GPU_BF16_ACTIVATIONS=1
   run "$l8" bf16 8 PACER_GPU_BF16_ACTIVATIONS=1
@@ -112,6 +117,7 @@ if [ -n "$gpu_type" ]; then
     run tests/testdata/gpu/llama7b-shape-l32-h200.yaml bf16 5 PACER_GPU_BF16_ACTIVATIONS=1
   fi
   # Where the step's time goes, by operation kind (docs/worker.md).
+  run "$l8_causal" bf16 8 PACER_GPU_OP_TIMES=1
   run "$l8_fused" bf16 8 PACER_GPU_OP_TIMES=1 PACER_GPU_BF16_ACTIVATIONS=1
   run "$l8_fused" bf16 8 PACER_GPU_OP_TIMES=1
   run "$l8_fused" bf16 8 PACER_GPU_OP_TIMES=1 PACER_CUDNN_ATTENTION=0

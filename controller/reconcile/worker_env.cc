@@ -72,6 +72,7 @@ std::map<std::string, std::string> WorkerEnvironment(const LaunchSpec& launch, i
   env["PACER_MODEL_FFN_HIDDEN_SIZE"] = std::to_string(m.ffn_hidden_size);
   env["PACER_MODEL_FFN_KIND"] = planner::FfnKindName(m.ffn_kind);
   env["PACER_MODEL_VOCAB_SIZE"] = std::to_string(m.vocab_size);
+  env["PACER_MODEL_CAUSAL_ATTENTION"] = m.causal_attention ? "true" : "false";
   env["PACER_SEQUENCE_LENGTH"] = std::to_string(m.sequence_length);
   if (!options.checkpoint_dir.empty()) env["PACER_CHECKPOINT_DIR"] = options.checkpoint_dir;
   env["PACER_CHECKPOINT_INTERVAL_STEPS"] = std::to_string(launch.checkpoint_interval_steps);

@@ -101,6 +101,21 @@ TEST(WorkerEnvTest, TheWorkerRunsThePlansAttentionKernel) {
   EXPECT_EQ(c->attention, planner::AttentionKernel::kUnfused);
 }
 
+TEST(WorkerEnvTest, TheWorkerRunsTheModelsAttentionMask) {
+  for (const bool causal : {true, false}) {
+    LaunchSpec launch = TwoNodeLaunch();
+    launch.spec.model.causal_attention = causal;
+    const auto env = WorkerEnvironment(launch, 0, WorkerEnvOptions{});
+    EXPECT_EQ(env.at("PACER_MODEL_CAUSAL_ATTENTION"), causal ? "true" : "false");
+    StatusOr<worker::WorkerConfig> c = worker::ConfigFromEnvironment([&env](const char* name) {
+      auto it = env.find(name);
+      return it == env.end() ? nullptr : it->second.c_str();
+    });
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->model.causal_attention, causal);
+  }
+}
+
 TEST(WorkerEnvTest, TotalStepsRoundUpAndCheckpointIntervalFollowsThePlan) {
   LaunchSpec launch = TwoNodeLaunch();
   // 1e10 tokens / 4096 per sequence = 2441407 sequences (rounded up) / 512.

@@ -23,7 +23,7 @@ echo "smoke \$* cudnn=\${PACER_CUDNN_ATTENTION:-} bf16act=\${PACER_GPU_BF16_ACTI
 STUB
 cat >"$tmp/repo/build/worker/pacer-worker" <<STUB
 #!/bin/sh
-echo "worker \$1 layers=\${PACER_MODEL_LAYERS:-} \${PACER_PRECISION:-} \${PACER_ATTENTION_KERNEL:-} mb=\${PACER_MICRO_BATCH_SIZE:-} k=\${PACER_GRAD_ACCUM_STEPS:-} ckpt=\${PACER_ACTIVATION_CHECKPOINTING:-} type=\${PACER_GPU_TYPE:-} op_times=\${PACER_GPU_OP_TIMES:-0} cudnn=\${PACER_CUDNN_ATTENTION:-} bf16act=\${PACER_GPU_BF16_ACTIVATIONS:-}" >>"$calls"
+echo "worker \$1 layers=\${PACER_MODEL_LAYERS:-} \${PACER_PRECISION:-} \${PACER_ATTENTION_KERNEL:-} mb=\${PACER_MICRO_BATCH_SIZE:-} k=\${PACER_GRAD_ACCUM_STEPS:-} ckpt=\${PACER_ACTIVATION_CHECKPOINTING:-} type=\${PACER_GPU_TYPE:-} op_times=\${PACER_GPU_OP_TIMES:-0} cudnn=\${PACER_CUDNN_ATTENTION:-} bf16act=\${PACER_GPU_BF16_ACTIVATIONS:-} causal=\${PACER_MODEL_CAUSAL_ATTENTION:-}" >>"$calls"
 echo "pacer-worker: event=done mean_step_seconds=0.5"
 STUB
 # The stub planner answers with the layout pinned in the job file.
@@ -57,20 +57,23 @@ validate H200 0
 cat >"$tmp/want" <<'WANT'
 smoke  cudnn= bf16act=
 smoke --compare-cpu cudnn= bf16act=
-smoke --compare-cpu cudnn=0 bf16act=
+smoke --compare-cpu --full-attention cudnn= bf16act=
+smoke --compare-cpu --full-attention cudnn=0 bf16act=
 smoke --compare-cpu cudnn= bf16act=1
-worker calibrate layers=   mb= k= ckpt= type= op_times=0 cudnn= bf16act=
-worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act=
-worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act=
-worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act=1
-worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act=1
-worker run layers=8 fp8 unfused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act=
-worker run layers=32 bf16 unfused mb=1 k=8 ckpt=full type=H200 op_times=0 cudnn= bf16act=
-worker run layers=32 bf16 unfused mb=1 k=8 ckpt=full type=H200 op_times=0 cudnn= bf16act=1
-worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn= bf16act=1
-worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn= bf16act=
-worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn=0 bf16act=
-worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn= bf16act=
+worker calibrate layers=   mb= k= ckpt= type= op_times=0 cudnn= bf16act= causal=
+worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act= causal=false
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act= causal=false
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act= causal=true
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act=1 causal=false
+worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act=1 causal=false
+worker run layers=8 fp8 unfused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act= causal=false
+worker run layers=32 bf16 unfused mb=1 k=8 ckpt=full type=H200 op_times=0 cudnn= bf16act= causal=false
+worker run layers=32 bf16 unfused mb=1 k=8 ckpt=full type=H200 op_times=0 cudnn= bf16act=1 causal=false
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn= bf16act= causal=true
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn= bf16act=1 causal=false
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn= bf16act= causal=false
+worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn=0 bf16act= causal=false
+worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn= bf16act= causal=false
 WANT
 # The memory checker runs last, with fp32 and then with bf16 activations.
 grep -q "^compute-sanitizer --tool memcheck --leak-check full --log-file .* .*pacer-gpu-smoke bf16act=$" <(tail -2 "$tmp/runs" | head -1) ||
@@ -80,7 +83,7 @@ grep -q "^compute-sanitizer --tool memcheck --leak-check full --log-file .* .*pa
 diff "$tmp/want" <(sed '$d' "$tmp/runs" | sed '$d') || fail "steps differ from the expected order (above)"
 grep -q "ERROR SUMMARY: 0 errors" "$tmp/out" || fail "the checker's summary is not in the log"
 # Every step ran says its exit status and its seconds (to plan the next run).
-[ "$(grep -c "^rc=0 ([0-9]* s)$" "$tmp/out")" = 18 ] || fail "want 18 'rc=0 (N s)' lines: $(grep rc= "$tmp/out")"
+[ "$(grep -c "^rc=0 ([0-9]* s)$" "$tmp/out")" = 21 ] || fail "want 21 'rc=0 (N s)' lines: $(grep rc= "$tmp/out")"
 grep -q "event=done" "$tmp/repo/out/log.txt" || fail "the worker's done lines are not in out/log.txt"
 grep -q "gpuTypes: \[H200\]" "$tmp/repo/out/llama7b-shape-l8-h200.yaml" || fail "job file not kept in out/"
 
@@ -93,6 +96,6 @@ grep -q "layers=8 bf16 unfused .*type=H100-SXM" "$tmp/runs" || fail "the 8-layer
 # A budget already spent: nothing runs, every step says it was skipped.
 validate H200 1
 [ ! -s "$tmp/runs" ] || fail "steps ran with the budget spent: $(cat "$tmp/runs")"
-[ "$(grep -c "^skipped: the budget of 1 s is spent" "$tmp/out")" = 18 ] ||
-  fail "want 18 skipped steps: $(grep -c skipped "$tmp/out")"
+[ "$(grep -c "^skipped: the budget of 1 s is spent" "$tmp/out")" = 21 ] ||
+  fail "want 21 skipped steps: $(grep -c skipped "$tmp/out")"
 echo "gpu-validate: order, plans, GPU types and budget as expected"

@@ -158,9 +158,10 @@ class NarrowStorageDevice final : public Device {
     Forbid("the logsumexp", {lse});
     return Rounded(in_->OnChipAttentionBackward(s, qkv, ctx, lse, dctx, dqkv), {dqkv});
   }
-  Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale) override {
+  Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale,
+                     const CausalRows& mask) override {
     Forbid("the tiled softmax", {x});
-    return in_->SoftmaxRows(x, rows, cols, scale);
+    return in_->SoftmaxRows(x, rows, cols, scale, mask);
   }
   Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols,
                          float scale) override {

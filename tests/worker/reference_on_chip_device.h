@@ -154,8 +154,9 @@ class ReferenceOnChipDevice final : public Device {
     return in_->BatchedGemm(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc,
                             batch);
   }
-  Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale) override {
-    return in_->SoftmaxRows(x, rows, cols, scale);
+  Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale,
+                     const CausalRows& mask) override {
+    return in_->SoftmaxRows(x, rows, cols, scale, mask);
   }
   Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols,
                          float scale) override {
@@ -255,8 +256,9 @@ class ReferenceOnChipDevice final : public Device {
   static double Probabilities(const AttentionShape& s, const Pair& p, int64_t r,
                               const double* given, std::vector<double>* prob) {
     const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+    const int64_t keys = s.causal ? r + 1 : s.seq;  // the causal mask: keys up to row r
     double mx = -INFINITY;
-    for (int64_t j = 0; j < s.seq; ++j) {
+    for (int64_t j = 0; j < keys; ++j) {
       double dot = 0;
       for (int64_t c = 0; c < s.head_dim; ++c) {
         dot += static_cast<double>(p.q[r * p.ld + c]) * p.k[j * p.ld + c];
@@ -265,10 +267,12 @@ class ReferenceOnChipDevice final : public Device {
       mx = std::max(mx, scale * dot);
     }
     double sum = 0;
-    for (int64_t j = 0; j < s.seq; ++j) sum += std::exp((*prob)[Size(j)] - mx);
+    for (int64_t j = 0; j < keys; ++j) sum += std::exp((*prob)[Size(j)] - mx);
     const double lse = mx + std::log(sum);
     const double use = given != nullptr ? *given : lse;
-    for (int64_t j = 0; j < s.seq; ++j) (*prob)[Size(j)] = std::exp((*prob)[Size(j)] - use);
+    for (int64_t j = 0; j < s.seq; ++j) {
+      (*prob)[Size(j)] = j < keys ? std::exp((*prob)[Size(j)] - use) : 0.0;
+    }
     return lse;
   }
 

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 
 #include "pacer/planner/cost_model.h"
@@ -76,6 +77,9 @@ TEST(StepScheduleTest, GemmFlopsOverAllRanksEqualThePlannersHardwareFlops) {
                                       {2, 4, 1, 2, 1, 8}}) {
         WorkerConfig c = TestPlan(t, p, d, v, 1, b, k, r);
         c.attention = a;
+        // The planner's hardware FLOPs count the whole s x s matrix; what
+        // the causal tiles skip: the next test.
+        c.model.causal_attention = false;
         double total = 0;
         for (int rank = 0; rank < c.world_size; ++rank) {
           auto s = BuildStepSchedule(c, rank);
@@ -87,6 +91,42 @@ TEST(StepScheduleTest, GemmFlopsOverAllRanksEqualThePlannersHardwareFlops) {
         EXPECT_NEAR(total / expected, 1.0, 1e-12)
             << planner::AttentionKernelName(a) << " " << planner::RecomputeName(r) << " t" << t
             << " p" << p << " d" << d << " v" << v;
+      }
+    }
+  }
+}
+
+TEST(StepScheduleTest, CausalFusedAttentionSchedulesOnlyTheTilesScores) {
+  for (planner::Recompute r :
+       {planner::Recompute::kNone, planner::Recompute::kSelective, planner::Recompute::kFull}) {
+    for (planner::AttentionKernel a :
+         {planner::AttentionKernel::kFused, planner::AttentionKernel::kUnfused}) {
+      WorkerConfig full = TestPlan(2, 1, 1, 1, 0, 2, 2, r);
+      full.attention = a;
+      full.model.causal_attention = false;
+      WorkerConfig causal = full;
+      causal.model.causal_attention = true;
+      auto f = BuildStepSchedule(full, 0);
+      auto c = BuildStepSchedule(causal, 0);
+      ASSERT_TRUE(f.ok() && c.ok());
+      const bool fused = a == planner::AttentionKernel::kFused;
+      // s = 512 in tiles of 128 rows: (4 + 1) / 8 of the scores.
+      const double share = fused ? 5.0 / 8.0 : 1.0;
+      const auto& fg = f->layer.forward_gemms;
+      const auto& cg = c->layer.forward_gemms;
+      for (size_t i = 0; i < fg.size(); ++i) {
+        const bool core = i == 1 || i == 2;  // scores and context
+        EXPECT_DOUBLE_EQ(cg[i].flops(), (core ? share : 1.0) * fg[i].flops())
+            << fg[i].name << " " << planner::AttentionKernelName(a);
+        EXPECT_DOUBLE_EQ(cg[i].m, fg[i].m) << "the executor reads its shapes from m";
+        EXPECT_DOUBLE_EQ(cg[i].batch, fg[i].batch);
+      }
+      ASSERT_EQ(c->layer.recompute_gemms.size(), f->layer.recompute_gemms.size());
+      for (size_t i = 0; i < f->layer.recompute_gemms.size(); ++i) {
+        const auto& g = f->layer.recompute_gemms[i];
+        const bool core = std::string(g.name) == "scores" || std::string(g.name) == "context";
+        EXPECT_DOUBLE_EQ(c->layer.recompute_gemms[i].flops(), (core ? share : 1.0) * g.flops())
+            << g.name << " " << planner::AttentionKernelName(a);
       }
     }
   }

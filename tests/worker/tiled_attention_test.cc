@@ -4,7 +4,9 @@
 // sequences (Megatron's qkv rows, AttentionShape), with
 // tiles that divide the sequence, tiles that do not, and a scratch bound
 // that forces one pair per call; no buffer of s x s scores per pair; one
-// more Q K^T in the backward pass and nothing else.
+// more Q K^T in the backward pass and nothing else. Under a causal mask:
+// the definition (row r attends to keys 0..r), outputs that never depend
+// on later tokens, and tiles that skip the scores above the diagonal.
 #include "core/tiled_attention.h"
 
 #include <gtest/gtest.h>
@@ -104,23 +106,37 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, 
   }
 }
 
+const Case kCases[] = {
+    // seq, head_dim, sequences, heads, kv_heads (full attention)
+    {"multi-head, tiles of 4 divide 16", {16, 8, 2, 2, 2}, {4, size_t{64} << 20}},
+    {"grouped-query, tiles of 5 do not divide 16", {16, 8, 2, 4, 1}, {5, size_t{64} << 20}},
+    {"grouped-query, one pair per call", {16, 8, 2, 4, 2}, {4, 1}},
+    {"grouped-query, groups of 3, tiles of 3", {10, 4, 1, 6, 2}, {3, size_t{64} << 20}},
+    {"one tile of the whole sequence", {12, 8, 2, 2, 2}, {128, size_t{64} << 20}},
+};
+
+// Both paths over the same random Q, K, V and dC; the two agree.
+struct BothPaths {
+  std::vector<float> qkv, dctx;
+  AttentionRun::Out unfused, tiled;
+};
+BothPaths RunBoth(const Case& c) {
+  BothPaths r;
+  r.qkv = Random(QkvElements(c.shape), 7);
+  r.dctx = Random(CtxElements(c.shape), 11);
+  r.unfused = AttentionRun(c.shape).Go(false, r.qkv, r.dctx, c.options);
+  r.tiled = AttentionRun(c.shape).Go(true, r.qkv, r.dctx, c.options);
+  ExpectClose(r.tiled.ctx, r.unfused.ctx, "ctx", c.name);
+  ExpectClose(r.tiled.dqkv, r.unfused.dqkv, "dqkv", c.name);
+  return r;
+}
+
 TEST(TiledAttentionTest, MatchesTheUnfusedAttentionWithoutStoringScores) {
-  const Case cases[] = {
-      // seq, head_dim, sequences, heads, kv_heads
-      {"multi-head, tiles of 4 divide 16", {16, 8, 2, 2, 2}, {4, size_t{64} << 20}},
-      {"grouped-query, tiles of 5 do not divide 16", {16, 8, 2, 4, 1}, {5, size_t{64} << 20}},
-      {"grouped-query, one pair per call", {16, 8, 2, 4, 2}, {4, 1}},
-      {"grouped-query, groups of 3, tiles of 3", {10, 4, 1, 6, 2}, {3, size_t{64} << 20}},
-      {"one tile of the whole sequence", {12, 8, 2, 2, 2}, {128, size_t{64} << 20}},
-  };
-  for (const Case& c : cases) {
+  for (const Case& c : kCases) {
     const AttentionShape& s = c.shape;
-    const std::vector<float> qkv = Random(QkvElements(s), 7);
-    const std::vector<float> dctx = Random(CtxElements(s), 11);
-    const AttentionRun::Out unfused = AttentionRun(s).Go(false, qkv, dctx, c.options);
-    const AttentionRun::Out tiled = AttentionRun(s).Go(true, qkv, dctx, c.options);
-    ExpectClose(tiled.ctx, unfused.ctx, "ctx", c.name);
-    ExpectClose(tiled.dqkv, unfused.dqkv, "dqkv", c.name);
+    const BothPaths both = RunBoth(c);
+    const AttentionRun::Out& unfused = both.unfused;
+    const AttentionRun::Out& tiled = both.tiled;
 
     // The same forward GEMMs; the backward recomputes Q K^T (2 s^2 d per pair).
     const double scores = s.PairGemmFlops();
@@ -140,6 +156,104 @@ TEST(TiledAttentionTest, MatchesTheUnfusedAttentionWithoutStoringScores) {
       EXPECT_LT(tiled.peak_workspace_bytes, all_scores) << c.name;
     }
   }
+}
+
+// Row r of pair i of a causal attention, computed directly: softmax over
+// the keys 0..r of q.k / sqrt(d), times V.
+std::vector<float> CausalReference(const AttentionShape& s, const std::vector<float>& qkv) {
+  std::vector<float> ctx(CtxElements(s));
+  const int64_t w = s.qkv_ld(), d = s.head_dim;
+  for (int64_t i = 0; i < s.pairs(); ++i) {
+    for (int64_t r = 0; r < s.seq; ++r) {
+      std::vector<double> p(static_cast<size_t>(r + 1));
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j <= r; ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c) {
+          dot += static_cast<double>(qkv[static_cast<size_t>(s.Q(i) + r * w + c)]) *
+                 qkv[static_cast<size_t>(s.K(i) + j * w + c)];
+        }
+        p[static_cast<size_t>(j)] = dot / std::sqrt(static_cast<double>(d));
+        mx = std::max(mx, p[static_cast<size_t>(j)]);
+      }
+      for (double& x : p) sum += (x = std::exp(x - mx));
+      for (int64_t c = 0; c < d; ++c) {
+        double o = 0;
+        for (int64_t j = 0; j <= r; ++j) {
+          o += p[static_cast<size_t>(j)] / sum * qkv[static_cast<size_t>(s.V(i) + j * w + c)];
+        }
+        ctx[static_cast<size_t>(s.Ctx(i) + r * s.ctx_ld() + c)] = static_cast<float>(o);
+      }
+    }
+  }
+  return ctx;
+}
+
+TEST(TiledAttentionTest, CausalMaskMatchesTheDefinitionAndSkipsTheTilesAboveTheDiagonal) {
+  for (Case c : kCases) {
+    const AttentionShape full = c.shape;
+    c.shape.causal = true;
+    const AttentionShape& s = c.shape;
+    // The same context and gradients on both paths (RunBoth), and query
+    // row r sees keys 0..r, itself included.
+    const BothPaths both = RunBoth(c);
+    const AttentionRun::Out& unfused = both.unfused;
+    const AttentionRun::Out& tiled = both.tiled;
+    ExpectClose(unfused.ctx, CausalReference(s, both.qkv), "unfused ctx", c.name);
+    // The mask changes the result: every row but each sequence's last.
+    const AttentionRun::Out unmasked = AttentionRun(full).Go(true, both.qkv, both.dctx, c.options);
+    EXPECT_NE(unmasked.ctx[static_cast<size_t>(s.Ctx(0))], tiled.ctx[static_cast<size_t>(s.Ctx(0))])
+        << c.name;
+
+    // The unfused kernel computes the whole s x s matrix; the tiles only
+    // their rows' keys up to the tile's last row.
+    const double f = CausalScoreFraction(s.seq, c.options.tile_rows);
+    EXPECT_DOUBLE_EQ(unfused.forward_flops, unmasked.forward_flops) << c.name;
+    EXPECT_DOUBLE_EQ(tiled.forward_flops, f * unmasked.forward_flops) << c.name;
+    EXPECT_DOUBLE_EQ(tiled.backward_flops, f * unmasked.backward_flops) << c.name;
+    if (c.options.tile_rows < s.seq) {
+      EXPECT_LT(f, 1) << c.name;
+    }
+  }
+}
+
+TEST(TiledAttentionTest, CausalOutputsDoNotDependOnLaterTokens) {
+  const AttentionShape s{16, 4, 1, 2, 1, true};
+  const TiledAttentionOptions o{5, size_t{64} << 20};
+  const std::vector<float> qkv = Random(QkvElements(s), 3);
+  std::vector<float> later = qkv;
+  // Change every Q, K and V of the last token of the sequence.
+  const int64_t last = s.seq - 1;
+  for (int64_t j = 0; j < s.qkv_ld(); ++j) later[static_cast<size_t>(last * s.qkv_ld() + j)] += 1;
+  const std::vector<float> dctx = Random(CtxElements(s), 5);
+  for (bool tiled : {false, true}) {
+    const AttentionRun::Out a = AttentionRun(s).Go(tiled, qkv, dctx, o);
+    const AttentionRun::Out b = AttentionRun(s).Go(tiled, later, dctx, o);
+    for (int64_t r = 0; r < s.seq; ++r) {
+      for (int64_t j = 0; j < s.ctx_ld(); ++j) {
+        const size_t at = static_cast<size_t>(r * s.ctx_ld() + j);
+        if (r < last) {
+          EXPECT_EQ(a.ctx[at], b.ctx[at]) << "row " << r << (tiled ? " tiled" : " unfused");
+        }
+      }
+    }
+    // The last row does change: the perturbation reached the kernel.
+    EXPECT_NE(a.ctx[static_cast<size_t>(last * s.ctx_ld())],
+              b.ctx[static_cast<size_t>(last * s.ctx_ld())]);
+  }
+}
+
+TEST(TiledAttentionTest, CausalScoreFractionCountsWholeAndPartialTiles) {
+  EXPECT_DOUBLE_EQ(CausalScoreFraction(2048, 128), 17.0 / 32.0);  // (n + 1) / 2n, n = 16
+  EXPECT_DOUBLE_EQ(CausalScoreFraction(100, 128), 1.0);           // one tile: every key
+  // Tiles of 4, 4, 2 rows over 10 keys: 4 x 4 + 4 x 8 + 2 x 10 of 100.
+  EXPECT_DOUBLE_EQ(CausalScoreFraction(10, 4), 68.0 / 100.0);
+  const AttentionShape s{2048, 128, 1, 1, 1, true};
+  EXPECT_DOUBLE_EQ(s.ScoreFraction(), CausalScoreFraction(2048, kAttentionTileRows));
+  AttentionShape full = s;
+  full.causal = false;
+  EXPECT_DOUBLE_EQ(full.ScoreFraction(), 1.0);
+  EXPECT_DOUBLE_EQ(s.PairGemmFlops(), full.PairGemmFlops() * s.ScoreFraction());
 }
 
 TEST(TiledAttentionTest, RejectsAnEmptyShapeAsABug) {

@@ -46,6 +46,7 @@ WorkerConfig ExampleConfig() {
   c.model.ffn_kind = planner::FfnKind::kSwiglu;
   c.model.vocab_size = 32000;
   c.model.sequence_length = 4096;
+  c.model.causal_attention = false;  // not the default: the round trip carries it
   c.checkpoint_dir = "/ckpt";
   c.checkpoint_interval_steps = 50;
   c.metrics_port = 9400;
@@ -74,6 +75,7 @@ TEST(WorkerConfigTest, EnvironmentRoundTrips) {
   EXPECT_EQ(parsed->attention, planner::AttentionKernel::kUnfused);
   EXPECT_EQ(parsed->model.kv_heads, 8);
   EXPECT_EQ(parsed->model.ffn_kind, planner::FfnKind::kSwiglu);
+  EXPECT_FALSE(parsed->model.causal_attention);
   EXPECT_EQ(parsed->backend, Backend::kGpu);
   EXPECT_DOUBLE_EQ(parsed->scale, 0.25);
   EXPECT_DOUBLE_EQ(*parsed->predicted_step_seconds, 7.5);
@@ -90,6 +92,7 @@ TEST(WorkerConfigTest, TorchrunPrefixedNamesAreAccepted) {
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->world_size, 2);
   EXPECT_EQ(parsed->node_rank, 1);
+  EXPECT_TRUE(parsed->model.causal_attention);  // a decoder's mask unless told otherwise
 }
 
 TEST(WorkerConfigTest, ErrorsNameTheVariable) {
@@ -102,6 +105,8 @@ TEST(WorkerConfigTest, ErrorsNameTheVariable) {
       {"PACER_PRECISION", "bf32", "PACER_PRECISION: must be one of fp32, tf32, fp16, bf16, fp8"},
       {"PACER_BACKEND", "tpu", "PACER_BACKEND: must be one of auto, cpu, gpu"},
       {"PACER_ATTENTION_KERNEL", "flash", "PACER_ATTENTION_KERNEL: must be one of fused, unfused"},
+      {"PACER_MODEL_CAUSAL_ATTENTION", "yes",
+       "PACER_MODEL_CAUSAL_ATTENTION: must be one of true, false, got \"yes\""},
       {"MASTER_PORT", "70000", "MASTER_PORT: must be in [1, 65535]"},
       {"PACER_SCALE", "2", "PACER_SCALE: must be a number in"},
       {"PACER_GLOBAL_BATCH_SIZE", "65", "PACER_GLOBAL_BATCH_SIZE: must equal micro-batch x"},

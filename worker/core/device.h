@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "core/buffer_class.h"
+#include "core/causal_mask.h"
 #include "core/kernel_math.h"  // AdamWParams
 #include "core/step_backend.h"
 #include "core/step_schedule.h"
@@ -106,18 +107,36 @@ class MemoryTracker {
 // pair i is sequence i / heads, head i % heads. Because a tensor-parallel
 // rank holds whole heads, a rank's attention is exactly its heads' share of
 // the unsplit layer's. Offsets in elements.
+//
+// Causal (spec.model.causalAttention): query row r attends to keys 0..r of
+// its sequence only, as a decoder language model's attention does; the
+// masked probabilities are exactly 0. A fused kernel skips the work above
+// the diagonal at the granularity of tiles of kAttentionTileRows query rows
+// (each tile computes the scores of its rows against the keys up to its
+// last row: ScoreFraction of the s x s matrix; causal_mask.h); an unfused
+// kernel computes the whole matrix and masks it.
 struct AttentionShape {
   int64_t seq = 0;        // tokens per sequence
   int64_t head_dim = 0;
   int64_t sequences = 0;  // the micro-batch
   int64_t heads = 0;      // query heads on this rank
   int64_t kv_heads = 0;   // K/V heads on this rank; divides heads
+  bool causal = false;    // a causal mask (above)
 
   // Written out: the CUDA sources that include this compile as C++17.
   bool operator==(const AttentionShape& o) const {
     return seq == o.seq && head_dim == o.head_dim && sequences == o.sequences && heads == o.heads &&
-           kv_heads == o.kv_heads;
+           kv_heads == o.kv_heads && causal == o.causal;
   }
+  // The share of the s x s scores a fused kernel computes (1 without a mask).
+  double ScoreFraction() const { return causal ? CausalScoreFraction(seq, kAttentionTileRows) : 1; }
+  // Keys that query rows [row0, row0 + rows) of a sequence attend to: all
+  // of them, or under the mask those up to the last of these rows.
+  int64_t KeysFor(int64_t row0, int64_t rows) const {
+    return causal ? std::min(seq, row0 + rows) : seq;
+  }
+  // The mask of an unfused kernel's softmax over every pair's s x s rows.
+  CausalRows WholeRowsMask() const { return causal ? CausalRows{0, seq} : CausalRows{}; }
   int64_t pairs() const { return sequences * heads; }
   int64_t group() const { return kv_heads > 0 ? heads / kv_heads : 1; }
   int64_t qkv_ld() const { return (heads + 2 * kv_heads) * head_dim; }
@@ -127,10 +146,11 @@ struct AttentionShape {
   int64_t ProbsElements() const { return pairs() * seq * seq; }
   // One value per query row of every pair (an on-chip kernel's statistics).
   int64_t RowElements() const { return pairs() * seq; }
-  // FLOPs of one seq x seq x head_dim GEMM for every pair (Q K^T, P V, ...).
+  // FLOPs of one seq x seq x head_dim GEMM for every pair (Q K^T, P V, ...),
+  // of the scores a fused kernel computes (ScoreFraction).
   double PairGemmFlops() const {
     return 2.0 * static_cast<double>(pairs()) * static_cast<double>(seq) *
-           static_cast<double>(seq) * static_cast<double>(head_dim);
+           static_cast<double>(seq) * static_cast<double>(head_dim) * ScoreFraction();
   }
   // Where pair i's Q, K, V (rows qkv_ld() apart) and context (rows
   // ctx_ld() apart) start.
@@ -235,11 +255,11 @@ class Device {
   virtual Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                       const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                       float* c, int64_t ldc) = 0;
-  // Scores (Q K^T), causal-free row softmax scaled by 1/sqrt(head_dim), and
-  // context (P V) for every pair of `shape`: the two batched GEMMs and the
-  // softmax. `probs` (AttentionStashElements(shape) elements) keeps P for
-  // the backward pass in the device's own format: the interface of an
-  // unfused kernel (the s x s matrix is stored), for a plan with
+  // Scores (Q K^T), row softmax scaled by 1/sqrt(head_dim) (masked when
+  // shape.causal), and context (P V) for every pair of `shape`: the two
+  // batched GEMMs over the whole s x s matrix and the softmax. `probs`
+  // (AttentionStashElements(shape) elements) keeps P for the backward pass in the device's own
+  // format: the interface of an unfused kernel (the s x s matrix is stored), for a plan with
   // `attention: unfused`; a fused plan runs tiled_attention.h instead. The
   // GEMMs count in the FLOP counter.
   virtual Status AttentionForward(const AttentionShape& shape, const float* qkv, float* probs,
@@ -263,8 +283,10 @@ class Device {
                              float alpha, const float* a, int64_t lda, int64_t stride_a,
                              const float* b, int64_t ldb, int64_t stride_b, float beta, float* c,
                              int64_t ldc, int64_t stride_c, int64_t batch) = 0;
-  // x = softmax(scale * x) over each of `rows` rows of `cols`, in place.
-  virtual Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale) = 0;
+  // x = softmax(scale * x) over each of `rows` rows of `cols`, in place;
+  // under `mask` (CausalRows) over each row's visible keys, the rest 0.
+  virtual Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale,
+                             const CausalRows& mask) = 0;
   // dp = scale * p * (dp - rowsum(dp * p)), in place over dp: the scores'
   // gradient from the probabilities' (p = SoftmaxRows' output).
   virtual Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols,

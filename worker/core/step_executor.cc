@@ -331,6 +331,7 @@ Status StepExecutor::Impl::Initialize(const BackendContext& context, uint64_t se
   attention_.heads = c.model.attention_heads / t_;
   attention_.kv_heads = c.model.kv_heads / t_;
   attention_.sequences = attention_.heads > 0 ? Dim(g[1].batch) / attention_.heads : 0;
+  attention_.causal = c.model.causal_attention;
   proj_in_ = Dim(g[3].k);
   mlp_in_width_ = Dim(g[4].n);
   mlp_out_in_ = Dim(g[5].k);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/causal_mask.h"
 #include "pacer/planner/cost_model.h"
 #include "pacer/planner/model_math.h"
 
@@ -236,8 +237,18 @@ StatusOr<StepSchedule> BuildStepSchedule(const WorkerConfig& c, int global_rank)
   s.micro_batches = c.gradient_accumulation_steps;
 
   s.layer.forward_gemms = planner::LayerForwardGemms(m, c.micro_batch_size, t);
-  const auto core = planner::AttentionCoreGemms(m, c.micro_batch_size, t);
+  auto core = planner::AttentionCoreGemms(m, c.micro_batch_size, t);
   const bool fused = c.attention == planner::AttentionKernel::kFused;
+  if (fused && m.causal_attention) {
+    // A fused kernel under a causal mask computes a tile's scores against
+    // the keys up to its last row only (causal_mask.h): the scores' keys
+    // and the context's inner dimension shrink to that mean.
+    const double f = CausalScoreFraction(m.sequence_length, kAttentionTileRows);
+    core[0].n *= f;
+    core[1].k *= f;
+    s.layer.forward_gemms[1] = core[0];
+    s.layer.forward_gemms[2] = core[1];
+  }
   if (c.recompute == Recompute::kFull) {
     s.layer.recompute_gemms.assign(s.layer.forward_gemms.begin(), s.layer.forward_gemms.end());
   } else if (c.recompute == Recompute::kSelective && !fused) {

@@ -60,6 +60,9 @@ struct PipelineAction {
 
 // The work of one transformer layer for one micro-batch on this rank.
 struct LayerWork {
+  // The planner's LayerForwardGemms; under a fused kernel with a causal
+  // mask the scores' n and the context's k are the mean keys a query row's
+  // tile computes (causal_mask.h), so the FLOPs are what the kernel issues.
   std::array<planner::GemmShape, 6> forward_gemms;
   // Backward runs, for each forward GEMM, one GEMM for the input gradient and
   // one for the weight gradient, each with the forward's FLOPs.

@@ -26,6 +26,11 @@ float Scale(const AttentionShape& s) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
 }
 
+// The mask of a tile of `rows` query rows from row t0 (none without one).
+CausalRows Mask(const AttentionShape& s, int64_t t0, int64_t rows) {
+  return s.causal ? CausalRows{t0, rows} : CausalRows{};
+}
+
 }  // namespace
 
 Status TiledAttentionForward(Device* dev, const AttentionShape& s, const float* qkv, float* ctx,
@@ -33,7 +38,7 @@ Status TiledAttentionForward(Device* dev, const AttentionShape& s, const float* 
   RETURN_IF_ERROR(CheckShape(s, o));
   const int64_t d = s.head_dim, w = s.qkv_ld(), c = s.ctx_ld();
   const int64_t rows = std::min(o.tile_rows, s.seq);
-  const int64_t tile = rows * s.seq;  // scores of one pair's tile
+  const int64_t tile = rows * s.seq;  // scores of one pair's tile, at most
   const int64_t most = std::min(BatchSize(tile, 1, o), s.kv_heads);  // P
   DeviceBuffer p(dev, BufferClass::kWorkspace);
   RETURN_IF_ERROR(p.Assign(static_cast<size_t>(most * tile), Fill::kUndefined));
@@ -44,15 +49,16 @@ Status TiledAttentionForward(Device* dev, const AttentionShape& s, const float* 
     return ForAttentionBatches(s, most, [&](const AttentionBatch& b) -> Status {
       for (int64_t t0 = 0; t0 < s.seq; t0 += rows) {
         const int64_t tr = std::min(rows, s.seq - t0);
+        const int64_t keys = s.KeysFor(t0, tr);  // the tile's scores: tr x keys
         const float* q = qkv + s.Q(b.first) + t0 * w;
         // S = Q_tile K^T, then P = softmax(S / sqrt(d)) in place.
-        RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, s.seq, d, 1.0f, q, w, b.q_stride,
-                                         qkv + s.K(b.first), w, b.kv_stride, 0.0f, p.data(), s.seq,
-                                         tr * s.seq, b.count));
-        RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * tr, s.seq, Scale(s)));
+        RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, keys, d, 1.0f, q, w, b.q_stride,
+                                         qkv + s.K(b.first), w, b.kv_stride, 0.0f, p.data(), keys,
+                                         tr * keys, b.count));
+        RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * tr, keys, Scale(s), Mask(s, t0, tr)));
         // ctx_tile = P V.
-        RETURN_IF_ERROR(dev->BatchedGemm(false, false, tr, d, s.seq, 1.0f, p.data(), s.seq,
-                                         tr * s.seq, qkv + s.V(b.first), w, b.kv_stride, 0.0f,
+        RETURN_IF_ERROR(dev->BatchedGemm(false, false, tr, d, keys, 1.0f, p.data(), keys, tr * keys,
+                                         qkv + s.V(b.first), w, b.kv_stride, 0.0f,
                                          ctx + s.Ctx(b.first) + t0 * c, c, b.q_stride, b.count));
       }
       return Status::Ok();
@@ -81,29 +87,31 @@ Status TiledAttentionBackward(Device* dev, const AttentionShape& s, const float*
       const float* v = qkv + s.V(b.first);
       for (int64_t t0 = 0; t0 < s.seq; t0 += rows) {
         const int64_t tr = std::min(rows, s.seq - t0);
-        const int64_t stride_p = tr * s.seq;
+        const int64_t keys = s.KeysFor(t0, tr);
+        const int64_t stride_p = tr * keys;
         const float* q = qkv + s.Q(b.first) + t0 * w;
         const float* dc = dctx + s.Ctx(b.first) + t0 * c;
         // Recompute the tile's probabilities: P = softmax(Q_tile K^T / sqrt(d)).
-        RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, s.seq, d, 1.0f, q, w, b.q_stride, k, w,
-                                         b.kv_stride, 0.0f, p.data(), s.seq, stride_p, b.count));
-        RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * tr, s.seq, Scale(s)));
-        // context = P V: dV += P^T dC_tile, dP = dC_tile V^T.
-        RETURN_IF_ERROR(dev->BatchedGemm(true, false, s.seq, d, tr, 1.0f, p.data(), s.seq, stride_p,
+        RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, keys, d, 1.0f, q, w, b.q_stride, k, w,
+                                         b.kv_stride, 0.0f, p.data(), keys, stride_p, b.count));
+        RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * tr, keys, Scale(s), Mask(s, t0, tr)));
+        // context = P V: dV += P^T dC_tile, dP = dC_tile V^T (the keys
+        // beyond the tile's last row get no gradient from it).
+        RETURN_IF_ERROR(dev->BatchedGemm(true, false, keys, d, tr, 1.0f, p.data(), keys, stride_p,
                                          dc, c, b.q_stride, 1.0f, dqkv + s.V(b.first), w,
                                          b.kv_stride, b.count));
-        RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, s.seq, d, 1.0f, dc, c, b.q_stride, v, w,
-                                         b.kv_stride, 0.0f, dp.data(), s.seq, stride_p, b.count));
+        RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, keys, d, 1.0f, dc, c, b.q_stride, v, w,
+                                         b.kv_stride, 0.0f, dp.data(), keys, stride_p, b.count));
         // dS (the unscaled scores' gradient), in place over dP. Each row of
-        // the tile is a whole row of the s x s matrix, so the softmax's
-        // row sums are exact.
-        RETURN_IF_ERROR(dev->SoftmaxBackward(p.data(), dp.data(), b.count * tr, s.seq, Scale(s)));
+        // the tile holds every key the row sees, so the softmax's row sums
+        // are exact; a masked key's P is 0, so is its dS.
+        RETURN_IF_ERROR(dev->SoftmaxBackward(p.data(), dp.data(), b.count * tr, keys, Scale(s)));
         // scores = Q K^T: dQ_tile += dS K, dK += dS^T Q_tile.
-        RETURN_IF_ERROR(dev->BatchedGemm(false, false, tr, d, s.seq, 1.0f, dp.data(), s.seq,
-                                         stride_p, k, w, b.kv_stride, 1.0f,
-                                         dqkv + s.Q(b.first) + t0 * w, w, b.q_stride, b.count));
-        RETURN_IF_ERROR(dev->BatchedGemm(true, false, s.seq, d, tr, 1.0f, dp.data(), s.seq,
-                                         stride_p, q, w, b.q_stride, 1.0f, dqkv + s.K(b.first), w,
+        RETURN_IF_ERROR(dev->BatchedGemm(false, false, tr, d, keys, 1.0f, dp.data(), keys, stride_p,
+                                         k, w, b.kv_stride, 1.0f, dqkv + s.Q(b.first) + t0 * w, w,
+                                         b.q_stride, b.count));
+        RETURN_IF_ERROR(dev->BatchedGemm(true, false, keys, d, tr, 1.0f, dp.data(), keys, stride_p,
+                                         q, w, b.q_stride, 1.0f, dqkv + s.K(b.first), w,
                                          b.kv_stride, b.count));
       }
       return Status::Ok();

@@ -16,8 +16,11 @@
 // does, moves fewer bytes, and is a device's own business).
 //
 // Layout and arithmetic are those of Device::AttentionForward: Megatron's
-// qkv rows (AttentionShape), softmax scaled by 1/sqrt(head_dim), no causal
-// mask. Batched calls take one pair per K/V head (ForAttentionBatches).
+// qkv rows (AttentionShape), softmax scaled by 1/sqrt(head_dim), the causal
+// mask when shape.causal: then a tile computes its rows' scores against
+// the keys up to its last row only (causal_mask.h), which with the default
+// tile of kAttentionTileRows rows is the work the step schedule counts.
+// Batched calls take one pair per K/V head (ForAttentionBatches).
 //
 // Memory: a workspace of at most max_scratch_bytes (forward: the tiles'
 // probabilities; backward: those and their gradients), from the device's
@@ -36,7 +39,7 @@
 namespace pacer::worker {
 
 struct TiledAttentionOptions {
-  int64_t tile_rows = 128;                      // query rows per tile (the last may be shorter)
+  int64_t tile_rows = kAttentionTileRows;       // query rows per tile (the last may be shorter)
   size_t max_scratch_bytes = size_t{64} << 20;  // at least one pair's tile is always allowed
 };
 

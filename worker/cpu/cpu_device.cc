@@ -96,8 +96,8 @@ class CpuDevice final : public Device {
     return Status::Ok();
   }
 
-  // Scores, softmax and context of every (sequence, head) pair: the two
-  // batched GEMMs, as a loop.
+  // Scores, softmax (masked under a causal shape) and context of every
+  // (sequence, head) pair: the two batched GEMMs, as a loop.
   Status AttentionForward(const AttentionShape& s, const float* qkv, float* probs,
                           float* ctx) override {
     const int64_t w = s.qkv_ld(), d = s.head_dim;
@@ -106,7 +106,7 @@ class CpuDevice final : public Device {
       float* p = probs + i * s.seq * s.seq;
       Sgemm(false, true, s.seq, s.seq, d, 1.0f, qkv + s.Q(i), w, qkv + s.K(i), w, 0.0f, p, s.seq,
             &counters_.gemm_flops);
-      SoftmaxRowsInPlace(p, s.seq, s.seq, scale);
+      SoftmaxRowsInPlace(p, s.seq, s.seq, scale, s.WholeRowsMask());
       Sgemm(false, false, s.seq, d, s.seq, 1.0f, p, s.seq, qkv + s.V(i), w, 0.0f, ctx + s.Ctx(i),
             s.ctx_ld(), &counters_.gemm_flops);
     }
@@ -149,8 +149,9 @@ class CpuDevice final : public Device {
     }
     return Status::Ok();
   }
-  Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale) override {
-    SoftmaxRowsInPlace(x, rows, cols, scale);
+  Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale,
+                     const CausalRows& mask) override {
+    SoftmaxRowsInPlace(x, rows, cols, scale, mask);
     return Status::Ok();
   }
   Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols,

@@ -76,18 +76,20 @@ void SwigluBackward(const float* in, const float* dout, int64_t rows, int64_t f,
   }
 }
 
-void SoftmaxRowsInPlace(float* x, int64_t rows, int64_t cols, float scale) {
+void SoftmaxRowsInPlace(float* x, int64_t rows, int64_t cols, float scale, const CausalRows& mask) {
   for (int64_t r = 0; r < rows; ++r) {
     float* xr = x + r * cols;
+    const int64_t keys = mask.Keys(r, cols);
     float mx = xr[0] * scale;
-    for (int64_t j = 1; j < cols; ++j) mx = std::max(mx, xr[j] * scale);
+    for (int64_t j = 1; j < keys; ++j) mx = std::max(mx, xr[j] * scale);
     double sum = 0;
-    for (int64_t j = 0; j < cols; ++j) {
+    for (int64_t j = 0; j < keys; ++j) {
       xr[j] = std::exp(xr[j] * scale - mx);
       sum += xr[j];
     }
     const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < cols; ++j) xr[j] *= inv;
+    for (int64_t j = 0; j < keys; ++j) xr[j] *= inv;
+    std::fill(xr + keys, xr + cols, 0.0f);
   }
 }
 

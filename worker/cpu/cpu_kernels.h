@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/causal_mask.h"
 #include "core/device.h"
 #include "core/hash_keys.h"
 
@@ -46,8 +47,10 @@ void GeluBackward(const float* x, const float* dy, size_t n, float* dx);
 void SwigluForward(const float* in, int64_t rows, int64_t f, float* out);
 void SwigluBackward(const float* in, const float* dout, int64_t rows, int64_t f, float* din);
 
-// Row softmax of scale * x over `cols`, in place.
-void SoftmaxRowsInPlace(float* x, int64_t rows, int64_t cols, float scale);
+// Row softmax of scale * x over `cols`, in place; under `mask` over each
+// row's visible keys, its other columns set to 0.
+void SoftmaxRowsInPlace(float* x, int64_t rows, int64_t cols, float scale,
+                        const CausalRows& mask = {});
 // dx = scale * p * (dp - rowsum(dp * p)), in place over dp.
 void SoftmaxBackwardInPlace(const float* p, float* dp, int64_t rows, int64_t cols, float scale);
 

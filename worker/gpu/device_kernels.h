@@ -43,8 +43,10 @@ Status RmsNormBackward(const void* x, DType x_type, const float* inv_rms, const 
 // bf16.
 Status Convert(const void* x, DType x_type, size_t n, void* y, DType y_type, bool add,
                cudaStream_t stream);
-// In place: each row of `cols` becomes softmax(scale * row).
-Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale, cudaStream_t stream);
+// In place: each row of `cols` becomes softmax(scale * row); under `mask`
+// over the row's visible keys (core/causal_mask.h), its other columns 0.
+Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale, const CausalRows& mask,
+                   cudaStream_t stream);
 // In place over dp: dp = scale * p * (dp - rowsum(p * dp)).
 Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols, float scale,
                        cudaStream_t stream);
@@ -67,19 +69,29 @@ Status CrossEntropyGrad(float* logits, const int32_t* labels, int64_t rows, int6
 // 0 for labels < 0 (Device::LogitRowStats).
 Status LogitRowStats(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
                      float* stats, cudaStream_t stream);
+// Where row r of a launch keeps one float (its logsumexp):
+// lse[(r / rows_per_item) * item_stride + r % rows_per_item]. lse null: nowhere.
+struct LseRows {
+  float* lse = nullptr;
+  int64_t rows_per_item = 0, item_stride = 0;
+};
 // The attention softmax on bf16 storage (a bf16 plan's probabilities on
 // the GPU device): in place, each row of `cols` __nv_bfloat16 becomes
-// softmax(scale * row), computed in fp32 from the stored values.
-Status SoftmaxRowsBf16(void* x, int64_t rows, int64_t cols, float scale, cudaStream_t stream);
+// softmax(scale * row), computed in fp32 from the stored values; under
+// `mask` over the row's visible keys, its other columns 0. With out.lse,
+// each row's logsumexp of the scaled scores (natural log) is written too.
+Status SoftmaxRowsBf16(void* x, int64_t rows, int64_t cols, float scale, const CausalRows& mask,
+                       const LseRows& out, cudaStream_t stream);
 // The probabilities of attention scores from their rows' logsumexp, in
 // place on bf16 storage: x[r, j] = exp(scale * x[r, j] - lse[i]) for row
 // r of `rows`, where i = (r / rows_per_item) * item_stride + r %
 // rows_per_item (a batch of items whose rows lie apart in the statistics:
 // cuDNN's SDPA forward writes one value per query row of every pair, and
-// AttentionBatch's items are `group` pairs apart).
+// AttentionBatch's items are `group` pairs apart); under `mask` the
+// masked columns become 0.
 Status ProbsFromLseBf16(void* x, const float* lse, int64_t rows, int64_t cols,
                         int64_t rows_per_item, int64_t item_stride, float scale,
-                        cudaStream_t stream);
+                        const CausalRows& mask, cudaStream_t stream);
 // ds (bf16) = scale * p * (dp - rowsum(p * dp)) with p in bf16 and dp in
 // fp32; ds must not overlap dp.
 Status SoftmaxBackwardBf16(const void* p, const float* dp, void* ds, int64_t rows, int64_t cols,

@@ -343,7 +343,7 @@ class GpuDevice final : public Device {
     }));
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
     RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-      return gpu::SoftmaxRows(probs, s.pairs() * s.seq, s.seq, scale, compute_);
+      return gpu::SoftmaxRows(probs, s.pairs() * s.seq, s.seq, scale, s.WholeRowsMask(), compute_);
     }));
     return ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) {
       return StridedGemm(false, false, s.seq, d, s.seq, 1.0f, probs + b.slot * ss, s.seq, ss,
@@ -398,14 +398,16 @@ class GpuDevice final : public Device {
   // per narrow operand. The executor passes narrow buffers only to the
   // typed ones (GEMMs, copies, the attention, RMS norm, the activations,
   // adds, single-rank collectives), which tests/worker check on the CPU.
-  Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale) override {
+  Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale,
+                     const CausalRows& mask) override {
     if (Narrow(x)) {
       Fp32Views v(this);
       RETURN_IF_ERROR(v.InOut(x, Count(rows, cols)));
-      RETURN_IF_ERROR(SoftmaxRows(x, rows, cols, scale));
+      RETURN_IF_ERROR(SoftmaxRows(x, rows, cols, scale, mask));
       return v.Finish();
     }
-    return TimedOp(kOpSoftmax, [&] { return gpu::SoftmaxRows(x, rows, cols, scale, compute_); });
+    return TimedOp(kOpSoftmax,
+                   [&] { return gpu::SoftmaxRows(x, rows, cols, scale, mask, compute_); });
   }
   Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols,
                          float scale) override {
@@ -955,19 +957,32 @@ class GpuDevice final : public Device {
   }
 
   // --- The on-chip attention of a fused bf16 plan: cuDNN's SDPA
-  // (cudnn_attention.h), decided once, at the executor's first question,
-  // and logged by local rank 0. Everything else (fp32 and tf32 plans, a
-  // build without cuDNN, PACER_CUDNN_ATTENTION=0, a shape or GPU cuDNN has
-  // no engine for) runs the executor's tiled attention.
+  // (cudnn_attention.h) for full attention, the device's causal tiles
+  // (CausalAttentionForwardBf16) under a causal mask, which cuDNN's SDPA
+  // operation cannot express (its backend descriptor has a block mask but
+  // no causal one). Decided once, at the executor's first question, and
+  // logged by local rank 0. Everything else (fp32 and tf32 plans, a build
+  // without cuDNN, PACER_CUDNN_ATTENTION=0, a shape or GPU cuDNN has no
+  // engine for) runs the executor's tiled attention.
   bool HasOnChipAttention(const AttentionShape& s) override {
     if (!sdpa_decided_) {
       sdpa_decided_ = true;
       sdpa_shape_ = s;
-      const std::string refusal = PlanCudnnAttention(s);
-      if (local_rank_ == 0) {
-        std::string path = "tiled (" + refusal + ")";
+      std::string path;
+      if (s.causal) {
+        causal_tiles_ = mode_.bf16_operands && CausalTilesFit(s.seq);
+        path =
+            causal_tiles_
+                ? "causal bf16 tiles of " + std::to_string(kAttentionTileRows) +
+                      " query rows on cuBLAS (cuDNN's SDPA operation has no causal mask)"
+                : "tiled (" +
+                      std::string(mode_.bf16_operands ? "sequence too long for the tiles' scratch"
+                                                      : "the causal tiles run bf16 only") +
+                      ")";
+      } else {
+        path = "tiled (" + PlanCudnnAttention(s) + ")";
 #if PACER_HAVE_CUDNN
-        if (refusal.empty()) {
+        if (sdpa_ != nullptr) {
           const std::string cudnn = "cuDNN " + CudnnAttention::LibraryVersion() + "'s SDPA";
           if (sdpa_->has_backward()) {
             path = cudnn;
@@ -981,20 +996,54 @@ class GpuDevice final : public Device {
           }
         }
 #endif
+      }
+      if (local_rank_ == 0) {
         std::fprintf(stderr, "pacer-worker gpu: fused attention runs %s\n", path.c_str());
       }
     }
+    if (!(s == sdpa_shape_)) return false;
+    if (s.causal) return causal_tiles_;
 #if PACER_HAVE_CUDNN
-    return sdpa_ != nullptr && s == sdpa_shape_;
+    return sdpa_ != nullptr;
 #else
     return false;
 #endif
   }
 
-#if PACER_HAVE_CUDNN
   Status OnChipAttentionForward(const AttentionShape& s, const float* qkv, float* lse,
                                 float* ctx) override {
     if (!HasOnChipAttention(s)) return Device::OnChipAttentionForward(s, qkv, lse, ctx);
+    if (s.causal) return CausalAttentionForwardBf16(s, qkv, lse, ctx);
+#if PACER_HAVE_CUDNN
+    return CudnnAttentionForward(s, qkv, lse, ctx);
+#else
+    return Device::OnChipAttentionForward(s, qkv, lse, ctx);
+#endif
+  }
+
+  Status OnChipAttentionBackward(const AttentionShape& s, const float* qkv, const float* ctx,
+                                 const float* lse, const float* dctx, float* dqkv) override {
+    if (!HasOnChipAttention(s)) {
+      return Device::OnChipAttentionBackward(s, qkv, ctx, lse, dctx, dqkv);
+    }
+    if (s.causal) {
+      // dK and dV accumulate over the tiles: in fp32, then added to a
+      // narrow dqkv once.
+      if (!Narrow(dqkv)) return CausalAttentionBackwardBf16(s, qkv, lse, dctx, dqkv);
+      Fp32Views views(this);
+      RETURN_IF_ERROR(views.InOut(dqkv, static_cast<size_t>(s.QkvElements())));
+      RETURN_IF_ERROR(CausalAttentionBackwardBf16(s, qkv, lse, dctx, dqkv));
+      return views.Finish();
+    }
+#if PACER_HAVE_CUDNN
+    return CudnnAttentionBackward(s, qkv, ctx, lse, dctx, dqkv);
+#else
+    return Device::OnChipAttentionBackward(s, qkv, ctx, lse, dctx, dqkv);
+#endif
+  }
+
+#if PACER_HAVE_CUDNN
+  Status CudnnAttentionForward(const AttentionShape& s, const float* qkv, float* lse, float* ctx) {
     const auto ctx_elems = static_cast<size_t>(s.CtxElements());
     ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
     ASSIGN_OR_RETURN(const Typed out, At(ctx, ctx_elems));
@@ -1015,11 +1064,8 @@ class GpuDevice final : public Device {
     return TimedOp(kOpConvert, [&] { return FromBf16(o16, ctx_elems, ctx, false, compute_); });
   }
 
-  Status OnChipAttentionBackward(const AttentionShape& s, const float* qkv, const float* ctx,
-                                 const float* lse, const float* dctx, float* dqkv) override {
-    if (!HasOnChipAttention(s)) {
-      return Device::OnChipAttentionBackward(s, qkv, ctx, lse, dctx, dqkv);
-    }
+  Status CudnnAttentionBackward(const AttentionShape& s, const float* qkv, const float* ctx,
+                                const float* lse, const float* dctx, float* dqkv) {
     // No backward engine (cudnn_attention.h): the backward on recomputed
     // probabilities needs Q, K, V, dC and the forward's logsumexp, and
     // issues the same GEMM FLOPs as cuDNN's (five s x s x d products).
@@ -1093,7 +1139,8 @@ class GpuDevice final : public Device {
     }));
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
     RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-      return SoftmaxRowsBf16(probs, s.pairs() * s.seq, s.seq, scale, compute_);
+      return SoftmaxRowsBf16(probs, s.pairs() * s.seq, s.seq, scale, s.WholeRowsMask(), LseRows{},
+                             compute_);
     }));
     return ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) {
       return RawGemm(false, false, s.seq, d, s.seq, 1.0f,
@@ -1148,10 +1195,123 @@ class GpuDevice final : public Device {
           const StatsRows rows = StatsRowsFor(s, b);
           RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
             return ProbsFromLseBf16(const_cast<void*>(p.p), lse + rows.offset, b.count * s.seq,
-                                    s.seq, rows.rows_per_item, rows.item_stride, scale, compute_);
+                                    s.seq, rows.rows_per_item, rows.item_stride, scale,
+                                    CausalRows{}, compute_);
           }));
           return BackwardFromProbsBf16(s, b, p, dp, ds, qkv16, dc16, dqkv);
         });
+  }
+
+  // A causal bf16 plan's fused attention: the tiled algorithm of
+  // core/tiled_attention.h in bf16 on this device's kernels. Each tile of
+  // kAttentionTileRows query rows computes its scores against the keys up
+  // to its last row only (so the GEMMs issue the FLOPs the step schedule
+  // counts: causal_mask.h), for a whole batch of pairs per call; P and dS
+  // stay in bf16 and only their tile is in device memory, so nothing of
+  // the s x s matrices outlives a tile, as the fused plan's memory model
+  // assumes. The forward keeps each query row's logsumexp (in the layout of
+  // cuDNN's statistics, sdpa_layout.h), from which the backward rebuilds P.
+  Status CausalAttentionForwardBf16(const AttentionShape& s, const float* qkv, float* lse,
+                                    float* ctx) {
+    const AttentionScope scope(this);
+    const int64_t w = s.qkv_ld(), c = s.ctx_ld(), d = s.head_dim;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
+    // Scratch per score: P in bf16 (2 bytes).
+    return ForCausalTiles(
+        s, 2,
+        [&](const AttentionBatch& b, const CausalRows& tile, int64_t keys, float* scratch,
+            int64_t) -> Status {
+          const int64_t t0 = tile.first_row, tr = tile.rows_per_item;
+          const Matrix p{scratch, CUDA_R_16BF, keys, tr * keys};
+          RETURN_IF_ERROR(RawGemm(
+              false, true, tr, keys, d, 1.0f,
+              {Bf16At(qkv16, s.Q(b.first) + t0 * w), CUDA_R_16BF, w, b.q_stride},
+              {Bf16At(qkv16, s.K(b.first)), CUDA_R_16BF, w, b.kv_stride}, 0.0f, p, b.count));
+          const StatsRows rows = StatsRowsFor(s, b);
+          RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+            return SoftmaxRowsBf16(scratch, b.count * tr, keys, scale, tile,
+                                   LseRows{lse + rows.offset + t0, tr, rows.item_stride}, compute_);
+          }));
+          return RawGemm(false, false, tr, d, keys, 1.0f, p,
+                         {Bf16At(qkv16, s.V(b.first)), CUDA_R_16BF, w, b.kv_stride}, 0.0f,
+                         Out(ctx + s.Ctx(b.first) + t0 * c, c, b.q_stride), b.count);
+        });
+  }
+
+  // dqkv (fp32) += the gradients of Q, K and V, tile by tile: P rebuilt
+  // from Q, K and the forward's logsumexp, then dV += P^T dC, dP = dC V^T,
+  // dS, dQ += dS K and dK += dS^T Q over the tile's keys.
+  Status CausalAttentionBackwardBf16(const AttentionShape& s, const float* qkv, const float* lse,
+                                     const float* dctx, float* dqkv) {
+    const AttentionScope scope(this);
+    const int64_t w = s.qkv_ld(), c = s.ctx_ld(), d = s.head_dim;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
+    ASSIGN_OR_RETURN(const void* dc16, Bf16Operand(dctx, static_cast<size_t>(s.CtxElements()), 1));
+    // Scratch per score: dP in fp32 (4 bytes), dS in bf16 (2), P in bf16 (2).
+    return ForCausalTiles(
+        s, kRecomputedBackwardBytesPerScore,
+        [&](const AttentionBatch& b, const CausalRows& tile, int64_t keys, float* dp,
+            int64_t capacity) -> Status {
+          const int64_t t0 = tile.first_row, tr = tile.rows_per_item, stride = tr * keys;
+          float* ds = dp + capacity;
+          void* p16 = Bf16At(ds, capacity);
+          const Matrix p{p16, CUDA_R_16BF, keys, stride};
+          const Matrix d_s{ds, CUDA_R_16BF, keys, stride};
+          const Matrix q{Bf16At(qkv16, s.Q(b.first) + t0 * w), CUDA_R_16BF, w, b.q_stride};
+          const Matrix k{Bf16At(qkv16, s.K(b.first)), CUDA_R_16BF, w, b.kv_stride};
+          const Matrix v{Bf16At(qkv16, s.V(b.first)), CUDA_R_16BF, w, b.kv_stride};
+          const Matrix dc{Bf16At(dc16, s.Ctx(b.first) + t0 * c), CUDA_R_16BF, c, b.q_stride};
+          RETURN_IF_ERROR(RawGemm(false, true, tr, keys, d, 1.0f, q, k, 0.0f, p, b.count));
+          const StatsRows rows = StatsRowsFor(s, b);
+          RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+            return ProbsFromLseBf16(p16, lse + rows.offset + t0, b.count * tr, keys, tr,
+                                    rows.item_stride, scale, tile, compute_);
+          }));
+          // context = P V: dV += P^T dC, dP = dC V^T.
+          RETURN_IF_ERROR(RawGemm(true, false, keys, d, tr, 1.0f, p, dc, 1.0f,
+                                  Out(dqkv + s.V(b.first), w, b.kv_stride), b.count));
+          RETURN_IF_ERROR(RawGemm(false, true, tr, keys, d, 1.0f, dc, v, 0.0f,
+                                  {dp, CUDA_R_32F, keys, stride}, b.count));
+          // Every row holds every key it sees and a masked key's P is 0, so
+          // the row sums are exact and a masked dS is 0.
+          RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+            return SoftmaxBackwardBf16(p16, dp, ds, b.count * tr, keys, scale, compute_);
+          }));
+          // scores = Q K^T: dQ += dS K, dK += dS^T Q.
+          RETURN_IF_ERROR(RawGemm(false, false, tr, d, keys, 1.0f, d_s, k, 1.0f,
+                                  Out(dqkv + s.Q(b.first) + t0 * w, w, b.q_stride), b.count));
+          return RawGemm(true, false, keys, d, tr, 1.0f, d_s, q, 1.0f,
+                         Out(dqkv + s.K(b.first), w, b.kv_stride), b.count);
+        });
+  }
+
+  // Runs body(batch, tile, keys, scratch, capacity) over every causal tile
+  // (tile.first_row, tile.rows_per_item rows; `keys` keys) of every batch
+  // of pairs (ForAttentionBatches: no two items of a call write the same dK
+  // or dV), the batches as large as a workspace of kAttentionScratchBytes
+  // holds at `bytes_per_score` for a full tile of every item: `capacity`
+  // scores.
+  template <typename Body>
+  Status ForCausalTiles(const AttentionShape& s, size_t bytes_per_score, Body&& body) {
+    const int64_t rows = std::min(kAttentionTileRows, s.seq);
+    const int64_t tile = rows * s.seq;
+    const int64_t fit =
+        std::max<int64_t>(1, static_cast<int64_t>(kAttentionScratchBytes / bytes_per_score) / tile);
+    const int64_t most = std::min(fit, s.kv_heads);
+    const int64_t capacity = most * tile;
+    DeviceBuffer scratch(this, BufferClass::kWorkspace);
+    RETURN_IF_ERROR(scratch.Assign(
+        (static_cast<size_t>(capacity) * bytes_per_score + sizeof(float) - 1) / sizeof(float),
+        Fill::kUndefined));
+    return ForAttentionBatches(s, most, [&](const AttentionBatch& b) -> Status {
+      for (int64_t t0 = 0; t0 < s.seq; t0 += rows) {
+        const int64_t tr = std::min(rows, s.seq - t0);
+        RETURN_IF_ERROR(body(b, CausalRows{t0, tr}, s.KeysFor(t0, tr), scratch.data(), capacity));
+      }
+      return Status::Ok();
+    });
   }
 
   // One batch of the bf16 attention backward given its probabilities `p`
@@ -1557,6 +1717,7 @@ class GpuDevice final : public Device {
   // The on-chip attention (HasOnChipAttention): decided once, for one
   // shape; it runs when sdpa_ holds its plans.
   bool sdpa_decided_ = false;
+  bool causal_tiles_ = false;  // a causal shape runs CausalAttentionForwardBf16
   // A failure that left this device unusable (the cuDNN trial run's):
   // every later operation returns it, as Internal (Usable).
   std::string fatal_;

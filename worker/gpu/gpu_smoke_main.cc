@@ -7,6 +7,10 @@
 //                  too and compares the losses step by step and the first
 //                  step's gradient norm of every matrix: exit 1 when they
 //                  differ by more than the GPU's GEMM precision allows.
+//   --full-attention  the plan's model without the causal mask
+//                  (spec.model.causalAttention: false), so a bf16 fused
+//                  plan runs cuDNN's SDPA where it can; by default the
+//                  attention is causal and runs the device's causal tiles.
 //   --calibrate    runs the calibration (GEMM TFLOP/s, copy bandwidth,
 //                  all-reduce busbw) instead and prints its table.
 // Exit 0 on success, 77 when no GPU is visible (ctest's SKIP_RETURN_CODE for
@@ -215,14 +219,17 @@ int CompareWithCpu(const WorkerConfig& c, const StepSchedule& schedule, const Ru
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool compare_cpu = false, calibrate = false;
+  bool compare_cpu = false, calibrate = false, full_attention = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--calibrate") == 0) {
       calibrate = true;
     } else if (std::strcmp(argv[i], "--compare-cpu") == 0) {
       compare_cpu = true;
+    } else if (std::strcmp(argv[i], "--full-attention") == 0) {
+      full_attention = true;
     } else {
-      std::fprintf(stderr, "usage: pacer-gpu-smoke [--compare-cpu | --calibrate]\n");
+      std::fprintf(stderr,
+                   "usage: pacer-gpu-smoke [--compare-cpu] [--full-attention] | --calibrate\n");
       return 1;
     }
   }
@@ -238,7 +245,8 @@ int main(int argc, char** argv) {
     return 77;
   }
   if (calibrate) return Calibrate();
-  const WorkerConfig c = TinyPlan();
+  WorkerConfig c = TinyPlan();
+  c.model.causal_attention = !full_attention;
   auto schedule = BuildStepSchedule(c, 0);
   if (!schedule.ok()) {
     std::fprintf(stderr, "pacer-gpu-smoke: %s\n", schedule.status().ToString().c_str());
@@ -254,8 +262,10 @@ int main(int argc, char** argv) {
     if (!Run("gpu", backend, c, *schedule, nullptr, &gpu_run)) return 1;
     gpu_precision = backend.ExecutedPrecision(c.precision);
     std::printf(
-        "note: fp32 storage; attention %s (the device's log line above says which kernel ran)\n",
-        pacer::planner::AttentionKernelName(c.attention));
+        "note: fp32 storage; attention %s, %s (the device's log line above says which kernel "
+        "ran)\n",
+        pacer::planner::AttentionKernelName(c.attention),
+        c.model.causal_attention ? "causal" : "full (no mask)");
   }
   if (!compare_cpu) return 0;
   return CompareWithCpu(c, *schedule, gpu_run, gpu_precision);
