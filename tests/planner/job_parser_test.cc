@@ -31,6 +31,8 @@ spec:
     vocabSize: 32000
     sequenceLength: 4096
     tiedEmbeddings: false
+    dropout: true
+    causalAttention: false
   data:
     tokens: 1T
     epochs: 2
@@ -94,7 +96,7 @@ constexpr char kFullJson[] = R"({
     "model": {"parameters": 6700000000, "layers": 32, "hiddenSize": 4096,
               "attentionHeads": 32, "kvHeads": 8, "ffnHiddenSize": 11008,
               "ffnKind": "swiglu", "vocabSize": 32000, "sequenceLength": 4096,
-              "tiedEmbeddings": false},
+              "tiedEmbeddings": false, "dropout": true, "causalAttention": false},
     "data": {"tokens": 1e12, "epochs": 2},
     "training": {"globalBatchSize": 1024, "precision": "fp8", "optimizer": "sgd-momentum",
                  "activationCheckpointing": "selective", "microBatchSizes": [1, 2, 4, 8]},
@@ -141,6 +143,8 @@ void ExpectSameJob(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(a.model.vocab_size, b.model.vocab_size);
   EXPECT_EQ(a.model.sequence_length, b.model.sequence_length);
   EXPECT_EQ(a.model.tied_embeddings, b.model.tied_embeddings);
+  EXPECT_EQ(a.model.dropout, b.model.dropout);
+  EXPECT_EQ(a.model.causal_attention, b.model.causal_attention);
   EXPECT_EQ(a.model.architecture_inferred, b.model.architecture_inferred);
   EXPECT_EQ(a.data.tokens, b.data.tokens);
   EXPECT_EQ(a.data.samples, b.data.samples);
@@ -206,6 +210,8 @@ TEST(JobParserTest, ParsesEveryField) {
   EXPECT_EQ(job.model.vocab_size, 32000);
   EXPECT_EQ(job.model.sequence_length, 4096);
   EXPECT_FALSE(job.model.tied_embeddings);
+  EXPECT_TRUE(job.model.dropout);            // not the default
+  EXPECT_FALSE(job.model.causal_attention);  // not the default
   EXPECT_FALSE(job.model.architecture_inferred);
   EXPECT_EQ(job.data.tokens, 1e12);
   EXPECT_FALSE(job.data.samples.has_value());
