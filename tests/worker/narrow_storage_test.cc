@@ -85,6 +85,26 @@ std::string Violations(const NarrowLog& log) {
   return all;
 }
 
+// The tiny plan on two data-parallel ranks under ZeRO `zero`, and its
+// devices: the plain CPU device (fp32 storage) and bf16 storage over it.
+struct TwoRanks {
+  explicit TwoRanks(int zero) : config(TinyConfig(PlanFor(zero))) {}
+  WorkerConfig config;
+  testing::DeviceFactory narrow = [log = std::make_shared<NarrowLog>()] {
+    return std::unique_ptr<Device>(
+        std::make_unique<NarrowStorageDevice>(cpu::MakeCpuDevice(), log));
+  };
+  testing::DeviceFactory plain = [] { return cpu::MakeCpuDevice(); };
+
+ private:
+  static Plan PlanFor(int zero) {
+    Plan plan;
+    plan.d = 2;
+    plan.zero = zero;
+    return plan;
+  }
+};
+
 // Every attention kernel and recomputation policy, SwiGLU with GQA and
 // GELU: narrow buffers reach the GEMMs, norms, activations and the
 // attention, and nothing that would convert them through fp32 on the GPU
@@ -231,16 +251,11 @@ TEST(NarrowStorageTest, Bf16ActivationsPerLayerAreThePlannersPrediction) {
 // optimizer state.
 TEST(NarrowStorageTest, Bf16StateIsThePlannersForEveryZeroStage) {
   for (int zero = 0; zero <= 3; ++zero) {
-    Plan plan;
-    plan.d = 2;
-    plan.zero = zero;
-    const WorkerConfig config = TinyConfig(plan);
+    const TwoRanks two(zero);
+    const WorkerConfig& config = two.config;
     ASSERT_EQ(config.precision, planner::Precision::kBf16);
-    auto log = std::make_shared<NarrowLog>();
     const std::vector<testing::StateBytes> measured =
-        testing::PeakStateBytes(config, 2, [&]() -> std::unique_ptr<Device> {
-          return std::make_unique<NarrowStorageDevice>(cpu::MakeCpuDevice(), log);
-        });
+        testing::PeakStateBytes(config, 2, two.narrow);
     const planner::MemoryBreakdown predicted = testing::PlannerMemory(config);
     for (size_t r = 0; r < measured.size(); ++r) {
       testing::ExpectPredictedState(
@@ -255,14 +270,9 @@ TEST(NarrowStorageTest, Bf16StateIsThePlannersForEveryZeroStage) {
 // away), and a checkpoint keeps them, so a run resumed from step 2 takes
 // step 3 exactly as the uninterrupted run does.
 TEST(NarrowStorageTest, MasterWeightsCarryTheUpdatesAndTheirCheckpoint) {
-  Plan plan;
-  plan.d = 2;
-  plan.zero = 1;
-  const WorkerConfig config = TinyConfig(plan);
-  auto log = std::make_shared<NarrowLog>();
-  auto narrow = [&]() -> std::unique_ptr<Device> {
-    return std::make_unique<NarrowStorageDevice>(cpu::MakeCpuDevice(), log);
-  };
+  const TwoRanks two(1);
+  const WorkerConfig& config = two.config;
+  const testing::DeviceFactory& narrow = two.narrow;
   std::vector<NamedBuffers> saved(2);
   std::vector<std::vector<float>> before(2), after(2), resumed(2);
   testing::ExpectAllOk(testing::OnRanks(
@@ -331,15 +341,9 @@ std::vector<float> Floats(const NamedBuffers& buffers, const std::string& name) 
 TEST(NarrowStorageTest, CheckpointsResumeAcrossWeightStorage) {
   for (int zero = 0; zero <= 3; ++zero) {
     SCOPED_TRACE("ZeRO " + std::to_string(zero));
-    Plan plan;
-    plan.d = 2;
-    plan.zero = zero;
-    const WorkerConfig config = TinyConfig(plan);
-    auto log = std::make_shared<NarrowLog>();
-    auto narrow = [&]() -> std::unique_ptr<Device> {
-      return std::make_unique<NarrowStorageDevice>(cpu::MakeCpuDevice(), log);
-    };
-    auto plain = []() -> std::unique_ptr<Device> { return cpu::MakeCpuDevice(); };
+    const TwoRanks two(zero);
+    const WorkerConfig& config = two.config;
+    const testing::DeviceFactory &narrow = two.narrow, &plain = two.plain;
     std::vector<NamedBuffers> fp32(2), bf16(2), back(2);
     std::vector<std::vector<std::pair<size_t, size_t>>> owned(2);
     testing::ExpectAllOk(testing::OnRanks(
@@ -401,15 +405,9 @@ TEST(NarrowStorageTest, CheckpointsOfTheWrongShapeAreRefusedByName) {
   // Two ranks under ZeRO 1: a rank's master weights and moments are its
   // shard, about half of its weights, so a size checked against the wrong
   // buffer shows.
-  Plan plan;
-  plan.d = 2;
-  plan.zero = 1;
-  const WorkerConfig config = TinyConfig(plan);
-  auto log = std::make_shared<NarrowLog>();
-  auto narrow = [&]() -> std::unique_ptr<Device> {
-    return std::make_unique<NarrowStorageDevice>(cpu::MakeCpuDevice(), log);
-  };
-  auto plain = []() -> std::unique_ptr<Device> { return cpu::MakeCpuDevice(); };
+  const TwoRanks two(1);
+  const WorkerConfig& config = two.config;
+  const testing::DeviceFactory &narrow = two.narrow, &plain = two.plain;
   using Ranks = std::vector<NamedBuffers>;  // one checkpoint per rank
   Ranks fp32(2), bf16(2);
   const auto save = [&](Ranks* into, const testing::DeviceFactory& make) {
