@@ -2,7 +2,8 @@
 // over Device (device.h) so that the CPU device CI runs and the GPU device
 // execute the same code. Query rows go in tiles: for each tile, the scores
 // of its rows against every key (tile_rows x seq per (sequence, head)
-// pair), their softmax and its product with V. Nothing of the s x s
+// pair; under a causal mask against the keys up to the tile's last row),
+// their softmax and its product with V. Nothing of the s x s
 // matrix outlives its tile: the backward pass recomputes each tile's scores
 // and probabilities from Q and K (FlashAttention's recomputation, at the
 // granularity of a tile in device memory rather than of an on-chip block),

@@ -21,12 +21,12 @@
 #include "gpu/cuda_check.h"
 #if PACER_HAVE_CUDNN
 #include "gpu/cudnn_attention.h"
-#include "gpu/sdpa_layout.h"
 #endif
 #include "gpu/device_info.h"
 #include "gpu/device_kernels.h"
 #include "gpu/gpu_kernels.h"
 #include "gpu/nccl_comms.h"
+#include "gpu/sdpa_layout.h"  // the logsumexp layout, cuDNN or not
 
 namespace pacer::worker::gpu {
 namespace {
@@ -970,15 +970,22 @@ class GpuDevice final : public Device {
       sdpa_shape_ = s;
       std::string path;
       if (s.causal) {
-        causal_tiles_ = mode_.bf16_operands && CausalTilesFit(s.seq);
-        path =
-            causal_tiles_
-                ? "causal bf16 tiles of " + std::to_string(kAttentionTileRows) +
-                      " query rows on cuBLAS (cuDNN's SDPA operation has no causal mask)"
-                : "tiled (" +
-                      std::string(mode_.bf16_operands ? "sequence too long for the tiles' scratch"
-                                                      : "the causal tiles run bf16 only") +
-                      ")";
+        // PACER_GPU_CAUSAL_TILES=0: the executor's tiled path instead (for
+        // comparisons, and a way around the tiles should they misbehave).
+        const char* choice = std::getenv("PACER_GPU_CAUSAL_TILES");
+        const char* refusal = nullptr;
+        if (!mode_.bf16_operands) {
+          refusal = "the causal tiles run bf16 only";
+        } else if (!CausalTilesFit(s.seq)) {
+          refusal = "sequence too long for the causal tiles' scratch";
+        } else if (choice != nullptr && std::string(choice) == "0") {
+          refusal = "PACER_GPU_CAUSAL_TILES=0";
+        }
+        causal_tiles_ = refusal == nullptr;
+        path = causal_tiles_
+                   ? "causal bf16 tiles of " + std::to_string(kAttentionTileRows) +
+                         " query rows on cuBLAS (cuDNN's SDPA operation has no causal mask)"
+                   : "tiled (" + std::string(refusal) + ")";
       } else {
         path = "tiled (" + PlanCudnnAttention(s) + ")";
 #if PACER_HAVE_CUDNN
@@ -1164,6 +1171,7 @@ class GpuDevice final : public Device {
         });
   }
 
+#if PACER_HAVE_CUDNN
   // cuDNN's SDPA forward without its backward (on an H100, cuDNN refuses
   // its SDPA backward operation's graph): the bf16 backward above, batch by
   // batch, on probabilities recomputed from Q, K and the forward's
@@ -1201,6 +1209,8 @@ class GpuDevice final : public Device {
           return BackwardFromProbsBf16(s, b, p, dp, ds, qkv16, dc16, dqkv);
         });
   }
+
+#endif
 
   // A causal bf16 plan's fused attention: the tiled algorithm of
   // core/tiled_attention.h in bf16 on this device's kernels. Each tile of
@@ -1715,7 +1725,8 @@ class GpuDevice final : public Device {
   DeviceCounters counters_;
   int64_t step_ = 0;
   // The on-chip attention (HasOnChipAttention): decided once, for one
-  // shape; it runs when sdpa_ holds its plans.
+  // shape; it runs when sdpa_ holds its plans (full attention) or
+  // causal_tiles_ says so (a causal mask).
   bool sdpa_decided_ = false;
   bool causal_tiles_ = false;  // a causal shape runs CausalAttentionForwardBf16
   // A failure that left this device unusable (the cuDNN trial run's):

@@ -45,7 +45,10 @@
 // (Fp32Views: convert in, run, convert back). ElementBytes is 2 for them,
 // so the tracker charges what they take.
 
-// Attention: a fused bf16 plan runs cuDNN's SDPA (HasOnChipAttention,
+// Attention: a fused bf16 plan under a causal mask runs the device's causal
+// tiles (CausalAttentionForwardBf16: tiles of kAttentionTileRows query rows
+// against the keys up to their last row, in bf16; PACER_GPU_CAUSAL_TILES=0
+// turns them off). A fused bf16 plan with full attention runs cuDNN's SDPA (HasOnChipAttention,
 // cudnn_attention.h) when the build has cuDNN 9.13 or newer, cuDNN has an
 // engine for the shape's forward and a trial run on zeros succeeds
 // (PACER_CUDNN_ATTENTION=0 turns it off; without a backward engine, or
