@@ -63,8 +63,11 @@ bool ReadUntil(const Child& c, std::string* text, const std::regex& until,
   return false;
 }
 
+// Reads all the child's output (EOF: it exited), then reaps it. The bound
+// is generous: under ASan on 2 cores the resumed quickstart alone takes
+// about 4 minutes, and output read after the bound would be lost.
 int Wait(Child& c, std::string* text) {
-  ReadUntil(c, text, std::regex("$^never"), std::chrono::seconds(300));
+  ReadUntil(c, text, std::regex("$^never"), std::chrono::seconds(900));
   int status = 0;
   ::waitpid(c.pid, &status, 0);
   ::close(c.out);
