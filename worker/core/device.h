@@ -135,8 +135,11 @@ struct AttentionShape {
   int64_t KeysFor(int64_t row0, int64_t rows) const {
     return causal ? std::min(seq, row0 + rows) : seq;
   }
-  // The mask of an unfused kernel's softmax over every pair's s x s rows.
-  CausalRows WholeRowsMask() const { return causal ? CausalRows{0, seq} : CausalRows{}; }
+  // The softmax mask of query rows [row0, row0 + rows) of every item of a
+  // call (none without a causal mask); an unfused kernel's is MaskFor(0, seq).
+  CausalRows MaskFor(int64_t row0, int64_t rows) const {
+    return causal ? CausalRows{row0, rows} : CausalRows{};
+  }
   int64_t pairs() const { return sequences * heads; }
   int64_t group() const { return kv_heads > 0 ? heads / kv_heads : 1; }
   int64_t qkv_ld() const { return (heads + 2 * kv_heads) * head_dim; }

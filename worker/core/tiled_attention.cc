@@ -26,11 +26,6 @@ float Scale(const AttentionShape& s) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
 }
 
-// The mask of a tile of `rows` query rows from row t0 (none without one).
-CausalRows Mask(const AttentionShape& s, int64_t t0, int64_t rows) {
-  return s.causal ? CausalRows{t0, rows} : CausalRows{};
-}
-
 }  // namespace
 
 Status TiledAttentionForward(Device* dev, const AttentionShape& s, const float* qkv, float* ctx,
@@ -55,7 +50,8 @@ Status TiledAttentionForward(Device* dev, const AttentionShape& s, const float* 
         RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, keys, d, 1.0f, q, w, b.q_stride,
                                          qkv + s.K(b.first), w, b.kv_stride, 0.0f, p.data(), keys,
                                          tr * keys, b.count));
-        RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * tr, keys, Scale(s), Mask(s, t0, tr)));
+        RETURN_IF_ERROR(
+            dev->SoftmaxRows(p.data(), b.count * tr, keys, Scale(s), s.MaskFor(t0, tr)));
         // ctx_tile = P V.
         RETURN_IF_ERROR(dev->BatchedGemm(false, false, tr, d, keys, 1.0f, p.data(), keys, tr * keys,
                                          qkv + s.V(b.first), w, b.kv_stride, 0.0f,
@@ -94,7 +90,8 @@ Status TiledAttentionBackward(Device* dev, const AttentionShape& s, const float*
         // Recompute the tile's probabilities: P = softmax(Q_tile K^T / sqrt(d)).
         RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, keys, d, 1.0f, q, w, b.q_stride, k, w,
                                          b.kv_stride, 0.0f, p.data(), keys, stride_p, b.count));
-        RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * tr, keys, Scale(s), Mask(s, t0, tr)));
+        RETURN_IF_ERROR(
+            dev->SoftmaxRows(p.data(), b.count * tr, keys, Scale(s), s.MaskFor(t0, tr)));
         // context = P V: dV += P^T dC_tile, dP = dC_tile V^T (the keys
         // beyond the tile's last row get no gradient from it).
         RETURN_IF_ERROR(dev->BatchedGemm(true, false, keys, d, tr, 1.0f, p.data(), keys, stride_p,

@@ -106,7 +106,7 @@ class CpuDevice final : public Device {
       float* p = probs + i * s.seq * s.seq;
       Sgemm(false, true, s.seq, s.seq, d, 1.0f, qkv + s.Q(i), w, qkv + s.K(i), w, 0.0f, p, s.seq,
             &counters_.gemm_flops);
-      SoftmaxRowsInPlace(p, s.seq, s.seq, scale, s.WholeRowsMask());
+      SoftmaxRowsInPlace(p, s.seq, s.seq, scale, s.MaskFor(0, s.seq));
       Sgemm(false, false, s.seq, d, s.seq, 1.0f, p, s.seq, qkv + s.V(i), w, 0.0f, ctx + s.Ctx(i),
             s.ctx_ld(), &counters_.gemm_flops);
     }

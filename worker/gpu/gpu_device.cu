@@ -343,7 +343,8 @@ class GpuDevice final : public Device {
     }));
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
     RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-      return gpu::SoftmaxRows(probs, s.pairs() * s.seq, s.seq, scale, s.WholeRowsMask(), compute_);
+      return gpu::SoftmaxRows(probs, s.pairs() * s.seq, s.seq, scale, s.MaskFor(0, s.seq),
+                              compute_);
     }));
     return ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) {
       return StridedGemm(false, false, s.seq, d, s.seq, 1.0f, probs + b.slot * ss, s.seq, ss,
@@ -1146,7 +1147,7 @@ class GpuDevice final : public Device {
     }));
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
     RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-      return SoftmaxRowsBf16(probs, s.pairs() * s.seq, s.seq, scale, s.WholeRowsMask(), LseRows{},
+      return SoftmaxRowsBf16(probs, s.pairs() * s.seq, s.seq, scale, s.MaskFor(0, s.seq), LseRows{},
                              compute_);
     }));
     return ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) {
@@ -1318,7 +1319,7 @@ class GpuDevice final : public Device {
     return ForAttentionBatches(s, most, [&](const AttentionBatch& b) -> Status {
       for (int64_t t0 = 0; t0 < s.seq; t0 += rows) {
         const int64_t tr = std::min(rows, s.seq - t0);
-        RETURN_IF_ERROR(body(b, CausalRows{t0, tr}, s.KeysFor(t0, tr), scratch.data(), capacity));
+        RETURN_IF_ERROR(body(b, s.MaskFor(t0, tr), s.KeysFor(t0, tr), scratch.data(), capacity));
       }
       return Status::Ok();
     });
