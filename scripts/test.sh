@@ -11,17 +11,20 @@
 #      (PACER_FUZZ_SECONDS, default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's header says how long the run has taken so far: CI's budget is
+# an hour on 2 cores, and the log then shows which stage grew.
+stage() { printf '== %s (at %dm%02ds)\n' "$1" $((SECONDS / 60)) $((SECONDS % 60)); }
 scripts/install-deps.sh
 jobs=$(nproc)
 
-echo "== build and test"
+stage "build and test"
 # Line tables only (-g1, here and in the ASan build): a failure's stack trace
 # still names file and line, and at -O2 the build takes about a quarter less
 # time than with full debug information (-g: variable locations).
 scripts/build.sh -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
-echo "== sanitizers (ASan + UBSan)"
+stage "sanitizers (ASan + UBSan)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g1" -DPACER_SANITIZE=ON \
   -DPACER_BUILD_BENCHMARKS=OFF -DPACER_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
@@ -36,7 +39,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "$ASAN_SKIP"
 
 if [[ "${PACER_TSAN_STAGE:-1}" != 0 ]]; then
-  echo "== ThreadSanitizer (the threaded code)"
+  stage "ThreadSanitizer (the threaded code)"
   # Two small test binaries (tests/tsan/CMakeLists.txt), not the whole project.
   # -O1 -g1 (line tables for the reports): 40% less compile time than -O2 -g.
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
@@ -47,7 +50,7 @@ if [[ "${PACER_TSAN_STAGE:-1}" != 0 ]]; then
     ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R '^tsan[.]'
 fi
 
-echo "== fuzz the parsers (libFuzzer)"
+stage "fuzz the parsers (libFuzzer)"
 cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPACER_FUZZ=ON -DPACER_BUILD_BENCHMARKS=OFF -DPACER_ENABLE_CUDA=OFF -DPACER_WERROR=OFF >/dev/null
 # (-Werror is enforced by the GCC builds above; clang 14 warns differently.)
@@ -57,4 +60,4 @@ cp tests/fuzz/corpus/* "$corpus"/
 build-fuzz/tests/job_parser_fuzz -max_total_time="${PACER_FUZZ_SECONDS:-60}" -max_len=65536 \
   -print_final_stats=1 "$corpus" 2>&1 | tail -n 5
 rm -rf "$corpus"
-echo "== all tests passed"
+stage "all tests passed"
