@@ -36,12 +36,9 @@ endif()
 
 # pacer_optimize_under_sanitizers(target): compile the target at -O1 in the
 # ASan + UBSan build (a Debug build, otherwise -O0). For the training step's
-# arithmetic (worker/core and worker/cpu: the kernels, initial weights, the
-# step executor), whose elementwise loops every pacer-worker the tests start
-# runs: the quickstart `pacer run` test (LocalRunTest) took 156 s under ASan
-# at -O0 and takes 96 s at -O1 (62 s unsanitized), on 2 idle cores. -O1 is
-# the level the ASan documentation recommends for speed; every access the
-# sanitizers instrument is still checked.
+# arithmetic (worker/core, worker/cpu), whose elementwise loops every
+# pacer-worker a test starts runs; -O1 is the level the ASan documentation
+# recommends for speed. Figures: docs/development.md.
 function(pacer_optimize_under_sanitizers target)
   if(PACER_SANITIZE)
     target_compile_options(${target} PRIVATE
