@@ -1,8 +1,9 @@
 #include "core/tiled_attention.h"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "core/attention_tiles.h"
 
 namespace pacer::worker {
 namespace {
@@ -12,14 +13,6 @@ Status CheckShape(const AttentionShape& s, const TiledAttentionOptions& o) {
     return InternalError("tiled attention: an empty, negative or ungrouped shape");
   }
   return Status::Ok();
-}
-
-// Pairs per batched call: at most one per K/V head (ForAttentionBatches),
-// and as many tiles of `tile_floats` each as `tiles_per_pair` x that fits
-// in the scratch bound, at least one.
-int64_t BatchSize(int64_t tile_floats, int64_t tiles_per_pair, const TiledAttentionOptions& o) {
-  return std::max<int64_t>(1, static_cast<int64_t>(o.max_scratch_bytes / sizeof(float)) /
-                                  (tiles_per_pair * tile_floats));
 }
 
 float Scale(const AttentionShape& s) {
@@ -32,33 +25,28 @@ Status TiledAttentionForward(Device* dev, const AttentionShape& s, const float* 
                              const TiledAttentionOptions& o) {
   RETURN_IF_ERROR(CheckShape(s, o));
   const int64_t d = s.head_dim, w = s.qkv_ld(), c = s.ctx_ld();
-  const int64_t rows = std::min(o.tile_rows, s.seq);
-  const int64_t tile = rows * s.seq;  // scores of one pair's tile, at most
-  const int64_t most = std::min(BatchSize(tile, 1, o), s.kv_heads);  // P
+  const int64_t tile = LargestTileScores(s, o.tile_rows);
+  const int64_t most = PairsPerCall(s, tile, o.max_scratch_bytes, sizeof(float));  // P
   DeviceBuffer p(dev, BufferClass::kWorkspace);
   RETURN_IF_ERROR(p.Assign(static_cast<size_t>(most * tile), Fill::kUndefined));
   // Q, K and V are read by every tile's GEMMs and written by none.
   const std::vector<Device::ReadOnlyRegion> read_only = {
       {qkv, static_cast<size_t>(s.QkvElements())}};
   return WithReadOnly(dev, read_only, [&] {
-    return ForAttentionBatches(s, most, [&](const AttentionBatch& b) -> Status {
-      for (int64_t t0 = 0; t0 < s.seq; t0 += rows) {
-        const int64_t tr = std::min(rows, s.seq - t0);
-        const int64_t keys = s.KeysFor(t0, tr);  // the tile's scores: tr x keys
-        const float* q = qkv + s.Q(b.first) + t0 * w;
-        // S = Q_tile K^T, then P = softmax(S / sqrt(d)) in place.
-        RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, keys, d, 1.0f, q, w, b.q_stride,
-                                         qkv + s.K(b.first), w, b.kv_stride, 0.0f, p.data(), keys,
-                                         tr * keys, b.count));
-        RETURN_IF_ERROR(
-            dev->SoftmaxRows(p.data(), b.count * tr, keys, Scale(s), s.MaskFor(t0, tr)));
-        // ctx_tile = P V.
-        RETURN_IF_ERROR(dev->BatchedGemm(false, false, tr, d, keys, 1.0f, p.data(), keys, tr * keys,
-                                         qkv + s.V(b.first), w, b.kv_stride, 0.0f,
-                                         ctx + s.Ctx(b.first) + t0 * c, c, b.q_stride, b.count));
-      }
-      return Status::Ok();
-    });
+    return ForAttentionTiles(
+        s, o.tile_rows, most, [&](const AttentionBatch& b, const AttentionTile& t) -> Status {
+          const int64_t tr = t.rows, keys = t.keys;  // the tile's scores: tr x keys
+          const float* q = qkv + s.Q(b.first) + t.first_row * w;
+          // S = Q_tile K^T, then P = softmax(S / sqrt(d)) in place.
+          RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, keys, d, 1.0f, q, w, b.q_stride,
+                                           qkv + s.K(b.first), w, b.kv_stride, 0.0f, p.data(), keys,
+                                           tr * keys, b.count));
+          RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * tr, keys, Scale(s), t.mask));
+          // ctx_tile = P V.
+          return dev->BatchedGemm(false, false, tr, d, keys, 1.0f, p.data(), keys, tr * keys,
+                                  qkv + s.V(b.first), w, b.kv_stride, 0.0f,
+                                  ctx + s.Ctx(b.first) + t.first_row * c, c, b.q_stride, b.count);
+        });
   });
 }
 
@@ -66,11 +54,10 @@ Status TiledAttentionBackward(Device* dev, const AttentionShape& s, const float*
                               const float* dctx, float* dqkv, const TiledAttentionOptions& o) {
   RETURN_IF_ERROR(CheckShape(s, o));
   const int64_t d = s.head_dim, w = s.qkv_ld(), c = s.ctx_ld();
-  const int64_t rows = std::min(o.tile_rows, s.seq);
-  const int64_t tile = rows * s.seq;
+  const int64_t tile = LargestTileScores(s, o.tile_rows);
   // The items of one call have distinct K/V heads (ForAttentionBatches), so
   // their dK and dV accumulations never collide.
-  const int64_t most = std::min(BatchSize(tile, 2, o), s.kv_heads);  // P and dP
+  const int64_t most = PairsPerCall(s, tile, o.max_scratch_bytes, 2 * sizeof(float));  // P, dP
   DeviceBuffer p(dev, BufferClass::kWorkspace), dp(dev, BufferClass::kWorkspace);
   RETURN_IF_ERROR(p.Assign(static_cast<size_t>(most * tile), Fill::kUndefined));
   RETURN_IF_ERROR(dp.Assign(static_cast<size_t>(most * tile), Fill::kUndefined));
@@ -78,41 +65,35 @@ Status TiledAttentionBackward(Device* dev, const AttentionShape& s, const float*
   const std::vector<Device::ReadOnlyRegion> read_only = {
       {qkv, static_cast<size_t>(s.QkvElements())}, {dctx, static_cast<size_t>(s.CtxElements())}};
   return WithReadOnly(dev, read_only, [&] {
-    return ForAttentionBatches(s, most, [&](const AttentionBatch& b) -> Status {
-      const float* k = qkv + s.K(b.first);
-      const float* v = qkv + s.V(b.first);
-      for (int64_t t0 = 0; t0 < s.seq; t0 += rows) {
-        const int64_t tr = std::min(rows, s.seq - t0);
-        const int64_t keys = s.KeysFor(t0, tr);
-        const int64_t stride_p = tr * keys;
-        const float* q = qkv + s.Q(b.first) + t0 * w;
-        const float* dc = dctx + s.Ctx(b.first) + t0 * c;
-        // Recompute the tile's probabilities: P = softmax(Q_tile K^T / sqrt(d)).
-        RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, keys, d, 1.0f, q, w, b.q_stride, k, w,
-                                         b.kv_stride, 0.0f, p.data(), keys, stride_p, b.count));
-        RETURN_IF_ERROR(
-            dev->SoftmaxRows(p.data(), b.count * tr, keys, Scale(s), s.MaskFor(t0, tr)));
-        // context = P V: dV += P^T dC_tile, dP = dC_tile V^T (the keys
-        // beyond the tile's last row get no gradient from it).
-        RETURN_IF_ERROR(dev->BatchedGemm(true, false, keys, d, tr, 1.0f, p.data(), keys, stride_p,
-                                         dc, c, b.q_stride, 1.0f, dqkv + s.V(b.first), w,
-                                         b.kv_stride, b.count));
-        RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, keys, d, 1.0f, dc, c, b.q_stride, v, w,
-                                         b.kv_stride, 0.0f, dp.data(), keys, stride_p, b.count));
-        // dS (the unscaled scores' gradient), in place over dP. Each row of
-        // the tile holds every key the row sees, so the softmax's row sums
-        // are exact; a masked key's P is 0, so is its dS.
-        RETURN_IF_ERROR(dev->SoftmaxBackward(p.data(), dp.data(), b.count * tr, keys, Scale(s)));
-        // scores = Q K^T: dQ_tile += dS K, dK += dS^T Q_tile.
-        RETURN_IF_ERROR(dev->BatchedGemm(false, false, tr, d, keys, 1.0f, dp.data(), keys, stride_p,
-                                         k, w, b.kv_stride, 1.0f, dqkv + s.Q(b.first) + t0 * w, w,
-                                         b.q_stride, b.count));
-        RETURN_IF_ERROR(dev->BatchedGemm(true, false, keys, d, tr, 1.0f, dp.data(), keys, stride_p,
-                                         q, w, b.q_stride, 1.0f, dqkv + s.K(b.first), w,
-                                         b.kv_stride, b.count));
-      }
-      return Status::Ok();
-    });
+    return ForAttentionTiles(
+        s, o.tile_rows, most, [&](const AttentionBatch& b, const AttentionTile& t) -> Status {
+          const int64_t tr = t.rows, keys = t.keys, stride_p = tr * keys;
+          const float* k = qkv + s.K(b.first);
+          const float* v = qkv + s.V(b.first);
+          const float* q = qkv + s.Q(b.first) + t.first_row * w;
+          const float* dc = dctx + s.Ctx(b.first) + t.first_row * c;
+          // Recompute the tile's probabilities: P = softmax(Q_tile K^T / sqrt(d)).
+          RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, keys, d, 1.0f, q, w, b.q_stride, k, w,
+                                           b.kv_stride, 0.0f, p.data(), keys, stride_p, b.count));
+          RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * tr, keys, Scale(s), t.mask));
+          // context = P V: dV += P^T dC_tile, dP = dC_tile V^T (the keys
+          // beyond the tile's last row get no gradient from it).
+          RETURN_IF_ERROR(dev->BatchedGemm(true, false, keys, d, tr, 1.0f, p.data(), keys, stride_p,
+                                           dc, c, b.q_stride, 1.0f, dqkv + s.V(b.first), w,
+                                           b.kv_stride, b.count));
+          RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, keys, d, 1.0f, dc, c, b.q_stride, v, w,
+                                           b.kv_stride, 0.0f, dp.data(), keys, stride_p, b.count));
+          // dS (the unscaled scores' gradient), in place over dP. Each row of
+          // the tile holds every key the row sees, so the softmax's row sums
+          // are exact; a masked key's P is 0, so is its dS.
+          RETURN_IF_ERROR(dev->SoftmaxBackward(p.data(), dp.data(), b.count * tr, keys, Scale(s)));
+          // scores = Q K^T: dQ_tile += dS K, dK += dS^T Q_tile.
+          RETURN_IF_ERROR(dev->BatchedGemm(
+              false, false, tr, d, keys, 1.0f, dp.data(), keys, stride_p, k, w, b.kv_stride, 1.0f,
+              dqkv + s.Q(b.first) + t.first_row * w, w, b.q_stride, b.count));
+          return dev->BatchedGemm(true, false, keys, d, tr, 1.0f, dp.data(), keys, stride_p, q, w,
+                                  b.q_stride, 1.0f, dqkv + s.K(b.first), w, b.kv_stride, b.count);
+        });
   });
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/attention_tiles.h"
 #include "core/storage_map.h"
 #include "core/tiled_attention.h"
 #include "gpu/cuda_check.h"
@@ -1231,9 +1232,8 @@ class GpuDevice final : public Device {
     // Scratch per score: P in bf16 (2 bytes).
     return ForCausalTiles(
         s, 2,
-        [&](const AttentionBatch& b, const CausalRows& tile, int64_t keys, float* scratch,
-            int64_t) -> Status {
-          const int64_t t0 = tile.first_row, tr = tile.rows_per_item;
+        [&](const AttentionBatch& b, const AttentionTile& tile, float* scratch, int64_t) -> Status {
+          const int64_t t0 = tile.first_row, tr = tile.rows, keys = tile.keys;
           const Matrix p{scratch, CUDA_R_16BF, keys, tr * keys};
           RETURN_IF_ERROR(RawGemm(
               false, true, tr, keys, d, 1.0f,
@@ -1241,7 +1241,7 @@ class GpuDevice final : public Device {
               {Bf16At(qkv16, s.K(b.first)), CUDA_R_16BF, w, b.kv_stride}, 0.0f, p, b.count));
           const StatsRows rows = StatsRowsFor(s, b);
           RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-            return SoftmaxRowsBf16(scratch, b.count * tr, keys, scale, tile,
+            return SoftmaxRowsBf16(scratch, b.count * tr, keys, scale, tile.mask,
                                    LseRows{lse + rows.offset + t0, tr, rows.item_stride}, compute_);
           }));
           return RawGemm(false, false, tr, d, keys, 1.0f, p,
@@ -1263,9 +1263,9 @@ class GpuDevice final : public Device {
     // Scratch per score: dP in fp32 (4 bytes), dS in bf16 (2), P in bf16 (2).
     return ForCausalTiles(
         s, kRecomputedBackwardBytesPerScore,
-        [&](const AttentionBatch& b, const CausalRows& tile, int64_t keys, float* dp,
+        [&](const AttentionBatch& b, const AttentionTile& tile, float* dp,
             int64_t capacity) -> Status {
-          const int64_t t0 = tile.first_row, tr = tile.rows_per_item, stride = tr * keys;
+          const int64_t t0 = tile.first_row, tr = tile.rows, keys = tile.keys, stride = tr * keys;
           float* ds = dp + capacity;
           void* p16 = Bf16At(ds, capacity);
           const Matrix p{p16, CUDA_R_16BF, keys, stride};
@@ -1278,7 +1278,7 @@ class GpuDevice final : public Device {
           const StatsRows rows = StatsRowsFor(s, b);
           RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
             return ProbsFromLseBf16(p16, lse + rows.offset + t0, b.count * tr, keys, tr,
-                                    rows.item_stride, scale, tile, compute_);
+                                    rows.item_stride, scale, tile.mask, compute_);
           }));
           // context = P V: dV += P^T dC, dP = dC V^T.
           RETURN_IF_ERROR(RawGemm(true, false, keys, d, tr, 1.0f, p, dc, 1.0f,
@@ -1298,31 +1298,24 @@ class GpuDevice final : public Device {
         });
   }
 
-  // Runs body(batch, tile, keys, scratch, capacity) over every causal tile
-  // (tile.first_row, tile.rows_per_item rows; `keys` keys) of every batch
-  // of pairs (ForAttentionBatches: no two items of a call write the same dK
-  // or dV), the batches as large as a workspace of kAttentionScratchBytes
-  // holds at `bytes_per_score` for a full tile of every item: `capacity`
-  // scores.
+  // Runs body(batch, tile, scratch, capacity) over every tile of
+  // kAttentionTileRows query rows of every batch of pairs
+  // (ForAttentionTiles, as the executor's tiled attention walks them), the
+  // batches as large as a workspace of kAttentionScratchBytes holds at
+  // `bytes_per_score` for a full tile of every item: `capacity` scores.
   template <typename Body>
   Status ForCausalTiles(const AttentionShape& s, size_t bytes_per_score, Body&& body) {
-    const int64_t rows = std::min(kAttentionTileRows, s.seq);
-    const int64_t tile = rows * s.seq;
-    const int64_t fit =
-        std::max<int64_t>(1, static_cast<int64_t>(kAttentionScratchBytes / bytes_per_score) / tile);
-    const int64_t most = std::min(fit, s.kv_heads);
+    const int64_t tile = LargestTileScores(s, kAttentionTileRows);
+    const int64_t most = PairsPerCall(s, tile, kAttentionScratchBytes, bytes_per_score);
     const int64_t capacity = most * tile;
     DeviceBuffer scratch(this, BufferClass::kWorkspace);
     RETURN_IF_ERROR(scratch.Assign(
         (static_cast<size_t>(capacity) * bytes_per_score + sizeof(float) - 1) / sizeof(float),
         Fill::kUndefined));
-    return ForAttentionBatches(s, most, [&](const AttentionBatch& b) -> Status {
-      for (int64_t t0 = 0; t0 < s.seq; t0 += rows) {
-        const int64_t tr = std::min(rows, s.seq - t0);
-        RETURN_IF_ERROR(body(b, s.MaskFor(t0, tr), s.KeysFor(t0, tr), scratch.data(), capacity));
-      }
-      return Status::Ok();
-    });
+    return ForAttentionTiles(s, kAttentionTileRows, most,
+                             [&](const AttentionBatch& b, const AttentionTile& t) {
+                               return body(b, t, scratch.data(), capacity);
+                             });
   }
 
   // One batch of the bf16 attention backward given its probabilities `p`
@@ -1360,9 +1353,7 @@ class GpuDevice final : public Device {
   template <typename Body>
   Status ForBackwardBatches(const AttentionShape& s, size_t bytes_per_score, Body&& body) {
     const int64_t ss = s.seq * s.seq;
-    const int64_t fit =
-        std::max<int64_t>(1, static_cast<int64_t>(kAttentionScratchBytes / bytes_per_score) / ss);
-    const int64_t most = std::min(fit, s.kv_heads);
+    const int64_t most = PairsPerCall(s, ss, kAttentionScratchBytes, bytes_per_score);
     const size_t elements =
         (static_cast<size_t>(most * ss) * bytes_per_score + sizeof(float) - 1) / sizeof(float);
     float* scratch = nullptr;

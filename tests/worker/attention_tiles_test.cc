@@ -1,0 +1,175 @@
+// The walk of a fused attention over batches of pairs and tiles of query
+// rows (core/attention_tiles.h), which both the executor's tiled attention
+// (run by the CPU device in CI) and the GPU device's bf16 causal tiles
+// follow: every query row of every pair once, each tile against exactly
+// the keys its last row sees, the scores the step schedule counts, batches
+// that respect the scratch bound, and the GPU's causal tiles within their
+// scratch wherever the device chooses them. Checked here because the GPU
+// path itself runs only on a GPU.
+#include "core/attention_tiles.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "gpu/gpu_device.h"
+
+namespace pacer::worker {
+namespace {
+
+struct WalkCase {
+  AttentionShape shape;
+  int64_t tile_rows;
+};
+
+std::string Describe(const AttentionShape& s, int64_t tile_rows, int64_t most) {
+  return "seq " + std::to_string(s.seq) + ", " + std::to_string(s.heads) + "/" +
+         std::to_string(s.kv_heads) + " heads, " + (s.causal ? "causal" : "full") + ", tiles of " +
+         std::to_string(tile_rows) + ", batches of " + std::to_string(most);
+}
+
+TEST(AttentionTilesTest, EveryQueryRowOfEveryPairOnceAgainstTheKeysItSees) {
+  // seq, head_dim, sequences, heads, kv_heads, causal: multi-head and
+  // grouped-query; tiles that divide the sequence, that do not, and one
+  // longer than the sequence.
+  const WalkCase cases[] = {
+      {AttentionShape{10, 2, 2, 4, 2, true}, 4}, {AttentionShape{10, 2, 2, 4, 2, false}, 4},
+      {AttentionShape{12, 2, 1, 6, 3, true}, 4}, {AttentionShape{7, 2, 3, 2, 2, true}, 16},
+      {AttentionShape{9, 2, 2, 8, 1, true}, 3},  {AttentionShape{9, 2, 2, 8, 8, false}, 2},
+  };
+  for (const WalkCase& c : cases) {
+    const AttentionShape& s = c.shape;
+    for (int64_t most = 1; most <= s.kv_heads + 1; ++most) {
+      const std::string what = Describe(s, c.tile_rows, most);
+      std::set<std::pair<int64_t, int64_t>> rows_seen;  // (pair, query row)
+      double scores = 0;
+      int64_t previous_first = -1;
+      const Status walked = ForAttentionTiles(
+          s, c.tile_rows, most, [&](const AttentionBatch& b, const AttentionTile& t) -> Status {
+            EXPECT_GE(b.count, 1) << what;
+            EXPECT_LE(b.count, std::min(most, s.kv_heads)) << what;
+            // Whole tiles but the last; the keys are those of the tile's
+            // last row, so no score is computed that the mask discards
+            // entirely, and none is missing.
+            EXPECT_EQ(t.rows, std::min(c.tile_rows, s.seq - t.first_row)) << what;
+            EXPECT_EQ(t.first_row % std::min(c.tile_rows, s.seq), 0) << what;
+            EXPECT_EQ(t.keys, s.causal ? t.first_row + t.rows : s.seq) << what;
+            EXPECT_EQ(t.mask.on(), s.causal) << what;
+            for (int64_t i = 0; i < b.count * t.rows; ++i) {
+              const int64_t row = t.first_row + i % t.rows;
+              EXPECT_EQ(t.mask.Keys(i, t.keys), s.causal ? row + 1 : s.seq) << what << " row " << i;
+            }
+            // Tiles of a batch in order from the first query row.
+            if (t.first_row != 0) {
+              EXPECT_GT(t.first_row, previous_first) << what;
+            }
+            previous_first = t.first_row;
+            for (int64_t i = 0; i < b.count; ++i) {
+              const int64_t pair = b.first + i * s.group();
+              // The batch's constant strides reach this pair's Q and K.
+              EXPECT_EQ(s.Q(pair), s.Q(b.first) + i * b.q_stride) << what;
+              EXPECT_EQ(s.K(pair), s.K(b.first) + i * b.kv_stride) << what;
+              for (int64_t r = t.first_row; r < t.first_row + t.rows; ++r) {
+                EXPECT_TRUE(rows_seen.insert({pair, r}).second)
+                    << what << ": pair " << pair << " row " << r << " twice";
+              }
+            }
+            scores += static_cast<double>(b.count) * static_cast<double>(t.rows) *
+                      static_cast<double>(t.keys);
+            return Status::Ok();
+          });
+      ASSERT_TRUE(walked.ok()) << what << ": " << walked.ToString();
+      EXPECT_EQ(static_cast<int64_t>(rows_seen.size()), s.pairs() * s.seq) << what;
+      const double fraction = s.causal ? CausalScoreFraction(s.seq, c.tile_rows) : 1.0;
+      EXPECT_DOUBLE_EQ(scores, static_cast<double>(s.pairs()) * static_cast<double>(s.seq) *
+                                   static_cast<double>(s.seq) * fraction)
+          << what;
+    }
+  }
+}
+
+// With the default tile the walk's scores are the step schedule's
+// (AttentionShape::ScoreFraction): 17/32 of s x s at s = 2048.
+TEST(AttentionTilesTest, DefaultTilesComputeTheScheduledScoreFraction) {
+  const AttentionShape s{2048, 128, 1, 4, 2, true};
+  double scores = 0;
+  ASSERT_TRUE(ForAttentionTiles(s, kAttentionTileRows, s.kv_heads,
+                                [&](const AttentionBatch& b, const AttentionTile& t) {
+                                  scores += static_cast<double>(b.count * t.rows * t.keys);
+                                  return Status::Ok();
+                                })
+                  .ok());
+  EXPECT_DOUBLE_EQ(scores / (static_cast<double>(s.pairs()) * 2048.0 * 2048.0), 17.0 / 32.0);
+  EXPECT_DOUBLE_EQ(s.ScoreFraction(), 17.0 / 32.0);
+}
+
+TEST(AttentionTilesTest, AWalkStopsAtTheFirstErrorAndRefusesEmptyTiles) {
+  const AttentionShape s{8, 2, 2, 2, 2, true};
+  int calls = 0;
+  const Status stopped =
+      ForAttentionTiles(s, 2, 1, [&](const AttentionBatch&, const AttentionTile&) {
+        return ++calls == 3 ? UnavailableError("the device is gone") : Status::Ok();
+      });
+  EXPECT_EQ(stopped.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(calls, 3);
+
+  calls = 0;
+  const Status refused =
+      ForAttentionTiles(s, 0, 1, [&](const AttentionBatch&, const AttentionTile&) {
+        ++calls;
+        return Status::Ok();
+      });
+  EXPECT_EQ(refused.code(), StatusCode::kInternal);
+  EXPECT_EQ(calls, 0);
+}
+
+// As many pairs as the scratch holds, at least one, at most one per K/V head.
+TEST(AttentionTilesTest, PairsPerCallFillsTheScratchBoundAndNoMore) {
+  const AttentionShape s{64, 2, 1, 16, 8, true};
+  const int64_t scores = LargestTileScores(s, 16);
+  EXPECT_EQ(scores, 16 * 64);
+  for (const size_t bytes_per_score : {size_t{2}, size_t{4}, size_t{8}}) {
+    for (size_t scratch = 0; scratch <= size_t{12} * 8 * 1024 * 8; scratch += 1000) {
+      const int64_t most = PairsPerCall(s, scores, scratch, bytes_per_score);
+      const auto bytes = [&](int64_t pairs) {
+        return static_cast<size_t>(pairs * scores) * bytes_per_score;
+      };
+      ASSERT_GE(most, 1) << scratch;
+      ASSERT_LE(most, s.kv_heads) << scratch;
+      if (most > 1) {
+        EXPECT_LE(bytes(most), scratch) << scratch;
+      }
+      if (most < s.kv_heads) {
+        EXPECT_GT(bytes(most + 1), scratch) << scratch;
+      }
+    }
+  }
+  EXPECT_EQ(PairsPerCall(s, 0, 1 << 20, 4), 1);
+  EXPECT_EQ(PairsPerCall(s, scores, 1 << 20, 0), 1);
+}
+
+// Wherever the GPU device runs its causal tiles (CausalTilesFit), their
+// scratch (kRecomputedBackwardBytesPerScore a score, the backward's)
+// stays within kAttentionScratchBytes, as the fused plan's memory assumes.
+TEST(AttentionTilesTest, TheGpusCausalTilesFitTheirScratchWhereverTheyRun) {
+  for (const int64_t seq : {1, 127, 128, 2048, 8192, 65536, 262144, 262145, 1 << 20}) {
+    const AttentionShape s{seq, 128, 1, 32, 8, true};
+    if (!gpu::CausalTilesFit(seq)) {
+      EXPECT_GT(seq, 262144) << seq;
+      continue;
+    }
+    const int64_t tile = LargestTileScores(s, kAttentionTileRows);
+    const int64_t most =
+        PairsPerCall(s, tile, gpu::kAttentionScratchBytes, gpu::kRecomputedBackwardBytesPerScore);
+    EXPECT_LE(static_cast<double>(most) * static_cast<double>(tile) *
+                  static_cast<double>(gpu::kRecomputedBackwardBytesPerScore),
+              static_cast<double>(gpu::kAttentionScratchBytes))
+        << seq;
+  }
+}
+
+}  // namespace
+}  // namespace pacer::worker
