@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -87,6 +88,37 @@ TEST(AttentionTilesTest, EveryQueryRowOfEveryPairOnceAgainstTheKeysItSees) {
       EXPECT_DOUBLE_EQ(scores, static_cast<double>(s.pairs()) * static_cast<double>(s.seq) *
                                    static_cast<double>(s.seq) * fraction)
           << what;
+    }
+  }
+}
+
+// A batch's `slot` places its items in one order whatever the batch size:
+// the GPU device writes the unfused kernel's probabilities in batches of
+// one per K/V head and reads them back in batches of PairsPerCall, both at
+// slot x s^2 (gpu_device.cu), so slot + i must name the same pair in every
+// batching and the slots must cover [0, pairs) once.
+TEST(AttentionTilesTest, SlotsNameThePairsAlikeWhateverTheBatchSize) {
+  for (const AttentionShape s : {AttentionShape{4, 2, 2, 4, 2}, AttentionShape{4, 2, 3, 6, 3},
+                                 AttentionShape{4, 2, 2, 8, 1}, AttentionShape{4, 2, 1, 4, 4}}) {
+    std::map<int64_t, int64_t> pair_of_slot;  // from the batches of one item
+    for (int64_t most = 1; most <= s.kv_heads + 1; ++most) {
+      std::set<int64_t> slots;
+      ASSERT_TRUE(ForAttentionBatches(s, most, [&](const AttentionBatch& b) {
+                    for (int64_t i = 0; i < b.count; ++i) {
+                      const int64_t slot = b.slot + i, pair = b.first + i * s.group();
+                      EXPECT_TRUE(slots.insert(slot).second) << "slot " << slot << " twice";
+                      EXPECT_GE(slot, 0);
+                      EXPECT_LT(slot, s.pairs());
+                      if (most == 1) {
+                        pair_of_slot[slot] = pair;
+                      } else {
+                        EXPECT_EQ(pair_of_slot[slot], pair)
+                            << "slot " << slot << " in batches of " << most;
+                      }
+                    }
+                    return Status::Ok();
+                  }).ok());
+      EXPECT_EQ(static_cast<int64_t>(slots.size()), s.pairs()) << most;
     }
   }
 }

@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 
+#include "core/attention_tiles.h"
 #include "gpu/gpu_device.h"
 
 namespace pacer::worker::gpu {
@@ -103,6 +104,47 @@ TEST(SdpaLayoutTest, BatchRowsFindTheirPairsStatistics) {
       });
       ASSERT_TRUE(visited.ok());
       EXPECT_EQ(static_cast<int64_t>(read.size()), s.RowElements()) << what;
+    }
+  }
+}
+
+// The causal tiles' softmax writes, and their backward reads, row i of a
+// tile call's scores' logsumexp at StatsRowsFor(s, b).Tile(tile).Index(i)
+// (gpu_device.cu, CausalAttentionForwardBf16 / BackwardBf16, and the
+// kernels of device_kernels.cu index with exactly that function): it must
+// be the statistics element of the pair whose Q the item's GEMMs read and
+// of the tile's query row, and the tiles of all batches together must
+// write every element once, for any tile size and batch size.
+TEST(SdpaLayoutTest, TileRowsFindTheirPairsStatistics) {
+  for (AttentionShape s : {AttentionShape{6, 4, 2, 3, 3}, AttentionShape{5, 8, 2, 8, 2},
+                           AttentionShape{7, 2, 1, 4, 1}}) {
+    s.causal = true;
+    const StatusOr<SdpaLayout> l = SdpaLayoutFor(s);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    for (int64_t tile_rows = 1; tile_rows <= s.seq + 1; ++tile_rows) {
+      for (int64_t most = 1; most <= s.kv_heads; ++most) {
+        const std::string what = "seq " + std::to_string(s.seq) + ", tiles of " +
+                                 std::to_string(tile_rows) + ", batches of " + std::to_string(most);
+        std::set<int64_t> written;
+        const Status walked = ForAttentionTiles(
+            s, tile_rows, most, [&](const AttentionBatch& b, const AttentionTile& t) {
+              const StatsRows rows = StatsRowsFor(s, b).Tile(t);
+              for (int64_t i = 0; i < b.count; ++i) {
+                const int64_t pair = b.first + i * s.group();
+                EXPECT_EQ(s.Q(pair), s.Q(b.first) + i * b.q_stride) << what;
+                for (int64_t r = 0; r < t.rows; ++r) {
+                  const int64_t index = rows.Index(i * t.rows + r);
+                  EXPECT_EQ(index,
+                            Offset(l->stats, pair / s.heads, pair % s.heads, t.first_row + r, 0))
+                      << what << ", item " << i << ", tile row " << r;
+                  EXPECT_TRUE(written.insert(index).second) << what << ": " << index << " twice";
+                }
+              }
+              return Status::Ok();
+            });
+        ASSERT_TRUE(walked.ok()) << walked.ToString();
+        EXPECT_EQ(static_cast<int64_t>(written.size()), s.RowElements()) << what;
+      }
     }
   }
 }

@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/host_device.h"
+
 namespace pacer::worker {
 
 // Query rows per tile of the fused kernels: the tiled attention's default,
@@ -41,10 +43,13 @@ inline double CausalScoreFraction(int64_t seq, int64_t tile_rows) {
 struct CausalRows {
   int64_t first_row = 0;
   int64_t rows_per_item = 0;
-  bool on() const { return rows_per_item > 0; }
+  // Host and device: the GPU's softmax kernels call Keys per row.
+  PACER_HD bool on() const { return rows_per_item > 0; }
   // Visible keys of row i (at most `cols`).
-  int64_t Keys(int64_t i, int64_t cols) const {
-    return on() ? std::min(cols, first_row + i % rows_per_item + 1) : cols;
+  PACER_HD int64_t Keys(int64_t i, int64_t cols) const {
+    if (!on()) return cols;
+    const int64_t keys = first_row + i % rows_per_item + 1;
+    return keys < cols ? keys : cols;
   }
 };
 

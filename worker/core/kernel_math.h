@@ -19,11 +19,7 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define PACER_HD __host__ __device__ __forceinline__
-#else
-#define PACER_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace pacer::worker {
 

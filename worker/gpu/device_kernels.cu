@@ -141,22 +141,13 @@ __global__ void ConvertKernel(const TX* x, int64_t n, TY* y, bool add) {
   }
 }
 
-// The keys row r of a launch sees: all `cols`, or under a causal mask
-// (core/causal_mask.h, CausalRows) those up to its query row.
-__device__ __forceinline__ int64_t VisibleKeys(int64_t r, int64_t cols, int64_t first_row,
-                                               int64_t rows_per_item) {
-  if (rows_per_item <= 0) return cols;
-  const int64_t keys = first_row + r % rows_per_item + 1;
-  return keys < cols ? keys : cols;
-}
-
-// Masked columns (beyond the row's keys) become 0.
-__global__ void SoftmaxRowsKernel(float* x, int64_t cols, float scale, int64_t first_row,
-                                  int64_t rows_per_item) {
+// Masked columns (beyond the row's keys: CausalRows::Keys, the CPU's
+// function) become 0.
+__global__ void SoftmaxRowsKernel(float* x, int64_t cols, float scale, CausalRows mask) {
   __shared__ float shared[32];
   const int64_t r = blockIdx.x;
   float* xr = x + r * cols;
-  const int64_t keys = VisibleKeys(r, cols, first_row, rows_per_item);
+  const int64_t keys = mask.Keys(r, cols);
   float mx = -INFINITY;
   for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) mx = fmaxf(mx, xr[j] * scale);
   mx = BlockMax(mx, shared);
@@ -187,14 +178,13 @@ __global__ void SoftmaxBackwardKernel(const float* p, float* dp, int64_t cols, f
 // Three passes over the row (max, sum, write) so each probability is
 // rounded to bf16 once, from fp32. Masked columns become 0; with `lse`,
 // the row's logsumexp (max included, natural log) goes to
-// lse[(r / lse_rows) * lse_stride + r % lse_rows].
-__global__ void SoftmaxRowsBf16Kernel(__nv_bfloat16* x, int64_t cols, float scale,
-                                      int64_t first_row, int64_t rows_per_item, float* lse,
-                                      int64_t lse_rows, int64_t lse_stride) {
+// lse[lse_rows.Index(r)].
+__global__ void SoftmaxRowsBf16Kernel(__nv_bfloat16* x, int64_t cols, float scale, CausalRows mask,
+                                      float* lse, StatsRows lse_rows) {
   __shared__ float shared[32];
   const int64_t r = blockIdx.x;
   __nv_bfloat16* xr = x + r * cols;
-  const int64_t keys = VisibleKeys(r, cols, first_row, rows_per_item);
+  const int64_t keys = mask.Keys(r, cols);
   float mx = -INFINITY;
   for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
     mx = fmaxf(mx, __bfloat162float(xr[j]) * scale);
@@ -207,19 +197,18 @@ __global__ void SoftmaxRowsBf16Kernel(__nv_bfloat16* x, int64_t cols, float scal
   sum = BlockSum(sum, shared);
   const float inv = 1.0f / sum;
   if (lse != nullptr && threadIdx.x == 0) {
-    lse[(r / lse_rows) * lse_stride + r % lse_rows] = mx + logf(sum);
+    lse[lse_rows.Index(r)] = mx + logf(sum);
   }
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     xr[j] = __float2bfloat16_rn(j < keys ? expf(__bfloat162float(xr[j]) * scale - mx) * inv : 0.0f);
   }
 }
 
-__global__ void ProbsFromLseBf16Kernel(__nv_bfloat16* x, const float* lse, int64_t cols,
-                                       int64_t rows_per_item, int64_t item_stride, float scale,
-                                       int64_t mask_first_row, int64_t mask_rows) {
+__global__ void ProbsFromLseBf16Kernel(__nv_bfloat16* x, const float* lse, StatsRows lse_rows,
+                                       int64_t cols, float scale, CausalRows mask) {
   const int64_t r = blockIdx.x;
-  const float l = lse[(r / rows_per_item) * item_stride + r % rows_per_item];
-  const int64_t keys = VisibleKeys(r, cols, mask_first_row, mask_rows);
+  const float l = lse[lse_rows.Index(r)];
+  const int64_t keys = mask.Keys(r, cols);
   __nv_bfloat16* xr = x + r * cols;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     xr[j] = __float2bfloat16_rn(j < keys ? expf(__bfloat162float(xr[j]) * scale - l) : 0.0f);
@@ -328,25 +317,22 @@ __global__ void AdamWKernel(float* w, const float* g, float* m, float* v, int64_
 Status SoftmaxRowsBf16(void* x, int64_t rows, int64_t cols, float scale, const CausalRows& mask,
                        const LseRows& out, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return Status::Ok();
-  if (out.lse != nullptr && out.rows_per_item <= 0) {
+  if (out.lse != nullptr && out.rows.rows_per_item <= 0) {
     return InternalError("SoftmaxRowsBf16: rows_per_item <= 0");
   }
   RETURN_IF_ERROR(CheckRows(rows));
-  SoftmaxRowsBf16Kernel<<<Rows(rows), kThreads, 0, stream>>>(
-      static_cast<__nv_bfloat16*>(x), cols, scale, mask.first_row, mask.rows_per_item, out.lse,
-      out.rows_per_item, out.item_stride);
+  SoftmaxRowsBf16Kernel<<<Rows(rows), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(x), cols,
+                                                             scale, mask, out.lse, out.rows);
   return Launched();
 }
 
-Status ProbsFromLseBf16(void* x, const float* lse, int64_t rows, int64_t cols,
-                        int64_t rows_per_item, int64_t item_stride, float scale,
-                        const CausalRows& mask, cudaStream_t stream) {
+Status ProbsFromLseBf16(void* x, const float* lse, const StatsRows& lse_rows, int64_t rows,
+                        int64_t cols, float scale, const CausalRows& mask, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return Status::Ok();
-  if (rows_per_item <= 0) return InternalError("ProbsFromLseBf16: rows_per_item <= 0");
+  if (lse_rows.rows_per_item <= 0) return InternalError("ProbsFromLseBf16: rows_per_item <= 0");
   RETURN_IF_ERROR(CheckRows(rows));
-  ProbsFromLseBf16Kernel<<<Rows(rows), kThreads, 0, stream>>>(
-      static_cast<__nv_bfloat16*>(x), lse, cols, rows_per_item, item_stride, scale, mask.first_row,
-      mask.rows_per_item);
+  ProbsFromLseBf16Kernel<<<Rows(rows), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(x), lse,
+                                                              lse_rows, cols, scale, mask);
   return Launched();
 }
 
@@ -423,8 +409,7 @@ Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale, const Caus
                    cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return Status::Ok();
   RETURN_IF_ERROR(CheckRows(rows));
-  SoftmaxRowsKernel<<<Rows(rows), kThreads, 0, stream>>>(x, cols, scale, mask.first_row,
-                                                         mask.rows_per_item);
+  SoftmaxRowsKernel<<<Rows(rows), kThreads, 0, stream>>>(x, cols, scale, mask);
   return Launched();
 }
 

@@ -21,6 +21,7 @@
 
 #include "core/device.h"
 #include "gpu/gpu_kernels.h"  // DType
+#include "gpu/sdpa_layout.h"  // StatsRows
 #include "pacer/status.h"
 
 namespace pacer::worker::gpu {
@@ -69,11 +70,11 @@ Status CrossEntropyGrad(float* logits, const int32_t* labels, int64_t rows, int6
 // 0 for labels < 0 (Device::LogitRowStats).
 Status LogitRowStats(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
                      float* stats, cudaStream_t stream);
-// Where row r of a launch keeps one float (its logsumexp):
-// lse[(r / rows_per_item) * item_stride + r % rows_per_item]. lse null: nowhere.
+// Where row r of a launch keeps one float (its logsumexp): lse[rows.Index(r)]
+// (sdpa_layout.h, StatsRows, which CPU tests check). lse null: nowhere.
 struct LseRows {
   float* lse = nullptr;
-  int64_t rows_per_item = 0, item_stride = 0;
+  StatsRows rows;
 };
 // The attention softmax on bf16 storage (a bf16 plan's probabilities on
 // the GPU device): in place, each row of `cols` __nv_bfloat16 becomes
@@ -84,14 +85,12 @@ Status SoftmaxRowsBf16(void* x, int64_t rows, int64_t cols, float scale, const C
                        const LseRows& out, cudaStream_t stream);
 // The probabilities of attention scores from their rows' logsumexp, in
 // place on bf16 storage: x[r, j] = exp(scale * x[r, j] - lse[i]) for row
-// r of `rows`, where i = (r / rows_per_item) * item_stride + r %
-// rows_per_item (a batch of items whose rows lie apart in the statistics:
-// cuDNN's SDPA forward writes one value per query row of every pair, and
-// AttentionBatch's items are `group` pairs apart); under `mask` the
-// masked columns become 0.
-Status ProbsFromLseBf16(void* x, const float* lse, int64_t rows, int64_t cols,
-                        int64_t rows_per_item, int64_t item_stride, float scale,
-                        const CausalRows& mask, cudaStream_t stream);
+// r of `rows`, where i = lse_rows.Index(r) (a batch of items whose rows lie
+// apart in the statistics: cuDNN's SDPA forward writes one value per query
+// row of every pair, and AttentionBatch's items are `group` pairs apart;
+// sdpa_layout.h, StatsRows); under `mask` the masked columns become 0.
+Status ProbsFromLseBf16(void* x, const float* lse, const StatsRows& lse_rows, int64_t rows,
+                        int64_t cols, float scale, const CausalRows& mask, cudaStream_t stream);
 // ds (bf16) = scale * p * (dp - rowsum(p * dp)) with p in bf16 and dp in
 // fp32; ds must not overlap dp.
 Status SoftmaxBackwardBf16(const void* p, const float* dp, void* ds, int64_t rows, int64_t cols,

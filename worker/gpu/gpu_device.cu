@@ -1204,9 +1204,8 @@ class GpuDevice final : public Device {
           // Each row's logsumexp: sdpa_layout.h, StatsRowsFor.
           const StatsRows rows = StatsRowsFor(s, b);
           RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-            return ProbsFromLseBf16(const_cast<void*>(p.p), lse + rows.offset, b.count * s.seq,
-                                    s.seq, rows.rows_per_item, rows.item_stride, scale,
-                                    CausalRows{}, compute_);
+            return ProbsFromLseBf16(const_cast<void*>(p.p), lse, rows, b.count * s.seq, s.seq,
+                                    scale, CausalRows{}, compute_);
           }));
           return BackwardFromProbsBf16(s, b, p, dp, ds, qkv16, dc16, dqkv);
         });
@@ -1239,10 +1238,10 @@ class GpuDevice final : public Device {
               false, true, tr, keys, d, 1.0f,
               {Bf16At(qkv16, s.Q(b.first) + t0 * w), CUDA_R_16BF, w, b.q_stride},
               {Bf16At(qkv16, s.K(b.first)), CUDA_R_16BF, w, b.kv_stride}, 0.0f, p, b.count));
-          const StatsRows rows = StatsRowsFor(s, b);
+          const StatsRows rows = StatsRowsFor(s, b).Tile(tile);
           RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
             return SoftmaxRowsBf16(scratch, b.count * tr, keys, scale, tile.mask,
-                                   LseRows{lse + rows.offset + t0, tr, rows.item_stride}, compute_);
+                                   LseRows{lse, rows}, compute_);
           }));
           return RawGemm(false, false, tr, d, keys, 1.0f, p,
                          {Bf16At(qkv16, s.V(b.first)), CUDA_R_16BF, w, b.kv_stride}, 0.0f,
@@ -1275,10 +1274,9 @@ class GpuDevice final : public Device {
           const Matrix v{Bf16At(qkv16, s.V(b.first)), CUDA_R_16BF, w, b.kv_stride};
           const Matrix dc{Bf16At(dc16, s.Ctx(b.first) + t0 * c), CUDA_R_16BF, c, b.q_stride};
           RETURN_IF_ERROR(RawGemm(false, true, tr, keys, d, 1.0f, q, k, 0.0f, p, b.count));
-          const StatsRows rows = StatsRowsFor(s, b);
+          const StatsRows rows = StatsRowsFor(s, b).Tile(tile);
           RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-            return ProbsFromLseBf16(p16, lse + rows.offset + t0, b.count * tr, keys, tr,
-                                    rows.item_stride, scale, tile.mask, compute_);
+            return ProbsFromLseBf16(p16, lse, rows, b.count * tr, keys, scale, tile.mask, compute_);
           }));
           // context = P V: dV += P^T dC, dP = dC V^T.
           RETURN_IF_ERROR(RawGemm(true, false, keys, d, tr, 1.0f, p, dc, 1.0f,

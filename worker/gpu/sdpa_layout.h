@@ -15,7 +15,9 @@
 #include <cstdint>
 #include <string>
 
+#include "core/attention_tiles.h"
 #include "core/device.h"
+#include "core/host_device.h"
 #include "pacer/status.h"
 
 namespace pacer::worker::gpu {
@@ -58,12 +60,18 @@ inline StatusOr<SdpaLayout> SdpaLayoutFor(const AttentionShape& s) {
 // one after another) find their logsumexp in the statistics (layout.stats:
 // seq values per pair, in pair order): row r reads element
 // offset + (r / rows_per_item) x item_stride + r % rows_per_item. What the
-// GPU device's backward on recomputed probabilities hands its kernel
-// (device_kernels.h, ProbsFromLseBf16).
+// GPU device's kernels that write or read the logsumexp index with
+// (device_kernels.h: SoftmaxRowsBf16, ProbsFromLseBf16).
 struct StatsRows {
   int64_t offset = 0, rows_per_item = 0, item_stride = 0;
-  int64_t Index(int64_t r) const {
+  // Host and device: the kernels call it per row.
+  PACER_HD int64_t Index(int64_t r) const {
     return offset + (r / rows_per_item) * item_stride + r % rows_per_item;
+  }
+  // The rows of one tile of the batch (ForAttentionTiles): query rows
+  // [t.first_row, t.first_row + t.rows) of every item, t.rows per item.
+  StatsRows Tile(const AttentionTile& t) const {
+    return {offset + t.first_row, t.rows, item_stride};
   }
 };
 inline StatsRows StatsRowsFor(const AttentionShape& s, const AttentionBatch& b) {
