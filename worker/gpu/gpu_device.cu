@@ -19,6 +19,7 @@
 #include "core/attention_tiles.h"
 #include "core/storage_map.h"
 #include "core/tiled_attention.h"
+#include "gpu/attention_path.h"
 #include "gpu/cuda_check.h"
 #if PACER_HAVE_CUDNN
 #include "gpu/cudnn_attention.h"
@@ -962,67 +963,42 @@ class GpuDevice final : public Device {
   // (cudnn_attention.h) for full attention, the device's causal tiles
   // (CausalAttentionForwardBf16) under a causal mask, which cuDNN's SDPA
   // operation cannot express (its backend descriptor has a block mask but
-  // no causal one). Decided once, at the executor's first question, and
-  // logged by local rank 0. Everything else (fp32 and tf32 plans, a build
+  // no causal one). Decided once, at the executor's first question, by
+  // ChooseFusedAttention (attention_path.h, tested on the CPU), and logged
+  // by local rank 0. Everything else (fp32 and tf32 plans, a build
   // without cuDNN, PACER_CUDNN_ATTENTION=0, a shape or GPU cuDNN has no
   // engine for) runs the executor's tiled attention.
   bool HasOnChipAttention(const AttentionShape& s) override {
-    if (!sdpa_decided_) {
-      sdpa_decided_ = true;
-      sdpa_shape_ = s;
-      std::string path;
-      if (s.causal) {
-        // PACER_GPU_CAUSAL_TILES=0: the executor's tiled path instead (for
-        // comparisons, and a way around the tiles should they misbehave).
-        const char* choice = std::getenv("PACER_GPU_CAUSAL_TILES");
-        const char* refusal = nullptr;
-        if (!mode_.bf16_operands) {
-          refusal = "the causal tiles run bf16 only";
-        } else if (!CausalTilesFit(s.seq)) {
-          refusal = "sequence too long for the causal tiles' scratch";
-        } else if (choice != nullptr && std::string(choice) == "0") {
-          refusal = "PACER_GPU_CAUSAL_TILES=0";
-        }
-        causal_tiles_ = refusal == nullptr;
-        path = causal_tiles_
-                   ? "causal bf16 tiles of " + std::to_string(kAttentionTileRows) +
-                         " query rows on cuBLAS (cuDNN's SDPA operation has no causal mask)"
-                   : "tiled (" + std::string(refusal) + ")";
-      } else {
-        path = "tiled (" + PlanCudnnAttention(s) + ")";
-#if PACER_HAVE_CUDNN
-        if (sdpa_ != nullptr) {
-          const std::string cudnn = "cuDNN " + CudnnAttention::LibraryVersion() + "'s SDPA";
-          if (sdpa_->has_backward()) {
-            path = cudnn;
-          } else if (RecomputedBackwardFits(s.seq)) {
-            path = cudnn + " forward and the bf16 backward on recomputed probabilities (" +
-                   sdpa_->backward_refusal() + ")";
-          } else {
-            path = cudnn + " forward and the tiled backward (sequence " + std::to_string(s.seq) +
-                   ": one pair's recomputed scores exceed the attention scratch; " +
-                   sdpa_->backward_refusal() + ")";
-          }
-        }
-#endif
-      }
+    if (!attention_decided_) {
+      attention_decided_ = true;
+      attention_shape_ = s;
+      FusedAttentionFacts facts;
+      facts.bf16_operands = mode_.bf16_operands;
+      facts.executed_precision = planner::PrecisionName(mode_.executed);
+      // =0: the executor's tiled path instead (for comparisons, and a way
+      // around a path should it misbehave).
+      facts.causal_tiles_disabled = EnvironmentSaysOff("PACER_GPU_CAUSAL_TILES");
+      facts.cudnn_disabled = EnvironmentSaysOff("PACER_CUDNN_ATTENTION");
+      attention_ = ChooseFusedAttention(s, facts, [&] { return AskCudnn(s); });
       if (local_rank_ == 0) {
-        std::fprintf(stderr, "pacer-worker gpu: fused attention runs %s\n", path.c_str());
+        std::fprintf(stderr, "pacer-worker gpu: fused attention runs %s\n",
+                     attention_.description.c_str());
       }
     }
-    if (!(s == sdpa_shape_)) return false;
-    if (s.causal) return causal_tiles_;
-#if PACER_HAVE_CUDNN
-    return sdpa_ != nullptr;
-#else
-    return false;
-#endif
+    return s == attention_shape_ && attention_.OnChip();
+  }
+
+  static bool EnvironmentSaysOff(const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr && std::string(value) == "0";
   }
 
   Status OnChipAttentionForward(const AttentionShape& s, const float* qkv, float* lse,
                                 float* ctx) override {
     if (!HasOnChipAttention(s)) return Device::OnChipAttentionForward(s, qkv, lse, ctx);
-    if (s.causal) return CausalAttentionForwardBf16(s, qkv, lse, ctx);
+    if (attention_.path == FusedAttentionPath::kCausalTiles) {
+      return CausalAttentionForwardBf16(s, qkv, lse, ctx);
+    }
 #if PACER_HAVE_CUDNN
     return CudnnAttentionForward(s, qkv, lse, ctx);
 #else
@@ -1035,20 +1011,40 @@ class GpuDevice final : public Device {
     if (!HasOnChipAttention(s)) {
       return Device::OnChipAttentionBackward(s, qkv, ctx, lse, dctx, dqkv);
     }
-    if (s.causal) {
-      // dK and dV accumulate over the tiles: in fp32, then added to a
-      // narrow dqkv once.
-      if (!Narrow(dqkv)) return CausalAttentionBackwardBf16(s, qkv, lse, dctx, dqkv);
-      Fp32Views views(this);
-      RETURN_IF_ERROR(views.InOut(dqkv, static_cast<size_t>(s.QkvElements())));
-      RETURN_IF_ERROR(CausalAttentionBackwardBf16(s, qkv, lse, dctx, dqkv));
-      return views.Finish();
-    }
+    switch (attention_.path) {
+      case FusedAttentionPath::kCausalTiles:
+      case FusedAttentionPath::kCudnnTiledBackward: {
+        // dK and dV accumulate over the tiles: in fp32, then added to a
+        // narrow dqkv once.
+        const auto backward = [&] {
+          return attention_.path == FusedAttentionPath::kCausalTiles
+                     ? CausalAttentionBackwardBf16(s, qkv, lse, dctx, dqkv)
+                     : TiledAttentionBackward(this, s, qkv, dctx, dqkv);
+        };
+        if (!Narrow(dqkv)) return backward();
+        Fp32Views views(this);
+        RETURN_IF_ERROR(views.InOut(dqkv, static_cast<size_t>(s.QkvElements())));
+        RETURN_IF_ERROR(backward());
+        return views.Finish();
+      }
+      case FusedAttentionPath::kCudnnRecomputedBackward:
 #if PACER_HAVE_CUDNN
-    return CudnnAttentionBackward(s, qkv, ctx, lse, dctx, dqkv);
+        // Needs Q, K, V, dC and the forward's logsumexp, and issues the
+        // same GEMM FLOPs as cuDNN's backward (five s x s x d products).
+        return RecomputedAttentionBackwardBf16(s, qkv, lse, dctx, dqkv);
 #else
-    return Device::OnChipAttentionBackward(s, qkv, ctx, lse, dctx, dqkv);
+        break;
 #endif
+      case FusedAttentionPath::kCudnn:
+#if PACER_HAVE_CUDNN
+        return CudnnAttentionBackward(s, qkv, ctx, lse, dctx, dqkv);
+#else
+        break;
+#endif
+      case FusedAttentionPath::kTiled:
+        break;
+    }
+    return InternalError("GPU device: no on-chip attention backward for the chosen path");
   }
 
 #if PACER_HAVE_CUDNN
@@ -1073,22 +1069,9 @@ class GpuDevice final : public Device {
     return TimedOp(kOpConvert, [&] { return FromBf16(o16, ctx_elems, ctx, false, compute_); });
   }
 
+  // cuDNN's backward engine (FusedAttentionPath::kCudnn).
   Status CudnnAttentionBackward(const AttentionShape& s, const float* qkv, const float* ctx,
                                 const float* lse, const float* dctx, float* dqkv) {
-    // No backward engine (cudnn_attention.h): the backward on recomputed
-    // probabilities needs Q, K, V, dC and the forward's logsumexp, and
-    // issues the same GEMM FLOPs as cuDNN's (five s x s x d products).
-    if (!sdpa_->has_backward()) {
-      if (RecomputedBackwardFits(s.seq)) {
-        return RecomputedAttentionBackwardBf16(s, qkv, lse, dctx, dqkv);
-      }
-      // The tiled backward accumulates dK and dV over its tiles: in fp32,
-      // then added to a narrow dqkv once.
-      Fp32Views views(this);
-      RETURN_IF_ERROR(views.InOut(dqkv, static_cast<size_t>(s.QkvElements())));
-      RETURN_IF_ERROR(TiledAttentionBackward(this, s, qkv, dctx, dqkv));
-      return views.Finish();
-    }
     const auto ctx_elems = static_cast<size_t>(s.CtxElements());
     const auto qkv_elems = static_cast<size_t>(s.QkvElements());
     ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, qkv_elems, 0));
@@ -1535,18 +1518,16 @@ class GpuDevice final : public Device {
     GpuDevice* d_;
   };
 
-  // Why the on-chip attention cannot run shape `s` ("" when it can; then
-  // sdpa_ holds its plans).
-  std::string PlanCudnnAttention(const AttentionShape& s) {
-    if (!mode_.bf16_operands) {
-      return std::string("cuDNN's SDPA runs bf16 only; this plan's GEMMs run ") +
-             planner::PrecisionName(mode_.executed);
-    }
-    const char* choice = std::getenv("PACER_CUDNN_ATTENTION");
-    if (choice != nullptr && std::string(choice) == "0") return "PACER_CUDNN_ATTENTION=0";
+  // cuDNN's SDPA for shape `s` (ChooseFusedAttention asks only for a
+  // full-attention bf16 shape): on success sdpa_ holds its plans.
+  CudnnProbe AskCudnn(const AttentionShape& s) {
+    CudnnProbe answer;
 #if PACER_HAVE_CUDNN
     StatusOr<std::unique_ptr<CudnnAttention>> sdpa = CudnnAttention::Create(s, compute_);
-    if (!sdpa.ok()) return sdpa.status().message();
+    if (!sdpa.ok()) {
+      answer.refusal = sdpa.status().message();
+      return answer;
+    }
     sdpa_ = std::move(*sdpa);
     sdpa_layout_ = *SdpaLayoutFor(s);  // Create checked it
     // One forward and backward on zeros now: an engine that plans but
@@ -1558,13 +1539,17 @@ class GpuDevice final : public Device {
     memory().ForgetPeaksSince(before);
     if (!probe.ok()) {
       sdpa_.reset();
-      return "cuDNN's SDPA failed its trial run: " + probe.message();
+      answer.refusal = "cuDNN's SDPA failed its trial run: " + probe.message();
+      return answer;
     }
-    return "";
+    answer.has_backward = sdpa_->has_backward();
+    answer.backward_refusal = sdpa_->backward_refusal();
+    answer.version = CudnnAttention::LibraryVersion();
 #else
     (void)s;
-    return "pacer-worker was built without cuDNN";
+    answer.refusal = "pacer-worker was built without cuDNN";
 #endif
+    return answer;
   }
 #if PACER_HAVE_CUDNN
   Status ProbeCudnnAttention(const AttentionShape& s) {
@@ -1715,14 +1700,13 @@ class GpuDevice final : public Device {
   DeviceCounters counters_;
   int64_t step_ = 0;
   // The on-chip attention (HasOnChipAttention): decided once, for one
-  // shape; it runs when sdpa_ holds its plans (full attention) or
-  // causal_tiles_ says so (a causal mask).
-  bool sdpa_decided_ = false;
-  bool causal_tiles_ = false;  // a causal shape runs CausalAttentionForwardBf16
+  // shape (attention_shape_); cuDNN's paths run on sdpa_'s plans.
+  bool attention_decided_ = false;
+  FusedAttentionChoice attention_;
   // A failure that left this device unusable (the cuDNN trial run's):
   // every later operation returns it, as Internal (Usable).
   std::string fatal_;
-  AttentionShape sdpa_shape_;
+  AttentionShape attention_shape_;
 #if PACER_HAVE_CUDNN
   std::unique_ptr<CudnnAttention> sdpa_;
   SdpaLayout sdpa_layout_;
