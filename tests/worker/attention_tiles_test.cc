@@ -92,6 +92,93 @@ TEST(AttentionTilesTest, EveryQueryRowOfEveryPairOnceAgainstTheKeysItSees) {
   }
 }
 
+// The last element a matrix of `rows` x `cols` (as stored) touches over
+// `count` items, and whether its rows fit its leading dimension.
+int64_t LastElement(const TileMatrix& x, int64_t rows, int64_t cols, int64_t count) {
+  return x.offset + (count - 1) * x.stride + (rows - 1) * x.ld + (cols - 1);
+}
+
+// Every GEMM of every tile (TileGemmsFor, the description both the tiled
+// path and the GPU's causal tiles run) stays inside its operand's buffer:
+// qkv (and its gradient), the context (and dC), and the tile scratch of
+// count x rows x keys scores; its shapes chain (S is Q K^T's m x n, P V
+// reads it as m x k, ...) and each output is the operand the algorithm
+// writes. On the GPU an out-of-bounds operand is a memory fault or a
+// silent wrong gradient; here it fails.
+TEST(AttentionTilesTest, EveryTileGemmStaysInsideItsBuffers) {
+  for (const AttentionShape s :
+       {AttentionShape{10, 4, 2, 4, 2, true}, AttentionShape{9, 2, 3, 6, 3, false},
+        AttentionShape{12, 8, 1, 8, 1, true}}) {
+    for (const int64_t tile_rows : {1, 4, 5, 64}) {
+      for (int64_t most = 1; most <= s.kv_heads; ++most) {
+        const std::string what = Describe(s, tile_rows, most);
+        const Status walked = ForAttentionTiles(
+            s, tile_rows, most, [&](const AttentionBatch& b, const AttentionTile& t) {
+              const TileGemms g = TileGemmsFor(s, b, t);
+              const auto size_of = [&](TileOperand o) -> int64_t {
+                switch (o) {
+                  case TileOperand::kQuery:
+                  case TileOperand::kKey:
+                  case TileOperand::kValue:
+                  case TileOperand::kQueryGrad:
+                  case TileOperand::kKeyGrad:
+                  case TileOperand::kValueGrad:
+                    return s.QkvElements();
+                  case TileOperand::kContext:
+                  case TileOperand::kContextGrad:
+                    return s.CtxElements();
+                  case TileOperand::kProbs:
+                  case TileOperand::kProbsGrad:
+                  case TileOperand::kScoresGrad:
+                    return b.count * t.rows * t.keys;
+                }
+                return 0;
+              };
+              const auto inside = [&](const TileMatrix& x, int64_t rows, int64_t cols,
+                                      const char* name) {
+                EXPECT_GE(x.offset, 0) << what << " " << name;
+                EXPECT_GE(x.ld, cols) << what << " " << name;
+                EXPECT_LT(LastElement(x, rows, cols, b.count), size_of(x.operand))
+                    << what << " " << name;
+              };
+              const struct {
+                const TileGemm* gemm;
+                const char* name;
+              } all[] = {{&g.scores, "S = Q K^T"},        {&g.context, "ctx = P V"},
+                         {&g.value_grad, "dV += P^T dC"}, {&g.probs_grad, "dP = dC V^T"},
+                         {&g.query_grad, "dQ += dS K"},   {&g.key_grad, "dK += dS^T Q"}};
+              for (const auto& e : all) {
+                const TileGemm& m = *e.gemm;
+                inside(m.a, m.trans_a ? m.k : m.m, m.trans_a ? m.m : m.k, e.name);
+                inside(m.b, m.trans_b ? m.n : m.k, m.trans_b ? m.k : m.n, e.name);
+                inside(m.c, m.m, m.n, e.name);
+              }
+              // The algorithm's shapes and outputs.
+              EXPECT_EQ(g.scores.c.operand, TileOperand::kProbs) << what;
+              EXPECT_EQ(g.scores.m, t.rows) << what;
+              EXPECT_EQ(g.scores.n, t.keys) << what;
+              EXPECT_EQ(g.scores.k, s.head_dim) << what;
+              EXPECT_EQ(g.context.c.operand, TileOperand::kContext) << what;
+              EXPECT_EQ(g.probs_grad.c.operand, TileOperand::kProbsGrad) << what;
+              EXPECT_EQ(g.value_grad.c.operand, TileOperand::kValueGrad) << what;
+              EXPECT_EQ(g.query_grad.c.operand, TileOperand::kQueryGrad) << what;
+              EXPECT_EQ(g.key_grad.c.operand, TileOperand::kKeyGrad) << what;
+              EXPECT_EQ(g.query_grad.a.operand, TileOperand::kScoresGrad) << what;
+              EXPECT_EQ(g.key_grad.a.operand, TileOperand::kScoresGrad) << what;
+              // Overwritten scores, accumulated gradients.
+              EXPECT_EQ(g.scores.beta, 0.0f) << what;
+              EXPECT_EQ(g.probs_grad.beta, 0.0f) << what;
+              EXPECT_EQ(g.value_grad.beta, 1.0f) << what;
+              EXPECT_EQ(g.query_grad.beta, 1.0f) << what;
+              EXPECT_EQ(g.key_grad.beta, 1.0f) << what;
+              return Status::Ok();
+            });
+        ASSERT_TRUE(walked.ok()) << walked.ToString();
+      }
+    }
+  }
+}
+
 // A batch's `slot` places its items in one order whatever the batch size:
 // the GPU device writes the unfused kernel's probabilities in batches of
 // one per K/V head and reads them back in batches of PairsPerCall, both at

@@ -61,7 +61,7 @@ class ReferenceOnChipDevice final : public Device {
         }
       }
     }
-    extra_flops_ += 2 * s.PairGemmFlops();
+    extra_flops_ += s.OnChipForwardFlops();
     return Status::Ok();
   }
 
@@ -109,7 +109,7 @@ class ReferenceOnChipDevice final : public Device {
         }
       }
     }
-    extra_flops_ += 5 * s.PairGemmFlops();
+    extra_flops_ += s.OnChipBackwardFlops();
     return Status::Ok();
   }
 

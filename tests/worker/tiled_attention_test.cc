@@ -142,6 +142,9 @@ TEST(TiledAttentionTest, MatchesTheUnfusedAttentionWithoutStoringScores) {
     const double scores = s.PairGemmFlops();
     EXPECT_DOUBLE_EQ(tiled.forward_flops, unfused.forward_flops) << c.name;
     EXPECT_DOUBLE_EQ(tiled.backward_flops, unfused.backward_flops + scores) << c.name;
+    // What an on-chip kernel (cuDNN's SDPA on the GPU) counts for the same work.
+    EXPECT_DOUBLE_EQ(tiled.forward_flops, s.OnChipForwardFlops()) << c.name;
+    EXPECT_DOUBLE_EQ(tiled.backward_flops, s.OnChipBackwardFlops()) << c.name;
 
     // The largest attention buffer is a tile's probabilities and their
     // gradients, for at most the pairs the scratch bound allows.

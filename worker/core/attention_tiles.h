@@ -72,6 +72,79 @@ Status ForAttentionTiles(const AttentionShape& s, int64_t tile_rows, int64_t max
   });
 }
 
+// The matrix products of one tile, described once for every device that
+// runs tiles (the tiled path over Device::BatchedGemm, the GPU's bf16
+// causal tiles over cuBLAS): which operand, where it starts, its leading
+// dimension and the stride between a batch's items, in elements of that
+// operand's buffer. Q, K, V live in the qkv buffer (and dQ, dK, dV at the
+// same offsets in its gradient), the context and dC in the context's; the
+// tile's scores are a scratch of `rows x keys` per item. A device maps
+// each operand to its own storage (fp32 or bf16; dP and dS one buffer on
+// the tiled path, two on the GPU).
+enum class TileOperand {
+  kQuery,        // Q rows of the tile (qkv)
+  kKey,          // K of the sequence (qkv)
+  kValue,        // V of the sequence (qkv)
+  kContext,      // the tile's context rows (output of the forward)
+  kContextGrad,  // dC rows of the tile
+  kProbs,        // S = Q K^T, then P in place (scratch)
+  kProbsGrad,    // dP = dC V^T (scratch)
+  kScoresGrad,   // dS, the softmax's backward of dP (scratch)
+  kQueryGrad,    // dQ rows of the tile (qkv gradient)
+  kKeyGrad,      // dK of the sequence (qkv gradient)
+  kValueGrad,    // dV of the sequence (qkv gradient)
+};
+
+struct TileMatrix {
+  TileOperand operand = TileOperand::kQuery;
+  int64_t offset = 0;  // of the batch's first item
+  int64_t ld = 0;
+  int64_t stride = 0;  // between items
+};
+
+// c = op(a) op(b) + beta c, row-major, for each of the batch's items.
+struct TileGemm {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  TileMatrix a, b;
+  float beta = 0;
+  TileMatrix c;
+};
+
+// The tile's GEMMs for batch `b`, in the order they run:
+//   forward:  S = Q K^T; (softmax in place: P); context = P V
+//   backward: S = Q K^T; (P from S); dV += P^T dC; dP = dC V^T;
+//             (dS from P and dP); dQ += dS K; dK += dS^T Q
+struct TileGemms {
+  TileGemm scores, context, value_grad, probs_grad, query_grad, key_grad;
+};
+
+inline TileGemms TileGemmsFor(const AttentionShape& s, const AttentionBatch& b,
+                              const AttentionTile& t) {
+  const int64_t d = s.head_dim, w = s.qkv_ld(), c = s.ctx_ld();
+  const int64_t tr = t.rows, keys = t.keys, per_item = tr * keys;
+  const TileMatrix q{TileOperand::kQuery, s.Q(b.first) + t.first_row * w, w, b.q_stride};
+  const TileMatrix k{TileOperand::kKey, s.K(b.first), w, b.kv_stride};
+  const TileMatrix v{TileOperand::kValue, s.V(b.first), w, b.kv_stride};
+  const TileMatrix ctx{TileOperand::kContext, s.Ctx(b.first) + t.first_row * c, c, b.q_stride};
+  const TileMatrix dc{TileOperand::kContextGrad, ctx.offset, c, b.q_stride};
+  const TileMatrix p{TileOperand::kProbs, 0, keys, per_item};
+  const TileMatrix dp{TileOperand::kProbsGrad, 0, keys, per_item};
+  const TileMatrix ds{TileOperand::kScoresGrad, 0, keys, per_item};
+  const TileMatrix dq{TileOperand::kQueryGrad, q.offset, w, b.q_stride};
+  const TileMatrix dk{TileOperand::kKeyGrad, k.offset, w, b.kv_stride};
+  const TileMatrix dv{TileOperand::kValueGrad, v.offset, w, b.kv_stride};
+  TileGemms g;
+  g.scores = {false, true, tr, keys, d, q, k, 0.0f, p};
+  g.context = {false, false, tr, d, keys, p, v, 0.0f, ctx};
+  // The keys beyond the tile's last row get no gradient from it.
+  g.value_grad = {true, false, keys, d, tr, p, dc, 1.0f, dv};
+  g.probs_grad = {false, true, tr, keys, d, dc, v, 0.0f, dp};
+  g.query_grad = {false, false, tr, d, keys, ds, k, 1.0f, dq};
+  g.key_grad = {true, false, keys, d, tr, ds, q, 1.0f, dk};
+  return g;
+}
+
 }  // namespace pacer::worker
 
 #endif  // PACER_WORKER_CORE_ATTENTION_TILES_H_

@@ -155,6 +155,11 @@ struct AttentionShape {
     return 2.0 * static_cast<double>(pairs()) * static_cast<double>(seq) *
            static_cast<double>(seq) * static_cast<double>(head_dim) * ScoreFraction();
   }
+  // The GEMM FLOPs a device counts for its on-chip kernel: what the tiled
+  // path issues for the same work (the step schedule's), forward Q K^T and
+  // P V, backward the recomputed Q K^T, dV, dP, dQ and dK.
+  double OnChipForwardFlops() const { return 2 * PairGemmFlops(); }
+  double OnChipBackwardFlops() const { return 5 * PairGemmFlops(); }
   // Where pair i's Q, K, V (rows qkv_ld() apart) and context (rows
   // ctx_ld() apart) start.
   int64_t Q(int64_t i) const { return Row(i, qkv_ld()) + (i % heads) * head_dim; }

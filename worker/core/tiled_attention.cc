@@ -19,12 +19,79 @@ float Scale(const AttentionShape& s) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
 }
 
+// The fp32 buffers a tile's GEMMs (TileGemmsFor) read and write; dP and dS
+// share one scratch (dS is computed in place over dP). A null buffer is an
+// operand this pass has none of.
+struct TileBuffers {
+  const float* qkv = nullptr;
+  const float* dctx = nullptr;
+  float* ctx = nullptr;
+  float* dqkv = nullptr;
+  float* probs = nullptr;
+  float* probs_grad = nullptr;
+};
+
+const float* Read(const TileBuffers& b, TileOperand o) {
+  switch (o) {
+    case TileOperand::kQuery:
+    case TileOperand::kKey:
+    case TileOperand::kValue:
+      return b.qkv;
+    case TileOperand::kContextGrad:
+      return b.dctx;
+    case TileOperand::kProbs:
+      return b.probs;
+    case TileOperand::kProbsGrad:
+    case TileOperand::kScoresGrad:
+      return b.probs_grad;
+    case TileOperand::kContext:
+    case TileOperand::kQueryGrad:
+    case TileOperand::kKeyGrad:
+    case TileOperand::kValueGrad:
+      break;
+  }
+  return nullptr;
+}
+
+float* Write(const TileBuffers& b, TileOperand o) {
+  switch (o) {
+    case TileOperand::kContext:
+      return b.ctx;
+    case TileOperand::kQueryGrad:
+    case TileOperand::kKeyGrad:
+    case TileOperand::kValueGrad:
+      return b.dqkv;
+    case TileOperand::kProbs:
+      return b.probs;
+    case TileOperand::kProbsGrad:
+    case TileOperand::kScoresGrad:
+      return b.probs_grad;
+    case TileOperand::kQuery:
+    case TileOperand::kKey:
+    case TileOperand::kValue:
+    case TileOperand::kContextGrad:
+      break;
+  }
+  return nullptr;
+}
+
+Status Run(Device* dev, const TileGemm& g, const TileBuffers& buffers, int64_t count) {
+  const float* a = Read(buffers, g.a.operand);
+  const float* b = Read(buffers, g.b.operand);
+  float* c = Write(buffers, g.c.operand);
+  if (a == nullptr || b == nullptr || c == nullptr) {
+    return InternalError("tiled attention: a tile GEMM reads or writes an operand it has not");
+  }
+  return dev->BatchedGemm(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, a + g.a.offset, g.a.ld,
+                          g.a.stride, b + g.b.offset, g.b.ld, g.b.stride, g.beta, c + g.c.offset,
+                          g.c.ld, g.c.stride, count);
+}
+
 }  // namespace
 
 Status TiledAttentionForward(Device* dev, const AttentionShape& s, const float* qkv, float* ctx,
                              const TiledAttentionOptions& o) {
   RETURN_IF_ERROR(CheckShape(s, o));
-  const int64_t d = s.head_dim, w = s.qkv_ld(), c = s.ctx_ld();
   const int64_t tile = LargestTileScores(s, o.tile_rows);
   const int64_t most = PairsPerCall(s, tile, o.max_scratch_bytes, sizeof(float));  // P
   DeviceBuffer p(dev, BufferClass::kWorkspace);
@@ -33,19 +100,17 @@ Status TiledAttentionForward(Device* dev, const AttentionShape& s, const float* 
   const std::vector<Device::ReadOnlyRegion> read_only = {
       {qkv, static_cast<size_t>(s.QkvElements())}};
   return WithReadOnly(dev, read_only, [&] {
+    TileBuffers buffers;
+    buffers.qkv = qkv;
+    buffers.ctx = ctx;
+    buffers.probs = p.data();
     return ForAttentionTiles(
         s, o.tile_rows, most, [&](const AttentionBatch& b, const AttentionTile& t) -> Status {
-          const int64_t tr = t.rows, keys = t.keys;  // the tile's scores: tr x keys
-          const float* q = qkv + s.Q(b.first) + t.first_row * w;
-          // S = Q_tile K^T, then P = softmax(S / sqrt(d)) in place.
-          RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, keys, d, 1.0f, q, w, b.q_stride,
-                                           qkv + s.K(b.first), w, b.kv_stride, 0.0f, p.data(), keys,
-                                           tr * keys, b.count));
-          RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * tr, keys, Scale(s), t.mask));
-          // ctx_tile = P V.
-          return dev->BatchedGemm(false, false, tr, d, keys, 1.0f, p.data(), keys, tr * keys,
-                                  qkv + s.V(b.first), w, b.kv_stride, 0.0f,
-                                  ctx + s.Ctx(b.first) + t.first_row * c, c, b.q_stride, b.count);
+          const TileGemms g = TileGemmsFor(s, b, t);
+          // S = Q_tile K^T, then P = softmax(S / sqrt(d)) in place; ctx_tile = P V.
+          RETURN_IF_ERROR(Run(dev, g.scores, buffers, b.count));
+          RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * t.rows, t.keys, Scale(s), t.mask));
+          return Run(dev, g.context, buffers, b.count);
         });
   });
 }
@@ -53,7 +118,6 @@ Status TiledAttentionForward(Device* dev, const AttentionShape& s, const float* 
 Status TiledAttentionBackward(Device* dev, const AttentionShape& s, const float* qkv,
                               const float* dctx, float* dqkv, const TiledAttentionOptions& o) {
   RETURN_IF_ERROR(CheckShape(s, o));
-  const int64_t d = s.head_dim, w = s.qkv_ld(), c = s.ctx_ld();
   const int64_t tile = LargestTileScores(s, o.tile_rows);
   // The items of one call have distinct K/V heads (ForAttentionBatches), so
   // their dK and dV accumulations never collide.
@@ -65,34 +129,29 @@ Status TiledAttentionBackward(Device* dev, const AttentionShape& s, const float*
   const std::vector<Device::ReadOnlyRegion> read_only = {
       {qkv, static_cast<size_t>(s.QkvElements())}, {dctx, static_cast<size_t>(s.CtxElements())}};
   return WithReadOnly(dev, read_only, [&] {
+    TileBuffers buffers;
+    buffers.qkv = qkv;
+    buffers.dctx = dctx;
+    buffers.dqkv = dqkv;
+    buffers.probs = p.data();
+    buffers.probs_grad = dp.data();
     return ForAttentionTiles(
         s, o.tile_rows, most, [&](const AttentionBatch& b, const AttentionTile& t) -> Status {
-          const int64_t tr = t.rows, keys = t.keys, stride_p = tr * keys;
-          const float* k = qkv + s.K(b.first);
-          const float* v = qkv + s.V(b.first);
-          const float* q = qkv + s.Q(b.first) + t.first_row * w;
-          const float* dc = dctx + s.Ctx(b.first) + t.first_row * c;
+          const TileGemms g = TileGemmsFor(s, b, t);
           // Recompute the tile's probabilities: P = softmax(Q_tile K^T / sqrt(d)).
-          RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, keys, d, 1.0f, q, w, b.q_stride, k, w,
-                                           b.kv_stride, 0.0f, p.data(), keys, stride_p, b.count));
-          RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * tr, keys, Scale(s), t.mask));
-          // context = P V: dV += P^T dC_tile, dP = dC_tile V^T (the keys
-          // beyond the tile's last row get no gradient from it).
-          RETURN_IF_ERROR(dev->BatchedGemm(true, false, keys, d, tr, 1.0f, p.data(), keys, stride_p,
-                                           dc, c, b.q_stride, 1.0f, dqkv + s.V(b.first), w,
-                                           b.kv_stride, b.count));
-          RETURN_IF_ERROR(dev->BatchedGemm(false, true, tr, keys, d, 1.0f, dc, c, b.q_stride, v, w,
-                                           b.kv_stride, 0.0f, dp.data(), keys, stride_p, b.count));
+          RETURN_IF_ERROR(Run(dev, g.scores, buffers, b.count));
+          RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * t.rows, t.keys, Scale(s), t.mask));
+          // context = P V: dV += P^T dC_tile, dP = dC_tile V^T.
+          RETURN_IF_ERROR(Run(dev, g.value_grad, buffers, b.count));
+          RETURN_IF_ERROR(Run(dev, g.probs_grad, buffers, b.count));
           // dS (the unscaled scores' gradient), in place over dP. Each row of
           // the tile holds every key the row sees, so the softmax's row sums
           // are exact; a masked key's P is 0, so is its dS.
-          RETURN_IF_ERROR(dev->SoftmaxBackward(p.data(), dp.data(), b.count * tr, keys, Scale(s)));
+          RETURN_IF_ERROR(
+              dev->SoftmaxBackward(p.data(), dp.data(), b.count * t.rows, t.keys, Scale(s)));
           // scores = Q K^T: dQ_tile += dS K, dK += dS^T Q_tile.
-          RETURN_IF_ERROR(dev->BatchedGemm(
-              false, false, tr, d, keys, 1.0f, dp.data(), keys, stride_p, k, w, b.kv_stride, 1.0f,
-              dqkv + s.Q(b.first) + t.first_row * w, w, b.q_stride, b.count));
-          return dev->BatchedGemm(true, false, keys, d, tr, 1.0f, dp.data(), keys, stride_p, q, w,
-                                  b.q_stride, 1.0f, dqkv + s.K(b.first), w, b.kv_stride, b.count);
+          RETURN_IF_ERROR(Run(dev, g.query_grad, buffers, b.count));
+          return Run(dev, g.key_grad, buffers, b.count);
         });
   });
 }

@@ -1064,7 +1064,7 @@ class GpuDevice final : public Device {
       return sdpa_->Forward(qkv16, Bf16At(qkv16, sdpa_layout_.key_offset),
                             Bf16At(qkv16, sdpa_layout_.value_offset), o16, lse, base + o_bytes);
     }));
-    counters_.gemm_flops += 2 * s.PairGemmFlops();
+    counters_.gemm_flops += s.OnChipForwardFlops();
     if (direct) return Status::Ok();
     return TimedOp(kOpConvert, [&] { return FromBf16(o16, ctx_elems, ctx, false, compute_); });
   }
@@ -1098,7 +1098,7 @@ class GpuDevice final : public Device {
                              d16 + sdpa_layout_.key_offset * 2,
                              d16 + sdpa_layout_.value_offset * 2, d16 + d_bytes);
     }));
-    counters_.gemm_flops += 5 * s.PairGemmFlops();
+    counters_.gemm_flops += s.OnChipBackwardFlops();
     ASSIGN_OR_RETURN(const Typed grad, At(dqkv, qkv_elems));
     return TimedOp(kOpConvert, [&] {
       return Convert(d16, DType::kBf16, qkv_elems, grad.p, grad.type, true, compute_);
@@ -1208,27 +1208,25 @@ class GpuDevice final : public Device {
   Status CausalAttentionForwardBf16(const AttentionShape& s, const float* qkv, float* lse,
                                     float* ctx) {
     const AttentionScope scope(this);
-    const int64_t w = s.qkv_ld(), c = s.ctx_ld(), d = s.head_dim;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    TileStorage st;
+    ASSIGN_OR_RETURN(st.qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
+    st.ctx = ctx;
     // Scratch per score: P in bf16 (2 bytes).
     return ForCausalTiles(
         s, 2,
         [&](const AttentionBatch& b, const AttentionTile& tile, float* scratch, int64_t) -> Status {
-          const int64_t t0 = tile.first_row, tr = tile.rows, keys = tile.keys;
-          const Matrix p{scratch, CUDA_R_16BF, keys, tr * keys};
-          RETURN_IF_ERROR(RawGemm(
-              false, true, tr, keys, d, 1.0f,
-              {Bf16At(qkv16, s.Q(b.first) + t0 * w), CUDA_R_16BF, w, b.q_stride},
-              {Bf16At(qkv16, s.K(b.first)), CUDA_R_16BF, w, b.kv_stride}, 0.0f, p, b.count));
+          st.probs16 = scratch;
+          const TileGemms g = TileGemmsFor(s, b, tile);
+          // S = Q_tile K^T; P = softmax in place, each row's logsumexp kept;
+          // ctx_tile = P V.
+          RETURN_IF_ERROR(RunTileGemm(g.scores, st, b.count));
           const StatsRows rows = StatsRowsFor(s, b).Tile(tile);
           RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-            return SoftmaxRowsBf16(scratch, b.count * tr, keys, scale, tile.mask,
+            return SoftmaxRowsBf16(scratch, b.count * tile.rows, tile.keys, scale, tile.mask,
                                    LseRows{lse, rows}, compute_);
           }));
-          return RawGemm(false, false, tr, d, keys, 1.0f, p,
-                         {Bf16At(qkv16, s.V(b.first)), CUDA_R_16BF, w, b.kv_stride}, 0.0f,
-                         Out(ctx + s.Ctx(b.first) + t0 * c, c, b.q_stride), b.count);
+          return RunTileGemm(g.context, st, b.count);
         });
   }
 
@@ -1238,45 +1236,92 @@ class GpuDevice final : public Device {
   Status CausalAttentionBackwardBf16(const AttentionShape& s, const float* qkv, const float* lse,
                                      const float* dctx, float* dqkv) {
     const AttentionScope scope(this);
-    const int64_t w = s.qkv_ld(), c = s.ctx_ld(), d = s.head_dim;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
-    ASSIGN_OR_RETURN(const void* dc16, Bf16Operand(dctx, static_cast<size_t>(s.CtxElements()), 1));
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    TileStorage st;
+    ASSIGN_OR_RETURN(st.qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
+    ASSIGN_OR_RETURN(st.dc16, Bf16Operand(dctx, static_cast<size_t>(s.CtxElements()), 1));
+    st.dqkv = dqkv;
     // Scratch per score: dP in fp32 (4 bytes), dS in bf16 (2), P in bf16 (2).
-    return ForCausalTiles(
-        s, kRecomputedBackwardBytesPerScore,
-        [&](const AttentionBatch& b, const AttentionTile& tile, float* dp,
-            int64_t capacity) -> Status {
-          const int64_t t0 = tile.first_row, tr = tile.rows, keys = tile.keys, stride = tr * keys;
-          float* ds = dp + capacity;
-          void* p16 = Bf16At(ds, capacity);
-          const Matrix p{p16, CUDA_R_16BF, keys, stride};
-          const Matrix d_s{ds, CUDA_R_16BF, keys, stride};
-          const Matrix q{Bf16At(qkv16, s.Q(b.first) + t0 * w), CUDA_R_16BF, w, b.q_stride};
-          const Matrix k{Bf16At(qkv16, s.K(b.first)), CUDA_R_16BF, w, b.kv_stride};
-          const Matrix v{Bf16At(qkv16, s.V(b.first)), CUDA_R_16BF, w, b.kv_stride};
-          const Matrix dc{Bf16At(dc16, s.Ctx(b.first) + t0 * c), CUDA_R_16BF, c, b.q_stride};
-          RETURN_IF_ERROR(RawGemm(false, true, tr, keys, d, 1.0f, q, k, 0.0f, p, b.count));
-          const StatsRows rows = StatsRowsFor(s, b).Tile(tile);
-          RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-            return ProbsFromLseBf16(p16, lse, rows, b.count * tr, keys, scale, tile.mask, compute_);
-          }));
-          // context = P V: dV += P^T dC, dP = dC V^T.
-          RETURN_IF_ERROR(RawGemm(true, false, keys, d, tr, 1.0f, p, dc, 1.0f,
-                                  Out(dqkv + s.V(b.first), w, b.kv_stride), b.count));
-          RETURN_IF_ERROR(RawGemm(false, true, tr, keys, d, 1.0f, dc, v, 0.0f,
-                                  {dp, CUDA_R_32F, keys, stride}, b.count));
-          // Every row holds every key it sees and a masked key's P is 0, so
-          // the row sums are exact and a masked dS is 0.
-          RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-            return SoftmaxBackwardBf16(p16, dp, ds, b.count * tr, keys, scale, compute_);
-          }));
-          // scores = Q K^T: dQ += dS K, dK += dS^T Q.
-          RETURN_IF_ERROR(RawGemm(false, false, tr, d, keys, 1.0f, d_s, k, 1.0f,
-                                  Out(dqkv + s.Q(b.first) + t0 * w, w, b.q_stride), b.count));
-          return RawGemm(true, false, keys, d, tr, 1.0f, d_s, q, 1.0f,
-                         Out(dqkv + s.K(b.first), w, b.kv_stride), b.count);
-        });
+    return ForCausalTiles(s, kRecomputedBackwardBytesPerScore,
+                          [&](const AttentionBatch& b, const AttentionTile& tile, float* dp,
+                              int64_t capacity) -> Status {
+                            const int64_t rows_in_call = b.count * tile.rows;
+                            st.probs_grad = dp;
+                            st.scores_grad16 = dp + capacity;
+                            st.probs16 = Bf16At(dp + capacity, capacity);
+                            const TileGemms g = TileGemmsFor(s, b, tile);
+                            RETURN_IF_ERROR(RunTileGemm(g.scores, st, b.count));
+                            const StatsRows rows = StatsRowsFor(s, b).Tile(tile);
+                            RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+                              return ProbsFromLseBf16(st.probs16, lse, rows, rows_in_call,
+                                                      tile.keys, scale, tile.mask, compute_);
+                            }));
+                            // context = P V: dV += P^T dC, dP = dC V^T.
+                            RETURN_IF_ERROR(RunTileGemm(g.value_grad, st, b.count));
+                            RETURN_IF_ERROR(RunTileGemm(g.probs_grad, st, b.count));
+                            // Every row holds every key it sees and a masked key's P is 0, so
+                            // the row sums are exact and a masked dS is 0.
+                            RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+                              return SoftmaxBackwardBf16(st.probs16, dp, st.scores_grad16,
+                                                         rows_in_call, tile.keys, scale, compute_);
+                            }));
+                            // scores = Q K^T: dQ += dS K, dK += dS^T Q.
+                            RETURN_IF_ERROR(RunTileGemm(g.query_grad, st, b.count));
+                            return RunTileGemm(g.key_grad, st, b.count);
+                          });
+  }
+
+  // Where the causal tiles keep a tile's operands (TileGemmsFor): Q, K, V
+  // and dC as bf16 copies (Bf16Operand), P and dS in bf16 scratch, dP in
+  // fp32 scratch, the context and dQ, dK, dV in their own storage (Out).
+  struct TileStorage {
+    const void* qkv16 = nullptr;
+    const void* dc16 = nullptr;
+    void* probs16 = nullptr;
+    void* scores_grad16 = nullptr;
+    float* probs_grad = nullptr;
+    float* ctx = nullptr;
+    float* dqkv = nullptr;
+  };
+
+  StatusOr<Matrix> TileOperandMatrix(const TileStorage& st, const TileMatrix& x) const {
+    const auto bf16 = [&](const void* base) -> StatusOr<Matrix> {
+      if (base == nullptr) return InternalError("GPU causal tiles: an operand without storage");
+      return Matrix{Bf16At(base, x.offset), CUDA_R_16BF, x.ld, x.stride};
+    };
+    const auto out = [&](float* base) -> StatusOr<Matrix> {
+      if (base == nullptr) return InternalError("GPU causal tiles: an output without storage");
+      return Out(base + x.offset, x.ld, x.stride);
+    };
+    switch (x.operand) {
+      case TileOperand::kQuery:
+      case TileOperand::kKey:
+      case TileOperand::kValue:
+        return bf16(st.qkv16);
+      case TileOperand::kContextGrad:
+        return bf16(st.dc16);
+      case TileOperand::kProbs:
+        return bf16(st.probs16);
+      case TileOperand::kScoresGrad:
+        return bf16(st.scores_grad16);
+      case TileOperand::kProbsGrad:
+        if (st.probs_grad == nullptr) return InternalError("GPU causal tiles: no dP scratch");
+        return Matrix{st.probs_grad + x.offset, CUDA_R_32F, x.ld, x.stride};
+      case TileOperand::kContext:
+        return out(st.ctx);
+      case TileOperand::kQueryGrad:
+      case TileOperand::kKeyGrad:
+      case TileOperand::kValueGrad:
+        return out(st.dqkv);
+    }
+    return InternalError("GPU causal tiles: an unknown operand");
+  }
+
+  Status RunTileGemm(const TileGemm& g, const TileStorage& st, int64_t count) {
+    ASSIGN_OR_RETURN(const Matrix a, TileOperandMatrix(st, g.a));
+    ASSIGN_OR_RETURN(const Matrix b, TileOperandMatrix(st, g.b));
+    ASSIGN_OR_RETURN(const Matrix c, TileOperandMatrix(st, g.c));
+    return RawGemm(g.trans_a, g.trans_b, g.m, g.n, g.k, 1.0f, a, b, g.beta, c, count);
   }
 
   // Runs body(batch, tile, scratch, capacity) over every tile of
