@@ -79,6 +79,12 @@ TEST(AttentionPathTest, ACausalShapeFallsBackToTheTiledPathAndSaysWhy) {
     EXPECT_EQ(c.choice.description, k.description);
     EXPECT_EQ(c.probes, 0) << k.description;
   }
+  // Turning cuDNN off leaves the causal tiles alone.
+  FusedAttentionFacts cudnn_off = Bf16();
+  cudnn_off.cudnn_disabled = true;
+  const Chosen tiles = Choose(Shape(2048, true), cudnn_off, Answer(true));
+  EXPECT_EQ(tiles.choice.path, FusedAttentionPath::kCausalTiles);
+  EXPECT_EQ(tiles.probes, 0);
   // The longest sequence whose tiles fit still runs them.
   EXPECT_EQ(Choose(Shape(262144, true), Bf16(), Answer(true)).choice.path,
             FusedAttentionPath::kCausalTiles);
@@ -114,6 +120,12 @@ TEST(AttentionPathTest, CudnnsBackwardOrTheRecomputedOneOrTheTiledOneByWhatFits)
   EXPECT_EQ(whole.choice.path, FusedAttentionPath::kCudnn);
   EXPECT_EQ(whole.choice.description, "cuDNN 9.19.0's SDPA");
   EXPECT_EQ(whole.probes, 1);
+  // Turning the causal tiles off leaves full attention on cuDNN.
+  FusedAttentionFacts tiles_off = Bf16();
+  tiles_off.causal_tiles_disabled = true;
+  const Chosen still = Choose(Shape(2048, false), tiles_off, Answer(true));
+  EXPECT_EQ(still.choice.path, FusedAttentionPath::kCudnn);
+  EXPECT_EQ(still.probes, 1);
 
   // Without cuDNN's backward: the recomputed backward up to the longest
   // sequence whose one pair of scores fits the scratch (5,792), then tiled.

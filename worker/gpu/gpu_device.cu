@@ -1242,33 +1242,33 @@ class GpuDevice final : public Device {
     ASSIGN_OR_RETURN(st.dc16, Bf16Operand(dctx, static_cast<size_t>(s.CtxElements()), 1));
     st.dqkv = dqkv;
     // Scratch per score: dP in fp32 (4 bytes), dS in bf16 (2), P in bf16 (2).
-    return ForCausalTiles(s, kRecomputedBackwardBytesPerScore,
-                          [&](const AttentionBatch& b, const AttentionTile& tile, float* dp,
-                              int64_t capacity) -> Status {
-                            const int64_t rows_in_call = b.count * tile.rows;
-                            st.probs_grad = dp;
-                            st.scores_grad16 = dp + capacity;
-                            st.probs16 = Bf16At(dp + capacity, capacity);
-                            const TileGemms g = TileGemmsFor(s, b, tile);
-                            RETURN_IF_ERROR(RunTileGemm(g.scores, st, b.count));
-                            const StatsRows rows = StatsRowsFor(s, b).Tile(tile);
-                            RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-                              return ProbsFromLseBf16(st.probs16, lse, rows, rows_in_call,
-                                                      tile.keys, scale, tile.mask, compute_);
-                            }));
-                            // context = P V: dV += P^T dC, dP = dC V^T.
-                            RETURN_IF_ERROR(RunTileGemm(g.value_grad, st, b.count));
-                            RETURN_IF_ERROR(RunTileGemm(g.probs_grad, st, b.count));
-                            // Every row holds every key it sees and a masked key's P is 0, so
-                            // the row sums are exact and a masked dS is 0.
-                            RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-                              return SoftmaxBackwardBf16(st.probs16, dp, st.scores_grad16,
-                                                         rows_in_call, tile.keys, scale, compute_);
-                            }));
-                            // scores = Q K^T: dQ += dS K, dK += dS^T Q.
-                            RETURN_IF_ERROR(RunTileGemm(g.query_grad, st, b.count));
-                            return RunTileGemm(g.key_grad, st, b.count);
-                          });
+    const auto tile_backward = [&](const AttentionBatch& b, const AttentionTile& tile, float* dp,
+                                   int64_t capacity) -> Status {
+      const int64_t rows_in_call = b.count * tile.rows;
+      st.probs_grad = dp;
+      st.scores_grad16 = dp + capacity;
+      st.probs16 = Bf16At(dp + capacity, capacity);
+      const TileGemms g = TileGemmsFor(s, b, tile);
+      RETURN_IF_ERROR(RunTileGemm(g.scores, st, b.count));
+      const StatsRows rows = StatsRowsFor(s, b).Tile(tile);
+      RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+        return ProbsFromLseBf16(st.probs16, lse, rows, rows_in_call, tile.keys, scale, tile.mask,
+                                compute_);
+      }));
+      // context = P V: dV += P^T dC, dP = dC V^T.
+      RETURN_IF_ERROR(RunTileGemm(g.value_grad, st, b.count));
+      RETURN_IF_ERROR(RunTileGemm(g.probs_grad, st, b.count));
+      // Every row holds every key it sees and a masked key's P is 0, so
+      // the row sums are exact and a masked dS is 0.
+      RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+        return SoftmaxBackwardBf16(st.probs16, dp, st.scores_grad16, rows_in_call, tile.keys, scale,
+                                   compute_);
+      }));
+      // scores = Q K^T: dQ += dS K, dK += dS^T Q.
+      RETURN_IF_ERROR(RunTileGemm(g.query_grad, st, b.count));
+      return RunTileGemm(g.key_grad, st, b.count);
+    };
+    return ForCausalTiles(s, kRecomputedBackwardBytesPerScore, tile_backward);
   }
 
   // Where the causal tiles keep a tile's operands (TileGemmsFor): Q, K, V
@@ -1610,11 +1610,14 @@ class GpuDevice final : public Device {
     RETURN_IF_ERROR(dqkv.Assign(qkv_elems));
     // The trial's FLOPs are not a step's, whatever happens.
     const DeviceCounters before = counters_;
+    // cuDNN's own calls, not the public dispatch: this runs while
+    // HasOnChipAttention is still deciding (its choice is not made yet, so
+    // the dispatch would send the trial to the tiled path's refusal).
     const Status enqueued = [&]() -> Status {
-      RETURN_IF_ERROR(OnChipAttentionForward(s, qkv.data(), lse.data(), ctx.data()));
+      RETURN_IF_ERROR(CudnnAttentionForward(s, qkv.data(), lse.data(), ctx.data()));
       if (!sdpa_->has_backward()) return Status::Ok();
-      return OnChipAttentionBackward(s, qkv.data(), ctx.data(), lse.data(), dctx.data(),
-                                     dqkv.data());
+      return CudnnAttentionBackward(s, qkv.data(), ctx.data(), lse.data(), dctx.data(),
+                                    dqkv.data());
     }();
     counters_ = before;
     RETURN_IF_ERROR(enqueued);
