@@ -5,7 +5,9 @@
 #      device with the same seed (--compare-cpu), with the fused attention by
 #      cuDNN's SDPA (when built with cuDNN) and by the tiled path
 #      (PACER_CUDNN_ATTENTION=0), and with bf16 activation storage
-#      (PACER_GPU_BF16_ACTIVATIONS=1);
+#      (PACER_GPU_BF16_ACTIVATIONS=1); after each comparison "path: ..." or
+#      "PATH NOT TAKEN: ..." says whether the device ran the attention path
+#      the comparison is meant to check (its log line);
 #   2. the same under compute-sanitizer (memcheck, leak check), if installed,
 #      with fp32 and with bf16 activations;
 #   3. pacer-worker calibrate --backend gpu (GEMM TFLOP/s, copy bandwidth);
@@ -51,21 +53,38 @@ budgeted() {
   [ "$limit" -ge 20 ] || { echo "skipped: the budget of ${budget} s is spent"; return 1; }
 }
 # step NAME SECONDS COMMAND...: COMMAND with a limit of SECONDS (less if the
-# budget has less), its exit status after it.
+# budget has less), its exit status after it; its output is kept in
+# $out/step.txt for `expect`.
 step() {
   local limit begin=$SECONDS
   echo "== $1"
+  : >"$out/step.txt"
   budgeted "$2" || return 0
   shift 2
-  timeout "$limit" "$@"
-  echo "rc=$? ($((SECONDS - begin)) s)"
+  timeout "$limit" "$@" 2>&1 | tee "$out/step.txt"
+  echo "rc=${PIPESTATUS[0]} ($((SECONDS - begin)) s)"
+}
+# expect PATTERN: whether the last step's device said it ran the attention
+# path the step is meant to check (its "fused attention runs ..." line): a
+# comparison that passed on another path says nothing about this one.
+expect() {
+  [ -s "$out/step.txt" ] || return 0  # skipped
+  if grep -qE "fused attention runs $1" "$out/step.txt"; then
+    echo "path: $1"
+  else
+    echo "PATH NOT TAKEN: wanted \"fused attention runs $1\""
+  fi
 }
 
 step smoke 120 "$smoke"
 step "smoke against the CPU device" 300 "$smoke" --compare-cpu
+expect "causal bf16 tiles"
 step "smoke against the CPU device, full attention (cuDNN's SDPA)" 300 "$smoke" --compare-cpu --full-attention
+expect "cuDNN [0-9.]+'s SDPA"
 step "smoke against the CPU device, tiled attention" 300 env PACER_CUDNN_ATTENTION=0 "$smoke" --compare-cpu --full-attention
+expect "tiled \(PACER_CUDNN_ATTENTION=0\)"
 step "smoke against the CPU device, bf16 activations" 300 env PACER_GPU_BF16_ACTIVATIONS=1 "$smoke" --compare-cpu
+expect "causal bf16 tiles"
 step calibrate 300 "$worker" calibrate --backend gpu --gpu-type "${gpu_type:-H100-SXM}" \
   -o "$out/calibration.json"
 

@@ -3,8 +3,9 @@
 # checked here against stub binaries that record how they were called: the
 # order (smoke, CPU comparisons, calibrate, the 7B-shaped jobs with fp32
 # and bf16 activations, the time breakdowns, the memory checker last), the plan's layout reaching the
-# worker, the 6.7B job only on an H200, and PACER_VALIDATE_BUDGET_SECONDS
-# skipping what no longer fits instead of overrunning.
+# worker, the 6.7B job only on an H200, PACER_VALIDATE_BUDGET_SECONDS
+# skipping what no longer fits instead of overrunning, and each CPU
+# comparison reporting whether the device ran the attention path it checks.
 #   gpu_validate_test.sh SOURCE_DIR
 set -euo pipefail
 src=$1
@@ -17,9 +18,19 @@ mkdir -p "$tmp/repo/scripts" "$tmp/repo/tests/testdata" "$tmp/repo/build/worker"
 cp "$src/scripts/gpu-validate.sh" "$tmp/repo/scripts/"
 cp -r "$src/tests/testdata/gpu" "$tmp/repo/tests/testdata/"
 calls=$tmp/calls
+# The stub smoke names the path the real device would take (or, with
+# STUB_WRONG_PATH=1, the tiled path whatever it was asked).
 cat >"$tmp/repo/build/worker/pacer-gpu-smoke" <<STUB
 #!/bin/sh
 echo "smoke \$* cudnn=\${PACER_CUDNN_ATTENTION:-} bf16act=\${PACER_GPU_BF16_ACTIVATIONS:-}" >>"$calls"
+case "\${STUB_WRONG_PATH:-}:\${PACER_CUDNN_ATTENTION:-}:\$*" in
+  1:*) path="tiled (cuDNN's SDPA failed its trial run)" ;;
+  *:0:*full-attention*) path="tiled (PACER_CUDNN_ATTENTION=0)" ;;
+  *full-attention*) path="cuDNN 9.19.0's SDPA forward and the bf16 backward" ;;
+  *compare-cpu*) path="causal bf16 tiles of 128 query rows on cuBLAS" ;;
+  *) path="causal bf16 tiles of 128 query rows on cuBLAS" ;;
+esac
+echo "pacer-worker gpu: fused attention runs \$path" >&2
 STUB
 cat >"$tmp/repo/build/worker/pacer-worker" <<STUB
 #!/bin/sh
@@ -86,6 +97,13 @@ grep -q "ERROR SUMMARY: 0 errors" "$tmp/out" || fail "the checker's summary is n
 [ "$(grep -c "^rc=0 ([0-9]* s)$" "$tmp/out")" = 21 ] || fail "want 21 'rc=0 (N s)' lines: $(grep rc= "$tmp/out")"
 grep -q "event=done" "$tmp/repo/out/log.txt" || fail "the worker's done lines are not in out/log.txt"
 grep -q "gpuTypes: \[H200\]" "$tmp/repo/out/llama7b-shape-l8-h200.yaml" || fail "job file not kept in out/"
+# Each CPU comparison says it ran the attention path it checks.
+[ "$(grep -c "^path: " "$tmp/out")" = 4 ] || fail "want 4 'path:' lines: $(grep -E "^(path|PATH)" "$tmp/out")"
+! grep -q "PATH NOT TAKEN" "$tmp/out" || fail "a path reported not taken: $(grep "PATH NOT" "$tmp/out")"
+# A device that quietly falls back to the tiled path is reported, not passed.
+STUB_WRONG_PATH=1 validate H200 0
+[ "$(grep -c "^PATH NOT TAKEN" "$tmp/out")" = 4 ] ||
+  fail "want 4 paths reported not taken: $(grep -E "^(path|PATH)" "$tmp/out")"
 
 # An H100: the jobs are planned for it, and the 6.7B job (110 GiB) is left out.
 validate "H100 80GB HBM3" 0
