@@ -113,6 +113,12 @@ TEST(WorkerConfigTest, ErrorsNameTheVariable) {
       {"WORLD_SIZE", "15", "WORLD_SIZE: must equal NNODES x LOCAL_WORLD_SIZE"},
       {"PACER_MODEL_LAYERS", "30", "PACER_MODEL_LAYERS: must be divisible by pipeline"},
       {"PACER_TENSOR_PARALLEL", "16", "PACER_DATA_PARALLEL: tensor x pipeline x data"},
+      // The GPU switches: a misspelt one is refused, not read as off.
+      {"PACER_GPU_BF16_ACTIVATIONS", "true",
+       "PACER_GPU_BF16_ACTIVATIONS: must be 0 or 1, got \"true\""},
+      {"PACER_GPU_OP_TIMES", "yes", "PACER_GPU_OP_TIMES: must be 0 or 1, got \"yes\""},
+      {"PACER_CUDNN_ATTENTION", "off", "PACER_CUDNN_ATTENTION: must be 0 or 1, got \"off\""},
+      {"PACER_GPU_CAUSAL_TILES", "false", "PACER_GPU_CAUSAL_TILES: must be 0 or 1, got \"false\""},
   };
   for (const Case& c : cases) {
     auto env = EnvironmentForConfig(ExampleConfig());
@@ -124,6 +130,41 @@ TEST(WorkerConfigTest, ErrorsNameTheVariable) {
     EXPECT_NE(parsed.status().message().find(c.expect), std::string::npos)
         << parsed.status().message();
   }
+}
+
+// The GPU device's switches: defaults when unset, 0 and 1 each way, and
+// carried to a node's workers by EnvironmentForConfig when not the default.
+TEST(WorkerConfigTest, GpuSwitchesReadZeroOrOneAndTravelToTheWorkers) {
+  auto env = EnvironmentForConfig(ExampleConfig());
+  const StatusOr<WorkerConfig> defaults = ConfigFromEnvironment(FromMap(env));
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_FALSE(defaults->gpu.bf16_activations);
+  EXPECT_FALSE(defaults->gpu.op_times);
+  EXPECT_TRUE(defaults->gpu.cudnn_attention);
+  EXPECT_TRUE(defaults->gpu.causal_tiles);
+  EXPECT_EQ(env.count("PACER_CUDNN_ATTENTION"), 0u);  // defaults are not written out
+
+  env["PACER_GPU_BF16_ACTIVATIONS"] = "1";
+  env["PACER_GPU_OP_TIMES"] = "1";
+  env["PACER_CUDNN_ATTENTION"] = "0";
+  env["PACER_GPU_CAUSAL_TILES"] = "0";
+  const StatusOr<WorkerConfig> flipped = ConfigFromEnvironment(FromMap(env));
+  ASSERT_TRUE(flipped.ok()) << flipped.status().ToString();
+  EXPECT_TRUE(flipped->gpu.bf16_activations);
+  EXPECT_TRUE(flipped->gpu.op_times);
+  EXPECT_FALSE(flipped->gpu.cudnn_attention);
+  EXPECT_FALSE(flipped->gpu.causal_tiles);
+  const auto again = EnvironmentForConfig(*flipped);
+  EXPECT_EQ(again.at("PACER_CUDNN_ATTENTION"), "0");
+  EXPECT_EQ(again.at("PACER_GPU_BF16_ACTIVATIONS"), "1");
+  const StatusOr<WorkerConfig> round_trip = ConfigFromEnvironment(FromMap(again));
+  ASSERT_TRUE(round_trip.ok());
+  EXPECT_EQ(round_trip->gpu, flipped->gpu);
+
+  // The smoke's reader alone: the same answers.
+  const StatusOr<GpuSwitches> alone = GpuSwitchesFromEnvironment(FromMap(env));
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(*alone, flipped->gpu);
 }
 
 TEST(WorkerConfigTest, ScaleShrinksTheModelAndKeepsThePlanValid) {

@@ -81,6 +81,18 @@ Status ReadEnum(const EnvLookup& getenv, const char* name, std::initializer_list
 
 const char* BoolName(bool b) { return b ? "true" : "false"; }
 
+// A switch: "1" on, "0" off, unset or empty leaves *out.
+Status ReadSwitch(const EnvLookup& getenv, const char* name, bool* out) {
+  const char* text = Lookup(getenv, name, false);
+  if (text == nullptr) return Status::Ok();
+  const std::string_view v(text);
+  if (v == "1" || v == "0") {
+    *out = v == "1";
+    return Status::Ok();
+  }
+  return InvalidArgumentError(std::string(name) + ": must be 0 or 1, got " + Quoted(text));
+}
+
 }  // namespace
 
 const char* BackendName(Backend b) {
@@ -90,6 +102,15 @@ const char* BackendName(Backend b) {
     case Backend::kGpu: return "gpu";
   }
   return "auto";
+}
+
+StatusOr<GpuSwitches> GpuSwitchesFromEnvironment(const EnvLookup& getenv) {
+  GpuSwitches s;
+  RETURN_IF_ERROR(ReadSwitch(getenv, "PACER_GPU_BF16_ACTIVATIONS", &s.bf16_activations));
+  RETURN_IF_ERROR(ReadSwitch(getenv, "PACER_GPU_OP_TIMES", &s.op_times));
+  RETURN_IF_ERROR(ReadSwitch(getenv, "PACER_CUDNN_ATTENTION", &s.cudnn_attention));
+  RETURN_IF_ERROR(ReadSwitch(getenv, "PACER_GPU_CAUSAL_TILES", &s.causal_tiles));
+  return s;
 }
 
 StatusOr<WorkerConfig> ConfigFromEnvironment(const EnvLookup& getenv) {
@@ -167,6 +188,7 @@ StatusOr<WorkerConfig> ConfigFromEnvironment(const EnvLookup& getenv) {
                            BackendName, &c.backend));
   RETURN_IF_ERROR(ReadDouble(getenv, "PACER_SCALE", 1e-6, 1.0, &c.scale));
   RETURN_IF_ERROR(ReadDouble(getenv, "PACER_TIMEOUT_SECONDS", 1, 86400, &c.timeout_seconds));
+  ASSIGN_OR_RETURN(c.gpu, GpuSwitchesFromEnvironment(getenv));
   double predicted = 0;
   if (Lookup(getenv, "PACER_PREDICTED_STEP_SECONDS", false)) {
     RETURN_IF_ERROR(ReadDouble(getenv, "PACER_PREDICTED_STEP_SECONDS", 0, 1e9, &predicted));
@@ -317,6 +339,15 @@ std::map<std::string, std::string> EnvironmentForConfig(const WorkerConfig& c) {
   set("PACER_SCALE", buffer);
   std::snprintf(buffer, sizeof(buffer), "%.17g", c.timeout_seconds);
   set("PACER_TIMEOUT_SECONDS", buffer);
+  // The GPU switches only where they differ from the defaults.
+  const GpuSwitches defaults;
+  const auto switch_if_set = [&](const char* name, bool value, bool default_value) {
+    if (value != default_value) set(name, value ? "1" : "0");
+  };
+  switch_if_set("PACER_GPU_BF16_ACTIVATIONS", c.gpu.bf16_activations, defaults.bf16_activations);
+  switch_if_set("PACER_GPU_OP_TIMES", c.gpu.op_times, defaults.op_times);
+  switch_if_set("PACER_CUDNN_ATTENTION", c.gpu.cudnn_attention, defaults.cudnn_attention);
+  switch_if_set("PACER_GPU_CAUSAL_TILES", c.gpu.causal_tiles, defaults.causal_tiles);
   if (c.predicted_step_seconds) {
     std::snprintf(buffer, sizeof(buffer), "%.17g", *c.predicted_step_seconds);
     set("PACER_PREDICTED_STEP_SECONDS", buffer);

@@ -38,6 +38,20 @@ namespace pacer::worker {
 enum class Backend { kAuto, kCpu, kGpu };
 const char* BackendName(Backend b);  // "auto", "cpu", "gpu"
 
+// The GPU device's switches (docs/worker.md, "Environment"): each "0" or
+// "1" when set; anything else is refused, so a misspelt switch never
+// silently runs another path than the operator asked for.
+struct GpuSwitches {
+  bool bf16_activations = false;  // PACER_GPU_BF16_ACTIVATIONS: bf16 activation storage
+  bool op_times = false;          // PACER_GPU_OP_TIMES: time every operation by kind
+  bool cudnn_attention = true;    // PACER_CUDNN_ATTENTION: cuDNN's SDPA for full attention
+  bool causal_tiles = true;       // PACER_GPU_CAUSAL_TILES: the causal bf16 tiles
+  bool operator==(const GpuSwitches& o) const {
+    return bf16_activations == o.bf16_activations && op_times == o.op_times &&
+           cudnn_attention == o.cudnn_attention && causal_tiles == o.causal_tiles;
+  }
+};
+
 struct WorkerConfig {
   // Rendezvous (torchrun names). `rank` is the global rank of local rank 0 of
   // this node when the process supervises several local ranks; a rank's own
@@ -88,6 +102,7 @@ struct WorkerConfig {
   double timeout_seconds = 300;  // rendezvous and collective timeout
   std::optional<double> predicted_step_seconds;
   std::optional<double> predicted_memory_bytes;
+  GpuSwitches gpu;
 
   // The global rank of `local` on this node.
   int GlobalRank(int local) const { return node_rank * local_world_size + local; }
@@ -100,6 +115,10 @@ struct WorkerConfig {
 // t x p x d, GBS = b x k x d, layers divisible by p x v, heads by t.
 using EnvLookup = std::function<const char*(const char*)>;
 StatusOr<WorkerConfig> ConfigFromEnvironment(const EnvLookup& getenv);
+// The GPU switches alone (ConfigFromEnvironment reads them too; the GPU
+// smoke, which builds its own plan, reads only these). InvalidArgument
+// naming the variable for a value other than 0 or 1.
+StatusOr<GpuSwitches> GpuSwitchesFromEnvironment(const EnvLookup& getenv);
 
 // The environment a controller or local launcher sets for `config` (the
 // inverse of ConfigFromEnvironment, for one node's worker process).

@@ -176,15 +176,14 @@ class GpuDevice final : public Device {
     mode_ = ModeFor(c.precision);
     // bf16 activation storage (core/device.h Storage::kCompute), a bf16
     // plan's only, while it waits for its first GPU measurement: opt in.
-    const char* narrow = std::getenv("PACER_GPU_BF16_ACTIVATIONS");
-    bf16_activations_ = mode_.bf16_operands && narrow != nullptr && std::string(narrow) == "1";
+    switches_ = c.gpu;
+    bf16_activations_ = mode_.bf16_operands && switches_.bf16_activations;
     if (bf16_activations_ && context.local_rank == 0) {
       std::fprintf(stderr,
                    "pacer-worker gpu: activations that are GEMM operands are stored in "
                    "bf16 (PACER_GPU_BF16_ACTIVATIONS=1)\n");
     }
-    const char* op_times = std::getenv("PACER_GPU_OP_TIMES");
-    op_times_ = op_times != nullptr && std::string(op_times) == "1";
+    op_times_ = switches_.op_times;
     CUBLASCHECK(cublasCreate(&cublas_));
     CUBLASCHECK(cublasSetStream(cublas_, compute_));
     RETURN_IF_ERROR(AllocateRaw(kCublasWorkspaceBytes, &cublas_workspace_));
@@ -975,10 +974,10 @@ class GpuDevice final : public Device {
       FusedAttentionFacts facts;
       facts.bf16_operands = mode_.bf16_operands;
       facts.executed_precision = planner::PrecisionName(mode_.executed);
-      // =0: the executor's tiled path instead (for comparisons, and a way
+      // Off: the executor's tiled path instead (for comparisons, and a way
       // around a path should it misbehave).
-      facts.causal_tiles_disabled = EnvironmentSaysOff("PACER_GPU_CAUSAL_TILES");
-      facts.cudnn_disabled = EnvironmentSaysOff("PACER_CUDNN_ATTENTION");
+      facts.causal_tiles_disabled = !switches_.causal_tiles;
+      facts.cudnn_disabled = !switches_.cudnn_attention;
       attention_ = ChooseFusedAttention(s, facts, [&] { return AskCudnn(s); });
       if (local_rank_ == 0) {
         std::fprintf(stderr, "pacer-worker gpu: fused attention runs %s\n",
@@ -986,11 +985,6 @@ class GpuDevice final : public Device {
       }
     }
     return s == attention_shape_ && attention_.OnChip();
-  }
-
-  static bool EnvironmentSaysOff(const char* name) {
-    const char* value = std::getenv(name);
-    return value != nullptr && std::string(value) == "0";
   }
 
   Status OnChipAttentionForward(const AttentionShape& s, const float* qkv, float* lse,
@@ -1749,6 +1743,7 @@ class GpuDevice final : public Device {
   int64_t step_ = 0;
   // The on-chip attention (HasOnChipAttention): decided once, for one
   // shape (attention_shape_); cuDNN's paths run on sdpa_'s plans.
+  GpuSwitches switches_;  // the environment's (WorkerConfig::gpu), from Connect
   bool attention_decided_ = false;
   FusedAttentionChoice attention_;
   // A failure that left this device unusable (the cuDNN trial run's):

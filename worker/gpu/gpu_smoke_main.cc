@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -247,6 +248,14 @@ int main(int argc, char** argv) {
   if (calibrate) return Calibrate();
   WorkerConfig c = TinyPlan();
   c.model.causal_attention = !full_attention;
+  // The GPU switches (PACER_CUDNN_ATTENTION=0, ...) as a worker reads them.
+  const pacer::StatusOr<GpuSwitches> switches =
+      GpuSwitchesFromEnvironment([](const char* name) { return std::getenv(name); });
+  if (!switches.ok()) {
+    std::fprintf(stderr, "pacer-gpu-smoke: %s\n", switches.status().ToString().c_str());
+    return 1;
+  }
+  c.gpu = *switches;
   auto schedule = BuildStepSchedule(c, 0);
   if (!schedule.ok()) {
     std::fprintf(stderr, "pacer-gpu-smoke: %s\n", schedule.status().ToString().c_str());
