@@ -59,32 +59,40 @@ step() {
   local limit begin=$SECONDS
   echo "== $1"
   : >"$out/step.txt"
+  step_ran=0
   budgeted "$2" || return 0
+  step_ran=1
   shift 2
   timeout "$limit" "$@" 2>&1 | tee "$out/step.txt"
   echo "rc=${PIPESTATUS[0]} ($((SECONDS - begin)) s)"
 }
-# expect PATTERN: whether the last step's device said it ran the attention
-# path the step is meant to check (its "fused attention runs ..." line): a
-# comparison that passed on another path says nothing about this one.
+# expect PATTERN: whether the last step's device said it ran what the step
+# is meant to check (its "fused attention runs ..." or "stored in bf16"
+# line), quoting the line it said: a comparison that passed on another
+# path says nothing about this one. Nothing for a skipped step.
 expect() {
-  [ -s "$out/step.txt" ] || return 0  # skipped
-  if grep -qE "fused attention runs $1" "$out/step.txt"; then
-    echo "path: $1"
+  [ "$step_ran" = 1 ] || return 0
+  local said
+  said=$(grep -m1 -oE "$1.*" "$out/step.txt")
+  if [ -n "$said" ]; then
+    echo "path: $said"
   else
-    echo "PATH NOT TAKEN: wanted \"fused attention runs $1\""
+    echo "PATH NOT TAKEN: wanted \"$1\""
   fi
 }
+step_ran=0
 
 step smoke 120 "$smoke"
 step "smoke against the CPU device" 300 "$smoke" --compare-cpu
-expect "causal bf16 tiles"
+expect "fused attention runs causal bf16 tiles"
 step "smoke against the CPU device, full attention (cuDNN's SDPA)" 300 "$smoke" --compare-cpu --full-attention
-expect "cuDNN [0-9.]+'s SDPA"
+# cuDNN's forward; the line it quotes says which backward ran with it.
+expect "fused attention runs cuDNN [0-9.]+'s SDPA"
 step "smoke against the CPU device, tiled attention" 300 env PACER_CUDNN_ATTENTION=0 "$smoke" --compare-cpu --full-attention
-expect "tiled \(PACER_CUDNN_ATTENTION=0\)"
+expect "fused attention runs tiled \(PACER_CUDNN_ATTENTION=0\)"
 step "smoke against the CPU device, bf16 activations" 300 env PACER_GPU_BF16_ACTIVATIONS=1 "$smoke" --compare-cpu
-expect "causal bf16 tiles"
+expect "fused attention runs causal bf16 tiles"
+expect "stored in bf16"
 step calibrate 300 "$worker" calibrate --backend gpu --gpu-type "${gpu_type:-H100-SXM}" \
   -o "$out/calibration.json"
 

@@ -19,7 +19,8 @@ cp "$src/scripts/gpu-validate.sh" "$tmp/repo/scripts/"
 cp -r "$src/tests/testdata/gpu" "$tmp/repo/tests/testdata/"
 calls=$tmp/calls
 # The stub smoke names the path the real device would take (or, with
-# STUB_WRONG_PATH=1, the tiled path whatever it was asked).
+# STUB_WRONG_PATH=1, the tiled path whatever it was asked), says so when
+# it stores activations in bf16, and exits with STUB_SMOKE_EXIT (0).
 cat >"$tmp/repo/build/worker/pacer-gpu-smoke" <<STUB
 #!/bin/sh
 echo "smoke \$* cudnn=\${PACER_CUDNN_ATTENTION:-} bf16act=\${PACER_GPU_BF16_ACTIVATIONS:-}" >>"$calls"
@@ -31,6 +32,10 @@ case "\${STUB_WRONG_PATH:-}:\${PACER_CUDNN_ATTENTION:-}:\$*" in
   *) path="causal bf16 tiles of 128 query rows on cuBLAS" ;;
 esac
 echo "pacer-worker gpu: fused attention runs \$path" >&2
+if [ "\${PACER_GPU_BF16_ACTIVATIONS:-}" = 1 ]; then
+  echo "pacer-worker gpu: activations that are GEMM operands are stored in bf16" >&2
+fi
+exit "\${STUB_SMOKE_EXIT:-0}"
 STUB
 cat >"$tmp/repo/build/worker/pacer-worker" <<STUB
 #!/bin/sh
@@ -97,13 +102,20 @@ grep -q "ERROR SUMMARY: 0 errors" "$tmp/out" || fail "the checker's summary is n
 [ "$(grep -c "^rc=0 ([0-9]* s)$" "$tmp/out")" = 21 ] || fail "want 21 'rc=0 (N s)' lines: $(grep rc= "$tmp/out")"
 grep -q "event=done" "$tmp/repo/out/log.txt" || fail "the worker's done lines are not in out/log.txt"
 grep -q "gpuTypes: \[H200\]" "$tmp/repo/out/llama7b-shape-l8-h200.yaml" || fail "job file not kept in out/"
-# Each CPU comparison says it ran the attention path it checks.
-[ "$(grep -c "^path: " "$tmp/out")" = 4 ] || fail "want 4 'path:' lines: $(grep -E "^(path|PATH)" "$tmp/out")"
+# Each CPU comparison quotes the device's line for the path it checks
+# (and the bf16 one its storage).
+[ "$(grep -c "^path: " "$tmp/out")" = 5 ] || fail "want 5 'path:' lines: $(grep -E "^(path|PATH)" "$tmp/out")"
+grep -q "^path: fused attention runs cuDNN 9.19.0's SDPA forward and the bf16 backward$" "$tmp/out" ||
+  fail "the cuDNN comparison does not quote the device's line: $(grep "^path" "$tmp/out")"
+grep -q "^path: stored in bf16$" "$tmp/out" || fail "bf16 storage not confirmed: $(grep "^path" "$tmp/out")"
 ! grep -q "PATH NOT TAKEN" "$tmp/out" || fail "a path reported not taken: $(grep "PATH NOT" "$tmp/out")"
 # A device that quietly falls back to the tiled path is reported, not passed.
 STUB_WRONG_PATH=1 validate H200 0
 [ "$(grep -c "^PATH NOT TAKEN" "$tmp/out")" = 4 ] ||
   fail "want 4 paths reported not taken: $(grep -E "^(path|PATH)" "$tmp/out")"
+# A failing check's own exit status is reported (not its log copy's).
+STUB_SMOKE_EXIT=3 validate H200 0
+[ "$(grep -c "^rc=3 ([0-9]* s)$" "$tmp/out")" = 5 ] || fail "want 5 'rc=3' lines: $(grep rc= "$tmp/out")"
 
 # An H100: the jobs are planned for it, and the 6.7B job (110 GiB) is left out.
 validate "H100 80GB HBM3" 0
@@ -116,4 +128,5 @@ validate H200 1
 [ ! -s "$tmp/runs" ] || fail "steps ran with the budget spent: $(cat "$tmp/runs")"
 [ "$(grep -c "^skipped: the budget of 1 s is spent" "$tmp/out")" = 21 ] ||
   fail "want 21 skipped steps: $(grep -c skipped "$tmp/out")"
+! grep -qE "^(path|PATH)" "$tmp/out" || fail "path lines for skipped steps: $(grep -E "^(path|PATH)" "$tmp/out")"
 echo "gpu-validate: order, plans, GPU types and budget as expected"

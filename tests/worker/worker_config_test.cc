@@ -133,8 +133,8 @@ TEST(WorkerConfigTest, ErrorsNameTheVariable) {
 }
 
 // The GPU device's switches: defaults when unset, 0 and 1 each way, and
-// carried to a node's workers by EnvironmentForConfig when not the default.
-TEST(WorkerConfigTest, GpuSwitchesReadZeroOrOneAndTravelToTheWorkers) {
+// written out by EnvironmentForConfig when not the default.
+TEST(WorkerConfigTest, GpuSwitchesReadZeroOrOneAndRoundTrip) {
   auto env = EnvironmentForConfig(ExampleConfig());
   const StatusOr<WorkerConfig> defaults = ConfigFromEnvironment(FromMap(env));
   ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();

@@ -34,16 +34,14 @@
 // fp32 storage a bf16 plan's activations take twice the bytes the planner
 // predicts for them, and its weights 6 bytes per parameter (fp32 + the
 // bf16 copy) where the planner counts 2 (docs/worker.md).
-// bf16 activations (PACER_GPU_BF16_ACTIVATIONS=1 under a bf16 plan, read
-// at Connect; off by default until a GPU has measured it): Storage::kCompute
-// buffers are bf16, handed out as StorageMap handles (core/storage_map.h)
-// that every entry point resolves; GEMMs read them directly and write them
-// in bf16, cuDNN reads and writes them in place, RMS norm, GELU, SwiGLU,
-// Add and Copy have kernels for any mix of fp32 and bf16 operands, and the
-// other entry points (embedding, loss, AdamW, the tiled softmax,
-// collectives over more than one rank, pipeline receives) take fp32 views
-// (Fp32Views: convert in, run, convert back). ElementBytes is 2 for them,
-// so the tracker charges what they take.
+// bf16 activations (PACER_GPU_BF16_ACTIVATIONS=1 under a bf16 plan,
+// WorkerConfig::gpu, taken at Connect; off by default until a GPU has measured it):
+// Storage::kCompute buffers are bf16, handed out as StorageMap handles (core/storage_map.h) that
+// every entry point resolves; GEMMs read them directly and write them in bf16, cuDNN reads and
+// writes them in place, RMS norm, GELU, SwiGLU, Add and Copy have kernels for any mix of fp32 and
+// bf16 operands, and the other entry points (embedding, loss, AdamW, the tiled softmax, collectives
+// over more than one rank, pipeline receives) take fp32 views (Fp32Views: convert in, run, convert
+// back). ElementBytes is 2 for them, so the tracker charges what they take.
 
 // Attention: a fused bf16 plan under a causal mask runs the device's causal
 // tiles (CausalAttentionForwardBf16: tiles of kAttentionTileRows query rows
@@ -78,8 +76,8 @@
 // events around each collective and point-to-point operation, summed at
 // Synchronize (so counters() is complete only after Synchronize).
 //
-// Per-operation timing: with PACER_GPU_OP_TIMES=1 in the environment (read
-// at Connect), CUDA events around every operation on the compute stream
+// Per-operation timing: with PACER_GPU_OP_TIMES=1 in the environment
+// (WorkerConfig::gpu, taken at Connect), CUDA events around every operation on the compute stream
 // are summed by kind at Synchronize, after the first step, and printed to
 // stderr when the device is destroyed (docs/worker.md).
 //

@@ -234,6 +234,14 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  // The GPU switches (PACER_CUDNN_ATTENTION=0, ...) as a worker reads them,
+  // checked before anything else so a misspelt one shows on any machine.
+  const pacer::StatusOr<GpuSwitches> switches =
+      GpuSwitchesFromEnvironment([](const char* name) { return std::getenv(name); });
+  if (!switches.ok()) {
+    std::fprintf(stderr, "pacer-gpu-smoke: %s\n", switches.status().ToString().c_str());
+    return 1;
+  }
   auto devices = QueryDevices();
   if (!devices.ok()) {
     std::fprintf(stderr, "pacer-gpu-smoke: %s\n", devices.status().ToString().c_str());
@@ -248,13 +256,6 @@ int main(int argc, char** argv) {
   if (calibrate) return Calibrate();
   WorkerConfig c = TinyPlan();
   c.model.causal_attention = !full_attention;
-  // The GPU switches (PACER_CUDNN_ATTENTION=0, ...) as a worker reads them.
-  const pacer::StatusOr<GpuSwitches> switches =
-      GpuSwitchesFromEnvironment([](const char* name) { return std::getenv(name); });
-  if (!switches.ok()) {
-    std::fprintf(stderr, "pacer-gpu-smoke: %s\n", switches.status().ToString().c_str());
-    return 1;
-  }
   c.gpu = *switches;
   auto schedule = BuildStepSchedule(c, 0);
   if (!schedule.ok()) {
