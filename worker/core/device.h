@@ -97,6 +97,16 @@ class MemoryTracker {
   double peak_ = 0;
 };
 
+// Elements a row-major matrix operand of `rows` x `cols` (as stored) with
+// leading dimension `ld` spans over `batch` items `stride` apart, from its
+// first element to one past its last (Device::Gemm's and BatchedGemm's
+// operands); 0 when it has none.
+inline int64_t StridedMatrixElements(int64_t rows, int64_t cols, int64_t ld, int64_t stride,
+                                     int64_t batch) {
+  if (rows <= 0 || cols <= 0 || batch <= 0) return 0;
+  return (batch - 1) * stride + (rows - 1) * ld + cols;
+}
+
 // The attention core of one layer, over the qkv GEMM's output as Megatron
 // lays it out: each token's row holds this rank's query heads, then its K
 // heads, then its V heads, head_dim columns each ([tokens x qkv_ld()],

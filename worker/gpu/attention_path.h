@@ -68,7 +68,7 @@ FusedAttentionChoice ChooseFusedAttention(const AttentionShape& s, const FusedAt
     const char* refusal = nullptr;
     if (!f.bf16_operands) {
       refusal = "the causal tiles run bf16 only";
-    } else if (!CausalTilesFit(s.seq)) {
+    } else if (!CausalTilesFit(s)) {
       refusal = "sequence too long for the causal tiles' scratch";
     } else if (f.causal_tiles_disabled) {
       refusal = "PACER_GPU_CAUSAL_TILES=0";

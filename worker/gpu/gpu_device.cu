@@ -12,11 +12,11 @@
 #include <deque>
 #include <functional>
 #include <limits>
-#include <map>
 #include <string>
 #include <vector>
 
 #include "core/attention_tiles.h"
+#include "core/region_copies.h"
 #include "core/storage_map.h"
 #include "core/tiled_attention.h"
 #include "gpu/attention_path.h"
@@ -78,10 +78,9 @@ constexpr const char* kOpNames[kOpKinds] = {
     "gemm",   "attention-gemm", "bf16-convert", "softmax",   "rms-norm", "gelu-swiglu",
     "add",    "embedding",      "cross-entropy", "adamw",    "copy-zero", "collective"};
 
-// Elements a row-major operand of `rows` x `cols` with leading dimension
-// `ld` spans, over `batch` matrices `stride` apart.
+// Elements a GEMM operand spans (core/device.h StridedMatrixElements).
 size_t Span(int64_t rows, int64_t cols, int64_t ld, int64_t stride, int64_t batch) {
-  return static_cast<size_t>((batch - 1) * stride + (rows - 1) * ld + cols);
+  return static_cast<size_t>(StridedMatrixElements(rows, cols, ld, stride, batch));
 }
 
 Status CheckDims(int64_t m, int64_t n, int64_t k, int64_t batch) {
@@ -114,12 +113,12 @@ class GpuDevice final : public Device {
     for (void* p : {ints_, losses_, cublas_workspace_, operand_[0], operand_[1]}) {
       if (p != nullptr) (void)cudaFree(p);
     }
-    for (auto& [base, copy] : weights_) {
-      if (copy.bf16 != nullptr) (void)cudaFree(copy.bf16);
-    }
-    mirrors_.clear();  // normally empty (EndReadOnly); before the stream goes
+    weight_copies_.ForEach([](const auto& w) {
+      if (w.copy != nullptr) (void)cudaFree(w.copy);
+    });
+    mirrors_.Clear();  // normally empty (EndReadOnly); before the stream goes
     for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
-    if (op_times_) PrintOpTimes();
+    if (switches_.op_times) PrintOpTimes();
     for (const OpSpan& o : op_spans_) {
       (void)cudaEventDestroy(o.start);
       (void)cudaEventDestroy(o.end);
@@ -174,16 +173,12 @@ class GpuDevice final : public Device {
     CUDACHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
 
     mode_ = ModeFor(c.precision);
-    // bf16 activation storage (core/device.h Storage::kCompute), a bf16
-    // plan's only, while it waits for its first GPU measurement: opt in.
-    switches_ = c.gpu;
-    bf16_activations_ = mode_.bf16_operands && switches_.bf16_activations;
-    if (bf16_activations_ && context.local_rank == 0) {
+    switches_ = c.gpu;  // the validated environment's (WorkerConfig::gpu)
+    if (Bf16Activations() && context.local_rank == 0) {
       std::fprintf(stderr,
                    "pacer-worker gpu: activations that are GEMM operands are stored in "
                    "bf16 (PACER_GPU_BF16_ACTIVATIONS=1)\n");
     }
-    op_times_ = switches_.op_times;
     CUBLASCHECK(cublasCreate(&cublas_));
     CUBLASCHECK(cublasSetStream(cublas_, compute_));
     RETURN_IF_ERROR(AllocateRaw(kCublasWorkspaceBytes, &cublas_workspace_));
@@ -205,7 +200,7 @@ class GpuDevice final : public Device {
 
   // --- Memory.
   size_t ElementBytes(Storage storage) const override {
-    return storage == Storage::kCompute && bf16_activations_ ? 2 : sizeof(float);
+    return storage == Storage::kCompute && Bf16Activations() ? 2 : sizeof(float);
   }
   // A narrow buffer (bf16) is allocated at its own size and handed out as
   // a handle (storage_map.h) that every entry point resolves.
@@ -228,7 +223,7 @@ class GpuDevice final : public Device {
     }
     float* f = static_cast<float*>(p);
     if (c == BufferClass::kWeights && mode_.bf16_operands && elements > 0) {
-      weights_[f] = WeightCopy{elements, nullptr, true};
+      weight_copies_.Add(f, elements, nullptr);
     }
     return f;
   }
@@ -238,13 +233,9 @@ class GpuDevice final : public Device {
       (void)cudaFreeAsync(physical, compute_);
       return;
     }
-    const auto it = weights_.find(p);
-    if (it != weights_.end()) {
-      if (it->second.bf16 != nullptr) {
-        (void)cudaFreeAsync(it->second.bf16, compute_);
-        memory().Release(BufferClass::kWeights, static_cast<double>(it->second.elements) * 2);
-      }
-      weights_.erase(it);
+    if (const auto removed = weight_copies_.Remove(p); removed && removed->copy != nullptr) {
+      (void)cudaFreeAsync(removed->copy, compute_);
+      memory().Release(BufferClass::kWeights, static_cast<double>(removed->elements) * 2);
     }
     (void)cudaFreeAsync(p, compute_);
   }
@@ -726,7 +717,7 @@ class GpuDevice final : public Device {
     RETURN_IF_ERROR(Wait(compute_, "end of step"));
     for (cudaStream_t s : send_) RETURN_IF_ERROR(Wait(s, "end of step"));
     RETURN_IF_ERROR(ReapSends());
-    const bool counted = op_times_ && synchronized_steps_ > 0;  // not the warm-up step
+    const bool counted = switches_.op_times && synchronized_steps_ > 0;  // not the warm-up step
     for (size_t i = 0; i + 1 < used_events_; i += 2) {
       float ms = 0;
       CUDACHECK(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]));
@@ -894,7 +885,8 @@ class GpuDevice final : public Device {
     void* out = const_cast<void*>(c.p);
     if (c.type == CUDA_R_32F) Wrote(static_cast<const float*>(c.p));
     OpSpan span;
-    if (op_times_) RETURN_IF_ERROR(BeginOp(in_attention_ ? kOpAttentionGemm : kOpGemm, &span));
+    if (switches_.op_times)
+      RETURN_IF_ERROR(BeginOp(in_attention_ ? kOpAttentionGemm : kOpGemm, &span));
     if (batch == 1) {
       CUBLASCHECK(cublasGemmEx(cublas_, Op(trans_b), Op(trans_a), static_cast<int>(n),
                                static_cast<int>(m), static_cast<int>(k), &alpha, b.p, b.type,
@@ -908,7 +900,7 @@ class GpuDevice final : public Device {
           static_cast<int>(a.ld), a.stride, &beta, out, c.type, static_cast<int>(c.ld), c.stride,
           static_cast<int>(batch), mode_.compute, CUBLAS_GEMM_DEFAULT));
     }
-    if (op_times_) RETURN_IF_ERROR(EndOp(span));
+    if (switches_.op_times) RETURN_IF_ERROR(EndOp(span));
     counters_.gemm_flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) *
                             static_cast<double>(k) * static_cast<double>(batch);
     return Status::Ok();
@@ -927,16 +919,18 @@ class GpuDevice final : public Device {
     if (read_only_open_) return InternalError("GPU device: BeginReadOnly nested");
     read_only_written_ = false;
     if (mode_.bf16_operands) {
-      std::vector<Mirror> made;
+      RegionCopies<DeviceBuffer> made;
       for (const ReadOnlyRegion& r : regions) {
         if (r.elements == 0 || Narrow(r.data)) continue;  // bf16 already
-        Mirror m{r.data, r.elements, DeviceBuffer(this, BufferClass::kWorkspace)};
-        const Status allocated = m.bf16.Assign((r.elements + 1) / 2, Fill::kUndefined);
+        DeviceBuffer bf16(this, BufferClass::kWorkspace);
+        const Status allocated = bf16.Assign((r.elements + 1) / 2, Fill::kUndefined);
         if (allocated.code() == StatusCode::kResourceExhausted) continue;
         RETURN_IF_ERROR(allocated);
-        RETURN_IF_ERROR(TimedOp(
-            kOpConvert, [&] { return ToBf16(r.data, r.elements, m.bf16.data(), compute_); }));
-        made.push_back(std::move(m));
+        RETURN_IF_ERROR(
+            TimedOp(kOpConvert, [&] { return ToBf16(r.data, r.elements, bf16.data(), compute_); }));
+        // A region overlapping an earlier one is not kept (Add refuses
+        // it): its GEMMs convert their slices as outside the scope.
+        if (auto* mirror = made.Add(r.data, r.elements, std::move(bf16))) mirror->stale = false;
       }
       mirrors_ = std::move(made);
     }
@@ -944,7 +938,7 @@ class GpuDevice final : public Device {
     return Status::Ok();
   }
   Status EndReadOnly() override {
-    mirrors_.clear();  // freed in stream order, after the GEMMs that read them
+    mirrors_.Clear();  // freed in stream order, after the GEMMs that read them
     read_only_open_ = false;
     if (read_only_written_) {
       read_only_written_ = false;
@@ -1456,35 +1450,29 @@ class GpuDevice final : public Device {
       ASSIGN_OR_RETURN(const Typed t, At(p, span));
       return static_cast<const void*>(t.p);
     }
-    for (const Mirror& m : mirrors_) {
-      if (p >= m.base && static_cast<size_t>(p - m.base) + span <= m.elements) {
-        return static_cast<const void*>(reinterpret_cast<const char*>(m.bf16.data()) +
-                                        (p - m.base) * 2);
-      }
+    // A read-only copy written since BeginReadOnly (EndReadOnly reports
+    // it) is not read: the slice is converted afresh below.
+    if (const auto* m = mirrors_.Find(p, span); m != nullptr && !m->stale) {
+      return static_cast<const void*>(reinterpret_cast<const char*>(m->copy.data()) +
+                                      m->Offset(p) * 2);
     }
-    auto it = weights_.upper_bound(p);
-    if (it != weights_.begin()) {
-      --it;
-      const float* base = it->first;
-      WeightCopy& copy = it->second;
-      if (p >= base && p + span <= base + copy.elements) {
-        if (copy.bf16 == nullptr) {
-          const size_t bytes = copy.elements * 2;
-          const Status allocated = Allocated(cudaMallocAsync(&copy.bf16, bytes, compute_), bytes);
-          if (!allocated.ok()) {
-            copy.bf16 = nullptr;
-            return allocated;
-          }
-          memory().Charge(BufferClass::kWeights, static_cast<double>(bytes));
-          copy.stale = true;
+    if (auto* w = weight_copies_.Find(p, span)) {
+      if (w->copy == nullptr) {
+        const size_t bytes = w->elements * 2;
+        const Status allocated = Allocated(cudaMallocAsync(&w->copy, bytes, compute_), bytes);
+        if (!allocated.ok()) {
+          w->copy = nullptr;
+          return allocated;
         }
-        if (copy.stale) {
-          RETURN_IF_ERROR(
-              TimedOp(kOpConvert, [&] { return ToBf16(base, copy.elements, copy.bf16, compute_); }));
-          copy.stale = false;
-        }
-        return static_cast<const void*>(static_cast<const char*>(copy.bf16) + (p - base) * 2);
+        memory().Charge(BufferClass::kWeights, static_cast<double>(bytes));
+        w->stale = true;
       }
+      if (w->stale) {
+        RETURN_IF_ERROR(
+            TimedOp(kOpConvert, [&] { return ToBf16(w->base, w->elements, w->copy, compute_); }));
+        w->stale = false;
+      }
+      return static_cast<const void*>(static_cast<const char*>(w->copy) + w->Offset(p) * 2);
     }
     RETURN_IF_ERROR(Reserve(&operand_[slot], &operand_capacity_[slot], span * 2));
     RETURN_IF_ERROR(
@@ -1526,7 +1514,7 @@ class GpuDevice final : public Device {
   template <typename F>
   Status TimedOp(int kind, F&& f) {
     RETURN_IF_ERROR(Usable());
-    if (!op_times_) return f();
+    if (!switches_.op_times) return f();
     OpSpan span;
     RETURN_IF_ERROR(BeginOp(kind, &span));
     RETURN_IF_ERROR(f());
@@ -1642,16 +1630,15 @@ class GpuDevice final : public Device {
   // end of a step.
   Status Usable() const { return fatal_.empty() ? Status::Ok() : InternalError(fatal_); }
 
+  // bf16 storage of Storage::kCompute buffers: a bf16 plan's, opted into
+  // with PACER_GPU_BF16_ACTIVATIONS=1 while it waits for its first GPU
+  // measurement.
+  bool Bf16Activations() const { return mode_.bf16_operands && switches_.bf16_activations; }
+
   // Marks the bf16 copy of the weights buffer holding `p` (if any) stale.
   void Wrote(const float* p) {
-    for (const Mirror& m : mirrors_) {
-      if (p >= m.base && p < m.base + m.elements) read_only_written_ = true;
-    }
-    if (weights_.empty()) return;
-    auto it = weights_.upper_bound(p);
-    if (it == weights_.begin()) return;
-    --it;
-    if (p < it->first + it->second.elements) it->second.stale = true;
+    if (mirrors_.Wrote(p) != nullptr) read_only_written_ = true;
+    weight_copies_.Wrote(p);
   }
 
   // Releases the staging buffers of sends that completed.
@@ -1700,9 +1687,7 @@ class GpuDevice final : public Device {
   int local_rank_ = 0;
   std::chrono::milliseconds timeout_{300'000};
   GemmMode mode_;
-  // bf16 storage of Storage::kCompute buffers (PACER_GPU_BF16_ACTIVATIONS=1
-  // under a bf16 plan) and the handles they are addressed by.
-  bool bf16_activations_ = false;
+  // The handles of the buffers stored in bf16 (Bf16Activations).
   StorageMap narrow_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t send_[2] = {nullptr, nullptr};  // by PipeDirection
@@ -1713,24 +1698,15 @@ class GpuDevice final : public Device {
   void* losses_ = nullptr;
   size_t losses_capacity_ = 0;
   // BeginReadOnly's bf16 copies, until EndReadOnly.
-  struct Mirror {
-    const float* base = nullptr;
-    size_t elements = 0;  // of the fp32 region
-    DeviceBuffer bf16;
-  };
-  std::vector<Mirror> mirrors_;
+  RegionCopies<DeviceBuffer> mirrors_;
   bool read_only_open_ = false, read_only_written_ = false;
   // bf16 plans: GEMM operand scratch (A, B) and the weights' bf16 copies.
   void* operand_[2] = {nullptr, nullptr};
   size_t operand_capacity_[2] = {0, 0};
-  struct WeightCopy {
-    size_t elements = 0;   // of the fp32 buffer
-    void* bf16 = nullptr;  // its bf16 copy, made at the first GEMM that reads it
-    bool stale = true;     // written since the copy was made
-  };
-  std::map<const float*, WeightCopy> weights_;  // by the fp32 buffer's address
-  // Per-operation timing (off unless PACER_GPU_OP_TIMES=1).
-  bool op_times_ = false;
+  // Each weights buffer's bf16 copy (nullptr until the first GEMM that
+  // reads the buffer), by the fp32 buffer's address.
+  RegionCopies<void*> weight_copies_;
+  // Per-operation timing (switches_.op_times: PACER_GPU_OP_TIMES=1).
   bool in_attention_ = false;
   std::vector<OpSpan> op_spans_;
   std::vector<cudaEvent_t> op_event_pool_;

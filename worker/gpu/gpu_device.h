@@ -86,11 +86,11 @@
 #ifndef PACER_WORKER_GPU_GPU_DEVICE_H_
 #define PACER_WORKER_GPU_GPU_DEVICE_H_
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 
+#include "core/attention_tiles.h"
 #include "core/device.h"
 
 namespace pacer::worker::gpu {
@@ -114,10 +114,10 @@ inline bool RecomputedBackwardFits(int64_t seq) {
 // dP in fp32 and dS in bf16 (8 bytes a score) for tiles of
 // kAttentionTileRows query rows of at least one pair: up to sequences of
 // 262,144 tokens; beyond, the device runs the executor's tiled attention.
-inline bool CausalTilesFit(int64_t seq) {
-  return seq > 0 && static_cast<double>(std::min(seq, kAttentionTileRows)) *
-                            static_cast<double>(seq) * kRecomputedBackwardBytesPerScore <=
-                        static_cast<double>(kAttentionScratchBytes);
+inline bool CausalTilesFit(const AttentionShape& s) {
+  return s.seq > 0 && static_cast<double>(LargestTileScores(s, kAttentionTileRows)) *
+                              static_cast<double>(kRecomputedBackwardBytesPerScore) <=
+                          static_cast<double>(kAttentionScratchBytes);
 }
 // Host copies of a bf16-stored buffer widen it through an fp32 temporary
 // of at most this many bytes at a time: a checkpoint of a 7B model's bf16
