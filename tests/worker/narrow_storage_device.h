@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "forwarding_device.h"
 
 namespace pacer::worker::testing {
 
@@ -73,45 +74,37 @@ inline float RoundToBf16(float x) {
   return y;
 }
 
-class NarrowStorageDevice final : public Device {
+class NarrowStorageDevice final : public ForwardingDevice {
  public:
   NarrowStorageDevice(std::unique_ptr<Device> inner, std::shared_ptr<NarrowLog> log)
-      : in_(std::move(inner)), log_(std::move(log)) {}
+      : ForwardingDevice(std::move(inner)), log_(std::move(log)) {}
 
-  const char* name() const override { return in_->name(); }
   Status Connect(const BackendContext& c) override {
     if (c.config != nullptr) {
       group_size_[static_cast<int>(Group::kTensor)] = c.config->tensor_parallel;
       group_size_[static_cast<int>(Group::kData)] = c.config->data_parallel;
       group_size_[static_cast<int>(Group::kPipeline)] = c.config->pipeline_parallel;
     }
-    return in_->Connect(c);
-  }
-  planner::Precision ExecutedPrecision(planner::Precision p) const override {
-    return in_->ExecutedPrecision(p);
+    return inner()->Connect(c);
   }
 
   size_t ElementBytes(Storage s) const override { return s == Storage::kCompute ? 2 : 4; }
   StatusOr<float*> Allocate(size_t n, BufferClass c, Fill f, Storage s) override {
-    ASSIGN_OR_RETURN(float* p, in_->Allocate(n, c, f, Storage::kFp32));
+    ASSIGN_OR_RETURN(float* p, inner()->Allocate(n, c, f, Storage::kFp32));
     if (s == Storage::kCompute && n > 0) narrow_[p] = n;
     return p;
   }
   void Free(float* p, size_t n) override {
     narrow_.erase(p);
-    in_->Free(p, n);
+    inner()->Free(p, n);
   }
 
   Status Copy(const float* src, size_t n, float* dst) override {
     Note("copy", {src, dst});
-    return Rounded(in_->Copy(src, n, dst), {dst});
-  }
-  Status Zero(float* p, size_t n) override { return in_->Zero(p, n); }
-  Status CopyToHost(const float* s, size_t n, float* h) override {
-    return in_->CopyToHost(s, n, h);
+    return Rounded(inner()->Copy(src, n, dst), {dst});
   }
   Status CopyFromHost(const float* h, size_t n, float* d) override {
-    return Rounded(in_->CopyFromHost(h, n, d), {d});
+    return Rounded(inner()->CopyFromHost(h, n, d), {d});
   }
 
   Status Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -119,149 +112,135 @@ class NarrowStorageDevice final : public Device {
               int64_t ldc) override {
     Note("gemm", {a, b, c});
     if (beta != 0.0f && Narrow(c)) Violate("a GEMM accumulates into a narrow buffer");
-    return Rounded(in_->Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), {c});
+    return Rounded(inner()->Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), {c});
   }
   Status BatchedGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                      int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta,
                      float* c, int64_t ldc, int64_t sc, int64_t batch) override {
     Note("gemm", {a, b, c});
     if (beta != 0.0f && Narrow(c)) Violate("a batched GEMM accumulates into a narrow buffer");
-    return Rounded(
-        in_->BatchedGemm(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch),
-        {c});
+    return Rounded(inner()->BatchedGemm(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c,
+                                        ldc, sc, batch),
+                   {c});
   }
   Status AttentionForward(const AttentionShape& s, const float* qkv, float* probs,
                           float* ctx) override {
     Note("attention", {qkv, ctx});
     Forbid("the probabilities' stash", {probs});
-    return Rounded(in_->AttentionForward(s, qkv, probs, ctx), {ctx});
+    return Rounded(inner()->AttentionForward(s, qkv, probs, ctx), {ctx});
   }
   Status AttentionBackward(const AttentionShape& s, const float* qkv, float* probs,
                            const float* dctx, float* dqkv) override {
     Note("attention", {qkv, dctx, dqkv});
     Forbid("the probabilities' stash", {probs});
-    return Rounded(in_->AttentionBackward(s, qkv, probs, dctx, dqkv), {dqkv});
+    return Rounded(inner()->AttentionBackward(s, qkv, probs, dctx, dqkv), {dqkv});
   }
-  size_t AttentionStashElements(const AttentionShape& s) const override {
-    return in_->AttentionStashElements(s);
-  }
-  bool HasOnChipAttention(const AttentionShape& s) override { return in_->HasOnChipAttention(s); }
   Status OnChipAttentionForward(const AttentionShape& s, const float* qkv, float* lse,
                                 float* ctx) override {
     Note("attention", {qkv, ctx});
     Forbid("the logsumexp", {lse});
-    return Rounded(in_->OnChipAttentionForward(s, qkv, lse, ctx), {ctx});
+    return Rounded(inner()->OnChipAttentionForward(s, qkv, lse, ctx), {ctx});
   }
   Status OnChipAttentionBackward(const AttentionShape& s, const float* qkv, const float* ctx,
                                  const float* lse, const float* dctx, float* dqkv) override {
     Note("attention", {qkv, ctx, dctx, dqkv});
     Forbid("the logsumexp", {lse});
-    return Rounded(in_->OnChipAttentionBackward(s, qkv, ctx, lse, dctx, dqkv), {dqkv});
+    return Rounded(inner()->OnChipAttentionBackward(s, qkv, ctx, lse, dctx, dqkv), {dqkv});
   }
   Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale,
                      const CausalRows& mask) override {
     Forbid("the tiled softmax", {x});
-    return in_->SoftmaxRows(x, rows, cols, scale, mask);
+    return inner()->SoftmaxRows(x, rows, cols, scale, mask);
   }
   Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols,
                          float scale) override {
     Forbid("the tiled softmax backward", {p, dp});
-    return in_->SoftmaxBackward(p, dp, rows, cols, scale);
+    return inner()->SoftmaxBackward(p, dp, rows, cols, scale);
   }
-  Status BeginReadOnly(const std::vector<ReadOnlyRegion>& regions) override {
-    return in_->BeginReadOnly(regions);
-  }
-  Status EndReadOnly() override { return in_->EndReadOnly(); }
 
   Status RmsNormForward(const float* x, int64_t rows, int64_t cols, float* y, float* inv) override {
     Note("rms-norm", {x, y});
     Forbid("RMS norm's statistics", {inv});
-    return Rounded(in_->RmsNormForward(x, rows, cols, y, inv), {y});
+    return Rounded(inner()->RmsNormForward(x, rows, cols, y, inv), {y});
   }
   Status RmsNormBackward(const float* x, const float* inv, const float* dy, int64_t rows,
                          int64_t cols, float* dx) override {
     Note("rms-norm", {x, dy});
     Forbid("RMS norm's statistics or input gradient", {inv, dx});
-    return in_->RmsNormBackward(x, inv, dy, rows, cols, dx);
+    return inner()->RmsNormBackward(x, inv, dy, rows, cols, dx);
   }
   Status GeluForward(const float* x, size_t n, float* y) override {
     Same("gelu", {x, y});
-    return Rounded(in_->GeluForward(x, n, y), {y});
+    return Rounded(inner()->GeluForward(x, n, y), {y});
   }
   Status GeluBackward(const float* x, const float* dy, size_t n, float* dx) override {
     Same("gelu", {x, dy, dx});
-    return Rounded(in_->GeluBackward(x, dy, n, dx), {dx});
+    return Rounded(inner()->GeluBackward(x, dy, n, dx), {dx});
   }
   Status SwigluForward(const float* in, int64_t rows, int64_t f, float* out) override {
     Same("swiglu", {in, out});
-    return Rounded(in_->SwigluForward(in, rows, f, out), {out});
+    return Rounded(inner()->SwigluForward(in, rows, f, out), {out});
   }
   Status SwigluBackward(const float* in, const float* dout, int64_t rows, int64_t f,
                         float* din) override {
     Same("swiglu", {in, dout, din});
-    return Rounded(in_->SwigluBackward(in, dout, rows, f, din), {din});
+    return Rounded(inner()->SwigluBackward(in, dout, rows, f, din), {din});
   }
   Status Add(float* y, const float* x, size_t n) override {
     Note("add", {y, x});
-    return Rounded(in_->Add(y, x, n), {y});
+    return Rounded(inner()->Add(y, x, n), {y});
   }
   Status EmbeddingForward(const float* table, const int32_t* tokens, int64_t rows, int64_t cols,
                           float* out) override {
     Note("embedding", {table});
     Forbid("the embedding's output", {out});
-    return in_->EmbeddingForward(table, tokens, rows, cols, out);
+    return inner()->EmbeddingForward(table, tokens, rows, cols, out);
   }
   Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows, int64_t cols,
                            float* grad) override {
     Forbid("the embedding backward", {dout, grad});
-    return in_->EmbeddingBackward(dout, tokens, rows, cols, grad);
+    return inner()->EmbeddingBackward(dout, tokens, rows, cols, grad);
   }
   Status LogitRowStats(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
                        float* stats) override {
     Forbid("the logits' statistics", {logits, stats});
-    return in_->LogitRowStats(logits, labels, rows, cols, stats);
+    return inner()->LogitRowStats(logits, labels, rows, cols, stats);
   }
   StatusOr<double> CrossEntropyGradInPlace(float* logits, const int32_t* labels, int64_t rows,
                                            int64_t cols, float grad_scale,
                                            const float* row_lse) override {
     Forbid("the cross-entropy", {logits, row_lse});
-    return in_->CrossEntropyGradInPlace(logits, labels, rows, cols, grad_scale, row_lse);
+    return inner()->CrossEntropyGradInPlace(logits, labels, rows, cols, grad_scale, row_lse);
   }
   Status AdamWUpdate(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
                      int64_t step, const AdamWParams& p) override {
     Forbid("the optimizer", {w, g, m, v});
-    return in_->AdamWUpdate(w, g, m, v, n, grad_scale, step, p);
+    return inner()->AdamWUpdate(w, g, m, v, n, grad_scale, step, p);
   }
 
   Status AllReduce(Group g, float* data, size_t n, const std::string& what) override {
     Collective(g, {data});
-    return Rounded(in_->AllReduce(g, data, n, what), {data});
+    return Rounded(inner()->AllReduce(g, data, n, what), {data});
   }
   Status AllGather(Group g, const float* in, float* out, const std::vector<size_t>& counts,
                    const std::string& what) override {
     Collective(g, {in, out});
-    return Rounded(in_->AllGather(g, in, out, counts, what), {out});
+    return Rounded(inner()->AllGather(g, in, out, counts, what), {out});
   }
   Status ReduceScatter(Group g, float* data, float* out, const std::vector<size_t>& counts,
                        const std::string& what) override {
     Collective(g, {data, out});
-    return Rounded(in_->ReduceScatter(g, data, out, counts, what), {out});
+    return Rounded(inner()->ReduceScatter(g, data, out, counts, what), {out});
   }
   Status Send(int peer, PipeDirection d, const float* data, size_t n,
               const std::string& what) override {
     Note("send", {data});  // the GPU device's staging copy converts
-    return in_->Send(peer, d, data, n, what);
+    return inner()->Send(peer, d, data, n, what);
   }
   Status Recv(int peer, PipeDirection d, float* data, size_t n, const std::string& what) override {
     Collective(Group::kPipeline, {data});
-    return Rounded(in_->Recv(peer, d, data, n, what), {data});
+    return Rounded(inner()->Recv(peer, d, data, n, what), {data});
   }
-  Status FlushSends() override { return in_->FlushSends(); }
-  void SetStep(int64_t step) override { in_->SetStep(step); }
-  void Abort() override { in_->Abort(); }
-  Status Synchronize() override { return in_->Synchronize(); }
-  DeviceCounters counters() const override { return in_->counters(); }
-  void ResetCounters() override { in_->ResetCounters(); }
 
  private:
   // The narrow buffer holding p, if any: its start and elements.
@@ -313,7 +292,6 @@ class NarrowStorageDevice final : public Device {
     return s;
   }
 
-  std::unique_ptr<Device> in_;
   std::shared_ptr<NarrowLog> log_;
   std::map<float*, size_t> narrow_;  // by start: elements
   int group_size_[3] = {1, 1, 1};    // by Group
