@@ -102,6 +102,7 @@ class Bf16OperandDevice final : public ForwardingDevice {
                                 sc, batch);
   }
   Status BeginReadOnly(const std::vector<ReadOnlyRegion>& regions) override {
+    RETURN_IF_ERROR(inner()->BeginReadOnly(regions));  // a refused scope keeps no copies
     if (cache_) {
       for (const ReadOnlyRegion& r : regions) {
         std::vector<float> rounded(r.data, r.data + r.elements);
@@ -109,7 +110,7 @@ class Bf16OperandDevice final : public ForwardingDevice {
         if (auto* scope = scopes_.Add(r.data, r.elements, std::move(rounded))) scope->stale = false;
       }
     }
-    return inner()->BeginReadOnly(regions);
+    return Status::Ok();
   }
   Status EndReadOnly() override {
     scopes_.Clear();

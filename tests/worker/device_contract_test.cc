@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/device.h"
@@ -45,6 +46,22 @@ TEST(DeviceContractTest, TheCpuDeviceCatchesAWriteToAReadOnlyRegion) {
   // Also when the open scope holds no region.
   ASSERT_TRUE(dev->BeginReadOnly({}).ok());
   EXPECT_EQ(dev->BeginReadOnly({{b.data(), b.size()}}).code(), StatusCode::kInternal);
+  EXPECT_TRUE(dev->EndReadOnly().ok());
+}
+
+// The GPU device keeps one bf16 copy per read-only region, found by
+// address; overlapping regions would leave it two copies of one element.
+// The CPU device refuses them as the GPU device does, so a caller that
+// passes them fails in CI.
+TEST(DeviceContractTest, ReadOnlyRegionsMayNotOverlap) {
+  std::unique_ptr<Device> dev = cpu::MakeCpuDevice();
+  DeviceBuffer a(dev.get(), BufferClass::kActivations);
+  ASSERT_TRUE(a.Assign(64).ok());
+  const Status overlap = dev->BeginReadOnly({{a.data(), 32}, {a.data() + 31, 8}});
+  EXPECT_EQ(overlap.code(), StatusCode::kInternal);
+  EXPECT_NE(overlap.message().find("regions overlap"), std::string::npos) << overlap.message();
+  // Refused before it began: a scope may begin, and adjacent regions are fine.
+  ASSERT_TRUE(dev->BeginReadOnly({{a.data(), 32}, {a.data() + 32, 32}}).ok());
   EXPECT_TRUE(dev->EndReadOnly().ok());
 }
 

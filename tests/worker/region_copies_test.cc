@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -13,7 +14,8 @@ namespace pacer::worker {
 namespace {
 
 // Three regions carved from one array, so their addresses are ordered and
-// two of them adjacent: [0, 10), [10, 30) and [40, 50).
+// two of them adjacent: [0, 10), [10, 30) and [40, 50), counted from the
+// array's fifth element (so that at(-1), before every region, is inside it).
 class RegionCopiesTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -21,7 +23,7 @@ class RegionCopiesTest : public ::testing::Test {
     ASSERT_NE(table_.Add(at(10), 20, 200), nullptr);
     ASSERT_NE(table_.Add(at(40), 10, 300), nullptr);
   }
-  const float* at(size_t i) const { return memory_.data() + i; }
+  const float* at(int64_t i) const { return memory_.data() + 4 + i; }
 
   std::vector<float> memory_ = std::vector<float>(64);
   RegionCopies<int> table_;
@@ -29,7 +31,8 @@ class RegionCopiesTest : public ::testing::Test {
 
 TEST_F(RegionCopiesTest, FindsTheRegionHoldingAWholeSlice) {
   struct Case {
-    size_t first, span;
+    int64_t first;
+    size_t span;
     int copy;  // 0: none
   };
   for (const Case& c : {
@@ -57,7 +60,7 @@ TEST_F(RegionCopiesTest, FindsTheRegionHoldingAWholeSlice) {
     EXPECT_EQ(e->base + e->Offset(at(c.first)), at(c.first));
   }
   EXPECT_EQ(table_.Find(nullptr, 1), nullptr);
-  EXPECT_EQ(table_.Find(memory_.data() - 1, 1), nullptr);  // before every region
+  EXPECT_EQ(table_.Find(at(-1), 1), nullptr);  // before every region
 }
 
 TEST_F(RegionCopiesTest, AWriteMarksOnlyTheRegionItStartsIn) {
@@ -93,6 +96,12 @@ TEST_F(RegionCopiesTest, RefusesEmptyAndOverlappingRegions) {
   EXPECT_TRUE(gap->stale);  // no copy made yet
   EXPECT_EQ(table_.Find(at(39), 1)->copy, 400);
   EXPECT_EQ(table_.Find(at(29), 2), nullptr);  // still two regions
+  // Overlaps says what Add refused, without adding.
+  EXPECT_TRUE(table_.Overlaps(at(49), 1));
+  EXPECT_FALSE(table_.Overlaps(at(50), 10));
+  EXPECT_FALSE(table_.Overlaps(at(5), 0));
+  EXPECT_TRUE(table_.Overlaps(at(50), SIZE_MAX / sizeof(float)));  // past the address space
+  EXPECT_EQ(table_.size(), 4u);
 }
 
 TEST_F(RegionCopiesTest, RemovingARegionReturnsItsCopyOnce) {

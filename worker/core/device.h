@@ -345,8 +345,9 @@ class Device {
   // a part of it: the tiled attention reads Q, K, V and dC in many small
   // GEMMs, a linear layer's backward reads dY in two. The CPU device checks
   // the promise: its EndReadOnly returns
-  // Internal when a region changed in between. Not nested. Defaults:
-  // nothing to do.
+  // Internal when a region changed in between. Not nested; the regions do
+  // not overlap (a device keeps one copy per region; the CPU and GPU
+  // devices refuse overlapping ones, Internal). Defaults: nothing to do.
   struct ReadOnlyRegion {
     const float* data = nullptr;
     size_t elements = 0;

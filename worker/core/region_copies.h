@@ -47,15 +47,22 @@ class RegionCopies {
   // nothing registered) for an empty region or one that overlaps a
   // registered region.
   Entry* Add(const float* base, size_t elements, Copy copy = Copy{}) {
-    if (base == nullptr || elements == 0) return nullptr;
-    const uintptr_t b = Address(base);
-    const uintptr_t e = b + elements * sizeof(float);
-    auto next = entries_.lower_bound(b);
-    if (next != entries_.end() && next->first < e) return nullptr;
-    if (next != entries_.begin() && End(std::prev(next)->second) > b) return nullptr;
-    Entry& entry = entries_[b];
+    if (base == nullptr || elements == 0 || Overlaps(base, elements)) return nullptr;
+    Entry& entry = entries_[Address(base)];
     entry = Entry{base, elements, true, std::move(copy)};
     return &entry;
+  }
+
+  // Whether [base, base + elements) shares an element with a registered
+  // region (true, too, for a range past the end of the address space).
+  bool Overlaps(const float* base, size_t elements) const {
+    if (elements == 0) return false;
+    const uintptr_t b = Address(base);
+    if (elements > (UINTPTR_MAX - b) / sizeof(float)) return true;
+    const uintptr_t e = b + elements * sizeof(float);
+    auto next = entries_.lower_bound(b);
+    if (next != entries_.end() && next->first < e) return true;
+    return next != entries_.begin() && End(std::prev(next)->second) > b;
   }
 
   // Removes the region that starts at `base` and returns it (its copy for

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/region_copies.h"
 #include "cpu/cpu_kernels.h"
 #include "cpu/gloo_comms.h"
 
@@ -165,6 +166,14 @@ class CpuDevice final : public Device {
   // between read many times over anyway).
   Status BeginReadOnly(const std::vector<ReadOnlyRegion>& regions) override {
     if (read_only_open_) return InternalError("CPU device: BeginReadOnly nested");
+    // The GPU device keeps one bf16 copy per region, found by address.
+    RegionCopies<bool> seen;
+    for (const ReadOnlyRegion& r : regions) {
+      if (seen.Overlaps(r.data, r.elements)) {
+        return InternalError("CPU device: BeginReadOnly's regions overlap");
+      }
+      seen.Add(r.data, r.elements);
+    }
     read_only_open_ = true;
     for (const ReadOnlyRegion& r : regions) read_only_.push_back({r, HashOf(r)});
     return Status::Ok();

@@ -922,15 +922,16 @@ class GpuDevice final : public Device {
       RegionCopies<DeviceBuffer> made;
       for (const ReadOnlyRegion& r : regions) {
         if (r.elements == 0 || Narrow(r.data)) continue;  // bf16 already
+        if (made.Overlaps(r.data, r.elements)) {
+          return InternalError("GPU device: BeginReadOnly's regions overlap");
+        }
         DeviceBuffer bf16(this, BufferClass::kWorkspace);
         const Status allocated = bf16.Assign((r.elements + 1) / 2, Fill::kUndefined);
         if (allocated.code() == StatusCode::kResourceExhausted) continue;
         RETURN_IF_ERROR(allocated);
         RETURN_IF_ERROR(
             TimedOp(kOpConvert, [&] { return ToBf16(r.data, r.elements, bf16.data(), compute_); }));
-        // A region overlapping an earlier one is not kept (Add refuses
-        // it): its GEMMs convert their slices as outside the scope.
-        if (auto* mirror = made.Add(r.data, r.elements, std::move(bf16))) mirror->stale = false;
+        made.Add(r.data, r.elements, std::move(bf16))->stale = false;  // no overlap (above)
       }
       mirrors_ = std::move(made);
     }
@@ -1635,7 +1636,9 @@ class GpuDevice final : public Device {
   // measurement.
   bool Bf16Activations() const { return mode_.bf16_operands && switches_.bf16_activations; }
 
-  // Marks the bf16 copy of the weights buffer holding `p` (if any) stale.
+  // A write starting at `p`: marks the bf16 copy of the weights buffer or
+  // read-only region holding `p` (if any) stale, and a read-only region's
+  // write as the broken promise EndReadOnly reports.
   void Wrote(const float* p) {
     if (mirrors_.Wrote(p) != nullptr) read_only_written_ = true;
     weight_copies_.Wrote(p);
