@@ -4,8 +4,9 @@
 // follow: every query row of every pair once, each tile against exactly
 // the keys its last row sees, the scores the step schedule counts, batches
 // that respect the scratch bound, and the GPU's causal tiles within their
-// scratch wherever the device chooses them. Checked here because the GPU
-// path itself runs only on a GPU.
+// scratch wherever the device chooses them; and the unfused attention's
+// GEMMs (one whole-sequence tile per pair, P in its stash block). Checked
+// here because the GPU paths themselves run only on a GPU.
 #include "core/attention_tiles.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gpu/gpu_device.h"
 
@@ -130,75 +132,146 @@ TEST(AttentionTilesTest, AStridedMatrixSpansToOnePastItsLastElement) {
 // reads it as m x k, ...) and each output is the operand the algorithm
 // writes. On the GPU an out-of-bounds operand is a memory fault or a
 // silent wrong gradient; here it fails.
+// The elements of each operand's buffer: qkv (and its gradient), the
+// context (and dC), P (a tile scratch, or the unfused path's stash) and
+// the dP / dS scratch.
+struct OperandSizes {
+  int64_t qkv = 0, ctx = 0, probs = 0, scratch = 0;
+  int64_t Of(TileOperand o) const {
+    switch (o) {
+      case TileOperand::kQuery:
+      case TileOperand::kKey:
+      case TileOperand::kValue:
+      case TileOperand::kQueryGrad:
+      case TileOperand::kKeyGrad:
+      case TileOperand::kValueGrad:
+        return qkv;
+      case TileOperand::kContext:
+      case TileOperand::kContextGrad:
+        return ctx;
+      case TileOperand::kProbs:
+        return probs;
+      case TileOperand::kProbsGrad:
+      case TileOperand::kScoresGrad:
+        return scratch;
+    }
+    return 0;
+  }
+};
+
+// Every GEMM of `g` inside its operand's buffer, with the shapes and
+// outputs of the algorithm: S = Q K^T is rows x keys x head_dim, and the
+// outputs are the operands it writes, overwritten (S, dP) or accumulated
+// (dQ, dK, dV).
+void ExpectTheAlgorithmInside(const AttentionShape& s, const AttentionBatch& b,
+                              const AttentionTile& t, const TileGemms& g, const OperandSizes& sizes,
+                              const std::string& what) {
+  const auto inside = [&](const TileMatrix& x, int64_t rows, int64_t cols, const char* name) {
+    EXPECT_GE(x.offset, 0) << what << " " << name;
+    EXPECT_GE(x.ld, cols) << what << " " << name;
+    EXPECT_LE(EndElement(x, rows, cols, b.count), sizes.Of(x.operand)) << what << " " << name;
+  };
+  const struct {
+    const TileGemm* gemm;
+    const char* name;
+  } all[] = {{&g.scores, "S = Q K^T"},        {&g.context, "ctx = P V"},
+             {&g.value_grad, "dV += P^T dC"}, {&g.probs_grad, "dP = dC V^T"},
+             {&g.query_grad, "dQ += dS K"},   {&g.key_grad, "dK += dS^T Q"}};
+  for (const auto& e : all) {
+    const TileGemm& m = *e.gemm;
+    inside(m.a, m.trans_a ? m.k : m.m, m.trans_a ? m.m : m.k, e.name);
+    inside(m.b, m.trans_b ? m.n : m.k, m.trans_b ? m.k : m.n, e.name);
+    inside(m.c, m.m, m.n, e.name);
+  }
+  EXPECT_EQ(g.scores.c.operand, TileOperand::kProbs) << what;
+  EXPECT_EQ(g.scores.m, t.rows) << what;
+  EXPECT_EQ(g.scores.n, t.keys) << what;
+  EXPECT_EQ(g.scores.k, s.head_dim) << what;
+  EXPECT_EQ(g.context.c.operand, TileOperand::kContext) << what;
+  EXPECT_EQ(g.probs_grad.c.operand, TileOperand::kProbsGrad) << what;
+  EXPECT_EQ(g.value_grad.c.operand, TileOperand::kValueGrad) << what;
+  EXPECT_EQ(g.query_grad.c.operand, TileOperand::kQueryGrad) << what;
+  EXPECT_EQ(g.key_grad.c.operand, TileOperand::kKeyGrad) << what;
+  EXPECT_EQ(g.query_grad.a.operand, TileOperand::kScoresGrad) << what;
+  EXPECT_EQ(g.key_grad.a.operand, TileOperand::kScoresGrad) << what;
+  EXPECT_EQ(g.scores.beta, 0.0f) << what;
+  EXPECT_EQ(g.probs_grad.beta, 0.0f) << what;
+  EXPECT_EQ(g.value_grad.beta, 1.0f) << what;
+  EXPECT_EQ(g.query_grad.beta, 1.0f) << what;
+  EXPECT_EQ(g.key_grad.beta, 1.0f) << what;
+}
+
+const AttentionShape kGemmShapes[] = {AttentionShape{10, 4, 2, 4, 2, true},
+                                      AttentionShape{9, 2, 3, 6, 3, false},
+                                      AttentionShape{12, 8, 1, 8, 1, true}};
+
+// Every GEMM of every tile (TileGemmsFor, the description both the tiled
+// path and the GPU's causal tiles run) stays inside its operand's buffer:
+// qkv (and its gradient), the context (and dC), and the tile scratch of
+// count x rows x keys scores; its shapes chain (S is Q K^T's m x n, P V
+// reads it as m x k, ...) and each output is the operand the algorithm
+// writes. On the GPU an out-of-bounds operand is a memory fault or a
+// silent wrong gradient; here it fails.
 TEST(AttentionTilesTest, EveryTileGemmStaysInsideItsBuffers) {
-  for (const AttentionShape s :
-       {AttentionShape{10, 4, 2, 4, 2, true}, AttentionShape{9, 2, 3, 6, 3, false},
-        AttentionShape{12, 8, 1, 8, 1, true}}) {
+  for (const AttentionShape& s : kGemmShapes) {
     for (const int64_t tile_rows : {1, 4, 5, 64}) {
       for (int64_t most = 1; most <= s.kv_heads; ++most) {
         const std::string what = Describe(s, tile_rows, most);
         const Status walked = ForAttentionTiles(
             s, tile_rows, most, [&](const AttentionBatch& b, const AttentionTile& t) {
-              const TileGemms g = TileGemmsFor(s, b, t);
-              const auto size_of = [&](TileOperand o) -> int64_t {
-                switch (o) {
-                  case TileOperand::kQuery:
-                  case TileOperand::kKey:
-                  case TileOperand::kValue:
-                  case TileOperand::kQueryGrad:
-                  case TileOperand::kKeyGrad:
-                  case TileOperand::kValueGrad:
-                    return s.QkvElements();
-                  case TileOperand::kContext:
-                  case TileOperand::kContextGrad:
-                    return s.CtxElements();
-                  case TileOperand::kProbs:
-                  case TileOperand::kProbsGrad:
-                  case TileOperand::kScoresGrad:
-                    return b.count * t.rows * t.keys;
-                }
-                return 0;
-              };
-              const auto inside = [&](const TileMatrix& x, int64_t rows, int64_t cols,
-                                      const char* name) {
-                EXPECT_GE(x.offset, 0) << what << " " << name;
-                EXPECT_GE(x.ld, cols) << what << " " << name;
-                EXPECT_LE(EndElement(x, rows, cols, b.count), size_of(x.operand))
-                    << what << " " << name;
-              };
-              const struct {
-                const TileGemm* gemm;
-                const char* name;
-              } all[] = {{&g.scores, "S = Q K^T"},        {&g.context, "ctx = P V"},
-                         {&g.value_grad, "dV += P^T dC"}, {&g.probs_grad, "dP = dC V^T"},
-                         {&g.query_grad, "dQ += dS K"},   {&g.key_grad, "dK += dS^T Q"}};
-              for (const auto& e : all) {
-                const TileGemm& m = *e.gemm;
-                inside(m.a, m.trans_a ? m.k : m.m, m.trans_a ? m.m : m.k, e.name);
-                inside(m.b, m.trans_b ? m.n : m.k, m.trans_b ? m.k : m.n, e.name);
-                inside(m.c, m.m, m.n, e.name);
-              }
-              // The algorithm's shapes and outputs.
-              EXPECT_EQ(g.scores.c.operand, TileOperand::kProbs) << what;
-              EXPECT_EQ(g.scores.m, t.rows) << what;
-              EXPECT_EQ(g.scores.n, t.keys) << what;
-              EXPECT_EQ(g.scores.k, s.head_dim) << what;
-              EXPECT_EQ(g.context.c.operand, TileOperand::kContext) << what;
-              EXPECT_EQ(g.probs_grad.c.operand, TileOperand::kProbsGrad) << what;
-              EXPECT_EQ(g.value_grad.c.operand, TileOperand::kValueGrad) << what;
-              EXPECT_EQ(g.query_grad.c.operand, TileOperand::kQueryGrad) << what;
-              EXPECT_EQ(g.key_grad.c.operand, TileOperand::kKeyGrad) << what;
-              EXPECT_EQ(g.query_grad.a.operand, TileOperand::kScoresGrad) << what;
-              EXPECT_EQ(g.key_grad.a.operand, TileOperand::kScoresGrad) << what;
-              // Overwritten scores, accumulated gradients.
-              EXPECT_EQ(g.scores.beta, 0.0f) << what;
-              EXPECT_EQ(g.probs_grad.beta, 0.0f) << what;
-              EXPECT_EQ(g.value_grad.beta, 1.0f) << what;
-              EXPECT_EQ(g.query_grad.beta, 1.0f) << what;
-              EXPECT_EQ(g.key_grad.beta, 1.0f) << what;
+              const int64_t scores = b.count * t.rows * t.keys;
+              ExpectTheAlgorithmInside(s, b, t, TileGemmsFor(s, b, t),
+                                       {s.QkvElements(), s.CtxElements(), scores, scores}, what);
               return Status::Ok();
             });
         ASSERT_TRUE(walked.ok()) << walked.ToString();
+      }
+    }
+  }
+}
+
+// The unfused attention's GEMMs (StashedGemmsFor: the CPU device's, and
+// the GPU's under fp32 and bf16 plans) are those of one whole-sequence
+// tile, masked or not (an unfused kernel computes every score), with P in
+// the stash: each pair's s x s block at its slot, every block of the stash
+// written by exactly one forward batch and read back by the backward
+// however it batches the pairs (one per K/V head forward, PairsPerCall
+// backward), and dP / dS in a scratch of the batch's blocks.
+TEST(AttentionTilesTest, TheUnfusedGemmsKeepEachPairsProbabilitiesInItsOwnStashBlock) {
+  for (const AttentionShape& s : kGemmShapes) {
+    const int64_t ss = s.seq * s.seq;
+    const AttentionTile whole = WholeSequenceTile(s);
+    EXPECT_EQ(whole.first_row, 0);
+    EXPECT_EQ(whole.rows, s.seq);
+    EXPECT_EQ(whole.keys, s.seq);
+    EXPECT_EQ(whole.mask.on(), s.causal);
+    for (int64_t most = 1; most <= s.kv_heads; ++most) {
+      const std::string what = Describe(s, s.seq, most);
+      std::vector<int> written(static_cast<size_t>(s.ProbsElements()), 0);
+      ASSERT_TRUE(ForAttentionBatches(s, most, [&](const AttentionBatch& b) {
+                    const TileGemms g = StashedGemmsFor(s, b);
+                    ExpectTheAlgorithmInside(
+                        s, b, whole, g,
+                        {s.QkvElements(), s.CtxElements(), s.ProbsElements(), b.count * ss}, what);
+                    // P written, read by P V and by dV += P^T dC, at the batch's blocks.
+                    for (const TileMatrix* p : {&g.scores.c, &g.context.a, &g.value_grad.a}) {
+                      EXPECT_EQ(p->operand, TileOperand::kProbs) << what;
+                      EXPECT_EQ(p->offset, b.slot * ss) << what;
+                      EXPECT_EQ(p->ld, s.seq) << what;
+                      EXPECT_EQ(p->stride, ss) << what;
+                    }
+                    // Everything but P is where the whole tile puts it.
+                    const TileGemms tile = TileGemmsFor(s, b, whole);
+                    EXPECT_EQ(g.scores.a.offset, tile.scores.a.offset) << what;
+                    EXPECT_EQ(g.probs_grad.c.offset, 0) << what;
+                    EXPECT_EQ(g.key_grad.c.offset, tile.key_grad.c.offset) << what;
+                    for (int64_t e = g.scores.c.offset; e < g.scores.c.offset + b.count * ss; ++e) {
+                      ++written[static_cast<size_t>(e)];
+                    }
+                    return Status::Ok();
+                  }).ok());
+      for (size_t e = 0; e < written.size(); ++e) {
+        ASSERT_EQ(written[e], 1) << what << ": stash element " << e;
       }
     }
   }

@@ -49,14 +49,9 @@ class ForwardingDevice : public Device {
               int64_t ldc) override {
     return in_->Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
-  Status AttentionForward(const AttentionShape& s, const float* qkv, float* probs,
-                          float* ctx) override {
-    return in_->AttentionForward(s, qkv, probs, ctx);
-  }
-  Status AttentionBackward(const AttentionShape& s, const float* qkv, float* probs,
-                           const float* dctx, float* dqkv) override {
-    return in_->AttentionBackward(s, qkv, probs, dctx, dqkv);
-  }
+  // AttentionForward and AttentionBackward: Device's defaults, the unfused
+  // walk over this device's BatchedGemm and softmax below, so a wrapper
+  // that changes those sees the unfused attention's calls too.
   size_t AttentionStashElements(const AttentionShape& s) const override {
     return in_->AttentionStashElements(s);
   }

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cpu/cpu_device.h"
@@ -161,35 +162,75 @@ TEST(TiledAttentionTest, MatchesTheUnfusedAttentionWithoutStoringScores) {
   }
 }
 
-// Row r of pair i of a causal attention, computed directly: softmax over
-// the keys 0..r of q.k / sqrt(d), times V.
-std::vector<float> CausalReference(const AttentionShape& s, const std::vector<float>& qkv) {
-  std::vector<float> ctx(CtxElements(s));
-  const int64_t w = s.qkv_ld(), d = s.head_dim;
+// The attention and its gradients computed directly from the definition,
+// in doubles, pair by pair and row by row (no GEMM, no tile, no batch):
+// row r of pair i attends to keys 0..r under a causal mask, to all keys
+// otherwise, with P = softmax(q.k / sqrt(d)); ctx = P V; given dC,
+// dV_j += sum_r P_rj dC_r, dP_rj = dC_r . V_j, dS = P (dP - rowsum(P dP)),
+// dQ_r += sum_j dS_rj K_j / sqrt(d), dK_j += sum_r dS_rj Q_r / sqrt(d)
+// (query heads of one group add into their K/V head's dK and dV).
+struct Definition {
+  std::vector<float> ctx, dqkv;
+};
+Definition FromTheDefinition(const AttentionShape& s, const std::vector<float>& qkv,
+                             const std::vector<float>& dctx) {
+  const int64_t w = s.qkv_ld(), c_ld = s.ctx_ld(), d = s.head_dim;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const auto at = [](int64_t i) { return static_cast<size_t>(i); };
+  std::vector<double> ctx(CtxElements(s)), dqkv(QkvElements(s));
   for (int64_t i = 0; i < s.pairs(); ++i) {
     for (int64_t r = 0; r < s.seq; ++r) {
-      std::vector<double> p(static_cast<size_t>(r + 1));
+      const int64_t keys = s.causal ? r + 1 : s.seq;
+      std::vector<double> p(at(keys)), dp(at(keys));
       double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j <= r; ++j) {
+      for (int64_t j = 0; j < keys; ++j) {
         double dot = 0;
         for (int64_t c = 0; c < d; ++c) {
-          dot += static_cast<double>(qkv[static_cast<size_t>(s.Q(i) + r * w + c)]) *
-                 qkv[static_cast<size_t>(s.K(i) + j * w + c)];
+          dot += static_cast<double>(qkv[at(s.Q(i) + r * w + c)]) * qkv[at(s.K(i) + j * w + c)];
         }
-        p[static_cast<size_t>(j)] = dot / std::sqrt(static_cast<double>(d));
-        mx = std::max(mx, p[static_cast<size_t>(j)]);
+        p[at(j)] = dot * scale;
+        mx = std::max(mx, p[at(j)]);
       }
       for (double& x : p) sum += (x = std::exp(x - mx));
-      for (int64_t c = 0; c < d; ++c) {
-        double o = 0;
-        for (int64_t j = 0; j <= r; ++j) {
-          o += p[static_cast<size_t>(j)] / sum * qkv[static_cast<size_t>(s.V(i) + j * w + c)];
+      for (double& x : p) x /= sum;
+      double row = 0;  // rowsum(P dP)
+      for (int64_t j = 0; j < keys; ++j) {
+        for (int64_t c = 0; c < d; ++c) {
+          const double v = qkv[at(s.V(i) + j * w + c)], dc = dctx[at(s.Ctx(i) + r * c_ld + c)];
+          ctx[at(s.Ctx(i) + r * c_ld + c)] += p[at(j)] * v;
+          dqkv[at(s.V(i) + j * w + c)] += p[at(j)] * dc;
+          dp[at(j)] += dc * v;
         }
-        ctx[static_cast<size_t>(s.Ctx(i) + r * s.ctx_ld() + c)] = static_cast<float>(o);
+        row += p[at(j)] * dp[at(j)];
+      }
+      for (int64_t j = 0; j < keys; ++j) {
+        const double ds = p[at(j)] * (dp[at(j)] - row) * scale;
+        for (int64_t c = 0; c < d; ++c) {
+          dqkv[at(s.Q(i) + r * w + c)] += ds * qkv[at(s.K(i) + j * w + c)];
+          dqkv[at(s.K(i) + j * w + c)] += ds * qkv[at(s.Q(i) + r * w + c)];
+        }
       }
     }
   }
-  return ctx;
+  return {std::vector<float>(ctx.begin(), ctx.end()), std::vector<float>(dqkv.begin(), dqkv.end())};
+}
+
+// Both paths against the definition: the unfused one (Device's default,
+// StashedGemmsFor) and the tiled one share the GEMM description
+// (TileGemmsFor), so their agreement alone would not catch an error in it.
+TEST(TiledAttentionTest, BothPathsComputeTheDefinitionForwardAndBackward) {
+  for (const bool causal : {false, true}) {
+    for (Case c : kCases) {
+      c.shape.causal = causal;
+      const BothPaths both = RunBoth(c);
+      const Definition want = FromTheDefinition(c.shape, both.qkv, both.dctx);
+      const std::string name = std::string(c.name) + (causal ? ", causal" : ", full");
+      ExpectClose(both.unfused.ctx, want.ctx, "unfused ctx", name.c_str());
+      ExpectClose(both.unfused.dqkv, want.dqkv, "unfused dqkv", name.c_str());
+      ExpectClose(both.tiled.ctx, want.ctx, "tiled ctx", name.c_str());
+      ExpectClose(both.tiled.dqkv, want.dqkv, "tiled dqkv", name.c_str());
+    }
+  }
 }
 
 TEST(TiledAttentionTest, CausalMaskMatchesTheDefinitionAndSkipsTheTilesAboveTheDiagonal) {
@@ -202,7 +243,7 @@ TEST(TiledAttentionTest, CausalMaskMatchesTheDefinitionAndSkipsTheTilesAboveTheD
     const BothPaths both = RunBoth(c);
     const AttentionRun::Out& unfused = both.unfused;
     const AttentionRun::Out& tiled = both.tiled;
-    ExpectClose(unfused.ctx, CausalReference(s, both.qkv), "unfused ctx", c.name);
+    ExpectClose(unfused.ctx, FromTheDefinition(s, both.qkv, both.dctx).ctx, "unfused ctx", c.name);
     // The mask changes the result: every row but each sequence's last.
     const AttentionRun::Out unmasked = AttentionRun(full).Go(true, both.qkv, both.dctx, c.options);
     EXPECT_NE(unmasked.ctx[static_cast<size_t>(s.Ctx(0))], tiled.ctx[static_cast<size_t>(s.Ctx(0))])

@@ -145,6 +145,35 @@ inline TileGemms TileGemmsFor(const AttentionShape& s, const AttentionBatch& b,
   return g;
 }
 
+// The unfused attention (Device::AttentionForward, a plan's `attention:
+// unfused`) is one tile per pair holding every query row against every
+// key: the whole s x s matrix, masked in the softmax only (so it computes
+// the scores above the diagonal too, as an unfused kernel does).
+inline AttentionTile WholeSequenceTile(const AttentionShape& s) {
+  AttentionTile t;
+  t.rows = s.seq;
+  t.keys = s.seq;
+  t.mask = s.MaskFor(0, s.seq);
+  return t;
+}
+
+// The unfused attention's GEMMs for batch `b`: those of the whole-sequence
+// tile, with P kept from the forward to the backward pass in the stash
+// (AttentionShape::ProbsElements, each pair's s x s block at its slot, so
+// a batch's blocks lie side by side whatever the batch size); dP and dS in
+// a scratch of b.count blocks, as the tiles'.
+inline TileGemms StashedGemmsFor(const AttentionShape& s, const AttentionBatch& b) {
+  TileGemms g = TileGemmsFor(s, b, WholeSequenceTile(s));
+  const int64_t at = b.slot * s.seq * s.seq;
+  for (TileGemm* x :
+       {&g.scores, &g.context, &g.value_grad, &g.probs_grad, &g.query_grad, &g.key_grad}) {
+    for (TileMatrix* m : {&x->a, &x->b, &x->c}) {
+      if (m->operand == TileOperand::kProbs) m->offset += at;
+    }
+  }
+  return g;
+}
+
 }  // namespace pacer::worker
 
 #endif  // PACER_WORKER_CORE_ATTENTION_TILES_H_

@@ -3,7 +3,19 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/tiled_attention.h"
+
 namespace pacer::worker {
+
+Status Device::AttentionForward(const AttentionShape& shape, const float* qkv, float* probs,
+                                float* ctx) {
+  return UnfusedAttentionForward(this, shape, qkv, probs, ctx);
+}
+
+Status Device::AttentionBackward(const AttentionShape& shape, const float* qkv, float* probs,
+                                 const float* dctx, float* dqkv) {
+  return UnfusedAttentionBackward(this, shape, qkv, probs, dctx, dqkv);
+}
 
 void MemoryTracker::Charge(BufferClass c, double bytes) {
   const size_t i = static_cast<size_t>(c);

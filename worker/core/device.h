@@ -280,11 +280,14 @@ class Device {
   // format: the interface of an unfused kernel (the s x s matrix is stored), for a plan with
   // `attention: unfused`; a fused plan runs tiled_attention.h instead. The
   // GEMMs count in the FLOP counter.
+  // The default runs tiled_attention.h's UnfusedAttentionForward over this
+  // device's BatchedGemm and SoftmaxRows; a device that keeps P in
+  // another format (the GPU in bf16) overrides both directions.
   virtual Status AttentionForward(const AttentionShape& shape, const float* qkv, float* probs,
-                                  float* ctx) = 0;
+                                  float* ctx);
   // dqkv += the gradients of Q, K and V given dctx; `probs` is consumed.
   virtual Status AttentionBackward(const AttentionShape& shape, const float* qkv, float* probs,
-                                   const float* dctx, float* dqkv) = 0;
+                                   const float* dctx, float* dqkv);
   // The elements (4 bytes each) of the `probs` stash: P in fp32 unless the
   // device keeps it narrower (the GPU device in bf16 under a bf16 plan).
   virtual size_t AttentionStashElements(const AttentionShape& shape) const {

@@ -75,6 +75,19 @@ float* Write(const TileBuffers& b, TileOperand o) {
   return nullptr;
 }
 
+// A forward pass's buffers: Q, K and V read, the context written, P in `probs`.
+TileBuffers ForwardBuffers(const float* qkv, float* ctx, float* probs) {
+  TileBuffers b;
+  b.qkv = qkv;
+  b.ctx = ctx;
+  b.probs = probs;
+  return b;
+}
+
+std::vector<Device::ReadOnlyRegion> QkvRegion(const AttentionShape& s, const float* qkv) {
+  return {{qkv, static_cast<size_t>(s.QkvElements())}};
+}
+
 Status Run(Device* dev, const TileGemm& g, const TileBuffers& buffers, int64_t count) {
   const float* a = Read(buffers, g.a.operand);
   const float* b = Read(buffers, g.b.operand);
@@ -97,13 +110,8 @@ Status TiledAttentionForward(Device* dev, const AttentionShape& s, const float* 
   DeviceBuffer p(dev, BufferClass::kWorkspace);
   RETURN_IF_ERROR(p.Assign(static_cast<size_t>(most * tile), Fill::kUndefined));
   // Q, K and V are read by every tile's GEMMs and written by none.
-  const std::vector<Device::ReadOnlyRegion> read_only = {
-      {qkv, static_cast<size_t>(s.QkvElements())}};
-  return WithReadOnly(dev, read_only, [&] {
-    TileBuffers buffers;
-    buffers.qkv = qkv;
-    buffers.ctx = ctx;
-    buffers.probs = p.data();
+  return WithReadOnly(dev, QkvRegion(s, qkv), [&] {
+    const TileBuffers buffers = ForwardBuffers(qkv, ctx, p.data());
     return ForAttentionTiles(
         s, o.tile_rows, most, [&](const AttentionBatch& b, const AttentionTile& t) -> Status {
           const TileGemms g = TileGemmsFor(s, b, t);
@@ -153,6 +161,61 @@ Status TiledAttentionBackward(Device* dev, const AttentionShape& s, const float*
           RETURN_IF_ERROR(Run(dev, g.query_grad, buffers, b.count));
           return Run(dev, g.key_grad, buffers, b.count);
         });
+  });
+}
+
+Status UnfusedAttentionForward(Device* dev, const AttentionShape& s, const float* qkv, float* probs,
+                               float* ctx) {
+  RETURN_IF_ERROR(CheckShape(s, TiledAttentionOptions{}));
+  return WithReadOnly(dev, QkvRegion(s, qkv), [&] {
+    const TileBuffers buffers = ForwardBuffers(qkv, ctx, probs);
+    const CausalRows mask = WholeSequenceTile(s).mask;
+    return ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) -> Status {
+      const TileGemms g = StashedGemmsFor(s, b);
+      // S = Q K^T into the batch's stash blocks, P = softmax(S / sqrt(d))
+      // in place (masked: the scores above the diagonal are computed, then
+      // get probability 0); ctx = P V.
+      RETURN_IF_ERROR(Run(dev, g.scores, buffers, b.count));
+      RETURN_IF_ERROR(
+          dev->SoftmaxRows(probs + g.scores.c.offset, b.count * s.seq, s.seq, Scale(s), mask));
+      return Run(dev, g.context, buffers, b.count);
+    });
+  });
+}
+
+Status UnfusedAttentionBackward(Device* dev, const AttentionShape& s, const float* qkv,
+                                const float* probs, const float* dctx, float* dqkv,
+                                size_t max_scratch_bytes) {
+  RETURN_IF_ERROR(CheckShape(s, TiledAttentionOptions{}));
+  const int64_t ss = s.seq * s.seq;
+  // dP (dS in place) of at most the pairs the bound allows, one pair always.
+  const int64_t most = PairsPerCall(s, ss, max_scratch_bytes, sizeof(float));
+  DeviceBuffer dp(dev, BufferClass::kWorkspace);
+  RETURN_IF_ERROR(dp.Assign(static_cast<size_t>(most * ss), Fill::kUndefined));
+  // Q, K, V, dC and P are read by every batch's GEMMs and written by none.
+  const std::vector<Device::ReadOnlyRegion> read_only = {
+      {qkv, static_cast<size_t>(s.QkvElements())},
+      {dctx, static_cast<size_t>(s.CtxElements())},
+      {probs, static_cast<size_t>(s.ProbsElements())}};
+  return WithReadOnly(dev, read_only, [&] {
+    TileBuffers buffers;
+    buffers.qkv = qkv;
+    buffers.dctx = dctx;
+    buffers.dqkv = dqkv;
+    // Only read: the backward runs no GEMM that writes P (g.scores).
+    buffers.probs = const_cast<float*>(probs);
+    buffers.probs_grad = dp.data();
+    return ForAttentionBatches(s, most, [&](const AttentionBatch& b) -> Status {
+      const TileGemms g = StashedGemmsFor(s, b);
+      // context = P V: dV += P^T dC, dP = dC V^T.
+      RETURN_IF_ERROR(Run(dev, g.value_grad, buffers, b.count));
+      RETURN_IF_ERROR(Run(dev, g.probs_grad, buffers, b.count));
+      // dS in place over dP; scores = Q K^T: dQ += dS K, dK += dS^T Q.
+      RETURN_IF_ERROR(dev->SoftmaxBackward(probs + g.value_grad.a.offset, dp.data(),
+                                           b.count * s.seq, s.seq, Scale(s)));
+      RETURN_IF_ERROR(Run(dev, g.query_grad, buffers, b.count));
+      return Run(dev, g.key_grad, buffers, b.count);
+    });
   });
 }
 

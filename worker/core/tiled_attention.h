@@ -53,6 +53,22 @@ Status TiledAttentionBackward(Device* device, const AttentionShape& shape, const
                               const float* dctx, float* dqkv,
                               const TiledAttentionOptions& options = {});
 
+// The unfused attention (a plan's `attention: unfused`; Device's default
+// AttentionForward and AttentionBackward): the same GEMMs over one tile of
+// the whole sequence per pair (attention_tiles.h, StashedGemmsFor), with P
+// kept for the backward pass in `probs` (shape.ProbsElements() fp32, each
+// pair's s x s block at its slot), in batches of one pair per K/V head.
+// The backward reads P (no recomputation) and takes a workspace for dP of
+// at most max_scratch_bytes (one pair's always), freed before returning.
+// Under a causal mask every score is computed and the masked ones get
+// probability 0, as an unfused kernel does: the step schedule counts the
+// whole s x s matrix for it.
+Status UnfusedAttentionForward(Device* device, const AttentionShape& shape, const float* qkv,
+                               float* probs, float* ctx);
+Status UnfusedAttentionBackward(Device* device, const AttentionShape& shape, const float* qkv,
+                                const float* probs, const float* dctx, float* dqkv,
+                                size_t max_scratch_bytes = size_t{64} << 20);
+
 }  // namespace pacer::worker
 
 #endif  // PACER_WORKER_CORE_TILED_ATTENTION_H_

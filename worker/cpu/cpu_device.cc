@@ -97,45 +97,8 @@ class CpuDevice final : public Device {
     return Status::Ok();
   }
 
-  // Scores, softmax (masked under a causal shape) and context of every
-  // (sequence, head) pair: the two batched GEMMs, as a loop.
-  Status AttentionForward(const AttentionShape& s, const float* qkv, float* probs,
-                          float* ctx) override {
-    const int64_t w = s.qkv_ld(), d = s.head_dim;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-    for (int64_t i = 0; i < s.pairs(); ++i) {
-      float* p = probs + i * s.seq * s.seq;
-      Sgemm(false, true, s.seq, s.seq, d, 1.0f, qkv + s.Q(i), w, qkv + s.K(i), w, 0.0f, p, s.seq,
-            &counters_.gemm_flops);
-      SoftmaxRowsInPlace(p, s.seq, s.seq, scale, s.MaskFor(0, s.seq));
-      Sgemm(false, false, s.seq, d, s.seq, 1.0f, p, s.seq, qkv + s.V(i), w, 0.0f, ctx + s.Ctx(i),
-            s.ctx_ld(), &counters_.gemm_flops);
-    }
-    return Status::Ok();
-  }
-
-  Status AttentionBackward(const AttentionShape& s, const float* qkv, float* probs,
-                           const float* dctx, float* dqkv) override {
-    const int64_t w = s.qkv_ld(), d = s.head_dim;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-    std::vector<float> dp(static_cast<size_t>(s.seq * s.seq));
-    for (int64_t i = 0; i < s.pairs(); ++i) {
-      const float* p = probs + i * s.seq * s.seq;
-      const float* dc = dctx + s.Ctx(i);
-      // context = P V: dP = dC V^T, dV += P^T dC.
-      Sgemm(false, true, s.seq, s.seq, d, 1.0f, dc, s.ctx_ld(), qkv + s.V(i), w, 0.0f, dp.data(),
-            s.seq, &counters_.gemm_flops);
-      Sgemm(true, false, s.seq, d, s.seq, 1.0f, p, s.seq, dc, s.ctx_ld(), 1.0f, dqkv + s.V(i), w,
-            &counters_.gemm_flops);
-      SoftmaxBackwardInPlace(p, dp.data(), s.seq, s.seq, scale);
-      // scores = Q K^T: dQ += dS K, dK += dS^T Q.
-      Sgemm(false, false, s.seq, d, s.seq, 1.0f, dp.data(), s.seq, qkv + s.K(i), w, 1.0f,
-            dqkv + s.Q(i), w, &counters_.gemm_flops);
-      Sgemm(true, false, s.seq, d, s.seq, 1.0f, dp.data(), s.seq, qkv + s.Q(i), w, 1.0f,
-            dqkv + s.K(i), w, &counters_.gemm_flops);
-    }
-    return Status::Ok();
-  }
+  // The unfused attention: Device's default (tiled_attention.h's
+  // UnfusedAttentionForward over BatchedGemm and SoftmaxRows below).
 
   Status BatchedGemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                      const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,

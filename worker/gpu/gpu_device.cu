@@ -321,56 +321,24 @@ class GpuDevice final : public Device {
     return mode_.bf16_operands ? (probs + 1) / 2 : probs;  // bf16: two per element
   }
 
-  // The unfused kernel keeps pair P blocks in ForAttentionBatches' order
-  // (AttentionBatch::slot), so a batch's blocks lie side by side.
+  // The unfused attention (a plan's `attention: unfused`): under an fp32
+  // plan Device's default, the walk of tiled_attention.h that the CPU
+  // device runs in CI (StashedGemmsFor over BatchedGemm and the softmax
+  // kernels); under a bf16 plan the same GEMMs with P kept in bf16
+  // (AttentionForwardBf16). Each pair's P block lies at its slot
+  // (ForAttentionBatches' order), so a batch's blocks lie side by side.
   Status AttentionForward(const AttentionShape& s, const float* qkv, float* probs,
                           float* ctx) override {
     const AttentionScope scope(this);
     if (mode_.bf16_operands) return AttentionForwardBf16(s, qkv, probs, ctx);
-    const int64_t w = s.qkv_ld(), c = s.ctx_ld(), d = s.head_dim, ss = s.seq * s.seq;
-    RETURN_IF_ERROR(ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) {
-      return StridedGemm(false, true, s.seq, s.seq, d, 1.0f, qkv + s.Q(b.first), w, b.q_stride,
-                         qkv + s.K(b.first), w, b.kv_stride, 0.0f, probs + b.slot * ss, s.seq, ss,
-                         b.count);
-    }));
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-    RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-      return gpu::SoftmaxRows(probs, s.pairs() * s.seq, s.seq, scale, s.MaskFor(0, s.seq),
-                              compute_);
-    }));
-    return ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) {
-      return StridedGemm(false, false, s.seq, d, s.seq, 1.0f, probs + b.slot * ss, s.seq, ss,
-                         qkv + s.V(b.first), w, b.kv_stride, 0.0f, ctx + s.Ctx(b.first), c,
-                         b.q_stride, b.count);
-    });
+    return UnfusedAttentionForward(this, s, qkv, probs, ctx);
   }
 
   Status AttentionBackward(const AttentionShape& s, const float* qkv, float* probs,
                            const float* dctx, float* dqkv) override {
     const AttentionScope scope(this);
     if (mode_.bf16_operands) return AttentionBackwardBf16(s, qkv, probs, dctx, dqkv);
-    const int64_t w = s.qkv_ld(), c = s.ctx_ld(), d = s.head_dim, ss = s.seq * s.seq;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-    return ForBackwardBatches(s, sizeof(float), [&](const AttentionBatch& b, float* dp, int64_t) {
-      const float* p = probs + b.slot * ss;
-      const float* dc = dctx + s.Ctx(b.first);
-      // context = P V: dV += P^T dC, dP = dC V^T.
-      RETURN_IF_ERROR(StridedGemm(true, false, s.seq, d, s.seq, 1.0f, p, s.seq, ss, dc, c,
-                                  b.q_stride, 1.0f, dqkv + s.V(b.first), w, b.kv_stride,
-                                  b.count));
-      RETURN_IF_ERROR(StridedGemm(false, true, s.seq, s.seq, d, 1.0f, dc, c, b.q_stride,
-                                  qkv + s.V(b.first), w, b.kv_stride, 0.0f, dp, s.seq, ss,
-                                  b.count));
-      RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-        return gpu::SoftmaxBackward(p, dp, b.count * s.seq, s.seq, scale, compute_);
-      }));
-      // scores = Q K^T: dQ += dS K, dK += dS^T Q.
-      RETURN_IF_ERROR(StridedGemm(false, false, s.seq, d, s.seq, 1.0f, dp, s.seq, ss,
-                                  qkv + s.K(b.first), w, b.kv_stride, 1.0f, dqkv + s.Q(b.first),
-                                  w, b.q_stride, b.count));
-      return StridedGemm(true, false, s.seq, d, s.seq, 1.0f, dp, s.seq, ss, qkv + s.Q(b.first), w,
-                         b.q_stride, 1.0f, dqkv + s.K(b.first), w, b.kv_stride, b.count);
-    });
+    return UnfusedAttentionBackward(this, s, qkv, probs, dctx, dqkv, kAttentionScratchBytes);
   }
 
   // --- The tiled attention's pieces (the executor's tiled_attention.h).
@@ -1109,39 +1077,39 @@ class GpuDevice final : public Device {
 
   Status AttentionForwardBf16(const AttentionShape& s, const float* qkv, float* probs,
                               float* ctx) {
-    const int64_t w = s.qkv_ld(), c = s.ctx_ld(), d = s.head_dim, ss = s.seq * s.seq;
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    TileStorage st;
     // Q, K and V of every pair in bf16, converted once (operand scratch 0).
-    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
-    RETURN_IF_ERROR(ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) {
-      return RawGemm(false, true, s.seq, s.seq, d, 1.0f,
-                     {Bf16At(qkv16, s.Q(b.first)), CUDA_R_16BF, w, b.q_stride},
-                     {Bf16At(qkv16, s.K(b.first)), CUDA_R_16BF, w, b.kv_stride}, 0.0f,
-                     {Bf16At(probs, b.slot * ss), CUDA_R_16BF, s.seq, ss}, b.count);
-    }));
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-    RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-      return SoftmaxRowsBf16(probs, s.pairs() * s.seq, s.seq, scale, s.MaskFor(0, s.seq), LseRows{},
-                             compute_);
-    }));
-    return ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) {
-      return RawGemm(false, false, s.seq, d, s.seq, 1.0f,
-                     {Bf16At(probs, b.slot * ss), CUDA_R_16BF, s.seq, ss},
-                     {Bf16At(qkv16, s.V(b.first)), CUDA_R_16BF, w, b.kv_stride}, 0.0f,
-                     Out(ctx + s.Ctx(b.first), c, b.q_stride), b.count);
+    ASSIGN_OR_RETURN(st.qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
+    st.probs16 = probs;  // the stash: P in bf16, each pair's block at its slot
+    st.ctx = ctx;
+    const CausalRows mask = WholeSequenceTile(s).mask;
+    return ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) -> Status {
+      const TileGemms g = StashedGemmsFor(s, b);
+      // S = Q K^T into the batch's blocks, P = softmax in place, ctx = P V.
+      RETURN_IF_ERROR(RunTileGemm(g.scores, st, b.count));
+      RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+        return SoftmaxRowsBf16(Bf16At(probs, g.scores.c.offset), b.count * s.seq, s.seq, scale,
+                               mask, LseRows{}, compute_);
+      }));
+      return RunTileGemm(g.context, st, b.count);
     });
   }
 
   Status AttentionBackwardBf16(const AttentionShape& s, const float* qkv, float* probs,
                                const float* dctx, float* dqkv) {
-    const int64_t ss = s.seq * s.seq;
+    TileStorage st;
     // Q, K, V and dC in bf16, converted once (operand scratch 0 and 1).
-    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
-    ASSIGN_OR_RETURN(const void* dc16, Bf16Operand(dctx, static_cast<size_t>(s.CtxElements()), 1));
+    ASSIGN_OR_RETURN(st.qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
+    ASSIGN_OR_RETURN(st.dc16, Bf16Operand(dctx, static_cast<size_t>(s.CtxElements()), 1));
+    st.probs16 = probs;
+    st.dqkv = dqkv;
     // Scratch per score: dP in fp32 (4 bytes), then dS in bf16 (2).
     return ForBackwardBatches(
         s, 6, [&](const AttentionBatch& b, float* dp, int64_t batch_scores) -> Status {
-          const Matrix p{Bf16At(probs, b.slot * ss), CUDA_R_16BF, s.seq, ss};
-          return BackwardFromProbsBf16(s, b, p, dp, dp + batch_scores, qkv16, dc16, dqkv);
+          st.probs_grad = dp;
+          st.scores_grad16 = dp + batch_scores;
+          return BackwardFromProbsBf16(s, StashedGemmsFor(s, b), st, b.count, s.seq, s.seq);
         });
   }
 
@@ -1159,27 +1127,16 @@ class GpuDevice final : public Device {
   Status RecomputedAttentionBackwardBf16(const AttentionShape& s, const float* qkv,
                                          const float* lse, const float* dctx, float* dqkv) {
     const AttentionScope scope(this);
-    const int64_t w = s.qkv_ld(), d = s.head_dim, ss = s.seq * s.seq;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-    ASSIGN_OR_RETURN(const void* qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
-    ASSIGN_OR_RETURN(const void* dc16, Bf16Operand(dctx, static_cast<size_t>(s.CtxElements()), 1));
-    // Scratch per score: dP in fp32 (4 bytes), dS in bf16 (2), P in bf16 (2).
+    TileStorage st;
+    ASSIGN_OR_RETURN(st.qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
+    ASSIGN_OR_RETURN(st.dc16, Bf16Operand(dctx, static_cast<size_t>(s.CtxElements()), 1));
+    st.dqkv = dqkv;
+    const AttentionTile whole = WholeSequenceTile(s);
     return ForBackwardBatches(
         s, kRecomputedBackwardBytesPerScore,
-        [&](const AttentionBatch& b, float* dp, int64_t batch_scores) -> Status {
-          float* ds = dp + batch_scores;
-          const Matrix p{Bf16At(ds, batch_scores), CUDA_R_16BF, s.seq, ss};
-          RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, d, 1.0f,
-                                  {Bf16At(qkv16, s.Q(b.first)), CUDA_R_16BF, w, b.q_stride},
-                                  {Bf16At(qkv16, s.K(b.first)), CUDA_R_16BF, w, b.kv_stride}, 0.0f,
-                                  p, b.count));
-          // Each row's logsumexp: sdpa_layout.h, StatsRowsFor.
-          const StatsRows rows = StatsRowsFor(s, b);
-          RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-            return ProbsFromLseBf16(const_cast<void*>(p.p), lse, rows, b.count * s.seq, s.seq,
-                                    scale, CausalRows{}, compute_);
-          }));
-          return BackwardFromProbsBf16(s, b, p, dp, ds, qkv16, dc16, dqkv);
+        [&](const AttentionBatch& b, float* scratch, int64_t batch_scores) -> Status {
+          return RecomputedTileBackwardBf16(s, b, whole,
+                                            RecomputeScratch(st, scratch, batch_scores), lse);
         });
   }
 
@@ -1225,44 +1182,23 @@ class GpuDevice final : public Device {
   Status CausalAttentionBackwardBf16(const AttentionShape& s, const float* qkv, const float* lse,
                                      const float* dctx, float* dqkv) {
     const AttentionScope scope(this);
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
     TileStorage st;
     ASSIGN_OR_RETURN(st.qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
     ASSIGN_OR_RETURN(st.dc16, Bf16Operand(dctx, static_cast<size_t>(s.CtxElements()), 1));
     st.dqkv = dqkv;
-    // Scratch per score: dP in fp32 (4 bytes), dS in bf16 (2), P in bf16 (2).
-    const auto tile_backward = [&](const AttentionBatch& b, const AttentionTile& tile, float* dp,
-                                   int64_t capacity) -> Status {
-      const int64_t rows_in_call = b.count * tile.rows;
-      st.probs_grad = dp;
-      st.scores_grad16 = dp + capacity;
-      st.probs16 = Bf16At(dp + capacity, capacity);
-      const TileGemms g = TileGemmsFor(s, b, tile);
-      RETURN_IF_ERROR(RunTileGemm(g.scores, st, b.count));
-      const StatsRows rows = StatsRowsFor(s, b).Tile(tile);
-      RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-        return ProbsFromLseBf16(st.probs16, lse, rows, rows_in_call, tile.keys, scale, tile.mask,
-                                compute_);
-      }));
-      // context = P V: dV += P^T dC, dP = dC V^T.
-      RETURN_IF_ERROR(RunTileGemm(g.value_grad, st, b.count));
-      RETURN_IF_ERROR(RunTileGemm(g.probs_grad, st, b.count));
-      // Every row holds every key it sees and a masked key's P is 0, so
-      // the row sums are exact and a masked dS is 0.
-      RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-        return SoftmaxBackwardBf16(st.probs16, dp, st.scores_grad16, rows_in_call, tile.keys, scale,
-                                   compute_);
-      }));
-      // scores = Q K^T: dQ += dS K, dK += dS^T Q.
-      RETURN_IF_ERROR(RunTileGemm(g.query_grad, st, b.count));
-      return RunTileGemm(g.key_grad, st, b.count);
-    };
-    return ForCausalTiles(s, kRecomputedBackwardBytesPerScore, tile_backward);
+    return ForCausalTiles(s, kRecomputedBackwardBytesPerScore,
+                          [&](const AttentionBatch& b, const AttentionTile& tile, float* scratch,
+                              int64_t capacity) -> Status {
+                            return RecomputedTileBackwardBf16(
+                                s, b, tile, RecomputeScratch(st, scratch, capacity), lse);
+                          });
   }
 
-  // Where the causal tiles keep a tile's operands (TileGemmsFor): Q, K, V
-  // and dC as bf16 copies (Bf16Operand), P and dS in bf16 scratch, dP in
-  // fp32 scratch, the context and dQ, dK, dV in their own storage (Out).
+  // Where the bf16 attention keeps the operands of its GEMMs (TileGemmsFor,
+  // StashedGemmsFor): Q, K, V and dC as bf16 copies (Bf16Operand), P in
+  // bf16 (the stash of the unfused path, else scratch), dS in bf16 scratch,
+  // dP in fp32 scratch, the context and dQ, dK, dV in their own storage
+  // (Out).
   struct TileStorage {
     const void* qkv16 = nullptr;
     const void* dc16 = nullptr;
@@ -1333,31 +1269,55 @@ class GpuDevice final : public Device {
                              });
   }
 
-  // One batch of the bf16 attention backward given its probabilities `p`
-  // (bf16): dP (fp32) and dS (bf16) go to the batch's scratch.
-  Status BackwardFromProbsBf16(const AttentionShape& s, const AttentionBatch& b, const Matrix& p,
-                               float* dp, float* ds, const void* qkv16, const void* dc16,
-                               float* dqkv) {
-    const int64_t w = s.qkv_ld(), c = s.ctx_ld(), d = s.head_dim, ss = s.seq * s.seq;
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-    const Matrix d_s{ds, CUDA_R_16BF, s.seq, ss};
-    const Matrix dc{Bf16At(dc16, s.Ctx(b.first)), CUDA_R_16BF, c, b.q_stride};
-    const Matrix q{Bf16At(qkv16, s.Q(b.first)), CUDA_R_16BF, w, b.q_stride};
-    const Matrix k{Bf16At(qkv16, s.K(b.first)), CUDA_R_16BF, w, b.kv_stride};
-    const Matrix v{Bf16At(qkv16, s.V(b.first)), CUDA_R_16BF, w, b.kv_stride};
+  // One batch's bf16 attention backward given its probabilities (P in
+  // bf16 where g's P operand lies in `st`, each item's rows x keys):
+  // dV += P^T dC, dP = dC V^T (fp32), dS (bf16), dQ += dS K, dK += dS^T Q.
+  Status BackwardFromProbsBf16(const AttentionShape& s, const TileGemms& g, const TileStorage& st,
+                               int64_t count, int64_t rows, int64_t keys) {
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    ASSIGN_OR_RETURN(const Matrix p, TileOperandMatrix(st, g.value_grad.a));
+    ASSIGN_OR_RETURN(const Matrix dp, TileOperandMatrix(st, g.probs_grad.c));
+    ASSIGN_OR_RETURN(const Matrix ds, TileOperandMatrix(st, g.query_grad.a));
     // context = P V: dV += P^T dC, dP = dC V^T.
-    RETURN_IF_ERROR(RawGemm(true, false, s.seq, d, s.seq, 1.0f, p, dc, 1.0f,
-                            Out(dqkv + s.V(b.first), w, b.kv_stride), b.count));
-    RETURN_IF_ERROR(RawGemm(false, true, s.seq, s.seq, d, 1.0f, dc, v, 0.0f,
-                            {dp, CUDA_R_32F, s.seq, ss}, b.count));
+    RETURN_IF_ERROR(RunTileGemm(g.value_grad, st, count));
+    RETURN_IF_ERROR(RunTileGemm(g.probs_grad, st, count));
+    // Every row holds every key it sees and a masked key's P is 0, so the
+    // row sums are exact and a masked dS is 0.
     RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
-      return SoftmaxBackwardBf16(p.p, dp, ds, b.count * s.seq, s.seq, scale, compute_);
+      return SoftmaxBackwardBf16(p.p, static_cast<const float*>(dp.p), const_cast<void*>(ds.p),
+                                 count * rows, keys, scale, compute_);
     }));
     // scores = Q K^T: dQ += dS K, dK += dS^T Q.
-    RETURN_IF_ERROR(RawGemm(false, false, s.seq, d, s.seq, 1.0f, d_s, k, 1.0f,
-                            Out(dqkv + s.Q(b.first), w, b.q_stride), b.count));
-    return RawGemm(true, false, s.seq, d, s.seq, 1.0f, d_s, q, 1.0f,
-                   Out(dqkv + s.K(b.first), w, b.kv_stride), b.count);
+    RETURN_IF_ERROR(RunTileGemm(g.query_grad, st, count));
+    return RunTileGemm(g.key_grad, st, count);
+  }
+
+  // The scratch of a recomputing backward, `capacity` scores of 8 bytes
+  // (kRecomputedBackwardBytesPerScore): dP in fp32, then dS and P in bf16.
+  static TileStorage RecomputeScratch(TileStorage st, float* scratch, int64_t capacity) {
+    st.probs_grad = scratch;
+    st.scores_grad16 = scratch + capacity;
+    st.probs16 = Bf16At(scratch + capacity, capacity);
+    return st;
+  }
+
+  // One tile's backward from Q, K and the forward's logsumexp (the
+  // recomputation of the causal tiles and of the backward after cuDNN's
+  // forward): S = Q K^T, P rebuilt in bf16 from each row's logsumexp (in
+  // the layout of cuDNN's statistics, sdpa_layout.h), then
+  // BackwardFromProbsBf16.
+  Status RecomputedTileBackwardBf16(const AttentionShape& s, const AttentionBatch& b,
+                                    const AttentionTile& tile, const TileStorage& st,
+                                    const float* lse) {
+    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    const TileGemms g = TileGemmsFor(s, b, tile);
+    RETURN_IF_ERROR(RunTileGemm(g.scores, st, b.count));
+    const StatsRows rows = StatsRowsFor(s, b).Tile(tile);
+    RETURN_IF_ERROR(TimedOp(kOpSoftmax, [&] {
+      return ProbsFromLseBf16(st.probs16, lse, rows, b.count * tile.rows, tile.keys, scale,
+                              tile.mask, compute_);
+    }));
+    return BackwardFromProbsBf16(s, g, st, b.count, tile.rows, tile.keys);
   }
 
   // Runs body(batch, scratch, batch_scores) over the attention backward's
@@ -1535,15 +1495,20 @@ class GpuDevice final : public Device {
     }
   }
   // Marks RawGemm calls inside the attention core as attention GEMMs.
+  // Scopes nest (AttentionForward runs the unfused walk, whose
+  // BatchedGemm opens its own): each restores the mark it found.
   class AttentionScope {
    public:
-    explicit AttentionScope(GpuDevice* d) : d_(d) { d_->in_attention_ = true; }
-    ~AttentionScope() { d_->in_attention_ = false; }
+    explicit AttentionScope(GpuDevice* d) : d_(d), outer_(d->in_attention_) {
+      d_->in_attention_ = true;
+    }
+    ~AttentionScope() { d_->in_attention_ = outer_; }
     AttentionScope(const AttentionScope&) = delete;
     AttentionScope& operator=(const AttentionScope&) = delete;
 
    private:
     GpuDevice* d_;
+    bool outer_;
   };
 
   // cuDNN's SDPA for shape `s` (ChooseFusedAttention asks only for a

@@ -58,7 +58,10 @@
 // (core/tiled_attention.h) over BatchedGemm (cuBLAS strided-batched) and the
 // softmax kernels; an unfused plan runs AttentionForward, which stores the
 // s x s probabilities of every (sequence, head) pair, as the executor's
-// stash expects (in bf16
+// stash expects: under an fp32 plan Device's default walk
+// (core/tiled_attention.h, UnfusedAttentionForward), which the CPU device
+// runs in CI; the bf16 path runs the same GEMM description
+// (core/attention_tiles.h, StashedGemmsFor) on its own storage (in bf16
 // under a bf16 plan: AttentionStashElements is half the fp32 count, and
 // the softmax and the GEMMs that read P or dS work on bf16 directly), and
 // the backward pass takes a dP (and, for bf16, dS) scratch of at most
