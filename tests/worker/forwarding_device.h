@@ -49,12 +49,10 @@ class ForwardingDevice : public Device {
               int64_t ldc) override {
     return in_->Gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
-  // AttentionForward and AttentionBackward: Device's defaults, the unfused
-  // walk over this device's BatchedGemm and softmax below, so a wrapper
-  // that changes those sees the unfused attention's calls too.
-  size_t AttentionStashElements(const AttentionShape& s) const override {
-    return in_->AttentionStashElements(s);
-  }
+  // AttentionForward, AttentionBackward and AttentionStashElements:
+  // Device's defaults, the unfused walk over this device's BatchedGemm and
+  // softmax below (so a wrapper that changes those sees the unfused
+  // attention's calls too) on an fp32 stash of the size that walk fills.
   Status BatchedGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                      int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta,
                      float* c, int64_t ldc, int64_t sc, int64_t batch) override {

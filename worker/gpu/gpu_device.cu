@@ -853,8 +853,9 @@ class GpuDevice final : public Device {
     void* out = const_cast<void*>(c.p);
     if (c.type == CUDA_R_32F) Wrote(static_cast<const float*>(c.p));
     OpSpan span;
-    if (switches_.op_times)
+    if (switches_.op_times) {
       RETURN_IF_ERROR(BeginOp(in_attention_ ? kOpAttentionGemm : kOpGemm, &span));
+    }
     if (batch == 1) {
       CUBLASCHECK(cublasGemmEx(cublas_, Op(trans_b), Op(trans_a), static_cast<int>(n),
                                static_cast<int>(m), static_cast<int>(k), &alpha, b.p, b.type,
