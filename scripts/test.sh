@@ -34,7 +34,9 @@ cmake --build build-asan -j"$jobs"
 # the terminal rendering of `pacer run` (two 60-step runs, ~75 s unsanitized)
 # whose code LocalRunTest and ProgressLineTest run under ASan anyway.
 ASAN_SKIP='^(docker_.*|monitoring_rules_.*|progress_line_tmux)$'
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+# handle_abort, handle_sigill: ASan's stack for an abort() or SIGILL too
+# (off by default), as tests/crash_trace.cc prints one in the other stages.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:handle_abort=1:handle_sigill=1 UBSAN_OPTIONS=print_stacktrace=1 \
   LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "$ASAN_SKIP"
 

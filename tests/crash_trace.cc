@@ -8,11 +8,16 @@
 // given as module+offset otherwise, for `addr2line -e <module>`.
 //
 // Not installed under AddressSanitizer or ThreadSanitizer, which print their
-// own, better reports for these signals.
+// own reports for these signals (scripts/test.sh sets ASan's handle_abort
+// and handle_sigill, off by default, so an abort there prints a stack too).
 //
-// Thread-safety: installed once by a static initializer before main; the
-// handler uses only async-signal-safe calls (write, backtrace_symbols_fd,
-// raise), after one backtrace() call at install time has loaded libgcc.
+// Thread-safety: installed once by a static initializer before main. The
+// handler calls write, strlen, sigabbrev_np (a static string),
+// backtrace_symbols_fd and raise, which are async-signal-safe, and
+// backtrace, which glibc does not promise to be: its unsafe part is loading
+// libgcc's unwinder, done once at install time. The handling thread
+// blocks every signal while it prints, so no other handler interleaves
+// with the trace; a fault in the handler itself kills the process at once.
 #include <execinfo.h>
 #include <unistd.h>
 
@@ -62,7 +67,7 @@ struct InstallCrashTrace {
     struct sigaction action {};
     action.sa_handler = PrintStackAndDie;
     action.sa_flags = SA_RESETHAND | SA_ONSTACK;
-    sigemptyset(&action.sa_mask);
+    sigfillset(&action.sa_mask);
     for (const int sig : kFatalSignals) (void)sigaction(sig, &action, nullptr);
   }
 };

@@ -260,12 +260,11 @@ TEST(AttentionTilesTest, TheUnfusedGemmsKeepEachPairsProbabilitiesInItsOwnStashB
                       EXPECT_EQ(p->ld, s.seq) << what;
                       EXPECT_EQ(p->stride, ss) << what;
                     }
-                    // Everything but P is where the whole tile puts it.
-                    const TileGemms tile = TileGemmsFor(s, b, whole);
-                    EXPECT_EQ(g.scores.a.offset, tile.scores.a.offset) << what;
-                    EXPECT_EQ(g.probs_grad.c.offset, 0) << what;
-                    EXPECT_EQ(g.key_grad.c.offset, tile.key_grad.c.offset) << what;
                     for (int64_t e = g.scores.c.offset; e < g.scores.c.offset + b.count * ss; ++e) {
+                      if (e < 0 || e >= s.ProbsElements()) {
+                        ADD_FAILURE() << what << ": P written outside the stash at " << e;
+                        break;
+                      }
                       ++written[static_cast<size_t>(e)];
                     }
                     return Status::Ok();

@@ -77,8 +77,12 @@ class AttentionRun {
       EXPECT_TRUE(
           TiledAttentionBackward(dev_.get(), s_, qkv.data(), dctx.data(), dqkv.data(), o).ok());
     } else {
-      EXPECT_TRUE(
-          dev_->AttentionBackward(s_, qkv.data(), probs.data(), dctx.data(), dqkv.data()).ok());
+      // The walk Device's default runs, under the case's scratch bound (as
+      // the GPU passes its own): a small bound batches the backward's pairs
+      // more finely than the forward's.
+      EXPECT_TRUE(UnfusedAttentionBackward(dev_.get(), s_, qkv.data(), probs.data(), dctx.data(),
+                                           dqkv.data(), o.max_scratch_bytes)
+                      .ok());
     }
     out.backward_flops = dev_->counters().gemm_flops;
     out.ctx.resize(ctx_n);
@@ -174,40 +178,54 @@ struct Definition {
 };
 Definition FromTheDefinition(const AttentionShape& s, const std::vector<float>& qkv,
                              const std::vector<float>& dctx) {
-  const int64_t w = s.qkv_ld(), c_ld = s.ctx_ld(), d = s.head_dim;
+  // The layout written out (not AttentionShape's offsets, which the code
+  // uses): token t of sequence b is row b * seq + t; a qkv row holds the
+  // query heads, then the K heads, then the V heads, d columns each; query
+  // head h reads K/V head h / (heads / kv_heads); a context row holds the
+  // query heads.
+  const int64_t d = s.head_dim, w = (s.heads + 2 * s.kv_heads) * d, c_ld = s.heads * d;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const auto at = [](int64_t i) { return static_cast<size_t>(i); };
   std::vector<double> ctx(CtxElements(s)), dqkv(QkvElements(s));
-  for (int64_t i = 0; i < s.pairs(); ++i) {
-    for (int64_t r = 0; r < s.seq; ++r) {
-      const int64_t keys = s.causal ? r + 1 : s.seq;
-      std::vector<double> p(at(keys)), dp(at(keys));
-      double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < keys; ++j) {
-        double dot = 0;
-        for (int64_t c = 0; c < d; ++c) {
-          dot += static_cast<double>(qkv[at(s.Q(i) + r * w + c)]) * qkv[at(s.K(i) + j * w + c)];
+  for (int64_t b = 0; b < s.sequences; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t kv = h / (s.heads / s.kv_heads);
+      const auto q = [&](int64_t t) { return (b * s.seq + t) * w + h * d; };
+      const auto k = [&](int64_t t) { return (b * s.seq + t) * w + (s.heads + kv) * d; };
+      const auto v = [&](int64_t t) {
+        return (b * s.seq + t) * w + (s.heads + s.kv_heads + kv) * d;
+      };
+      const auto o = [&](int64_t t) { return (b * s.seq + t) * c_ld + h * d; };
+      for (int64_t r = 0; r < s.seq; ++r) {
+        const int64_t keys = s.causal ? r + 1 : s.seq;
+        std::vector<double> p(at(keys)), dp(at(keys));
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < keys; ++j) {
+          double dot = 0;
+          for (int64_t c = 0; c < d; ++c) {
+            dot += static_cast<double>(qkv[at(q(r) + c)]) * qkv[at(k(j) + c)];
+          }
+          p[at(j)] = dot * scale;
+          mx = std::max(mx, p[at(j)]);
         }
-        p[at(j)] = dot * scale;
-        mx = std::max(mx, p[at(j)]);
-      }
-      for (double& x : p) sum += (x = std::exp(x - mx));
-      for (double& x : p) x /= sum;
-      double row = 0;  // rowsum(P dP)
-      for (int64_t j = 0; j < keys; ++j) {
-        for (int64_t c = 0; c < d; ++c) {
-          const double v = qkv[at(s.V(i) + j * w + c)], dc = dctx[at(s.Ctx(i) + r * c_ld + c)];
-          ctx[at(s.Ctx(i) + r * c_ld + c)] += p[at(j)] * v;
-          dqkv[at(s.V(i) + j * w + c)] += p[at(j)] * dc;
-          dp[at(j)] += dc * v;
+        for (double& x : p) sum += (x = std::exp(x - mx));
+        for (double& x : p) x /= sum;
+        double row = 0;  // rowsum(P dP)
+        for (int64_t j = 0; j < keys; ++j) {
+          for (int64_t c = 0; c < d; ++c) {
+            const double vj = qkv[at(v(j) + c)], dc = dctx[at(o(r) + c)];
+            ctx[at(o(r) + c)] += p[at(j)] * vj;
+            dqkv[at(v(j) + c)] += p[at(j)] * dc;
+            dp[at(j)] += dc * vj;
+          }
+          row += p[at(j)] * dp[at(j)];
         }
-        row += p[at(j)] * dp[at(j)];
-      }
-      for (int64_t j = 0; j < keys; ++j) {
-        const double ds = p[at(j)] * (dp[at(j)] - row) * scale;
-        for (int64_t c = 0; c < d; ++c) {
-          dqkv[at(s.Q(i) + r * w + c)] += ds * qkv[at(s.K(i) + j * w + c)];
-          dqkv[at(s.K(i) + j * w + c)] += ds * qkv[at(s.Q(i) + r * w + c)];
+        for (int64_t j = 0; j < keys; ++j) {
+          const double ds = p[at(j)] * (dp[at(j)] - row) * scale;
+          for (int64_t c = 0; c < d; ++c) {
+            dqkv[at(q(r) + c)] += ds * qkv[at(k(j) + c)];
+            dqkv[at(k(j) + c)] += ds * qkv[at(q(r) + c)];
+          }
         }
       }
     }

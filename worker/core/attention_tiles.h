@@ -1,4 +1,4 @@
-// How a fused attention path walks one layer's attention: batches of
+// How the attention paths walk one layer's attention: batches of
 // (sequence, head) pairs (ForAttentionBatches) as large as a scratch bound
 // allows, and in each batch tiles of query rows, each against the keys its
 // rows see (all of them, or under a causal mask those up to the tile's last
@@ -74,11 +74,13 @@ Status ForAttentionTiles(const AttentionShape& s, int64_t tile_rows, int64_t max
 
 // The matrix products of one tile, described once for every device that
 // runs tiles (the tiled path over Device::BatchedGemm, the GPU's bf16
-// causal tiles over cuBLAS): which operand, where it starts, its leading
+// causal tiles over cuBLAS) and for the unfused path (one whole-sequence
+// tile, StashedGemmsFor below): which operand, where it starts, its leading
 // dimension and the stride between a batch's items, in elements of that
 // operand's buffer. Q, K, V live in the qkv buffer (and dQ, dK, dV at the
 // same offsets in its gradient), the context and dC in the context's; the
-// tile's scores are a scratch of `rows x keys` per item. A device maps
+// tile's scores are a scratch of `rows x keys` per item (P, in the
+// unfused path, the stash). A device maps
 // each operand to its own storage (fp32 or bf16; dP and dS one buffer on
 // the tiled path, two on the GPU).
 enum class TileOperand {
@@ -87,7 +89,7 @@ enum class TileOperand {
   kValue,        // V of the sequence (qkv)
   kContext,      // the tile's context rows (output of the forward)
   kContextGrad,  // dC rows of the tile
-  kProbs,        // S = Q K^T, then P in place (scratch)
+  kProbs,        // S = Q K^T, then P in place (scratch; the unfused path's stash)
   kProbsGrad,    // dP = dC V^T (scratch)
   kScoresGrad,   // dS, the softmax's backward of dP (scratch)
   kQueryGrad,    // dQ rows of the tile (qkv gradient)

@@ -107,9 +107,11 @@ inline int64_t StridedMatrixElements(int64_t rows, int64_t cols, int64_t ld, int
   return (batch - 1) * stride + (rows - 1) * ld + cols;
 }
 
-// The attention core of one layer, over the qkv GEMM's output as Megatron
-// lays it out: each token's row holds this rank's query heads, then its K
-// heads, then its V heads, head_dim columns each ([tokens x qkv_ld()],
+// The attention core of one layer, over the qkv GEMM's output: each
+// token's row holds this rank's query heads, then its K heads, then its V
+// heads, head_dim columns each (Megatron's fused QKV interleaves them per
+// query group; weights initialised here make either order the same
+// model) ([tokens x qkv_ld()],
 // tokens in `sequences` sequences of `seq`); the context is [tokens x
 // ctx_ld()], one head_dim column block per query head. Query head j reads
 // K/V head j / group() (grouped-query attention: consecutive query heads
@@ -281,11 +283,15 @@ class Device {
   // `attention: unfused`; a fused plan runs tiled_attention.h instead. The
   // GEMMs count in the FLOP counter.
   // The default runs tiled_attention.h's UnfusedAttentionForward over this
-  // device's BatchedGemm and SoftmaxRows; a device that keeps P in
-  // another format (the GPU in bf16) overrides both directions.
+  // device's BatchedGemm and SoftmaxRows inside a read-only scope of Q, K
+  // and V (so not inside another scope: devices refuse nesting); a device
+  // that keeps P in another format (the GPU in bf16) overrides both
+  // directions.
   virtual Status AttentionForward(const AttentionShape& shape, const float* qkv, float* probs,
                                   float* ctx);
-  // dqkv += the gradients of Q, K and V given dctx; `probs` is consumed.
+  // dqkv += the gradients of Q, K and V given dctx; `probs` is the
+  // forward's P, no longer needed afterwards (the default only reads it,
+  // in a read-only scope with Q, K, V and dC, and takes a dP workspace).
   virtual Status AttentionBackward(const AttentionShape& shape, const float* qkv, float* probs,
                                    const float* dctx, float* dqkv);
   // The elements (4 bytes each) of the `probs` stash: P in fp32 unless the

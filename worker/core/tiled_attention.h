@@ -1,9 +1,11 @@
-// The attention core of a plan with a fused attention kernel, written once
-// over Device (device.h) so that the CPU device CI runs and the GPU device
-// execute the same code. Query rows go in tiles: for each tile, the scores
-// of its rows against every key (tile_rows x seq per (sequence, head)
-// pair; under a causal mask against the keys up to the tile's last row),
-// their softmax and its product with V. Nothing of the s x s
+// The attention core written once over Device (device.h), so that the CPU
+// device CI runs and the GPU device execute the same code: the tiled path
+// of a plan with a fused attention kernel (below), and the unfused path
+// (UnfusedAttentionForward, at the end). The tiled path takes query rows
+// in tiles: for each tile, the scores of its rows against every key
+// (tile_rows x seq per (sequence, head) pair; under a causal mask against
+// the keys up to the tile's last row), their softmax and its product with
+// V. Nothing of the s x s
 // matrix outlives its tile: the backward pass recomputes each tile's scores
 // and probabilities from Q and K (FlashAttention's recomputation, at the
 // granularity of a tile in device memory rather than of an on-chip block),
@@ -16,8 +18,8 @@
 // tile (a kernel that keeps them on chip, as cuDNN's SDPA or FlashAttention
 // does, moves fewer bytes, and is a device's own business).
 //
-// Layout and arithmetic are those of Device::AttentionForward: Megatron's
-// qkv rows (AttentionShape), softmax scaled by 1/sqrt(head_dim), the causal
+// Layout and arithmetic are those of the unfused path: the qkv rows of
+// AttentionShape, softmax scaled by 1/sqrt(head_dim), the causal
 // mask when shape.causal: then a tile computes its rows' scores against
 // the keys up to its last row only (causal_mask.h), which with the default
 // tile of kAttentionTileRows rows is the work the step schedule counts.
@@ -57,9 +59,10 @@ Status TiledAttentionBackward(Device* device, const AttentionShape& shape, const
 // AttentionForward and AttentionBackward): the same GEMMs over one tile of
 // the whole sequence per pair (attention_tiles.h, StashedGemmsFor), with P
 // kept for the backward pass in `probs` (shape.ProbsElements() fp32, each
-// pair's s x s block at its slot), in batches of one pair per K/V head.
-// The backward reads P (no recomputation) and takes a workspace for dP of
-// at most max_scratch_bytes (one pair's always), freed before returning.
+// pair's s x s block at its slot), the forward in batches of one pair per
+// K/V head. The backward reads P (no recomputation) in batches of as many
+// pairs (at most one per K/V head) as a workspace for dP of at most
+// max_scratch_bytes holds (one pair always), freed before returning.
 // Under a causal mask every score is computed and the masked ones get
 // probability 0, as an unfused kernel does: the step schedule counts the
 // whole s x s matrix for it.

@@ -1212,11 +1212,11 @@ class GpuDevice final : public Device {
 
   StatusOr<Matrix> TileOperandMatrix(const TileStorage& st, const TileMatrix& x) const {
     const auto bf16 = [&](const void* base) -> StatusOr<Matrix> {
-      if (base == nullptr) return InternalError("GPU causal tiles: an operand without storage");
+      if (base == nullptr) return InternalError("GPU attention GEMMs: an operand without storage");
       return Matrix{Bf16At(base, x.offset), CUDA_R_16BF, x.ld, x.stride};
     };
     const auto out = [&](float* base) -> StatusOr<Matrix> {
-      if (base == nullptr) return InternalError("GPU causal tiles: an output without storage");
+      if (base == nullptr) return InternalError("GPU attention GEMMs: an output without storage");
       return Out(base + x.offset, x.ld, x.stride);
     };
     switch (x.operand) {
@@ -1231,7 +1231,7 @@ class GpuDevice final : public Device {
       case TileOperand::kScoresGrad:
         return bf16(st.scores_grad16);
       case TileOperand::kProbsGrad:
-        if (st.probs_grad == nullptr) return InternalError("GPU causal tiles: no dP scratch");
+        if (st.probs_grad == nullptr) return InternalError("GPU attention GEMMs: no dP scratch");
         return Matrix{st.probs_grad + x.offset, CUDA_R_32F, x.ld, x.stride};
       case TileOperand::kContext:
         return out(st.ctx);
@@ -1240,7 +1240,7 @@ class GpuDevice final : public Device {
       case TileOperand::kValueGrad:
         return out(st.dqkv);
     }
-    return InternalError("GPU causal tiles: an unknown operand");
+    return InternalError("GPU attention GEMMs: an unknown operand");
   }
 
   Status RunTileGemm(const TileGemm& g, const TileStorage& st, int64_t count) {
