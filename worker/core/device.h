@@ -291,7 +291,7 @@ class Device {
                                   float* ctx);
   // dqkv += the gradients of Q, K and V given dctx; `probs` is the
   // forward's P, no longer needed afterwards (the default only reads it,
-  // in a read-only scope with Q, K, V and dC, and takes a dP workspace).
+  // in a read-only scope of Q, K, V and dC, and takes a dP workspace).
   virtual Status AttentionBackward(const AttentionShape& shape, const float* qkv, float* probs,
                                    const float* dctx, float* dqkv);
   // The elements (4 bytes each) of the `probs` stash: P in fp32 unless the
