@@ -5,7 +5,8 @@
 #      device with the same seed (--compare-cpu), with the fused attention by
 #      cuDNN's SDPA (when built with cuDNN) and by the tiled path
 #      (PACER_CUDNN_ATTENTION=0), and with bf16 activation storage
-#      (PACER_GPU_BF16_ACTIVATIONS=1); after each comparison "path: ..." or
+#      (PACER_GPU_BF16_ACTIVATIONS=1), and with the unfused attention
+#      (--unfused-attention); after each comparison "path: ..." or
 #      "PATH NOT TAKEN: ..." says whether the device ran the attention path
 #      the comparison is meant to check (its log line);
 #   2. the same under compute-sanitizer (memcheck, leak check), if installed,
@@ -67,8 +68,8 @@ step() {
   echo "rc=${PIPESTATUS[0]} ($((SECONDS - begin)) s)"
 }
 # expect PATTERN: whether the last step's device said it ran what the step
-# is meant to check (its "fused attention runs ..." or "stored in bf16"
-# line), quoting the line it said: a comparison that passed on another
+# is meant to check (its "fused attention runs ...", "unfused attention
+# runs ..." or "stored in bf16" line), quoting the line it said: a comparison that passed on another
 # path says nothing about this one. Nothing for a skipped step.
 expect() {
   [ "$step_ran" = 1 ] || return 0
@@ -93,6 +94,8 @@ expect "fused attention runs tiled \(PACER_CUDNN_ATTENTION=0\)"
 step "smoke against the CPU device, bf16 activations" 300 env PACER_GPU_BF16_ACTIVATIONS=1 "$smoke" --compare-cpu
 expect "fused attention runs causal bf16 tiles"
 expect "stored in bf16"
+step "smoke against the CPU device, unfused attention" 300 "$smoke" --compare-cpu --unfused-attention
+expect "unfused attention runs in bf16"
 step calibrate 300 "$worker" calibrate --backend gpu --gpu-type "${gpu_type:-H100-SXM}" \
   -o "$out/calibration.json"
 

@@ -25,13 +25,18 @@ cat >"$tmp/repo/build/worker/pacer-gpu-smoke" <<STUB
 #!/bin/sh
 echo "smoke \$* cudnn=\${PACER_CUDNN_ATTENTION:-} bf16act=\${PACER_GPU_BF16_ACTIVATIONS:-}" >>"$calls"
 case "\${STUB_WRONG_PATH:-}:\${PACER_CUDNN_ATTENTION:-}:\$*" in
+  :*unfused-attention*) path="" ;;
   1:*) path="tiled (cuDNN's SDPA failed its trial run)" ;;
   *:0:*full-attention*) path="tiled (PACER_CUDNN_ATTENTION=0)" ;;
   *full-attention*) path="cuDNN 9.19.0's SDPA forward and the bf16 backward" ;;
   *compare-cpu*) path="causal bf16 tiles of 128 query rows on cuBLAS" ;;
   *) path="causal bf16 tiles of 128 query rows on cuBLAS" ;;
 esac
-echo "pacer-worker gpu: fused attention runs \$path" >&2
+if [ -n "\$path" ]; then
+  echo "pacer-worker gpu: fused attention runs \$path" >&2
+else
+  echo "pacer-worker gpu: unfused attention runs in bf16 (P stored in bf16)" >&2
+fi
 if [ "\${PACER_GPU_BF16_ACTIVATIONS:-}" = 1 ]; then
   echo "pacer-worker gpu: activations that are GEMM operands are stored in bf16" >&2
 fi
@@ -76,6 +81,7 @@ smoke --compare-cpu cudnn= bf16act=
 smoke --compare-cpu --full-attention cudnn= bf16act=
 smoke --compare-cpu --full-attention cudnn=0 bf16act=
 smoke --compare-cpu cudnn= bf16act=1
+smoke --compare-cpu --unfused-attention cudnn= bf16act=
 worker calibrate layers=   mb= k= ckpt= type= op_times=0 cudnn= bf16act= causal=
 worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act= causal=false
 worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=0 cudnn= bf16act= causal=false
@@ -99,23 +105,25 @@ grep -q "^compute-sanitizer --tool memcheck --leak-check full --log-file .* .*pa
 diff "$tmp/want" <(sed '$d' "$tmp/runs" | sed '$d') || fail "steps differ from the expected order (above)"
 grep -q "ERROR SUMMARY: 0 errors" "$tmp/out" || fail "the checker's summary is not in the log"
 # Every step ran says its exit status and its seconds (to plan the next run).
-[ "$(grep -c "^rc=0 ([0-9]* s)$" "$tmp/out")" = 21 ] || fail "want 21 'rc=0 (N s)' lines: $(grep rc= "$tmp/out")"
+[ "$(grep -c "^rc=0 ([0-9]* s)$" "$tmp/out")" = 22 ] || fail "want 22 'rc=0 (N s)' lines: $(grep rc= "$tmp/out")"
 grep -q "event=done" "$tmp/repo/out/log.txt" || fail "the worker's done lines are not in out/log.txt"
 grep -q "gpuTypes: \[H200\]" "$tmp/repo/out/llama7b-shape-l8-h200.yaml" || fail "job file not kept in out/"
 # Each CPU comparison quotes the device's line for the path it checks
 # (and the bf16 one its storage).
-[ "$(grep -c "^path: " "$tmp/out")" = 5 ] || fail "want 5 'path:' lines: $(grep -E "^(path|PATH)" "$tmp/out")"
+[ "$(grep -c "^path: " "$tmp/out")" = 6 ] || fail "want 6 'path:' lines: $(grep -E "^(path|PATH)" "$tmp/out")"
+grep -q "^path: unfused attention runs in bf16 (P stored in bf16)$" "$tmp/out" ||
+  fail "the unfused comparison does not quote the device's line: $(grep "^path" "$tmp/out")"
 grep -q "^path: fused attention runs cuDNN 9.19.0's SDPA forward and the bf16 backward$" "$tmp/out" ||
   fail "the cuDNN comparison does not quote the device's line: $(grep "^path" "$tmp/out")"
 grep -q "^path: stored in bf16$" "$tmp/out" || fail "bf16 storage not confirmed: $(grep "^path" "$tmp/out")"
 ! grep -q "PATH NOT TAKEN" "$tmp/out" || fail "a path reported not taken: $(grep "PATH NOT" "$tmp/out")"
 # A device that quietly falls back to the tiled path is reported, not passed.
 STUB_WRONG_PATH=1 validate H200 0
-[ "$(grep -c "^PATH NOT TAKEN" "$tmp/out")" = 4 ] ||
-  fail "want 4 paths reported not taken: $(grep -E "^(path|PATH)" "$tmp/out")"
+[ "$(grep -c "^PATH NOT TAKEN" "$tmp/out")" = 5 ] ||
+  fail "want 5 paths reported not taken: $(grep -E "^(path|PATH)" "$tmp/out")"
 # A failing check's own exit status is reported (not its log copy's).
 STUB_SMOKE_EXIT=3 validate H200 0
-[ "$(grep -c "^rc=3 ([0-9]* s)$" "$tmp/out")" = 5 ] || fail "want 5 'rc=3' lines: $(grep rc= "$tmp/out")"
+[ "$(grep -c "^rc=3 ([0-9]* s)$" "$tmp/out")" = 6 ] || fail "want 6 'rc=3' lines: $(grep rc= "$tmp/out")"
 
 # An H100: the jobs are planned for it, and the 6.7B job (110 GiB) is left out.
 validate "H100 80GB HBM3" 0
@@ -126,7 +134,7 @@ grep -q "layers=8 bf16 unfused .*type=H100-SXM" "$tmp/runs" || fail "the 8-layer
 # A budget already spent: nothing runs, every step says it was skipped.
 validate H200 1
 [ ! -s "$tmp/runs" ] || fail "steps ran with the budget spent: $(cat "$tmp/runs")"
-[ "$(grep -c "^skipped: the budget of 1 s is spent" "$tmp/out")" = 21 ] ||
-  fail "want 21 skipped steps: $(grep -c skipped "$tmp/out")"
+[ "$(grep -c "^skipped: the budget of 1 s is spent" "$tmp/out")" = 22 ] ||
+  fail "want 22 skipped steps: $(grep -c skipped "$tmp/out")"
 ! grep -qE "^(path|PATH)" "$tmp/out" || fail "path lines for skipped steps: $(grep -E "^(path|PATH)" "$tmp/out")"
 echo "gpu-validate: order, plans, GPU types and budget as expected"

@@ -330,6 +330,14 @@ class GpuDevice final : public Device {
   Status AttentionForward(const AttentionShape& s, const float* qkv, float* probs,
                           float* ctx) override {
     const AttentionScope scope(this);
+    if (!unfused_logged_ && local_rank_ == 0) {
+      // Which code ran, for gpu-validate.sh's comparisons (as the fused
+      // path's line in HasOnChipAttention).
+      unfused_logged_ = true;
+      std::fprintf(stderr, "pacer-worker gpu: unfused attention runs %s\n",
+                   mode_.bf16_operands ? "in bf16 (P stored in bf16)"
+                                       : "the executor's walk (P stored in fp32)");
+    }
     if (mode_.bf16_operands) return AttentionForwardBf16(s, qkv, probs, ctx);
     return UnfusedAttentionForward(this, s, qkv, probs, ctx);
   }
@@ -1690,6 +1698,7 @@ class GpuDevice final : public Device {
   // shape (attention_shape_); cuDNN's paths run on sdpa_'s plans.
   GpuSwitches switches_;  // the environment's (WorkerConfig::gpu), from Connect
   bool attention_decided_ = false;
+  bool unfused_logged_ = false;  // AttentionForward's line, once
   FusedAttentionChoice attention_;
   // A failure that left this device unusable (the cuDNN trial run's):
   // every later operation returns it, as Internal (Usable).

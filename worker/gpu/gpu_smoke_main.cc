@@ -11,6 +11,8 @@
 //                  (spec.model.causalAttention: false), so a bf16 fused
 //                  plan runs cuDNN's SDPA where it can; by default the
 //                  attention is causal and runs the device's causal tiles.
+//   --unfused-attention  the plan's attention: unfused (the s x s
+//                  probabilities stored, in bf16 under the bf16 plan).
 //   --calibrate    runs the calibration (GEMM TFLOP/s, copy bandwidth,
 //                  all-reduce busbw) instead and prints its table.
 // Exit 0 on success, 77 when no GPU is visible (ctest's SKIP_RETURN_CODE for
@@ -220,7 +222,7 @@ int CompareWithCpu(const WorkerConfig& c, const StepSchedule& schedule, const Ru
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool compare_cpu = false, calibrate = false, full_attention = false;
+  bool compare_cpu = false, calibrate = false, full_attention = false, unfused = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--calibrate") == 0) {
       calibrate = true;
@@ -228,9 +230,12 @@ int main(int argc, char** argv) {
       compare_cpu = true;
     } else if (std::strcmp(argv[i], "--full-attention") == 0) {
       full_attention = true;
+    } else if (std::strcmp(argv[i], "--unfused-attention") == 0) {
+      unfused = true;
     } else {
       std::fprintf(stderr,
-                   "usage: pacer-gpu-smoke [--compare-cpu] [--full-attention] | --calibrate\n");
+                   "usage: pacer-gpu-smoke [--compare-cpu] [--full-attention] "
+                   "[--unfused-attention] | --calibrate\n");
       return 1;
     }
   }
@@ -256,6 +261,7 @@ int main(int argc, char** argv) {
   if (calibrate) return Calibrate();
   WorkerConfig c = TinyPlan();
   c.model.causal_attention = !full_attention;
+  if (unfused) c.attention = pacer::planner::AttentionKernel::kUnfused;
   c.gpu = *switches;
   auto schedule = BuildStepSchedule(c, 0);
   if (!schedule.ok()) {
