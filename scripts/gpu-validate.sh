@@ -10,7 +10,7 @@
 #      "PATH NOT TAKEN: ..." says whether the device ran the attention path
 #      the comparison is meant to check (its log line);
 #   2. the same under compute-sanitizer (memcheck, leak check), if installed,
-#      with fp32 and with bf16 activations;
+#      with fp32 and with bf16 activations, and with the unfused attention;
 #   3. pacer-worker calibrate --backend gpu (GEMM TFLOP/s, copy bandwidth);
 #   4. 7B-shaped single-GPU steps (tests/testdata/gpu/*.yaml) run by
 #      pacer-worker with the planner's prediction beside the measurement:
@@ -160,4 +160,8 @@ if command -v compute-sanitizer >/dev/null; then
   step "compute-sanitizer memcheck, bf16 activations" 300 env PACER_GPU_BF16_ACTIVATIONS=1 \
     compute-sanitizer --tool memcheck --leak-check full --log-file "$out/sanitizer-bf16.txt" "$smoke"
   tail -n 2 "$out/sanitizer-bf16.txt" 2>/dev/null
+  step "compute-sanitizer memcheck, unfused attention" 300 \
+    compute-sanitizer --tool memcheck --leak-check full --log-file "$out/sanitizer-unfused.txt" \
+    "$smoke" --unfused-attention
+  tail -n 2 "$out/sanitizer-unfused.txt" 2>/dev/null
 fi

@@ -19,13 +19,15 @@ cp "$src/scripts/gpu-validate.sh" "$tmp/repo/scripts/"
 cp -r "$src/tests/testdata/gpu" "$tmp/repo/tests/testdata/"
 calls=$tmp/calls
 # The stub smoke names the path the real device would take (or, with
-# STUB_WRONG_PATH=1, the tiled path whatever it was asked), says so when
-# it stores activations in bf16, and exits with STUB_SMOKE_EXIT (0).
+# STUB_WRONG_PATH=1, a path it was not asked for: the tiled one for a
+# fused plan, the fp32 walk for an unfused one), says so when it stores
+# activations in bf16, and exits with STUB_SMOKE_EXIT (0).
 cat >"$tmp/repo/build/worker/pacer-gpu-smoke" <<STUB
 #!/bin/sh
 echo "smoke \$* cudnn=\${PACER_CUDNN_ATTENTION:-} bf16act=\${PACER_GPU_BF16_ACTIVATIONS:-}" >>"$calls"
 case "\${STUB_WRONG_PATH:-}:\${PACER_CUDNN_ATTENTION:-}:\$*" in
-  :*unfused-attention*) path="" ;;
+  :*unfused-attention*) path=""; unfused="in bf16 (P stored in bf16)" ;;
+  1:*unfused-attention*) path=""; unfused="the default walk (P stored in fp32)" ;;
   1:*) path="tiled (cuDNN's SDPA failed its trial run)" ;;
   *:0:*full-attention*) path="tiled (PACER_CUDNN_ATTENTION=0)" ;;
   *full-attention*) path="cuDNN 9.19.0's SDPA forward and the bf16 backward" ;;
@@ -35,7 +37,7 @@ esac
 if [ -n "\$path" ]; then
   echo "pacer-worker gpu: fused attention runs \$path" >&2
 else
-  echo "pacer-worker gpu: unfused attention runs in bf16 (P stored in bf16)" >&2
+  echo "pacer-worker gpu: unfused attention runs \$unfused" >&2
 fi
 if [ "\${PACER_GPU_BF16_ACTIVATIONS:-}" = 1 ]; then
   echo "pacer-worker gpu: activations that are GEMM operands are stored in bf16" >&2
@@ -97,15 +99,18 @@ worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn= bf
 worker run layers=8 bf16 fused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn=0 bf16act= causal=false
 worker run layers=8 bf16 unfused mb=2 k=4 ckpt=none type=H200 op_times=1 cudnn= bf16act= causal=false
 WANT
-# The memory checker runs last, with fp32 and then with bf16 activations.
-grep -q "^compute-sanitizer --tool memcheck --leak-check full --log-file .* .*pacer-gpu-smoke bf16act=$" <(tail -2 "$tmp/runs" | head -1) ||
-  fail "the memory checker did not run second to last: $(tail -2 "$tmp/runs" | head -1)"
-grep -q "^compute-sanitizer --tool memcheck --leak-check full --log-file .* .*pacer-gpu-smoke bf16act=1$" <(tail -1 "$tmp/runs") ||
-  fail "the memory checker with bf16 activations did not run last: $(tail -1 "$tmp/runs")"
-diff "$tmp/want" <(sed '$d' "$tmp/runs" | sed '$d') || fail "steps differ from the expected order (above)"
+# The memory checker runs last: with fp32 and with bf16 activations, then
+# on the unfused attention.
+grep -q "^compute-sanitizer --tool memcheck --leak-check full --log-file .* .*pacer-gpu-smoke bf16act=$" <(tail -3 "$tmp/runs" | head -1) ||
+  fail "the memory checker did not run third to last: $(tail -3 "$tmp/runs" | head -1)"
+grep -q "^compute-sanitizer --tool memcheck --leak-check full --log-file .* .*pacer-gpu-smoke bf16act=1$" <(tail -2 "$tmp/runs" | head -1) ||
+  fail "the memory checker with bf16 activations did not run second to last: $(tail -2 "$tmp/runs" | head -1)"
+grep -q "^compute-sanitizer --tool memcheck --leak-check full --log-file .* .*pacer-gpu-smoke --unfused-attention bf16act=$" <(tail -1 "$tmp/runs") ||
+  fail "the memory checker on the unfused attention did not run last: $(tail -1 "$tmp/runs")"
+diff "$tmp/want" <(head -n -3 "$tmp/runs") || fail "steps differ from the expected order (above)"
 grep -q "ERROR SUMMARY: 0 errors" "$tmp/out" || fail "the checker's summary is not in the log"
 # Every step ran says its exit status and its seconds (to plan the next run).
-[ "$(grep -c "^rc=0 ([0-9]* s)$" "$tmp/out")" = 22 ] || fail "want 22 'rc=0 (N s)' lines: $(grep rc= "$tmp/out")"
+[ "$(grep -c "^rc=0 ([0-9]* s)$" "$tmp/out")" = 23 ] || fail "want 23 'rc=0 (N s)' lines: $(grep rc= "$tmp/out")"
 grep -q "event=done" "$tmp/repo/out/log.txt" || fail "the worker's done lines are not in out/log.txt"
 grep -q "gpuTypes: \[H200\]" "$tmp/repo/out/llama7b-shape-l8-h200.yaml" || fail "job file not kept in out/"
 # Each CPU comparison quotes the device's line for the path it checks
@@ -134,7 +139,7 @@ grep -q "layers=8 bf16 unfused .*type=H100-SXM" "$tmp/runs" || fail "the 8-layer
 # A budget already spent: nothing runs, every step says it was skipped.
 validate H200 1
 [ ! -s "$tmp/runs" ] || fail "steps ran with the budget spent: $(cat "$tmp/runs")"
-[ "$(grep -c "^skipped: the budget of 1 s is spent" "$tmp/out")" = 22 ] ||
-  fail "want 22 skipped steps: $(grep -c skipped "$tmp/out")"
+[ "$(grep -c "^skipped: the budget of 1 s is spent" "$tmp/out")" = 23 ] ||
+  fail "want 23 skipped steps: $(grep -c skipped "$tmp/out")"
 ! grep -qE "^(path|PATH)" "$tmp/out" || fail "path lines for skipped steps: $(grep -E "^(path|PATH)" "$tmp/out")"
 echo "gpu-validate: order, plans, GPU types and budget as expected"

@@ -322,7 +322,7 @@ class GpuDevice final : public Device {
   }
 
   // The unfused attention (a plan's `attention: unfused`): under an fp32
-  // plan Device's default, the walk of tiled_attention.h that the CPU
+  // or tf32 plan Device's default, the walk of tiled_attention.h that the CPU
   // device runs in CI (StashedGemmsFor over BatchedGemm and the softmax
   // kernels); under a bf16 plan the same GEMMs with P kept in bf16
   // (AttentionForwardBf16). Each pair's P block lies at its slot
@@ -336,7 +336,7 @@ class GpuDevice final : public Device {
       unfused_logged_ = true;
       std::fprintf(stderr, "pacer-worker gpu: unfused attention runs %s\n",
                    mode_.bf16_operands ? "in bf16 (P stored in bf16)"
-                                       : "the executor's walk (P stored in fp32)");
+                                       : "the default walk (P stored in fp32)");
     }
     if (mode_.bf16_operands) return AttentionForwardBf16(s, qkv, probs, ctx);
     return UnfusedAttentionForward(this, s, qkv, probs, ctx);

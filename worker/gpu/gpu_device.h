@@ -58,7 +58,7 @@
 // (core/tiled_attention.h) over BatchedGemm (cuBLAS strided-batched) and the
 // softmax kernels; an unfused plan runs AttentionForward, which stores the
 // s x s probabilities of every (sequence, head) pair, as the executor's
-// stash expects: under an fp32 plan Device's default walk
+// stash expects: under an fp32 or tf32 plan Device's default walk
 // (core/tiled_attention.h, UnfusedAttentionForward), which the CPU device
 // runs in CI; the bf16 path runs the same GEMM description
 // (core/attention_tiles.h, StashedGemmsFor) on its own storage (in bf16
