@@ -84,8 +84,26 @@ TileBuffers ForwardBuffers(const float* qkv, float* ctx, float* probs) {
   return b;
 }
 
-std::vector<Device::ReadOnlyRegion> QkvRegion(const AttentionShape& s, const float* qkv) {
-  return {{qkv, static_cast<size_t>(s.QkvElements())}};
+// A backward pass's buffers: Q, K, V and dC read, dQ, dK and dV
+// accumulated, P and dP (dS in place over it).
+TileBuffers BackwardBuffers(const float* qkv, const float* dctx, float* dqkv, float* probs,
+                            float* probs_grad) {
+  TileBuffers b;
+  b.qkv = qkv;
+  b.dctx = dctx;
+  b.dqkv = dqkv;
+  b.probs = probs;
+  b.probs_grad = probs_grad;
+  return b;
+}
+
+// What every GEMM of a pass reads and none writes: Q, K, V and, in a
+// backward pass (dctx not null), dC.
+std::vector<Device::ReadOnlyRegion> InputRegions(const AttentionShape& s, const float* qkv,
+                                                 const float* dctx = nullptr) {
+  std::vector<Device::ReadOnlyRegion> r = {{qkv, static_cast<size_t>(s.QkvElements())}};
+  if (dctx != nullptr) r.push_back({dctx, static_cast<size_t>(s.CtxElements())});
+  return r;
 }
 
 Status Run(Device* dev, const TileGemm& g, const TileBuffers& buffers, int64_t count) {
@@ -110,7 +128,7 @@ Status TiledAttentionForward(Device* dev, const AttentionShape& s, const float* 
   DeviceBuffer p(dev, BufferClass::kWorkspace);
   RETURN_IF_ERROR(p.Assign(static_cast<size_t>(most * tile), Fill::kUndefined));
   // Q, K and V are read by every tile's GEMMs and written by none.
-  return WithReadOnly(dev, QkvRegion(s, qkv), [&] {
+  return WithReadOnly(dev, InputRegions(s, qkv), [&] {
     const TileBuffers buffers = ForwardBuffers(qkv, ctx, p.data());
     return ForAttentionTiles(
         s, o.tile_rows, most, [&](const AttentionBatch& b, const AttentionTile& t) -> Status {
@@ -134,15 +152,8 @@ Status TiledAttentionBackward(Device* dev, const AttentionShape& s, const float*
   RETURN_IF_ERROR(p.Assign(static_cast<size_t>(most * tile), Fill::kUndefined));
   RETURN_IF_ERROR(dp.Assign(static_cast<size_t>(most * tile), Fill::kUndefined));
   // Q, K, V and dC are read by every tile's GEMMs and written by none.
-  const std::vector<Device::ReadOnlyRegion> read_only = {
-      {qkv, static_cast<size_t>(s.QkvElements())}, {dctx, static_cast<size_t>(s.CtxElements())}};
-  return WithReadOnly(dev, read_only, [&] {
-    TileBuffers buffers;
-    buffers.qkv = qkv;
-    buffers.dctx = dctx;
-    buffers.dqkv = dqkv;
-    buffers.probs = p.data();
-    buffers.probs_grad = dp.data();
+  return WithReadOnly(dev, InputRegions(s, qkv, dctx), [&] {
+    const TileBuffers buffers = BackwardBuffers(qkv, dctx, dqkv, p.data(), dp.data());
     return ForAttentionTiles(
         s, o.tile_rows, most, [&](const AttentionBatch& b, const AttentionTile& t) -> Status {
           const TileGemms g = TileGemmsFor(s, b, t);
@@ -167,7 +178,7 @@ Status TiledAttentionBackward(Device* dev, const AttentionShape& s, const float*
 Status UnfusedAttentionForward(Device* dev, const AttentionShape& s, const float* qkv, float* probs,
                                float* ctx) {
   RETURN_IF_ERROR(CheckShape(s, TiledAttentionOptions{}));
-  return WithReadOnly(dev, QkvRegion(s, qkv), [&] {
+  return WithReadOnly(dev, InputRegions(s, qkv), [&] {
     const TileBuffers buffers = ForwardBuffers(qkv, ctx, probs);
     const CausalRows mask = WholeSequenceTile(s).mask;
     return ForAttentionBatches(s, s.kv_heads, [&](const AttentionBatch& b) -> Status {
@@ -196,16 +207,10 @@ Status UnfusedAttentionBackward(Device* dev, const AttentionShape& s, const floa
   // is not declared: each pair's block is read by one GEMM, so a device's
   // copy of it would save no conversion, and the CPU device would hash
   // the whole s x s stash twice to check the promise.
-  const std::vector<Device::ReadOnlyRegion> read_only = {
-      {qkv, static_cast<size_t>(s.QkvElements())}, {dctx, static_cast<size_t>(s.CtxElements())}};
-  return WithReadOnly(dev, read_only, [&] {
-    TileBuffers buffers;
-    buffers.qkv = qkv;
-    buffers.dctx = dctx;
-    buffers.dqkv = dqkv;
-    // Only read: the backward runs no GEMM that writes P (g.scores).
-    buffers.probs = const_cast<float*>(probs);
-    buffers.probs_grad = dp.data();
+  return WithReadOnly(dev, InputRegions(s, qkv, dctx), [&] {
+    // P only read: the backward runs no GEMM that writes it (g.scores).
+    const TileBuffers buffers =
+        BackwardBuffers(qkv, dctx, dqkv, const_cast<float*>(probs), dp.data());
     return ForAttentionBatches(s, most, [&](const AttentionBatch& b) -> Status {
       const TileGemms g = StashedGemmsFor(s, b);
       // context = P V: dV += P^T dC, dP = dC V^T.
