@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -151,6 +152,12 @@ struct AttentionShape {
   // call (none without a causal mask); an unfused kernel's is MaskFor(0, seq).
   CausalRows MaskFor(int64_t row0, int64_t rows) const {
     return causal ? CausalRows{row0, rows} : CausalRows{};
+  }
+  // The softmax's scale of the scores, 1/sqrt(head_dim): every attention
+  // path (the tiled and unfused walks, the GPU's bf16 kernels, cuDNN's SDPA)
+  // scales by this one value.
+  float SoftmaxScale() const {
+    return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
   }
   int64_t pairs() const { return sequences * heads; }
   int64_t group() const { return kv_heads > 0 ? heads / kv_heads : 1; }

@@ -1,6 +1,5 @@
 #include "core/tiled_attention.h"
 
-#include <cmath>
 #include <vector>
 
 #include "core/attention_tiles.h"
@@ -13,10 +12,6 @@ Status CheckShape(const AttentionShape& s, const TiledAttentionOptions& o) {
     return InternalError("tiled attention: an empty, negative or ungrouped shape");
   }
   return Status::Ok();
-}
-
-float Scale(const AttentionShape& s) {
-  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
 }
 
 // The fp32 buffers a tile's GEMMs (TileGemmsFor) read and write; dP and dS
@@ -135,7 +130,8 @@ Status TiledAttentionForward(Device* dev, const AttentionShape& s, const float* 
           const TileGemms g = TileGemmsFor(s, b, t);
           // S = Q_tile K^T, then P = softmax(S / sqrt(d)) in place; ctx_tile = P V.
           RETURN_IF_ERROR(Run(dev, g.scores, buffers, b.count));
-          RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * t.rows, t.keys, Scale(s), t.mask));
+          RETURN_IF_ERROR(
+              dev->SoftmaxRows(p.data(), b.count * t.rows, t.keys, s.SoftmaxScale(), t.mask));
           return Run(dev, g.context, buffers, b.count);
         });
   });
@@ -159,15 +155,16 @@ Status TiledAttentionBackward(Device* dev, const AttentionShape& s, const float*
           const TileGemms g = TileGemmsFor(s, b, t);
           // Recompute the tile's probabilities: P = softmax(Q_tile K^T / sqrt(d)).
           RETURN_IF_ERROR(Run(dev, g.scores, buffers, b.count));
-          RETURN_IF_ERROR(dev->SoftmaxRows(p.data(), b.count * t.rows, t.keys, Scale(s), t.mask));
+          RETURN_IF_ERROR(
+              dev->SoftmaxRows(p.data(), b.count * t.rows, t.keys, s.SoftmaxScale(), t.mask));
           // context = P V: dV += P^T dC_tile, dP = dC_tile V^T.
           RETURN_IF_ERROR(Run(dev, g.value_grad, buffers, b.count));
           RETURN_IF_ERROR(Run(dev, g.probs_grad, buffers, b.count));
           // dS (the unscaled scores' gradient), in place over dP. Each row of
           // the tile holds every key the row sees, so the softmax's row sums
           // are exact; a masked key's P is 0, so is its dS.
-          RETURN_IF_ERROR(
-              dev->SoftmaxBackward(p.data(), dp.data(), b.count * t.rows, t.keys, Scale(s)));
+          RETURN_IF_ERROR(dev->SoftmaxBackward(p.data(), dp.data(), b.count * t.rows, t.keys,
+                                               s.SoftmaxScale()));
           // scores = Q K^T: dQ_tile += dS K, dK += dS^T Q_tile.
           RETURN_IF_ERROR(Run(dev, g.query_grad, buffers, b.count));
           return Run(dev, g.key_grad, buffers, b.count);
@@ -187,8 +184,8 @@ Status UnfusedAttentionForward(Device* dev, const AttentionShape& s, const float
       // in place (masked: the scores above the diagonal are computed, then
       // get probability 0); ctx = P V.
       RETURN_IF_ERROR(Run(dev, g.scores, buffers, b.count));
-      RETURN_IF_ERROR(
-          dev->SoftmaxRows(probs + g.scores.c.offset, b.count * s.seq, s.seq, Scale(s), mask));
+      RETURN_IF_ERROR(dev->SoftmaxRows(probs + g.scores.c.offset, b.count * s.seq, s.seq,
+                                       s.SoftmaxScale(), mask));
       return Run(dev, g.context, buffers, b.count);
     });
   });
@@ -218,7 +215,7 @@ Status UnfusedAttentionBackward(Device* dev, const AttentionShape& s, const floa
       RETURN_IF_ERROR(Run(dev, g.probs_grad, buffers, b.count));
       // dS in place over dP; scores = Q K^T: dQ += dS K, dK += dS^T Q.
       RETURN_IF_ERROR(dev->SoftmaxBackward(probs + g.value_grad.a.offset, dp.data(),
-                                           b.count * s.seq, s.seq, Scale(s)));
+                                           b.count * s.seq, s.seq, s.SoftmaxScale()));
       RETURN_IF_ERROR(Run(dev, g.query_grad, buffers, b.count));
       return Run(dev, g.key_grad, buffers, b.count);
     });

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -276,7 +275,7 @@ Status Build(const AttentionShape& s, const SdpaLayout& layout, cudaStream_t str
 #if PACER_CUDNN_HAS_SDPA_FWD
   CUDNNCHECK(cudnnCreate(&p->handle));
   CUDNNCHECK(cudnnSetStream(p->handle, stream));
-  p->scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+  p->scale = s.SoftmaxScale();
   const Dims one{1, 1, 1, 1};
   ASSIGN_OR_RETURN(cudnnBackendDescriptor_t q, p->Bf16Tensor(kQ, layout.query));
   ASSIGN_OR_RETURN(cudnnBackendDescriptor_t k, p->Bf16Tensor(kK, layout.key_value));

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -1086,7 +1085,7 @@ class GpuDevice final : public Device {
 
   Status AttentionForwardBf16(const AttentionShape& s, const float* qkv, float* probs,
                               float* ctx) {
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    const float scale = s.SoftmaxScale();
     TileStorage st;
     // Q, K and V of every pair in bf16, converted once (operand scratch 0).
     ASSIGN_OR_RETURN(st.qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
@@ -1163,7 +1162,7 @@ class GpuDevice final : public Device {
   Status CausalAttentionForwardBf16(const AttentionShape& s, const float* qkv, float* lse,
                                     float* ctx) {
     const AttentionScope scope(this);
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    const float scale = s.SoftmaxScale();
     TileStorage st;
     ASSIGN_OR_RETURN(st.qkv16, Bf16Operand(qkv, static_cast<size_t>(s.QkvElements()), 0));
     st.ctx = ctx;
@@ -1283,7 +1282,7 @@ class GpuDevice final : public Device {
   // dV += P^T dC, dP = dC V^T (fp32), dS (bf16), dQ += dS K, dK += dS^T Q.
   Status BackwardFromProbsBf16(const AttentionShape& s, const TileGemms& g, const TileStorage& st,
                                int64_t count, int64_t rows, int64_t keys) {
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    const float scale = s.SoftmaxScale();
     ASSIGN_OR_RETURN(const Matrix p, TileOperandMatrix(st, g.value_grad.a));
     ASSIGN_OR_RETURN(const Matrix dp, TileOperandMatrix(st, g.probs_grad.c));
     ASSIGN_OR_RETURN(const Matrix ds, TileOperandMatrix(st, g.query_grad.a));
@@ -1318,7 +1317,7 @@ class GpuDevice final : public Device {
   Status RecomputedTileBackwardBf16(const AttentionShape& s, const AttentionBatch& b,
                                     const AttentionTile& tile, const TileStorage& st,
                                     const float* lse) {
-    const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+    const float scale = s.SoftmaxScale();
     const TileGemms g = TileGemmsFor(s, b, tile);
     RETURN_IF_ERROR(RunTileGemm(g.scores, st, b.count));
     const StatsRows rows = StatsRowsFor(s, b).Tile(tile);
