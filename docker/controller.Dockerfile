@@ -33,6 +33,7 @@ COPY cmake cmake
 COPY planner planner
 COPY controller controller
 COPY worker worker
+COPY data data
 # RelWithDebInfo is the optimisation level the test suite runs; the debug
 # information is stripped from the copy that ships. Warnings stay errors:
 # this is the compiler CI uses.

@@ -47,6 +47,7 @@ COPY cmake cmake
 COPY planner planner
 COPY controller controller
 COPY worker worker
+COPY data data
 # CUDA on: worker/CMakeLists.txt finds /usr/local/cuda/bin/nvcc and builds the
 # GPU plugin for sm_80 and sm_90; PACER_REQUIRE_CUDNN fails the build if
 # cuDNN is not found rather than shipping a plugin without it. PACER_WERROR=OFF: noble's GCC 13 is newer

@@ -5,6 +5,10 @@
 #   - every COPY source from the build context exists and is allowed by the
 #     .dockerignore allow-list; every COPY --from source is a path that an
 #     earlier stage's RUN writes; no ADD (it fetches URLs and unpacks archives);
+#   - each build stage that runs `cmake -S` configures from just the files
+#     its COPYs bring (as .dockerignore lets them through): a file CMake
+#     reads at configure time that no COPY brings fails here, not in the
+#     image build (skipped with --skip-configure or without cmake);
 #   - every `cmake --target` is a target the project declares, and every path
 #     read from a stage's build tree is where CMake puts that target's output
 #     (compared with the real build when --binary is given);
@@ -24,12 +28,13 @@
 #
 # Usage: dockerfile_check.sh --source-dir DIR --dockerfile FILE --image REPO
 #            [--distro debian|ubuntu] [--build-dir DIR] [--binary PATH]...
-#            [--values FILE]
+#            [--values FILE] [--skip-configure]
 # Exit status: 0 when every check passed (skips allowed), 1 otherwise.
 set -uo pipefail
 
 source_dir="" dockerfile="" image="" distro="debian" build_dir="" values=""
 binaries=()
+configure=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --source-dir) source_dir="$2"; shift 2 ;;
@@ -39,6 +44,7 @@ while [ $# -gt 0 ]; do
     --build-dir) build_dir="$2"; shift 2 ;;
     --binary) binaries+=("$2"); shift 2 ;;
     --values) values="$2"; shift 2 ;;
+    --skip-configure) configure=0; shift ;;
     *) echo "dockerfile_check: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -271,6 +277,72 @@ for ((i = 0; i < ${#ins_kw[@]}; i++)); do
       else final_copied["$dest"]=1; fi
     fi
   done
+done
+
+# --- each build stage configures from what it copies ---------------------------
+# Docker builds from the files a stage copies, not from the repository, so
+# the stage's configure runs here in a folder holding only those: each
+# COPY source (no --from) that exists and .dockerignore lets through, at its
+# destination under the WORKDIR, build trees left out as .dockerignore
+# leaves them. The RUN's -D options are kept except PACER_REQUIRE_CUDNN
+# (whether this machine has cuDNN says nothing about the copied files).
+# stage_context STAGE DIR: lays out in DIR what the stage's COPYs bring.
+stage_context() {
+  local st="$1" ctx="$2" i w src dest n p workdir=""
+  for ((i = 0; i < ${#ins_kw[@]}; i++)); do
+    [ "${ins_stage[i]}" = "$st" ] && [ "${ins_kw[i]}" = "WORKDIR" ] && workdir="${ins_args[i]%/}"
+  done
+  for ((i = 0; i < ${#ins_kw[@]}; i++)); do
+    [ "${ins_stage[i]}" = "$st" ] && [ "${ins_kw[i]}" = "COPY" ] || continue
+    [[ "${ins_args[i]}" == \[* ]] && continue
+    read -r -a cw <<< "${ins_args[i]}"
+    local from="" paths=()
+    for w in "${cw[@]}"; do
+      case "$w" in --from=*) from=1 ;; --*) ;; *) paths+=("$w") ;; esac
+    done
+    n=${#paths[@]}
+    [ -z "$from" ] && [ "$n" -ge 2 ] || continue
+    dest="${paths[n - 1]}"
+    if [[ "$dest" == /* ]]; then  # absolute: inside the WORKDIR, or not for cmake -S .
+      [[ "$dest/" == "$workdir/"* ]] || continue
+      dest="${dest#"$workdir"}"; dest="./${dest#/}"
+    fi
+    for ((p = 0; p < n - 1; p++)); do
+      src="${paths[p]}"
+      [ -e "$source_dir/$src" ] && context_allowed "$src" || continue
+      if [ -d "$source_dir/$src" ]; then
+        mkdir -p "$ctx/$dest" && cp -a "$source_dir/$src/." "$ctx/$dest/"
+      elif [[ "$dest" == */ ]] || [ "$dest" = "." ]; then
+        mkdir -p "$ctx/$dest" && cp -a "$source_dir/$src" "$ctx/$dest/"
+      else
+        mkdir -p "$(dirname "$ctx/$dest")" && cp -a "$source_dir/$src" "$ctx/$dest"
+      fi
+    done
+  done
+  find "$ctx" -mindepth 1 -type d -name 'build*' -prune -exec rm -rf {} +
+}
+for ((s = 0; s < final; s++)); do
+  runs=$(stage_runs "$s")
+  grep -qE '(^|[[:space:]])cmake[[:space:]]+-S' <<< "$runs" || continue
+  if [ "$configure" -eq 0 ]; then
+    skip "stage $s: configure from the copied files (--skip-configure)"
+    continue
+  fi
+  if ! command -v cmake > /dev/null; then
+    skip "stage $s: no cmake here: configure from the copied files not tried"
+    continue
+  fi
+  ctx=$(mktemp -d)
+  stage_context "$s" "$ctx"
+  mapfile -t options < <(words "$(resolve "$s" "$runs")" | grep -E '^-D' |
+                         grep -v '^-DPACER_REQUIRE_CUDNN=')
+  if cmake -S "$ctx" -B "$ctx/.configure" "${options[@]}" > "$ctx.log" 2>&1; then
+    ok "stage $s: cmake configures from the files the stage copies"
+  else
+    fail "stage $s: cmake does not configure from the files the stage copies (a file CMake reads is not copied, or not allowed by .dockerignore?):"
+    grep -A3 'CMake Error' "$ctx.log" | head -n 12 | sed 's/^/    /'
+  fi
+  rm -rf "$ctx" "$ctx.log"
 done
 
 # --- cmake targets and build-tree paths ----------------------------------------
