@@ -197,7 +197,9 @@ PoolContext MakePoolContext(const JobSpec& job, const NodePool& pool, const GpuT
     ctx.peak_flops = gpu.PeakFlops(Precision::kFp8);
     ctx.gemm_efficiency =
         gpu.fp8_gemm_efficiency > 0 ? gpu.fp8_gemm_efficiency : c.fp8_gemm_efficiency;
-    ctx.peak16_flops = gpu.PeakFlops(Precision::kBf16);
+    // The 16-bit parts (attention, logits) in bf16, or fp16 on a GPU
+    // without bf16 (a new type may give only fp16TFLOPS).
+    ctx.peak16_flops = std::max(gpu.PeakFlops(Precision::kBf16), gpu.PeakFlops(Precision::kFp16));
     ctx.gemm16_efficiency = gemm16;
   } else {
     ctx.peak_flops = gpu.PeakFlops(precision);

@@ -87,6 +87,7 @@ Status ApplyGpuType(const Field& f, std::set<std::string>* earlier_names, GpuCat
   }
   if (const Field v = f.Get("memoryGB"); v.present()) {
     ASSIGN_OR_RETURN(gpu.memory_gb, PositiveNumber(v, kMaxMemoryGb));
+    gpu.memory_mib = 0;  // a built-in entry's device MiB would win over the given GB
   }
   if (const Field v = f.Get("hbmGBps"); v.present()) {
     ASSIGN_OR_RETURN(gpu.hbm_gbps, PositiveNumber(v, kMaxBandwidth));

@@ -39,6 +39,9 @@ constexpr std::size_t kMaxGpuTypes = 100;
 constexpr int kMaxTensorParallel = 1024;
 constexpr int kMaxPipelineParallel = 1000;
 constexpr double kMaxDurationSeconds = 36500.0 * 86400;  // 100 years
+// Optimizer steps of the whole run: a trillion at a millisecond each is 30
+// years; the bound keeps step counts (int64) and times far from overflow.
+constexpr double kMaxOptimizerSteps = 1e12;
 constexpr int kDefaultSequenceLength = 2048;
 constexpr int kDefaultVocabSize = 51200;
 
@@ -296,6 +299,14 @@ Status ParseTraining(const Field& f, TrainingSpec* t) {
     t->micro_batch_sizes.erase(
         std::unique(t->micro_batch_sizes.begin(), t->micro_batch_sizes.end()),
         t->micro_batch_sizes.end());
+    // b x k x d = globalBatchSize: a list with no divisor allows no layout.
+    if (std::none_of(t->micro_batch_sizes.begin(), t->micro_batch_sizes.end(),
+                     [&](int b) { return t->global_batch_size % b == 0; })) {
+      return mbs.Error("none of these divides training.globalBatchSize (" +
+                       std::to_string(t->global_batch_size) +
+                       "), which must be micro-batch x gradient accumulation x data parallel; "
+                       "add a divisor such as 1, or leave microBatchSizes out");
+    }
   }
   return ParseStack(f.Get("stack"), &t->stack);
 }
@@ -414,6 +425,21 @@ Status ParseSpec(const Field& f, JobSpec* job) {
   RETURN_IF_ERROR(ParseModel(f.Get("model"), &job->model));
   RETURN_IF_ERROR(ParseData(f.Get("data"), &job->data));
   RETURN_IF_ERROR(ParseTraining(f.Get("training"), &job->training));
+  {
+    const DataSpec& d = job->data;
+    const double samples =
+        d.samples
+            ? *d.samples
+            : std::ceil(d.tokens.value_or(0) / static_cast<double>(job->model.sequence_length));
+    const double steps =
+        std::ceil(samples / static_cast<double>(job->training.global_batch_size)) * d.epochs;
+    if (!(steps <= kMaxOptimizerSteps)) {
+      return f.Get("data").Error(
+          "makes " + yaml_fields::FormatNumber(steps) + " optimizer steps (epochs x samples / " +
+          "training.globalBatchSize); at most " + yaml_fields::FormatNumber(kMaxOptimizerSteps) +
+          ": fewer tokens or epochs, or a larger globalBatchSize");
+    }
+  }
 
   const Field deadline = f.Get("deadline");
   const Field max_duration = f.Get("maxDuration");

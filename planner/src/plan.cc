@@ -37,7 +37,7 @@ const char* RejectReasonName(RejectReason r) {
 
 int64_t PlanResult::predicted_completion_unix_seconds() const {
   if (!plan) return now_unix_seconds;
-  return now_unix_seconds + static_cast<int64_t>(std::ceil(plan->total.total_seconds));
+  return CompletionUnixSeconds(now_unix_seconds, plan->total.total_seconds);
 }
 
 namespace internal {

@@ -26,11 +26,21 @@ namespace pacer::planner {
 namespace internal {
 namespace {
 
+// The most GPUs a layout may use: the largest spec.resources.maxGPUs a job
+// may give (job_parser.cc).
+constexpr int64_t kMaxLayoutGpus = 1'000'000;
+
 std::vector<int> Divisors(int64_t n, int64_t limit) {
-  std::vector<int> out;
-  for (int64_t i = 1; i <= n && i <= limit; ++i) {
-    if (n % i == 0) out.push_back(static_cast<int>(i));
+  // Pairs (i, n / i) up to sqrt(n): a global batch of 1e8 takes 1e4 tries,
+  // not 1e8, for each (t, p, v, b) the search visits.
+  std::vector<int> out, large;
+  for (int64_t i = 1; i * i <= n; ++i) {
+    if (n % i != 0) continue;
+    if (i <= limit) out.push_back(static_cast<int>(i));
+    const int64_t j = n / i;
+    if (j != i && j <= limit) large.push_back(static_cast<int>(j));
   }
+  out.insert(out.end(), large.rbegin(), large.rend());
   return out;
 }
 
@@ -154,6 +164,14 @@ class Searcher {
     const PoolContext ctx =
         MakePoolContext(job_, pool, *gpu, calibration_.Find(pool.gpu_type), options_.constants);
     const ModelSpec& m = job_.model;
+    if (const std::optional<int>& pinned = job_.parallelism.tensor_parallel;
+        pinned && pool.gpus_per_node % *pinned != 0) {
+      Reject(RejectReason::kLayoutIndivisible, 1, nullptr,
+             "spec.parallelism.tensorParallel " + std::to_string(*pinned) +
+                 " must divide the GPUs per node of pool " + pool.name + " (" +
+                 std::to_string(pool.gpus_per_node) + "): a tensor-parallel group stays in a node");
+      return;
+    }
     for (int t : Divisors(pool.gpus_per_node, pool.gpus_per_node)) {
       if (job_.parallelism.tensor_parallel && *job_.parallelism.tensor_parallel != t) continue;
       if (m.attention_heads % t != 0 || m.kv_heads % t != 0) {
@@ -193,7 +211,10 @@ class Searcher {
     for (int b : MicroBatchCandidates()) {
       // Valid data-parallel sizes for this b, ascending.
       std::vector<DCandidate> ds;
-      for (int d : Divisors(gbs_ / b, gbs_ / b)) {
+      // No layout has more than kMaxLayoutGpus GPUs (also when free GPUs
+      // are ignored, as the advice's search does): t x p x d stays an int.
+      const int64_t max_d = std::min<int64_t>(gbs_ / b, kMaxLayoutGpus / (int64_t{t} * p));
+      for (int d : Divisors(gbs_ / b, max_d)) {
         ++out_.stats.layouts_considered;
         const int64_t k = gbs_ / (static_cast<int64_t>(b) * d);
         const int64_t gpus = static_cast<int64_t>(t) * p * d;

@@ -1,6 +1,6 @@
 #include "pacer/planner/units.h"
 
-
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -278,7 +278,12 @@ std::string FormatRfc3339(int64_t unix_seconds) {
 }
 
 int64_t CompletionUnixSeconds(int64_t now_unix_seconds, double total_seconds) {
-  return now_unix_seconds + static_cast<int64_t>(std::ceil(total_seconds));
+  // A million years: beyond any deadline, and far from int64's end (a
+  // near-zero bandwidth in an inventory can make a plan take "forever").
+  constexpr double kMaxSeconds = 1e6 * 365.25 * 86400;
+  const double seconds =
+      std::isnan(total_seconds) ? kMaxSeconds : std::clamp(total_seconds, 0.0, kMaxSeconds);
+  return now_unix_seconds + static_cast<int64_t>(std::ceil(seconds));
 }
 
 std::string FormatDurationHuman(double seconds) {

@@ -3,9 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "pacer/planner/job_parser.h"
+#include "pacer/planner/search.h"
 
 namespace pacer::planner {
 namespace {
@@ -87,6 +89,51 @@ nodePools: [{name: p, gpuType: H200, nodes: 2, gpusPerNode: 8, networkGbpsPerNod
   ASSERT_TRUE(inv.ok()) << inv.status().ToString();
   EXPECT_EQ(inv->catalog.Find("H200")->name, "H200");
   EXPECT_EQ(inv->node_pools[0].price_per_gpu_hour, 3.5);
+}
+
+// A built-in entry carries the device's MiB, which memory_bytes() prefers
+// to the datasheet GB: an override of memoryGB must replace both, or the
+// planner keeps fitting layouts into the datasheet's memory.
+TEST(InventoryTest, AMemoryOverrideReplacesTheBuiltInDeviceMemory) {
+  StatusOr<Inventory> inv = ParseInventory(R"(
+gpuTypes: [{name: H100-SXM, memoryGB: 40}]
+nodePools: [{name: p, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, networkGbpsPerNode: 3200}]
+)");
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  EXPECT_DOUBLE_EQ(inv->catalog.Find("H100-SXM")->memory_bytes(), 40e9);
+  // Without the override the device's 81,559 MiB stand.
+  StatusOr<Inventory> plain = ParseInventory(
+      "nodePools: [{name: p, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
+      "networkGbpsPerNode: 3200}]\n");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_DOUBLE_EQ(plain->catalog.Find("H100-SXM")->memory_bytes(), 81559.0 * 1048576.0);
+}
+
+// An fp8 plan times its 16-bit parts (attention, logits) at the bf16
+// peak, or the fp16 one on a new type that gives no bf16TFLOPS: a zero
+// peak made the step take forever.
+TEST(InventoryTest, AnFp8PlanOnAnFp16OnlyTypeHasAFiniteStepTime) {
+  StatusOr<Inventory> inv = ParseInventory(R"(
+gpuTypes: [{name: X16, fp16TFLOPS: 400, fp8TFLOPS: 800, memoryGB: 80, hbmGBps: 3000}]
+nodePools: [{name: p, gpuType: X16, nodes: 4, gpusPerNode: 8, networkGbpsPerNode: 3200}]
+)");
+  ASSERT_TRUE(inv.ok()) << inv.status().ToString();
+  StatusOr<JobSpec> job = ParseTrainJob(R"(apiVersion: pacer.dev/v1alpha1
+kind: TrainJob
+metadata: {name: j}
+spec:
+  model: {layers: 8, hiddenSize: 1024, attentionHeads: 16, sequenceLength: 2048}
+  data: {tokens: 1e9}
+  training: {globalBatchSize: 64, precision: fp8}
+)");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  PlanOptions options;
+  options.now_unix_seconds = 1795305600;
+  StatusOr<PlanResult> r = Plan(*job, *inv, {}, options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->plan.has_value());
+  EXPECT_TRUE(std::isfinite(r->plan->step.step_seconds));
+  EXPECT_TRUE(std::isfinite(r->plan->total.total_seconds));
 }
 
 TEST(InventoryTest, JsonWorksToo) {

@@ -437,6 +437,31 @@ TEST(JobParserTest, CausalAttentionDefaultsToTrueAndParsesABool) {
       HasSubstr("did you mean causalAttention?"));
 }
 
+// b x k x d = globalBatchSize: a micro-batch list without a divisor of it
+// allows no layout, which the search used to report as "no layout is
+// possible" blaming whatever else it rejected (exit 4, not 2).
+TEST(JobParserTest, MicroBatchSizesNeedADivisorOfTheGlobalBatch) {
+  const std::string error =
+      ErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: 256\n    microBatchSizes: [3, 5]"));
+  EXPECT_THAT(error, HasSubstr("spec.training.microBatchSizes"));
+  EXPECT_THAT(error, HasSubstr("none of these divides training.globalBatchSize (256)"));
+  EXPECT_EQ(
+      ErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: 256\n    microBatchSizes: [3, 4]")),
+      "OK");
+}
+
+// The run's optimizer steps stay far from int64's end (tokens 1e16 at 8
+// tokens a sequence, a batch of 1 and 10,000 epochs made 1.25e19).
+TEST(JobParserTest, OptimizerStepsAreBounded) {
+  std::string doc = Minimal("tokens: 2e9", "tokens: 1e16\n    epochs: 10000");
+  const std::size_t at = doc.find("globalBatchSize: 256");
+  doc.replace(at, 20, "globalBatchSize: 1");
+  const std::string error = ErrorOf(doc);
+  EXPECT_THAT(error, HasSubstr("spec.data"));
+  EXPECT_THAT(error, HasSubstr("optimizer steps"));
+  EXPECT_THAT(error, HasSubstr("at most 1e12"));
+}
+
 TEST(JobParserTest, DeadlineAndMaxDurationConflict) {
   std::string doc = kMinimalYaml;
   doc += "  deadline: \"2026-12-24T00:00:00Z\"\n  maxDuration: 72h\n";

@@ -74,6 +74,21 @@ TEST(ScheduleTest, RefusesAllocationsLargerThanThePool) {
             StatusCode::kInvalidArgument);
 }
 
+// The controller builds curves over the whole pool but schedules on the
+// GPUs free or held now, which can be fewer than a job's smallest level:
+// the reason says so instead of quoting an infinite time (an undefined
+// conversion to integer seconds).
+TEST(ScheduleTest, RejectsAJobWhoseSmallestLevelExceedsThePoolAndSaysSo) {
+  std::vector<SchedJob> jobs = {Job("big", 1000, 100.0, Curve({{16, 16}, {32, 32}}))};
+  StatusOr<ScheduleResult> result = Schedule(jobs, 8, 0, Exact(Policy::kPacer));
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  const JobDecision& decision = result->decisions[0];
+  EXPECT_EQ(decision.admission, Admission::kRejected);
+  EXPECT_EQ(decision.reason,
+            "needs at least 16 GPUs (its smallest throughput level) and the pool has 8")
+      << decision.reason;
+}
+
 TEST(ScheduleTest, RejectsAJobThatCannotMakeItAloneWithAdvice) {
   // 1,000 iterations at most 8 it/s: 125 s, the deadline is 100 s away.
   std::vector<SchedJob> jobs = {Job("late", 1000, 100.0, Linear())};

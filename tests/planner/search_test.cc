@@ -152,6 +152,37 @@ TEST(SearchTest, ImpossibleDeadlineGivesFastestPlanAndAdvice) {
   EXPECT_NE(r->advice->summary.find("after the deadline"), std::string::npos);
 }
 
+// The advice's search ignores free GPUs and maxGPUs, so d could reach
+// GBS / b: t x p x d overflowed int (2^32 wrapped to 0 nodes) for a batch
+// of 2^24 sequences. Layouts stop at a million GPUs.
+TEST(SearchTest, AdviceForAHugeBatchStaysWithinAMillionGpus) {
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {tokens: 1e13}\n  training: {globalBatchSize: 16777216}\n  maxDuration: 1d\n"));
+  const Inventory inv = Pools(16, 128, 0, 0);
+  auto r = Plan(job, inv, {}, Options());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->feasible);
+  ASSERT_TRUE(r->advice.has_value());
+  ASSERT_TRUE(r->advice->gpus_needed.has_value());
+  EXPECT_GT(*r->advice->gpus_needed, 128);
+  EXPECT_LE(*r->advice->gpus_needed, 1'000'000);
+}
+
+// A tensor-parallel pin no node can hold names the pin, not "no layout is
+// possible for this job on this inventory".
+TEST(SearchTest, ATensorParallelPinLargerThanANodeSaysSo) {
+  const JobSpec job = ParseOrDie(
+      JobYaml("  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n  maxDuration: 30d\n"
+              "  parallelism: {tensorParallel: 16}\n"));
+  auto r = Plan(job, Pools(4, 32, 0, 0), {}, Options());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("spec.parallelism.tensorParallel 16 must divide the GPUs "
+                                      "per node of pool h100 (8)"),
+            std::string::npos)
+      << r.status().message();
+}
+
 // "N after the deadline" and "at T" are one instant: the completion
 // rounded up to whole seconds, the time every message shows. (Rounding the
 // lateness to the nearest second instead made `explain` print the misses-

@@ -146,5 +146,17 @@ TEST(CompletionTest, RoundsUpToWholeSeconds) {
   EXPECT_EQ(CompletionUnixSeconds(100, 5.0), 105);
 }
 
+// A near-zero bandwidth in an inventory makes a plan take "forever": the
+// completion saturates at a million years instead of converting an
+// infinite or NaN number of seconds to int64 (undefined behaviour).
+TEST(CompletionTest, SaturatesAtAMillionYears) {
+  const int64_t million_years = static_cast<int64_t>(1e6 * 365.25 * 86400);
+  EXPECT_EQ(CompletionUnixSeconds(100, std::numeric_limits<double>::infinity()),
+            100 + million_years);
+  EXPECT_EQ(CompletionUnixSeconds(100, std::nan("")), 100 + million_years);
+  EXPECT_EQ(CompletionUnixSeconds(100, 1e300), 100 + million_years);
+  EXPECT_EQ(CompletionUnixSeconds(100, -5.0), 100);
+}
+
 }  // namespace
 }  // namespace pacer::planner

@@ -157,6 +157,11 @@ std::string RejectReason(const SchedJob& job, int gpus, double now, const SchedO
                        /*reserve_if_infeasible=*/false, empty)
            .feasible) {
     const int top = job.curve.FloorLevel(gpus);
+    if (top <= 0 || job.curve.IterationsPerSecond(top) <= 0) {
+      // No level fits the pool: no time to quote (it would be infinite).
+      return "needs at least " + std::to_string(job.curve.min_gpus()) +
+             " GPUs (its smallest throughput level) and the pool has " + std::to_string(gpus);
+    }
     const double seconds = job.remaining_iterations / job.curve.IterationsPerSecond(top);
     return "cannot finish by its deadline even alone: " + std::to_string(top) + " GPUs (its most " +
            "useful) need " + std::to_string(static_cast<long long>(std::ceil(seconds))) +
