@@ -13,13 +13,29 @@ namespace {
 
 constexpr size_t kMaxDnsLabel = 63;
 
-std::string Shortened(const std::string& name, size_t max_length) {
-  if (name.size() <= max_length) return name;
+// `label`'s first characters and a hash of `name` (6 hex digits), at most
+// max_length characters together.
+std::string WithHashOf(const std::string& name, const std::string& label, size_t max_length) {
   char hash[16];
   std::snprintf(hash, sizeof(hash), "%06zx", std::hash<std::string>{}(name)&0xffffff);
-  std::string prefix = name.substr(0, max_length - 7);
+  std::string prefix = label.substr(0, max_length - 7);
   while (!prefix.empty() && prefix.back() == '-') prefix.pop_back();
   return prefix + "-" + hash;
+}
+
+// A TrainJob's name (a DNS-1123 subdomain: dots allowed, a digit first
+// allowed) as a DNS label of at most max_length characters: the name itself
+// when it is one (the names of existing jobs' pods do not change), else
+// with '.' made '-' and, for a DNS-1035 label (`letter_first`: a Service's
+// name), a digit first preceded by 'j'; shortened, or changed, it ends in a
+// hash of the whole name, so "llama-3.1" and "llama-3-1" get different
+// labels.
+std::string DnsLabelOf(const std::string& name, size_t max_length, bool letter_first) {
+  std::string label = name;
+  std::replace(label.begin(), label.end(), '.', '-');
+  if (letter_first && !label.empty() && !(label[0] >= 'a' && label[0] <= 'z')) label = "j" + label;
+  if (label == name && name.size() <= max_length) return name;
+  return WithHashOf(name, label, max_length);
 }
 
 nlohmann::json OwnerReference(const LaunchSpec& launch) {
@@ -51,12 +67,12 @@ nlohmann::json ContainerPorts(int local_ranks, const PodTemplateOptions& options
 }  // namespace
 
 std::string WorkerServiceName(const std::string& job_name) {
-  return Shortened(job_name, kMaxDnsLabel - 8) + "-workers";
+  return DnsLabelOf(job_name, kMaxDnsLabel - 8, /*letter_first=*/true) + "-workers";
 }
 
 std::string WorkerPodName(const std::string& job_name, int attempt, int node_rank) {
   const std::string suffix = "-a" + std::to_string(attempt) + "-n" + std::to_string(node_rank);
-  return Shortened(job_name, kMaxDnsLabel - suffix.size()) + suffix;
+  return DnsLabelOf(job_name, kMaxDnsLabel - suffix.size(), /*letter_first=*/false) + suffix;
 }
 
 nlohmann::json WorkerServiceObject(const LaunchSpec& launch, const PodTemplateOptions& options) {

@@ -47,8 +47,12 @@ struct PodTemplateOptions {
   std::string default_worker_image = "ghcr.io/pacer-dev/pacer-worker:0.1.0";
 };
 
+// The workers' headless Service: a DNS-1035 label (<= 63 characters, a
+// letter first). Job names that are not one (dots, a digit first, too long)
+// are rewritten with a hash of the whole name (worker_pods.cc, DnsLabelOf).
 std::string WorkerServiceName(const std::string& job_name);
-// A DNS label (<= 63 characters): long job names are shortened with a hash.
+// A DNS-1123 label (<= 63 characters; also the pod's hostname): names with
+// dots or too long are rewritten with a hash, as above.
 std::string WorkerPodName(const std::string& job_name, int attempt, int node_rank);
 
 nlohmann::json WorkerServiceObject(const LaunchSpec& launch, const PodTemplateOptions& options);

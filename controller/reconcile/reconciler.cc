@@ -404,9 +404,13 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
   launch.plan_unix_seconds = pass.now;
   launch.excluded_nodes = pass.state.failures.excluded_nodes;
   Status launched = deps_.launcher->Launch(launch);
-  if (launched.code() == StatusCode::kPermissionDenied) {
-    // 403: a ResourceQuota, an admission webhook or a policy said no. Asking
-    // again at once gets the same answer; say why on the TrainJob and back off.
+  if (launched.code() == StatusCode::kPermissionDenied ||
+      launched.code() == StatusCode::kInvalidArgument) {
+    // 403: a ResourceQuota, an admission webhook or a policy said no; 400 or
+    // 422: the server finds the objects invalid (a TrainJob value the pod API
+    // does not take, or a controller bug). Asking again at once gets the
+    // same answer, and dropping the job would leave it without a word: say
+    // why on the TrainJob and back off.
     std::unique_lock<std::mutex> lock(mu_);
     Refusals& r = refusals_[pass.key];
     ++r.count;
@@ -415,7 +419,11 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
     delay = std::min(delay, options_.launch_refusal_max_delay);
     r.retry_at = now + delay;
     r.attempt = launch.attempt;
-    r.message = "the API server refused the workers: " + launched.message();
+    r.message = launched.code() == StatusCode::kPermissionDenied
+                    ? "the API server refused the workers: " + launched.message()
+                    : "the API server found the workers invalid (a TrainJob value the pod "
+                      "API does not accept, or a controller bug): " +
+                          launched.message();
     const std::string message = r.message;
     const int count = r.count;
     lock.unlock();

@@ -10,8 +10,8 @@
 //                                cannot meet it at all -> Infeasible, with the fix
 //                                (a job that already ran gets the fastest plan
 //                                and DeadlineAtRisk instead: stopping loses more)
-//   launch refused (403)    -> Pending, Planned=False/LaunchRefused with the
-//                              server's message and a Warning event; retried
+//   launch refused (403,    -> Pending, Planned=False/LaunchRefused with the
+//   or 400/422 invalid)        server's message and a Warning event; retried
 //                              with per-job backoff (10 s doubling to 5 min)
 //   gang incomplete         -> removed and relaunched after
 //                              gang_completion_timeout (60 s)

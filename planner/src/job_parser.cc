@@ -95,6 +95,13 @@ Status ParseMetadata(const Field& f, JobSpec* job) {
         "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and "
         "ending with a letter or digit, at most 253 characters)");
   }
+  if (job->name.size() > 63) {
+    // The name is the value of the pacer.dev/job label on the job's pods
+    // and Service, which Kubernetes limits to 63 characters.
+    return name.Error("must be at most 63 characters (it is the pacer.dev/job label of the "
+                      "job's pods and Service), got " +
+                      std::to_string(job->name.size()));
+  }
   const Field ns = f.Get("namespace");
   if (ns.present()) {
     ASSIGN_OR_RETURN(job->namespace_name, ns.String());

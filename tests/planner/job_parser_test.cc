@@ -462,6 +462,16 @@ TEST(JobParserTest, OptimizerStepsAreBounded) {
   EXPECT_THAT(error, HasSubstr("at most 1e12"));
 }
 
+// The name is the pacer.dev/job label value of the job's pods, which
+// Kubernetes limits to 63 characters: a longer (valid subdomain) name made
+// every pod and the Service invalid.
+TEST(JobParserTest, NamesAreAtMost63Characters) {
+  EXPECT_EQ(ErrorOf(Minimal("name: tiny", "name: " + std::string(63, 'a'))), "OK");
+  EXPECT_EQ(ErrorOf(Minimal("name: tiny", "name: " + std::string(70, 'a'))),
+            "metadata.name: must be at most 63 characters (it is the pacer.dev/job label of the "
+            "job's pods and Service), got 70");
+}
+
 TEST(JobParserTest, DeadlineAndMaxDurationConflict) {
   std::string doc = kMinimalYaml;
   doc += "  deadline: \"2026-12-24T00:00:00Z\"\n  maxDuration: 72h\n";

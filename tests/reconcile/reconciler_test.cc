@@ -556,6 +556,31 @@ TEST_F(ReconcilerTest, RefusedLaunchIsShownAndRetriedWithBackoffUntilTheQuotaCha
   EXPECT_TRUE(reconciler().WakeRefusedLaunches().empty());  // launched: nothing refused
 }
 
+// 400/422: the server finds the workers invalid. The job used to be dropped
+// from the queue as "terminal" with no condition and no event; now it is
+// shown as refused, with the server's message, and retried with backoff.
+TEST_F(ReconcilerTest, WorkersTheServerFindsInvalidAreShownAndRetriedWithBackoff) {
+  store_.Put(LlamaJob());
+  const std::string invalid =
+      "POST /api/v1/namespaces/research/services: 422 Unprocessable Entity: Service "
+      "\"llama-workers\" is invalid: metadata.name: Invalid value: \"llama-workers\"";
+  launcher_.refuse = ::pacer::Status(StatusCode::kInvalidArgument, invalid);
+  ReconcileResult r = Pass();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(10000));
+  EXPECT_EQ(Status()["phase"], "Pending");
+  EXPECT_EQ(ConditionReason("Planned"), "False/LaunchRefused");
+  ASSERT_EQ(store_.CountEvents("LaunchRefused"), 1);
+  EXPECT_NE(store_.events.back().message.find("the API server found the workers invalid"),
+            std::string::npos)
+      << store_.events.back().message;
+  EXPECT_NE(store_.events.back().message.find("metadata.name: Invalid value"), std::string::npos);
+  clock_.Advance(std::chrono::seconds(10));
+  r = Pass();
+  EXPECT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(20000));
+}
+
 // The launcher creates pod 0, is refused pod 1 and removes pod 0; the pod
 // cache still shows pod 0 for a moment, and its events wake the job. That
 // group is not a launch whose status write was lost: adopting it made the

@@ -288,6 +288,10 @@ ApiResult<json> ObjectStore::Create(const ApiPath& collection, json object, bool
         {"storedVersions", {crd_resource->version}}};
   }
   if (auto error = ValidateCustomObject(r, object, true)) return *error;
+  if (r.group.empty()) {
+    const std::vector<FieldError> errors = ValidateCoreObjectNames(r.plural, object);
+    if (!errors.empty()) return InvalidFields(r.kind, r.group, name, errors);
+  }
   md.erase("deletionTimestamp");
   md.erase("deletionGracePeriodSeconds");
   md["uid"] = NewUid();

@@ -1532,6 +1532,73 @@ std::vector<FieldError> ValidateObjectName(const std::string& name) {
   return errors;
 }
 
+namespace {
+
+// k8s.io/apimachinery/pkg/util/validation's name checks (IsDNS1035Label,
+// IsDNS1123Label, IsValidLabelValue): at most 63 characters, and the
+// pattern, each failure its own error with the validator's message.
+void CheckName(const std::string& field, const std::string& value, const std::regex& pattern,
+               const char* message, std::vector<FieldError>& errors) {
+  if (value.size() > 63) {
+    errors.push_back(Invalid(field, GoQuote(value), "must be no more than 63 characters"));
+  }
+  if (!std::regex_search(value, pattern)) errors.push_back(Invalid(field, GoQuote(value), message));
+}
+void CheckDns1035Label(const std::string& field, const std::string& value,
+                       std::vector<FieldError>& errors) {
+  static const std::regex kLabel(R"(^[a-z]([-a-z0-9]*[a-z0-9])?$)");
+  CheckName(field, value, kLabel,
+            "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
+            "with an alphabetic character, and end with an alphanumeric character (e.g. "
+            "'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+            errors);
+}
+void CheckDns1123Label(const std::string& field, const std::string& value,
+                       std::vector<FieldError>& errors) {
+  static const std::regex kLabel(R"(^[a-z0-9]([-a-z0-9]*[a-z0-9])?$)");
+  CheckName(field, value, kLabel,
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
+            "'-', and must start and end with an alphanumeric character (e.g. 'my-name',  or "
+            "'123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')",
+            errors);
+}
+void CheckLabelValue(const std::string& field, const std::string& value,
+                     std::vector<FieldError>& errors) {
+  static const std::regex kValue(R"(^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$)");
+  CheckName(field, value, kValue,
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', "
+            "'_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  "
+            "or 'my_value',  or '12345', regex used for validation is "
+            "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+            errors);
+}
+
+}  // namespace
+
+std::vector<FieldError> ValidateCoreObjectNames(const std::string& plural, const json& object) {
+  std::vector<FieldError> errors;
+  if (plural != "services" && plural != "pods") return errors;
+  const json* metadata = object.contains("metadata") ? &object["metadata"] : nullptr;
+  if (plural == "services" && metadata != nullptr && metadata->contains("name") &&
+      (*metadata)["name"].is_string()) {
+    CheckDns1035Label("metadata.name", (*metadata)["name"].get<std::string>(), errors);
+  }
+  if (metadata != nullptr && metadata->contains("labels") && (*metadata)["labels"].is_object()) {
+    for (const auto& [key, value] : (*metadata)["labels"].items()) {
+      if (value.is_string()) CheckLabelValue("metadata.labels", value.get<std::string>(), errors);
+    }
+  }
+  if (plural == "pods" && object.contains("spec") && object["spec"].is_object()) {
+    for (const char* key : {"hostname", "subdomain"}) {
+      const json& spec = object["spec"];
+      if (spec.contains(key) && spec[key].is_string()) {
+        CheckDns1123Label(std::string("spec.") + key, spec[key].get<std::string>(), errors);
+      }
+    }
+  }
+  return errors;
+}
+
 std::vector<CelRule> ListCelRules(const json& schema) {
   std::vector<CelRule> rules;
   CollectCelRules(schema, "", rules);

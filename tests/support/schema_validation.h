@@ -85,6 +85,16 @@ std::vector<FieldError> ValidateObject(const nlohmann::json& object, const nlohm
 // requires of custom resources.
 std::vector<FieldError> ValidateObjectName(const std::string& name);
 
+// The name rules kube-apiserver's core validation
+// (k8s.io/kubernetes/pkg/apis/core/validation) applies to the built-in
+// objects Pacer creates, with its messages: a Service's metadata.name is a
+// DNS-1035 label; a pod's spec.hostname and spec.subdomain are DNS-1123
+// labels; and every metadata.labels value of either is a label value (at
+// most 63 characters). `plural` is "services" or "pods"; other kinds have
+// none of these rules here.
+std::vector<FieldError> ValidateCoreObjectNames(const std::string& plural,
+                                                const nlohmann::json& object);
+
 // strconv.Quote, as Go's %q renders strings in kube-apiserver's messages.
 std::string GoQuote(const std::string& s);
 

@@ -361,6 +361,33 @@ TEST(SchemaValidationTest, NamesMustBeDnsSubdomains) {
             "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')");
 }
 
+// Pacer's Service and pods as kube-apiserver's core validation sees them:
+// a Service name is a DNS-1035 label, a pod's hostname and subdomain are
+// DNS-1123 labels, label values are at most 63 characters.
+TEST(SchemaValidationTest, CoreObjectNamesFollowKubeApiserversRules) {
+  EXPECT_THAT(ValidateCoreObjectNames(
+                  "services", {{"metadata", {{"name", "j7b-fine-12ab34-workers"},
+                                             {"labels", {{"pacer.dev/job", "7b.fine"}}}}}}),
+              IsEmpty());
+  std::vector<FieldError> errors =
+      ValidateCoreObjectNames("services", {{"metadata", {{"name", "7b.fine-workers"}}}});
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].Error().rfind(
+                "metadata.name: Invalid value: \"7b.fine-workers\": a DNS-1035 label must consist",
+                0),
+            0u)
+      << errors[0].Error();
+  errors = ValidateCoreObjectNames(
+      "pods", {{"metadata", {{"name", "p"}, {"labels", {{"pacer.dev/job", std::string(64, 'a')}}}}},
+               {"spec", {{"hostname", "a.b"}, {"subdomain", "s"}}}});
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].field, "metadata.labels");
+  EXPECT_NE(errors[0].body.find("must be no more than 63 characters"), std::string::npos);
+  EXPECT_EQ(errors[1].field, "spec.hostname");
+  EXPECT_NE(errors[1].body.find("RFC 1123 label"), std::string::npos);
+  EXPECT_THAT(ValidateCoreObjectNames("configmaps", {{"metadata", {{"name", "A.B"}}}}), IsEmpty());
+}
+
 TEST(SchemaValidationTest, CelRulesAreListedNotEvaluated) {
   const json schema = {
       {"type", "object"},
