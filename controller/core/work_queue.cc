@@ -181,4 +181,12 @@ void WorkQueue::RunTimerLoop() {
   }
 }
 
+void RunReconcileWorker(WorkQueue& queue, const std::function<bool()>& leading,
+                        const std::function<void(const std::string&)>& process) {
+  while (std::optional<std::string> key = queue.Get()) {
+    if (leading()) process(*key);
+    queue.Done(*key);
+  }
+}
+
 }  // namespace pacer::controller

@@ -30,6 +30,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -118,6 +119,17 @@ class WorkQueue {
   Clock::SteadyTime bucket_last_;
   bool shutting_down_ = false;
 };
+
+// A reconcile worker's loop (controller-runtime's processNextWorkItem):
+// takes keys until the queue is shut down and drained, runs `process` on
+// each while `leading()` holds, and marks each Done after. A key taken once
+// `leading()` is false (the leader lease lost, or the manager stopping) is
+// marked Done untouched: another controller may lead by now, and a
+// reconcile here would create pods and write status beside it (the queue
+// still hands out its backlog after ShutDown). Thread-safety: any number of
+// workers on one queue.
+void RunReconcileWorker(WorkQueue& queue, const std::function<bool()>& leading,
+                        const std::function<void(const std::string&)>& process);
 
 }  // namespace pacer::controller
 

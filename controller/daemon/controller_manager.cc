@@ -110,39 +110,43 @@ struct ControllerManager::Impl {
   }
 
   void WorkerLoop() {
-    while (std::optional<std::string> key = queue->Get()) {
-      const auto start = std::chrono::steady_clock::now();
-      // An exception escaping the reconcile is caught here: the key is
-      // retried with backoff instead of the process terminating.
-      const GuardedReconcileResult guarded =
-          GuardedReconcile([this](const std::string& k) { return reconciler->Reconcile(k); }, *key);
-      const ReconcileResult& result = guarded.result;
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      metrics->RecordReconcile(seconds, result.status, result.requeue_after.has_value());
-      ObjectLogger log("TrainJob", *key);
-      if (guarded.threw) metrics->CountReconcilePanic();
-      if (result.status.ok()) {
-        queue->Forget(*key);
-        if (result.requeue_after) queue->AddAfter(*key, *result.requeue_after);
-      } else if (result.status.code() == StatusCode::kInvalidArgument) {
-        // Terminal: the spec (or our request) must change first.
-        log.Error("reconcile failed; not retrying", {{"error", result.status}});
-        queue->Forget(*key);
-      } else if (guarded.threw) {
-        log.Error("reconcile threw an exception (a controller bug); retrying with backoff",
-                  {{"error", result.status}, {"requeues", queue->NumRequeues(*key)}});
-        queue->AddRateLimited(*key);
-      } else {
-        log.Warning("reconcile failed; retrying with backoff",
-                    {{"error", result.status}, {"requeues", queue->NumRequeues(*key)}});
-        queue->AddRateLimited(*key);
-      }
-      PublishJob(*key);
-      queue->Done(*key);
-      metrics->SetQueueDepth(queue->Len());
-      heartbeat->Beat();
+    RunReconcileWorker(
+        *queue, [this] { return leading.load(); }, [this](const std::string& k) { Process(k); });
+  }
+
+  // One key: reconciled, its outcome counted and logged, and requeued as
+  // controller-runtime does (a later pass, backoff, or nothing when terminal).
+  void Process(const std::string& key) {
+    const auto start = std::chrono::steady_clock::now();
+    // An exception escaping the reconcile is caught here: the key is
+    // retried with backoff instead of the process terminating.
+    const GuardedReconcileResult guarded =
+        GuardedReconcile([this](const std::string& k) { return reconciler->Reconcile(k); }, key);
+    const ReconcileResult& result = guarded.result;
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    metrics->RecordReconcile(seconds, result.status, result.requeue_after.has_value());
+    ObjectLogger log("TrainJob", key);
+    if (guarded.threw) metrics->CountReconcilePanic();
+    if (result.status.ok()) {
+      queue->Forget(key);
+      if (result.requeue_after) queue->AddAfter(key, *result.requeue_after);
+    } else if (result.status.code() == StatusCode::kInvalidArgument) {
+      // Terminal: the spec (or our request) must change first.
+      log.Error("reconcile failed; not retrying", {{"error", result.status}});
+      queue->Forget(key);
+    } else if (guarded.threw) {
+      log.Error("reconcile threw an exception (a controller bug); retrying with backoff",
+                {{"error", result.status}, {"requeues", queue->NumRequeues(key)}});
+      queue->AddRateLimited(key);
+    } else {
+      log.Warning("reconcile failed; retrying with backoff",
+                  {{"error", result.status}, {"requeues", queue->NumRequeues(key)}});
+      queue->AddRateLimited(key);
     }
+    PublishJob(key);
+    metrics->SetQueueDepth(queue->Len());
+    heartbeat->Beat();
   }
 
   void PublishJob(const std::string& key) {

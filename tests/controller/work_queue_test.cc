@@ -39,6 +39,27 @@ TEST(WorkQueueTest, AddDeduplicates) {
   EXPECT_EQ(q.Len(), 0);
 }
 
+// The leader lease lost with a backlog: ShutDown still hands out the
+// queued keys, and the workers reconciled every one of them (creating pods,
+// writing status) while the new leader did the same. Keys taken once the
+// lease is gone are marked done untouched.
+TEST(WorkQueueTest, AWorkerReconcilesNothingOnceItStopsLeading) {
+  FakeClock clock;
+  WorkQueue q(clock);
+  for (const char* key : {"ns/a", "ns/b", "ns/c"}) q.Add(key);
+  q.ShutDown();  // the backlog stays
+  bool leading = true;
+  std::vector<std::string> reconciled;
+  RunReconcileWorker(
+      q, [&] { return leading; },
+      [&](const std::string& key) {
+        reconciled.push_back(key);
+        leading = false;  // the lease is lost during the first reconcile
+      });
+  EXPECT_EQ(reconciled, std::vector<std::string>{"ns/a"});
+  EXPECT_EQ(q.Len(), 0);  // drained, and the loop returned
+}
+
 TEST(WorkQueueTest, AddWhileProcessingRequeuesOnDone) {
   FakeClock clock;
   WorkQueue q(clock);
