@@ -24,8 +24,10 @@ StatusOr<double> SampleValue(const json& pair) {
   return v;
 }
 
-StatusOr<std::vector<PromSample>> ParseAnswer(const std::string& body, int http_status,
-                                              std::string_view promql) {
+}  // namespace
+
+StatusOr<std::vector<PromSample>> ParsePromAnswer(const std::string& body, int http_status,
+                                                  std::string_view promql) {
   json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     if (http_status >= 500) {
@@ -43,30 +45,51 @@ StatusOr<std::vector<PromSample>> ParseAnswer(const std::string& body, int http_
     return InvalidArgumentError("Prometheus rejected the query " + std::string(promql) + ": " +
                                 message);
   }
-  const json& data = doc["data"];
-  const std::string type = data.value("resultType", "");
+  // Every member is looked up with find(): a const operator[] on a missing
+  // key is undefined behaviour in nlohmann/json (an assert compiled out),
+  // not an exception the reconcile's guard could catch.
+  const auto member = [](const json& object, const char* key) -> const json* {
+    if (!object.is_object()) return nullptr;
+    const auto it = object.find(key);
+    return it == object.end() ? nullptr : &*it;
+  };
+  const json* data = member(doc, "data");
+  const json* type_field = data != nullptr ? member(*data, "resultType") : nullptr;
+  const json* result = data != nullptr ? member(*data, "result") : nullptr;
+  if (type_field == nullptr || !type_field->is_string() || result == nullptr) {
+    return InternalError("Prometheus answered success without data.resultType and data.result");
+  }
+  const std::string type = type_field->get<std::string>();
   std::vector<PromSample> samples;
   if (type == "scalar") {
     PromSample s;
-    ASSIGN_OR_RETURN(s.value, SampleValue(data["result"]));
-    s.timestamp_unix_seconds = data["result"][0].get<double>();
+    ASSIGN_OR_RETURN(s.value, SampleValue(*result));
+    s.timestamp_unix_seconds = (*result)[0].get<double>();  // checked by SampleValue
     samples.push_back(std::move(s));
     return samples;
   }
   if (type != "vector") {
     return InternalError("Prometheus answered a " + type + ", expected an instant vector");
   }
-  for (const json& item : data["result"]) {
+  if (!result->is_array()) return InternalError("Prometheus answered a vector that is no array");
+  for (const json& item : *result) {
+    const json* metric = member(item, "metric");
+    const json* value = member(item, "value");
+    if (metric == nullptr || !metric->is_object() || value == nullptr) {
+      return InternalError("Prometheus answered a vector element without metric and value");
+    }
     PromSample s;
-    for (const auto& [k, v] : item["metric"].items()) {
+    for (const auto& [k, v] : metric->items()) {
       if (v.is_string()) s.labels[k] = v.get<std::string>();
     }
-    ASSIGN_OR_RETURN(s.value, SampleValue(item["value"]));
-    s.timestamp_unix_seconds = item["value"][0].get<double>();
+    ASSIGN_OR_RETURN(s.value, SampleValue(*value));
+    s.timestamp_unix_seconds = (*value)[0].get<double>();  // checked by SampleValue
     samples.push_back(std::move(s));
   }
   return samples;
 }
+
+namespace {
 
 std::optional<double> FirstFinite(const std::vector<PromSample>& samples) {
   if (samples.empty() || !std::isfinite(samples.front().value)) return std::nullopt;
@@ -113,7 +136,7 @@ StatusOr<std::vector<PromSample>> PrometheusClient::Query(std::string_view promq
       return ResourceExhaustedError("Prometheus answer to " + std::string(promql) +
                                     " is over the limit");
     }
-    return ParseAnswer(body, response.status_code(), promql);
+    return ParsePromAnswer(body, response.status_code(), promql);
   } catch (const std::exception& e) {
     // Connection refused, DNS, timeouts: cpprestsdk throws http_exception.
     return UnavailableError("Prometheus at " + base_url_ + " is unreachable: " + e.what());

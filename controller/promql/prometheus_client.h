@@ -47,6 +47,13 @@ struct JobMeasurement {
   int ranks_reporting = 0;
 };
 
+// An answer of GET /api/v1/query (`body`, with its HTTP status): the
+// samples of an instant vector or the scalar, or the coded error above.
+// Malformed answers of every shape are Internal, never undefined
+// behaviour. Pure.
+StatusOr<std::vector<PromSample>> ParsePromAnswer(const std::string& body, int http_status,
+                                                  std::string_view promql);
+
 class PrometheusClient {
  public:
   // Bounds what a single answer may cost the controller.

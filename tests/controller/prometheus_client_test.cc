@@ -91,6 +91,37 @@ TEST(PrometheusClientTest, UnreachablePrometheusIsUnavailable) {
   EXPECT_NE(r.status().message().find("unreachable"), std::string::npos);
 }
 
+// Answers that say success but lack the documented members: each is an
+// Internal error. (A const operator[] on a missing member read through
+// end(), undefined behaviour the reconcile's exception guard cannot catch.)
+TEST(PrometheusClientTest, MalformedSuccessfulAnswersAreInternalErrors) {
+  for (const char* body : {
+           R"({"status":"success"})",
+           R"({"status":"success","data":{"resultType":"vector"}})",
+           R"({"status":"success","data":{"result":[]}})",
+           R"({"status":"success","data":[1,2]})",
+           R"({"status":"success","data":{"resultType":"vector","result":{"a":1}}})",
+           R"({"status":"success","data":{"resultType":"vector","result":[{"value":[1,"2"]}]}})",
+           R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{}}]}})",
+           R"({"status":"success","data":{"resultType":"vector","result":[7]}})",
+           R"({"status":"success","data":{"resultType":"scalar","result":[1]}})",
+       }) {
+    SCOPED_TRACE(body);
+    const StatusOr<std::vector<PromSample>> parsed = ParsePromAnswer(body, 200, "up");
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInternal) << parsed.status().ToString();
+  }
+  const StatusOr<std::vector<PromSample>> good = ParsePromAnswer(
+      R"({"status":"success","data":{"resultType":"vector","result":[)"
+      R"({"metric":{"rank":"0"},"value":[1700000000.5,"0.25"]}]}})",
+      200, "up");
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  ASSERT_EQ(good->size(), 1u);
+  EXPECT_EQ((*good)[0].labels.at("rank"), "0");
+  EXPECT_DOUBLE_EQ((*good)[0].value, 0.25);
+  EXPECT_DOUBLE_EQ((*good)[0].timestamp_unix_seconds, 1700000000.5);
+}
+
 TEST(PrometheusClientTest, QuotesLabelValues) {
   EXPECT_EQ(PromQuote("a\"b\\c"), "\"a\\\"b\\\\c\"");
 }
