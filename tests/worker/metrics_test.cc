@@ -175,6 +175,13 @@ TEST(WorkerMetricsTest, PredictionsProgressMemoryScaleAndCheckpoints) {
   text = HttpGet(metrics->port(), "/metrics");
   EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_resume_steps_lost"), 300);
 
+  // Only the step time predicted (a launch by hand): the memory stays NaN,
+  // not a plausible-looking 0.
+  metrics->SetPredicted(1.25, std::nullopt);
+  text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_predicted_step_seconds"), 1.25);
+  EXPECT_TRUE(std::isnan(Sample(text, "pacer_worker_predicted_peak_memory_bytes")));
+
   metrics->SetPredicted(1.25, 64e9);
   metrics->SetTotalSteps(5000);
   metrics->SetStepsCompleted(1200);  // resumed from a checkpoint

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <string>
@@ -227,6 +228,28 @@ TEST_F(WorkerProcessTest, CheckpointsNoneOfWhichIsUsableAreDataLoss) {
   EXPECT_EQ(WaitExit(second, std::chrono::seconds(60)), kExitDataLoss) << second.log;
   EXPECT_NE(second.log.find("event=data-loss"), std::string::npos) << second.log;
   EXPECT_EQ(second.log.find("event=start "), std::string::npos) << "no rank trained";
+}
+
+// Rank 0 cannot list the checkpoints (an I/O error on the volume; here
+// rank-0 is a file, since the tests run as root and permissions do not
+// stop root): the other ranks waited for its answer until their store
+// timeout and reported a rendezvous failure. Rank 0 now tells them, and
+// they fail with its error.
+TEST_F(WorkerProcessTest, RankZerosCheckpointErrorReachesTheOtherRanks) {
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_TOTAL_STEPS"] = "4";
+  fs::create_directories(Path("ckpt"));
+  std::ofstream(Path("ckpt") + "/rank-0") << "not a directory";
+  Worker w = Start(env);
+  EXPECT_NE(WaitExit(w, std::chrono::seconds(60)), kExitSuccess) << w.log;
+  EXPECT_NE(w.log.find("cannot list checkpoint directory"), std::string::npos) << w.log;
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(w.log, m,
+                                std::regex("rank=1 event=failed during=resume exit=[a-z-]+ "
+                                           "error=\"[A-Z_]+: rank 0 could not choose where to "
+                                           "resume: cannot list checkpoint directory")))
+      << w.log;
+  EXPECT_EQ(w.log.find("event=start "), std::string::npos) << "no rank trained";
 }
 
 // SIGTERM while the ranks are still starting (the kubelet deleting a pod that

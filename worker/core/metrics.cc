@@ -208,9 +208,10 @@ void WorkerMetrics::SetPeakMemoryBytes(double peak_memory_bytes) {
   peak_memory_bytes_->Set(peak_memory_bytes);
 }
 
-void WorkerMetrics::SetPredicted(double step_seconds, double peak_memory_bytes) {
-  predicted_step_seconds_->Set(step_seconds);
-  predicted_peak_memory_bytes_->Set(peak_memory_bytes);
+void WorkerMetrics::SetPredicted(std::optional<double> step_seconds,
+                                 std::optional<double> peak_memory_bytes) {
+  if (step_seconds) predicted_step_seconds_->Set(*step_seconds);
+  if (peak_memory_bytes) predicted_peak_memory_bytes_->Set(*peak_memory_bytes);
 }
 
 void WorkerMetrics::SetPeaks(double catalog_peak_flops_per_second,

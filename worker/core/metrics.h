@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "pacer/status.h"
@@ -113,8 +114,9 @@ class WorkerMetrics {
   // starts at 0 in every process; the step gauge continues).
   void SetStepsCompleted(int64_t steps_completed);
   void SetPeakMemoryBytes(double peak_memory_bytes);
-  // The planner's prediction for this plan, to compare with the measurement.
-  void SetPredicted(double step_seconds, double peak_memory_bytes);
+  // The planner's prediction for this plan, to compare with the measurement;
+  // a prediction not given stays NaN (a launch by hand may give one only).
+  void SetPredicted(std::optional<double> step_seconds, std::optional<double> peak_memory_bytes);
   // Per-GPU peak FLOP/s for MFU: the catalog's datasheet figure and the one
   // measured by `pacer-worker calibrate` (0 = unknown, MFU stays NaN).
   void SetPeaks(double catalog_peak_flops_per_second, double calibrated_peak_flops_per_second);

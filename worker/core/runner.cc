@@ -1,6 +1,7 @@
 #include "core/runner.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -50,46 +51,93 @@ struct AgreedResume {
   int64_t steps_lost = 0;
 };
 constexpr char kDataLossValue[] = "data-loss";
+// "error <StatusCode number> <message>": rank 0 could not choose (an I/O
+// error on the volume); the others fail with its status at once instead of
+// waiting out their timeout and reporting a rendezvous failure.
+constexpr char kResumeErrorPrefix[] = "error ";
+// Rank 0 reads every rank's whole checkpoint files (CRCs) before it answers,
+// which can outlast one store timeout on a large model; the others wait
+// again while the store answers (rank 0 is alive: a dead rank 0 closes the
+// connection), up to this many timeouts.
+constexpr int kMaxResumeWaits = 12;
+
+StatusOr<AgreedResume> ChooseResumeOnRank0(const WorkerConfig& c, int rank,
+                                           const RunOptions& options) {
+  AgreedResume agreed;
+  if (c.checkpoint_dir.empty()) return agreed;
+  ResumeRequirements want;
+  want.job_name = c.job_name;
+  want.plan_fingerprint = PlanFingerprint(c);
+  want.needs_same_plan = options.checkpoint_buffers;
+  ASSIGN_OR_RETURN(ResumeChoice choice, ChooseResumePoint(c.checkpoint_dir, want));
+  for (const std::string& why : choice.rejected) {
+    Log(c, rank, "event=checkpoint-unusable reason=\"" + why + "\"");
+  }
+  const std::string first_why = choice.rejected.empty() ? "" : choice.rejected.front();
+  if (choice.outcome == ResumeChoice::Outcome::kNoUsable) {
+    Log(c, rank,
+        "event=data-loss newest_step=" + std::to_string(choice.newest_step) +
+            " message=\"checkpoints exist but none is usable (" + first_why +
+            "); not starting fresh\"");
+    agreed.data_loss = true;
+  } else {
+    agreed.step = choice.step;
+    agreed.steps_lost = choice.steps_lost();
+    if (agreed.steps_lost > 0) {
+      Log(c, rank,
+          "event=resume-fallback message=\"checkpoint at step " +
+              std::to_string(choice.newest_step) + " unreadable (" + first_why +
+              "); resuming from step " + std::to_string(agreed.step) + ", " +
+              std::to_string(agreed.steps_lost) + " steps lost\"");
+    }
+  }
+  return agreed;
+}
 
 StatusOr<AgreedResume> AgreeOnResumeStep(const WorkerConfig& c, int rank, TcpStoreClient& store,
                                          const RunOptions& options) {
-  AgreedResume agreed;
   if (rank == 0) {
-    if (!c.checkpoint_dir.empty()) {
-      ResumeRequirements want;
-      want.job_name = c.job_name;
-      want.plan_fingerprint = PlanFingerprint(c);
-      want.needs_same_plan = options.checkpoint_buffers;
-      ASSIGN_OR_RETURN(ResumeChoice choice, ChooseResumePoint(c.checkpoint_dir, want));
-      for (const std::string& why : choice.rejected) {
-        Log(c, rank, "event=checkpoint-unusable reason=\"" + why + "\"");
-      }
-      const std::string first_why = choice.rejected.empty() ? "" : choice.rejected.front();
-      if (choice.outcome == ResumeChoice::Outcome::kNoUsable) {
-        Log(c, rank,
-            "event=data-loss newest_step=" + std::to_string(choice.newest_step) +
-                " message=\"checkpoints exist but none is usable (" + first_why +
-                "); not starting fresh\"");
-        agreed.data_loss = true;
-      } else {
-        agreed.step = choice.step;
-        agreed.steps_lost = choice.steps_lost();
-        if (agreed.steps_lost > 0) {
-          Log(c, rank,
-              "event=resume-fallback message=\"checkpoint at step " +
-                  std::to_string(choice.newest_step) + " unreadable (" + first_why +
-                  "); resuming from step " + std::to_string(agreed.step) + ", " +
-                  std::to_string(agreed.steps_lost) + " steps lost\"");
-        }
-      }
+    StatusOr<AgreedResume> chosen = ChooseResumeOnRank0(c, rank, options);
+    if (!chosen.ok()) {
+      (void)store.Set(kResumeStepKey, kResumeErrorPrefix +
+                                          std::to_string(static_cast<int>(chosen.status().code())) +
+                                          " " + chosen.status().message());
+      return chosen.status();
     }
-    RETURN_IF_ERROR(store.Set(kResumeStepKey, agreed.data_loss
+    RETURN_IF_ERROR(store.Set(kResumeStepKey, chosen->data_loss
                                                   ? std::string(kDataLossValue)
-                                                  : std::to_string(agreed.step) + " " +
-                                                        std::to_string(agreed.steps_lost)));
-    return agreed;
+                                                  : std::to_string(chosen->step) + " " +
+                                                        std::to_string(chosen->steps_lost)));
+    return chosen;
   }
-  ASSIGN_OR_RETURN(std::string value, store.Get(kResumeStepKey, Timeout(c)));
+  AgreedResume agreed;
+  std::string value;
+  for (int waits = 1;; ++waits) {
+    StatusOr<std::string> got = store.Get(kResumeStepKey, Timeout(c));
+    if (got.ok()) {
+      value = std::move(got).value();
+      break;
+    }
+    if (got.status().code() != StatusCode::kDeadlineExceeded || waits >= kMaxResumeWaits) {
+      return got.status();
+    }
+    Log(c, rank,
+        "event=waiting-for-resume-step message=\"rank 0 is still checking the "
+        "checkpoints\" waits=" +
+            std::to_string(waits));
+  }
+  if (value.rfind(kResumeErrorPrefix, 0) == 0) {
+    const std::string rest = value.substr(std::strlen(kResumeErrorPrefix));
+    const size_t space = rest.find(' ');
+    int code = static_cast<int>(StatusCode::kInternal);
+    std::from_chars(rest.data(), rest.data() + std::min(space, rest.size()), code);
+    if (code <= 0 || code > static_cast<int>(StatusCode::kInternal)) {
+      code = static_cast<int>(StatusCode::kInternal);
+    }
+    return Status(static_cast<StatusCode>(code),
+                  "rank 0 could not choose where to resume: " +
+                      (space == std::string::npos ? std::string() : rest.substr(space + 1)));
+  }
   if (value == kDataLossValue) {
     agreed.data_loss = true;
     return agreed;
@@ -355,10 +403,7 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
                        // What runs, not what the plan asked for (a CPU runs
                        // a bf16 plan's GEMMs in fp32).
                        planner::PrecisionName(backend->ExecutedPrecision(c.precision))});
-  if (c.predicted_step_seconds || c.predicted_memory_bytes) {
-    metrics.SetPredicted(c.predicted_step_seconds.value_or(0),
-                         c.predicted_memory_bytes.value_or(0));
-  }
+  metrics.SetPredicted(c.predicted_step_seconds, c.predicted_memory_bytes);
   Log(c, rank,
       "event=start backend=" + std::string(backend->name()) +
           " resume_step=" + std::to_string(step) +

@@ -385,6 +385,13 @@ void TcpStoreServer::Serve(Connection* connection) {
         break;
       }
       const uint64_t len = GetBigEndian(len_bytes, 4);
+      if (len == 0) {
+        // The client never sends one (CheckKey), and WaitForKeys' "" means
+        // "none missing": an empty key read a GET's value through end().
+        SendReply(fd, kReplyBadRequest, "empty key");
+        ok = false;
+        break;
+      }
       if (len > kMaxKeyBytes) {
         SendReply(fd, kReplyTooLarge,
                   "key of " + std::to_string(len) + " bytes exceeds the limit of " +
@@ -409,8 +416,18 @@ void TcpStoreServer::Serve(Connection* connection) {
       SendReply(fd, kReplyBadRequest, "bad value length " + std::to_string(value_len));
       break;
     }
-    std::string value(value_len, '\0');
-    if (!ReadFull(fd, value.data(), value.size())) break;
+    // Grown as the bytes arrive, not allocated from the header: a peer that
+    // declares 64 MiB and sends nothing (on each of many connections) holds
+    // no memory for it.
+    std::string value;
+    bool value_read = true;
+    while (value_read && value.size() < value_len) {
+      const size_t at = value.size();
+      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(value_len - at, 1u << 20));
+      value.resize(at + chunk);
+      value_read = ReadFull(fd, value.data() + at, chunk);
+    }
+    if (!value_read) break;
 
     bool keep_open = false;
     switch (op) {
