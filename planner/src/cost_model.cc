@@ -408,10 +408,13 @@ void EvaluateInto(const PoolContext& ctx, const Layout& l, Evaluation* out) {
     // Forward activations and backward gradients cross each stage boundary
     // once per model chunk; with sequence parallelism each TP rank sends its
     // 1/t share (Megatron's scatter-gather). Across nodes each GPU sends
-    // over its own NIC.
+    // over its own NIC. Megatron's rank order (and the worker's,
+    // step_schedule.cc) puts pipeline stages outermost: a stage is t x d
+    // consecutive ranks, so on more than one node some stage boundary is a
+    // node boundary (t = 1, p = 2, d = 8 on 8-GPU nodes: one stage a node).
     const double message = b * static_cast<double>(m.sequence_length) * m.hidden_size *
                            ctx.activation_bytes / (sp ? t : 1);
-    const bool crosses_nodes = t * p > l.gpus_per_node;
+    const bool crosses_nodes = l.nodes > 1;
     const double bw =
         crosses_nodes ? ctx.network_busbw_per_node / ctx.pool->gpus_per_node : ctx.nvlink_busbw;
     const double hop = crosses_nodes ? c.network_hop_seconds : c.nvlink_hop_seconds;

@@ -377,6 +377,39 @@ TEST(StepModelTest, FullAttentionDoublesOnlyTheFusedAttentionTime) {
   }
 }
 
+// Pipeline stages are outermost in the rank order (a stage is t x d
+// consecutive ranks): t = 1, p = 2, d = 8 on 8-GPU nodes puts one stage on
+// each node, so the activations cross the network, not NVLink. The model
+// used to ask whether t x p fit in a node.
+TEST(StepModelTest, PipelineTransfersCrossTheNetworkWhenTheStagesSpanNodes) {
+  JobSpec job = Llama2_7BJob();
+  job.training.global_batch_size = 128;
+  const GpuType* h100 = GpuCatalog::BuiltIn().Find("H100-SXM");
+  NodePool two = OneNode("H100-SXM", 8);
+  two.nodes = 2;
+  two.free_gpus = 16;
+  Layout l;
+  l.tensor_parallel = 1;
+  l.pipeline_parallel = 2;
+  l.gpus_per_node = 8;
+  l.micro_batch_size = 1;
+  l.data_parallel = 8;  // 16 GPUs: a stage per node
+  l.nodes = 2;
+  l.gradient_accumulation_steps = 16;
+  const Evaluation spanning = Evaluate(job, l, two, *h100, nullptr);
+  l.data_parallel = 4;  // 8 GPUs: both stages in one node
+  l.nodes = 1;
+  l.gradient_accumulation_steps = 32;
+  const Evaluation inside = Evaluate(job, l, two, *h100, nullptr);
+  ASSERT_GT(inside.step.pp_p2p_seconds, 0);
+  // Per micro-batch: 16 and 32 of them. The NIC's share per GPU (400 Gbit/s
+  // for 8 GPUs) is far below NVLink's, and the hop costs more.
+  const double per_mb_spanning = spanning.step.pp_p2p_seconds / 16;
+  const double per_mb_inside = inside.step.pp_p2p_seconds / 32;
+  EXPECT_GT(per_mb_spanning, 5 * per_mb_inside)
+      << per_mb_spanning << " s across nodes, " << per_mb_inside << " s inside one";
+}
+
 TEST(StepModelTest, GradientAccumulationDoesNotChangeOptimizerSteps) {
   // Seed article: 1000 samples at GBS 10 -> 100 optimizer steps; with micro-
   // batch 5 and accumulation 2 still 100 steps, but 200 micro-steps.
