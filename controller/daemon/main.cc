@@ -68,6 +68,15 @@ int main(int argc, char** argv) {
         return image.empty() ? std::string("must not be empty") : std::string();
       })
       ->capture_default_str();
+  app.add_option("--worker-cpu-per-gpu", options.pods.cpu_per_gpu,
+                 "Host CPUs a worker pod requests per GPU it holds (0: no request)")
+      ->check(CLI::Range(0.0, 1024.0))
+      ->capture_default_str();
+  app.add_option("--worker-memory-per-gpu-gib", options.pods.memory_per_gpu_gib,
+                 "Host memory (GiB) a worker pod requests per GPU it holds, also the bound of "
+                 "its /dev/shm (0: no request)")
+      ->check(CLI::Range(int64_t{0}, int64_t{16384}))
+      ->capture_default_str();
   app.add_option("--worker-service-account", options.pods.service_account,
                  "ServiceAccount of worker pods (default: the namespace's default; workers get "
                  "no API token either way)");

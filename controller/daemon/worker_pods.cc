@@ -1,6 +1,7 @@
 #include "daemon/worker_pods.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 
@@ -137,11 +138,24 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
        {{"allowPrivilegeEscalation", false},
         {"readOnlyRootFilesystem", true},
         {"capabilities", {{"drop", nlohmann::json::array({"ALL"})}}}}}};
+  const int64_t memory_gib = options.memory_per_gpu_gib * l.gpus_per_node;
+  if (options.cpu_per_gpu > 0) {
+    // Millicores: a quantity Kubernetes prints back unchanged.
+    container["resources"]["requests"]["cpu"] =
+        std::to_string(std::llround(options.cpu_per_gpu * l.gpus_per_node * 1000)) + "m";
+  }
+  if (memory_gib > 0) {
+    container["resources"]["requests"]["memory"] = std::to_string(memory_gib) + "Gi";
+  }
   if (!launch.spec.worker.command.empty()) {
     container["command"] = launch.spec.worker.command;
   } else {
     container["command"] = nlohmann::json::array({"pacer-worker", "run"});
   }
+
+  // Memory-backed: bounded by the memory the pod requests, when it does.
+  nlohmann::json dshm = {{"medium", "Memory"}};
+  if (memory_gib > 0) dshm["sizeLimit"] = std::to_string(memory_gib) + "Gi";
 
   nlohmann::json checkpoint_volume = {{"name", "checkpoints"}};
   if (!launch.spec.checkpoint.volume_claim_name.empty()) {
@@ -195,8 +209,9 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
         {"containers", nlohmann::json::array({container})},
         {"volumes",
          nlohmann::json::array({checkpoint_volume,
-                                {{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}},
-                                {{"name", "tmp"}, {"emptyDir", nlohmann::json::object()}}})}}}};
+                                {{"name", "dshm"}, {"emptyDir", dshm}},
+                                // Scratch only (the root filesystem is read-only).
+                                {{"name", "tmp"}, {"emptyDir", {{"sizeLimit", "10Gi"}}}}})}}}};
   if (!options.service_account.empty()) pod["spec"]["serviceAccountName"] = options.service_account;
   if (!launch.excluded_nodes.empty()) {
     // Nodes where this job's collectives kept failing (status.excludedNodes).

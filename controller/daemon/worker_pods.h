@@ -45,6 +45,14 @@ struct PodTemplateOptions {
   // The image of jobs whose spec.worker.image is empty: the worker image of
   // this release (docker/worker.Dockerfile).
   std::string default_worker_image = "ghcr.io/pacer-dev/pacer-worker:0.1.0";
+  // Host CPU and memory each worker pod requests per GPU it holds (0: no
+  // request). Without requests a pod is BestEffort, the first evicted under
+  // node memory pressure, and a namespace whose ResourceQuota covers
+  // requests.cpu or requests.memory refuses it. No limits: a checkpoint's
+  // host staging may burst above the request. The memory also bounds the
+  // pod's /dev/shm (NCCL's buffers), which is memory-backed.
+  double cpu_per_gpu = 4;
+  int64_t memory_per_gpu_gib = 16;
 };
 
 // The workers' headless Service: a DNS-1035 label (<= 63 characters, a

@@ -36,6 +36,8 @@ controller:
   maxRestarts: 5
   relaunchSeconds: 120
   podTerminationGraceSeconds: 600
+  workerCpuPerGpu: 2.5
+  workerMemoryPerGpuGiB: 8
   pendingRetrySeconds: 45
   gangCompletionSeconds: 90
   replan: {minImprovementSeconds: 300, minIntervalSeconds: 900}
@@ -216,9 +218,9 @@ TEST_F(ChartTest, ControllerFlagsComeFromValues) {
   args = d["args"].get<std::vector<std::string>>();
   for (const char* flag :
        {"--workers=8", "--max-restarts=5", "--relaunch-seconds=120",
-        "--pod-termination-grace-seconds=600", "--pending-retry-seconds=45",
-        "--gang-completion-seconds=90",
-        "--replan-min-improvement-seconds=300",
+        "--pod-termination-grace-seconds=600", "--worker-cpu-per-gpu=2.5",
+        "--worker-memory-per-gpu-gib=8", "--pending-retry-seconds=45",
+        "--gang-completion-seconds=90", "--replan-min-improvement-seconds=300",
         "--replan-min-interval-seconds=900", "--metrics-port=9080", "--health-probe-port=9081",
         "--log-format=text", "--log-level=debug", "--namespace=research",
         "--prometheus-url=http://prometheus.example:9090",

@@ -121,10 +121,13 @@ TEST_F(ControllerFlagsTest, TheChartsArgumentsStartTheControllerWithDefaultsAndE
       "--set leaderElection.leaseName=pacer-lease --set controller.watchNamespace=research "
       "--set controller.workers=2 --set controller.maxRestarts=5 "
       "--set controller.relaunchSeconds=120 --set controller.podTerminationGraceSeconds=60 "
-      "--set controller.pendingRetrySeconds=45 --set controller.gangCompletionSeconds=90 --set controller.replan.minImprovementSeconds=300 "
+      "--set controller.workerCpuPerGpu=3 --set controller.workerMemoryPerGpuGiB=8 "
+      "--set controller.pendingRetrySeconds=45 --set controller.gangCompletionSeconds=90 --set "
+      "controller.replan.minImprovementSeconds=300 "
       "--set controller.replan.minIntervalSeconds=900 --set controller.logFormat=text "
       "--set controller.logLevel=debug --set workerImage.tag=9.9.9 "
-      "--set prometheus.url=http://127.0.0.1:1 --set-json controller.extraArgs='[\"--identity=x\"]'");
+      "--set prometheus.url=http://127.0.0.1:1 --set-json "
+      "controller.extraArgs='[\"--identity=x\"]'");
   ASSERT_EQ(all_set.exit_code, 0) << all_set.err;
   RunWithArgumentsOf({"chart-all-set", YamlDocuments(all_set.out), "pacer-system/pacer-lease"});
 }

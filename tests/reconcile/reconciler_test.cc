@@ -492,6 +492,39 @@ TEST_F(ReconcilerTest, PodLayoutAnnotationPredictsTheSameCompletionAsStatus) {
   EXPECT_EQ(predicted.rfind("2026-", 0), 0u) << predicted;  // ~7.7 days after the plan
 }
 
+// A worker pod requests host CPU and memory per GPU it holds: without
+// requests it was BestEffort (evicted first under node memory pressure) and
+// refused in namespaces whose ResourceQuota covers requests.cpu/memory.
+// Its memory-backed /dev/shm is bounded by the memory request.
+TEST_F(ReconcilerTest, WorkerPodsRequestHostCpuAndMemoryPerGpu) {
+  store_.Put(LlamaJob());
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  const LaunchSpec& launch = launcher_.launches[0];
+  const int gpus = launch.plan.layout.gpus_per_node;
+  ASSERT_GT(gpus, 0);
+  PodTemplateOptions options;
+  options.cpu_per_gpu = 2.5;
+  options.memory_per_gpu_gib = 12;
+  nlohmann::json pod = WorkerPodObject(launch, 0, options);
+  const nlohmann::json& requests = pod["spec"]["containers"][0]["resources"]["requests"];
+  EXPECT_EQ(requests["cpu"], std::to_string(2500 * gpus) + "m");
+  EXPECT_EQ(requests["memory"], std::to_string(12 * gpus) + "Gi");
+  EXPECT_FALSE(pod["spec"]["containers"][0]["resources"]["limits"].contains("memory"));
+  nlohmann::json dshm;
+  for (const auto& v : pod["spec"]["volumes"]) {
+    if (v["name"] == "dshm") dshm = v["emptyDir"];
+  }
+  EXPECT_EQ(dshm["medium"], "Memory");
+  EXPECT_EQ(dshm["sizeLimit"], std::to_string(12 * gpus) + "Gi");
+
+  options.cpu_per_gpu = 0;
+  options.memory_per_gpu_gib = 0;
+  pod = WorkerPodObject(launch, 0, options);
+  EXPECT_FALSE(pod["spec"]["containers"][0]["resources"]["requests"].contains("cpu"));
+  EXPECT_FALSE(pod["spec"]["containers"][0]["resources"]["requests"].contains("memory"));
+}
+
 // A status written with the wrong types (here by hand: phase a number) is
 // read as no phase, not a type_error thrown out of the reconcile.
 TEST_F(ReconcilerTest, StatusPhaseOfTheWrongTypeIsIgnored) {
