@@ -379,6 +379,20 @@ Status ParseWorker(const Field& f, WorkerSpec* w) {
       if (!name.present()) return name.Error("required");
       EnvVar var;
       ASSIGN_OR_RETURN(var.name, name.NonEmptyString());
+      // kube-apiserver's IsEnvVarName (the rule before 1.32 relaxed it, so
+      // that every supported cluster takes the pod): the pod API refused
+      // anything else with 422 at launch.
+      const bool valid_name =
+          var.name.size() <= 256 && !(var.name[0] >= '0' && var.name[0] <= '9') &&
+          std::all_of(var.name.begin(), var.name.end(), [](char ch) {
+            return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                   (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.';
+          });
+      if (!valid_name) {
+        return name.ErrorGot(
+            "must be an environment variable name: letters, digits, '_', '-' and '.', not "
+            "starting with a digit, at most 256 characters");
+      }
       if (const Field value = e.Get("value"); value.present()) {
         ASSIGN_OR_RETURN(var.value, value.String());
       }

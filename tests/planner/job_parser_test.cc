@@ -472,6 +472,22 @@ TEST(JobParserTest, NamesAreAtMost63Characters) {
             "job's pods and Service), got 70");
 }
 
+// Names the pod API refuses (kube-apiserver's IsEnvVarName) are refused
+// here, with the field, instead of as a 422 at launch.
+TEST(JobParserTest, EnvNamesAreThoseThePodApiTakes) {
+  const auto with_env = [](const std::string& name) {
+    return Minimal("globalBatchSize: 256",
+                   "globalBatchSize: 256\n  worker: {env: [{name: \"" + name + "\", value: x}]}");
+  };
+  EXPECT_EQ(ErrorOf(with_env("NCCL_DEBUG")), "OK");
+  EXPECT_EQ(ErrorOf(with_env("my.var-2")), "OK");
+  EXPECT_EQ(ErrorOf(with_env("1FOO")),
+            "spec.worker.env[0].name: must be an environment variable name: letters, digits, "
+            "'_', '-' and '.', not starting with a digit, at most 256 characters, got \"1FOO\"");
+  EXPECT_NE(ErrorOf(with_env("A=B")), "OK");
+  EXPECT_NE(ErrorOf(with_env("TAB\there")), "OK");
+}
+
 TEST(JobParserTest, DeadlineAndMaxDurationConflict) {
   std::string doc = kMinimalYaml;
   doc += "  deadline: \"2026-12-24T00:00:00Z\"\n  maxDuration: 72h\n";
