@@ -36,15 +36,6 @@ StatusOr<std::vector<PromSample>> ParsePromAnswer(const std::string& body, int h
     return InternalError("Prometheus answered HTTP " + std::to_string(http_status) +
                          " with a body that is not JSON");
   }
-  if (doc.value("status", "") != "success") {
-    const std::string message = doc.value("errorType", "error") + ": " + doc.value("error", "");
-    if (http_status >= 500 || http_status == 0) {
-      return UnavailableError("Prometheus failed the query " + std::string(promql) + ": " +
-                              message);
-    }
-    return InvalidArgumentError("Prometheus rejected the query " + std::string(promql) + ": " +
-                                message);
-  }
   // Every member is looked up with find(): a const operator[] on a missing
   // key is undefined behaviour in nlohmann/json (an assert compiled out),
   // not an exception the reconcile's guard could catch.
@@ -53,6 +44,25 @@ StatusOr<std::vector<PromSample>> ParsePromAnswer(const std::string& body, int h
     const auto it = object.find(key);
     return it == object.end() ? nullptr : &*it;
   };
+  // Strings only: json::value() throws on a member of another type, which
+  // the caller would report as Prometheus being unreachable.
+  const auto text = [&member](const json& object, const char* key, const char* absent) {
+    const json* m = member(object, key);
+    return m != nullptr && m->is_string() ? m->get<std::string>() : std::string(absent);
+  };
+  const json* status = member(doc, "status");
+  if (status == nullptr || !status->is_string()) {
+    return InternalError("Prometheus answered without a status string");
+  }
+  if (status->get<std::string>() != "success") {
+    const std::string message = text(doc, "errorType", "error") + ": " + text(doc, "error", "");
+    if (http_status >= 500 || http_status == 0) {
+      return UnavailableError("Prometheus failed the query " + std::string(promql) + ": " +
+                              message);
+    }
+    return InvalidArgumentError("Prometheus rejected the query " + std::string(promql) + ": " +
+                                message);
+  }
   const json* data = member(doc, "data");
   const json* type_field = data != nullptr ? member(*data, "resultType") : nullptr;
   const json* result = data != nullptr ? member(*data, "result") : nullptr;

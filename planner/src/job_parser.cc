@@ -384,6 +384,7 @@ Status ParseWorker(const Field& f, WorkerSpec* w) {
       // anything else with 422 at launch.
       const bool valid_name =
           var.name.size() <= 256 && !(var.name[0] >= '0' && var.name[0] <= '9') &&
+          var.name != "." && var.name.rfind("..", 0) != 0 &&
           std::all_of(var.name.begin(), var.name.end(), [](char ch) {
             return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
                    (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.';
@@ -391,7 +392,7 @@ Status ParseWorker(const Field& f, WorkerSpec* w) {
       if (!valid_name) {
         return name.ErrorGot(
             "must be an environment variable name: letters, digits, '_', '-' and '.', not "
-            "starting with a digit, at most 256 characters");
+            "starting with a digit or \"..\", not \".\", at most 256 characters");
       }
       if (const Field value = e.Get("value"); value.present()) {
         ASSIGN_OR_RETURN(var.value, value.String());

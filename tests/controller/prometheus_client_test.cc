@@ -105,6 +105,8 @@ TEST(PrometheusClientTest, MalformedSuccessfulAnswersAreInternalErrors) {
            R"({"status":"success","data":{"resultType":"vector","result":[{"metric":{}}]}})",
            R"({"status":"success","data":{"resultType":"vector","result":[7]}})",
            R"({"status":"success","data":{"resultType":"scalar","result":[1]}})",
+           R"({"status":1})",
+           R"({"data":{}})",
        }) {
     SCOPED_TRACE(body);
     const StatusOr<std::vector<PromSample>> parsed = ParsePromAnswer(body, 200, "up");
@@ -116,6 +118,11 @@ TEST(PrometheusClientTest, MalformedSuccessfulAnswersAreInternalErrors) {
       R"({"metric":{"rank":"0"},"value":[1700000000.5,"0.25"]}]}})",
       200, "up");
   ASSERT_TRUE(good.ok()) << good.status().ToString();
+  // An error answer whose members are not strings is still Prometheus'
+  // refusal, not an exception reported as "unreachable".
+  const StatusOr<std::vector<PromSample>> refused =
+      ParsePromAnswer(R"({"status":"error","errorType":7,"error":["x"]})", 400, "up");
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << refused.status().ToString();
   ASSERT_EQ(good->size(), 1u);
   EXPECT_EQ((*good)[0].labels.at("rank"), "0");
   EXPECT_DOUBLE_EQ((*good)[0].value, 0.25);

@@ -483,7 +483,11 @@ TEST(JobParserTest, EnvNamesAreThoseThePodApiTakes) {
   EXPECT_EQ(ErrorOf(with_env("my.var-2")), "OK");
   EXPECT_EQ(ErrorOf(with_env("1FOO")),
             "spec.worker.env[0].name: must be an environment variable name: letters, digits, "
-            "'_', '-' and '.', not starting with a digit, at most 256 characters, got \"1FOO\"");
+            "'_', '-' and '.', not starting with a digit or \"..\", not \".\", at most 256 "
+            "characters, got \"1FOO\"");
+  EXPECT_NE(ErrorOf(with_env(".")), "OK");
+  EXPECT_NE(ErrorOf(with_env("..FOO")), "OK");
+  EXPECT_EQ(ErrorOf(with_env(".FOO")), "OK");
   EXPECT_NE(ErrorOf(with_env("A=B")), "OK");
   EXPECT_NE(ErrorOf(with_env("TAB\there")), "OK");
 }
