@@ -233,14 +233,7 @@ PoolContext MakePoolContext(const JobSpec& job, const NodePool& pool, const GpuT
   ctx.embedding_table_parameters =
       static_cast<double>(job.model.vocab_size) * job.model.hidden_size;
   ctx.model_flops_per_sequence = ModelFlopsPerSequence(job.model);
-  // Optimizer steps per epoch = ceil(samples / GBS); accumulation does not
-  // change it (it multiplies micro-steps, not optimizer steps).
-  const double samples_per_epoch =
-      job.data.samples ? *job.data.samples
-                       : std::ceil(job.data.tokens.value_or(0) / job.model.sequence_length);
-  const double steps_per_epoch =
-      std::ceil(samples_per_epoch / static_cast<double>(job.training.global_batch_size));
-  ctx.optimizer_steps = static_cast<int64_t>(steps_per_epoch) * job.data.epochs;
+  ctx.optimizer_steps = static_cast<int64_t>(OptimizerSteps(job));  // <= 1e12 (job_parser.cc)
   ctx.price_per_gpu_hour =
       pool.price_per_gpu_hour > 0 ? pool.price_per_gpu_hour : gpu.price_per_gpu_hour;
   return ctx;

@@ -447,20 +447,11 @@ Status ParseSpec(const Field& f, JobSpec* job) {
   RETURN_IF_ERROR(ParseModel(f.Get("model"), &job->model));
   RETURN_IF_ERROR(ParseData(f.Get("data"), &job->data));
   RETURN_IF_ERROR(ParseTraining(f.Get("training"), &job->training));
-  {
-    const DataSpec& d = job->data;
-    const double samples =
-        d.samples
-            ? *d.samples
-            : std::ceil(d.tokens.value_or(0) / static_cast<double>(job->model.sequence_length));
-    const double steps =
-        std::ceil(samples / static_cast<double>(job->training.global_batch_size)) * d.epochs;
-    if (!(steps <= kMaxOptimizerSteps)) {
-      return f.Get("data").Error(
-          "makes " + yaml_fields::FormatNumber(steps) + " optimizer steps (epochs x samples / " +
-          "training.globalBatchSize); at most " + yaml_fields::FormatNumber(kMaxOptimizerSteps) +
-          ": fewer tokens or epochs, or a larger globalBatchSize");
-    }
+  if (const double steps = OptimizerSteps(*job); !(steps <= kMaxOptimizerSteps)) {
+    return f.Get("data").Error(
+        "makes " + yaml_fields::FormatNumber(steps) + " optimizer steps (epochs x samples / " +
+        "training.globalBatchSize); at most " + yaml_fields::FormatNumber(kMaxOptimizerSteps) +
+        ": fewer tokens or epochs, or a larger globalBatchSize");
   }
 
   const Field deadline = f.Get("deadline");

@@ -117,6 +117,14 @@ double TotalSequences(const JobSpec& job) {
   return 0;
 }
 
+double OptimizerSteps(const JobSpec& job) {
+  const double samples_per_epoch =
+      job.data.samples ? *job.data.samples
+                       : std::ceil(job.data.tokens.value_or(0) / job.model.sequence_length);
+  return std::ceil(samples_per_epoch / static_cast<double>(job.training.global_batch_size)) *
+         job.data.epochs;
+}
+
 bool AllowsGpuType(const ResourcesSpec& resources, const GpuCatalog& catalog,
                    const std::string& gpu_type) {
   if (resources.gpu_types.empty()) return true;

@@ -183,6 +183,12 @@ std::optional<int64_t> EffectiveDeadline(const JobSpec& job, int64_t now_unix_se
 // Sequences to train on over all epochs (samples x epochs, or tokens / s x epochs).
 double TotalSequences(const JobSpec& job);
 
+// Optimizer steps of the whole run: ceil(samples per epoch / GBS) x epochs,
+// with samples = ceil(tokens / s) when tokens are given (accumulation does
+// not change it: it multiplies micro-steps). A double, so that the parser
+// can bound it before anything converts it to int64.
+double OptimizerSteps(const JobSpec& job);
+
 }  // namespace pacer::planner
 
 #endif  // PACER_PLANNER_JOB_SPEC_H_
