@@ -231,6 +231,7 @@ TEST_F(ApplyTest, TheChartGrantsWhatTheManifestsGrant) {
   const Rendered manifests = Kustomize();
   for (const auto& [kind, name] :
        std::vector<std::pair<std::string, std::string>>{{"ClusterRole", "pacer-controller"},
+                                                        {"ClusterRole", "pacer-controller-jobs"},
                                                         {"Role", "pacer-leader-election"},
                                                         {"ClusterRole", "pacer-trainjob-editor"},
                                                         {"ClusterRole", "pacer-trainjob-viewer"}}) {
@@ -239,7 +240,9 @@ TEST_F(ApplyTest, TheChartGrantsWhatTheManifestsGrant) {
     EXPECT_EQ(from_chart, RulesOf(manifests.objects, kind, name)) << kind << "/" << name;
   }
   for (const auto& [kind, name] : std::vector<std::pair<std::string, std::string>>{
-           {"ClusterRoleBinding", "pacer-controller"}, {"RoleBinding", "pacer-leader-election"}}) {
+           {"ClusterRoleBinding", "pacer-controller"},
+           {"ClusterRoleBinding", "pacer-controller-jobs"},
+           {"RoleBinding", "pacer-leader-election"}}) {
     const json a = FindObject(chart->objects, kind, name);
     const json b = FindObject(manifests.objects, kind, name);
     ASSERT_TRUE(a.is_object() && b.is_object()) << name;

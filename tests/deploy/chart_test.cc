@@ -196,6 +196,40 @@ TEST_F(ChartTest, RbacIsOptionalAndTheLeaseRoleNamesOnlyTheLease) {
   EXPECT_EQ(FindObject(on, "ServiceAccount")["metadata"]["name"], "pacer-sa");
 }
 
+// With controller.watchNamespace, the rights on TrainJobs and on what the
+// controller creates hold in that namespace only; cluster-wide it only reads
+// (the inventory's nodes and pods).
+TEST_F(ChartTest, AWatchedNamespaceBindsTheJobRightsThereOnly) {
+  const std::vector<json> all = Render();
+  const json everywhere = FindObject(all, "ClusterRoleBinding", "pacer-controller-jobs");
+  ASSERT_TRUE(everywhere.is_object());
+  EXPECT_EQ(everywhere["roleRef"]["name"], "pacer-controller-jobs");
+  EXPECT_TRUE(FindObject(all, "RoleBinding", "pacer-controller-jobs").is_null());
+
+  const std::vector<json> one = Render("--set controller.watchNamespace=research");
+  EXPECT_TRUE(FindObject(one, "ClusterRoleBinding", "pacer-controller-jobs").is_null());
+  const json binding = FindObject(one, "RoleBinding", "pacer-controller-jobs");
+  ASSERT_TRUE(binding.is_object());
+  EXPECT_EQ(binding["metadata"]["namespace"], "research");
+  EXPECT_EQ(binding["roleRef"], json({{"apiGroup", "rbac.authorization.k8s.io"},
+                                      {"kind", "ClusterRole"},
+                                      {"name", "pacer-controller-jobs"}}));
+  EXPECT_EQ(binding["subjects"][0]["name"], "pacer-controller");
+  EXPECT_EQ(binding["subjects"][0]["namespace"], "pacer-system");
+  // The ClusterRole bound cluster-wide grants reads only.
+  const json cluster_role = FindObject(one, "ClusterRole", "pacer-controller");
+  ASSERT_TRUE(cluster_role.is_object());
+  ASSERT_FALSE(cluster_role["rules"].empty());
+  for (const json& rule : cluster_role["rules"]) {
+    for (const json& verb : rule["verbs"]) {
+      EXPECT_TRUE(verb == "list" || verb == "watch") << rule.dump();
+    }
+  }
+  const json jobs = FindObject(one, "ClusterRole", "pacer-controller-jobs");
+  ASSERT_TRUE(jobs.is_object());
+  EXPECT_FALSE(jobs["rules"].empty());
+}
+
 TEST_F(ChartTest, ControllerFlagsComeFromValues) {
   const json defaults = FindObject(Render(), "Deployment");
   const json c = defaults["spec"]["template"]["spec"]["containers"][0];
@@ -331,10 +365,10 @@ TEST_F(ChartTest, ThePackageCarriesTheLinkedFilesContents) {
   ASSERT_EQ(packaged.exit_code, 0) << packaged.out << packaged.err;
   const std::string tgz = (dir_ / "pacer-0.1.0.tgz").string();
   ASSERT_TRUE(fs::exists(tgz)) << packaged.out;
-  for (const auto& [in_chart, in_repo] :
-       std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [in_chart, in_repo] : std::vector<std::pair<std::string, std::string>>{
            {"files/crd.yaml", "manifests/crd/pacer.dev_trainjobs.yaml"},
            {"files/cluster_role.yaml", "manifests/rbac/cluster_role.yaml"},
+           {"files/job_role.yaml", "manifests/rbac/job_role.yaml"},
            {"files/pacer-rules.yaml", "manifests/prometheus/pacer-rules.yaml"},
            {"files/pacer.json", "manifests/grafana/pacer.json"}}) {
     CommandResult extracted = RunCommand("tar -xzOf " + tgz + " pacer/" + in_chart);

@@ -4,8 +4,10 @@
 // Lease back, and then every request the test API server's audit log records
 // from the controller must be allowed by the rules (evaluated here as the
 // RBAC authorizer does), and every verb the rules grant must have been used
-// or have a reason below. With the CRD applied, the controller's status
-// writes also go through the CRD's schema, which must keep every field.
+// or have a reason below. Twice: watching every namespace (both ClusterRoles
+// bound cluster-wide), and watching one (--namespace, the job rules bound
+// there only, as the chart's controller.watchNamespace binds them). With the CRD applied, the
+// controller's status writes also go through the CRD's schema, which must keep every field.
 #include <csignal>
 #include <map>
 #include <set>
@@ -89,7 +91,11 @@ std::string Describe(const testing::AuditRecord& r) {
          ")";
 }
 
-TEST_F(E2eTest, EveryControllerRequestIsGrantedByTheManifestsRbacAndEveryGrantIsUsed) {
+// The parameter is the namespace the controller watches; "" is all.
+class RbacE2eTest : public E2eTest, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(RbacE2eTest, EveryControllerRequestIsGrantedByTheManifestsRbacAndEveryGrantIsUsed) {
+  const std::string watched = GetParam();
   std::string out;
   ASSERT_EQ(Kubectl({"apply", "-f", std::string(PACER_SOURCE_DIR) + "/manifests/crd/"}, &out), 0)
       << out;
@@ -97,17 +103,21 @@ TEST_F(E2eTest, EveryControllerRequestIsGrantedByTheManifestsRbacAndEveryGrantIs
       << out;
   auto cluster_role =
       server_->GetObject("/apis/rbac.authorization.k8s.io/v1/clusterroles/pacer-controller");
+  auto job_role =
+      server_->GetObject("/apis/rbac.authorization.k8s.io/v1/clusterroles/pacer-controller-jobs");
   auto lease_role = server_->GetObject(
       "/apis/rbac.authorization.k8s.io/v1/namespaces/pacer-system/roles/pacer-leader-election");
-  ASSERT_TRUE(cluster_role.ok() && lease_role.ok());
+  ASSERT_TRUE(cluster_role.ok() && job_role.ok() && lease_role.ok());
   const std::vector<Rule> cluster_rules = Rules(*cluster_role);
+  const std::vector<Rule> job_rules = Rules(*job_role);
   const std::vector<Rule> lease_rules = Rules(*lease_role);
   const std::string lease_namespace = (*lease_role)["metadata"]["namespace"];
 
   // The controller as the Deployment runs it: leader election in
-  // pacer-system, all namespaces.
-  ControllerProcess& controller =
-      StartController("rbac", {"--leader-election-namespace", lease_namespace});
+  // pacer-system, all namespaces or the watched one.
+  std::vector<std::string> flags = {"--leader-election-namespace", lease_namespace};
+  if (!watched.empty()) flags.insert(flags.end(), {"--namespace", watched});
+  ControllerProcess& controller = StartController("rbac", flags);
   Apply(TinyJobYaml("rbac", 600, "1h"));
 
   // While it runs, the status as the CRD's schema stored it keeps every
@@ -171,17 +181,24 @@ TEST_F(E2eTest, EveryControllerRequestIsGrantedByTheManifestsRbacAndEveryGrantIs
     used.insert(r.verb + " " + r.group + "/" + resource);
     bool allowed = false;
     for (const Rule& rule : cluster_rules) allowed = allowed || Allows(rule, r);
+    // A RoleBinding grants only requests within its namespace; a
+    // cluster-wide list or watch (no namespace) is not one of them.
+    if (watched.empty() || r.namespace_ == watched) {
+      for (const Rule& rule : job_rules) allowed = allowed || Allows(rule, r);
+    }
     if (r.namespace_ == lease_namespace) {
       for (const Rule& rule : lease_rules) allowed = allowed || Allows(rule, r);
     }
     EXPECT_FALSE(r.resource.empty()) << "a non-resource request: " << Describe(r);
-    EXPECT_TRUE(allowed) << "not granted by manifests/rbac: " << Describe(r);
+    EXPECT_TRUE(allowed) << "not granted by manifests/rbac"
+                         << (watched.empty() ? "" : " bound in " + watched) << ": " << Describe(r);
   }
   EXPECT_GT(requests, 20) << "the controller's requests are in the audit log";
 
   // Every granted verb was used, or is listed with its reason; and every
   // reason is for a verb still granted.
   std::set<std::string> granted = Grants(cluster_rules);
+  granted.merge(Grants(job_rules));
   granted.merge(Grants(lease_rules));
   for (const std::string& grant : granted) {
     EXPECT_TRUE(used.count(grant) > 0 || UnexercisedReasons().count(grant) > 0)
@@ -191,6 +208,12 @@ TEST_F(E2eTest, EveryControllerRequestIsGrantedByTheManifestsRbacAndEveryGrantIs
     EXPECT_TRUE(granted.count(grant) > 0) << "a reason for a verb no longer granted: " << grant;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Namespaces, RbacE2eTest, ::testing::Values("", "research"),
+                         [](const ::testing::TestParamInfo<std::string>& param) {
+                           return param.param.empty() ? std::string("AllNamespaces")
+                                                      : "Only_" + param.param;
+                         });
 
 }  // namespace
 }  // namespace pacer::e2e
