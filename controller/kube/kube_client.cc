@@ -1,6 +1,5 @@
 #include "kube/kube_client.h"
 
-#include <cpprest/containerstream.h>
 #include <cpprest/http_client.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -10,6 +9,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "http/bounded_body.h"
 #include "kube/token_source.h"
 
 namespace pacer::controller {
@@ -252,24 +252,10 @@ struct KubeClient::Impl {
   // Reads a whole answer, at most max_response_bytes.
   StatusOr<std::string> ReadBody(http::http_response& response, const std::string& verb,
                                  const std::string& path, pplx::cancellation_token_source& cts) {
-    const auto too_big = [&] {
-      cts.cancel();
-      return ResourceExhaustedError(verb + " " + path + ": the answer is over " +
-                                    std::to_string(options.max_response_bytes) +
-                                    " bytes (KubeClientOptions::max_response_bytes); use paging "
-                                    "or a narrower selector");
-    };
-    if (response.headers().content_length() > options.max_response_bytes) return too_big();
-    // The body is a byte stream: the sink's character type must match it.
-    concurrency::streams::container_buffer<std::vector<uint8_t>> sink;
-    concurrency::streams::istream body = response.body();
-    while (true) {
-      const size_t n = body.read(sink, 64 * 1024).get();
-      if (n == 0) break;
-      if (sink.collection().size() > options.max_response_bytes) return too_big();
-    }
-    const std::vector<uint8_t>& bytes = sink.collection();
-    return std::string(bytes.begin(), bytes.end());
+    return ReadBoundedBody(response, options.max_response_bytes, verb + " " + path,
+                           " (KubeClientOptions::max_response_bytes); use paging or a narrower "
+                           "selector",
+                           cts);
   }
 
   StatusOr<json> Call(const http::method& method, const std::string& path, const std::string& query,

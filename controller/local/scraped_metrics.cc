@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "http/bounded_body.h"
+
 namespace pacer::controller {
 namespace {
 
@@ -87,12 +89,14 @@ ScrapeFn HttpScraper(std::chrono::milliseconds timeout) {
       web::http::client::http_client_config config;
       config.set_timeout(timeout);
       web::http::client::http_client client(url, config);
-      web::http::http_response response = client.request(web::http::methods::GET, "/metrics").get();
+      pplx::cancellation_token_source cancel;
+      web::http::http_response response =
+          client.request(web::http::methods::GET, "/metrics", cancel.get_token()).get();
       if (response.status_code() != 200) {
         return UnavailableError("GET " + url + "/metrics: HTTP " +
                                 std::to_string(response.status_code()));
       }
-      return response.extract_string(true).get();
+      return ReadBoundedBody(response, kMaxScrapeBytes, "GET " + url + "/metrics", "", cancel);
     } catch (const std::exception& e) {
       return UnavailableError("GET " + url + "/metrics: " + e.what());
     }

@@ -17,6 +17,7 @@
 #define PACER_CONTROLLER_LOCAL_SCRAPED_METRICS_H_
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -39,7 +40,12 @@ struct MetricSample {
 // values unescaped). Malformed lines are skipped.
 std::vector<MetricSample> ParseMetricsText(std::string_view text);
 
-// GETs http://127.0.0.1:<port>/metrics; Unavailable when it cannot.
+// A worker's metrics page is a few KiB; a larger one is refused
+// (ResourceExhausted) rather than read into memory whole.
+inline constexpr std::size_t kMaxScrapeBytes = 4u << 20;
+
+// GETs http://127.0.0.1:<port>/metrics; Unavailable when it cannot,
+// ResourceExhausted when the page is over kMaxScrapeBytes.
 using ScrapeFn = std::function<StatusOr<std::string>(int port)>;
 ScrapeFn HttpScraper(std::chrono::milliseconds timeout);
 

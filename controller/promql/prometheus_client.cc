@@ -6,6 +6,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "http/bounded_body.h"
+
 namespace pacer::controller {
 namespace {
 
@@ -134,18 +136,13 @@ StatusOr<std::vector<PromSample>> PrometheusClient::Query(std::string_view promq
   web::uri_builder uri("/api/v1/query");
   uri.append_query("query", std::string(promql));
   try {
+    pplx::cancellation_token_source cancel;
     web::http::http_response response =
-        client_->request(web::http::methods::GET, uri.to_string()).get();
-    const auto length = response.headers().content_length();
-    if (length > kMaxResponseBytes) {
-      return ResourceExhaustedError("Prometheus answer of " + std::to_string(length) +
-                                    " bytes to " + std::string(promql) + " is over the limit");
-    }
-    const std::string body = response.extract_string(/*ignore_content_type=*/true).get();
-    if (body.size() > kMaxResponseBytes) {
-      return ResourceExhaustedError("Prometheus answer to " + std::string(promql) +
-                                    " is over the limit");
-    }
+        client_->request(web::http::methods::GET, uri.to_string(), cancel.get_token()).get();
+    ASSIGN_OR_RETURN(const std::string body, ReadBoundedBody(response, kMaxResponseBytes,
+                                                             "Prometheus at " + base_url_ +
+                                                                 ", query " + std::string(promql),
+                                                             "", cancel));
     return ParsePromAnswer(body, response.status_code(), promql);
   } catch (const std::exception& e) {
     // Connection refused, DNS, timeouts: cpprestsdk throws http_exception.

@@ -6,6 +6,8 @@
 
 #include <map>
 
+#include "bulk_http_server.h"
+
 namespace pacer::controller {
 namespace {
 
@@ -124,6 +126,18 @@ TEST(ScrapedMetricsSourceTest, EndpointsClosingAsTheWorkersExitAreNotAnOutage) {
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_FALSE(m->step_seconds.has_value());
   EXPECT_EQ(lookups_after_finish, 2);  // asked again, and the workers were gone
+}
+
+// A process on a worker's metrics port that sends an endless page costs
+// local mode at most kMaxScrapeBytes, and the scrape is refused.
+TEST(HttpScraperTest, APageOverTheLimitIsRefusedWhileItIsRead) {
+  testing::BulkHttpServer server(16 * kMaxScrapeBytes, testing::BulkHttpServer::Framing::kChunked);
+  {
+    const ScrapeFn scrape = HttpScraper(std::chrono::seconds(60));
+    StatusOr<std::string> page = scrape(server.port());
+    EXPECT_EQ(page.status().code(), StatusCode::kResourceExhausted) << page.status().message();
+  }
+  EXPECT_LT(server.WaitForBodyBytesSent(), 4 * kMaxScrapeBytes);
 }
 
 }  // namespace

@@ -1,0 +1,74 @@
+// Answer bodies the controller reads from servers it does not control are
+// bounded while they are read: a chunked answer (no Content-Length) over the
+// limit is refused after about the limit, not buffered whole first. The
+// server counts what the client took before it hung up.
+#include "http/bounded_body.h"
+
+// cpprestsdk's U() macro would break GoogleTest's templates.
+#define _TURN_OFF_PLATFORM_STRING
+#include <cpprest/http_client.h>
+#include <gtest/gtest.h>
+
+#include "bulk_http_server.h"
+#include "promql/prometheus_client.h"
+
+namespace pacer::controller {
+namespace {
+
+using testing::BulkHttpServer;
+
+constexpr std::size_t kMiB = 1u << 20;
+
+// GETs "/" from `server` and reads the body with ReadBoundedBody.
+StatusOr<std::string> Get(const BulkHttpServer& server, std::size_t max_bytes) {
+  web::http::client::http_client client(server.url());
+  pplx::cancellation_token_source cancel;
+  web::http::http_response response =
+      client.request(web::http::methods::GET, "/", cancel.get_token()).get();
+  return ReadBoundedBody(response, max_bytes, "GET /", "; a remedy", cancel);
+}
+
+TEST(BoundedBodyTest, AChunkedAnswerWithinTheLimitIsReadWhole) {
+  const std::size_t size = kMiB + 17;  // more than one chunk, not a multiple
+  BulkHttpServer server(size, BulkHttpServer::Framing::kChunked);
+  StatusOr<std::string> body = Get(server, 2 * kMiB);
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(body->size(), size);
+  EXPECT_EQ(body->find_first_not_of('x'), std::string::npos);
+  EXPECT_EQ(server.WaitForBodyBytesSent(), size);
+}
+
+TEST(BoundedBodyTest, AChunkedAnswerOverTheLimitIsRefusedWhileItIsRead) {
+  BulkHttpServer server(256 * kMiB, BulkHttpServer::Framing::kChunked);
+  StatusOr<std::string> body = Get(server, kMiB);
+  ASSERT_EQ(body.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(body.status().message(), "GET /: the answer is over 1048576 bytes; a remedy");
+  // The limit plus what the sockets' buffers held, far from the whole.
+  EXPECT_LT(server.WaitForBodyBytesSent(), 64 * kMiB);
+}
+
+TEST(BoundedBodyTest, AContentLengthOverTheLimitIsRefusedBeforeReading) {
+  BulkHttpServer server(256 * kMiB, BulkHttpServer::Framing::kContentLength);
+  StatusOr<std::string> body = Get(server, kMiB);
+  ASSERT_EQ(body.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_LT(server.WaitForBodyBytesSent(), 64 * kMiB);
+}
+
+// Prometheus (or whatever answers at --prometheus-url) sending an endless
+// chunked answer costs the controller at most kMaxResponseBytes.
+TEST(BoundedBodyTest, APrometheusAnswerOverTheLimitIsRefusedWhileItIsRead) {
+  BulkHttpServer server(16 * PrometheusClient::kMaxResponseBytes,
+                        BulkHttpServer::Framing::kChunked);
+  {
+    PrometheusClient prometheus(server.url(), std::chrono::seconds(60));
+    StatusOr<std::vector<PromSample>> answer = prometheus.Query("up");
+    ASSERT_EQ(answer.status().code(), StatusCode::kResourceExhausted);
+    EXPECT_NE(answer.status().message().find("query up: the answer is over 16777216 bytes"),
+              std::string::npos)
+        << answer.status().message();
+  }
+  EXPECT_LT(server.WaitForBodyBytesSent(), 4 * PrometheusClient::kMaxResponseBytes);
+}
+
+}  // namespace
+}  // namespace pacer::controller
