@@ -53,14 +53,17 @@ void WorkQueue::AddAfterLocked(const std::string& key, Clock::Duration delay) {
   timer_cv_.notify_all();
 }
 
-void WorkQueue::AddRateLimited(const std::string& key) {
+void WorkQueue::AddRateLimited(const std::string& key, Clock::Duration at_least) {
   std::lock_guard<std::mutex> lock(mu_);
   TickLocked();
   if (shutting_down_) return;
   // Both limiters are charged (client-go's MaxOfRateLimiter).
   const Clock::Duration item = ItemBackoffLocked(key);
   const Clock::Duration bucket = BucketDelayLocked();
-  AddAfterLocked(key, std::max(item, bucket));
+  // A server's hint is honoured, but no hint parks a job longer than the
+  // backoff's own cap.
+  const Clock::Duration hint = std::min(at_least, options_.max_delay);
+  AddAfterLocked(key, std::max({item, bucket, hint}));
 }
 
 Clock::Duration WorkQueue::ItemBackoffLocked(const std::string& key) {

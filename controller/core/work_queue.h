@@ -15,7 +15,9 @@
 //  - AddRateLimited(key) = AddAfter(key, the larger of the key's exponential
 //    backoff base x 2^failures (5 ms, 10 ms, 20 ms, ... capped at 1000 s) and
 //    the global token bucket's delay (10 qps, burst 100)). Forget(key) resets
-//    the key's failures; NumRequeues(key) reports them.
+//    the key's failures; NumRequeues(key) reports them. AddRateLimited(key,
+//    at_least) waits at least `at_least` too (the API server's Retry-After of
+//    a 429 or 503), itself capped at the backoff's cap.
 //  - ShutDown() wakes every Get(); Get() then hands out what is still queued
 //    and returns nullopt once the queue is empty. Adds after ShutDown() are
 //    ignored.
@@ -63,8 +65,9 @@ class WorkQueue {
   void Add(const std::string& key);
   // Queues `key` once `delay` has passed on the clock; delay <= 0 is Add().
   void AddAfter(const std::string& key, Clock::Duration delay);
-  // AddAfter(key, WhenRateLimited(key)): for reconciles that failed.
-  void AddRateLimited(const std::string& key);
+  // For reconciles that failed: AddAfter(key, the larger of the key's
+  // backoff, the bucket's delay and min(at_least, max_delay)).
+  void AddRateLimited(const std::string& key, Clock::Duration at_least = Clock::Duration::zero());
 
   // The next ready key, marked processing; nullopt once shut down and empty.
   std::optional<std::string> Get();

@@ -11,6 +11,7 @@
 #include "core/work_queue.h"
 #include "daemon/kube_sources.h"
 #include "daemon/pod_launcher.h"
+#include "kube/api_errors.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "kube/kube_client.h"
@@ -142,7 +143,9 @@ struct ControllerManager::Impl {
     } else {
       log.Warning("reconcile failed; retrying with backoff",
                   {{"error", result.status}, {"requeues", queue->NumRequeues(key)}});
-      queue->AddRateLimited(key);
+      // An API server that throttled us (429) or is shutting down (503) says
+      // when to come back; the backoff alone would be back in milliseconds.
+      queue->AddRateLimited(key, RetryAfter(result.status).value_or(std::chrono::seconds(0)));
     }
     PublishJob(key);
     metrics->SetQueueDepth(queue->Len());

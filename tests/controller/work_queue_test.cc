@@ -286,6 +286,37 @@ TEST(WorkQueueTest, BackoffSequenceStartsAtFiveTenTwenty) {
   }
 }
 
+// A server's Retry-After is a floor under the backoff, capped at the
+// backoff's cap; a backoff already longer than the hint stays.
+TEST(WorkQueueTest, AServersRetryAfterIsAFloorUnderTheBackoff) {
+  FakeClock clock;
+  WorkQueue q(clock, NoBucket());
+  q.AddRateLimited("ns/a", seconds(3));
+  EXPECT_EQ(q.NumRequeues("ns/a"), 1) << "a failure like any other";
+  EXPECT_EQ(q.NextTimer(), clock.Now() + seconds(3));
+  clock.Advance(seconds(3) - milliseconds(1));
+  q.Tick();
+  EXPECT_EQ(q.Len(), 0) << "not before the server's hint";
+  clock.Advance(milliseconds(1));
+  q.Tick();
+  ASSERT_EQ(q.Get(), "ns/a");
+  q.Done("ns/a");
+
+  q.AddRateLimited("ns/b", seconds(1000000));
+  EXPECT_EQ(q.NextTimer(), clock.Now() + seconds(1000)) << "capped at the backoff's cap";
+
+  WorkQueue fresh(clock, NoBucket());
+  for (int failure = 0; failure < 12; ++failure) {
+    fresh.AddRateLimited("ns/c");
+    clock.Advance(*fresh.NextTimer() - clock.Now());
+    fresh.Tick();
+    ASSERT_EQ(fresh.Get(), "ns/c");
+    fresh.Done("ns/c");
+  }
+  fresh.AddRateLimited("ns/c", seconds(1));  // the 13th failure: 5 ms x 2^12
+  EXPECT_EQ(fresh.NextTimer(), clock.Now() + milliseconds(20480)) << "the longer backoff wins";
+}
+
 TEST(WorkQueueTest, ForgetResetsBackoff) {
   FakeClock clock;
   WorkQueue q(clock, NoBucket());

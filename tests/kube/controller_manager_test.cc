@@ -6,8 +6,10 @@
 #include <future>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "kube_test_env.h"
+#include "reconcile/reconciler.h"
 
 namespace pacer::controller {
 namespace {
@@ -44,6 +46,44 @@ TEST_F(KubeTest, AStopDuringTheFirstSchedulerPassJoinsEveryThreadTheStartCreates
   EXPECT_FALSE(manager->IsLeader());
   EXPECT_EQ(manager->Wait(), ControllerManager::Exit::kStopped);
   manager.reset();  // every thread joined, or std::terminate here
+}
+
+// A reconcile that failed because the API server throttled it (429 with
+// Retry-After) comes back when the server said, not after the backoff's
+// first 5 ms: the retried status write is at least Retry-After later.
+TEST_F(KubeTest, AReconcileTheServerThrottledIsRetriedAfterItsRetryAfter) {
+  constexpr int kRetryAfterSeconds = 2;
+  nlohmann::json job = TrainJob("throttled");
+  // The finalizer is there already: adding it would be a change whose watch
+  // event queues the job again at once, whatever the backoff said.
+  job["metadata"]["finalizers"] = {kFinalizer};
+  ASSERT_TRUE(server_->CreateObject(TrainJobsPath(), job).ok());
+  server_->FailNextRequests("PUT", "/trainjobs/throttled/status", 429, 1, kRetryAfterSeconds);
+
+  ManagerOptions options;
+  options.kube = Config();
+  options.bind_address = "127.0.0.1";
+  options.metrics_port = 0;
+  options.probe_port = 0;
+  options.identity = "manager-test";
+  options.leader_elect = false;
+  ControllerManager manager(options);
+  ASSERT_TRUE(manager.Start().ok());
+  std::vector<pacer::testing::AuditRecord> writes;
+  ASSERT_TRUE(Eventually([&] {
+    writes.clear();
+    for (const pacer::testing::AuditRecord& r : server_->AuditLog()) {
+      if (r.verb == "update" && r.subresource == "status" && r.name == "throttled") {
+        writes.push_back(r);
+      }
+    }
+    return writes.size() >= 2 && writes.back().code == 200;
+  })) << "the status write is retried after the 429";
+  manager.Stop();
+  EXPECT_EQ(writes[0].code, 429);
+  EXPECT_GE(writes[1].time - writes[0].time, std::chrono::seconds(kRetryAfterSeconds))
+      << "retried " << std::chrono::duration<double>(writes[1].time - writes[0].time).count()
+      << " s after the 429";
 }
 
 }  // namespace

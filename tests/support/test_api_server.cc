@@ -204,11 +204,13 @@ struct Reply {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-Reply ErrorReply(const ApiError& error) {
+Reply ErrorReply(const ApiError& error, int retry_after_seconds = 1) {
   Reply reply;
   reply.code = error.code;
   reply.body = StatusJson(error);
-  if (error.code == 429) reply.headers.emplace_back("Retry-After", "1");
+  if (error.code == 429) {
+    reply.headers.emplace_back("Retry-After", std::to_string(retry_after_seconds));
+  }
   return reply;
 }
 
@@ -333,9 +335,10 @@ class TestApiServer::Impl {
     }
   }
 
-  void FailNext(const std::string& method, const std::string& path_substring, int code, int count) {
+  void FailNext(const std::string& method, const std::string& path_substring, int code, int count,
+                int retry_after_seconds) {
     std::lock_guard<std::mutex> lock(fault_mu_);
-    faults_.push_back(Fault{method, path_substring, code, count});
+    faults_.push_back(Fault{method, path_substring, code, count, retry_after_seconds});
   }
 
   void SetLatency(std::chrono::milliseconds latency) { latency_ms_ = latency.count(); }
@@ -403,6 +406,7 @@ class TestApiServer::Impl {
     std::string path_substring;
     int code;
     int remaining;
+    int retry_after_seconds;  // a 429's Retry-After
   };
 
   void AcceptLoop() {
@@ -689,8 +693,10 @@ class TestApiServer::Impl {
         message = "too old resource version (injected)";
       }
       audit(fault->code);
-      return WriteReply(stream, ErrorReply({fault->code, reason, message, "", "", ""}),
-                        req.version(), keep_alive) &&
+      return WriteReply(
+                 stream,
+                 ErrorReply({fault->code, reason, message, "", "", ""}, fault->retry_after_seconds),
+                 req.version(), keep_alive) &&
              keep_alive;
     }
 
@@ -707,6 +713,7 @@ class TestApiServer::Impl {
   void Audit(AuditRecord record, const std::string& user_agent, int code) {
     record.user_agent = user_agent;
     record.code = code;
+    record.time = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(audit_mu_);
     audit_.push_back(std::move(record));
   }
@@ -1308,8 +1315,8 @@ std::vector<json> TestApiServer::ListObjects(const std::string& collection_path)
 }
 
 void TestApiServer::FailNextRequests(const std::string& method, const std::string& path_substring,
-                                     int http_code, int count) {
-  impl_->FailNext(method, path_substring, http_code, count);
+                                     int http_code, int count, int retry_after_seconds) {
+  impl_->FailNext(method, path_substring, http_code, count, retry_after_seconds);
 }
 
 void TestApiServer::DropWatches() {

@@ -59,6 +59,7 @@ struct AuditRecord {
   std::string name;         // "" for a collection (or a list's metadata.name field selector)
   std::string user_agent;
   int code;  // the HTTP status of the response (200 for a watch that started)
+  std::chrono::steady_clock::time_point time;  // when the answer was decided
 };
 
 class TestApiServer {
@@ -102,9 +103,10 @@ class TestApiServer {
 
   // Fault injection. The next `count` requests whose method matches
   // (`method` "" = any) and whose path contains `path_substring` get
-  // `http_code` with a metav1 Status (429 with Retry-After: 1).
+  // `http_code` with a metav1 Status (429 with Retry-After:
+  // `retry_after_seconds`).
   void FailNextRequests(const std::string& method, const std::string& path_substring, int http_code,
-                        int count);
+                        int count, int retry_after_seconds = 1);
   void DropWatches();  // close every open watch stream now
   void
   CompactHistory();  // forget watch history: resuming from any older resourceVersion gets 410 Gone
