@@ -4,13 +4,17 @@
 #include <pplx/pplxtasks.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "http/task_wait.h"
 
 namespace pacer::controller {
 
-StatusOr<std::string> ReadBoundedBody(web::http::http_response& response, std::size_t max_bytes,
-                                      std::string_view what, std::string_view remedy,
-                                      pplx::cancellation_token_source& cancel) {
+StatusOr<std::string> ReadBoundedBody(
+    web::http::http_response& response, std::size_t max_bytes, std::string_view what,
+    std::string_view remedy, pplx::cancellation_token_source& cancel,
+    std::optional<std::chrono::steady_clock::time_point> deadline) {
   const auto too_big = [&] {
     cancel.cancel();
     return ResourceExhaustedError(std::string(what) + ": the answer is over " +
@@ -22,13 +26,26 @@ StatusOr<std::string> ReadBoundedBody(web::http::http_response& response, std::s
   // by each read's whole request, so after the last (short or empty) read the
   // vector is longer than what was written.
   concurrency::streams::streambuf<uint8_t> body = response.body().streambuf();
-  std::vector<uint8_t> block(64 * 1024);
+  // Shared with a read abandoned at the deadline, which may still write it.
+  const auto block = std::make_shared<std::vector<uint8_t>>(64 * 1024);
   std::string out;
   while (true) {
-    const size_t n = body.getn(block.data(), block.size()).get();
+    pplx::task<size_t> read = body.getn(block->data(), block->size());
+    if (deadline && !FinishedBy(read, *deadline)) {
+      read.then([block](pplx::task<size_t> done) {
+        try {
+          done.wait();
+        } catch (...) {
+        }
+      });
+      return Status(
+          StatusCode::kDeadlineExceeded,
+          std::string(what) + ": the answer did not arrive whole by the request deadline");
+    }
+    const size_t n = read.get();
     if (n == 0) break;
     if (out.size() + n > max_bytes) return too_big();
-    out.append(reinterpret_cast<const char*>(block.data()), n);
+    out.append(reinterpret_cast<const char*>(block->data()), n);
   }
   return out;
 }

@@ -9,7 +9,9 @@
 #ifndef PACER_CONTROLLER_HTTP_BOUNDED_BODY_H_
 #define PACER_CONTROLLER_HTTP_BOUNDED_BODY_H_
 
+#include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,9 +34,14 @@ namespace pacer::controller {
 // as it passes the limit. A refusal is ResourceExhausted("<what>: the answer
 // is over N bytes<remedy>") and cancels `cancel`, which the request must have
 // been made with, so cpprestsdk drops the connection instead of draining it.
-StatusOr<std::string> ReadBoundedBody(web::http::http_response& response, std::size_t max_bytes,
-                                      std::string_view what, std::string_view remedy,
-                                      pplx::cancellation_token_source& cancel);
+// With a `deadline` (steady time), a body not read whole by then is
+// DeadlineExceeded: a server that sent its headers and then stalls holds the
+// caller no longer than the headers could (the read is abandoned, not
+// cancelled, as the request is; see KubeClient::SetRequestDeadline).
+StatusOr<std::string> ReadBoundedBody(
+    web::http::http_response& response, std::size_t max_bytes, std::string_view what,
+    std::string_view remedy, pplx::cancellation_token_source& cancel,
+    std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
 }  // namespace pacer::controller
 

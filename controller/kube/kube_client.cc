@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "http/bounded_body.h"
+#include "http/task_wait.h"
 #include "kube/token_source.h"
 
 namespace pacer::controller {
@@ -124,29 +125,6 @@ json MetadataOf(const json& object) {
   return it != object.end() && it->is_object() ? *it : json::object();
 }
 
-// Signals when a pplx task has finished, however it finished.
-struct Completion {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-};
-
-// A Completion that `task` signals when it finishes, however it finishes.
-template <typename T>
-std::shared_ptr<Completion> CompletionOf(const pplx::task<T>& task) {
-  auto completion = std::make_shared<Completion>();
-  task.then([completion](pplx::task<T> finished) {
-    try {
-      finished.wait();  // observes an exception so pplx does not report it
-    } catch (...) {
-    }
-    std::lock_guard<std::mutex> lock(completion->mu);
-    completion->done = true;
-    completion->cv.notify_all();
-  });
-  return completion;
-}
-
 // Waits for `task`, polling `cancel`; on cancel, cancels the request (which
 // closes its connection) and returns false.
 template <typename T>
@@ -156,7 +134,7 @@ bool WaitUnlessCancelled(const pplx::task<T>& task, const std::atomic<bool>* can
     task.wait();
     return true;
   }
-  const std::shared_ptr<Completion> completion = CompletionOf(task);
+  const std::shared_ptr<TaskCompletion> completion = CompletionOf(task);
   std::unique_lock<std::mutex> lock(completion->mu);
   while (!completion->cv.wait_for(lock, kCancelPoll, [&] { return completion->done; })) {
     if (cancel->load()) {
@@ -255,7 +233,7 @@ struct KubeClient::Impl {
     return ReadBoundedBody(response, options.max_response_bytes, verb + " " + path,
                            " (KubeClientOptions::max_response_bytes); use paging or a narrower "
                            "selector",
-                           cts);
+                           cts, RequestDeadline());
   }
 
   StatusOr<json> Call(const http::method& method, const std::string& path, const std::string& query,
@@ -298,15 +276,15 @@ struct KubeClient::Impl {
   // or crashes the client), so the request runs on until request_timeout
   // while later requests use other connections.
   http::http_response Await(const pplx::task<http::http_response>& answer) {
-    const int64_t deadline_ns = request_deadline_ns.load();
-    if (deadline_ns == 0) return answer.get();
-    const std::chrono::steady_clock::time_point deadline{std::chrono::nanoseconds(deadline_ns)};
-    const std::shared_ptr<Completion> completion = CompletionOf(answer);
-    std::unique_lock<std::mutex> lock(completion->mu);
-    if (!completion->cv.wait_until(lock, deadline, [&] { return completion->done; })) {
-      throw DeadlinePassed{};
-    }
+    const std::optional<std::chrono::steady_clock::time_point> deadline = RequestDeadline();
+    if (deadline && !FinishedBy(answer, *deadline)) throw DeadlinePassed{};
     return answer.get();
+  }
+
+  std::optional<std::chrono::steady_clock::time_point> RequestDeadline() const {
+    const int64_t deadline_ns = request_deadline_ns.load();
+    if (deadline_ns == 0) return std::nullopt;
+    return std::chrono::steady_clock::time_point{std::chrono::nanoseconds(deadline_ns)};
   }
 
   // The namespace to use: the argument, else the object's.

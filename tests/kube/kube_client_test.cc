@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -158,6 +161,32 @@ TEST_F(KubeClientTest, PagingReturnsEveryObjectExactlyOnce) {
   ASSERT_TRUE(first.ok());
   EXPECT_EQ(first->items.size(), 7u);
   EXPECT_FALSE(first->continue_token.empty());
+}
+
+// A request deadline (the leader elector's renewals) bounds the whole
+// answer: a server that stalls before answering, or after sending the
+// headers and part of the body, ends the request at the deadline, not at the
+// longer inactivity timeout.
+TEST_F(KubeClientTest, ARequestDeadlineBoundsTheBodyAsWellAsTheHeaders) {
+  using HangPoint = pacer::testing::TestApiServer::HangPoint;
+  ASSERT_TRUE(server_->CreateObject(TrainJobsPath(), TrainJob("stalled")).ok());
+  KubeClientOptions options;
+  options.request_timeout = std::chrono::seconds(8);
+  const std::unique_ptr<void, std::function<void(void*)>> release(
+      this, [this](void*) { server_->StopHanging(); });
+  for (HangPoint at : {HangPoint::kBeforeAnswer, HangPoint::kAfterHeaders}) {
+    SCOPED_TRACE(at == HangPoint::kBeforeAnswer ? "before the answer" : "after the headers");
+    auto client = NewClient(Config(), options);
+    ASSERT_NE(client, nullptr);
+    server_->HangRequests("GET", "/trainjobs/stalled", "", at);
+    client->SetRequestDeadline(std::chrono::steady_clock::now() + std::chrono::milliseconds(300));
+    const StatusOr<nlohmann::json> got = client->Get(kTrainJobs, "default", "stalled");
+    EXPECT_EQ(got.status().code(), StatusCode::kDeadlineExceeded) << got.status().ToString();
+    EXPECT_NE(got.status().message().find("by the request deadline"), std::string::npos)
+        << got.status().message();
+    EXPECT_GE(server_->HungRequestCount(), 1) << "the server held it";
+    server_->StopHanging();
+  }
 }
 
 TEST_F(KubeClientTest, AnswerOverTheLimitIsResourceExhausted) {

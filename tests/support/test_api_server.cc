@@ -379,9 +379,9 @@ class TestApiServer::Impl {
   }
 
   void HangRequests(const std::string& method, const std::string& path_substring,
-                    const std::string& user_agent) {
+                    const std::string& user_agent, TestApiServer::HangPoint at) {
     std::lock_guard<std::mutex> lock(hang_mu_);
-    hangs_.push_back({method, path_substring, user_agent});
+    hangs_.push_back({method, path_substring, user_agent, at});
   }
   void StopHanging() {
     {
@@ -533,15 +533,23 @@ class TestApiServer::Impl {
 
   // Holds a request that matches a hang rule until StopHanging() or Stop().
   // Returns whether it was held (it is then never answered).
-  bool HangIfAsked(const std::string& method, const std::string& path,
+  bool HangIfAsked(Stream& stream, const std::string& method, const std::string& path,
                    const std::string& user_agent) {
     std::unique_lock<std::mutex> lock(hang_mu_);
-    const bool match = std::any_of(hangs_.begin(), hangs_.end(), [&](const HangRule& rule) {
-      return (rule.method.empty() || rule.method == method) &&
-             path.find(rule.path_substring) != std::string::npos &&
-             user_agent.find(rule.user_agent) != std::string::npos;
+    const auto rule = std::find_if(hangs_.begin(), hangs_.end(), [&](const HangRule& r) {
+      return (r.method.empty() || r.method == method) &&
+             path.find(r.path_substring) != std::string::npos &&
+             user_agent.find(r.user_agent) != std::string::npos;
     });
-    if (!match) return false;
+    if (rule == hangs_.end()) return false;
+    if (rule->at == TestApiServer::HangPoint::kAfterHeaders) {
+      // Headers that promise a body, and the first bytes of it.
+      static constexpr std::string_view kPartial =
+          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n"
+          "{\"kind\":";
+      beast::error_code ec;
+      net::write(stream, net::buffer(kPartial.data(), kPartial.size()), ec);
+    }
     ++hung_;
     const uint64_t seq = hang_release_seq_;
     lock.unlock();
@@ -678,7 +686,7 @@ class TestApiServer::Impl {
                         req.version(), keep_alive) &&
              keep_alive;
     }
-    if (HangIfAsked(method, path, user_agent)) {
+    if (HangIfAsked(stream, method, path, user_agent)) {
       audit(0);      // never answered
       return false;  // close the connection without an answer
     }
@@ -1146,6 +1154,7 @@ class TestApiServer::Impl {
     std::string method;
     std::string path_substring;
     std::string user_agent;
+    TestApiServer::HangPoint at;
   };
   mutable std::mutex hang_mu_;
   std::condition_variable hang_cv_;  // StopHanging() or Stop()
@@ -1200,8 +1209,8 @@ const std::string& TestApiServer::ca_pem() const { return impl_->tls().ca_pem; }
 std::string TestApiServer::token() const { return impl_->token(); }
 void TestApiServer::RotateToken(const std::string& new_token) { impl_->RotateToken(new_token); }
 void TestApiServer::HangRequests(const std::string& method, const std::string& path_substring,
-                                 const std::string& user_agent) {
-  impl_->HangRequests(method, path_substring, user_agent);
+                                 const std::string& user_agent, HangPoint at) {
+  impl_->HangRequests(method, path_substring, user_agent, at);
 }
 void TestApiServer::StopHanging() { impl_->StopHanging(); }
 void TestApiServer::SetPodAdmissionHook(

@@ -118,8 +118,12 @@ class TestApiServer {
   // the server stops (the connection is then closed without an answer). The
   // failure a refused connection or a 5xx does not show: a client's request
   // timeout is all that ends the wait.
+  // At kAfterHeaders the answer's headers (200, a Content-Length) and the
+  // first bytes of its body are sent before the hold: a server that stalls
+  // mid-answer.
+  enum class HangPoint { kBeforeAnswer, kAfterHeaders };
   void HangRequests(const std::string& method, const std::string& path_substring,
-                    const std::string& user_agent = "");
+                    const std::string& user_agent = "", HangPoint at = HangPoint::kBeforeAnswer);
   void StopHanging();
   // Requests held by HangRequests right now.
   int HungRequestCount() const;
