@@ -92,6 +92,42 @@ std::vector<PodFacts> JobPods(const Informer& informer, const JobRef& job) {
   return pods;
 }
 
+// The workers' Service was there already (AlreadyExists): fine when it is
+// this TrainJob's (an earlier attempt made it), else FailedPrecondition
+// saying whose it is. An earlier TrainJob of the same name, deleted and
+// re-created, leaves its Service to the garbage collector, which deletes it
+// a moment later: launching onto it would leave the new workers without DNS
+// names once it is gone.
+Status CheckExistingService(KubeClient& client, const JobRef& job, const std::string& name) {
+  StatusOr<nlohmann::json> existing = client.Get(kServices, job.namespace_name, name);
+  if (existing.status().code() == StatusCode::kNotFound) {
+    return UnavailableError("the workers' Service " + name +
+                            " was there a moment ago and is gone now; creating it again");
+  }
+  if (!existing.ok()) return existing.status().WithContext("reading the workers' Service");
+  const nlohmann::json* metadata = Member(*existing, "metadata");
+  const nlohmann::json* owners =
+      metadata != nullptr ? Member(*metadata, "ownerReferences") : nullptr;
+  if (owners != nullptr && owners->is_array()) {
+    for (const nlohmann::json& owner : *owners) {
+      if (StringMember(&owner, "uid") == job.uid) return Status::Ok();
+    }
+    for (const nlohmann::json& owner : *owners) {
+      if (StringMember(&owner, "kind") == "TrainJob") {
+        return FailedPreconditionError(
+            "the workers' Service " + name + " belongs to an earlier TrainJob named " +
+            StringMember(&owner, "name") + " (uid " + StringMember(&owner, "uid") +
+            "), deleted and not yet cleaned up; the launch waits until the garbage collector "
+            "deletes it");
+      }
+    }
+  }
+  return FailedPreconditionError("Service " + name + " in namespace " + job.namespace_name +
+                                 " is in the way: the workers need that name, and it is not "
+                                 "this TrainJob's (no owner reference to it); delete or rename "
+                                 "that Service, or rename the TrainJob");
+}
+
 }  // namespace
 
 PodLauncher::PodLauncher(KubeClient* client, const Informer* pods, PodTemplateOptions options)
@@ -99,9 +135,12 @@ PodLauncher::PodLauncher(KubeClient* client, const Informer* pods, PodTemplateOp
 
 Status PodLauncher::Launch(const LaunchSpec& spec) {
   const std::string& ns = spec.job.namespace_name;
-  StatusOr<nlohmann::json> service =
-      client_->Create(kServices, ns, WorkerServiceObject(spec, options_));
-  if (!service.ok() && service.status().code() != StatusCode::kAlreadyExists) {
+  const nlohmann::json service_object = WorkerServiceObject(spec, options_);
+  StatusOr<nlohmann::json> service = client_->Create(kServices, ns, service_object);
+  if (service.status().code() == StatusCode::kAlreadyExists) {
+    RETURN_IF_ERROR(CheckExistingService(*client_, spec.job,
+                                         service_object["metadata"]["name"].get<std::string>()));
+  } else if (!service.ok()) {
     return service.status().WithContext("creating the workers' Service");
   }
   // Pods are created in batches of 1, 2, 4, ... in parallel (the Kubernetes

@@ -104,7 +104,10 @@ enum class StopMode {
 class Launcher {
  public:
   virtual ~Launcher() = default;
-  // Creates what is missing of `spec`'s workers. Idempotent.
+  // Creates what is missing of `spec`'s workers. Idempotent. PermissionDenied
+  // (a quota or policy), InvalidArgument (objects the server finds invalid)
+  // and FailedPrecondition (another object is in the way) are refusals the
+  // reconciler shows as LaunchRefused and retries with backoff.
   virtual Status Launch(const LaunchSpec& spec) = 0;
   // The job's workers, or nullopt when it has none.
   virtual StatusOr<std::optional<WorkerGroup>> Observe(const JobRef& job) = 0;

@@ -405,12 +405,14 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
   launch.excluded_nodes = pass.state.failures.excluded_nodes;
   Status launched = deps_.launcher->Launch(launch);
   if (launched.code() == StatusCode::kPermissionDenied ||
-      launched.code() == StatusCode::kInvalidArgument) {
+      launched.code() == StatusCode::kInvalidArgument ||
+      launched.code() == StatusCode::kFailedPrecondition) {
     // 403: a ResourceQuota, an admission webhook or a policy said no; 400 or
     // 422: the server finds the objects invalid (a TrainJob value the pod API
-    // does not take, or a controller bug). Asking again at once gets the
-    // same answer, and dropping the job would leave it without a word: say
-    // why on the TrainJob and back off.
+    // does not take, or a controller bug); FailedPrecondition: something in
+    // the cluster is in the way (another object holds the workers' Service
+    // name). Asking again at once gets the same answer, and dropping the job
+    // would leave it without a word: say why on the TrainJob and back off.
     std::unique_lock<std::mutex> lock(mu_);
     Refusals& r = refusals_[pass.key];
     ++r.count;
@@ -419,11 +421,20 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
     delay = std::min(delay, options_.launch_refusal_max_delay);
     r.retry_at = now + delay;
     r.attempt = launch.attempt;
-    r.message = launched.code() == StatusCode::kPermissionDenied
-                    ? "the API server refused the workers: " + launched.message()
-                    : "the API server found the workers invalid (a TrainJob value the pod "
-                      "API does not accept, or a controller bug): " +
-                          launched.message();
+    switch (launched.code()) {
+      case StatusCode::kPermissionDenied:
+        r.message = "the API server refused the workers: " + launched.message();
+        break;
+      case StatusCode::kInvalidArgument:
+        r.message =
+            "the API server found the workers invalid (a TrainJob value the pod API does not "
+            "accept, or a controller bug): " +
+            launched.message();
+        break;
+      default:
+        r.message = "the workers cannot be launched yet: " + launched.message();
+        break;
+    }
     const std::string message = r.message;
     const int count = r.count;
     lock.unlock();

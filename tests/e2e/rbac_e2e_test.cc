@@ -27,6 +27,9 @@ const std::map<std::string, std::string>& UnexercisedReasons() {
        "never requested: worker pods and their Service carry an owner reference with "
        "blockOwnerDeletion: true, and the OwnerReferencesPermissionEnforcement admission plugin "
        "requires update on the owner's finalizers to set it"},
+      {"get /services",
+       "only when a launch finds the workers' Service name taken: a relaunch after a failure "
+       "(this job's Service), or another object in the way"},
       {"patch /events",
        "only when the same event repeats within 10 minutes (client-go's aggregation); a run "
        "whose events are all different never patches"},

@@ -614,6 +614,31 @@ TEST_F(ReconcilerTest, WorkersTheServerFindsInvalidAreShownAndRetriedWithBackoff
   EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(20000));
 }
 
+// Another object holding the workers' Service name (an earlier TrainJob's,
+// waiting for the garbage collector, or a user's) is shown and retried.
+TEST_F(ReconcilerTest, AServiceInTheWayIsShownAndRetriedWithBackoff) {
+  store_.Put(LlamaJob());
+  launcher_.refuse = ::pacer::Status(
+      StatusCode::kFailedPrecondition,
+      "Service llama-workers in namespace research is in the way: the workers need that name");
+  ReconcileResult r = Pass();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(10000));
+  EXPECT_EQ(Status()["phase"], "Pending");
+  EXPECT_EQ(ConditionReason("Planned"), "False/LaunchRefused");
+  ASSERT_EQ(store_.CountEvents("LaunchRefused"), 1);
+  EXPECT_NE(store_.events.back().message.find(
+                "the workers cannot be launched yet: Service llama-workers in namespace "
+                "research is in the way"),
+            std::string::npos)
+      << store_.events.back().message;
+  launcher_.refuse.reset();  // the Service is gone
+  clock_.Advance(std::chrono::seconds(10));
+  r = Pass();
+  EXPECT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_NE(ConditionReason("Planned"), "False/LaunchRefused");
+}
+
 // The launcher creates pod 0, is refused pod 1 and removes pod 0; the pod
 // cache still shows pod 0 for a moment, and its events wake the job. That
 // group is not a launch whose status write was lost: adopting it made the

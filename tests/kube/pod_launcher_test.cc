@@ -1,0 +1,102 @@
+// The pod launcher (daemon/pod_launcher.h) against the test API server: a
+// workers' Service that is already there is used only when it is this
+// TrainJob's; another's (an earlier TrainJob of the same name, deleted and
+// waiting for the garbage collector, or a user's) stops the launch with a
+// FailedPrecondition that says whose it is, and no pod is created.
+#include "daemon/pod_launcher.h"
+
+#include <string>
+
+#include "daemon/worker_pods.h"
+#include "kube/informer.h"
+#include "kube/resources.h"
+#include "kube_test_env.h"
+#include "pacer/planner/job_parser.h"
+
+namespace pacer::controller {
+namespace {
+
+class PodLauncherTest : public KubeTest {
+ protected:
+  LaunchSpec Launch(const std::string& uid) {
+    StatusOr<planner::JobSpec> job = planner::ParseTrainJob(R"(
+apiVersion: pacer.dev/v1alpha1
+kind: TrainJob
+metadata: {name: llama, namespace: default}
+spec:
+  model: {parameters: 1.0e8, layers: 4, hiddenSize: 512, attentionHeads: 8, vocabSize: 32000,
+          sequenceLength: 512}
+  data: {tokens: 1e8}
+  training: {globalBatchSize: 8, precision: bf16, optimizer: adamw}
+)");
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    LaunchSpec launch;
+    launch.job = JobRef{"default", "llama", uid};
+    launch.spec = *job;
+    planner::Layout& l = launch.plan.layout;
+    l.gpu_type = "H100-SXM";
+    l.pool = "h100";
+    l.nodes = 1;
+    l.gpus_per_node = 1;
+    l.data_parallel = 1;
+    l.micro_batch_size = 1;
+    l.gradient_accumulation_steps = 8;
+    launch.total_steps = 100;
+    launch.checkpoint_interval_steps = 10;
+    return launch;
+  }
+
+  // A Service of the workers' name, owned by `owner_uid` ("" = no owner).
+  void PutService(const std::string& owner_uid) {
+    nlohmann::json service = {
+        {"apiVersion", "v1"},
+        {"kind", "Service"},
+        {"metadata", {{"name", WorkerServiceName("llama")}, {"namespace", "default"}}},
+        {"spec", {{"clusterIP", "None"}, {"ports", {{{"name", "x"}, {"port", 1}}}}}}};
+    if (!owner_uid.empty()) {
+      service["metadata"]["ownerReferences"] = {{{"apiVersion", "pacer.dev/v1alpha1"},
+                                                 {"kind", "TrainJob"},
+                                                 {"name", "llama"},
+                                                 {"uid", owner_uid},
+                                                 {"controller", true}}};
+    }
+    ASSERT_TRUE(server_->CreateObject("/api/v1/namespaces/default/services", service).ok());
+  }
+
+  size_t PodCount() const { return server_->ListObjects("/api/v1/namespaces/default/pods").size(); }
+};
+
+TEST_F(PodLauncherTest, ItsOwnServiceFromAnEarlierAttemptIsUsed) {
+  PutService("uid-now");
+  Informer pods(client_.get(), kPods, "", InformerOptions{});
+  PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{});
+  const Status launched = launcher.Launch(Launch("uid-now"));
+  EXPECT_TRUE(launched.ok()) << launched.ToString();
+  EXPECT_EQ(PodCount(), 1u);
+}
+
+TEST_F(PodLauncherTest, AnEarlierTrainJobsServiceStopsTheLaunchAndSaysWhose) {
+  PutService("uid-before");
+  Informer pods(client_.get(), kPods, "", InformerOptions{});
+  PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{});
+  const Status launched = launcher.Launch(Launch("uid-now"));
+  EXPECT_EQ(launched.code(), StatusCode::kFailedPrecondition) << launched.ToString();
+  EXPECT_NE(launched.message().find("belongs to an earlier TrainJob named llama (uid uid-before)"),
+            std::string::npos)
+      << launched.message();
+  EXPECT_EQ(PodCount(), 0u) << "no worker is launched onto a Service about to be deleted";
+}
+
+TEST_F(PodLauncherTest, AUsersServiceOfThatNameStopsTheLaunchAndSaysWhatToDo) {
+  PutService("");
+  Informer pods(client_.get(), kPods, "", InformerOptions{});
+  PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{});
+  const Status launched = launcher.Launch(Launch("uid-now"));
+  EXPECT_EQ(launched.code(), StatusCode::kFailedPrecondition) << launched.ToString();
+  EXPECT_NE(launched.message().find("is in the way"), std::string::npos) << launched.message();
+  EXPECT_NE(launched.message().find("delete or rename that Service"), std::string::npos);
+  EXPECT_EQ(PodCount(), 0u);
+}
+
+}  // namespace
+}  // namespace pacer::controller
