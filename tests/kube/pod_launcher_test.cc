@@ -63,23 +63,26 @@ spec:
     ASSERT_TRUE(server_->CreateObject("/api/v1/namespaces/default/services", service).ok());
   }
 
+  // One launch of the job, as the TrainJob of `uid`.
+  Status LaunchAs(const std::string& uid) {
+    Informer pods(client_.get(), kPods, "", InformerOptions{});  // Launch reads no cache
+    PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{});
+    return launcher.Launch(Launch(uid));
+  }
+
   size_t PodCount() const { return server_->ListObjects("/api/v1/namespaces/default/pods").size(); }
 };
 
 TEST_F(PodLauncherTest, ItsOwnServiceFromAnEarlierAttemptIsUsed) {
   PutService("uid-now");
-  Informer pods(client_.get(), kPods, "", InformerOptions{});
-  PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{});
-  const Status launched = launcher.Launch(Launch("uid-now"));
+  const Status launched = LaunchAs("uid-now");
   EXPECT_TRUE(launched.ok()) << launched.ToString();
   EXPECT_EQ(PodCount(), 1u);
 }
 
 TEST_F(PodLauncherTest, AnEarlierTrainJobsServiceStopsTheLaunchAndSaysWhose) {
   PutService("uid-before");
-  Informer pods(client_.get(), kPods, "", InformerOptions{});
-  PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{});
-  const Status launched = launcher.Launch(Launch("uid-now"));
+  const Status launched = LaunchAs("uid-now");
   EXPECT_EQ(launched.code(), StatusCode::kFailedPrecondition) << launched.ToString();
   EXPECT_NE(launched.message().find("belongs to an earlier TrainJob named llama (uid uid-before)"),
             std::string::npos)
@@ -89,9 +92,7 @@ TEST_F(PodLauncherTest, AnEarlierTrainJobsServiceStopsTheLaunchAndSaysWhose) {
 
 TEST_F(PodLauncherTest, AUsersServiceOfThatNameStopsTheLaunchAndSaysWhatToDo) {
   PutService("");
-  Informer pods(client_.get(), kPods, "", InformerOptions{});
-  PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{});
-  const Status launched = launcher.Launch(Launch("uid-now"));
+  const Status launched = LaunchAs("uid-now");
   EXPECT_EQ(launched.code(), StatusCode::kFailedPrecondition) << launched.ToString();
   EXPECT_NE(launched.message().find("is in the way"), std::string::npos) << launched.message();
   EXPECT_NE(launched.message().find("delete or rename that Service"), std::string::npos);
