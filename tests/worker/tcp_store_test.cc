@@ -349,6 +349,41 @@ TEST(TcpStoreTest, OversizedRequestsAreRefusedAndServerServesOthers) {
 // of "" timed out with "" as the missing key, which also means "none
 // missing", and read data_.find("")->second through end(). Refused as a
 // bad request now; the server serves others.
+// Connections beyond the limit are closed at once, so whatever reaches the
+// rendezvous port cannot take a thread per connection without bound; the
+// ranks already connected are served, and a closed connection frees a slot.
+TEST(TcpStoreTest, ConnectionsBeyondTheLimitAreClosedAndTheOthersServed) {
+  auto started = TcpStoreServer::Start("127.0.0.1", 0, /*max_connections=*/2);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  const int port = (*started)->port();
+  auto a = ConnectClient(port, 0);
+  auto b = ConnectClient(port, 1);
+  ASSERT_TRUE(a && b);
+  // A round trip each: both connections are accepted and being served.
+  ASSERT_TRUE(a->Set("a", "1").ok());
+  ASSERT_TRUE(b->Set("b", "2").ok());
+
+  const int third = RawConnect(port);
+  std::string received;
+  EXPECT_TRUE(ReadUntilClosed(third, &received)) << "the third connection is closed";
+  EXPECT_EQ(received, "") << "without an answer";
+  close(third);
+  auto got = a->Get("b", kGenerous);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "2");
+
+  // Once a rank's connection is gone, a new one is served (the server notices
+  // the close on its own schedule: try until it has).
+  b.reset();
+  const auto deadline = std::chrono::steady_clock::now() + kGenerous;
+  bool served = false;
+  while (!served && std::chrono::steady_clock::now() < deadline) {
+    auto c = ConnectClient(port, 1);
+    served = c != nullptr && c->Set("c", "3").ok();
+  }
+  EXPECT_TRUE(served);
+}
+
 TEST(TcpStoreTest, AnEmptyKeyIsABadRequest) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);

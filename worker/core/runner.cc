@@ -334,7 +334,10 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   // 1. Rendezvous.
   std::unique_ptr<TcpStoreServer> server;
   if (rank == 0) {
-    auto started = TcpStoreServer::Start("0.0.0.0", c.master_port);
+    // One connection per rank, and room for a few more (a rank that
+    // reconnects before its old connection is reaped).
+    auto started = TcpStoreServer::Start("0.0.0.0", c.master_port,
+                                         static_cast<std::size_t>(c.world_size) + 64);
     if (!started.ok()) return Fail(c, rank, "store", started.status());
     server = std::move(started).value();
   }

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <system_error>
 #include <utility>
 
 namespace pacer::worker {
@@ -223,7 +224,8 @@ Status DeadlineExceeded(std::string message) {
 
 // ============================== TcpStoreServer ==============================
 
-StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host, int port) {
+StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& host, int port,
+                                                                std::size_t max_connections) {
   if (port < 0 || port > 65535) {
     return InvalidArgumentError("store port " + std::to_string(port) + " is not in 0..65535");
   }
@@ -276,12 +278,15 @@ StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::strin
     close(fd);
     return UnavailableError("store server on " + where + ": " + error);
   }
-  return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(fd, bound_port, wake[0], wake[1]));
+  return std::unique_ptr<TcpStoreServer>(
+      new TcpStoreServer(fd, bound_port, wake[0], wake[1], max_connections));
 }
 
-TcpStoreServer::TcpStoreServer(int listen_fd, int port, int wake_read_fd, int wake_write_fd)
+TcpStoreServer::TcpStoreServer(int listen_fd, int port, int wake_read_fd, int wake_write_fd,
+                               std::size_t max_connections)
     : listen_fd_(listen_fd),
       port_(port),
+      max_connections_(max_connections),
       wake_read_fd_(wake_read_fd),
       wake_write_fd_(wake_write_fd),
       accept_thread_([this] { AcceptLoop(); }) {}
@@ -336,9 +341,30 @@ void TcpStoreServer::AcceptLoop() {
     SetNoDelay(fd);
     ReapFinishedConnections();
     std::lock_guard<std::mutex> lock(connections_mu_);
+    if (connections_.size() >= max_connections_) {
+      // The peer sees the connection close (a client: Unavailable).
+      if (refused_connections_++ == 0) {
+        std::fprintf(stderr,
+                     "level=error component=tcp-store event=connection-refused open=%zu "
+                     "limit=%zu reason=\"more connections than the job has ranks: something "
+                     "else is connecting to the rendezvous port\" (further refusals are not "
+                     "logged)\n",
+                     connections_.size(), max_connections_);
+      }
+      close(fd);
+      continue;
+    }
     Connection& c = connections_.emplace_back();
     c.fd = fd;
-    c.thread = std::thread([this, &c] { Serve(&c); });
+    try {
+      c.thread = std::thread([this, &c] { Serve(&c); });
+    } catch (const std::system_error& e) {
+      // Out of threads (a pids limit): this connection goes, the store stays.
+      std::fprintf(stderr, "level=error component=tcp-store event=thread-failed error=\"%s\"\n",
+                   e.what());
+      close(fd);
+      connections_.pop_back();
+    }
   }
 }
 

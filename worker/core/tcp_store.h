@@ -11,7 +11,11 @@
 // call takes one, so no rank can wait forever for a peer that died.
 //
 // Limits: a key is at most kMaxKeyBytes (1 KiB), a value at most
-// kMaxValueBytes (64 MiB), a Wait names at most kMaxWaitKeys keys. The client
+// kMaxValueBytes (64 MiB), a Wait names at most kMaxWaitKeys keys, and the
+// server holds at most max_connections open connections (one thread each):
+// one more is closed as soon as it is accepted, so whatever can reach the
+// port cannot exhaust the rank's threads (a thread that cannot be created
+// closes its connection too, never the process). The client
 // refuses larger requests before sending (ResourceExhausted); the server also
 // refuses them, with an error reply, and then closes that connection because
 // the rest of the oversized frame is not worth reading.
@@ -79,9 +83,14 @@ inline constexpr std::size_t kMaxWaitKeys = 1024;
 // Serves the store on one TCP address until destroyed.
 class TcpStoreServer {
  public:
+  // A job's ranks hold one connection each; the default leaves room for
+  // single-machine uses (calibrate, the GPU smoke test) and tests.
+  static constexpr std::size_t kDefaultMaxConnections = 1024;
+
   // Listens on host:port ("0.0.0.0" for all interfaces; port 0 picks a free
   // port, see port()). Unavailable when the address cannot be bound.
-  static StatusOr<std::unique_ptr<TcpStoreServer>> Start(const std::string& host, int port);
+  static StatusOr<std::unique_ptr<TcpStoreServer>> Start(
+      const std::string& host, int port, std::size_t max_connections = kDefaultMaxConnections);
 
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -100,7 +109,8 @@ class TcpStoreServer {
     bool done = false;  // guarded by connections_mu_; set when the thread is about to return
   };
 
-  TcpStoreServer(int listen_fd, int port, int wake_read_fd, int wake_write_fd);
+  TcpStoreServer(int listen_fd, int port, int wake_read_fd, int wake_write_fd,
+                 std::size_t max_connections);
 
   void AcceptLoop();
   void Serve(Connection* connection);
@@ -120,6 +130,8 @@ class TcpStoreServer {
 
   const int listen_fd_;
   const int port_;
+  const std::size_t max_connections_;
+  std::size_t refused_connections_ = 0;  // accept loop only: the first refusal is logged
   const int wake_read_fd_;  // the accept loop polls this to learn it must stop
   const int wake_write_fd_;
 
