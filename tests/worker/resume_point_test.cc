@@ -14,7 +14,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kJob[] = "llama-7b";
-constexpr char kPlan[] = "t2 p1 v1 d4";
+constexpr char kPlan[] = "t2 p1 v1 d4 H8";
+constexpr char kEarlierPlan[] = "t2 p1 v1 d4";  // the same plan as an earlier worker wrote it
 
 class ResumePointTest : public ::testing::Test {
  protected:
@@ -42,7 +43,7 @@ class ResumePointTest : public ::testing::Test {
     fs::resize_file(CheckpointStore(dir_, rank).PathForStep(step), 40);
   }
   ResumeChoice Choose(bool needs_same_plan = false) {
-    auto choice = ChooseResumePoint(dir_, {kJob, kPlan, needs_same_plan});
+    auto choice = ChooseResumePoint(dir_, {kJob, {kPlan, kEarlierPlan}, needs_same_plan});
     EXPECT_TRUE(choice.ok()) << choice.status().ToString();
     return choice.ok() ? *choice : ResumeChoice{};
   }
@@ -113,9 +114,19 @@ TEST_F(ResumePointTest, ANewestFromAnotherPlanFallsBackWhenBuffersAreRestored) {
   EXPECT_EQ(Choose(/*needs_same_plan=*/false).step, 200);
 }
 
+// Any of the plan's accepted fingerprints will do (an earlier worker's
+// spelling of the same plan, runner.h AcceptedPlanFingerprints).
+TEST_F(ResumePointTest, ACheckpointWithAnAcceptedEarlierFingerprintIsRestored) {
+  SaveAll(100, 2, kEarlierPlan);
+  const ResumeChoice restoring = Choose(/*needs_same_plan=*/true);
+  EXPECT_EQ(restoring.outcome, ResumeChoice::Outcome::kResume);
+  EXPECT_EQ(restoring.step, 100);
+  EXPECT_TRUE(restoring.rejected.empty());
+}
+
 TEST_F(ResumePointTest, ACheckpointOfAnotherJobIsNotUsed) {
   SaveAll(100, 1);
-  auto choice = ChooseResumePoint(dir_, {"another-job", kPlan, false});
+  auto choice = ChooseResumePoint(dir_, {"another-job", {kPlan}, false});
   ASSERT_TRUE(choice.ok());
   EXPECT_EQ(choice->outcome, ResumeChoice::Outcome::kNoUsable);
 }

@@ -1,5 +1,6 @@
 #include "core/resume_point.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -38,10 +39,12 @@ StatusOr<std::optional<std::string>> WhyUnusable(const std::string& dir, int64_t
       return std::optional<std::string>(who + "world size " + std::to_string(state->world_size) +
                                         ", rank 0 says " + std::to_string(world_size));
     }
-    if (want.needs_same_plan && state->plan_fingerprint != want.plan_fingerprint) {
-      return std::optional<std::string>(who + "written by plan \"" + state->plan_fingerprint +
-                                        "\", the current plan is \"" + want.plan_fingerprint +
-                                        "\"");
+    if (want.needs_same_plan &&
+        std::find(want.plan_fingerprints.begin(), want.plan_fingerprints.end(),
+                  state->plan_fingerprint) == want.plan_fingerprints.end()) {
+      return std::optional<std::string>(
+          who + "written by plan \"" + state->plan_fingerprint + "\", the current plan is \"" +
+          (want.plan_fingerprints.empty() ? std::string() : want.plan_fingerprints.front()) + "\"");
     }
   }
   return std::optional<std::string>();

@@ -34,7 +34,9 @@ namespace pacer::worker {
 
 struct ResumeRequirements {
   std::string job_name;          // checkpoints of another job are never used
-  std::string plan_fingerprint;  // PlanFingerprint of the current plan
+  // PlanFingerprints a usable checkpoint may carry (AcceptedPlanFingerprints
+  // of the current plan; the first is the current one).
+  std::vector<std::string> plan_fingerprints;
   bool needs_same_plan = false;  // true when model buffers will be restored
 };
 

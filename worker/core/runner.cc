@@ -7,6 +7,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/checkpoint.h"
 #include "core/exit_codes.h"
@@ -67,7 +68,7 @@ StatusOr<AgreedResume> ChooseResumeOnRank0(const WorkerConfig& c, int rank,
   if (c.checkpoint_dir.empty()) return agreed;
   ResumeRequirements want;
   want.job_name = c.job_name;
-  want.plan_fingerprint = PlanFingerprint(c);
+  want.plan_fingerprints = AcceptedPlanFingerprints(c);
   want.needs_same_plan = options.checkpoint_buffers;
   ASSIGN_OR_RETURN(ResumeChoice choice, ChooseResumePoint(c.checkpoint_dir, want));
   for (const std::string& why : choice.rejected) {
@@ -278,7 +279,12 @@ int64_t StopCheckIntervalSteps(double rank0_step_seconds) {
              : std::max<int64_t>(1, static_cast<int64_t>(steps));
 }
 
-std::string PlanFingerprint(const WorkerConfig& c) {
+namespace {
+
+// The fingerprint workers wrote before the attention and MLP shape were in
+// it: the layout, precision, recomputation and the model's layers, hidden
+// size, sequence and vocabulary.
+std::string LegacyPlanFingerprint(const WorkerConfig& c) {
   char buffer[256];
   std::snprintf(buffer, sizeof(buffer), "t%d p%d v%d d%d z%d b%d k%lld %s %s L%d h%d s%d V%d",
                 c.tensor_parallel, c.pipeline_parallel, c.virtual_stages, c.data_parallel,
@@ -287,6 +293,24 @@ std::string PlanFingerprint(const WorkerConfig& c) {
                 planner::PrecisionName(c.precision), planner::RecomputeName(c.recompute),
                 c.model.layers, c.model.hidden_size, c.model.sequence_length, c.model.vocab_size);
   return buffer;
+}
+
+}  // namespace
+
+std::string PlanFingerprint(const WorkerConfig& c) {
+  // Heads, KV heads, the MLP's size and kind, tied embeddings and the mask:
+  // a change to any of them gives buffers of other shapes, or of the same
+  // shapes and another meaning (heads regrouped), so they are never restored.
+  const planner::ModelSpec& m = c.model;
+  char buffer[128];
+  std::snprintf(buffer, sizeof(buffer), " H%d G%d F%d %s T%d C%d", m.attention_heads, m.kv_heads,
+                m.ffn_hidden_size, planner::FfnKindName(m.ffn_kind), m.tied_embeddings ? 1 : 0,
+                m.causal_attention ? 1 : 0);
+  return LegacyPlanFingerprint(c) + buffer;
+}
+
+std::vector<std::string> AcceptedPlanFingerprints(const WorkerConfig& c) {
+  return {PlanFingerprint(c), LegacyPlanFingerprint(c)};
 }
 
 // " mean_step_seconds=... predicted_step_seconds=... mfu=... peak_memory_bytes=...
@@ -377,7 +401,9 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
     // Rank 0 checked this file a moment ago; if it went bad since, fresh
     // weights at step `step` would be silent data loss.
     auto state = CheckpointStore(c.checkpoint_dir, rank).Load(step);
-    if (!state.ok() || state->plan_fingerprint != PlanFingerprint(c)) {
+    const std::vector<std::string> accepted = AcceptedPlanFingerprints(c);
+    if (!state.ok() ||
+        std::find(accepted.begin(), accepted.end(), state->plan_fingerprint) == accepted.end()) {
       Log(c, rank,
           "event=failed during=restore exit=data-loss error=\"" +
               (state.ok() ? std::string("plan changed") : state.status().ToString()) + "\"");

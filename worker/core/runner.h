@@ -38,6 +38,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/step_backend.h"
 #include "core/worker_config.h"
@@ -66,6 +67,11 @@ int ExitCodeFor(const Status& status);
 // A short, stable description of the plan, stored in checkpoints: buffers
 // are restored only into the same plan.
 std::string PlanFingerprint(const WorkerConfig& config);
+// The fingerprints a checkpoint restored into this plan may carry: this
+// plan's, and the shorter one workers wrote before the attention and MLP
+// shape were part of it (their checkpoints stay usable across an upgrade;
+// those fields of theirs cannot be checked).
+std::vector<std::string> AcceptedPlanFingerprints(const WorkerConfig& config);
 
 // Steps between reads of the stop claim (point 4 above) after rank 0's
 // step took `rank0_step_seconds`: about kStopCheckSeconds of steps, at least
