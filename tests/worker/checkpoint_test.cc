@@ -218,6 +218,28 @@ TEST_F(CheckpointTest, TempLeftoverIsIgnoredAndCleanedByTheNextSave) {
   EXPECT_FALSE(fs::exists(leftover));
 }
 
+// An old checkpoint that cannot be read for an I/O error (here a symlink
+// to itself: open fails with ELOOP, which even root cannot open, where a
+// permission error would not stop root) is neither counted as a kept
+// fallback nor deleted: the error says nothing about the file. A corrupt
+// one is deleted as before.
+TEST_F(CheckpointTest, PruningKeepsACheckpointItCannotReadForAnIoError) {
+  CheckpointStore store(dir_, 0, /*keep=*/2);
+  ASSERT_TRUE(store.Save(StateAt(10)).ok());
+  ASSERT_TRUE(store.Save(StateAt(20)).ok());
+  const std::string unreadable = store.PathForStep(25);
+  fs::create_symlink(unreadable, unreadable);
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE(store.Save(StateAt(30)).ok());
+  const std::string warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(fs::is_symlink(unreadable)) << "not deleted";
+  EXPECT_NE(warnings.find("cannot check old checkpoint " + unreadable), std::string::npos)
+      << warnings;
+  // 30 and 20 are the two kept; 10 is pruned.
+  EXPECT_EQ(*store.ValidSteps(), (std::vector<int64_t>{30, 20}));
+  EXPECT_FALSE(fs::exists(store.PathForStep(10)));
+}
+
 TEST_F(CheckpointTest, KeepsOnlyTheNewestK) {
   CheckpointStore two(dir_, 0);
   for (int64_t step = 1; step <= 5; ++step) ASSERT_TRUE(two.Save(StateAt(step)).ok());

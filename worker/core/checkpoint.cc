@@ -486,9 +486,17 @@ Status CheckpointStore::Save(const CheckpointState& state) const {
     bool keep = step <= state.step && kept < keep_;
     // A torn or corrupt file must not take one of the `keep` places: then
     // the fallback a resume needs when the newest file goes bad is gone.
-    if (keep && step != state.step &&
-        !ReadCheckpoint(PathForStep(step), step, rank_, nullptr).ok()) {
-      keep = false;
+    if (keep && step != state.step) {
+      const Status read = ReadCheckpoint(PathForStep(step), step, rank_, nullptr);
+      if (read.code() == StatusCode::kUnavailable) {
+        // An I/O error says nothing about the file, which may be the only
+        // good fallback once the volume recovers: it takes no place, and it
+        // is not deleted either.
+        Warn("cannot check old checkpoint " + PathForStep(step) + " (" + read.message() +
+             "); keeping it");
+        continue;
+      }
+      keep = read.ok();
     }
     if (keep) {
       ++kept;
