@@ -240,6 +240,28 @@ TEST_F(CheckpointTest, PruningKeepsACheckpointItCannotReadForAnIoError) {
   EXPECT_FALSE(fs::exists(store.PathForStep(10)));
 }
 
+// A read that fails (here EISDIR: a directory where the file should be,
+// which root cannot be denied) is an I/O error, Unavailable, not a corrupt
+// checkpoint (FailedPrecondition): pruning keeps it, and a resume reports
+// the error instead of falling back past it as if it were bad.
+TEST_F(CheckpointTest, AReadThatFailsIsAnIoErrorNotACorruptCheckpoint) {
+  CheckpointStore store(dir_, 0, /*keep=*/2);
+  ASSERT_TRUE(store.Save(StateAt(10)).ok());
+  const std::string unreadable = store.PathForStep(20);
+  fs::create_directory(unreadable);
+  const auto loaded = store.Load(20);
+  EXPECT_EQ(loaded.status().code(), StatusCode::kUnavailable) << loaded.status().ToString();
+  EXPECT_NE(loaded.status().message().find("cannot read checkpoint " + unreadable),
+            std::string::npos)
+      << loaded.status().message();
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE(store.Save(StateAt(30)).ok());
+  const std::string warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(warnings.find("cannot check old checkpoint " + unreadable), std::string::npos)
+      << warnings;
+  EXPECT_TRUE(fs::exists(store.PathForStep(10))) << "20 took no place: 30 and 10 are kept";
+}
+
 TEST_F(CheckpointTest, KeepsOnlyTheNewestK) {
   CheckpointStore two(dir_, 0);
   for (int64_t step = 1; step <= 5; ++step) ASSERT_TRUE(two.Save(StateAt(step)).ok());

@@ -214,7 +214,10 @@ class PayloadReader {
     while (done < out.size()) {
       ssize_t n = ::read(fd_, out.data() + done, out.size() - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Fail(std::string("read failed: ") + ErrnoText(errno));
+      if (n < 0) {
+        io_error_ = true;
+        return Fail(std::string("read failed: ") + ErrnoText(errno));
+      }
       if (n == 0) return Fail("unexpected end of file");
       done += static_cast<size_t>(n);
     }
@@ -252,6 +255,9 @@ class PayloadReader {
   uint64_t remaining() const { return remaining_; }
   uint32_t crc() const { return crc_; }
   const std::string& error() const { return error_; }
+  // The failure was the read itself (EIO, EISDIR, ...), not the file's
+  // contents: it says nothing about whether the checkpoint is good.
+  bool io_error() const { return io_error_; }
 
  private:
   bool Fail(std::string why) {
@@ -260,6 +266,7 @@ class PayloadReader {
   }
 
   int fd_;
+  bool io_error_ = false;
   uint64_t remaining_;
   uint32_t crc_ = 0;
   std::string error_;
@@ -287,6 +294,12 @@ Status ReadCheckpoint(const std::string& path, int64_t expected_step, int expect
   auto corrupt = [&](const std::string& why) -> Status {
     return FailedPreconditionError("invalid checkpoint " + path + ": " + why);
   };
+  // What a reader's failure means: the file is bad, or it could not be read.
+  auto failed = [&](const PayloadReader& reader) -> Status {
+    if (reader.io_error())
+      return UnavailableError("cannot read checkpoint " + path + ": " + reader.error());
+    return corrupt(reader.error());
+  };
 
   struct stat st {};
   if (::fstat(fd, &st) != 0) return IoError("cannot stat checkpoint", path, errno);
@@ -297,7 +310,7 @@ Status ReadCheckpoint(const std::string& path, int64_t expected_step, int expect
   }
   std::array<std::byte, kHeaderBytes> header{};
   PayloadReader header_reader(fd, kHeaderBytes);
-  if (!header_reader.Read(header)) return corrupt(header_reader.error());
+  if (!header_reader.Read(header)) return failed(header_reader);
   if (std::memcmp(header.data(), kMagic.data(), kMagic.size()) != 0) {
     return corrupt("bad magic (not a Pacer checkpoint)");
   }
@@ -332,7 +345,7 @@ Status ReadCheckpoint(const std::string& path, int64_t expected_step, int expect
     }
     if (ok) state->buffers.push_back(std::move(buffer));
   }
-  if (!ok) return corrupt(in.error());
+  if (!ok) return failed(in);
   if (in.remaining() != 0) return corrupt(std::to_string(in.remaining()) + " trailing bytes");
   if (in.crc() != payload_crc) return corrupt("payload CRC32 mismatch");
   state->step = static_cast<int64_t>(step);
