@@ -389,8 +389,8 @@ Status ControllerManager::Start() {
   node_options.transform = TrimNodeForCache;
   m.nodes = std::make_unique<Informer>(m.client.get(), kNodes, "", node_options);
 
-  // ResourceQuotas only wake jobs whose launch a quota refused (all namespaces:
-  // TrainJobs may be anywhere).
+  // ResourceQuotas only wake jobs whose launch a quota refused (in the
+  // watched namespaces, where TrainJobs are).
   m.quotas = std::make_unique<Informer>(m.client.get(), kResourceQuotas, m.options.watch_namespace,
                                         InformerOptions{});
 

@@ -6,6 +6,7 @@
 
 #include "core/json_fields.h"
 #include "kube/resources.h"
+#include "observe/log.h"
 #include "reconcile/job_object.h"
 
 namespace pacer::controller {
@@ -100,6 +101,14 @@ std::vector<PodFacts> JobPods(const Informer& informer, const JobRef& job) {
 // names once it is gone.
 Status CheckExistingService(KubeClient& client, const JobRef& job, const std::string& name) {
   StatusOr<nlohmann::json> existing = client.Get(kServices, job.namespace_name, name);
+  if (existing.status().code() == StatusCode::kPermissionDenied) {
+    // RBAC made by hand before `get` on Services was needed: reuse it
+    // unchecked, as earlier controllers did, and say what is missing.
+    Log(LogLevel::kWarning,
+        "cannot check whose the existing workers' Service is (no get on services); using it",
+        {{"service", job.namespace_name + "/" + name}, {"error", existing.status()}});
+    return Status::Ok();
+  }
   if (existing.status().code() == StatusCode::kNotFound) {
     return UnavailableError("the workers' Service " + name +
                             " was there a moment ago and is gone now; creating it again");

@@ -43,6 +43,8 @@ std::shared_ptr<TaskCompletion> CompletionOf(const pplx::task<T>& task) {
 // is left to run: the caller abandons it and must keep alive what it writes.
 template <typename T>
 bool FinishedBy(const pplx::task<T>& task, std::chrono::steady_clock::time_point deadline) {
+  // Done already (data buffered before the deadline passed): not late.
+  if (task.is_done()) return true;
   const std::shared_ptr<TaskCompletion> completion = CompletionOf(task);
   std::unique_lock<std::mutex> lock(completion->mu);
   return completion->cv.wait_until(lock, deadline, [&] { return completion->done; });

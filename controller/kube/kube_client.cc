@@ -247,6 +247,7 @@ struct KubeClient::Impl {
       // once with the new token.
       if (response.status_code() == 401 && tokens->RefreshAfterUnauthorized()) {
         (void)ReadBody(response, verb, path, cts);  // frees the connection for the retry
+        cts = pplx::cancellation_token_source();    // the read may have cancelled the first
         response = Await(
             client->request(NewRequest(method, path + query, body, content_type), cts.get_token()));
       }

@@ -32,8 +32,10 @@ Status ProcessLauncher::Launch(const LaunchSpec& spec) {
   auto it = groups_.find(spec.job.key());
   if (it != groups_.end()) {
     if (it->second.attempt == spec.attempt) return Status::Ok();  // already launched
-    return FailedPreconditionError("attempt " + std::to_string(it->second.attempt) + " of " +
-                                   spec.job.key() + " is still running");
+    // Transient: the reconciler retries with its backoff once the old
+    // attempt's processes are gone (FailedPrecondition would be a refusal).
+    return UnavailableError("attempt " + std::to_string(it->second.attempt) + " of " +
+                            spec.job.key() + " is still running");
   }
   const planner::Layout& layout = spec.plan.layout;
   std::error_code ec;

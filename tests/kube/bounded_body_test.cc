@@ -57,7 +57,7 @@ TEST(BoundedBodyTest, AContentLengthOverTheLimitIsRefusedBeforeReading) {
 // Prometheus (or whatever answers at --prometheus-url) sending an endless
 // chunked answer costs the controller at most kMaxResponseBytes.
 TEST(BoundedBodyTest, APrometheusAnswerOverTheLimitIsRefusedWhileItIsRead) {
-  BulkHttpServer server(16 * PrometheusClient::kMaxResponseBytes,
+  BulkHttpServer server(32 * PrometheusClient::kMaxResponseBytes,
                         BulkHttpServer::Framing::kChunked);
   {
     PrometheusClient prometheus(server.url(), std::chrono::seconds(60));

@@ -99,5 +99,16 @@ TEST_F(PodLauncherTest, AUsersServiceOfThatNameStopsTheLaunchAndSaysWhatToDo) {
   EXPECT_EQ(PodCount(), 0u);
 }
 
+// RBAC made by hand for an earlier version grants no get on Services: the
+// Service is reused unchecked, as before, rather than every relaunch being
+// refused.
+TEST_F(PodLauncherTest, WithoutTheRightToReadTheServiceItIsReusedAsBefore) {
+  PutService("uid-before");
+  server_->FailNextRequests("GET", "/services/" + WorkerServiceName("llama"), 403, 1);
+  const Status launched = LaunchAs("uid-now");
+  EXPECT_TRUE(launched.ok()) << launched.ToString();
+  EXPECT_EQ(PodCount(), 1u);
+}
+
 }  // namespace
 }  // namespace pacer::controller

@@ -62,6 +62,9 @@ void BulkHttpServer::Serve() {
   if (fd >= 0) {
     // A safety net, not a synchronisation: a client that neither reads nor
     // closes cannot hold the test forever.
+    // A small send buffer: what the client took is close to what was sent.
+    const int send_buffer_bytes = 64 * 1024;
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &send_buffer_bytes, sizeof(send_buffer_bytes));
     timeval timeout{60, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
