@@ -346,9 +346,9 @@ void TcpStoreServer::AcceptLoop() {
       if (refused_connections_++ == 0) {
         std::fprintf(stderr,
                      "level=error component=tcp-store event=connection-refused open=%zu "
-                     "limit=%zu reason=\"more connections than the job has ranks: something "
-                     "else is connecting to the rendezvous port\" (further refusals are not "
-                     "logged)\n",
+                     "limit=%zu reason=\"the store's limit of open connections is reached: "
+                     "something besides this job's ranks is connecting to the rendezvous "
+                     "port\" (further refusals are not logged)\n",
                      connections_.size(), max_connections_);
       }
       close(fd);
