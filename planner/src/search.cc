@@ -208,7 +208,13 @@ class Searcher {
 
   void SearchStageLayout(const PoolContext& ctx, int pool_index, int t, int p, int v) {
     const NodePool& pool = *ctx.pool;
-    for (int b : MicroBatchCandidates()) {
+    // The largest d whose layout did not fit memory at a smaller b. Memory
+    // grows with b and shrinks with d, so a larger b cannot fit at that d or
+    // below; it can at a larger d, which free GPUs or spec.resources.maxGPUs
+    // may allow only for the larger b (12 sequences on at most 4 GPUs: b 2
+    // reaches d 3, b 3 reaches d 4).
+    int unfit_top_d = 0;
+    for (int b : MicroBatchCandidates()) {  // ascending
       // Valid data-parallel sizes for this b, ascending.
       std::vector<DCandidate> ds;
       // No layout has more than kMaxLayoutGpus GPUs (also when free GPUs
@@ -244,7 +250,13 @@ class Searcher {
         ds.push_back({d, gpn});
       }
       if (ds.empty()) continue;
-      if (!SearchDataParallel(ctx, pool_index, t, p, v, b, ds)) break;  // larger b won't fit either
+      if (ds.back().d <= unfit_top_d) {
+        Reject(RejectReason::kOutOfMemory, static_cast<int64_t>(ds.size()), nullptr,
+               "a smaller micro-batch did not fit at as many data-parallel ranks");
+        out_.stats.pruned += static_cast<int64_t>(ds.size());
+        continue;
+      }
+      if (!SearchDataParallel(ctx, pool_index, t, p, v, b, ds)) unfit_top_d = ds.back().d;
     }
   }
 
@@ -332,8 +344,8 @@ class Searcher {
     AddCandidate(std::move(named));
   }
 
-  // Returns false when even the largest d does not fit memory (so no larger
-  // micro-batch can fit either).
+  // Returns false when even the largest d does not fit memory (so a larger
+  // micro-batch cannot fit at this d or any smaller one).
   bool SearchDataParallel(const PoolContext& ctx, int pool_index, int t, int p, int v, int b,
                           const std::vector<DCandidate>& ds) {
     const int n = static_cast<int>(ds.size());
@@ -350,38 +362,48 @@ class Searcher {
     }
     Consider(*top, pool_index);
     int evaluated_ds = 1;
-    if (MeetsDeadline(*top)) {
-      if (job_.objective == Objective::kTime) {
-        // Walk down while it is faster, or within the time tie of the fastest
-        // so far (a cheaper near-tie); time is unimodal in d.
-        double fastest = top->total.total_seconds;
-        for (int i = n - 2; i >= 0; --i) {
-          Evaluation ignored;
-          auto e = BestFitting(ctx, MakeLayout(t, p, v, b, ds[i]), &ignored);
-          ++evaluated_ds;
-          if (!e || !WithinTimeTie(*e, fastest)) break;
-          fastest = std::min(fastest, e->total.total_seconds);
-          Consider(*e, pool_index);
-        }
-      } else {
-        // Smallest d that fits and meets the deadline: the cheapest.
-        int lo = 0, hi = n - 1;  // ds[hi] is known good
-        while (lo < hi) {
-          const int mid = lo + (hi - lo) / 2;
-          Evaluation ignored;
-          auto e = BestFitting(ctx, MakeLayout(t, p, v, b, ds[mid]), &ignored);
-          ++evaluated_ds;
-          if (e) Consider(*e, pool_index);  // records it as a miss or a candidate
-          if (e && MeetsDeadline(*e)) {
-            hi = mid;
-          } else {
-            lo = mid + 1;
-          }
+    // Total time is unimodal in d: more replicas shorten the step until
+    // collectives, the latency floor and the failure rate's rework (which
+    // grows with the GPU count) take over. So the largest d need not be the
+    // fastest: walk down while it gets faster (objective time: or stays a
+    // near-tie of the fastest, a cheaper plan), and past the fastest every
+    // smaller d is slower still. A smaller d needs more memory, so one that
+    // does not fit ends the walk too.
+    const bool by_time = job_.objective == Objective::kTime;
+    int good = MeetsDeadline(*top) ? n - 1 : -1;  // the smallest index known to meet it
+    double fastest = top->total.total_seconds;
+    for (int i = n - 2; i >= 0 && (by_time || good < 0); --i) {
+      Evaluation ignored;
+      auto e = BestFitting(ctx, MakeLayout(t, p, v, b, ds[i]), &ignored);
+      ++evaluated_ds;
+      if (!e) break;
+      const bool faster = e->total.total_seconds < fastest;
+      if (!faster && !(by_time && WithinTimeTie(*e, fastest))) break;
+      fastest = std::min(fastest, e->total.total_seconds);
+      Consider(*e, pool_index);
+      if (MeetsDeadline(*e)) good = i;
+    }
+    if (!by_time && good > 0) {
+      // The d that meet the deadline are a run of consecutive indices ending
+      // at or above `good`; the smallest of them is the cheapest. Below
+      // `good`, meeting it is monotone in d: binary search.
+      int lo = 0, hi = good;  // ds[hi] is known good
+      while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        Evaluation ignored;
+        auto e = BestFitting(ctx, MakeLayout(t, p, v, b, ds[mid]), &ignored);
+        ++evaluated_ds;
+        if (e) Consider(*e, pool_index);  // records it as a miss or a candidate
+        if (e && MeetsDeadline(*e)) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
         }
       }
-    } else {
-      // Every smaller d is slower still.
-      Reject(RejectReason::kMissesDeadline, n - 1, nullptr, "");
+    }
+    if (good < 0 && n > evaluated_ds) {
+      // Nothing met the deadline: the d not evaluated are slower still.
+      Reject(RejectReason::kMissesDeadline, n - evaluated_ds, nullptr, "");
     }
     out_.stats.pruned += n - evaluated_ds;
     return true;

@@ -168,8 +168,8 @@ TEST(SearchTest, AdviceForAHugeBatchStaysWithinAMillionGpus) {
   EXPECT_LE(*r->advice->gpus_needed, 1'000'000);
 }
 
-// A tensor-parallel pin no node can hold names the pin, not "no layout is
-// possible for this job on this inventory".
+// A tensor-parallel pin no node can hold names the pin, not "no layout is\n// possible for this job
+// on this inventory".
 TEST(SearchTest, ATensorParallelPinLargerThanANodeSaysSo) {
   const JobSpec job = ParseOrDie(
       JobYaml("  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n  maxDuration: 30d\n"
@@ -237,6 +237,72 @@ TEST(SearchTest, NoPlanForAnyNumberOfGpusSaysSo) {
   ASSERT_TRUE(r->advice.has_value());
   EXPECT_FALSE(r->advice->gpus_needed.has_value());
   EXPECT_NE(r->advice->summary.find("global batch"), std::string::npos);
+}
+
+// The search's bounds must never hide a layout that Sweep, which plans each
+// GPU count on its own, finds: the best plan is at least as good as every
+// count's best that meets the deadline.
+void ExpectAtLeastAsGoodAsEverySweptCount(const JobSpec& job, const Inventory& inv,
+                                          const std::vector<int>& counts) {
+  auto r = Plan(job, inv, {}, Options());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto swept = Sweep(job, inv, {}, counts, Options());
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  for (const SweepPoint& p : *swept) {
+    if (!p.best || !p.meets_deadline) continue;
+    SCOPED_TRACE(p.best->layout.ToString());
+    ASSERT_TRUE(r->plan.has_value()) << "Plan found nothing; Sweep found " << p.gpus << " GPUs";
+    EXPECT_LE(r->plan->gpu_hours, p.best->gpu_hours * (1 + 1e-9)) << r->plan->layout.ToString();
+  }
+}
+
+// 12 sequences on at most 4 GPUs: micro-batch 2 reaches only 3 replicas,
+// which do not fit memory, but micro-batch 3 reaches 4, which do. A larger
+// micro-batch is not ruled out by a smaller one that ran out of memory at
+// fewer replicas.
+TEST(SearchTest, ALargerMicroBatchMayReachMoreReplicasThatFit) {
+  const std::string model =
+      "{layers: 40, hiddenSize: 5120, attentionHeads: 40, vocabSize: 32000, sequenceLength: 2048}";
+  const std::string limits =
+      "  resources: {maxGPUs: 4}\n  parallelism: {tensorParallel: 1, pipelineParallel: 1}\n";
+  const JobSpec pinned = ParseOrDie(JobYaml(
+      "  data: {tokens: 1e9}\n  training: {globalBatchSize: 12, microBatchSizes: [2, 3]}\n" +
+          limits,
+      model));
+  auto r = Plan(pinned, Pools(1, 8, 0, 0), {}, Options());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->plan.has_value());
+  EXPECT_EQ(r->plan->layout.micro_batch_size, 3);
+  EXPECT_EQ(r->plan->layout.data_parallel, 4);
+  const JobSpec free_b = ParseOrDie(
+      JobYaml("  data: {tokens: 1e9}\n  training: {globalBatchSize: 12}\n" + limits, model));
+  ExpectAtLeastAsGoodAsEverySweptCount(free_b, Pools(1, 8, 0, 0), {1, 2, 3, 4});
+}
+
+// With the failure rate's rework, which grows with the GPU count, the
+// largest data-parallel size is not the fastest once the step is at its
+// latency floor: a deadline only a smaller size meets is still met.
+TEST(SearchTest, ADeadlineOnlyFewerReplicasMeetIsFound) {
+  const std::string model =
+      "{layers: 12, hiddenSize: 768, attentionHeads: 12, vocabSize: 50257, sequenceLength: 1024}";
+  const std::string common =
+      "  data: {tokens: 100e12}\n  training: {globalBatchSize: 524288, microBatchSizes: [1], "
+      "activationCheckpointing: none}\n  maxDuration: 55m\n";
+  const Inventory inv = Pools(65536, 65536 * 8, 0, 0);
+  for (const std::string objective : {"cost", "time"}) {
+    SCOPED_TRACE(objective);
+    const JobSpec job = ParseOrDie(JobYaml(common + "  objective: " + objective + "\n", model));
+    const auto swept = Sweep(job, inv, {}, {262144, 524288}, Options());
+    ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+    // The premise: the smaller count meets the deadline, the larger misses.
+    ASSERT_TRUE((*swept)[0].meets_deadline);
+    ASSERT_FALSE((*swept)[1].meets_deadline);
+    auto r = Plan(job, inv, {}, Options());
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r->feasible) << r->plan->layout.ToString();
+    ASSERT_TRUE(r->plan.has_value());
+    EXPECT_LE(r->plan->layout.gpus(), 262144);
+  }
 }
 
 TEST(SearchTest, NearbyGlobalBatchSizesDivideBetter) {
