@@ -150,6 +150,11 @@ int WorkQueue::NumWaiting() const {
   return static_cast<int>(timers_.size());
 }
 
+int WorkQueue::NumProcessing() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(processing_.size());
+}
+
 std::optional<Clock::SteadyTime> WorkQueue::NextTimer() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (timers_.empty()) return std::nullopt;

@@ -85,6 +85,8 @@ class WorkQueue {
   int Len() const;
   // Keys waiting on timers.
   int NumWaiting() const;
+  // Keys handed to workers and not yet Done.
+  int NumProcessing() const;
   // When the earliest timer is due; nullopt when none is waiting.
   std::optional<Clock::SteadyTime> NextTimer() const;
 

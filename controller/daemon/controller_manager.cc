@@ -97,6 +97,9 @@ struct ControllerManager::Impl {
     if (workers_stopped || workers_started.exchange(true)) return;
     Log(LogLevel::kInfo, "became the leader; starting reconcile workers",
         {{"workers", options.workers}});
+    // A standby's last beat is from its construction: the silence of a new
+    // leader counts from now.
+    heartbeat->Beat();
     leading.store(true);
     metrics->SetLeader(true);
     // Every known job is reconciled once on start (level-triggered).
@@ -437,14 +440,23 @@ Status ControllerManager::Start() {
     if (!impl->leading.load()) return;
     for (const std::string& key : impl->reconciler->WakeRefusedLaunches()) impl->Enqueue(key);
   });
-  m.heartbeat = std::make_unique<Heartbeat>("reconcile-workers", std::chrono::minutes(5));
+  m.heartbeat = std::make_unique<Heartbeat>("reconcile-workers", m.options.reconcile_max_silence);
   HealthServerOptions health_options;
   health_options.bind_address = m.options.bind_address;
   health_options.metrics_port = m.options.metrics_port;
   health_options.probe_port = m.options.probe_port;
   m.health = std::make_unique<HealthServer>(health_options, m.metrics->registry());
   RETURN_IF_ERROR(m.health->AddLivenessCheck("reconcile-workers", [impl]() {
-    return impl->leading.load() ? impl->heartbeat->Check() : Status::Ok();
+    if (!impl->leading.load()) return Status::Ok();
+    // Workers only beat when they finish a reconcile, and a leader with no
+    // jobs (or only finished ones) has none to finish: an idle queue is
+    // live, and counts as a beat, so a busy spell after it is measured from
+    // here rather than from the last reconcile, minutes or hours ago.
+    if (impl->queue->Len() == 0 && impl->queue->NumProcessing() == 0) {
+      impl->heartbeat->Beat();
+      return Status::Ok();
+    }
+    return impl->heartbeat->Check();
   }));
   RETURN_IF_ERROR(m.health->AddReadinessCheck("informers-synced", [impl]() {
     if (impl->trainjobs->HasSynced() && impl->pods->HasSynced() && impl->nodes->HasSynced()) {

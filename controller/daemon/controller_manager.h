@@ -16,6 +16,7 @@
 #define PACER_CONTROLLER_DAEMON_CONTROLLER_MANAGER_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -50,6 +51,10 @@ struct ManagerOptions {
   // (reconcile/cluster_scheduler.h); off: each job is planned alone on the
   // GPUs free when it arrives (first come, first served).
   bool cluster_scheduling = true;
+  // /healthz fails once the reconcile workers have work (a key ready or in
+  // hand) and none has finished a reconcile for this long: a wedged worker
+  // gets the process restarted. An idle queue is never a failure.
+  std::chrono::steady_clock::duration reconcile_max_silence = std::chrono::minutes(5);
   ClusterSchedulerOptions scheduler;
   // For tests: called at the start of every scheduler pass, on the thread
   // that runs it (the first on the one that became the leader).

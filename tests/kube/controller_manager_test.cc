@@ -11,8 +11,75 @@
 #include "kube_test_env.h"
 #include "reconcile/reconciler.h"
 
+// Last: cpprestsdk's macro U breaks headers included after it.
+#include <cpprest/http_client.h>
+
 namespace pacer::controller {
 namespace {
+
+// The HTTP status of GET /healthz on the manager's probe port; 0 when no
+// answer came.
+int Healthz(const ControllerManager& manager) {
+  web::http::client::http_client_config config;
+  config.set_timeout(std::chrono::seconds(30));  // generous: a loaded 2-core machine
+  try {
+    web::http::client::http_client client(
+        "http://127.0.0.1:" + std::to_string(manager.probe_port()), config);
+    return client.request(web::http::methods::GET, "/healthz").get().status_code();
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+ManagerOptions LivenessOptions(const KubeConfig& kube) {
+  ManagerOptions options;
+  options.kube = kube;
+  options.bind_address = "127.0.0.1";
+  options.metrics_port = 0;
+  options.probe_port = 0;
+  options.identity = "manager-test";
+  options.leader_elect = false;
+  options.reconcile_max_silence = std::chrono::milliseconds(300);
+  return options;
+}
+
+// A leader with nothing to reconcile never finishes a reconcile; before,
+// its liveness check failed once that silence outlasted the limit, and the
+// kubelet restarted an idle controller over and over.
+TEST_F(KubeTest, AnIdleLeaderStaysLive) {
+  ControllerManager manager(LivenessOptions(Config()));
+  ASSERT_TRUE(manager.Start().ok());
+  ASSERT_TRUE(Eventually([&] { return manager.IsLeader(); }));
+  // Several times the limit of silence, probed all along.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  int probes = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_EQ(Healthz(manager), 200) << "probe " << probes << " of an idle leader";
+    ++probes;
+  }
+  EXPECT_GT(probes, 1);
+  manager.Stop();
+}
+
+// The check still catches a wedged worker: a reconcile held by an API
+// server that never answers fails /healthz once the limit passes, and
+// recovers when the reconcile ends.
+TEST_F(KubeTest, AWorkerWedgedInAReconcileFailsLiveness) {
+  nlohmann::json job = TrainJob("wedged");
+  job["metadata"]["finalizers"] = {kFinalizer};
+  ASSERT_TRUE(server_->CreateObject(TrainJobsPath(), job).ok());
+  server_->HangRequests("PUT", "/trainjobs/wedged/status");
+  ControllerManager manager(LivenessOptions(Config()));
+  ASSERT_TRUE(manager.Start().ok());
+  ASSERT_TRUE(Eventually([&] { return server_->HungRequestCount() == 1; }))
+      << "the reconcile's status write is held";
+  int last = 0;
+  EXPECT_TRUE(Eventually([&] { return (last = Healthz(manager)) == 500; }))
+      << "a worker held in a status write for longer than the limit: " << last;
+  server_->StopHanging();
+  EXPECT_TRUE(Eventually([&] { return Healthz(manager) == 200; }));
+  manager.Stop();
+}
 
 // The leader elector's thread starts the workers and runs the first
 // scheduler pass before it starts them; a SIGTERM in that window (seen in
