@@ -837,6 +837,14 @@ ReconcileResult Reconciler::Finish(Pass& pass, std::optional<Millis> requeue_aft
       pass.conditions.push_back(*c);
     }
   }
+  if (deps_.allocations != nullptr && !pass.deleted &&
+      FindCondition(pass.conditions, kConditionAdmitted) == nullptr) {
+    // Every pass under the scheduler says whether the job is admitted, also
+    // the ones that return before the launch path (old workers terminating,
+    // no matching nodes): the scheduler reads an admitted job's share from
+    // this condition, and without it takes the job for a new arrival.
+    NoteAdmission(pass);
+  }
   StatusInputs in;
   in.phase = pass.phase;
   in.conditions = pass.conditions;

@@ -176,6 +176,35 @@ TEST_F(ScheduledReconcileTest, AShrunkAllocationStopsAtACheckpointAndRelaunchesO
   EXPECT_EQ(store_.CountEvents("Growing"), 1);
 }
 
+// Between attempts (after a resize or a failure) the old gang's pods are
+// still terminating, and that pass writes the status too. It kept no
+// Admitted condition, so the scheduler read an admitted job as a new
+// arrival: without its remembered share it could be rejected on a loaded
+// pool, and "once True it stays True" did not hold.
+TEST_F(ScheduledReconcileTest, AdmissionSurvivesThePassWhileTheOldWorkersTerminate) {
+  Allocate(Admitted(32));
+  ASSERT_TRUE(Pass().status.ok());
+  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(ConditionReason("Admitted"), "True/Admitted");
+
+  Allocate(Admitted(16));
+  ASSERT_TRUE(Pass().status.ok());  // a graceful stop at a checkpoint
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  ASSERT_TRUE(Pass().status.ok());  // the old gang is removed
+  ASSERT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
+  launcher_.terminating[kKey] = 2;  // ... and its pods are not gone yet
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(ConditionReason("Planned"), "False/PreviousWorkersTerminating");
+  EXPECT_EQ(ConditionReason("Admitted"), "True/Admitted");
+  nlohmann::json object = LlamaJob();
+  object["status"] = Status();
+  const std::optional<ScheduledJob> seen = ClusterScheduler::JobFromObject(object, 1795305600);
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_TRUE(seen->admitted) << "the scheduler sees the job as admitted still";
+  EXPECT_EQ(store_.CountEvents("Admitted"), 1) << "no second Admitted event";
+}
+
 // The shared schedule sizes jobs: a job measured slower than predicted is
 // not re-planned alone onto GPUs that may be reserved for another deadline.
 TEST_F(ScheduledReconcileTest, ASlowJobIsNotReplannedAloneUnderTheScheduler) {
