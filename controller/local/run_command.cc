@@ -164,10 +164,13 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   SystemClock& clock = SystemClock::Default();
   nlohmann::json& metadata = (*object)["metadata"];
   if (!metadata.is_object()) metadata = nlohmann::json::object();
-  const std::string work_dir =
-      !options.work_dir.empty() ? options.work_dir
-                                : ".pacer/" + metadata.value("namespace", std::string("default")) +
-                                      "-" + metadata.value("name", std::string("job"));
+  // The run uses the name the parser validated: a plain `name: 123` reads as
+  // a number in JSON, and the reconciler takes names as strings.
+  metadata["name"] = parsed->name;
+  metadata["namespace"] = parsed->namespace_name;
+  const std::string work_dir = !options.work_dir.empty()
+                                   ? options.work_dir
+                                   : ".pacer/" + parsed->namespace_name + "-" + parsed->name;
   // Two runs of one job would share checkpoints and logs: one at a time.
   StatusOr<WorkDirLock> lock = WorkDirLock::Acquire(work_dir);
   if (!lock.ok()) {

@@ -2,13 +2,25 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <regex>
+#include <string>
 
 namespace pacer::controller {
 namespace {
 
 constexpr int kMaxDepth = 64;
+
+// What one conversion has produced so far. yaml-cpp shares an aliased node
+// (*name) instead of copying it, but JSON has no sharing: each alias is
+// expanded, and a few lines of anchors that repeat each other ten times a
+// level (a "billion laughs") expand to 10^12 values. Every value of an
+// alias-free document takes at least one byte of it, so more values than
+// bytes can only come from aliases repeating large anchors.
+struct Budget {
+  std::size_t values_left;
+};
 
 nlohmann::json Scalar(const YAML::Node& node) {
   const std::string& text = node.Scalar();
@@ -27,11 +39,17 @@ nlohmann::json Scalar(const YAML::Node& node) {
   return text;
 }
 
-StatusOr<nlohmann::json> Convert(const YAML::Node& node, int depth) {
+StatusOr<nlohmann::json> Convert(const YAML::Node& node, int depth, Budget& budget) {
   if (depth > kMaxDepth) {
     return InvalidArgumentError("the document nests deeper than " + std::to_string(kMaxDepth) +
                                 " levels");
   }
+  if (budget.values_left == 0) {
+    return InvalidArgumentError(
+        "the document expands to more values than it has bytes: YAML aliases (*name) repeat "
+        "large anchors (&name); write the values out instead");
+  }
+  --budget.values_left;
   switch (node.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
@@ -41,7 +59,7 @@ StatusOr<nlohmann::json> Convert(const YAML::Node& node, int depth) {
     case YAML::NodeType::Sequence: {
       nlohmann::json out = nlohmann::json::array();
       for (const YAML::Node& item : node) {
-        ASSIGN_OR_RETURN(nlohmann::json v, Convert(item, depth + 1));
+        ASSIGN_OR_RETURN(nlohmann::json v, Convert(item, depth + 1, budget));
         out.push_back(std::move(v));
       }
       return out;
@@ -49,8 +67,21 @@ StatusOr<nlohmann::json> Convert(const YAML::Node& node, int depth) {
     case YAML::NodeType::Map: {
       nlohmann::json out = nlohmann::json::object();
       for (const auto& entry : node) {
-        ASSIGN_OR_RETURN(nlohmann::json v, Convert(entry.second, depth + 1));
-        out[entry.first.as<std::string>()] = std::move(v);
+        if (!entry.first.IsScalar()) {
+          return InvalidArgumentError("a mapping key is a list or a mapping (line " +
+                                      std::to_string(entry.first.Mark().line + 1) +
+                                      "); keys must be plain names");
+        }
+        const std::string key = entry.first.Scalar();
+        // yaml-cpp looks up the first of two equal keys, JSON keeps the
+        // last: the planner's parser and the reconciler would read
+        // different values. The API server refuses them too.
+        if (out.contains(key)) {
+          return InvalidArgumentError("the key '" + key + "' appears twice in one mapping (line " +
+                                      std::to_string(entry.first.Mark().line + 1) + "); keep one");
+        }
+        ASSIGN_OR_RETURN(nlohmann::json v, Convert(entry.second, depth + 1, budget));
+        out[key] = std::move(v);
       }
       return out;
     }
@@ -62,7 +93,8 @@ StatusOr<nlohmann::json> Convert(const YAML::Node& node, int depth) {
 
 StatusOr<nlohmann::json> YamlToJson(const std::string& document) {
   try {
-    return Convert(YAML::Load(document), 0);
+    Budget budget{document.size() + 1};
+    return Convert(YAML::Load(document), 0, budget);
   } catch (const std::exception& e) {
     return InvalidArgumentError(std::string("malformed YAML: ") + e.what());
   }

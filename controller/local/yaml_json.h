@@ -13,7 +13,9 @@
 
 namespace pacer::controller {
 
-// InvalidArgument for malformed YAML or nesting deeper than 64 levels.
+// InvalidArgument for malformed YAML, nesting deeper than 64 levels, a key
+// that appears twice in one mapping, a key that is not a scalar, or aliases
+// that expand the document to more values than it has bytes.
 StatusOr<nlohmann::json> YamlToJson(const std::string& document);
 
 }  // namespace pacer::controller

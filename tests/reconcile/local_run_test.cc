@@ -208,6 +208,32 @@ TEST(LocalRunTest, ImpossibleDeadlineExitsThreeWithTheReason) {
   std::filesystem::remove(file);
   std::filesystem::remove_all(dir);
 }
+// A name that reads as a number in YAML is still a name: the planner's
+// parser takes it as one, and the run used to stop with "internal:
+// type must be string, but is number" (exit 1) after planning it.
+TEST(LocalRunTest, ANumericNameRunsUnderThatName) {
+  const std::filesystem::path file = std::filesystem::temp_directory_path() /
+                                     ("pacer-numeric-job-" + std::to_string(::getpid()) + ".yaml");
+  std::ifstream in(std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml =
+      std::regex_replace(text.str(), std::regex("maxDuration: 10m"), "maxDuration: 5s");
+  yaml = std::regex_replace(yaml, std::regex("\n  name: [a-z-]+\n"), "\n  name: 123\n");
+  ASSERT_NE(yaml.find("name: 123"), std::string::npos) << yaml;
+  std::ofstream(file) << yaml;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-numeric-run-" + std::to_string(::getpid()));
+  Child c =
+      Spawn({PACER_BINARY, "run", file.string(), "--progress", "none", "--work-dir", dir.string()});
+  std::string out;
+  // The 5 s deadline cannot be met: exit 3 once the job was read and planned.
+  EXPECT_EQ(Wait(c, &out), 3) << out;
+  EXPECT_NE(out.find("/123"), std::string::npos) << out;
+  std::filesystem::remove(file);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(LocalRunTest, JobNeedingGpusThisMachineLacksExitsFourInsteadOfWaiting) {
   // A 7B job pinned to H100s, planned for this machine's CPU: in a cluster it
   // would wait for H100 nodes; here it never gets them.
