@@ -187,51 +187,49 @@ TEST(LocalRunTest, InvalidJobFileExitsTwoNamingTheField) {
   std::filesystem::remove(file);
 }
 
-TEST(LocalRunTest, ImpossibleDeadlineExitsThreeWithTheReason) {
-  const std::filesystem::path file = std::filesystem::temp_directory_path() /
-                                     ("pacer-late-job-" + std::to_string(::getpid()) + ".yaml");
+// `pacer run` on the quickstart with a 5 s deadline (which this machine
+// cannot meet), named `name` when that is not empty; returns the exit code.
+int RunQuickstartDueIn5s(const std::string& tag, const std::string& name, std::string* out) {
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() /
+      ("pacer-" + tag + "-job-" + std::to_string(::getpid()) + ".yaml");
   std::ifstream in(std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml");
   std::stringstream text;
   text << in.rdbuf();
   std::string yaml =
       std::regex_replace(text.str(), std::regex("maxDuration: 10m"), "maxDuration: 5s");
+  if (!name.empty()) {
+    yaml = std::regex_replace(yaml, std::regex("\n  name: [a-z-]+\n"), "\n  name: " + name + "\n");
+    EXPECT_NE(yaml.find("name: " + name), std::string::npos) << yaml;
+  }
   std::ofstream(file) << yaml;
   // Its own work dir: the default one (.pacer/<namespace>-<name> in the
   // working directory) is locked by any other quickstart run ctest runs beside it.
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("pacer-late-run-" + std::to_string(::getpid()));
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("pacer-" + tag + "-run-" + std::to_string(::getpid()));
   Child c =
       Spawn({PACER_BINARY, "run", file.string(), "--progress", "none", "--work-dir", dir.string()});
-  std::string out;
-  EXPECT_EQ(Wait(c, &out), 3) << out;
-  EXPECT_NE(out.find("Infeasible"), std::string::npos) << out;
+  const int code = Wait(c, out);
   std::filesystem::remove(file);
   std::filesystem::remove_all(dir);
+  return code;
 }
+
+TEST(LocalRunTest, ImpossibleDeadlineExitsThreeWithTheReason) {
+  std::string out;
+  EXPECT_EQ(RunQuickstartDueIn5s("late", "", &out), 3) << out;
+  EXPECT_NE(out.find("Infeasible"), std::string::npos) << out;
+}
+
 // A name that reads as a number in YAML is still a name: the planner's
 // parser takes it as one, and the run used to stop with "internal:
-// type must be string, but is number" (exit 1) after planning it.
+// type must be string, but is number" (exit 1), or with --work-dir ran it
+// as default/local.
 TEST(LocalRunTest, ANumericNameRunsUnderThatName) {
-  const std::filesystem::path file = std::filesystem::temp_directory_path() /
-                                     ("pacer-numeric-job-" + std::to_string(::getpid()) + ".yaml");
-  std::ifstream in(std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string yaml =
-      std::regex_replace(text.str(), std::regex("maxDuration: 10m"), "maxDuration: 5s");
-  yaml = std::regex_replace(yaml, std::regex("\n  name: [a-z-]+\n"), "\n  name: 123\n");
-  ASSERT_NE(yaml.find("name: 123"), std::string::npos) << yaml;
-  std::ofstream(file) << yaml;
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("pacer-numeric-run-" + std::to_string(::getpid()));
-  Child c =
-      Spawn({PACER_BINARY, "run", file.string(), "--progress", "none", "--work-dir", dir.string()});
   std::string out;
-  // The 5 s deadline cannot be met: exit 3 once the job was read and planned.
-  EXPECT_EQ(Wait(c, &out), 3) << out;
+  // Exit 3 (the deadline) comes after the job was read and planned.
+  EXPECT_EQ(RunQuickstartDueIn5s("numeric", "123", &out), 3) << out;
   EXPECT_NE(out.find("/123"), std::string::npos) << out;
-  std::filesystem::remove(file);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(LocalRunTest, JobNeedingGpusThisMachineLacksExitsFourInsteadOfWaiting) {
