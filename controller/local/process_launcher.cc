@@ -63,9 +63,12 @@ Status ProcessLauncher::Launch(const LaunchSpec& spec) {
     env_options.backend = options_.backend;
     env_options.scale = options_.scale;
     std::map<std::string, std::string> env = WorkerEnvironment(spec, node, env_options);
+    // The TrainJob's spec.worker.env, as a cluster's pods get it: under the
+    // contract, which wins, over this shell's environment.
+    for (const planner::EnvVar& var : spec.spec.worker.env) env.emplace(var.name, var.value);
 
     // The parent's environment (PATH, LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES,
-    // ...) under the contract, which wins.
+    // ...) under both.
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry(*e);
       const size_t eq = entry.find('=');

@@ -228,6 +228,11 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   out << "pacer run: " << key << " on " << inventory.Describe() << "\n"
       << "  worker " << launcher_options.worker_binary << "\n"
       << "  logs and checkpoints in " << launcher_options.work_dir << "\n";
+  if (!parsed->worker.image.empty() || !parsed->worker.command.empty()) {
+    // spec.worker.env is passed on; an image and its command are a cluster's.
+    out << "  note: spec.worker.image and spec.worker.command apply in a cluster; pacer run "
+           "starts the worker above (--worker-binary)\n";
+  }
   const std::string checkpoints = launcher_options.work_dir + "/checkpoints";
   if (std::optional<int64_t> step = ResumableCheckpointStep(checkpoints)) {
     out << "  resuming from step " << *step << " (checkpoint in " << checkpoints
