@@ -32,7 +32,6 @@ constexpr int kMaxSequenceLength = 10'000'000;
 constexpr double kMaxTokens = 1e16;
 constexpr double kMaxSamples = 1e14;
 constexpr int kMaxEpochs = 10000;
-constexpr int64_t kMaxGlobalBatchSize = 100'000'000;
 constexpr int kMaxMicroBatchSize = 1'000'000;
 constexpr int kMaxGpus = 1'000'000;
 constexpr std::size_t kMaxGpuTypes = 100;
@@ -447,6 +446,17 @@ Status ParseSpec(const Field& f, JobSpec* job) {
   RETURN_IF_ERROR(ParseModel(f.Get("model"), &job->model));
   RETURN_IF_ERROR(ParseData(f.Get("data"), &job->data));
   RETURN_IF_ERROR(ParseTraining(f.Get("training"), &job->training));
+  if (const double samples = SamplesPerEpoch(*job);
+      static_cast<double>(job->training.global_batch_size) > samples) {
+    // One optimizer step would read every sample many times over: a typo
+    // in one of the two, and a plan timed on data that does not exist.
+    return f.Get("training")
+        .Get("globalBatchSize")
+        .Error("is " + std::to_string(job->training.global_batch_size) +
+               " sequences, more than the " + yaml_fields::FormatNumber(samples) +
+               " in one epoch (spec.data.samples, or tokens / sequenceLength): one optimizer step "
+               "would repeat the data; use a globalBatchSize of at most that, or more data");
+  }
   if (const double steps = OptimizerSteps(*job); !(steps <= kMaxOptimizerSteps)) {
     return f.Get("data").Error(
         "makes " + yaml_fields::FormatNumber(steps) + " optimizer steps (epochs x samples / " +

@@ -117,11 +117,13 @@ double TotalSequences(const JobSpec& job) {
   return 0;
 }
 
+double SamplesPerEpoch(const JobSpec& job) {
+  return job.data.samples ? *job.data.samples
+                          : std::ceil(job.data.tokens.value_or(0) / job.model.sequence_length);
+}
+
 double OptimizerSteps(const JobSpec& job) {
-  const double samples_per_epoch =
-      job.data.samples ? *job.data.samples
-                       : std::ceil(job.data.tokens.value_or(0) / job.model.sequence_length);
-  return std::ceil(samples_per_epoch / static_cast<double>(job.training.global_batch_size)) *
+  return std::ceil(SamplesPerEpoch(job) / static_cast<double>(job.training.global_batch_size)) *
          job.data.epochs;
 }
 

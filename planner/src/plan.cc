@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "pacer/planner/job_parser.h"
 #include "pacer/planner/model_math.h"
 #include "pacer/planner/search.h"
 #include "pacer/planner/units.h"
@@ -43,28 +44,31 @@ int64_t PlanResult::predicted_completion_unix_seconds() const {
 namespace internal {
 
 std::vector<int64_t> NearbyGlobalBatchSizes(int64_t gbs) {
-  auto two_adic = [](int64_t n) {
-    int64_t f = 1;
-    while (n % (f * 2) == 0) f *= 2;
-    return f;
-  };
-  const int64_t current = two_adic(gbs);
-  std::vector<int64_t> out;
+  int64_t current = 1;  // the largest power of two dividing gbs
+  while (gbs % (current * 2) == 0) current *= 2;
   const int64_t lo =
       std::max<int64_t>(1, static_cast<int64_t>(std::floor(static_cast<double>(gbs) * 0.8)));
-  const int64_t hi = static_cast<int64_t>(std::ceil(static_cast<double>(gbs) * 1.25));
-  std::vector<std::pair<int64_t, int64_t>> scored;  // (distance, value)
-  for (int64_t g = lo; g <= hi; ++g) {
-    if (g != gbs && two_adic(g) >= 2 * current && two_adic(g) >= 8) {
-      scored.push_back({std::llabs(g - gbs), g});
+  // Never one the parser would refuse.
+  const int64_t hi = std::min<int64_t>(
+      kMaxGlobalBatchSize, static_cast<int64_t>(std::ceil(static_cast<double>(gbs) * 1.25)));
+  // Most divisible first (they open the most data-parallel sizes), then
+  // nearest, then smaller: the values divisible by exactly f are the odd
+  // multiples of f, so each f from the largest down gives its nearest few
+  // without a scan of the whole range (45 million values near 1e8).
+  const int64_t min_f = std::max<int64_t>(2 * current, 8);
+  int64_t f = 1;
+  while (f * 2 <= hi) f *= 2;
+  std::vector<int64_t> out;
+  for (; f >= min_f && out.size() < 3; f /= 2) {
+    std::vector<std::pair<int64_t, int64_t>> scored;  // (distance, value)
+    const int64_t k0 = gbs / f;
+    for (int64_t k = std::max<int64_t>(1, k0 - 6); k <= k0 + 6; ++k) {
+      const int64_t g = k * f;
+      if (k % 2 == 1 && g >= lo && g <= hi && g != gbs) scored.push_back({std::llabs(g - gbs), g});
     }
+    std::sort(scored.begin(), scored.end());
+    for (size_t i = 0; i < scored.size() && out.size() < 3; ++i) out.push_back(scored[i].second);
   }
-  // Most divisible first (they open the most data-parallel sizes), then nearest.
-  std::sort(scored.begin(), scored.end(), [&two_adic](const auto& a, const auto& b) {
-    if (two_adic(a.second) != two_adic(b.second)) return two_adic(a.second) > two_adic(b.second);
-    return a < b;
-  });
-  for (size_t i = 0; i < scored.size() && i < 3; ++i) out.push_back(scored[i].second);
   return out;
 }
 

@@ -462,6 +462,20 @@ TEST(JobParserTest, OptimizerStepsAreBounded) {
   EXPECT_THAT(error, HasSubstr("at most 1e12"));
 }
 
+// A global batch larger than one epoch of data was planned as one step
+// over sequences that do not exist (samples: 1000 at globalBatchSize 1e8).
+TEST(JobParserTest, AGlobalBatchLargerThanTheDataIsRefused) {
+  EXPECT_EQ(ErrorOf(Minimal("tokens: 2e9", "samples: 1000")), "OK");
+  const std::string doc = Minimal("tokens: 2e9", "samples: 100");
+  const std::string error = ErrorOf(doc);
+  EXPECT_THAT(error, HasSubstr("spec.training.globalBatchSize"));
+  EXPECT_THAT(error, HasSubstr("more than the 100 in one epoch"));
+  // With tokens: 1e5 tokens of 2048-token sequences are 49 samples.
+  EXPECT_THAT(ErrorOf(Minimal("tokens: 2e9", "tokens: 1e5")), HasSubstr("more than the 49"));
+  // Exactly one epoch per step is allowed.
+  EXPECT_EQ(ErrorOf(Minimal("tokens: 2e9", "samples: 256")), "OK");
+}
+
 // The name is the pacer.dev/job label value of the job's pods, which
 // Kubernetes limits to 63 characters: a longer (valid subdomain) name made
 // every pod and the Service invalid.

@@ -313,6 +313,25 @@ TEST(SearchTest, NearbyGlobalBatchSizesDivideBetter) {
             1024);
 }
 
+// The advice never suggests a global batch the parser refuses: near the
+// limit of 1e8 sequences, every suggestion stays at or under it.
+TEST(SearchTest, NearbyGlobalBatchSizesStayWithinTheParsersLimit) {
+  const JobSpec job =
+      ParseOrDie(JobYaml("  data: {tokens: 1e15}\n  training: {globalBatchSize: 99999840}\n"
+                         "  maxDuration: 1h\n"));
+  auto r = Plan(job, Pools(64, 512, 0, 0), {}, Options());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->advice.has_value());
+  ASSERT_FALSE(r->advice->nearby_global_batch_sizes.empty());
+  for (int64_t g : r->advice->nearby_global_batch_sizes) {
+    EXPECT_LE(g, kMaxGlobalBatchSize);
+    EXPECT_TRUE(ParseTrainJob(JobYaml("  data: {tokens: 1e15}\n  training: {globalBatchSize: " +
+                                      std::to_string(g) + "}\n"))
+                    .ok())
+        << g;
+  }
+}
+
 TEST(SearchTest, MaxDurationAlreadySpentIsInvalid) {
   JobSpec job = ParseOrDie(
       JobYaml("  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n  maxDuration: 1h\n"));

@@ -10,6 +10,7 @@
 #define PACER_PLANNER_JOB_PARSER_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "pacer/planner/job_spec.h"
@@ -20,6 +21,9 @@ namespace pacer::planner {
 // Input documents (TrainJobs, inventories, calibrations) larger than this are
 // refused before parsing: 1 MiB, the same order as etcd's object size limit.
 inline constexpr std::size_t kMaxDocumentBytes = 1 << 20;
+
+// The largest spec.training.globalBatchSize the parser accepts (sequences).
+inline constexpr int64_t kMaxGlobalBatchSize = 100'000'000;
 
 // Parses a full TrainJob (apiVersion pacer.dev/v1alpha1, kind TrainJob,
 // metadata, spec; status ignored).

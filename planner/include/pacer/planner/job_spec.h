@@ -183,6 +183,9 @@ std::optional<int64_t> EffectiveDeadline(const JobSpec& job, int64_t now_unix_se
 // Sequences to train on over all epochs (samples x epochs, or tokens / s x epochs).
 double TotalSequences(const JobSpec& job);
 
+// Sequences in one epoch: data.samples, or ceil(tokens / s).
+double SamplesPerEpoch(const JobSpec& job);
+
 // Optimizer steps of the whole run: ceil(samples per epoch / GBS) x epochs,
 // with samples = ceil(tokens / s) when tokens are given (accumulation does
 // not change it: it multiplies micro-steps). A double, so that the parser
