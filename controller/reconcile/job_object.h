@@ -38,6 +38,11 @@ struct PersistedState {
   int attempt = 0;   // status.attempt: launches so far (pods carry it as a label)
   int replans = 0;   // status.replans
   int restarts = 0;  // status.restarts
+  // status.failureCountedAttempt: the attempt whose worker failure was last
+  // counted (restarts, the failure history). Written before that attempt's
+  // pods are removed, so a removal that fails and is retried does not count
+  // the same failure twice.
+  int failure_counted_attempt = 0;
   std::optional<int64_t> last_replan_unix_seconds;  // status.lastReplanTime
   int64_t plan_unix_seconds = 0;                    // status.launchTime
   std::optional<planner::Layout> layout;            // status.plan's layout fields
@@ -55,7 +60,8 @@ struct PersistedState {
 
 // Lenient: a field that is missing or malformed keeps its default.
 PersistedState ReadPersistedState(const nlohmann::json& status);
-// Adds attempt, launchTime, lastReplanTime, calibration, nextPlan and the
+// Adds attempt, failureCountedAttempt, launchTime, lastReplanTime,
+// calibration, nextPlan and the
 // failure history (memoryMarginFraction, collectiveFailuresByNode,
 // excludedNodes), each only when set, to `status`.
 void WritePersistedState(const PersistedState& state, nlohmann::ordered_json* status);

@@ -168,6 +168,16 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
           ? std::optional<int64_t>(pass.previous_status["observedGeneration"].get<int64_t>())
           : std::nullopt;
   if (previous_phase && IsTerminal(*previous_phase) && observed == pass.generation) {
+    if (*previous_phase == Phase::kFailed && pass.state.failure_counted_attempt > 0) {
+      // A failure that failed the job is written before its pods are
+      // removed; a removal that failed then is retried here.
+      StatusOr<std::optional<WorkerGroup>> left = deps_.launcher->Observe(pass.ref);
+      if (left.ok() && left->has_value() &&
+          (*left)->attempt == pass.state.failure_counted_attempt) {
+        Status removed = deps_.launcher->Stop(pass.ref, StopMode::kRemove);
+        if (!removed.ok()) return {removed, std::nullopt};
+      }
+    }
     pass.phase = *previous_phase;
     pass.conditions = ParseConditions(pass.previous_status);
     pass.measured_step_seconds = pass.state.measured_step_seconds;
@@ -778,24 +788,39 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
 }
 
 ReconcileResult Reconciler::ReconcileFailedWorkers(Pass& pass, const WorkerGroup& group) {
+  if (group.attempt == pass.state.failure_counted_attempt) {
+    // Counted and written already; only the removal of its pods failed.
+    Status removed = deps_.launcher->Stop(pass.ref, StopMode::kRemove);
+    return {removed, removed.ok() ? std::optional<Millis>(Millis(0)) : std::nullopt};
+  }
   std::vector<FailedWorker> failed;
   for (const WorkerState& w : group.workers) {
     if (w.phase != WorkerPhase::kFailed) continue;
     failed.push_back(FailedWorker{w.node_rank, w.exit_code, w.node_name, w.message});
   }
   const FailureAction action = DecideWorkerFailure(failed, pass.state.failures);
-  RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kRemove));
   pass.state.failures = action.history;
+  pass.state.failure_counted_attempt = group.attempt;
   for (const std::string& node : action.newly_excluded_nodes) {
     deps_.store->RecordEvent(pass.object, "Warning", "NodeExcluded",
                              "node " + node + " excluded from the job's plans and pods after " +
                                  std::to_string(kStrikesToExclude) + " communication failures");
   }
+  // The status (restarts, the memory margin, strikes) is written before the
+  // failed pods are removed: with the pods gone first, a status write that
+  // failed (a conflict, an outage) lost the failure, its exit codes with it,
+  // and the relaunch ran on the old margin, uncounted against max_restarts.
+  const auto written_then_removed = [&](ReconcileResult written) -> ReconcileResult {
+    if (!written.status.ok()) return written;
+    Status removed = deps_.launcher->Stop(pass.ref, StopMode::kRemove);
+    if (!removed.ok()) return {removed, std::nullopt};
+    return written;
+  };
   if (action.kind == FailureAction::Kind::kFail) {
     deps_.store->RecordEvent(pass.object, "Warning", action.reason, action.message);
     pass.phase = Phase::kFailed;
     pass.Set(kConditionFailed, kConditionTrue, action.reason, action.message);
-    return Finish(pass, std::nullopt);
+    return written_then_removed(Finish(pass, std::nullopt));
   }
   if (action.counts_as_restart && pass.state.restarts >= options_.max_restarts) {
     const std::string message = action.message + "; " + std::to_string(options_.max_restarts) +
@@ -803,7 +828,7 @@ ReconcileResult Reconciler::ReconcileFailedWorkers(Pass& pass, const WorkerGroup
     deps_.store->RecordEvent(pass.object, "Warning", "RestartLimitExceeded", message);
     pass.phase = Phase::kFailed;
     pass.Set(kConditionFailed, kConditionTrue, "RestartLimitExceeded", message);
-    return Finish(pass, std::nullopt);
+    return written_then_removed(Finish(pass, std::nullopt));
   }
   std::string message = action.message;
   if (action.counts_as_restart) {
@@ -815,7 +840,7 @@ ReconcileResult Reconciler::ReconcileFailedWorkers(Pass& pass, const WorkerGroup
                            action.reason, message);
   pass.phase = Phase::kPending;
   pass.Set(kConditionWorkerFailure, kConditionTrue, action.reason, message);
-  return Finish(pass, Millis(0));
+  return written_then_removed(Finish(pass, Millis(0)));
 }
 
 bool Reconciler::WorkersJustEnded(const JobRef& job) {

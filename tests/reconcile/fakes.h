@@ -97,6 +97,7 @@ class FakeLauncher : public Launcher {
   std::vector<LaunchSpec> launches;
   std::vector<std::pair<std::string, StopMode>> stops;
   std::optional<Status> refuse;            // every Launch answers this (an API server's 403)
+  int fail_next_stops = 0;                 // answered Unavailable, nothing stopped
   std::map<std::string, int> terminating;  // deleted workers not gone yet, by job key
 
   Status Launch(const LaunchSpec& spec) override {
@@ -119,6 +120,10 @@ class FakeLauncher : public Launcher {
     return std::optional<WorkerGroup>(it->second);
   }
   Status Stop(const JobRef& job, StopMode mode) override {
+    if (fail_next_stops > 0) {
+      --fail_next_stops;
+      return UnavailableError("the API server did not answer the pod deletion");
+    }
     stops.emplace_back(job.key(), mode);
     auto it = groups.find(job.key());
     if (it == groups.end()) return Status::Ok();

@@ -365,6 +365,43 @@ TEST_F(ReconcilerTest, FailedWorkerRestartsFromCheckpointUpToTheLimit) {
   EXPECT_TRUE(launcher_.groups.empty());
 }
 
+// A worker failure is written (restarts, the memory margin) before its pods
+// are removed. Before, the pods went first: a status write that failed then
+// (a conflict) lost the failure, and the relaunch ran uncounted on the old
+// margin.
+TEST_F(ReconcilerTest, AWorkerFailureWhoseStatusWriteFailedIsCountedOnTheRetry) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 5);  // out of memory
+  store_.fail_next_status_writes = 1;
+  EXPECT_FALSE(Pass().status.ok());
+  EXPECT_FALSE(launcher_.groups.empty()) << "the failed pods stay until the failure is written";
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["restarts"], 1);
+  EXPECT_GT(Status().value("memoryMarginFraction", 0.0), 0.0);
+  EXPECT_TRUE(launcher_.groups.empty());
+  ASSERT_TRUE(Pass().status.ok());  // relaunch
+  EXPECT_EQ(launcher_.launches.size(), 2u);
+}
+
+// ... and a removal that fails after the write does not count it twice.
+TEST_F(ReconcilerTest, AFailureWhosePodRemovalFailedIsNotCountedTwice) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 1);
+  launcher_.fail_next_stops = 1;
+  EXPECT_FALSE(Pass().status.ok());
+  EXPECT_EQ(Status()["restarts"], 1);
+  EXPECT_FALSE(launcher_.groups.empty());
+  ASSERT_TRUE(Pass().status.ok());  // removes them, counts nothing
+  EXPECT_EQ(Status()["restarts"], 1);
+  EXPECT_TRUE(launcher_.groups.empty());
+  EXPECT_EQ(store_.CountEvents("WorkerFailed"), 1);
+  ASSERT_TRUE(Pass().status.ok());  // relaunch
+  EXPECT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(launcher_.launches.back().attempt, 2);
+}
+
 TEST_F(ReconcilerTest, SucceededWhenEveryWorkerFinished) {
   store_.Put(LlamaJob());
   LaunchAndRun();
