@@ -108,6 +108,9 @@ TEST(WorkerConfigTest, ErrorsNameTheVariable) {
       {"PACER_MODEL_CAUSAL_ATTENTION", "yes",
        "PACER_MODEL_CAUSAL_ATTENTION: must be one of true, false, got \"yes\""},
       {"MASTER_PORT", "70000", "MASTER_PORT: must be in [1, 65535]"},
+      // Local rank r exports on PACER_METRICS_PORT + r: the last ranks'
+      // ports would not exist (they failed after rendezvous and restore).
+      {"PACER_METRICS_PORT", "65530", "PACER_METRICS_PORT: 65530 + LOCAL_WORLD_SIZE (8) - 1"},
       {"PACER_SCALE", "2", "PACER_SCALE: must be a number in"},
       {"PACER_GLOBAL_BATCH_SIZE", "65", "PACER_GLOBAL_BATCH_SIZE: must equal micro-batch x"},
       {"WORLD_SIZE", "15", "WORLD_SIZE: must equal NNODES x LOCAL_WORLD_SIZE"},

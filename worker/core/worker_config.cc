@@ -217,6 +217,13 @@ Status ValidateConfig(const WorkerConfig& c) {
     return fail("LOCAL_RANK: must be below LOCAL_WORLD_SIZE (" +
                 std::to_string(c.local_world_size) + "), got " + std::to_string(c.local_rank));
   }
+  if (c.metrics_port > 0 && c.metrics_port + c.local_world_size - 1 > 65535) {
+    // Each local rank exports on PACER_METRICS_PORT + its local rank.
+    return fail("PACER_METRICS_PORT: " + std::to_string(c.metrics_port) + " + LOCAL_WORLD_SIZE (" +
+                std::to_string(c.local_world_size) +
+                ") - 1 must be at most 65535 (local rank r exports on port + r); use a lower "
+                "port");
+  }
   const int64_t ranks =
       static_cast<int64_t>(c.tensor_parallel) * c.pipeline_parallel * c.data_parallel;
   if (ranks != c.world_size) {
