@@ -3,6 +3,7 @@
 #include <cpprest/http_msg.h>
 #include <pplx/pplxtasks.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -10,6 +11,13 @@
 #include "http/task_wait.h"
 
 namespace pacer::controller {
+namespace {
+
+std::atomic<std::size_t> abandoned_reads{0};
+
+}  // namespace
+
+std::size_t AbandonedBodyReadsInFlight() { return abandoned_reads.load(); }
 
 StatusOr<std::string> ReadBoundedBody(
     web::http::http_response& response, std::size_t max_bytes, std::string_view what,
@@ -32,11 +40,13 @@ StatusOr<std::string> ReadBoundedBody(
   while (true) {
     pplx::task<size_t> read = body.getn(block->data(), block->size());
     if (deadline && !FinishedBy(read, *deadline)) {
+      abandoned_reads.fetch_add(1);
       read.then([block](pplx::task<size_t> done) {
         try {
           done.wait();
         } catch (...) {
         }
+        abandoned_reads.fetch_sub(1);
       });
       return Status(
           StatusCode::kDeadlineExceeded,

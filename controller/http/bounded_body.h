@@ -43,6 +43,10 @@ StatusOr<std::string> ReadBoundedBody(
     std::string_view remedy, pplx::cancellation_token_source& cancel,
     std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
+// Body reads that ReadBoundedBody abandoned at their deadline and that have
+// not ended yet, in this process. Thread-safe.
+std::size_t AbandonedBodyReadsInFlight();
+
 }  // namespace pacer::controller
 
 #endif  // PACER_CONTROLLER_HTTP_BOUNDED_BODY_H_

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "http/bounded_body.h"
 #include "kube_test_env.h"
 
 namespace pacer::controller {
@@ -192,6 +193,10 @@ TEST_F(KubeClientTest, ARequestDeadlineBoundsTheBodyAsWellAsTheHeaders) {
     EXPECT_TRUE(server_->WaitFor([&] { return server_->HungRequestCount() >= 1; }, kWait))
         << "the server held it";
     server_->StopHanging();
+    // The abandoned read ends once the server answers: it neither leaks nor
+    // outlives the test.
+    EXPECT_TRUE(Eventually([] { return AbandonedBodyReadsInFlight() == 0; }))
+        << AbandonedBodyReadsInFlight() << " abandoned body reads still pending";
   }
 }
 
