@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -25,6 +26,7 @@ CheckpointState StateAt(int64_t step, int rank = 0, int world_size = 1) {
   s.world_size = world_size;
   s.job_name = "llama-7b";
   s.plan_fingerprint = "tp2-pp1-dp4-z1-mb2-ga8";
+  s.run_id = "3f2a9c0d11e4b5a7";
   s.rng_state = Bytes("rng-" + std::to_string(step));
   return s;
 }
@@ -83,6 +85,65 @@ TEST_F(CheckpointTest, RoundTripsStepRngMetadataAndBuffers) {
   auto by_step = store.Load(1200);
   ASSERT_TRUE(by_step.ok()) << by_step.status().ToString();
   EXPECT_EQ(*by_step, saved);
+}
+
+// A file of format version 1, written by a worker before run ids, byte by
+// byte as that worker laid it out: a job whose workers were upgraded resumes
+// from the checkpoints the old ones wrote.
+TEST_F(CheckpointTest, AFormatVersionOneFileIsStillRead) {
+  std::vector<std::byte> payload;
+  auto u32 = [&](uint32_t v) {
+    for (int i = 0; i < 4; ++i) payload.push_back(static_cast<std::byte>(v >> (8 * i)));
+  };
+  auto u64 = [&](uint64_t v) {
+    for (int i = 0; i < 8; ++i) payload.push_back(static_cast<std::byte>(v >> (8 * i)));
+  };
+  auto str = [&](std::string_view text) {
+    u32(static_cast<uint32_t>(text.size()));
+    for (char c : text) payload.push_back(static_cast<std::byte>(c));
+  };
+  u64(600);  // step
+  u32(1);    // rank
+  u32(2);    // world size
+  str("llama-7b");
+  str("t1 p1 v1 d2");
+  u64(3);  // the RNG state: a u64 length, then its bytes (no run id before it in v1)
+  payload.insert(payload.end(), {std::byte{1}, std::byte{2}, std::byte{3}});
+  u32(1);  // one buffer
+  str("w");
+  u64(2);
+  payload.insert(payload.end(), {std::byte{9}, std::byte{8}});
+
+  std::vector<std::byte> file(32);
+  const std::string_view magic = "PACERCK1";
+  std::memcpy(file.data(), magic.data(), magic.size());
+  auto put = [&](size_t at, uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) file[at + i] = static_cast<std::byte>(v >> (8 * i));
+  };
+  put(8, 1, 4);  // format version 1
+  put(12, Crc32(payload), 4);
+  put(16, payload.size(), 8);
+  put(24, Crc32(std::span(file).first(24)), 4);
+  file.insert(file.end(), payload.begin(), payload.end());
+  CheckpointStore store(dir_, 1);
+  fs::create_directories(store.rank_dir());
+  {
+    std::ofstream out(store.PathForStep(600), std::ios::binary);
+    out.write(reinterpret_cast<const char*>(file.data()),
+              static_cast<std::streamsize>(file.size()));
+  }
+
+  auto loaded = store.Load(600);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->step, 600);
+  EXPECT_EQ(loaded->world_size, 2);
+  EXPECT_EQ(loaded->job_name, "llama-7b");
+  EXPECT_EQ(loaded->plan_fingerprint, "t1 p1 v1 d2");
+  EXPECT_EQ(loaded->run_id, "");
+  EXPECT_EQ(loaded->rng_state, (std::vector<std::byte>{std::byte{1}, std::byte{2}, std::byte{3}}));
+  ASSERT_EQ(loaded->buffers.size(), 1u);
+  EXPECT_EQ(loaded->buffers[0].first, "w");
+  EXPECT_EQ(loaded->buffers[0].second, (std::vector<std::byte>{std::byte{9}, std::byte{8}}));
 }
 
 TEST_F(CheckpointTest, EmptyDirectoryHasNoCheckpoint) {

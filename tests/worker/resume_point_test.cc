@@ -28,16 +28,19 @@ class ResumePointTest : public ::testing::Test {
 
   // Every rank of a `world_size` run saves `step` (keeping `keep` per rank).
   void SaveAll(int64_t step, int world_size, const std::string& plan = kPlan, int keep = 3) {
-    for (int rank = 0; rank < world_size; ++rank) {
-      CheckpointState s;
-      s.step = step;
-      s.rank = rank;
-      s.world_size = world_size;
-      s.job_name = kJob;
-      s.plan_fingerprint = plan;
-      s.buffers = {{"w", std::vector<std::byte>(64, std::byte{7})}};
-      ASSERT_TRUE(CheckpointStore(dir_, rank, keep).Save(s).ok());
-    }
+    for (int rank = 0; rank < world_size; ++rank) Save(step, rank, world_size, "run-a", plan, keep);
+  }
+  void Save(int64_t step, int rank, int world_size, const std::string& run_id,
+            const std::string& plan = kPlan, int keep = 3) {
+    CheckpointState s;
+    s.step = step;
+    s.rank = rank;
+    s.world_size = world_size;
+    s.job_name = kJob;
+    s.plan_fingerprint = plan;
+    s.run_id = run_id;
+    s.buffers = {{"w", std::vector<std::byte>(64, std::byte{7})}};
+    ASSERT_TRUE(CheckpointStore(dir_, rank, keep).Save(s).ok());
   }
   void Truncate(int rank, int64_t step) {
     fs::resize_file(CheckpointStore(dir_, rank).PathForStep(step), 40);
@@ -122,6 +125,29 @@ TEST_F(ResumePointTest, ACheckpointWithAnAcceptedEarlierFingerprintIsRestored) {
   EXPECT_EQ(restoring.outcome, ResumeChoice::Outcome::kResume);
   EXPECT_EQ(restoring.step, 100);
   EXPECT_TRUE(restoring.rejected.empty());
+}
+
+// Run A saved step 300 on every rank but was rolled back to 200 (here: its
+// step 300 counted as unusable elsewhere, e.g. a third rank's file was torn);
+// run B trained on from 200 and saved step 300 on rank 0 only before it
+// ended. Rank 1's step 300 is still run A's: the two files are halves of
+// two different trainings, not one checkpoint.
+TEST_F(ResumePointTest, FilesOfOneStepFromTwoRunsAreNotOneCheckpoint) {
+  SaveAll(200, 2);
+  SaveAll(300, 2);           // run A
+  Save(300, 0, 2, "run-b");  // run B, only rank 0 got there
+  const ResumeChoice choice = Choose();
+  EXPECT_EQ(choice.outcome, ResumeChoice::Outcome::kResume);
+  EXPECT_EQ(choice.step, 200);
+  EXPECT_EQ(choice.steps_lost(), 100);
+  ASSERT_EQ(choice.rejected.size(), 1u);
+  EXPECT_NE(choice.rejected[0].find("step 300: rank 1: written by run \"run-a\", rank 0's by run "
+                                    "\"run-b\""),
+            std::string::npos)
+      << choice.rejected[0];
+  // Once run B has written the step on every rank it is one checkpoint again.
+  Save(300, 1, 2, "run-b");
+  EXPECT_EQ(Choose().step, 300);
 }
 
 TEST_F(ResumePointTest, ACheckpointOfAnotherJobIsNotUsed) {

@@ -209,6 +209,35 @@ TEST_F(WorkerProcessTest, ATornCheckpointIsIgnored) {
       << second.log;
 }
 
+// Run A's step 6 is torn on rank 1, so run B resumes from 3 and saves step 6
+// again; had rank 0 died before its rename, rank 0's step 6 would still be
+// run A's (put back here) beside run B's on rank 1. The next run must not
+// restore that mix as one checkpoint: it resumes from 3.
+TEST_F(WorkerProcessTest, AStepWhoseFilesTwoRunsWroteIsNotResumedFrom) {
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_TOTAL_STEPS"] = "7";  // checkpoints at 3 and 6
+  Worker a = Start(env);
+  ASSERT_EQ(WaitExit(a, std::chrono::seconds(60)), kExitSuccess) << a.log;
+  const fs::path rank0_step6 = fs::path(Path("ckpt")) / "rank-0" / "step-000000000006.ckpt";
+  const fs::path rank1_step6 = fs::path(Path("ckpt")) / "rank-1" / "step-000000000006.ckpt";
+  fs::copy_file(rank0_step6, Path("run-a-rank0-step6"));
+  fs::resize_file(rank1_step6, fs::file_size(rank1_step6) / 2);
+
+  env["MASTER_PORT"] = std::to_string(NextPort());
+  Worker b = Start(env);
+  ASSERT_EQ(WaitExit(b, std::chrono::seconds(60)), kExitSuccess) << b.log;
+  ASSERT_EQ(NumberAfter(b.log, "resume_step"), 3) << b.log;
+  fs::copy_file(Path("run-a-rank0-step6"), rank0_step6, fs::copy_options::overwrite_existing);
+
+  env["PACER_TOTAL_STEPS"] = "9";
+  env["MASTER_PORT"] = std::to_string(NextPort());
+  Worker c = Start(env);
+  ASSERT_EQ(WaitExit(c, std::chrono::seconds(60)), kExitSuccess) << c.log;
+  EXPECT_EQ(NumberAfter(c.log, "resume_step"), 3) << c.log;
+  EXPECT_NE(c.log.find("(a mix of two runs' checkpoints)"), std::string::npos) << c.log;
+  EXPECT_NE(c.log.find("resuming from step 3, 3 steps lost"), std::string::npos) << c.log;
+}
+
 // Checkpoints exist but none can be resumed from: training from step 0 would
 // silently discard the job's progress, so every rank exits with data loss.
 TEST_F(WorkerProcessTest, CheckpointsNoneOfWhichIsUsableAreDataLoss) {

@@ -19,7 +19,7 @@ namespace {
 // File layout, all integers little-endian:
 //   header (32 bytes)
 //     0  magic "PACERCK1"
-//     8  u32 format version (1)
+//     8  u32 format version (2; 1 is still read)
 //     12 u32 CRC32 of the payload
 //     16 u64 payload length in bytes
 //     24 u32 CRC32 of header bytes 0..23
@@ -27,12 +27,16 @@ namespace {
 //   payload
 //     u64 step, u32 rank, u32 world_size,
 //     u32 length + job name, u32 length + plan fingerprint,
+//     u32 length + run id (version 2 only; version 1 files have none),
 //     u64 length + RNG state,
 //     u32 buffer count, then per buffer: u32 length + name, u64 length + bytes
 // The header CRC lets a cheap check (CheckpointVerification::kHeader) trust
 // the payload length without reading the payload.
 constexpr std::array<char, 8> kMagic = {'P', 'A', 'C', 'E', 'R', 'C', 'K', '1'};
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;
+// Version 1 lacks the run id. Its files stay readable: a job whose workers
+// were upgraded resumes from the checkpoints the old workers wrote.
+constexpr uint32_t kOldestReadableFormatVersion = 1;
 constexpr size_t kHeaderBytes = 32;
 constexpr size_t kIoChunkBytes = size_t{1} << 20;
 constexpr std::string_view kStepPrefix = "step-";
@@ -318,7 +322,7 @@ Status ReadCheckpoint(const std::string& path, int64_t expected_step, int expect
     return corrupt("header CRC32 mismatch");
   }
   uint32_t version = GetU32(header.data() + 8);
-  if (version != kFormatVersion) {
+  if (version < kOldestReadableFormatVersion || version > kFormatVersion) {
     return corrupt("unsupported format version " + std::to_string(version));
   }
   uint32_t payload_crc = GetU32(header.data() + 12);
@@ -334,7 +338,8 @@ Status ReadCheckpoint(const std::string& path, int64_t expected_step, int expect
   uint64_t step = 0;
   uint32_t rank = 0, world_size = 0, buffer_count = 0;
   bool ok = in.U64(step) && in.U32(rank) && in.U32(world_size) && in.Str(state->job_name) &&
-            in.Str(state->plan_fingerprint) && in.Blob(state->rng_state) && in.U32(buffer_count);
+            in.Str(state->plan_fingerprint) && (version < 2 || in.Str(state->run_id)) &&
+            in.Blob(state->rng_state) && in.U32(buffer_count);
   uint64_t buffer_bytes = 0;
   for (uint32_t i = 0; ok && i < buffer_count; ++i) {
     std::pair<std::string, std::vector<std::byte>> buffer;
@@ -454,6 +459,7 @@ Status CheckpointStore::Save(const CheckpointState& state) const {
   payload.U32(static_cast<uint32_t>(state.world_size));
   payload.Str(state.job_name);
   payload.Str(state.plan_fingerprint);
+  payload.Str(state.run_id);
   payload.Blob(state.rng_state);
   payload.U32(static_cast<uint32_t>(state.buffers.size()));
   for (const auto& [name, bytes] : state.buffers) {

@@ -59,6 +59,11 @@ struct CheckpointState {
   int rank = 0;
   int world_size = 1;
   std::string plan_fingerprint;  // identifies the plan that wrote it
+  // Identifies the run that wrote it: one start of all the job's ranks, whose
+  // files all carry the same id. Files of one step from different runs (a
+  // run that was rolled back and the run after it) are not one checkpoint
+  // (resume_point.h). Empty in files of format version 1.
+  std::string run_id;
 
   friend bool operator==(const CheckpointState&, const CheckpointState&) = default;
 };

@@ -20,6 +20,7 @@ StatusOr<std::optional<std::string>> WhyUnusable(const std::string& dir, int64_t
     return std::optional<std::string>("rank 0: " + rank0.status().message());
   }
   const int world_size = rank0->world_size;
+  const std::string run_id = rank0->run_id;
   if (world_size < 1) {
     return std::optional<std::string>("rank 0 records world size " + std::to_string(world_size));
   }
@@ -38,6 +39,14 @@ StatusOr<std::optional<std::string>> WhyUnusable(const std::string& dir, int64_t
     if (state->world_size != world_size) {
       return std::optional<std::string>(who + "world size " + std::to_string(state->world_size) +
                                         ", rank 0 says " + std::to_string(world_size));
+    }
+    if (state->run_id != run_id) {
+      // A run rolled back to an older step left this step's files, and the
+      // run after it wrote the step again on only some ranks before it
+      // ended: the files are halves of two different trainings.
+      return std::optional<std::string>(who + "written by run \"" + state->run_id +
+                                        "\", rank 0's by run \"" + run_id +
+                                        "\" (a mix of two runs' checkpoints)");
     }
     if (want.needs_same_plan &&
         std::find(want.plan_fingerprints.begin(), want.plan_fingerprints.end(),

@@ -5,7 +5,10 @@
 // Candidates are rank 0's checkpoint files, newest first (every plan has a
 // rank 0, and its files record the world size that wrote them). A candidate
 // step is usable when every rank of that world has a file for it that passes
-// the full CRC check, names this job, agrees on the world size, and, when
+// the full CRC check, names this job, agrees on the world size, was written
+// by the same run as rank 0's (a run rolled back to an older step leaves
+// newer files behind; the next run may rewrite such a step on only some
+// ranks before it ends, and the two halves are not one checkpoint), and, when
 // model buffers are restored (`needs_same_plan`), was written by the current
 // plan: restoring another layout's weights is impossible, and starting fresh
 // weights at step N would silently throw the training away. The newest usable

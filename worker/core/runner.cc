@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -43,13 +45,16 @@ std::chrono::milliseconds Timeout(const WorkerConfig& c) {
 
 // Where every rank resumes, decided by rank 0 from the checkpoints on the
 // shared volume (ChooseResumePoint) and published through the store as
-// "<step> <steps lost>", or "data-loss" when checkpoints exist but none is
-// usable: then every rank exits with kExitDataLoss rather than training fresh
-// weights from step 0 over the job's history.
+// "<step> <steps lost> <run id>", or "data-loss" when checkpoints exist but
+// none is usable: then every rank exits with kExitDataLoss rather than
+// training fresh weights from step 0 over the job's history.
 struct AgreedResume {
   bool data_loss = false;
   int64_t step = 0;
   int64_t steps_lost = 0;
+  // This run's id, chosen by rank 0, written into every checkpoint of the
+  // run (CheckpointState::run_id).
+  std::string run_id;
 };
 constexpr char kDataLossValue[] = "data-loss";
 // "error <StatusCode number> <message>": rank 0 could not choose (an I/O
@@ -62,9 +67,21 @@ constexpr char kResumeErrorPrefix[] = "error ";
 // connection), up to this many timeouts.
 constexpr int kMaxResumeWaits = 12;
 
+// 64 random bits in hex: unique per run for all practical purposes, so a
+// rolled-back run's files never pass for the next run's.
+std::string NewRunId() {
+  std::random_device random;
+  const uint64_t bits = (uint64_t{random()} << 32) ^ uint64_t { random() } ^
+                        static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(bits));
+  return hex;
+}
+
 StatusOr<AgreedResume> ChooseResumeOnRank0(const WorkerConfig& c, int rank,
                                            const RunOptions& options) {
   AgreedResume agreed;
+  agreed.run_id = NewRunId();
   if (c.checkpoint_dir.empty()) return agreed;
   ResumeRequirements want;
   want.job_name = c.job_name;
@@ -108,7 +125,8 @@ StatusOr<AgreedResume> AgreeOnResumeStep(const WorkerConfig& c, int rank, TcpSto
     RETURN_IF_ERROR(store.Set(kResumeStepKey, chosen->data_loss
                                                   ? std::string(kDataLossValue)
                                                   : std::to_string(chosen->step) + " " +
-                                                        std::to_string(chosen->steps_lost)));
+                                                        std::to_string(chosen->steps_lost) + " " +
+                                                        chosen->run_id));
     return chosen;
   }
   AgreedResume agreed;
@@ -143,9 +161,11 @@ StatusOr<AgreedResume> AgreeOnResumeStep(const WorkerConfig& c, int rank, TcpSto
     agreed.data_loss = true;
     return agreed;
   }
-  const size_t space = value.find(' ');
-  agreed.step = std::stoll(value.substr(0, space));
-  if (space != std::string::npos) agreed.steps_lost = std::stoll(value.substr(space + 1));
+  std::istringstream fields(value);
+  if (!(fields >> agreed.step >> agreed.steps_lost >> agreed.run_id)) {
+    return InternalError("rank 0 published the resume point \"" + value +
+                         "\", not \"<step> <steps lost> <run id>\"");
+  }
   return agreed;
 }
 
@@ -208,8 +228,8 @@ std::vector<std::byte> EncodeRng(uint64_t seed, int64_t step) {
   return bytes;
 }
 
-Status SaveCheckpoint(const WorkerConfig& c, int rank, int64_t step, StepBackend& backend,
-                      const RunOptions& options, WorkerMetrics* metrics) {
+Status SaveCheckpoint(const WorkerConfig& c, int rank, const std::string& run_id, int64_t step,
+                      StepBackend& backend, const RunOptions& options, WorkerMetrics* metrics) {
   if (c.checkpoint_dir.empty()) return Status::Ok();
   const Clock::time_point start = Clock::now();
   CheckpointState state;
@@ -219,6 +239,7 @@ Status SaveCheckpoint(const WorkerConfig& c, int rank, int64_t step, StepBackend
   state.rank = rank;
   state.world_size = c.world_size;
   state.plan_fingerprint = PlanFingerprint(c);
+  state.run_id = run_id;
   if (options.checkpoint_buffers) {
     ASSIGN_OR_RETURN(state.buffers, backend.SaveBuffers());
   }
@@ -435,7 +456,7 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   metrics.SetPredicted(c.predicted_step_seconds, c.predicted_memory_bytes);
   Log(c, rank,
       "event=start backend=" + std::string(backend->name()) +
-          " resume_step=" + std::to_string(step) +
+          " resume_step=" + std::to_string(step) + " run=" + resume->run_id +
           " precision=" + planner::PrecisionName(backend->ExecutedPrecision(c.precision)) +
           " total_steps=" + std::to_string(c.total_steps) + " metrics_port=" +
           std::to_string(metrics.port()) + " plan=\"" + PlanFingerprint(c) + "\"");
@@ -465,7 +486,8 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
     }
     if (!stop.ok()) return Fail(c, rank, "stop-check", stop.status());
     if (*stop) {
-      if (Status s = SaveCheckpoint(c, rank, step, *backend, options, &metrics); !s.ok()) {
+      if (Status s = SaveCheckpoint(c, rank, resume->run_id, step, *backend, options, &metrics);
+          !s.ok()) {
         Log(c, rank, "event=failed during=checkpoint error=\"" + s.ToString() + "\"");
         return kExitCheckpointFailure;
       }
@@ -501,7 +523,8 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
     }
     if (c.checkpoint_interval_steps > 0 && step % c.checkpoint_interval_steps == 0 &&
         step < c.total_steps) {
-      if (Status s = SaveCheckpoint(c, rank, step, *backend, options, &metrics); !s.ok()) {
+      if (Status s = SaveCheckpoint(c, rank, resume->run_id, step, *backend, options, &metrics);
+          !s.ok()) {
         Log(c, rank, "event=failed during=checkpoint error=\"" + s.ToString() + "\"");
         return kExitCheckpointFailure;
       }

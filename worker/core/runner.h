@@ -8,7 +8,9 @@
 //   2. The ranks agree on the step to resume from: rank 0 tries the
 //      checkpoints newest first (ChooseResumePoint, resume_point.h) and
 //      publishes the newest step every rank of the previous run has a usable
-//      checkpoint of. Falling back past an unreadable newest checkpoint is
+//      checkpoint of (written by one run: files of a rolled-back run and of
+//      the run after it do not mix), with this run's new id, which every
+//      rank writes into its checkpoints. Falling back past an unreadable newest checkpoint is
 //      logged ("checkpoint at step M unreadable (...); resuming from step N,
 //      K steps lost") and exported as pacer_worker_resume_steps_lost; when
 //      checkpoints exist but none is usable every rank exits with
