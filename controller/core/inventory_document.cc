@@ -10,6 +10,7 @@ nlohmann::json InventoryDocument(const ClusterInventory& cluster) {
                            {"nodes", p.nodes},
                            {"gpusPerNode", p.gpus_per_node},
                            {"freeGPUs", p.free_gpus},
+                           {"freeGPUsByNode", p.free_gpus_by_node},
                            {"networkGbpsPerNode", p.network_gbps_per_node}};
     if (p.nvlink_gbps > 0) pool["nvlinkGBps"] = p.nvlink_gbps;
     if (p.price_per_gpu_hour > 0) pool["pricePerGPUHour"] = p.price_per_gpu_hour;

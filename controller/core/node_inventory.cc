@@ -309,7 +309,10 @@ ClusterInventory AssembleInventory(const std::vector<const NodeCapacity*>& nodes
     pool.gpu_type = type;
     pool.nodes = static_cast<int>(pool_nodes.size());
     pool.gpus_per_node = gpus_per_node;
-    for (const PoolNode& n : pool_nodes) pool.free_gpus += n.free_gpus;
+    for (const PoolNode& n : pool_nodes) {
+      pool.free_gpus += n.free_gpus;
+      pool.free_gpus_by_node.push_back(n.free_gpus);
+    }
     pool.network_gbps_per_node = network;
     pool.nvlink_gbps = nvlink;
     pool.price_per_gpu_hour = price;

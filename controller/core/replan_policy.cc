@@ -45,6 +45,10 @@ planner::Inventory WithOwnGpus(const planner::Inventory& inventory, const planne
   for (planner::NodePool& pool : result.node_pools) {
     if (pool.name == layout.pool) {
       pool.free_gpus = std::min(pool.nodes * pool.gpus_per_node, pool.free_gpus + layout.gpus());
+      // Which nodes the job's GPUs are on is not known here: the whole-node
+      // estimate stands in (the relaunch checks the layout against each
+      // node's free GPUs, RecheckLayout).
+      pool.free_gpus_by_node.clear();
     }
   }
   return result;

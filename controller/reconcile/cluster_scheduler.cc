@@ -217,7 +217,7 @@ StatusOr<sched::ThroughputCurve> ClusterScheduler::Curve(const ScheduledJob& job
   for (const planner::NodePool& pool : inventory.node_pools) {
     if (!SameType(inventory.catalog, pool.gpu_type, gpu_type)) continue;
     planner::NodePool all = pool;
-    all.free_gpus = pool.nodes * pool.gpus_per_node;
+    all.MarkAllFree();
     idle.node_pools.push_back(all);
     signature << '/' << pool.name << ':' << pool.nodes << 'x' << pool.gpus_per_node;
   }

@@ -265,8 +265,7 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
   auto plan_on_whole_cluster = [&]() -> const StatusOr<planner::PlanResult>& {
     if (!idle_plan) {
       planner::Inventory idle = inventory->inventory;
-      for (planner::NodePool& pool : idle.node_pools)
-        pool.free_gpus = pool.nodes * pool.gpus_per_node;
+      for (planner::NodePool& pool : idle.node_pools) pool.MarkAllFree();
       idle_plan = planner::Plan(job, idle, calibration, plan_options);
     }
     return *idle_plan;

@@ -156,6 +156,10 @@ ClusterInventory WithoutNodes(const ClusterInventory& inventory,
         pool.nodes -= 1;
         pool.free_gpus = std::max(0, pool.free_gpus - n.free_gpus);
       }
+      if (!pool.free_gpus_by_node.empty()) {
+        pool.free_gpus_by_node.clear();
+        for (const PoolNode& n : kept) pool.free_gpus_by_node.push_back(n.free_gpus);
+      }
       nodes->second = std::move(kept);
       if (pool.nodes <= 0) {
         result.nodes_by_pool.erase(nodes);

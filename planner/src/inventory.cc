@@ -103,8 +103,9 @@ Status ApplyGpuType(const Field& f, std::set<std::string>* earlier_names, GpuCat
 }
 
 StatusOr<NodePool> ParsePool(const Field& f, const GpuCatalog& catalog) {
-  RETURN_IF_ERROR(f.CheckMap({"name", "gpuType", "nodes", "gpusPerNode", "freeGPUs",
-                              "networkGbpsPerNode", "nvlinkGBps", "pricePerGPUHour"}));
+  RETURN_IF_ERROR(
+      f.CheckMap({"name", "gpuType", "nodes", "gpusPerNode", "freeGPUs", "freeGPUsByNode",
+                  "networkGbpsPerNode", "nvlinkGBps", "pricePerGPUHour"}));
   for (std::string_view key : {"name", "gpuType", "nodes", "gpusPerNode", "networkGbpsPerNode"}) {
     const Field required = f.Get(key);
     if (!required.present()) return required.Error("required");
@@ -132,6 +133,26 @@ StatusOr<NodePool> ParsePool(const Field& f, const GpuCatalog& catalog) {
     if (pool.free_gpus > total) {
       return free.ErrorGot("must be at most nodes x gpusPerNode (" + std::to_string(total) + ")");
     }
+  }
+  if (const Field by_node = f.Get("freeGPUsByNode"); by_node.present()) {
+    RETURN_IF_ERROR(by_node.CheckList(kMaxNodesPerPool));
+    const std::vector<Field> entries = by_node.Elements();
+    if (static_cast<int>(entries.size()) != pool.nodes) {
+      return by_node.Error("must list one count per node: " + std::to_string(pool.nodes) +
+                           " (nodes), got " + std::to_string(entries.size()));
+    }
+    int sum = 0;
+    for (const Field& e : entries) {
+      ASSIGN_OR_RETURN(const int free, e.Int(0, pool.gpus_per_node));
+      pool.free_gpus_by_node.push_back(free);
+      sum += free;
+    }
+    if (f.Get("freeGPUs").present() && sum != pool.free_gpus) {
+      return by_node.Error("sums to " + std::to_string(sum) + " free GPUs, but freeGPUs is " +
+                           std::to_string(pool.free_gpus) +
+                           "; give one of them, or make them agree");
+    }
+    pool.free_gpus = sum;
   }
   ASSIGN_OR_RETURN(pool.network_gbps_per_node,
                    PositiveNumber(f.Get("networkGbpsPerNode"), kMaxBandwidth));
@@ -187,9 +208,21 @@ StatusOr<Inventory> Parse(const std::string& document) {
 
 int NodePool::NodesWithFreeGpus(int gpus_per_worker) const {
   if (gpus_per_worker <= 0 || gpus_per_node <= 0 || gpus_per_worker > gpus_per_node) return 0;
+  if (!free_gpus_by_node.empty()) {
+    // Two nodes with half their GPUs free each hold two half-node workers,
+    // not one whole-node worker.
+    const auto count = std::count_if(free_gpus_by_node.begin(), free_gpus_by_node.end(),
+                                     [&](int free) { return free >= gpus_per_worker; });
+    return std::min(static_cast<int>(count), nodes);
+  }
   int count = free_gpus / gpus_per_node;
   if (free_gpus % gpus_per_node >= gpus_per_worker) ++count;
   return std::min(count, nodes);
+}
+
+void NodePool::MarkAllFree() {
+  free_gpus = nodes * gpus_per_node;
+  free_gpus_by_node.clear();  // all free: the whole-node count above is exact
 }
 
 Inventory DefaultInventory() {

@@ -97,6 +97,10 @@ TEST_F(NodeInventoryTest, FreeGpusSubtractLivePodsOnTheNode) {
   EXPECT_EQ(nodes[2].name, "gpu-h100-c");
   EXPECT_EQ(nodes[2].free_gpus, 6);
   EXPECT_EQ(FindPool(cluster_, "h100-sxm-8gpu")->free_gpus, 15);
+  // Where they are counts: no node has 8 free, though 15 are; one has 6.
+  EXPECT_EQ(FindPool(cluster_, "h100-sxm-8gpu")->NodesWithFreeGpus(8), 0);
+  EXPECT_EQ(FindPool(cluster_, "h100-sxm-8gpu")->NodesWithFreeGpus(6), 1);
+  EXPECT_EQ(FindPool(cluster_, "h100-sxm-8gpu")->NodesWithFreeGpus(4), 3);
   // An init container larger than the app containers sets the request.
   EXPECT_EQ(FindPool(cluster_, "h100-sxm-4gpu")->free_gpus, 1);
   EXPECT_EQ(FindPool(cluster_, "a100-80gb-8gpu")->free_gpus, 8);
@@ -159,18 +163,53 @@ TEST_F(NodeInventoryTest, ExcludesCordonedAndNotReadyNodes) {
   }
 }
 
-TEST_F(NodeInventoryTest, ThePlannerAcceptsTheInventory) {
+// The plan of a 1.3B job of global batch 64 with `resources` (a YAML map).
+StatusOr<planner::PlanResult> PlanSmallJob(const planner::Inventory& inventory,
+                                           const std::string& resources) {
   auto job = planner::ParseTrainJob(
       "apiVersion: pacer.dev/v1alpha1\nkind: TrainJob\nmetadata: {name: j}\nspec:\n"
       "  model: {parameters: 1.3B}\n  data: {tokens: 1B}\n"
-      "  training: {globalBatchSize: 64}\n  resources: {gpuTypes: [H100-SXM, H100-NVL]}\n");
-  ASSERT_TRUE(job.ok()) << job.status().ToString();
+      "  training: {globalBatchSize: 64}\n  resources: " +
+      resources + "\n");
+  if (!job.ok()) return job.status();
   planner::PlanOptions options;
   options.now_unix_seconds = 1795305600;
-  auto result = planner::Plan(*job, cluster_.inventory, {}, options);
+  return planner::Plan(*job, inventory, {}, options);
+}
+
+TEST_F(NodeInventoryTest, ThePlannerAcceptsTheInventory) {
+  auto result = PlanSmallJob(cluster_.inventory, "{gpuTypes: [H100-SXM, H100-NVL]}");
   ASSERT_TRUE(result.ok()) << result.status().ToString();
   ASSERT_TRUE(result->plan.has_value());
   EXPECT_EQ(result->plan->layout.global_batch(), 64);
+}
+
+// Two 8-GPU nodes with 4 GPUs busy on each: 8 GPUs are free, but no node can
+// hold an 8-GPU worker; a plan for 8 GPUs must use 2 nodes x 4, not a pod
+// that would stay Pending.
+TEST(BuildInventoryTest, HalfFreeNodesAreNotPlannedAsOneWholeNode) {
+  nlohmann::json nodes = {{"items", nlohmann::json::array()}};
+  nlohmann::json pods = {{"items", nlohmann::json::array()}};
+  for (const char* name : {"n1", "n2"}) {
+    nodes["items"].push_back(
+        nlohmann::json::parse(std::string(R"({"metadata": {"name": ")") + name +
+                              R"(", "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}})"));
+    pods["items"].push_back(nlohmann::json::parse(
+        std::string(R"({"spec": {"nodeName": ")") + name +
+        R"(", "containers": [{"resources": {"requests": {"nvidia.com/gpu": "4"}}}]},
+            "status": {"phase": "Running"}})"));
+  }
+  auto built = BuildInventory(nodes, pods);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  ASSERT_EQ(built->inventory.node_pools.size(), 1u);
+  EXPECT_EQ(built->inventory.node_pools[0].free_gpus, 8);
+  auto result = PlanSmallJob(built->inventory, "{gpuTypes: [H100-SXM], minGPUs: 8, maxGPUs: 8}");
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_TRUE(result->plan.has_value());
+  EXPECT_EQ(result->plan->layout.nodes, 2);
+  EXPECT_EQ(result->plan->layout.gpus_per_node, 4);
 }
 
 TEST(BuildInventoryTest, EmptyListsGiveAnEmptyInventory) {

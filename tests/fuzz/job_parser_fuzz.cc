@@ -54,6 +54,15 @@ void CheckInventory(const Inventory& inventory) {
   for (const NodePool& pool : inventory.node_pools) {
     Check(pool.nodes > 0 && pool.gpus_per_node > 0);
     Check(pool.free_gpus >= 0 && pool.free_gpus <= pool.nodes * pool.gpus_per_node);
+    if (!pool.free_gpus_by_node.empty()) {
+      Check(static_cast<int>(pool.free_gpus_by_node.size()) == pool.nodes);
+      int sum = 0;
+      for (int free : pool.free_gpus_by_node) {
+        Check(free >= 0 && free <= pool.gpus_per_node);
+        sum += free;
+      }
+      Check(sum == pool.free_gpus);
+    }
     Check(pool.network_gbps_per_node > 0);
     Check(inventory.catalog.Find(pool.gpu_type) != nullptr);
     for (int g = 1; g <= pool.gpus_per_node; ++g) {

@@ -206,6 +206,48 @@ TEST(NodePoolTest, NodesWithFreeGpus) {
   EXPECT_EQ(pool.NodesWithFreeGpus(1), 0);
 }
 
+// Known per node, the free GPUs are counted where they are: two nodes with
+// half their GPUs free hold two half-node workers and no whole-node one.
+TEST(NodePoolTest, NodesWithFreeGpusCountsEachNodeWhenKnown) {
+  NodePool pool;
+  pool.nodes = 3;
+  pool.gpus_per_node = 8;
+  pool.free_gpus = 8 + 4 + 4;
+  pool.free_gpus_by_node = {4, 8, 4};
+  EXPECT_EQ(pool.NodesWithFreeGpus(8), 1);
+  EXPECT_EQ(pool.NodesWithFreeGpus(4), 3);
+  EXPECT_EQ(pool.NodesWithFreeGpus(5), 1);
+  EXPECT_EQ(pool.NodesWithFreeGpus(16), 0);
+  pool.free_gpus_by_node = {4, 4, 0};
+  pool.free_gpus = 8;
+  EXPECT_EQ(pool.NodesWithFreeGpus(8), 0);  // the total alone would say 1
+  EXPECT_EQ(pool.NodesWithFreeGpus(4), 2);
+  pool.MarkAllFree();
+  EXPECT_EQ(pool.free_gpus, 24);
+  EXPECT_EQ(pool.NodesWithFreeGpus(8), 3);
+}
+
+TEST(InventoryTest, FreeGpusByNode) {
+  const std::string head =
+      "nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
+      "networkGbpsPerNode: 3200, ";
+  StatusOr<Inventory> parsed = ParseInventory(head + "freeGPUsByNode: [4, 4]}\n");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const NodePool& pool = parsed->node_pools.at(0);
+  EXPECT_EQ(pool.free_gpus, 8);  // the sum, when freeGPUs is not given
+  EXPECT_EQ(pool.free_gpus_by_node, (std::vector<int>{4, 4}));
+  EXPECT_EQ(pool.NodesWithFreeGpus(8), 0);
+  EXPECT_EQ(ErrorOf(head + "freeGPUs: 8, freeGPUsByNode: [4, 4]}\n"), "OK");
+  EXPECT_EQ(ErrorOf(head + "freeGPUsByNode: [4]}\n"),
+            "nodePools[0].freeGPUsByNode: must list one count per node: 2 (nodes), got 1");
+  EXPECT_EQ(ErrorOf(head + "freeGPUsByNode: [4, 9]}\n"),
+            "nodePools[0].freeGPUsByNode[1]: must be at most 8, got 9");
+  EXPECT_EQ(ErrorOf(head + "freeGPUs: 16, freeGPUsByNode: [4, 4]}\n"),
+            "nodePools[0].freeGPUsByNode: sums to 8 free GPUs, but freeGPUs is 16; give one of "
+            "them, or make them agree");
+  EXPECT_THAT(ErrorOf(head + "freeGPUsByNode: 8}\n"), HasSubstr("freeGPUsByNode: must be a list"));
+}
+
 TEST(DefaultInventoryTest, ThreeFreePools) {
   const Inventory inv = DefaultInventory();
   ASSERT_EQ(inv.node_pools.size(), 3u);

@@ -99,6 +99,7 @@ TEST(WorkerFailureTest, ExcludedNodesLeaveTheInventory) {
   pool.nodes = 3;
   pool.gpus_per_node = 8;
   pool.free_gpus = 20;
+  pool.free_gpus_by_node = {8, 4, 8};
   pool.network_gbps_per_node = 3200;
   c.inventory.node_pools.push_back(pool);
   c.nodes_by_pool["h100"] = {{"n0", 8, 8}, {"n1", 8, 4}, {"n2", 8, 8}};
@@ -106,6 +107,7 @@ TEST(WorkerFailureTest, ExcludedNodesLeaveTheInventory) {
   lonely.name = "a100";
   lonely.nodes = 1;
   lonely.free_gpus = 8;
+  lonely.free_gpus_by_node = {8};
   c.inventory.node_pools.push_back(lonely);
   c.nodes_by_pool["a100"] = {{"n3", 8, 8}};
 
@@ -113,6 +115,7 @@ TEST(WorkerFailureTest, ExcludedNodesLeaveTheInventory) {
   ASSERT_EQ(without.inventory.node_pools.size(), 1u);
   EXPECT_EQ(without.inventory.node_pools[0].nodes, 2);
   EXPECT_EQ(without.inventory.node_pools[0].free_gpus, 16);
+  EXPECT_EQ(without.inventory.node_pools[0].free_gpus_by_node, (std::vector<int>{8, 8}));
   ASSERT_EQ(without.nodes_by_pool.at("h100").size(), 2u);
   EXPECT_EQ(without.nodes_by_pool.at("h100")[1].name, "n2");
   EXPECT_FALSE(without.nodes_by_pool.contains("a100"));

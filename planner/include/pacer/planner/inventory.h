@@ -26,11 +26,20 @@ struct NodePool {
   double network_gbps_per_node = 0;  // all NICs together, Gbit/s; > 0
   double nvlink_gbps = 0;          // bidirectional per GPU, GB/s; 0 = none
   double price_per_gpu_hour = 0;   // 0 = unknown
+  // Free GPUs on each node (any order; `nodes` entries summing to free_gpus)
+  // when they are known: the controller counts them from the pods on each
+  // node. Empty when only the total is known (a pool file without
+  // freeGPUsByNode).
+  std::vector<int> free_gpus_by_node = {};
 
-  // Nodes on which a worker with `gpus_per_worker` GPUs can start, assuming
-  // the scheduler packs free GPUs into whole nodes first (the pool file gives
-  // only a total): free whole nodes, plus one partly free node if it has room.
+  // Nodes on which a worker with `gpus_per_worker` GPUs can start: those
+  // with that many free, when free_gpus_by_node is known; else assuming the
+  // scheduler packs free GPUs into whole nodes first: free whole nodes, plus
+  // one partly free node if it has room.
   int NodesWithFreeGpus(int gpus_per_worker) const;
+
+  // Every GPU free (what the pool could do if it were idle).
+  void MarkAllFree();
 };
 
 struct Inventory {
