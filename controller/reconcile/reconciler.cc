@@ -67,6 +67,12 @@ struct Reconciler::Pass {
     const Condition* c = FindCondition(previous, type);
     return c != nullptr && c->status == status && c->reason == reason;
   }
+  // Whether the previous status had condition `type` True, for any reason.
+  bool HadTrue(const char* type) const {
+    std::vector<Condition> previous = ParseConditions(previous_status);
+    const Condition* c = FindCondition(previous, type);
+    return c != nullptr && c->status == kConditionTrue;
+  }
 };
 
 namespace {
@@ -625,11 +631,28 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
   }
 
   if (group.stopping) {
-    // A re-plan is under way: wait until every worker has checkpointed and
-    // exited, then remove them; the next pass launches the new plan.
+    // Workers are being deleted: wait until every one has checkpointed and
+    // exited, then remove them; the next pass launches again. The stop is
+    // the controller's (a re-plan or a resize) when the previous pass said
+    // Replanning; else someone else deletes the pods (a node drain, an
+    // eviction, kubectl delete pod), and the job relaunches, planned afresh,
+    // without counting a restart, as when its workers exit stopped at a
+    // checkpoint (worker_failure.h).
     pass.phase = Phase::kReplanning;
-    pass.Set(kConditionReplanning, kConditionTrue, "Relaunching",
-             "stopping workers at a checkpoint to relaunch on a new plan");
+    if (pass.HadTrue(kConditionReplanning)) {
+      pass.Set(kConditionReplanning, kConditionTrue, "Relaunching",
+               "stopping workers at a checkpoint to relaunch on a new plan");
+    } else {
+      const std::string message =
+          "worker pods of attempt " + std::to_string(group.attempt) +
+          " are being deleted, not by the controller (a node drain, an eviction or a manual "
+          "delete): the workers stop at a checkpoint and the job relaunches without counting a "
+          "restart";
+      if (!pass.Had(kConditionWorkerFailure, "StoppedExternally")) {
+        deps_.store->RecordEvent(pass.object, "Normal", "StoppedExternally", message);
+      }
+      pass.Set(kConditionWorkerFailure, kConditionTrue, "StoppedExternally", message);
+    }
     if (running + pending > 0) return Finish(pass, options_.transition_poll);
     RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kRemove));
     return Finish(pass, Millis(0));

@@ -156,6 +156,11 @@ TEST_F(ReconcilerTest, SlowerThanPredictedReplansToMoreGpusWithTheSameGlobalBatc
   EXPECT_EQ(store_.CountEvents("Replanning"), 1);
   EXPECT_NEAR(Status()["calibration"]["H100-SXM"]["stepTimeRatio"].get<double>(), 2.0, 0.05);
 
+  // While they checkpoint, the job says it is relaunching on a new plan.
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("Replanning"), "True/Relaunching");
+  EXPECT_EQ(ConditionReason("WorkerFailure"), "");
+
   // Workers checkpoint and exit with code 6; the next passes remove them and
   // launch the new plan.
   launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
@@ -897,6 +902,32 @@ TEST_F(ReconcilerTest, AStopTheControllerDidNotAskForRelaunchesWithoutCountingAR
   EXPECT_EQ(Status().value("restarts", 0), 0);
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(launcher_.launches.size(), 2u);
+}
+
+// A node drain or an eviction deletes a worker pod: its workers stop at a
+// checkpoint while the pod terminates. That is no re-plan: the job says it
+// was stopped externally, and relaunches without counting a restart.
+TEST_F(ReconcilerTest, AnEvictionWhileThePodTerminatesIsAnExternalStopNotAReplan) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(Status()["phase"], "Running");
+  launcher_.groups.at(kKey).stopping = true;  // a pod has a deletionTimestamp
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("WorkerFailure"), "True/StoppedExternally");
+  EXPECT_EQ(ConditionReason("Replanning"), "");
+  EXPECT_EQ(store_.CountEvents("StoppedExternally"), 1);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(store_.CountEvents("StoppedExternally"), 1) << "one event per stop";
+  EXPECT_EQ(Status()["replans"], 0);
+
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(Status()["restarts"], 0);
+  EXPECT_EQ(Status()["replans"], 0);
 }
 
 }  // namespace
