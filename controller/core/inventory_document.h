@@ -1,7 +1,8 @@
 // The inventory document (docs/inventory.md) of a cluster read from its
 // Nodes and Pods: what `pacer inventory` writes and `pacer plan --cluster`
 // reads back. One pool per ClusterInventory pool, with the node count, GPUs
-// per node, free GPUs (allocatable minus what running pods request), network
+// per node, free GPUs (allocatable minus what running pods request; in all
+// and on each node), network
 // and, when known, NVLink and price. GPU types are catalog names, so no
 // gpuTypes section is needed.
 //
@@ -18,7 +19,8 @@
 namespace pacer::controller {
 
 // {"nodePools": [{"name", "gpuType", "nodes", "gpusPerNode", "freeGPUs",
-// "networkGbpsPerNode", "nvlinkGBps"?, "pricePerGPUHour"?}]}; nvlinkGBps and
+// "freeGPUsByNode"?, "networkGbpsPerNode", "nvlinkGBps"?, "pricePerGPUHour"?}]};
+// freeGPUsByNode when the pool has one count per node; nvlinkGBps and
 // pricePerGPUHour only when known (> 0), so the catalog's figures apply
 // otherwise. planner::ParseInventory accepts it when there is at least one
 // pool.

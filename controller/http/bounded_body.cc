@@ -46,7 +46,7 @@ StatusOr<std::string> ReadBoundedBody(
           done.wait();
         } catch (...) {
         }
-        abandoned_reads.fetch_sub(1);
+        abandoned_reads.fetch_sub(1);  // `block` goes with this continuation
       });
       return Status(
           StatusCode::kDeadlineExceeded,

@@ -4,8 +4,9 @@
 // control; cpprestsdk's extract_string() buffers a chunked answer (no
 // Content-Length) whole before anyone can look at its size.
 //
-// Units: bytes. Thread-safety: a function of its arguments; one response is
-// read by one thread.
+// Units: bytes. Thread-safety: one response is read by one thread; any
+// number of threads may read responses at once (the count of abandoned reads
+// is a process-wide atomic).
 #ifndef PACER_CONTROLLER_HTTP_BOUNDED_BODY_H_
 #define PACER_CONTROLLER_HTTP_BOUNDED_BODY_H_
 

@@ -122,6 +122,8 @@ PersistedState ReadPersistedState(const nlohmann::json& status) {
   s.replans = std::max(0, Field<int>(status, "replans").value_or(0));
   s.restarts = std::max(0, Field<int>(status, "restarts").value_or(0));
   s.failure_counted_attempt = std::max(0, Field<int>(status, "failureCountedAttempt").value_or(0));
+  s.stopped_externally_attempt =
+      std::max(0, Field<int>(status, "stoppedExternallyAttempt").value_or(0));
   s.last_replan_unix_seconds = TimeField(status, "lastReplanTime");
   s.plan_unix_seconds = TimeField(status, "launchTime").value_or(0);
   if (status.is_object() && status.contains("plan")) s.layout = LayoutFromPlanJson(status["plan"]);
@@ -163,6 +165,9 @@ void WritePersistedState(const PersistedState& state, nlohmann::ordered_json* st
   (*status)["attempt"] = state.attempt;
   if (state.failure_counted_attempt > 0) {
     (*status)["failureCountedAttempt"] = state.failure_counted_attempt;
+  }
+  if (state.stopped_externally_attempt > 0) {
+    (*status)["stoppedExternallyAttempt"] = state.stopped_externally_attempt;
   }
   if (state.plan_unix_seconds > 0) {
     (*status)["launchTime"] = planner::FormatRfc3339(state.plan_unix_seconds);

@@ -43,6 +43,11 @@ struct PersistedState {
   // pods are removed, so a removal that fails and is retried does not count
   // the same failure twice.
   int failure_counted_attempt = 0;
+  // status.stoppedExternallyAttempt: the attempt whose pods were last seen
+  // being deleted by someone other than the controller (a drain, an
+  // eviction): reported once per attempt, and still told apart from the
+  // controller's own stops on the passes that wait for the pods to go.
+  int stopped_externally_attempt = 0;
   std::optional<int64_t> last_replan_unix_seconds;  // status.lastReplanTime
   int64_t plan_unix_seconds = 0;                    // status.launchTime
   std::optional<planner::Layout> layout;            // status.plan's layout fields
@@ -60,7 +65,8 @@ struct PersistedState {
 
 // Lenient: a field that is missing or malformed keeps its default.
 PersistedState ReadPersistedState(const nlohmann::json& status);
-// Adds attempt, failureCountedAttempt, launchTime, lastReplanTime,
+// Adds attempt, failureCountedAttempt, stoppedExternallyAttempt, launchTime,
+// lastReplanTime,
 // calibration, nextPlan and the
 // failure history (memoryMarginFraction, collectiveFailuresByNode,
 // excludedNodes), each only when set, to `status`.

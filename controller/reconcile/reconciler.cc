@@ -632,26 +632,36 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
 
   if (group.stopping) {
     // Workers are being deleted: wait until every one has checkpointed and
-    // exited, then remove them; the next pass launches again. The stop is
-    // the controller's (a re-plan or a resize) when the previous pass said
-    // Replanning; else someone else deletes the pods (a node drain, an
-    // eviction, kubectl delete pod), and the job relaunches, planned afresh,
-    // without counting a restart, as when its workers exit stopped at a
-    // checkpoint (worker_failure.h).
-    pass.phase = Phase::kReplanning;
-    if (pass.HadTrue(kConditionReplanning)) {
-      pass.Set(kConditionReplanning, kConditionTrue, "Relaunching",
-               "stopping workers at a checkpoint to relaunch on a new plan");
-    } else {
+    // exited, then remove them; the next pass launches again. Someone other
+    // than the controller deletes them (a node drain, an eviction, kubectl
+    // delete pod) when they were running or starting with no stop of the
+    // controller's under way: no re-plan or resize said Replanning, and it
+    // is not an attempt whose failure it counted and is removing. The job
+    // then relaunches, planned afresh, without counting a restart, as when
+    // its workers exit stopped at a checkpoint (worker_failure.h).
+    const std::optional<Phase> previous =
+        PhaseFromName(StringMember(&pass.previous_status, "phase"));
+    const bool external = group.attempt == pass.state.stopped_externally_attempt ||
+                          (!pass.HadTrue(kConditionReplanning) &&
+                           group.attempt != pass.state.failure_counted_attempt &&
+                           (previous == Phase::kRunning || previous == Phase::kPlanning));
+    pass.phase = group.attempt == pass.state.failure_counted_attempt && !external
+                     ? Phase::kPending  // a counted failure's pods, still going
+                     : Phase::kReplanning;
+    if (external) {
       const std::string message =
           "worker pods of attempt " + std::to_string(group.attempt) +
           " are being deleted, not by the controller (a node drain, an eviction or a manual "
           "delete): the workers stop at a checkpoint and the job relaunches without counting a "
           "restart";
-      if (!pass.Had(kConditionWorkerFailure, "StoppedExternally")) {
+      if (group.attempt != pass.state.stopped_externally_attempt) {
         deps_.store->RecordEvent(pass.object, "Normal", "StoppedExternally", message);
+        pass.state.stopped_externally_attempt = group.attempt;
       }
       pass.Set(kConditionWorkerFailure, kConditionTrue, "StoppedExternally", message);
+    } else if (group.attempt != pass.state.failure_counted_attempt) {
+      pass.Set(kConditionReplanning, kConditionTrue, "Relaunching",
+               "stopping workers at a checkpoint to relaunch on a new plan");
     }
     if (running + pending > 0) return Finish(pass, options_.transition_poll);
     RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kRemove));

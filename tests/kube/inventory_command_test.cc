@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -138,6 +139,10 @@ TEST_F(InventoryCommandTest, WritesAnInventoryThatParsesAndPlans) {
   EXPECT_EQ(h100->nodes, 2);
   EXPECT_EQ(h100->gpus_per_node, 8);
   EXPECT_EQ(h100->free_gpus, 12);  // 4 held by the running pod
+  // Per node too: the running pod's node has 4 free, the other 8.
+  std::vector<int> by_node = h100->free_gpus_by_node;
+  std::sort(by_node.begin(), by_node.end());
+  EXPECT_EQ(by_node, (std::vector<int>{4, 8}));
   EXPECT_DOUBLE_EQ(h100->price_per_gpu_hour, 2.5);
   EXPECT_DOUBLE_EQ(h100->network_gbps_per_node, 3200);
   const planner::NodePool* a100 = PoolOfType(*parsed, "A100-80GB");

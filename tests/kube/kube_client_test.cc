@@ -192,6 +192,9 @@ TEST_F(KubeClientTest, ARequestDeadlineBoundsTheBodyAsWellAsTheHeaders) {
         << got.status().message();
     EXPECT_TRUE(server_->WaitFor([&] { return server_->HungRequestCount() >= 1; }, kWait))
         << "the server held it";
+    if (at == HangPoint::kAfterHeaders) {
+      EXPECT_EQ(AbandonedBodyReadsInFlight(), 1u) << "the body read is left running";
+    }
     server_->StopHanging();
     // The abandoned read ends once the server answers: it neither leaks nor
     // outlives the test.

@@ -930,5 +930,50 @@ TEST_F(ReconcilerTest, AnEvictionWhileThePodTerminatesIsAnExternalStopNotAReplan
   EXPECT_EQ(Status()["replans"], 0);
 }
 
+// One StoppedExternally event per attempt: a drain on the next attempt is
+// reported again, though the condition carried over says StoppedExternally.
+TEST_F(ReconcilerTest, EachAttemptsExternalStopIsReported) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    SCOPED_TRACE("attempt " + std::to_string(attempt));
+    ASSERT_TRUE(Pass().status.ok());
+    ASSERT_EQ(Status()["phase"], "Running");
+    launcher_.groups.at(kKey).stopping = true;
+    ASSERT_TRUE(Pass().status.ok());
+    EXPECT_EQ(store_.CountEvents("StoppedExternally"), attempt);
+    EXPECT_EQ(Status()["stoppedExternallyAttempt"], attempt);
+    launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+    ASSERT_TRUE(Pass().status.ok());  // removed
+    ASSERT_TRUE(Pass().status.ok());  // relaunched
+    ASSERT_EQ(launcher_.launches.size(), static_cast<size_t>(attempt + 1));
+    launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  }
+  EXPECT_EQ(Status()["restarts"], 0);
+}
+
+// The pods of a failure the controller counted and removed can outlive its
+// record of the deletion (a rank stuck in a collective ignores SIGTERM for
+// the grace period): seen again, terminating, they are the controller's own
+// removal, and the failure's reason stays.
+TEST_F(ReconcilerTest, ACountedFailuresPodsStillTerminatingAreNotAnExternalStop) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  ASSERT_TRUE(Pass().status.ok());
+  const WorkerGroup running = launcher_.groups.at(kKey);
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 4);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(ConditionReason("WorkerFailure"), "True/CollectiveFailure");
+  ASSERT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
+  WorkerGroup terminating = running;  // back in the cache, being deleted
+  terminating.stopping = true;
+  launcher_.groups[kKey] = terminating;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("WorkerFailure"), "True/CollectiveFailure");
+  EXPECT_EQ(ConditionReason("Replanning"), "");
+  EXPECT_EQ(store_.CountEvents("StoppedExternally"), 0);
+  EXPECT_EQ(Status()["phase"], "Pending");
+}
+
 }  // namespace
 }  // namespace pacer::controller
