@@ -40,6 +40,9 @@ bool InventoryTracker::UpdatePod(const std::string& key, const nlohmann::json* p
   const bool had = it != claims_by_pod_.end();
   if (had && claim && it->second == *claim) return false;  // status churn: same claim
   if (!had && !claim) return false;
+  // A claim gone, moved or shrunk frees GPUs; an unscheduled worker bound to
+  // a node frees none, but it is a launch landed, which jobs planned one
+  // launch at a time (--scheduling=fifo) wait for.
   const bool released =
       had && (!claim || claim->node != it->second.node || claim->gpus < it->second.gpus);
   if (claim) {

@@ -28,8 +28,10 @@ class InventoryTracker {
   // `node` / `pod` is the object's new state, or nullptr when it was deleted.
   // `key` identifies the object ("name" for nodes, "namespace/name" for pods).
   // Both return true when GPUs may have become free (a node's capacity
-  // changed, or a pod's claim went away or shrank): jobs waiting for GPUs
-  // are worth another look then, and only then.
+  // changed, or a pod's claim went away or shrank) or a TrainJob's worker
+  // pod not scheduled yet was bound to a node (a launch landed): jobs
+  // waiting for GPUs or for another launch are worth another look then,
+  // and only then.
   // `new_warnings`, when given, receives the node's warnings (why it is
   // skipped, which annotation is ignored) when they differ from the last
   // ones, so that an operator hears about a node once, not on every event.

@@ -238,23 +238,68 @@ std::optional<NodeCapacity> NodeCapacityOf(const nlohmann::json& node,
   return capacity;
 }
 
+namespace {
+
+// The catalog type a pod's required node affinity asks for: the first value
+// of an `nvidia.com/gpu.product In (...)` expression that names a known
+// product (worker_pods.cc writes one such expression); empty when none.
+std::string AffinityGpuType(const Json& spec) {
+  const Json* affinity = ObjectAt(spec, "affinity");
+  const Json* node_affinity = affinity != nullptr ? ObjectAt(*affinity, "nodeAffinity") : nullptr;
+  const Json* required =
+      node_affinity != nullptr
+          ? ObjectAt(*node_affinity, "requiredDuringSchedulingIgnoredDuringExecution")
+          : nullptr;
+  if (required == nullptr || !required->contains("nodeSelectorTerms") ||
+      !(*required)["nodeSelectorTerms"].is_array()) {
+    return "";
+  }
+  for (const Json& term : (*required)["nodeSelectorTerms"]) {
+    if (!term.is_object() || !term.contains("matchExpressions") ||
+        !term["matchExpressions"].is_array()) {
+      continue;
+    }
+    for (const Json& expression : term["matchExpressions"]) {
+      if (!expression.is_object() || StringAt(expression, "key") != kGpuProductLabel ||
+          StringAt(expression, "operator") != "In" || !expression.contains("values") ||
+          !expression["values"].is_array()) {
+        continue;
+      }
+      for (const Json& value : expression["values"]) {
+        if (!value.is_string()) continue;
+        if (std::optional<std::string> type = CatalogNameForProduct(value.get<std::string>())) {
+          return *type;
+        }
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 std::optional<PodGpuClaim> PodGpuClaimOf(const nlohmann::json& pod) {
   const Json* spec = ObjectAt(pod, "spec");
   if (spec == nullptr) return std::nullopt;
   std::string node = StringAt(*spec, "nodeName");
-  if (node.empty()) return std::nullopt;  // not scheduled yet
   const Json* status = ObjectAt(pod, "status");
   const std::string phase = status != nullptr ? StringAt(*status, "phase") : "";
   if (phase == "Succeeded" || phase == "Failed") return std::nullopt;
   const int gpus = PodGpus(*spec);
   if (gpus == 0) return std::nullopt;
-  PodGpuClaim claim{std::move(node), gpus, ""};
+  PodGpuClaim claim{std::move(node), gpus, "", ""};
   const Json* metadata = ObjectAt(pod, "metadata");
   const Json* labels =
       metadata != nullptr && metadata->contains("labels") ? ObjectAt(*metadata, "labels") : nullptr;
   const std::string job = labels != nullptr ? StringAt(*labels, kJobLabel) : "";
   const std::string ns = metadata != nullptr ? StringAt(*metadata, "namespace") : "";
   if (!job.empty() && !ns.empty()) claim.trainjob = ns + "/" + job;
+  if (claim.node.empty()) {
+    // Not scheduled yet: only a TrainJob's worker is worth remembering (its
+    // GPUs are spoken for; see ClusterInventory::unscheduled_trainjob_gpus).
+    if (claim.trainjob.empty()) return std::nullopt;
+    claim.gpu_type = AffinityGpuType(*spec);
+  }
   return claim;
 }
 
@@ -276,6 +321,10 @@ ClusterInventory AssembleInventory(const std::vector<const NodeCapacity*>& nodes
   for (const NodeCapacity* node : nodes) by_name.emplace(node->name, node);
   std::map<std::string, int> used_gpus_by_node;
   for (const PodGpuClaim* claim : claims) {
+    if (claim->node.empty()) {
+      result.unscheduled_trainjob_gpus[claim->trainjob][claim->gpu_type] += claim->gpus;
+      continue;
+    }
     used_gpus_by_node[claim->node] += claim->gpus;
     auto node = by_name.find(claim->node);
     // Pods on nodes left out (cordoned, NotReady, unknown GPUs) hold none of

@@ -69,6 +69,12 @@ struct ClusterInventory {
   // GPUs held by each TrainJob's pods on the usable nodes: "namespace/name"
   // -> catalog GPU type -> GPUs (included in the pools' used GPUs).
   std::map<std::string, std::map<std::string, int>> trainjob_gpus;
+  // GPUs asked for by each TrainJob's worker pods that no node holds yet (not
+  // scheduled): "namespace/name" -> catalog GPU type ("" when the pods name
+  // no known product) -> GPUs. Not in any pool: which node they land on is
+  // the cluster scheduler's choice. Planning against the free GPUs while
+  // they are on their way would give the same GPUs out twice.
+  std::map<std::string, std::map<std::string, int>> unscheduled_trainjob_gpus;
 
   // GPUs of `gpu_type` (catalog name) the pods of TrainJob `key` hold.
   int TrainJobGpus(const std::string& key, const std::string& gpu_type) const;
@@ -100,12 +106,17 @@ struct NodeCapacity {
 std::optional<NodeCapacity> NodeCapacityOf(const nlohmann::json& node,
                                            std::vector<std::string>* warnings);
 
-// The GPUs a pod holds on its node; nullopt when it holds none (not
-// scheduled, terminated, or no GPU request).
+// The GPUs a pod holds on its node; nullopt when it holds none (terminated,
+// no GPU request, or not scheduled yet and not a TrainJob's worker).
+// A TrainJob worker pod the scheduler has not bound yet is a claim with an
+// empty `node`: its GPUs are on their way to some node of `gpu_type`.
 struct PodGpuClaim {
-  std::string node;
+  std::string node;  // empty: a worker pod not scheduled yet
   int gpus = 0;
   std::string trainjob;  // "namespace/name" of a worker pod's TrainJob, else empty
+  // Only for an unscheduled worker: the catalog type its node affinity asks
+  // for (the nvidia.com/gpu.product values); empty when none is known.
+  std::string gpu_type;
   bool operator==(const PodGpuClaim&) const = default;
 };
 std::optional<PodGpuClaim> PodGpuClaimOf(const nlohmann::json& pod);

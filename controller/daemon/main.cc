@@ -93,6 +93,13 @@ int main(int argc, char** argv) {
                  "removed and launched again")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  int64_t gang_scheduling_seconds = 300;
+  app.add_option("--gang-scheduling-seconds", gang_scheduling_seconds,
+                 "How long a launched gang may have worker pods no node holds (the GPUs they "
+                 "were planned on were taken meanwhile) before it is removed and planned "
+                 "again; 0: never (pods wait for the cluster to grow)")
+      ->check(CLI::Range(0, 86400))
+      ->capture_default_str();
   std::string scheduling = "deadline";
   app.add_option("--scheduling", scheduling,
                  "deadline: one pass over all TrainJobs admits jobs only if every admitted "
@@ -133,6 +140,7 @@ int main(int argc, char** argv) {
   options.leader_elect = leader_elect;
   options.reconciler.pending_retry = std::chrono::seconds(pending_retry_seconds);
   options.reconciler.gang_completion_timeout = std::chrono::seconds(gang_completion_seconds);
+  options.reconciler.gang_scheduling_timeout = std::chrono::seconds(gang_scheduling_seconds);
   options.cluster_scheduling = scheduling == "deadline";
   SetLogFormat(log_format == "json" ? LogFormat::kJson : LogFormat::kText);
   SetLogLevel(log_level == "debug"     ? LogLevel::kDebug

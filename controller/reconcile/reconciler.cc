@@ -46,6 +46,9 @@ struct Reconciler::Pass {
   std::optional<double> slack;
   // The cluster scheduler's word on the job (with ReconcilerDeps::allocations).
   std::optional<Allocation> allocation;
+  // Without the cluster scheduler: the inventory a launch is planned
+  // against, while fifo_mu_ is held (ReconcileWithoutWorkers).
+  const ClusterInventory* fifo_inventory = nullptr;
   bool deleted = false;
   bool keep_status = false;
 
@@ -211,8 +214,15 @@ ReconcileResult Reconciler::ReconcileDeleted(Pass& pass) {
       return {updated.status(), std::nullopt};
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  views_.erase(pass.key);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    views_.erase(pass.key);
+    refusals_.erase(pass.key);
+    partial_since_.erase(pass.key);
+    unscheduled_since_.erase(pass.key);
+  }
+  std::lock_guard<std::mutex> lock(fifo_mu_);
+  fifo_launches_.erase(pass.key);
   return {Status::Ok(), std::nullopt};
 }
 
@@ -232,8 +242,13 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
     pass.Set(kConditionPlanned, kConditionFalse, reason, message);
     return Finish(pass, options_.transition_poll);  // their deletion events wake it sooner
   }
+  // Without the cluster scheduler, one launch at a time is planned against
+  // the free GPUs (fifo_mu_): held from this read to the launch's record.
+  std::unique_lock<std::mutex> fifo_lock(fifo_mu_, std::defer_lock);
+  if (deps_.allocations == nullptr) fifo_lock.lock();
   StatusOr<ClusterInventory> inventory = deps_.inventory->Current();
   if (!inventory.ok()) return {inventory.status(), std::nullopt};
+  if (fifo_lock.owns_lock()) pass.fifo_inventory = &*inventory;
   // Nodes where the job's collectives kept failing are not planned on.
   *inventory = WithoutNodes(*inventory, pass.state.failures.excluded_nodes);
 
@@ -396,7 +411,64 @@ ReconcileResult Reconciler::LaunchRefused(Pass& pass, const std::string& message
   return Finish(pass, std::max(retry_in, Millis(1)));
 }
 
+std::optional<std::string> Reconciler::OtherLaunchOnItsWay(const Pass& pass,
+                                                           const ClusterInventory& inventory) {
+  const Clock::SteadyTime now = deps_.clock->Now();
+  auto shown_gpus = [&](const std::string& key) {
+    int gpus = 0;
+    for (const auto* held : {&inventory.trainjob_gpus, &inventory.unscheduled_trainjob_gpus}) {
+      auto it = held->find(key);
+      if (it == held->end()) continue;
+      for (const auto& [type, n] : it->second) gpus += n;
+    }
+    return gpus;
+  };
+  auto competes = [&](const std::string& gpu_type) {
+    // A type no catalog knows: its pods may land on any node.
+    return gpu_type.empty() ||
+           planner::AllowsGpuType(pass.spec.resources, inventory.inventory.catalog, gpu_type);
+  };
+  auto what = [](const std::string& key, int gpus, const std::string& gpu_type) {
+    return "the " + std::to_string(gpus) + " " + (gpu_type.empty() ? "" : gpu_type + " ") +
+           "GPUs of TrainJob " + key + "'s worker pods";
+  };
+  std::optional<std::string> blocker;
+  for (auto it = fifo_launches_.begin(); it != fifo_launches_.end();) {
+    const bool shown = shown_gpus(it->first) >= it->second.gpus;
+    // A launch the cache never shows in full (its pods removed meanwhile)
+    // stops counting after the gang's own bound.
+    const bool stale = now - it->second.launched_at >= options_.gang_completion_timeout;
+    if (it->first == pass.key || shown || stale) {
+      it = fifo_launches_.erase(it);
+      continue;
+    }
+    if (!blocker && competes(it->second.gpu_type)) {
+      blocker = what(it->first, it->second.gpus, it->second.gpu_type) + " were just created";
+    }
+    ++it;
+  }
+  if (!blocker) {
+    for (const auto& [key, by_type] : inventory.unscheduled_trainjob_gpus) {
+      if (key == pass.key) continue;
+      for (const auto& [type, gpus] : by_type) {
+        if (!blocker && competes(type)) {
+          blocker = what(key, gpus, type) + " are not scheduled onto nodes yet";
+        }
+      }
+    }
+  }
+  if (!blocker) return std::nullopt;
+  return *blocker +
+         "; with --scheduling=fifo a job is planned against the free GPUs only once earlier "
+         "launches hold theirs, so that two jobs are never placed on the same GPUs";
+}
+
 ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& plan) {
+  if (pass.fifo_inventory != nullptr) {
+    if (std::optional<std::string> waiting = OtherLaunchOnItsWay(pass, *pass.fifo_inventory)) {
+      return ReconcileWaiting(pass, "WaitingForOtherLaunch", *waiting);
+    }
+  }
   const Clock::SteadyTime now = deps_.clock->Now();
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -462,6 +534,9 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
   {
     std::lock_guard<std::mutex> lock(mu_);
     refusals_.erase(pass.key);
+  }
+  if (pass.fifo_inventory != nullptr) {  // fifo_mu_ is held
+    fifo_launches_[pass.key] = LaunchOnItsWay{plan.layout.gpu_type, plan.layout.gpus(), now};
   }
   pass.state.attempt = launch.attempt;
   pass.state.next_layout.reset();
@@ -547,6 +622,45 @@ ReconcileResult Reconciler::ReconcileScheduled(Pass& pass, const ClusterInventor
             "first, and multi-node layouts need whole free nodes)");
   }
   return LaunchPlan(pass, *result->plan);
+}
+
+std::optional<ReconcileResult> Reconciler::RemoveUnschedulableGang(Pass& pass,
+                                                                   const WorkerGroup& group) {
+  const int unscheduled = static_cast<int>(
+      std::count_if(group.workers.begin(), group.workers.end(), [](const WorkerState& w) {
+        return w.phase == WorkerPhase::kPending && w.node_name.empty();
+      }));
+  const Clock::SteadyTime now = deps_.clock->Now();
+  Clock::SteadyTime since;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (unscheduled == 0 || options_.gang_scheduling_timeout.count() <= 0) {
+      unscheduled_since_.erase(pass.key);
+      return std::nullopt;
+    }
+    since = unscheduled_since_.try_emplace(pass.key, now).first->second;
+  }
+  // Not yet: the pass goes on (phase Planning, looked at again every
+  // transition_poll, well within the bound).
+  if (now - since < options_.gang_scheduling_timeout) return std::nullopt;
+  Status removed = deps_.launcher->Stop(pass.ref, StopMode::kRemove);
+  if (!removed.ok()) return ReconcileResult{removed, std::nullopt};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    unscheduled_since_.erase(pass.key);
+  }
+  deps_.store->RecordEvent(
+      pass.object, "Warning", "GangUnschedulable",
+      std::to_string(unscheduled) + " of " + std::to_string(group.expected_workers) +
+          " worker pods of attempt " + std::to_string(group.attempt) +
+          " were not scheduled onto a node within " +
+          std::to_string(options_.gang_scheduling_timeout.count() / 1000) +
+          " s (the GPUs they were planned on were taken meanwhile, or their node went away; "
+          "`kubectl describe pod` says why); removing them and planning again");
+  // Pending, not Planning: the next pass sees the removal as the
+  // controller's own, not as an eviction.
+  pass.phase = Phase::kPending;
+  return Finish(pass, Millis(0));
 }
 
 ReconcileResult Reconciler::ReconcileWaiting(Pass& pass, const std::string& reason,
@@ -703,6 +817,9 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
   {
     std::lock_guard<std::mutex> lock(mu_);
     partial_since_.erase(pass.key);
+  }
+  if (std::optional<ReconcileResult> removed = RemoveUnschedulableGang(pass, group)) {
+    return *removed;
   }
 
   // Starting or running: progress and projection.

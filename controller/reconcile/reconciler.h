@@ -15,6 +15,8 @@
 //                              with per-job backoff (10 s doubling to 5 min)
 //   gang incomplete         -> removed and relaunched after
 //                              gang_completion_timeout (60 s)
+//   gang not scheduled      -> removed and planned again after
+//                              gang_scheduling_timeout (300 s)
 //   workers running         -> progress and projection from metrics (Degraded
 //                              when they cannot be read); the re-plan policy
 //                              (core/replan_policy.h) decides Keep or Replan;
@@ -88,6 +90,12 @@ struct ReconcilerOptions {
   // created it died midway, or a pod was deleted by hand) for this long is
   // removed and launched again: a partial gang holds GPUs and never starts.
   std::chrono::milliseconds gang_completion_timeout{60000};
+  // A gang with worker pods no node holds (the GPUs they were planned on
+  // were taken meanwhile, or their node went away) for this long is removed
+  // and planned again: its bound pods hold GPUs, the gang never starts
+  // part-way, and with --scheduling=fifo it holds other launches back.
+  // Zero: never (pods wait for the cluster to grow, e.g. an autoscaler).
+  std::chrono::milliseconds gang_scheduling_timeout{300000};
 };
 
 // What the last pass saw, for the daemon's metrics and the local progress bar.
@@ -147,12 +155,22 @@ class Reconciler {
   ReconcileResult ReconcileWithoutWorkers(Pass& pass);
   ReconcileResult ReconcileWithWorkers(Pass& pass, const WorkerGroup& group);
   ReconcileResult LaunchPlan(Pass& pass, const planner::Evaluation& plan);
+  // Without the cluster scheduler: why `pass`'s job must not launch now, or
+  // nullopt. Another job's launch is on its way to the free GPUs the job was
+  // planned against (a launch of this controller's the pod cache does not
+  // show yet, or worker pods no node holds yet) when it may use their GPU
+  // type. Forgets launches the cache shows in full. Requires fifo_mu_.
+  std::optional<std::string> OtherLaunchOnItsWay(const Pass& pass,
+                                                 const ClusterInventory& inventory);
   // Pending with Planned=False/LaunchRefused and the server's message, looked
   // at again after `retry_in`.
   ReconcileResult LaunchRefused(Pass& pass, const std::string& message,
                                 std::chrono::milliseconds retry_in);
   ReconcileResult ReconcileWaiting(Pass& pass, const std::string& reason,
                                    const std::string& message);
+  // Removes the job's workers when some have had no node for
+  // gang_scheduling_timeout (a Warning event says so); nullopt otherwise.
+  std::optional<ReconcileResult> RemoveUnschedulableGang(Pass& pass, const WorkerGroup& group);
   // A job without workers under the cluster scheduler: launch, wait or stay
   // rejected as its allocation says.
   ReconcileResult ReconcileScheduled(Pass& pass, const ClusterInventory& inventory,
@@ -179,8 +197,27 @@ class Reconciler {
   mutable std::mutex mu_;
   std::map<std::string, JobView> views_;
   std::map<std::string, Refusals> refusals_;
-  // When a job's gang was first seen incomplete (guarded by mu_).
+  // When a job's gang was first seen incomplete, and with pods no node
+  // holds (guarded by mu_).
   std::map<std::string, Clock::SteadyTime> partial_since_;
+  std::map<std::string, Clock::SteadyTime> unscheduled_since_;
+
+  // Without the cluster scheduler (--scheduling=fifo) every job is planned
+  // alone against the GPUs free when it is reconciled. Pods the API server
+  // has but no node holds yet take no free GPUs in the inventory, so two
+  // jobs reconciled one after the other (or on two workers at once) were
+  // both planned onto the same free GPUs: neither gang could then start
+  // whole. A fifo pass holds fifo_mu_ from reading the inventory to
+  // recording its launch, and launches only while no other launch is on its
+  // way (OtherLaunchOnItsWay). Launches recorded here cover the time until
+  // the pod cache shows their pods (guarded by fifo_mu_).
+  struct LaunchOnItsWay {
+    std::string gpu_type;
+    int gpus = 0;
+    Clock::SteadyTime launched_at;
+  };
+  std::mutex fifo_mu_;
+  std::map<std::string, LaunchOnItsWay> fifo_launches_;
 };
 
 }  // namespace pacer::controller

@@ -40,6 +40,10 @@ std::string Describe(const ClusterInventory& c) {
     for (const auto& [type, gpus] : by_type)
       out << "job " << job << " " << type << "=" << gpus << "\n";
   }
+  for (const auto& [job, by_type] : c.unscheduled_trainjob_gpus) {
+    for (const auto& [type, gpus] : by_type)
+      out << "unscheduled " << job << " " << type << "=" << gpus << "\n";
+  }
   std::vector<std::string> warnings = c.warnings;
   std::sort(warnings.begin(), warnings.end());
   for (const std::string& w : warnings) out << "warning: " << w << "\n";
@@ -133,8 +137,22 @@ TEST_F(InventoryTrackerTest, FollowsClaimsAsPodsFinishAndGo) {
   EXPECT_EQ(Describe(tracker_.Current()), Expected());
 
   Json& waiting = Pod("waiting");
-  waiting["spec"]["nodeName"] = "gpu-h100-c";                   // scheduled: now it holds GPUs
-  EXPECT_FALSE(tracker_.UpdatePod(PodKey(waiting), &waiting));  // takes, frees nothing
+  waiting["spec"]["nodeName"] = "gpu-h100-c";  // scheduled: now it holds GPUs
+  // It frees none, but a launch on its way has landed: a job planned only
+  // once no other launch is under way (--scheduling=fifo) may go now.
+  EXPECT_TRUE(tracker_.UpdatePod(PodKey(waiting), &waiting));
+  EXPECT_EQ(Describe(tracker_.Current()), Expected());
+  EXPECT_EQ(tracker_.Current().unscheduled_trainjob_gpus.count("research/llama"), 0u);
+
+  Json& running = Pod("llama-worker-0");
+  running["status"]["phase"] = "Running";
+  running["metadata"]["resourceVersion"] = "99999";  // status churn: the same claim
+  EXPECT_FALSE(tracker_.UpdatePod(PodKey(running), &running));
+  Json bound = Pod("bert-worker-1");
+  bound["metadata"]["name"] = "bert-worker-2";  // a new pod bound from the start
+  bound["spec"]["nodeName"] = "gpu-a100-a";
+  pods_["items"].push_back(bound);
+  EXPECT_FALSE(tracker_.UpdatePod(PodKey(bound), &bound));  // takes, frees nothing
   EXPECT_EQ(Describe(tracker_.Current()), Expected());
 }
 

@@ -114,12 +114,37 @@ TEST_F(NodeInventoryTest, CountsTheGpusEachTrainJobsPodsHoldByType) {
   using Held = std::map<std::string, int>;
   EXPECT_EQ(cluster_.trainjob_gpus.size(), 2u);
   // llama-worker-0 (4 on a), llama-worker-1 (3 on b), big-init (3 on f);
-  // not the finished, failed or unbound ones.
+  // not the finished, failed or unbound ones (the next test).
   EXPECT_EQ(cluster_.trainjob_gpus.at("research/llama"), (Held{{"H100-SXM", 10}}));
   EXPECT_EQ(cluster_.trainjob_gpus.at("research/bert"), (Held{{"A100-80GB", 8}}));
   EXPECT_EQ(cluster_.TrainJobGpus("research/llama", "H100-SXM"), 10);
   EXPECT_EQ(cluster_.TrainJobGpus("research/llama", "A100-80GB"), 0);
   EXPECT_EQ(cluster_.TrainJobGpus("other/llama", "H100-SXM"), 0) << "a job is namespaced";
+}
+
+// Worker pods the scheduler has not bound yet hold no node's GPUs, but they
+// are spoken for: remembered by TrainJob and by the GPU type their node
+// affinity asks for (none: ""), so that a job planned alone does not count
+// them free. Unbound pods of no TrainJob are not the controller's to track.
+TEST_F(NodeInventoryTest, RemembersTheGpusOfWorkerPodsNotScheduledYet) {
+  using Held = std::map<std::string, int>;
+  EXPECT_EQ(cluster_.unscheduled_trainjob_gpus.size(), 2u);
+  // waiting: 8, no affinity. bert-worker-1: 8, affinity A100-SXM4-80GB.
+  EXPECT_EQ(cluster_.unscheduled_trainjob_gpus.at("research/llama"), (Held{{"", 8}}));
+  EXPECT_EQ(cluster_.unscheduled_trainjob_gpus.at("research/bert"), (Held{{"A100-80GB", 8}}));
+  // Not in any pool: the A100 node's GPUs are held by full-a100 alone.
+  EXPECT_EQ(FindPool(cluster_, "a100-80gb-8gpu")->free_gpus, 8);
+  EXPECT_EQ(cluster_.trainjob_gpus.at("research/bert"), (Held{{"A100-80GB", 8}}));
+
+  // A notebook's unbound pod: no claim. The same pod once bound: a claim.
+  nlohmann::json notebook = {
+      {"metadata", {{"name", "nb"}, {"namespace", "research"}, {"labels", {{"app", "nb"}}}}},
+      {"spec",
+       {{"containers", {{{"name", "c"}, {"resources", {{"requests", {{kGpuResource, "2"}}}}}}}}}},
+      {"status", {{"phase", "Pending"}}}};
+  EXPECT_EQ(PodGpuClaimOf(notebook), std::nullopt);
+  notebook["spec"]["nodeName"] = "gpu-h100-a";
+  EXPECT_EQ(PodGpuClaimOf(notebook), (PodGpuClaim{"gpu-h100-a", 2, "", ""}));
 }
 
 TEST_F(NodeInventoryTest, AnnotationsOverrideDefaults) {

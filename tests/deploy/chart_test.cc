@@ -40,6 +40,7 @@ controller:
   workerMemoryPerGpuGiB: 8
   pendingRetrySeconds: 45
   gangCompletionSeconds: 90
+  gangSchedulingSeconds: 0
   replan: {minImprovementSeconds: 300, minIntervalSeconds: 900}
   metricsPort: 9080
   healthProbePort: 9081
@@ -254,10 +255,10 @@ TEST_F(ChartTest, ControllerFlagsComeFromValues) {
        {"--workers=8", "--max-restarts=5", "--relaunch-seconds=120",
         "--pod-termination-grace-seconds=600", "--worker-cpu-per-gpu=2.5",
         "--worker-memory-per-gpu-gib=8", "--pending-retry-seconds=45",
-        "--gang-completion-seconds=90", "--replan-min-improvement-seconds=300",
-        "--replan-min-interval-seconds=900", "--metrics-port=9080", "--health-probe-port=9081",
-        "--log-format=text", "--log-level=debug", "--namespace=research",
-        "--prometheus-url=http://prometheus.example:9090",
+        "--gang-completion-seconds=90", "--gang-scheduling-seconds=0",
+        "--replan-min-improvement-seconds=300", "--replan-min-interval-seconds=900",
+        "--metrics-port=9080", "--health-probe-port=9081", "--log-format=text", "--log-level=debug",
+        "--namespace=research", "--prometheus-url=http://prometheus.example:9090",
         "--worker-image=registry.example.com/pacer-worker:9.9.8", "--bind-address=0.0.0.0"}) {
     EXPECT_NE(std::find(args.begin(), args.end(), flag), args.end()) << flag;
   }

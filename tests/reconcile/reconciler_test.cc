@@ -2,6 +2,7 @@
 // infeasible and invalid jobs, deletion, and a controller restart.
 #include "reconcile/reconciler.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -973,6 +974,147 @@ TEST_F(ReconcilerTest, ACountedFailuresPodsStillTerminatingAreNotAnExternalStop)
   EXPECT_EQ(ConditionReason("Replanning"), "");
   EXPECT_EQ(store_.CountEvents("StoppedExternally"), 0);
   EXPECT_EQ(Status()["phase"], "Pending");
+}
+
+// Without the cluster scheduler each job is planned alone against the free
+// GPUs. A launch's pods take none until the scheduler binds them, and the pod
+// cache shows them later still: the second of two jobs reconciled in turn was
+// planned onto the GPUs the first had just been given (both launched, 16 of
+// 16 GPUs each on a 16-GPU cluster), and neither gang could start whole.
+TEST_F(ReconcilerTest, ASecondJobWaitsUntilTheFirstLaunchHoldsItsGpus) {
+  inventory_.inventory = H100Cluster(2);  // 16 free
+  store_.Put(LlamaJob("a"));
+  store_.Put(LlamaJob("b"));
+  ASSERT_TRUE(Pass("research/a").status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  const int a_gpus = launcher_.launches[0].plan.layout.gpus();
+
+  // The cache does not show a's pods yet: b must not plan on their GPUs.
+  ASSERT_TRUE(Pass("research/b").status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(ConditionReason("Planned", "research/b"), "False/WaitingForOtherLaunch");
+  EXPECT_EQ(Status("research/b")["phase"], "Pending");
+  EXPECT_THAT(store_.LastEventMessage("WaitingForOtherLaunch"),
+              ::testing::HasSubstr("TrainJob research/a's worker pods were just created"));
+
+  // The cache shows them, not bound yet: still on their way.
+  inventory_.inventory.unscheduled_trainjob_gpus["research/a"]["H100-SXM"] = a_gpus;
+  ASSERT_TRUE(Pass("research/b").status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  std::string message;
+  const nlohmann::json b_status = Status("research/b");
+  for (const auto& c : b_status["conditions"]) {
+    if (c["type"] == "Planned") message = c["message"].get<std::string>();
+  }
+  EXPECT_THAT(message, ::testing::HasSubstr("research/a's worker pods are not scheduled onto "
+                                            "nodes yet"));
+  EXPECT_EQ(store_.CountEvents("WaitingForOtherLaunch"), 1) << "one event while it waits";
+
+  // Bound: they hold their GPUs, and b is planned against what is left.
+  inventory_.inventory = H100Cluster(2, 16 - a_gpus);
+  inventory_.inventory.trainjob_gpus["research/a"]["H100-SXM"] = a_gpus;
+  ASSERT_TRUE(Pass("research/b").status.ok());
+  EXPECT_NE(ConditionReason("Planned", "research/b"), "False/WaitingForOtherLaunch");
+  if (launcher_.launches.size() == 2u) {
+    EXPECT_LE(launcher_.launches[1].plan.layout.gpus(), 16 - a_gpus);
+  } else {
+    EXPECT_EQ(ConditionReason("Planned", "research/b"), "False/InsufficientGpus");
+  }
+}
+
+// After a controller restart nothing remembers the launch, but the pods it
+// created are in the cache: unscheduled worker pods of another job hold a
+// job back when it may use their GPU type, and only then.
+TEST_F(ReconcilerTest, UnscheduledWorkersOfAnotherJobHoldBackOnlyJobsOfTheirGpuType) {
+  store_.Put(LlamaJob());
+  inventory_.inventory.unscheduled_trainjob_gpus["research/bert"]["A100-80GB"] = 64;
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u) << "an H100-only job does not wait for A100 pods";
+
+  store_.Put(LlamaJob("b"));
+  inventory_.inventory.trainjob_gpus[kKey]["H100-SXM"] = launcher_.launches[0].plan.layout.gpus();
+  inventory_.inventory.unscheduled_trainjob_gpus["research/bert"][""] = 8;  // no known type
+  ASSERT_TRUE(Pass("research/b").status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(ConditionReason("Planned", "research/b"), "False/WaitingForOtherLaunch");
+  EXPECT_THAT(store_.LastEventMessage("WaitingForOtherLaunch"),
+              ::testing::HasSubstr("8 GPUs of TrainJob research/bert"));
+}
+
+// Nothing is held for a job that is gone: its launch no longer holds others
+// back once it is deleted.
+TEST_F(ReconcilerTest, ADeletedJobsLaunchHoldsNoOneBack) {
+  inventory_.inventory = H100Cluster(2);
+  store_.Put(LlamaJob("a"));
+  store_.Put(LlamaJob("b"));
+  ASSERT_TRUE(Pass("research/a").status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  nlohmann::json& a = store_.jobs["research/a"];
+  a["metadata"]["deletionTimestamp"] = "2026-11-22T01:00:00Z";
+  ASSERT_TRUE(Pass("research/a").status.ok());
+  ASSERT_EQ(launcher_.groups.count("research/a"), 0u);
+  ASSERT_TRUE(Pass("research/b").status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(launcher_.launches[1].job.key(), "research/b");
+}
+
+// A gang some of whose pods no node takes (the GPUs they were planned on were
+// taken meanwhile) never starts, while its bound pods hold their GPUs: after
+// gang_scheduling_timeout it is removed and planned again, and that is the
+// controller's own stop, not a restart or an eviction.
+TEST_F(ReconcilerTest, AGangWithPodsNoNodeTakesIsRemovedAndPlannedAgain) {
+  store_.Put(LlamaJob());
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  WorkerGroup& group = launcher_.groups.at(kKey);
+  ASSERT_GE(group.workers.size(), 2u);
+  for (WorkerState& w : group.workers) {
+    w.node_name = "node-" + std::to_string(w.node_rank);
+    w.phase = WorkerPhase::kRunning;
+  }
+  group.workers[1].node_name = "";  // never bound
+  group.workers[1].phase = WorkerPhase::kPending;
+  const int expected = group.expected_workers;  // the group is gone once removed
+  const auto timeout = ReconcilerOptions{}.gang_scheduling_timeout;
+
+  ASSERT_TRUE(Pass().status.ok());  // first seen unscheduled now
+  clock_.Advance(timeout - std::chrono::seconds(1));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 0);
+  EXPECT_EQ(Status()["phase"], "Planning");
+
+  clock_.Advance(std::chrono::seconds(1));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
+  ASSERT_EQ(store_.CountEvents("GangUnschedulable"), 1);
+  EXPECT_THAT(store_.LastEventMessage("GangUnschedulable"),
+              ::testing::HasSubstr("1 of " + std::to_string(expected) +
+                                   " worker pods of attempt 1 were not scheduled onto a node "
+                                   "within 300 s"));
+  EXPECT_EQ(Status()["phase"], "Pending");
+
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(launcher_.launches[1].attempt, 2);
+  EXPECT_EQ(Status().value("restarts", 0), 0) << "not a failure";
+  EXPECT_EQ(store_.CountEvents("StoppedExternally"), 0);
+}
+
+// Bound in time: the clock starts again when pods are unscheduled anew.
+TEST_F(ReconcilerTest, AGangBoundWithinTheBoundIsKept) {
+  store_.Put(LlamaJob());
+  ASSERT_TRUE(Pass().status.ok());
+  const auto timeout = ReconcilerOptions{}.gang_scheduling_timeout;
+  ASSERT_TRUE(Pass().status.ok());  // all pending, no node
+  clock_.Advance(timeout - std::chrono::seconds(1));
+  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  for (WorkerState& w : launcher_.groups.at(kKey).workers) w.node_name = "node";
+  ASSERT_TRUE(Pass().status.ok());
+  clock_.Advance(timeout);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 0);
+  EXPECT_EQ(store_.CountEvents("GangUnschedulable"), 0);
+  EXPECT_EQ(Status()["phase"], "Running");
 }
 
 }  // namespace
