@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <tuple>
 
 #include "cost_model_internal.h"
@@ -142,14 +143,28 @@ class Searcher {
   // GPUs per node for a layout of `gpus` GPUs with t-way tensor parallelism on
   // `pool`: the largest divisor of the node size that keeps each TP group in a
   // node and for which enough nodes have that many free GPUs; 0 when none.
-  int PlaceGpusPerNode(const NodePool& pool, int64_t gpus, int t) const {
+  int PlaceGpusPerNode(const NodePool& pool, int64_t gpus, int t) {
     for (int g = pool.gpus_per_node; g >= 1; --g) {
       if (pool.gpus_per_node % g != 0 || g % t != 0 || gpus % g != 0) continue;
       const int64_t nodes = gpus / g;
       if (options_.ignore_free_gpus) return g;
-      if (nodes <= pool.NodesWithFreeGpus(g)) return g;
+      if (nodes <= NodesWithFreeGpus(pool, g)) return g;
     }
     return 0;
+  }
+
+  // NodePool::NodesWithFreeGpus walks every node when the pool lists each
+  // node's free GPUs, and the search asks for every candidate layout: one
+  // walk per (pool, GPUs per node) instead (planner_bench,
+  // PlanLargeClusterPerNodeFreeGpus).
+  int NodesWithFreeGpus(const NodePool& pool, int gpus_per_worker) {
+    if (&pool != nodes_with_free_gpus_pool_) {
+      nodes_with_free_gpus_pool_ = &pool;
+      nodes_with_free_gpus_.clear();
+    }
+    auto [it, inserted] = nodes_with_free_gpus_.try_emplace(gpus_per_worker, 0);
+    if (inserted) it->second = pool.NodesWithFreeGpus(gpus_per_worker);
+    return it->second;
   }
 
   void SearchPool(int pool_index) {
@@ -475,6 +490,9 @@ class Searcher {
   int64_t met_deadline_ = 0;
   std::vector<Evaluation> pool_;
   SearchOutcome out_;
+  // NodesWithFreeGpus's answers for one pool: GPUs per worker -> nodes.
+  const NodePool* nodes_with_free_gpus_pool_ = nullptr;
+  std::map<int, int> nodes_with_free_gpus_;
 };
 
 }  // namespace

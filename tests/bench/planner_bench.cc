@@ -2,7 +2,9 @@
 // The job: a 70B model (80 layers, hidden 8192, 64 heads, 8 KV heads, SwiGLU
 // 28672, s 4096, V 128256), GBS 1024, 2T tokens, bf16, deadline 60 days.
 // The cluster: 1024 nodes x 8 GPUs in three pools (512 H100-SXM, 256 H200,
-// 256 A100-80GB nodes). Goal: median under 20 ms on one core.
+// 256 A100-80GB nodes), with and without each node's free GPUs listed
+// (listed: also 10 times as many nodes).
+// Goal: median under 20 ms on one core.
 //   build/tests/planner_bench --benchmark_repetitions=10 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
@@ -45,10 +47,21 @@ pp::JobSpec Job(const char* objective) {
   return *job;
 }
 
-void PlanLargeCluster(benchmark::State& state, const char* objective) {
+// per_node: each pool also lists every node's free GPUs (all 8), as the
+// controller's inventory does (NodePool::free_gpus_by_node).
+void Plan(benchmark::State& state, const char* objective, bool per_node) {
   const pp::JobSpec job = Job(objective);
   auto inventory = pp::ParseInventory(kCluster);
   if (!inventory.ok()) std::abort();
+  if (per_node) {
+    // Arg: the cluster scaled up by this factor (10: 10,240 nodes).
+    const int scale = static_cast<int>(state.range(0));
+    for (pp::NodePool& pool : inventory->node_pools) {
+      pool.nodes *= scale;
+      pool.free_gpus = pool.nodes * pool.gpus_per_node;
+      pool.free_gpus_by_node.assign(pool.nodes, pool.gpus_per_node);
+    }
+  }
   pp::PlanOptions options;
   options.now_unix_seconds = 1795305600;  // 2026-11-22T00:00:00Z
   pp::SearchStats stats;
@@ -63,8 +76,23 @@ void PlanLargeCluster(benchmark::State& state, const char* objective) {
   state.counters["pruned"] = static_cast<double>(stats.pruned);
 }
 
+void PlanLargeCluster(benchmark::State& state, const char* objective) {
+  Plan(state, objective, false);
+}
+void PlanLargeClusterPerNodeFreeGpus(benchmark::State& state, const char* objective) {
+  Plan(state, objective, true);
+}
+
 }  // namespace
 
 BENCHMARK_CAPTURE(PlanLargeCluster, cost, "cost")->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(PlanLargeCluster, time, "time")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(PlanLargeClusterPerNodeFreeGpus, cost, "cost")
+    ->Arg(1)
+    ->Arg(10)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(PlanLargeClusterPerNodeFreeGpus, time, "time")
+    ->Arg(1)
+    ->Arg(10)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();
