@@ -94,6 +94,8 @@ StatusOr<LoadedInputs> LoadInputs(const InputFlags& flags) {
     ASSIGN_OR_RETURN(std::string document, ReadDocument(flags.calibration_path));
     StatusOr<planner::Calibration> calibration = planner::ParseCalibration(document);
     if (!calibration.ok()) return calibration.status().WithContext(flags.calibration_path);
+    RETURN_IF_ERROR(planner::CheckCalibrationGpuTypes(*calibration, inputs.inventory.catalog)
+                        .WithContext(flags.calibration_path));
     inputs.calibration = std::move(calibration).value();
   }
 

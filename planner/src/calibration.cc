@@ -92,4 +92,15 @@ StatusOr<Calibration> ParseCalibration(const std::string& document) {
   return yaml_fields::Guard<Calibration>("calibration", [&] { return Parse(document); });
 }
 
+Status CheckCalibrationGpuTypes(const Calibration& calibration, const GpuCatalog& catalog) {
+  for (const auto& [name, entry] : calibration.by_gpu_type) {
+    if (catalog.Find(name) == nullptr) {
+      return InvalidArgumentError("calibration: gpuTypes." + name + ": unknown GPU type \"" + name +
+                                  "\"; known types: " + catalog.NamesForMessage() +
+                                  " (a calibration applies only to the GPU type it names)");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace pacer::planner

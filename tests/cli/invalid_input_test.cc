@@ -100,6 +100,24 @@ TEST(InvalidInputTest, MissingClusterAndCalibrationFilesExitWithTwo) {
   EXPECT_NE(run.err.find("/nonexistent/cal.json"), std::string::npos) << run.err;
 }
 
+// A misspelt GPU type in a calibration file was ignored: the plan ran on
+// default efficiencies without a word.
+TEST(InvalidInputTest, ACalibrationForAnUnknownGpuTypeExitsWithTwo) {
+  testing::TempDir dir;
+  const std::string path = dir.File("cal.json");
+  {
+    std::ofstream out(path);
+    out << R"({"gpuTypes": {"H100-SMX": {"gemmEfficiency": 0.7}}})";
+  }
+  const CliRun run =
+      RunPacer({"plan", CliTestData("llama-7b.yaml"), "--calibration", path, "--now", kNow});
+  EXPECT_EQ(run.exit_code, kExitInvalidInput);
+  EXPECT_NE(run.err.find(path + ": calibration: gpuTypes.H100-SMX: unknown GPU type"),
+            std::string::npos)
+      << run.err;
+  EXPECT_TRUE(run.out.empty());
+}
+
 TEST(InvalidInputTest, DirectoryExitsWithTwo) {
   const CliRun run = RunPacer({"plan", testing::SourcePath("tests/cli"), "--now", kNow});
   EXPECT_EQ(run.exit_code, kExitInvalidInput);

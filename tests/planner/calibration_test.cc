@@ -85,6 +85,22 @@ TEST(CalibrationTest, Errors) {
   EXPECT_EQ(ErrorOf(""), "calibration: the document is empty");
 }
 
+// A calibration applies only to the type it names: a misspelt one would be
+// ignored without a word, so it is refused, naming the known types; a type
+// a cluster file adds to the catalog is known.
+TEST(CalibrationTest, ATypeNoCatalogKnowsIsRefused) {
+  StatusOr<Calibration> c = ParseCalibration(R"({"gpuTypes": {"h100-sxm": {"gemmEfficiency": 0.8},
+                                                              "H100-SMX": {"gemmEfficiency": 0.8}}})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const Status checked = CheckCalibrationGpuTypes(*c, GpuCatalog::BuiltIn());
+  EXPECT_EQ(checked.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(checked.message(), HasSubstr("gpuTypes.H100-SMX: unknown GPU type \"H100-SMX\""));
+  EXPECT_THAT(checked.message(), HasSubstr("H100-SXM"));  // the known ones
+
+  c->by_gpu_type.erase("H100-SMX");
+  EXPECT_TRUE(CheckCalibrationGpuTypes(*c, GpuCatalog::BuiltIn()).ok()) << "case is ignored";
+}
+
 TEST(CalibrationTest, OversizedIsResourceExhausted) {
   StatusOr<Calibration> c = ParseCalibration(std::string(kMaxDocumentBytes + 1, ' '));
   ASSERT_FALSE(c.ok());

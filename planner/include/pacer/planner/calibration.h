@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "pacer/planner/gpu_catalog.h"
 #include "pacer/status.h"
 
 namespace pacer::planner {
@@ -42,6 +43,14 @@ struct Calibration {
 
 // Parses the calibration JSON (or YAML). Errors name the field path.
 StatusOr<Calibration> ParseCalibration(const std::string& document);
+
+// Every GPU type `calibration` names is one `catalog` knows (ignoring case).
+// A calibration is used only for the type it names, so a misspelt name
+// ("H100-SMX") would be ignored without a word and the plan would run on
+// default efficiencies. Checked where a calibration file meets the catalog
+// it is used with (a cluster file can add types). Errors: InvalidArgument
+// naming the entry and the known types.
+Status CheckCalibrationGpuTypes(const Calibration& calibration, const GpuCatalog& catalog);
 
 }  // namespace pacer::planner
 
