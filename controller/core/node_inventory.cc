@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -83,9 +84,14 @@ std::optional<int> DeviceCount(const Json& quantity) {
 }
 
 // A positive number in an annotation; nullopt when absent, a warning when bad.
+// The bounds a pool file's figures have (planner/src/inventory.cc): past
+// them the cost model's times stop being finite.
+constexpr double kMinAnnotatedBandwidth = 0.1;  // Gbit/s or GB/s
+constexpr double kMaxAnnotatedValue = 1e6;      // bandwidth or price
+
 std::optional<double> PositiveAnnotation(const Json* annotations, const char* key,
                                          const std::string& node,
-                                         std::vector<std::string>* warnings) {
+                                         std::vector<std::string>* warnings, double min = 0) {
   if (annotations == nullptr) return std::nullopt;
   const std::string text = StringAt(*annotations, key);
   if (text.empty()) return std::nullopt;
@@ -95,6 +101,13 @@ std::optional<double> PositiveAnnotation(const Json* annotations, const char* ke
       value <= 0) {
     warnings->push_back("node " + node + ": annotation " + key + "=\"" + text +
                         "\" is not a positive number; using the default");
+    return std::nullopt;
+  }
+  if (value < min || value > kMaxAnnotatedValue) {
+    char range[64];
+    std::snprintf(range, sizeof range, "%g..%.0f", min, kMaxAnnotatedValue);
+    warnings->push_back("node " + node + ": annotation " + key + "=\"" + text + "\" is outside " +
+                        range + "; using the default");
     return std::nullopt;
   }
   return value;
@@ -228,10 +241,12 @@ std::optional<NodeCapacity> NodeCapacityOf(const nlohmann::json& node,
   capacity.name = name;
   capacity.gpu_type = *type;
   capacity.gpus = *gpus;
-  capacity.network_gbps = PositiveAnnotation(annotations, kNetworkGbpsAnnotation, name, warnings)
+  capacity.network_gbps = PositiveAnnotation(annotations, kNetworkGbpsAnnotation, name, warnings,
+                                             kMinAnnotatedBandwidth)
                               .value_or(kDefaultNetworkGbpsPerGpu * *gpus);
-  capacity.nvlink_gbps = PositiveAnnotation(annotations, kNvlinkGbpsAnnotation, name, warnings)
-                             .value_or(gpu != nullptr ? gpu->nvlink_gbps : 0);
+  capacity.nvlink_gbps =
+      PositiveAnnotation(annotations, kNvlinkGbpsAnnotation, name, warnings, kMinAnnotatedBandwidth)
+          .value_or(gpu != nullptr ? gpu->nvlink_gbps : 0);
   capacity.price_per_gpu_hour =
       PositiveAnnotation(annotations, kPricePerGpuHourAnnotation, name, warnings)
           .value_or(gpu != nullptr ? gpu->price_per_gpu_hour : 0);

@@ -24,18 +24,28 @@ constexpr double kMaxPrice = 1e6;
 constexpr std::size_t kMaxGpuTypes = 1000;
 constexpr std::size_t kMaxNodePools = 10000;
 
-// A number in (0, max].
-StatusOr<double> PositiveNumber(const Field& f, double max) {
+// Lower bounds keep every time the cost model computes finite and every
+// completion time printable: 1e-300 TFLOP/s made a step take "forever".
+constexpr double kMinTflops = 0.01;  // 10 GFLOP/s: less than one CPU core
+constexpr double kMinMemoryGb = 1;
+constexpr double kMinBandwidth = 0.1;  // GB/s or Gbit/s
+
+// A number in [min, max], min > 0.
+StatusOr<double> NumberInRange(const Field& f, double min, double max) {
   StatusOr<double> value = f.Number();
   if (!value.ok() || *value <= 0) return f.ErrorGot("must be a positive number");
+  if (*value < min) return f.ErrorGot("must be at least " + yaml_fields::FormatNumber(min));
   if (*value > max) return f.ErrorGot("must be at most " + yaml_fields::FormatNumber(max));
   return *value;
 }
 
-// A number in [0, max].
-StatusOr<double> NonNegativeNumber(const Field& f, double max) {
+// 0 (none), or a number in [min, max] (min 0: any non-negative number).
+StatusOr<double> ZeroOrInRange(const Field& f, double min, double max) {
   StatusOr<double> value = f.Number();
   if (!value.ok() || *value < 0) return f.ErrorGot("must be a non-negative number");
+  if (*value > 0 && *value < min) {
+    return f.ErrorGot("must be 0 or at least " + yaml_fields::FormatNumber(min));
+  }
   if (*value > max) return f.ErrorGot("must be at most " + yaml_fields::FormatNumber(max));
   return *value;
 }
@@ -71,7 +81,7 @@ Status ApplyGpuType(const Field& f, std::set<std::string>* earlier_names, GpuCat
 
   const auto read_tflops = [&](std::string_view key, double* out) -> Status {
     if (const Field v = f.Get(key); v.present()) {
-      ASSIGN_OR_RETURN(*out, NonNegativeNumber(v, kMaxTflops));
+      ASSIGN_OR_RETURN(*out, ZeroOrInRange(v, kMinTflops, kMaxTflops));
     }
     return Status::Ok();
   };
@@ -86,17 +96,17 @@ Status ApplyGpuType(const Field& f, std::set<std::string>* earlier_names, GpuCat
     return f.Error("GPU type \"" + name + "\" needs a positive bf16TFLOPS or fp16TFLOPS");
   }
   if (const Field v = f.Get("memoryGB"); v.present()) {
-    ASSIGN_OR_RETURN(gpu.memory_gb, PositiveNumber(v, kMaxMemoryGb));
+    ASSIGN_OR_RETURN(gpu.memory_gb, NumberInRange(v, kMinMemoryGb, kMaxMemoryGb));
     gpu.memory_mib = 0;  // a built-in entry's device MiB would win over the given GB
   }
   if (const Field v = f.Get("hbmGBps"); v.present()) {
-    ASSIGN_OR_RETURN(gpu.hbm_gbps, PositiveNumber(v, kMaxBandwidth));
+    ASSIGN_OR_RETURN(gpu.hbm_gbps, NumberInRange(v, kMinBandwidth, kMaxBandwidth));
   }
   if (const Field v = f.Get("nvlinkGBps"); v.present()) {
-    ASSIGN_OR_RETURN(gpu.nvlink_gbps, NonNegativeNumber(v, kMaxBandwidth));
+    ASSIGN_OR_RETURN(gpu.nvlink_gbps, ZeroOrInRange(v, kMinBandwidth, kMaxBandwidth));
   }
   if (const Field v = f.Get("pricePerGPUHour"); v.present()) {
-    ASSIGN_OR_RETURN(gpu.price_per_gpu_hour, NonNegativeNumber(v, kMaxPrice));
+    ASSIGN_OR_RETURN(gpu.price_per_gpu_hour, ZeroOrInRange(v, 0, kMaxPrice));
   }
   catalog->Upsert(std::move(gpu));
   return Status::Ok();
@@ -155,12 +165,12 @@ StatusOr<NodePool> ParsePool(const Field& f, const GpuCatalog& catalog) {
     pool.free_gpus = sum;
   }
   ASSIGN_OR_RETURN(pool.network_gbps_per_node,
-                   PositiveNumber(f.Get("networkGbpsPerNode"), kMaxBandwidth));
+                   NumberInRange(f.Get("networkGbpsPerNode"), kMinBandwidth, kMaxBandwidth));
   if (const Field v = f.Get("nvlinkGBps"); v.present()) {
-    ASSIGN_OR_RETURN(pool.nvlink_gbps, NonNegativeNumber(v, kMaxBandwidth));
+    ASSIGN_OR_RETURN(pool.nvlink_gbps, ZeroOrInRange(v, kMinBandwidth, kMaxBandwidth));
   }
   if (const Field v = f.Get("pricePerGPUHour"); v.present()) {
-    ASSIGN_OR_RETURN(pool.price_per_gpu_hour, NonNegativeNumber(v, kMaxPrice));
+    ASSIGN_OR_RETURN(pool.price_per_gpu_hour, ZeroOrInRange(v, 0, kMaxPrice));
   }
   return pool;
 }

@@ -167,6 +167,31 @@ TEST_F(NodeInventoryTest, AnnotationsOverrideDefaults) {
   EXPECT_EQ(FindPool(cluster_, "h200-8gpu")->network_gbps_per_node, 3200);
 }
 
+// An absurdly small bandwidth made every plan on the node take "forever":
+// the annotations have the bounds a pool file's figures have.
+TEST(NodeCapacityTest, AnnotationsOutsideTheirBoundsFallBackToTheDefault) {
+  nlohmann::json node = {{"metadata",
+                          {{"name", "n1"},
+                           {"labels", {{kGpuProductLabel, "NVIDIA-H100-80GB-HBM3"}}},
+                           {"annotations",
+                            {{kNetworkGbpsAnnotation, "1e-300"},
+                             {kNvlinkGbpsAnnotation, "5e9"},
+                             {kPricePerGpuHourAnnotation, "2.5"}}}}},
+                         {"status",
+                          {{"allocatable", {{kGpuResource, "8"}}},
+                           {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+  std::vector<std::string> warnings;
+  std::optional<NodeCapacity> c = NodeCapacityOf(node, &warnings);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->network_gbps, 8 * kDefaultNetworkGbpsPerGpu);
+  EXPECT_EQ(c->nvlink_gbps, 900);  // the catalog's
+  EXPECT_EQ(c->price_per_gpu_hour, 2.5);
+  EXPECT_THAT(warnings,
+              UnorderedElementsAre(HasSubstr("pacer.dev/network-gbps=\"1e-300\" is outside "
+                                             "0.1..1000000; using the default"),
+                                   HasSubstr("pacer.dev/nvlink-gbps=\"5e9\" is outside")));
+}
+
 TEST_F(NodeInventoryTest, WarnsAboutSkippedNodes) {
   EXPECT_THAT(cluster_.warnings,
               UnorderedElementsAre(HasSubstr("gpu-mig-a"), HasSubstr("ws-4090"),

@@ -182,6 +182,31 @@ TEST(InventoryTest, ErrorsNameThePath) {
   EXPECT_EQ(ErrorOf(""), "inventory: the document is empty");
 }
 
+// Absurdly small hardware figures made the cost model's times infinite (a
+// step at 1e-300 TFLOP/s takes "forever", completion times past any year):
+// each has a floor, and 0 stays "none" where it means that.
+TEST(InventoryTest, AbsurdlySmallFiguresAreRefused) {
+  const std::string pool0 =
+      "nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
+      "networkGbpsPerNode: 3200}\n";
+  EXPECT_EQ(ErrorOf("gpuTypes: [{name: H100-SXM, bf16TFLOPS: 1e-300}]\n" + pool0),
+            "gpuTypes[0].bf16TFLOPS: must be 0 or at least 0.01, got 1e-300");
+  EXPECT_EQ(ErrorOf("gpuTypes: [{name: H100-SXM, memoryGB: 0.001}]\n" + pool0),
+            "gpuTypes[0].memoryGB: must be at least 1, got 0.001");
+  EXPECT_EQ(ErrorOf("gpuTypes: [{name: H100-SXM, hbmGBps: 1e-9}]\n" + pool0),
+            "gpuTypes[0].hbmGBps: must be at least 0.1, got 1e-9");
+  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
+                    "networkGbpsPerNode: 1e-12}\n"),
+            "nodePools[0].networkGbpsPerNode: must be at least 0.1, got 1e-12");
+  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
+                    "networkGbpsPerNode: 3200, nvlinkGBps: 0.0001}\n"),
+            "nodePools[0].nvlinkGBps: must be 0 or at least 0.1, got 0.0001");
+  // 0: no such precision, no NVLink, price unknown.
+  StatusOr<Inventory> zeros = ParseInventory(
+      "gpuTypes: [{name: H100-SXM, fp8TFLOPS: 0, nvlinkGBps: 0, pricePerGPUHour: 0}]\n" + pool0);
+  EXPECT_TRUE(zeros.ok()) << zeros.status().ToString();
+}
+
 TEST(InventoryTest, OversizedIsResourceExhausted) {
   const std::string doc = "# " + std::string(kMaxDocumentBytes, 'x');
   StatusOr<Inventory> inv = ParseInventory(doc);

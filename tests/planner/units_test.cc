@@ -121,6 +121,15 @@ TEST(Rfc3339Test, FormatRoundTrips) {
   EXPECT_EQ(FormatRfc3339(0), "1970-01-01T00:00:00Z");
   EXPECT_EQ(FormatRfc3339(1798070400), "2026-12-24T00:00:00Z");
   EXPECT_EQ(FormatRfc3339(-1), "1969-12-31T23:59:59Z");
+  // Four-digit years only: a completion a million years out (what
+  // CompletionUnixSeconds clamps to) was written "1002026-...", which no
+  // RFC 3339 parser, the API server's included, accepts.
+  EXPECT_EQ(FormatRfc3339(253402300799), "9999-12-31T23:59:59Z");
+  EXPECT_EQ(FormatRfc3339(CompletionUnixSeconds(1798070400, 1e30)), "9999-12-31T23:59:59Z");
+  EXPECT_EQ(FormatRfc3339(INT64_MAX), "9999-12-31T23:59:59Z");
+  EXPECT_EQ(FormatRfc3339(-62167219200), "0000-01-01T00:00:00Z");
+  EXPECT_EQ(FormatRfc3339(INT64_MIN), "0000-01-01T00:00:00Z");
+  EXPECT_TRUE(ParseRfc3339(FormatRfc3339(INT64_MAX)).ok());
   for (int64_t t : {int64_t{0}, int64_t{951825600}, int64_t{1709164800}, int64_t{4102444799},
                     int64_t{-86401}, int64_t{1798070400 + 12345}}) {
     EXPECT_EQ(*ParseRfc3339(FormatRfc3339(t)), t) << t;

@@ -31,7 +31,11 @@ StatusOr<double> ParseFraction(std::string_view text);
 // RFC 3339 -> Unix seconds (fractional seconds truncated).
 StatusOr<int64_t> ParseRfc3339(std::string_view text);
 
-// Unix seconds -> "2026-12-24T00:00:00Z".
+// Unix seconds -> "2026-12-24T00:00:00Z". RFC 3339 has four-digit years:
+// times after 9999-12-31T23:59:59Z (a plan on absurdly slow hardware takes
+// millennia) are written as that, and times before year 0 as
+// 0000-01-01T00:00:00Z, so every string is one an API server and ParseRfc3339
+// accept.
 std::string FormatRfc3339(int64_t unix_seconds);
 
 // When a run of `total_seconds` started at `now_unix_seconds` finishes,
