@@ -9,6 +9,8 @@
 #include <tuple>
 #include <utility>
 
+#include "pacer/planner/units.h"
+
 namespace pacer::controller {
 namespace {
 
@@ -314,6 +316,11 @@ std::optional<PodGpuClaim> PodGpuClaimOf(const nlohmann::json& pod) {
     // GPUs are spoken for; see ClusterInventory::unscheduled_trainjob_gpus).
     if (claim.trainjob.empty()) return std::nullopt;
     claim.gpu_type = AffinityGpuType(*spec);
+    if (StatusOr<int64_t> created = planner::ParseRfc3339(
+            metadata != nullptr ? StringAt(*metadata, "creationTimestamp") : "");
+        created.ok()) {
+      claim.created_unix_seconds = *created;
+    }
   }
   return claim;
 }
@@ -338,6 +345,11 @@ ClusterInventory AssembleInventory(const std::vector<const NodeCapacity*>& nodes
   for (const PodGpuClaim* claim : claims) {
     if (claim->node.empty()) {
       result.unscheduled_trainjob_gpus[claim->trainjob][claim->gpu_type] += claim->gpus;
+      if (claim->created_unix_seconds != 0) {
+        auto [since, added] = result.unscheduled_trainjob_since.try_emplace(
+            claim->trainjob, claim->created_unix_seconds);
+        if (!added) since->second = std::min(since->second, claim->created_unix_seconds);
+      }
       continue;
     }
     used_gpus_by_node[claim->node] += claim->gpus;

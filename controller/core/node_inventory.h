@@ -31,6 +31,7 @@
 #ifndef PACER_CONTROLLER_CORE_NODE_INVENTORY_H_
 #define PACER_CONTROLLER_CORE_NODE_INVENTORY_H_
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -75,6 +76,9 @@ struct ClusterInventory {
   // the cluster scheduler's choice. Planning against the free GPUs while
   // they are on their way would give the same GPUs out twice.
   std::map<std::string, std::map<std::string, int>> unscheduled_trainjob_gpus;
+  // When the oldest of those pods was created, per TrainJob (Unix seconds;
+  // absent when unknown): a pod unscheduled for long is no launch on its way.
+  std::map<std::string, int64_t> unscheduled_trainjob_since;
 
   // GPUs of `gpu_type` (catalog name) the pods of TrainJob `key` hold.
   int TrainJobGpus(const std::string& key, const std::string& gpu_type) const;
@@ -115,8 +119,10 @@ struct PodGpuClaim {
   int gpus = 0;
   std::string trainjob;  // "namespace/name" of a worker pod's TrainJob, else empty
   // Only for an unscheduled worker: the catalog type its node affinity asks
-  // for (the nvidia.com/gpu.product values); empty when none is known.
+  // for (the nvidia.com/gpu.product values), empty when none is known; and
+  // its creation time (Unix seconds; 0 when unknown).
   std::string gpu_type;
+  int64_t created_unix_seconds = 0;
   bool operator==(const PodGpuClaim&) const = default;
 };
 std::optional<PodGpuClaim> PodGpuClaimOf(const nlohmann::json& pod);

@@ -122,8 +122,7 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
     pass.ref.namespace_name = key.substr(0, slash);
     pass.ref.name = slash == std::string::npos ? key : key.substr(slash + 1);
     Status stopped = deps_.launcher->Stop(pass.ref, StopMode::kRemove);
-    std::lock_guard<std::mutex> lock(mu_);
-    views_.erase(key);
+    Forget(key);
     return {stopped, std::nullopt};
   }
   pass.object = std::move(*object);
@@ -214,16 +213,20 @@ ReconcileResult Reconciler::ReconcileDeleted(Pass& pass) {
       return {updated.status(), std::nullopt};
     }
   }
+  Forget(pass.key);
+  return {Status::Ok(), std::nullopt};
+}
+
+void Reconciler::Forget(const std::string& key) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    views_.erase(pass.key);
-    refusals_.erase(pass.key);
-    partial_since_.erase(pass.key);
-    unscheduled_since_.erase(pass.key);
+    views_.erase(key);
+    refusals_.erase(key);
+    partial_since_.erase(key);
+    unscheduled_since_.erase(key);
   }
   std::lock_guard<std::mutex> lock(fifo_mu_);
-  fifo_launches_.erase(pass.key);
-  return {Status::Ok(), std::nullopt};
+  fifo_launches_.erase(key);
 }
 
 ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
@@ -412,7 +415,8 @@ ReconcileResult Reconciler::LaunchRefused(Pass& pass, const std::string& message
 }
 
 std::optional<std::string> Reconciler::OtherLaunchOnItsWay(const Pass& pass,
-                                                           const ClusterInventory& inventory) {
+                                                           const ClusterInventory& inventory,
+                                                           const std::string& planned_gpu_type) {
   const Clock::SteadyTime now = deps_.clock->Now();
   auto shown_gpus = [&](const std::string& key) {
     int gpus = 0;
@@ -425,8 +429,7 @@ std::optional<std::string> Reconciler::OtherLaunchOnItsWay(const Pass& pass,
   };
   auto competes = [&](const std::string& gpu_type) {
     // A type no catalog knows: its pods may land on any node.
-    return gpu_type.empty() ||
-           planner::AllowsGpuType(pass.spec.resources, inventory.inventory.catalog, gpu_type);
+    return gpu_type.empty() || gpu_type == planned_gpu_type;  // both catalog spellings
   };
   auto what = [](const std::string& key, int gpus, const std::string& gpu_type) {
     return "the " + std::to_string(gpus) + " " + (gpu_type.empty() ? "" : gpu_type + " ") +
@@ -450,6 +453,17 @@ std::optional<std::string> Reconciler::OtherLaunchOnItsWay(const Pass& pass,
   if (!blocker) {
     for (const auto& [key, by_type] : inventory.unscheduled_trainjob_gpus) {
       if (key == pass.key) continue;
+      // Unscheduled for longer than a gang of this controller's may stay
+      // (its gang is removed by then): pods no launch of ours is waiting for
+      // (another controller's, a stray labelled pod) hold no one back.
+      auto since = inventory.unscheduled_trainjob_since.find(key);
+      if (options_.gang_scheduling_timeout.count() > 0 &&
+          since != inventory.unscheduled_trainjob_since.end() &&
+          pass.now - since->second >
+              std::chrono::duration_cast<std::chrono::seconds>(options_.gang_scheduling_timeout)
+                  .count()) {
+        continue;
+      }
       for (const auto& [type, gpus] : by_type) {
         if (!blocker && competes(type)) {
           blocker = what(key, gpus, type) + " are not scheduled onto nodes yet";
@@ -465,7 +479,8 @@ std::optional<std::string> Reconciler::OtherLaunchOnItsWay(const Pass& pass,
 
 ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& plan) {
   if (pass.fifo_inventory != nullptr) {
-    if (std::optional<std::string> waiting = OtherLaunchOnItsWay(pass, *pass.fifo_inventory)) {
+    if (std::optional<std::string> waiting =
+            OtherLaunchOnItsWay(pass, *pass.fifo_inventory, plan.layout.gpu_type)) {
       return ReconcileWaiting(pass, "WaitingForOtherLaunch", *waiting);
     }
   }
@@ -532,8 +547,11 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
   }
   if (!launched.ok()) return {launched, std::nullopt};
   {
+    // A new gang: the timers of the last one's pods start again.
     std::lock_guard<std::mutex> lock(mu_);
     refusals_.erase(pass.key);
+    partial_since_.erase(pass.key);
+    unscheduled_since_.erase(pass.key);
   }
   if (pass.fifo_inventory != nullptr) {  // fifo_mu_ is held
     fifo_launches_[pass.key] = LaunchOnItsWay{plan.layout.gpu_type, plan.layout.gpus(), now};

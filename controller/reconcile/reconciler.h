@@ -152,16 +152,20 @@ class Reconciler {
   struct Pass;  // one pass's working state (reconciler.cc)
 
   ReconcileResult ReconcileDeleted(Pass& pass);
+  // Drops everything kept for job `key` (it is gone). Takes mu_, then fifo_mu_.
+  void Forget(const std::string& key);
   ReconcileResult ReconcileWithoutWorkers(Pass& pass);
   ReconcileResult ReconcileWithWorkers(Pass& pass, const WorkerGroup& group);
   ReconcileResult LaunchPlan(Pass& pass, const planner::Evaluation& plan);
-  // Without the cluster scheduler: why `pass`'s job must not launch now, or
-  // nullopt. Another job's launch is on its way to the free GPUs the job was
-  // planned against (a launch of this controller's the pod cache does not
-  // show yet, or worker pods no node holds yet) when it may use their GPU
-  // type. Forgets launches the cache shows in full. Requires fifo_mu_.
+  // Without the cluster scheduler: why `pass`'s job must not launch now on
+  // `planned_gpu_type`, or nullopt. Another job's launch is on its way to
+  // GPUs of that type (a launch of this controller's the pod cache does not
+  // show yet, or worker pods no node has held for less than
+  // gang_scheduling_timeout). Forgets launches the cache shows in full.
+  // Requires fifo_mu_.
   std::optional<std::string> OtherLaunchOnItsWay(const Pass& pass,
-                                                 const ClusterInventory& inventory);
+                                                 const ClusterInventory& inventory,
+                                                 const std::string& planned_gpu_type);
   // Pending with Planned=False/LaunchRefused and the server's message, looked
   // at again after `retry_in`.
   ReconcileResult LaunchRefused(Pass& pass, const std::string& message,

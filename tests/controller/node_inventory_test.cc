@@ -132,6 +132,9 @@ TEST_F(NodeInventoryTest, RemembersTheGpusOfWorkerPodsNotScheduledYet) {
   // waiting: 8, no affinity. bert-worker-1: 8, affinity A100-SXM4-80GB.
   EXPECT_EQ(cluster_.unscheduled_trainjob_gpus.at("research/llama"), (Held{{"", 8}}));
   EXPECT_EQ(cluster_.unscheduled_trainjob_gpus.at("research/bert"), (Held{{"A100-80GB", 8}}));
+  // Since when (creationTimestamp); waiting has none.
+  EXPECT_EQ(cluster_.unscheduled_trainjob_since,
+            (std::map<std::string, int64_t>{{"research/bert", 1795305600}}));
   // Not in any pool: the A100 node's GPUs are held by full-a100 alone.
   EXPECT_EQ(FindPool(cluster_, "a100-80gb-8gpu")->free_gpus, 8);
   EXPECT_EQ(cluster_.trainjob_gpus.at("research/bert"), (Held{{"A100-80GB", 8}}));

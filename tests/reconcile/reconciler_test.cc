@@ -1039,6 +1039,16 @@ TEST_F(ReconcilerTest, UnscheduledWorkersOfAnotherJobHoldBackOnlyJobsOfTheirGpuT
   EXPECT_EQ(ConditionReason("Planned", "research/b"), "False/WaitingForOtherLaunch");
   EXPECT_THAT(store_.LastEventMessage("WaitingForOtherLaunch"),
               ::testing::HasSubstr("8 GPUs of TrainJob research/bert"));
+
+  // Unscheduled since longer than any gang of ours may stay so (another
+  // controller's pods, a stray labelled pod): no launch on its way.
+  const int64_t bound_seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(ReconcilerOptions{}.gang_scheduling_timeout)
+          .count();
+  inventory_.inventory.unscheduled_trainjob_since["research/bert"] =
+      clock_.WallUnixSeconds() - bound_seconds - 1;
+  ASSERT_TRUE(Pass("research/b").status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 2u);
 }
 
 // Nothing is held for a job that is gone: its launch no longer holds others
@@ -1115,6 +1125,40 @@ TEST_F(ReconcilerTest, AGangBoundWithinTheBoundIsKept) {
   EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 0);
   EXPECT_EQ(store_.CountEvents("GangUnschedulable"), 0);
   EXPECT_EQ(Status()["phase"], "Running");
+
+  // A pod unscheduled again (rescheduled after its node went): a new count.
+  launcher_.groups.at(kKey).workers[0].node_name = "";
+  launcher_.groups.at(kKey).workers[0].phase = WorkerPhase::kPending;
+  ASSERT_TRUE(Pass().status.ok());
+  clock_.Advance(timeout - std::chrono::seconds(1));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 0);
+  clock_.Advance(std::chrono::seconds(1));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
+}
+
+// The count belongs to one gang: a gang that had pods unscheduled for a
+// while and then failed does not hand its time to the next attempt's gang,
+// which would be removed as soon as it was seen.
+TEST_F(ReconcilerTest, TheNextAttemptsGangStartsItsOwnUnscheduledCount) {
+  store_.Put(LlamaJob());
+  ASSERT_TRUE(Pass().status.ok());
+  const auto timeout = ReconcilerOptions{}.gang_scheduling_timeout;
+  ASSERT_TRUE(Pass().status.ok());  // all pending, no node: counted from now
+  clock_.Advance(timeout - std::chrono::seconds(10));
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 1);  // the gang fails instead
+  ASSERT_TRUE(Pass().status.ok());
+  for (int i = 0; i < 5 && launcher_.launches.size() < 2u; ++i) {
+    clock_.Advance(std::chrono::seconds(1));
+    ASSERT_TRUE(Pass().status.ok());
+  }
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  ASSERT_TRUE(Pass().status.ok());  // the new gang, its pods not scheduled yet
+  clock_.Advance(std::chrono::seconds(60));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(store_.CountEvents("GangUnschedulable"), 0);
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1) << "only the failed gang's removal";
 }
 
 }  // namespace

@@ -37,6 +37,14 @@ int WriteCalibration(const CalibrateFlags& flags, const std::string& key, const 
   json document = {{"apiVersion", "pacer.dev/v1alpha1"},
                    {"kind", "Calibration"},
                    {"gpuTypes", {{key, entry}}}};
+  if (planner::GpuCatalog::BuiltIn().Find(key) == nullptr) {
+    // `pacer plan --calibration` refuses a type its catalog does not know
+    // (a misspelt one would be ignored without a word).
+    out << "\n  note: \"" << key
+        << "\" is not a GPU type of the planner's catalog; pass --gpu-type with the catalog "
+           "name (e.g. H100-SXM) for a file pacer plan --calibration takes, or add the type "
+           "under gpuTypes in the cluster file\n";
+  }
   if (flags.output_path.empty()) {
     out << "\n" << document.dump(2) << "\n";
     return kExitSuccess;
