@@ -14,11 +14,11 @@ std::string Seconds(double s) { return planner::FormatDurationHuman(s); }
 
 std::string Fixed(double x, int decimals) {
   char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, x);
+  // Exponent form for what %f would spell in hundreds of digits (and the
+  // buffer cut short): a broken metric's 1e300 s step.
+  std::snprintf(buffer, sizeof buffer, std::fabs(x) < 1e12 ? "%.*f" : "%.*e", decimals, x);
   return buffer;
 }
-
-int64_t CeilSeconds(double unix_seconds) { return static_cast<int64_t>(std::ceil(unix_seconds)); }
 
 Status Validate(const ReplanInputs& in) {
   if (in.total_steps <= 0) return InvalidArgumentError("totalSteps must be positive");
@@ -107,7 +107,7 @@ StatusOr<Decision> DecideReplan(const ReplanInputs& in, const ReplanOptions& opt
 
   const double projected =
       ProjectCompletion(now, remaining_steps, d.step_seconds_used, in.current_plan);
-  d.projected_completion_unix_seconds = CeilSeconds(projected);
+  d.projected_completion_unix_seconds = planner::CeilUnixSeconds(projected);
   if (!in.deadline_unix_seconds) {
     d.reason = "NoDeadline";
     d.message = "the job has no deadline; projected completion " +
@@ -190,7 +190,7 @@ StatusOr<Decision> DecideReplan(const ReplanInputs& in, const ReplanOptions& opt
   }
   d.new_plan = *result->plan;
   const double new_completion = now + d.new_plan->total.total_seconds;
-  d.new_projected_completion_unix_seconds = CeilSeconds(new_completion);
+  d.new_projected_completion_unix_seconds = planner::CeilUnixSeconds(new_completion);
   const double improvement = projected - new_completion;
   const double margin = std::max(options.min_improvement_fraction * (projected - now),
                                  options.min_improvement_seconds);

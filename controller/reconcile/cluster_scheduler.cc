@@ -105,10 +105,9 @@ const ClusterInventory& JobView(const ClusterInventory& cluster, const Scheduled
 std::string AdviceText(const sched::Advice& advice, const std::string& gpu_type) {
   std::vector<std::string> parts;
   if (advice.deadline_seconds) {
-    parts.push_back(
-        "a deadline of " +
-        planner::FormatRfc3339(static_cast<int64_t>(std::ceil(*advice.deadline_seconds))) +
-        " or later");
+    parts.push_back("a deadline of " +
+                    planner::FormatRfc3339(planner::CeilUnixSeconds(*advice.deadline_seconds)) +
+                    " or later");
   }
   if (advice.iterations) {
     parts.push_back(std::to_string(static_cast<int64_t>(std::floor(*advice.iterations))) +
@@ -396,7 +395,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       // A second early rather than late: a pass gives each job what its plan
       // needs before the next pass, and a reservation made as late as
       // possible has no second to lose.
-      const auto at = static_cast<int64_t>(std::floor(*result.next_wakeup_seconds)) - 1;
+      const int64_t at = planner::FloorUnixSeconds(*result.next_wakeup_seconds) - 1;
       next_wakeup_ = next_wakeup_ ? std::min(*next_wakeup_, at) : at;
     }
     for (size_t i = 0; i < result.decisions.size(); ++i) {
@@ -411,13 +410,13 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
         a.message = d.reason + AdviceText(advice, type);
       }
       if (d.planned_finish_seconds) {
-        a.planned_finish_unix_seconds = static_cast<int64_t>(std::ceil(*d.planned_finish_seconds));
+        a.planned_finish_unix_seconds = planner::CeilUnixSeconds(*d.planned_finish_seconds);
       }
       if (a.admitted && a.gpus == 0) {
         for (const sched::ReservedSpan& span : d.reservation) {
           if (span.gpus > 0 && span.end_seconds > now) {
             a.next_start_unix_seconds =
-                static_cast<int64_t>(std::floor(std::max(span.start_seconds, now)));
+                planner::FloorUnixSeconds(std::max(span.start_seconds, now));
             break;
           }
         }

@@ -566,7 +566,7 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
                               " per step (attempt " + std::to_string(launch.attempt) + ")";
   deps_.store->RecordEvent(pass.object, "Normal", "Launched", message);
   pass.Set(kConditionPlanned, kConditionTrue, "Planned", message);
-  pass.projected = pass.now + static_cast<int64_t>(std::ceil(launch.plan.total.total_seconds));
+  pass.projected = planner::CompletionUnixSeconds(pass.now, launch.plan.total.total_seconds);
   if (pass.deadline) pass.slack = static_cast<double>(*pass.deadline - *pass.projected);
   return Finish(pass, options_.transition_poll);
 }
@@ -876,8 +876,8 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
 
   const double step_seconds = usable_step_seconds.value_or(pass.plan->step.step_seconds);
   const int64_t remaining = pass.state.total_steps - pass.state.steps_completed;
-  pass.projected = static_cast<int64_t>(std::ceil(
-      ProjectCompletion(static_cast<double>(pass.now), remaining, step_seconds, *pass.plan)));
+  pass.projected = planner::CeilUnixSeconds(
+      ProjectCompletion(static_cast<double>(pass.now), remaining, step_seconds, *pass.plan));
   if (pass.deadline) pass.slack = static_cast<double>(*pass.deadline - *pass.projected);
 
   const Millis replan_interval = Seconds(pass.spec.replan.interval_seconds);

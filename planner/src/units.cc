@@ -280,10 +280,26 @@ std::string FormatRfc3339(int64_t unix_seconds) {
   return buf;
 }
 
+namespace {
+// A million years: beyond any deadline, and far from int64's end (a
+// near-zero bandwidth in an inventory can make a plan take "forever").
+constexpr double kMaxSeconds = 1e6 * 365.25 * 86400;
+
+double ClampedUnixSeconds(double unix_seconds) {
+  return std::isnan(unix_seconds) ? kMaxSeconds
+                                  : std::clamp(unix_seconds, -kMaxSeconds, kMaxSeconds);
+}
+}  // namespace
+
+int64_t CeilUnixSeconds(double unix_seconds) {
+  return static_cast<int64_t>(std::ceil(ClampedUnixSeconds(unix_seconds)));
+}
+
+int64_t FloorUnixSeconds(double unix_seconds) {
+  return static_cast<int64_t>(std::floor(ClampedUnixSeconds(unix_seconds)));
+}
+
 int64_t CompletionUnixSeconds(int64_t now_unix_seconds, double total_seconds) {
-  // A million years: beyond any deadline, and far from int64's end (a
-  // near-zero bandwidth in an inventory can make a plan take "forever").
-  constexpr double kMaxSeconds = 1e6 * 365.25 * 86400;
   const double seconds =
       std::isnan(total_seconds) ? kMaxSeconds : std::clamp(total_seconds, 0.0, kMaxSeconds);
   return now_unix_seconds + static_cast<int64_t>(std::ceil(seconds));

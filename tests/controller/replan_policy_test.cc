@@ -95,6 +95,20 @@ TEST(ReplanPolicyTest, SlowerThanPredictedReplansOnMoreGpusWithTheSameBatch) {
   EXPECT_LE(*d->new_projected_completion_unix_seconds, *in.deadline_unix_seconds);
 }
 
+// A finite but absurd measurement (a broken exporter's 1e300 s step): the
+// projection saturates in the far future and the job is at risk. Cast to
+// int64 unclamped it became year 0, before the deadline.
+TEST(ReplanPolicyTest, AnAbsurdMeasurementProjectsTheFarFuture) {
+  Scenario s = Running();
+  s.inputs.measured_step_seconds = 1e300;
+  auto d = DecideReplan(s.inputs);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(d->at_risk);
+  EXPECT_GT(d->projected_completion_unix_seconds, *s.inputs.deadline_unix_seconds);
+  EXPECT_THAT(d->message, HasSubstr("projected completion 9999-12-31T23:59:59Z"));
+  EXPECT_THAT(d->message, HasSubstr("measured 1.000e+300 s/step"));
+}
+
 TEST(ReplanPolicyTest, FasterThanPredictedKeeps) {
   Scenario s = Running();
   s.inputs.measured_step_seconds = 0.7 * s.inputs.current_plan.step.step_seconds;

@@ -167,5 +167,21 @@ TEST(CompletionTest, SaturatesAtAMillionYears) {
   EXPECT_EQ(CompletionUnixSeconds(100, -5.0), 100);
 }
 
+// Times computed as doubles (a projection from a broken metric's 1e300 s
+// step, a scheduler's finish) round to whole seconds within a million years
+// either side; cast unclamped, 1e300 became INT64_MIN, a date in year 0.
+TEST(CompletionTest, DoubleTimesRoundAndSaturate) {
+  const int64_t million_years = static_cast<int64_t>(1e6 * 365.25 * 86400);
+  EXPECT_EQ(CeilUnixSeconds(100.2), 101);
+  EXPECT_EQ(FloorUnixSeconds(100.8), 100);
+  EXPECT_EQ(CeilUnixSeconds(-100.8), -100);
+  EXPECT_EQ(FloorUnixSeconds(-100.2), -101);
+  EXPECT_EQ(CeilUnixSeconds(1e300), million_years);
+  EXPECT_EQ(FloorUnixSeconds(std::numeric_limits<double>::infinity()), million_years);
+  EXPECT_EQ(CeilUnixSeconds(std::nan("")), million_years);
+  EXPECT_EQ(FloorUnixSeconds(-1e300), -million_years);
+  EXPECT_EQ(FormatRfc3339(CeilUnixSeconds(1e300)), "9999-12-31T23:59:59Z");
+}
+
 }  // namespace
 }  // namespace pacer::planner

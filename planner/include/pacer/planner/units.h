@@ -43,6 +43,14 @@ std::string FormatRfc3339(int64_t unix_seconds);
 // "late" is measured from, so that "N after the deadline" and "at T" agree.
 int64_t CompletionUnixSeconds(int64_t now_unix_seconds, double total_seconds);
 
+// A time in Unix seconds as a double (a projection from a measured step
+// time, a scheduler's finish), rounded up or down to whole seconds. Beyond
+// a million years either side it is clamped there, and NaN counts as the
+// far future: converting a double past int64's range (a broken metric's
+// 1e300 s step) to an integer is undefined and gave dates in year 0.
+int64_t CeilUnixSeconds(double unix_seconds);
+int64_t FloorUnixSeconds(double unix_seconds);
+
 // 259200 -> "3d0h", 5400 -> "1h30m", 42 -> "42s" (for humans, not parsing).
 std::string FormatDurationHuman(double seconds);
 
