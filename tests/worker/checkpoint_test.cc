@@ -60,6 +60,22 @@ TEST(Crc32Test, MatchesTheStandardCheckValue) {
   EXPECT_EQ(Crc32({}), 0u);
 }
 
+// The bound a save enforces, and the runner before the first step: a 70B
+// model's fp32 weights and Adam moments on one rank (1.1 TB) are refused
+// with the size and the ways out, 64 GiB exactly is not.
+TEST(CheckpointLimitTest, BuffersBeyondSixtyFourGibAreRefusedWithTheWayOut) {
+  EXPECT_TRUE(CheckCheckpointBufferBytes(0).ok());
+  EXPECT_TRUE(CheckCheckpointBufferBytes(kMaxCheckpointBufferBytes).ok());
+  const Status over = CheckCheckpointBufferBytes(kMaxCheckpointBufferBytes + 1);
+  EXPECT_EQ(over.code(), StatusCode::kInvalidArgument);
+  const Status huge = CheckCheckpointBufferBytes(uint64_t{70'000'000'000} * 16);
+  EXPECT_EQ(huge.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.message().find("1043.1 GiB"), std::string::npos) << huge.message();
+  EXPECT_NE(huge.message().find("ZeRO stage 1"), std::string::npos) << huge.message();
+  EXPECT_NE(huge.message().find("without --checkpoint-buffers"), std::string::npos)
+      << huge.message();
+}
+
 TEST(Crc32Test, CanBeFedInPieces) {
   std::string_view a = "12345", b = "6789";
   uint32_t crc = Crc32(std::as_bytes(std::span(a.data(), a.size())));

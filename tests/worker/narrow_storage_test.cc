@@ -274,6 +274,7 @@ TEST(NarrowStorageTest, MasterWeightsCarryTheUpdatesAndTheirCheckpoint) {
   const WorkerConfig& config = two.config;
   const testing::DeviceFactory& narrow = two.narrow;
   std::vector<NamedBuffers> saved(2);
+  std::vector<uint64_t> declared_bytes(2);
   std::vector<std::vector<float>> before(2), after(2), resumed(2);
   testing::ExpectAllOk(testing::OnRanks(
       config,
@@ -284,6 +285,7 @@ TEST(NarrowStorageTest, MasterWeightsCarryTheUpdatesAndTheirCheckpoint) {
           (void)t;
         }
         before[r] = b.parameters();
+        declared_bytes[r] = b.CheckpointBufferBytes();
         ASSIGN_OR_RETURN(saved[r], b.SaveBuffers());
         ASSIGN_OR_RETURN(StepTiming t, b.RunStep(2));
         (void)t;
@@ -304,8 +306,14 @@ TEST(NarrowStorageTest, MasterWeightsCarryTheUpdatesAndTheirCheckpoint) {
       narrow));
   for (size_t r = 0; r < 2; ++r) {
     bool has_master = false;
-    for (const auto& [name, bytes] : saved[r]) has_master |= name == "optimizer/master-weights";
+    uint64_t saved_bytes = 0;
+    for (const auto& [name, bytes] : saved[r]) {
+      has_master |= name == "optimizer/master-weights";
+      saved_bytes += bytes.size();
+    }
     EXPECT_TRUE(has_master) << "rank " << r;
+    // What the runner checks against the 64 GiB limit before step 1.
+    EXPECT_EQ(declared_bytes[r], saved_bytes) << "rank " << r;
     ASSERT_EQ(after[r].size(), resumed[r].size());
     size_t off_grid = 0, changed = 0;
     for (size_t i = 0; i < after[r].size(); ++i) {

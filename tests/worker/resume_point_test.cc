@@ -39,7 +39,7 @@ class ResumePointTest : public ::testing::Test {
     s.job_name = kJob;
     s.plan_fingerprint = plan;
     s.run_id = run_id;
-    s.buffers = {{"w", std::vector<std::byte>(64, std::byte{7})}};
+    if (with_buffers_) s.buffers = {{"w", std::vector<std::byte>(64, std::byte{7})}};
     ASSERT_TRUE(CheckpointStore(dir_, rank, keep).Save(s).ok());
   }
   void Truncate(int rank, int64_t step) {
@@ -52,7 +52,28 @@ class ResumePointTest : public ::testing::Test {
   }
 
   std::string dir_;
+  bool with_buffers_ = true;  // false: as a worker without --checkpoint-buffers saves
 };
+
+// A checkpoint written without --checkpoint-buffers holds only the step
+// counter. A worker restoring weights resumed from it, found no buffers to
+// load, exited 1 and was restarted into the same failure forever.
+TEST_F(ResumePointTest, RestoringWeightsSkipsCheckpointsWrittenWithout) {
+  SaveAll(100, 2);
+  with_buffers_ = false;
+  SaveAll(200, 2);
+  const ResumeChoice with = Choose(/*needs_same_plan=*/true);
+  EXPECT_EQ(with.outcome, ResumeChoice::Outcome::kResume);
+  EXPECT_EQ(with.step, 100);
+  ASSERT_EQ(with.rejected.size(), 1u);
+  EXPECT_EQ(with.rejected[0],
+            "step 200: rank 0: holds no weights (written without --checkpoint-buffers)");
+  EXPECT_EQ(Choose(/*needs_same_plan=*/false).step, 200);  // the step counter is all it needs
+
+  fs::remove_all(dir_);
+  SaveAll(300, 2);  // only checkpoints without weights: data loss, not a fresh start
+  EXPECT_EQ(Choose(/*needs_same_plan=*/true).outcome, ResumeChoice::Outcome::kNoUsable);
+}
 
 TEST_F(ResumePointTest, NoCheckpointsIsAFreshStart) {
   const ResumeChoice choice = Choose();

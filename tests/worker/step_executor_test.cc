@@ -427,6 +427,10 @@ TEST(StepExecutorTest, WithoutHostCopiesTheStepIsTheSame) {
     EXPECT_EQ(executor.local_gradients_before_reduce().empty(), !host_copies);
     auto buffers = executor.SaveBuffers();
     ASSERT_TRUE(buffers.ok()) << buffers.status().ToString();
+    uint64_t saved_bytes = 0;
+    for (const auto& [name, bytes] : *buffers) saved_bytes += bytes.size();
+    // What the runner checks against the 64 GiB limit before step 1.
+    EXPECT_EQ(executor.CheckpointBufferBytes(), saved_bytes);
     saved[host_copies] = *buffers;
   }
   EXPECT_EQ(losses[true], losses[false]);

@@ -23,6 +23,7 @@ class FailedBackend : public StepBackend {
   double PeakMemoryBytes() const override { return 0; }
   StatusOr<NamedBuffers> SaveBuffers() override { return status_; }
   Status LoadBuffers(const NamedBuffers&) override { return status_; }
+  uint64_t CheckpointBufferBytes() const override { return 0; }
 
  private:
   Status status_;

@@ -417,6 +417,17 @@ std::string CheckpointStore::PathForStep(int64_t step) const {
   return rank_dir_ + "/" + StepFileName(step);
 }
 
+Status CheckCheckpointBufferBytes(uint64_t buffer_bytes) {
+  if (buffer_bytes <= kMaxCheckpointBufferBytes) return Status::Ok();
+  char gib[32];
+  std::snprintf(gib, sizeof gib, "%.1f", static_cast<double>(buffer_bytes) / (uint64_t{1} << 30));
+  return InvalidArgumentError(
+      std::string("--checkpoint-buffers: this rank's weights and optimizer state are ") + gib +
+      " GiB (" + std::to_string(buffer_bytes) +
+      " bytes), beyond a checkpoint's 64 GiB limit; shard them over more ranks (ZeRO stage 1 or "
+      "more, tensor or pipeline parallelism) or checkpoint without --checkpoint-buffers");
+}
+
 Status CheckpointStore::Save(const CheckpointState& state) const {
   if (state.step < 0) {
     return InvalidArgumentError("checkpoint step must be >= 0, got " + std::to_string(state.step));
@@ -427,10 +438,7 @@ Status CheckpointStore::Save(const CheckpointState& state) const {
   }
   uint64_t buffer_bytes = 0;
   for (const auto& [name, bytes] : state.buffers) buffer_bytes += bytes.size();
-  if (buffer_bytes > kMaxCheckpointBufferBytes) {
-    return ResourceExhaustedError("checkpoint buffers hold " + std::to_string(buffer_bytes) +
-                                  " bytes, beyond the 64 GiB limit");
-  }
+  RETURN_IF_ERROR(CheckCheckpointBufferBytes(buffer_bytes));
 
   RETURN_IF_ERROR(MakeDirs(rank_dir_));
   const std::string path = PathForStep(state.step);

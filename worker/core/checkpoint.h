@@ -39,6 +39,13 @@ namespace pacer::worker {
 // 64 GiB: the sum of all buffer sizes in one checkpoint.
 inline constexpr uint64_t kMaxCheckpointBufferBytes = uint64_t{64} << 30;
 
+// OK when one rank's checkpoint buffers of `buffer_bytes` fit
+// kMaxCheckpointBufferBytes, else kInvalidArgument naming the size and the
+// ways out. The runner asks before the first step (StepBackend::
+// CheckpointBufferBytes), so a plan whose shard cannot be checkpointed fails
+// at start, not at its first checkpoint after hours of steps.
+Status CheckCheckpointBufferBytes(uint64_t buffer_bytes);
+
 // The number of newest checkpoints a store keeps per rank unless told otherwise.
 // At least two: resuming falls back to the previous checkpoint when the
 // newest is unreadable (resume_point.h), so one must exist.
@@ -87,7 +94,7 @@ class CheckpointStore {
   // and any leftover `.tmp` file. Errors name the path and the
   // errno text: kUnavailable for I/O failures (a full or unreachable volume
   // may recover), kInvalidArgument for a negative step or a rank that does not
-  // match the store, kResourceExhausted beyond kMaxCheckpointBufferBytes.
+  // match the store or buffers beyond kMaxCheckpointBufferBytes.
   Status Save(const CheckpointState& state) const;
 
   // The newest valid checkpoint of this rank, or nullopt if there is none.

@@ -55,6 +55,13 @@ StatusOr<std::optional<std::string>> WhyUnusable(const std::string& dir, int64_t
           who + "written by plan \"" + state->plan_fingerprint + "\", the current plan is \"" +
           (want.plan_fingerprints.empty() ? std::string() : want.plan_fingerprints.front()) + "\"");
     }
+    if (want.needs_same_plan && state->buffers.empty()) {
+      // Written without --checkpoint-buffers: only its step counter is in
+      // it. Resuming "from" it would restore nothing and fail in the
+      // backend every restart, a crash loop instead of a clear data loss.
+      return std::optional<std::string>(who +
+                                        "holds no weights (written without --checkpoint-buffers)");
+    }
   }
   return std::optional<std::string>();
 }

@@ -10,8 +10,9 @@
 // newer files behind; the next run may rewrite such a step on only some
 // ranks before it ends, and the two halves are not one checkpoint), and, when
 // model buffers are restored (`needs_same_plan`), was written by the current
-// plan: restoring another layout's weights is impossible, and starting fresh
-// weights at step N would silently throw the training away. The newest usable
+// plan and holds buffers: restoring another layout's weights is impossible,
+// and starting fresh weights at step N would silently throw the training
+// away. The newest usable
 // step wins; each newer step that was skipped is reported with why.
 //
 // Outcomes: kFresh when the directory holds no checkpoint at all (a first

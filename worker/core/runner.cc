@@ -409,6 +409,14 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
     return Fail(c, rank, "initialize", s);
   }
 
+  if (options.checkpoint_buffers && !c.checkpoint_dir.empty()) {
+    // Before any step: the first checkpoint would refuse it after
+    // checkpoint_interval steps, and every restart would again.
+    if (Status s = CheckCheckpointBufferBytes(backend->CheckpointBufferBytes()); !s.ok()) {
+      return Fail(c, rank, "initialize", s);
+    }
+  }
+
   // 2. Resume.
   auto resume = AgreeOnResumeStep(c, rank, store, options);
   if (!resume.ok()) return Fail(c, rank, "resume", resume.status());

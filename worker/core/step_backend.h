@@ -80,6 +80,9 @@ class StepBackend {
   // of this rank's shard), and restoring them.
   virtual StatusOr<NamedBuffers> SaveBuffers() = 0;
   virtual Status LoadBuffers(const NamedBuffers& buffers) = 0;
+  // The bytes SaveBuffers returns, known after Initialize without copying
+  // anything off the device.
+  virtual uint64_t CheckpointBufferBytes() const = 0;
 
   // The GEMM precision this backend runs a plan of `planned` precision in:
   // what the worker's metrics and logs report, never the plan's wish.

@@ -580,7 +580,9 @@ StatusOr<double> StepExecutor::Impl::CrossEntropy(float* logits,
 
 std::vector<int32_t> StepExecutor::Impl::VocabShardIds(int mb, int64_t step, uint64_t salt) const {
   std::vector<int32_t> ids(Size(tokens_));
-  FillTokens(mb, step, ids.data(), tokens_, 0, vocab_shard_ * t_, salt);
+  // Ids of the model's vocabulary: the rows padding it to t x shard
+  // (VocabShardRows) are never a token or a label.
+  FillTokens(mb, step, ids.data(), tokens_, 0, config_->model.vocab_size, salt);
   const int64_t first = schedule_->coordinates.tensor_rank * vocab_shard_;
   for (int32_t& id : ids) {
     id = id >= first && id < first + vocab_shard_ ? static_cast<int32_t>(id - first) : -1;
@@ -1417,6 +1419,15 @@ StatusOr<NamedBuffers> StepExecutor::SaveBuffers() {
     out.emplace_back(kMasterWeightsBuffer, std::move(master));
   }
   return out;
+}
+
+uint64_t StepExecutor::CheckpointBufferBytes() const {
+  // SaveBuffers' buffers, as ToBytes writes them: fp32 whatever the storage.
+  uint64_t floats = 0;
+  for (const DeviceBuffer* b : {&impl_->weights, &impl_->adam_m, &impl_->adam_v, &impl_->master}) {
+    floats += b->size();
+  }
+  return floats * sizeof(float);
 }
 
 Status StepExecutor::LoadBuffers(const NamedBuffers& buffers) {

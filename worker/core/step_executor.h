@@ -81,6 +81,7 @@ class StepExecutor : public StepBackend {
   double PeakMemoryBytes() const override;
   StatusOr<NamedBuffers> SaveBuffers() override;
   Status LoadBuffers(const NamedBuffers& buffers) override;
+  uint64_t CheckpointBufferBytes() const override;
   planner::Precision ExecutedPrecision(planner::Precision planned) const override;
 
   Device& device() { return *device_; }
