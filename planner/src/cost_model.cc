@@ -67,6 +67,12 @@ double AttentionScoreBytes(const ModelSpec& m, int b, int t) {
          m.sequence_length * b / t;
 }
 
+// One tensor-parallel rank's rows of a V x h table, the vocabulary padded
+// to a multiple of t (VocabShardRows).
+double TableParametersPerRank(const ModelSpec& m, int t) {
+  return static_cast<double>(VocabShardRows(m, t)) * m.hidden_size;
+}
+
 // Parameters held by one GPU of the most loaded pipeline stage: its layers
 // and one V x h matrix (input embedding on the first stage, output projection
 // on the last; both on a single stage unless tied), split t ways.
@@ -74,8 +80,8 @@ double StageParameters(const internal::PoolContext& ctx, const Layout& l) {
   const ModelSpec& m = ctx.job->model;
   const double layers_per_stage = static_cast<double>(m.layers) / l.pipeline_parallel;
   const double tables = (l.pipeline_parallel == 1 && !m.tied_embeddings) ? 2.0 : 1.0;
-  return (layers_per_stage * ctx.layer_parameters + tables * ctx.embedding_table_parameters) /
-         l.tensor_parallel;
+  return layers_per_stage * ctx.layer_parameters / l.tensor_parallel +
+         tables * TableParametersPerRank(m, l.tensor_parallel);
 }
 
 }  // namespace
@@ -230,8 +236,6 @@ PoolContext MakePoolContext(const JobSpec& job, const NodePool& pool, const GpuT
   ctx.activation_bytes = IsMixedPrecision(precision) ? 2.0 : 4.0;
   ctx.state = StateBytes(precision, job.training.optimizer, job.training.stack.fp32_gradients);
   ctx.layer_parameters = LayerParameters(job.model);
-  ctx.embedding_table_parameters =
-      static_cast<double>(job.model.vocab_size) * job.model.hidden_size;
   ctx.model_flops_per_sequence = ModelFlopsPerSequence(job.model);
   ctx.optimizer_steps = static_cast<int64_t>(OptimizerSteps(job));  // <= 1e12 (job_parser.cc)
   ctx.price_per_gpu_hour =
@@ -270,8 +274,9 @@ MemoryBreakdown PredictMemory(const PoolContext& ctx, const Layout& l) {
   }
   // The last stage holds one micro-batch of logits: 16-bit logits plus the
   // fp32 copy the cross-entropy works on, vocabulary split t ways.
-  const double logits = static_cast<double>(m.sequence_length) * l.micro_batch_size * m.vocab_size *
-                        (ctx.activation_bytes + 4.0) / l.tensor_parallel;
+  const double logits = static_cast<double>(m.sequence_length) * l.micro_batch_size *
+                        static_cast<double>(VocabShardRows(m, l.tensor_parallel)) *
+                        (ctx.activation_bytes + 4.0);
   const double last_stage = (p == 1 ? first_stage : per_layer * layers_per_stage) + logits;
   if (p == 1 || first_stage >= last_stage) {
     mem.activations_bytes = first_stage;
@@ -288,7 +293,7 @@ MemoryBreakdown PredictMemory(const PoolContext& ctx, const Layout& l) {
     // serves the first and the last op of each pass: it stays gathered
     // through the forward and its gradients through the backward.
     const double layer = ctx.layer_parameters / l.tensor_parallel;
-    const double table = ctx.embedding_table_parameters / l.tensor_parallel;
+    const double table = TableParametersPerRank(m, l.tensor_parallel);
     const double unit = std::max(layer, table);
     const double tied = (m.tied_embeddings && l.pipeline_parallel == 1) ? table : 0.0;
     mem.buffers_bytes = (unit + layer + tied) * ctx.state.weights +

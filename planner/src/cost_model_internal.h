@@ -32,7 +32,6 @@ struct PoolContext {
   double activation_bytes = 2;      // bytes per activation element
   StateBytesPerParameter state;
   double layer_parameters = 0;
-  double embedding_table_parameters = 0;  // V x h
   double model_flops_per_sequence = 0;
   int64_t optimizer_steps = 0;
   double price_per_gpu_hour = 0;

@@ -1,5 +1,8 @@
 #include "pacer/planner/layer_shapes.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace pacer::planner {
 
 std::array<GemmShape, 6> LayerForwardGemms(const ModelSpec& m, int b, int t) {
@@ -24,9 +27,27 @@ std::array<GemmShape, 2> AttentionCoreGemms(const ModelSpec& m, int b, int t) {
   return {all[1], all[2]};
 }
 
+std::string TensorParallelSplitError(const ModelSpec& m, int t) {
+  const std::pair<const char*, int64_t> parts[] = {{"attention heads", m.attention_heads},
+                                                   {"KV heads", m.kv_heads},
+                                                   {"FFN hidden size", m.ffn_hidden_size},
+                                                   {"sequence length", m.sequence_length}};
+  for (const auto& [what, value] : parts) {
+    if (t > 0 && value % t != 0) {
+      return std::string("must divide the ") + what + " (" + std::to_string(value) + ")";
+    }
+  }
+  return "";
+}
+
+int64_t VocabShardRows(const ModelSpec& m, int t) {
+  const int64_t ranks = std::max(t, 1);
+  return (static_cast<int64_t>(m.vocab_size) + ranks - 1) / ranks;
+}
+
 GemmShape LogitsGemm(const ModelSpec& m, int b, int t) {
   return {"logits", static_cast<double>(b) * m.sequence_length,
-          static_cast<double>(m.vocab_size) / t, static_cast<double>(m.hidden_size), 1};
+          static_cast<double>(VocabShardRows(m, t)), static_cast<double>(m.hidden_size), 1};
 }
 
 }  // namespace pacer::planner

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "pacer/planner/job_parser.h"
+#include "pacer/planner/layer_shapes.h"
 #include "pacer/planner/model_math.h"
 #include "pacer/planner/search.h"
 #include "pacer/planner/units.h"
@@ -221,11 +222,9 @@ Status ValidateForPlanning(const JobSpec& job, const Inventory& inventory,
   }
   const ModelSpec& m = job.model;
   if (auto t = job.parallelism.tensor_parallel) {
-    if (m.attention_heads % *t != 0 || m.kv_heads % *t != 0) {
-      return InvalidArgumentError(
-          "spec.parallelism.tensorParallel: must divide the attention heads (" +
-          std::to_string(m.attention_heads) + ") and KV heads (" + std::to_string(m.kv_heads) +
-          "), got " + std::to_string(*t));
+    if (std::string why = TensorParallelSplitError(m, *t); !why.empty()) {
+      return InvalidArgumentError("spec.parallelism.tensorParallel: " + why + ", got " +
+                                  std::to_string(*t));
     }
   }
   if (auto p = job.parallelism.pipeline_parallel) {

@@ -20,6 +20,7 @@
 #include <tuple>
 
 #include "cost_model_internal.h"
+#include "pacer/planner/layer_shapes.h"
 #include "pacer/planner/units.h"
 #include "search_internal.h"
 
@@ -189,11 +190,9 @@ class Searcher {
     }
     for (int t : Divisors(pool.gpus_per_node, pool.gpus_per_node)) {
       if (job_.parallelism.tensor_parallel && *job_.parallelism.tensor_parallel != t) continue;
-      if (m.attention_heads % t != 0 || m.kv_heads % t != 0) {
+      if (std::string why = TensorParallelSplitError(m, t); !why.empty()) {
         Reject(RejectReason::kLayoutIndivisible, 1, nullptr,
-               "tensor parallel " + std::to_string(t) + " must divide the attention heads (" +
-                   std::to_string(m.attention_heads) + ") and KV heads (" +
-                   std::to_string(m.kv_heads) + ")");
+               "tensor parallel " + std::to_string(t) + " " + why);
         continue;
       }
       for (int p : Divisors(m.layers, m.layers)) {

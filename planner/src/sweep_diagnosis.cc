@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "pacer/planner/layer_shapes.h"
 #include "search_internal.h"
 
 namespace pacer::planner::internal {
@@ -49,7 +50,7 @@ std::optional<CountDiagnosis> DiagnoseGpuCount(const JobSpec& job, const Invento
     if (gpu == nullptr || gpu->PeakFlops(job.training.precision) <= 0) continue;
     for (int t : DivisorsOf(pool.gpus_per_node)) {
       if (job.parallelism.tensor_parallel && *job.parallelism.tensor_parallel != t) continue;
-      if (m.attention_heads % t != 0 || m.kv_heads % t != 0) continue;
+      if (!TensorParallelSplitError(m, t).empty()) continue;
       if (!Contains(tp_sizes, t)) tp_sizes.push_back(t);
       for (int p : DivisorsOf(m.layers)) {
         if (job.parallelism.pipeline_parallel && *job.parallelism.pipeline_parallel != p) continue;

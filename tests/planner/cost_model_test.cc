@@ -127,6 +127,19 @@ TEST(ModelMathTest, LayerGemmsAddUpToTheClosedFormFlops) {
   }
 }
 
+TEST(ModelMathTest, TensorParallelismMustSplitHeadsFfnAndSequence) {
+  ModelSpec m = Llama2_7B();  // 32 heads, FFN 11008, sequence 4096
+  for (int t : {1, 2, 4, 8}) EXPECT_EQ(TensorParallelSplitError(m, t), "") << t;
+  m.ffn_hidden_size = 11004;  // 4 x 2751
+  EXPECT_EQ(TensorParallelSplitError(m, 4), "");
+  EXPECT_EQ(TensorParallelSplitError(m, 8), "must divide the FFN hidden size (11004)");
+  m = Llama2_7B();
+  m.sequence_length = 4100;
+  EXPECT_EQ(TensorParallelSplitError(m, 8), "must divide the sequence length (4100)");
+  m = Llama3_70B();
+  EXPECT_EQ(TensorParallelSplitError(m, 16), "must divide the KV heads (8)");
+}
+
 TEST(ModelMathTest, InferredArchitectureHitsTheParameterCount) {
   for (double n : {1e6, 10e6, 125e6, 350e6, 1.3e9, 6.7e9, 13e9, 34e9, 70e9, 175e9, 405e9}) {
     const ModelSpec m = InferArchitecture(n, 2048);
@@ -408,6 +421,34 @@ TEST(StepModelTest, PipelineTransfersCrossTheNetworkWhenTheStagesSpanNodes) {
   const double per_mb_inside = inside.step.pp_p2p_seconds / 32;
   EXPECT_GT(per_mb_spanning, 5 * per_mb_inside)
       << per_mb_spanning << " s across nodes, " << per_mb_inside << " s inside one";
+}
+
+TEST(StepModelTest, AVocabularyTensorParallelismDoesNotDivideIsPadded) {
+  // GPT-2's 50257 tokens over t ranks: each holds ceil(V / t) rows, as
+  // Megatron pads the vocabulary, never a fraction of a row (the GPU worker
+  // cannot allocate one, and the CPU worker rounded it).
+  ModelSpec m = Gpt(24, 2048, 16, 2048, 50257);
+  EXPECT_EQ(VocabShardRows(m, 1), 50257);
+  EXPECT_EQ(VocabShardRows(m, 2), 25129);
+  EXPECT_EQ(VocabShardRows(m, 8), 6283);
+  EXPECT_EQ(LogitsGemm(m, 1, 2).n, 25129.0);
+  // The cost and memory models charge the padded tables and logits: at
+  // t = 2, 50257 and 50258 tokens are the same work and the same memory.
+  JobSpec job;
+  job.model = m;
+  job.data.samples = 1e6;
+  job.training.global_batch_size = 64;
+  Layout l = EightGpusDataParallel(/*zero_stage=*/1);
+  l.tensor_parallel = 2;
+  l.data_parallel = 4;
+  l.gradient_accumulation_steps = 16;
+  const GpuType* h100 = GpuCatalog::BuiltIn().Find("H100-SXM");
+  const Evaluation odd = Evaluate(job, l, OneNode("H100-SXM", 8), *h100, nullptr);
+  job.model.vocab_size = 50258;
+  const Evaluation even = Evaluate(job, l, OneNode("H100-SXM", 8), *h100, nullptr);
+  EXPECT_EQ(odd.memory.total_bytes(), even.memory.total_bytes());
+  EXPECT_EQ(odd.memory.logits_bytes, even.memory.logits_bytes);
+  EXPECT_EQ(odd.step.step_seconds, even.step.step_seconds);
 }
 
 TEST(StepModelTest, GradientAccumulationDoesNotChangeOptimizerSteps) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "pacer/planner/job_parser.h"
+#include "pacer/planner/layer_shapes.h"
 #include "pacer/planner/units.h"
 
 namespace pacer::planner {
@@ -61,7 +62,7 @@ void ExpectValid(const JobSpec& job, const Inventory& inv, const Evaluation& e) 
   EXPECT_EQ(l.nodes * l.gpus_per_node, l.tensor_parallel * l.pipeline_parallel * l.data_parallel);
   EXPECT_TRUE(e.memory.fits()) << e.memory.total_bytes() << " > " << e.memory.capacity_bytes;
   EXPECT_EQ(job.model.layers % (l.pipeline_parallel * l.virtual_stages), 0);
-  EXPECT_EQ(job.model.attention_heads % l.tensor_parallel, 0);
+  EXPECT_EQ(TensorParallelSplitError(job.model, l.tensor_parallel), "");
   EXPECT_EQ(l.gpus_per_node % l.tensor_parallel, 0);
   const NodePool* pool = FindPool(inv, l.pool);
   ASSERT_NE(pool, nullptr);
@@ -168,8 +169,8 @@ TEST(SearchTest, AdviceForAHugeBatchStaysWithinAMillionGpus) {
   EXPECT_LE(*r->advice->gpus_needed, 1'000'000);
 }
 
-// A tensor-parallel pin no node can hold names the pin, not "no layout is\n// possible for this job
-// on this inventory".
+// A tensor-parallel pin no node can hold names the pin, not "no layout is
+// possible for this job on this inventory".
 TEST(SearchTest, ATensorParallelPinLargerThanANodeSaysSo) {
   const JobSpec job = ParseOrDie(
       JobYaml("  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n  maxDuration: 30d\n"
@@ -181,6 +182,34 @@ TEST(SearchTest, ATensorParallelPinLargerThanANodeSaysSo) {
                                       "per node of pool h100 (8)"),
             std::string::npos)
       << r.status().message();
+}
+
+// The workers need whole shares of the FFN (and heads and sequence) on every
+// tensor-parallel rank: a plan that split them unevenly failed at launch.
+TEST(SearchTest, TensorParallelismThatCannotSplitTheFfnIsNeverPlanned) {
+  const std::string model =
+      "{layers: 32, hiddenSize: 4096, attentionHeads: 32, ffnHiddenSize: 11004, ffnKind: swiglu, "
+      "vocabSize: 32000, sequenceLength: 4096}";  // 11004 = 4 x 2751
+  const JobSpec pinned = ParseOrDie(
+      JobYaml("  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n  maxDuration: 30d\n"
+              "  parallelism: {tensorParallel: 8}\n",
+              model));
+  auto r = Plan(pinned, Pools(4, 32, 0, 0), {}, Options());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find(
+                "spec.parallelism.tensorParallel: must divide the FFN hidden size (11004), got 8"),
+            std::string::npos)
+      << r.status().message();
+
+  const JobSpec open = ParseOrDie(JobYaml(
+      "  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n  maxDuration: 30d\n", model));
+  const Inventory inv = Pools(4, 32, 0, 0);
+  auto plan = Plan(open, inv, {}, Options());
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_TRUE(plan->plan.has_value());
+  ExpectValid(open, inv, *plan->plan);
+  for (const Evaluation& alt : plan->alternatives) ExpectValid(open, inv, alt);
 }
 
 // "N after the deadline" and "at T" are one instant: the completion

@@ -163,13 +163,41 @@ TEST(DeviceLayoutTest, TiedSingleStageSharesOneTable) {
 
 TEST(DeviceLayoutTest, RejectsPlansThatDoNotSplitEvenly) {
   WorkerConfig c = TestPlan(2, 1, 1, 1, 0, 1, 1, Recompute::kNone);
-  c.model.vocab_size = 32001;  // a vocabulary that does not split over t = 2
+  c.model.sequence_length = 513;  // a sequence that does not split over t = 2
   auto s = BuildStepSchedule(c, 0);
-  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
   auto plan = PlanDeviceMemory(c, *s);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(plan.status().message().find("vocabulary"), std::string::npos);
+  EXPECT_NE(plan.status().message().find("sequence"), std::string::npos);
+}
+
+// A vocabulary t does not divide is padded to whole rows per rank, as the
+// planner counts it (it was refused, so a planned job failed at launch).
+// 32001 tokens over t = 2 are laid out, scheduled and counted as 32002.
+TEST(DeviceLayoutTest, AVocabularyThatDoesNotSplitIsPaddedAsPlanned) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    WorkerConfig c = TestPlan(2, 1, 1, 1, 0, 1, 1, Recompute::kNone);
+    c.model.tied_embeddings = tied;
+    c.model.vocab_size = 32001;
+    auto s = BuildStepSchedule(c, 0);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto plan = PlanDeviceMemory(c, *s);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    c.model.vocab_size = 32002;
+    auto even_s = BuildStepSchedule(c, 0);
+    ASSERT_TRUE(even_s.ok()) << even_s.status().ToString();
+    auto even = PlanDeviceMemory(c, *even_s);
+    ASSERT_TRUE(even.ok()) << even.status().ToString();
+    EXPECT_EQ(plan->dims.vocab, 16001);
+    EXPECT_EQ(plan->parameters.table_elements, 16001 * plan->dims.hidden);
+    EXPECT_EQ(plan->parameters.elements, even->parameters.elements);
+    EXPECT_EQ(plan->planned.total_bytes(), even->planned.total_bytes());
+    EXPECT_EQ(plan->allocated.total_bytes(), even->allocated.total_bytes());
+    EXPECT_EQ(s->logits.n, 16001.0);
+    EXPECT_EQ(s->stage_parameters, even_s->stage_parameters);
+  }
 }
 
 TEST(DeviceLayoutTest, CommunicatorGroupsPartitionTheWorld) {

@@ -4,6 +4,7 @@
 
 #include "core/tiled_attention.h"
 #include "pacer/planner/cost_model.h"
+#include "pacer/planner/layer_shapes.h"
 
 namespace pacer::worker {
 namespace {
@@ -61,7 +62,6 @@ StatusOr<DeviceMemoryPlan> PlanDeviceMemory(const WorkerConfig& c, const StepSch
   RETURN_IF_ERROR(CheckDivisible(m.attention_heads, t, "the attention heads"));
   RETURN_IF_ERROR(CheckDivisible(m.kv_heads, t, "the key/value heads"));
   RETURN_IF_ERROR(CheckDivisible(m.ffn_hidden_size, t, "the FFN hidden size"));
-  RETURN_IF_ERROR(CheckDivisible(m.vocab_size, t, "the vocabulary"));
   if (m.attention_heads <= 0 || m.hidden_size % m.attention_heads != 0 || m.kv_heads <= 0 ||
       m.attention_heads % m.kv_heads != 0) {
     return InvalidArgumentError(
@@ -83,7 +83,7 @@ StatusOr<DeviceMemoryPlan> PlanDeviceMemory(const WorkerConfig& c, const StepSch
   d.ffn = m.ffn_hidden_size / t;
   d.swiglu = m.ffn_kind == planner::FfnKind::kSwiglu;
   d.mlp_in_width = (d.swiglu ? 2 : 1) * d.ffn;
-  d.vocab = m.vocab_size / t;
+  d.vocab = planner::VocabShardRows(m, static_cast<int>(t));  // padded, as the planner counts
 
   const int e = IsMixedPrecision(c.precision) ? 2 : 4;
   plan.element_bytes = e;

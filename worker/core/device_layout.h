@@ -71,7 +71,7 @@ struct ParameterLayout {
   LayerParameterLayout layer;
   int layers = 0;  // chunks x layers_per_chunk
   int layers_per_chunk = 0;
-  int64_t table_elements = 0;  // one vocabulary shard: V / t x h
+  int64_t table_elements = 0;        // one vocabulary shard: ceil(V / t) x h
   int64_t input_table_offset = -1;   // -1: this stage has no input embedding
   int64_t output_table_offset = -1;  // -1: no output projection (may equal the input's)
   int64_t layers_offset = 0;
@@ -122,7 +122,7 @@ struct LayerDims {
   int64_t qkv_width = 0;     // (a + 2 kv) hd / t
   int64_t ffn = 0;           // ffn / t
   int64_t mlp_in_width = 0;  // ffn / t, twice that for SwiGLU
-  int64_t vocab = 0;         // V / t
+  int64_t vocab = 0;         // ceil(V / t) (VocabShardRows)
   bool swiglu = false;
 };
 
@@ -158,8 +158,8 @@ struct DeviceMemoryPlan {
 };
 
 // The layout of `schedule`'s rank under `config`. InvalidArgument when the
-// plan cannot be split evenly for a GPU (sequence, KV heads, FFN or
-// vocabulary not divisible by t).
+// plan cannot be split evenly for a GPU (sequence, heads, KV heads or FFN
+// not divisible by t; a vocabulary t does not divide is padded).
 StatusOr<DeviceMemoryPlan> PlanDeviceMemory(const WorkerConfig& config,
                                             const StepSchedule& schedule);
 

@@ -5,6 +5,7 @@
 
 #include "core/causal_mask.h"
 #include "pacer/planner/cost_model.h"
+#include "pacer/planner/layer_shapes.h"
 #include "pacer/planner/model_math.h"
 
 namespace pacer::worker {
@@ -270,12 +271,11 @@ StatusOr<StepSchedule> BuildStepSchedule(const WorkerConfig& c, int global_rank)
 
   // Parameters on this rank: its layers and one V x h table (input embedding
   // on the first stage, output projection on the last; both on a single
-  // stage unless tied), split t ways — the planner's StageParameters.
+  // stage unless tied), split t ways, the tables padded to whole rows
+  // (VocabShardRows) — the planner's StageParameters.
   const double tables = (p == 1 && !m.tied_embeddings) ? 2.0 : 1.0;
-  s.stage_parameters =
-      (static_cast<double>(m.layers) / p * planner::LayerParameters(m) +
-       tables * static_cast<double>(m.vocab_size) * m.hidden_size) /
-      t;
+  s.stage_parameters = static_cast<double>(m.layers) / p * planner::LayerParameters(m) / t +
+                       tables * static_cast<double>(planner::VocabShardRows(m, t)) * m.hidden_size;
   s.optimizer_shard_parameters =
       s.stage_parameters / (c.zero_stage >= 1 ? c.data_parallel : 1);
   AddDataParallelCollectives(c, &s);

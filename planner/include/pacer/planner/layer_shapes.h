@@ -11,6 +11,8 @@
 #define PACER_PLANNER_LAYER_SHAPES_H_
 
 #include <array>
+#include <cstdint>
+#include <string>
 
 #include "pacer/planner/job_spec.h"
 
@@ -32,7 +34,21 @@ std::array<GemmShape, 6> LayerForwardGemms(const ModelSpec& m, int b, int t);
 // The attention core (scores and context): what selective recomputation repeats.
 std::array<GemmShape, 2> AttentionCoreGemms(const ModelSpec& m, int b, int t);
 
-// The output projection to the vocabulary (vocabulary split t ways).
+// Why t tensor-parallel ranks cannot split `m` evenly ("must divide the FFN
+// hidden size (11000)"), or "" when they can:
+// the heads and KV heads (split by head), the FFN hidden size (MLP columns
+// and rows) and the sequence (sequence parallelism) must each divide by t.
+// The workers' tensors need whole shares; a plan the search let through
+// would fail at launch.
+std::string TensorParallelSplitError(const ModelSpec& m, int t);
+
+// Vocabulary rows one of t tensor-parallel ranks holds: ceil(V / t). A
+// vocabulary t does not divide (GPT-2's 50257) is padded to t x that, as
+// Megatron pads it; the padded rows are never a label. The cost model, the
+// memory model and both workers count and run the padded tables and logits.
+int64_t VocabShardRows(const ModelSpec& m, int t);
+
+// The output projection to the vocabulary (VocabShardRows per rank).
 GemmShape LogitsGemm(const ModelSpec& m, int b, int t);
 
 }  // namespace pacer::planner
