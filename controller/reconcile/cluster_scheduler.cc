@@ -52,12 +52,6 @@ bool Terminal(const std::string& phase) {
   return phase == "Succeeded" || phase == "Failed" || phase == "Infeasible";
 }
 
-// Whether two spellings name one catalog GPU.
-bool SameType(const planner::GpuCatalog& catalog, const std::string& a, const std::string& b) {
-  const planner::GpuType* x = catalog.Find(a);
-  return x != nullptr && x == catalog.Find(b);
-}
-
 // GPU counts a job may be given on `pools` (one GPU type): 1, 2, 4 .. up to
 // a node's GPUs, then whole nodes (multi-node layouts use whole nodes). At
 // most ~48 counts: on big pools the node counts thin out geometrically.
@@ -214,7 +208,7 @@ StatusOr<sched::ThroughputCurve> ClusterScheduler::Curve(const ScheduledJob& job
             << std::lround(job.step_time_ratio * 50) << '/'
             << std::lround(job.spec.memory_margin_fraction * 1000);
   for (const planner::NodePool& pool : inventory.node_pools) {
-    if (!SameType(inventory.catalog, pool.gpu_type, gpu_type)) continue;
+    if (!inventory.catalog.Same(pool.gpu_type, gpu_type)) continue;
     planner::NodePool all = pool;
     all.MarkAllFree();
     idle.node_pools.push_back(all);
@@ -335,7 +329,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
   for (const auto& [type, members] : by_type) {
     int capacity = 0;
     for (const planner::NodePool& pool : inventory.node_pools) {
-      if (SameType(inventory.catalog, pool.gpu_type, type)) capacity += pool.free_gpus;
+      if (inventory.catalog.Same(pool.gpu_type, type)) capacity += pool.free_gpus;
     }
     std::vector<sched::SchedJob> sched_jobs;
     std::vector<const ScheduledJob*> scheduled;

@@ -881,21 +881,38 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
   if (pass.deadline) pass.slack = static_cast<double>(*pass.deadline - *pass.projected);
 
   const Millis replan_interval = Seconds(pass.spec.replan.interval_seconds);
+  // Another GPU type counts as a resize even at the same count: the
+  // scheduler moves a job when no schedulable node of its type is left (all
+  // cordoned), and a job left running on the old type would hold its GPUs
+  // while the schedule counts it on the new type's, which it then keeps
+  // from every other job.
+  const bool moved =
+      pass.allocation && pass.allocation->gpus > 0 &&
+      !inventory->inventory.catalog.Same(pass.allocation->gpu_type, pass.plan->layout.gpu_type);
   if (pass.phase == Phase::kRunning && remaining > 0 && pass.allocation &&
-      pass.allocation->admitted && pass.allocation->gpus != pass.plan->layout.gpus()) {
+      pass.allocation->admitted && (pass.allocation->gpus != pass.plan->layout.gpus() || moved)) {
     // The shared schedule resized the job (it decided the gain pays for the
     // relaunch): checkpoint, stop, and relaunch on the new allocation.
     const int from = pass.plan->layout.gpus(), to = pass.allocation->gpus;
     RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kGraceful));
     ++pass.state.replans;
     pass.state.last_replan_unix_seconds = pass.now;
-    const std::string message =
-        to == 0 ? "its " + std::to_string(from) +
-                      " GPUs go to jobs with deadlines; it stops at a checkpoint and resumes "
-                      "when the schedule gives it GPUs again"
-                : "the cluster schedule gives it " + std::to_string(to) + " GPUs instead of " +
-                      std::to_string(from) + "; relaunching from a checkpoint";
-    deps_.store->RecordEvent(pass.object, "Normal", to > from ? "Growing" : "Shrinking", message);
+    std::string message;
+    if (to == 0) {
+      message = "its " + std::to_string(from) +
+                " GPUs go to jobs with deadlines; it stops at a checkpoint and resumes when the "
+                "schedule gives it GPUs again";
+    } else if (moved) {
+      message = "the cluster schedule gives it " + std::to_string(to) + " " +
+                pass.allocation->gpu_type + " GPUs instead of " + std::to_string(from) + " " +
+                pass.plan->layout.gpu_type + " (no schedulable " + pass.plan->layout.gpu_type +
+                " node is left, or another type serves it better); relaunching from a checkpoint";
+    } else {
+      message = "the cluster schedule gives it " + std::to_string(to) + " GPUs instead of " +
+                std::to_string(from) + "; relaunching from a checkpoint";
+    }
+    const char* reason = moved ? "Moving" : to > from ? "Growing" : "Shrinking";
+    deps_.store->RecordEvent(pass.object, "Normal", reason, message);
     pass.phase = Phase::kReplanning;
     pass.Set(kConditionReplanning, kConditionTrue, "Resizing", message);
     return Finish(pass, options_.transition_poll);

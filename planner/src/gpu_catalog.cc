@@ -93,6 +93,11 @@ const GpuType* GpuCatalog::Find(std::string_view name) const {
   return nullptr;
 }
 
+bool GpuCatalog::Same(std::string_view a, std::string_view b) const {
+  const GpuType* x = Find(a);
+  return x != nullptr && x == Find(b);
+}
+
 void GpuCatalog::Upsert(GpuType gpu) {
   for (GpuType& existing : gpus_) {
     if (text::EqualsIgnoreCase(existing.name, gpu.name)) {

@@ -130,10 +130,8 @@ double OptimizerSteps(const JobSpec& job) {
 bool AllowsGpuType(const ResourcesSpec& resources, const GpuCatalog& catalog,
                    const std::string& gpu_type) {
   if (resources.gpu_types.empty()) return true;
-  const GpuType* gpu = catalog.Find(gpu_type);
-  return gpu != nullptr &&
-         std::any_of(resources.gpu_types.begin(), resources.gpu_types.end(),
-                     [&](const std::string& name) { return catalog.Find(name) == gpu; });
+  return std::any_of(resources.gpu_types.begin(), resources.gpu_types.end(),
+                     [&](const std::string& name) { return catalog.Same(name, gpu_type); });
 }
 
 }  // namespace pacer::planner

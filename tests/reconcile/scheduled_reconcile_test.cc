@@ -176,6 +176,51 @@ TEST_F(ScheduledReconcileTest, AShrunkAllocationStopsAtACheckpointAndRelaunchesO
   EXPECT_EQ(store_.CountEvents("Growing"), 1);
 }
 
+// When no node of its type is schedulable (all cordoned), the scheduler
+// gives a running job another type's GPUs, often as many. Counting only
+// GPUs, the job kept running on the old type while the schedule counted it
+// on the new one, keeping those GPUs from every other job.
+TEST_F(ScheduledReconcileTest, AnAllocationOfAnotherGpuTypeMovesTheJobEvenAtTheSameCount) {
+  planner::NodePool a100 = inventory_.inventory.inventory.node_pools[0];
+  a100.name = "a100";
+  a100.gpu_type = "A100-80GB";
+  inventory_.inventory.inventory.node_pools.push_back(a100);
+  Allocate(Admitted(32));
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  ASSERT_EQ(launcher_.launches[0].plan.layout.gpu_type, "H100-SXM");
+  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(Status()["phase"], "Running");
+
+  Allocation moved = Admitted(32);
+  moved.gpu_type = "a100-80gb";  // another spelling of the same catalog GPU
+  Allocate(moved);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
+  EXPECT_EQ(Status()["phase"], "Replanning");
+  EXPECT_EQ(ConditionReason("Replanning"), "True/Resizing");
+  ASSERT_EQ(store_.CountEvents("Moving"), 1);
+  EXPECT_NE(store_.events.back().message.find(
+                "gives it 32 a100-80gb GPUs instead of 32 H100-SXM (no schedulable H100-SXM"),
+            std::string::npos)
+      << store_.events.back().message;
+
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(launcher_.launches[1].plan.layout.gpu_type, "A100-80GB");
+  EXPECT_EQ(launcher_.launches[1].plan.layout.gpus(), 32);
+
+  // Running there, the same type in another spelling is no move.
+  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
+  EXPECT_EQ(Status()["phase"], "Running");
+}
+
 // Between attempts (after a resize or a failure) the old gang's pods are
 // still terminating, and that pass writes the status too. It kept no
 // Admitted condition, so the scheduler read an admitted job as a new

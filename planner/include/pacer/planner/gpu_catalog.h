@@ -54,6 +54,9 @@ class GpuCatalog {
 
   // nullptr when unknown. Names match case-insensitively.
   const GpuType* Find(std::string_view name) const;
+  // Whether `a` and `b` name one GPU of the catalog (any spelling Find
+  // accepts); a name the catalog does not know is the same as nothing.
+  bool Same(std::string_view a, std::string_view b) const;
   // Adds `gpu`, or replaces the entry of the same name.
   void Upsert(GpuType gpu);
   const std::vector<GpuType>& gpus() const { return gpus_; }
