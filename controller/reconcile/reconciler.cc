@@ -224,9 +224,17 @@ void Reconciler::Forget(const std::string& key) {
     refusals_.erase(key);
     partial_since_.erase(key);
     unscheduled_since_.erase(key);
+    graceful_stops_.erase(key);
   }
   std::lock_guard<std::mutex> lock(fifo_mu_);
   fifo_launches_.erase(key);
+}
+
+Status Reconciler::StopToRelaunch(const Pass& pass, int64_t attempt) {
+  RETURN_IF_ERROR(deps_.launcher->Stop(pass.ref, StopMode::kGraceful));
+  std::lock_guard<std::mutex> lock(mu_);
+  graceful_stops_[pass.key] = attempt;
+  return Status::Ok();
 }
 
 ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
@@ -773,8 +781,14 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     // its workers exit stopped at a checkpoint (worker_failure.h).
     const std::optional<Phase> previous =
         PhaseFromName(StringMember(&pass.previous_status, "phase"));
+    bool ours = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = graceful_stops_.find(pass.key);
+      ours = it != graceful_stops_.end() && it->second == group.attempt;
+    }
     const bool external = group.attempt == pass.state.stopped_externally_attempt ||
-                          (!pass.HadTrue(kConditionReplanning) &&
+                          (!pass.HadTrue(kConditionReplanning) && !ours &&
                            group.attempt != pass.state.failure_counted_attempt &&
                            (previous == Phase::kRunning || previous == Phase::kPlanning));
     pass.phase = group.attempt == pass.state.failure_counted_attempt && !external
@@ -894,7 +908,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     // The shared schedule resized the job (it decided the gain pays for the
     // relaunch): checkpoint, stop, and relaunch on the new allocation.
     const int from = pass.plan->layout.gpus(), to = pass.allocation->gpus;
-    RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kGraceful));
+    RETURN_IF_ERROR_RESULT(StopToRelaunch(pass, group.attempt));
     ++pass.state.replans;
     pass.state.last_replan_unix_seconds = pass.now;
     std::string message;
@@ -944,7 +958,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       // reserved for another's deadline.
       if (decision->action == Decision::Action::kReplan && decision->new_plan &&
           deps_.allocations == nullptr) {
-        RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kGraceful));
+        RETURN_IF_ERROR_RESULT(StopToRelaunch(pass, group.attempt));
         ++pass.state.replans;
         pass.state.last_replan_unix_seconds = pass.now;
         if (decision->step_time_ratio) {

@@ -155,6 +155,9 @@ class Reconciler {
   // Drops everything kept for job `key` (it is gone). Takes mu_, then fifo_mu_.
   void Forget(const std::string& key);
   ReconcileResult ReconcileWithoutWorkers(Pass& pass);
+  // Stops attempt `attempt`'s workers at a checkpoint for a re-plan or a
+  // resize, remembering it in graceful_stops_.
+  Status StopToRelaunch(const Pass& pass, int64_t attempt);
   ReconcileResult ReconcileWithWorkers(Pass& pass, const WorkerGroup& group);
   ReconcileResult LaunchPlan(Pass& pass, const planner::Evaluation& plan);
   // Without the cluster scheduler: why `pass`'s job must not launch now on
@@ -205,6 +208,12 @@ class Reconciler {
   // holds (guarded by mu_).
   std::map<std::string, Clock::SteadyTime> partial_since_;
   std::map<std::string, Clock::SteadyTime> unscheduled_since_;
+  // The attempt each job's re-plan or resize stopped gracefully (guarded by
+  // mu_): an expectation, as controllers keep for their own deletions. The
+  // status write after the stop says so too, but when it fails (a conflict)
+  // the next pass sees stopping pods, a Running status and no Replanning
+  // condition, which is what a node drain looks like.
+  std::map<std::string, int64_t> graceful_stops_;
 
   // Without the cluster scheduler (--scheduling=fifo) every job is planned
   // alone against the GPUs free when it is reconciled. Pods the API server

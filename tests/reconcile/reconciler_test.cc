@@ -53,6 +53,16 @@ class ReconcilerTest : public ::testing::Test {
     ASSERT_EQ(launcher_.launches.size(), 1u);
     launcher_.SetAll(kKey, WorkerPhase::kRunning);
   }
+  // The Llama job launched and running, three hours later measured at twice
+  // its predicted step time: the next pass re-plans it. Returns the plan.
+  planner::Evaluation LaunchAndRunSlowerThanPredicted() {
+    store_.Put(LlamaJob());
+    LaunchAndRun();
+    const planner::Evaluation first = launcher_.launches.at(0).plan;
+    metrics_.measurements[kKey] = Measurement{first.step.step_seconds * 2.0, 500, 1.0};
+    clock_.Advance(std::chrono::hours(3));
+    return first;
+  }
 
   FakeClock clock_;
   FakeJobStore store_;
@@ -143,11 +153,7 @@ TEST_F(ReconcilerTest, RunningJobReportsProgressAndEtaFromMetrics) {
 }
 
 TEST_F(ReconcilerTest, SlowerThanPredictedReplansToMoreGpusWithTheSameGlobalBatch) {
-  store_.Put(LlamaJob());
-  LaunchAndRun();
-  const planner::Evaluation first = launcher_.launches[0].plan;
-  metrics_.measurements[kKey] = Measurement{first.step.step_seconds * 2.0, 500, 1.0};
-  clock_.Advance(std::chrono::hours(3));
+  const planner::Evaluation first = LaunchAndRunSlowerThanPredicted();
   ASSERT_TRUE(Pass().status.ok());
 
   // Stopped gracefully (SIGTERM -> checkpoint), recorded in status and events.
@@ -177,6 +183,39 @@ TEST_F(ReconcilerTest, SlowerThanPredictedReplansToMoreGpusWithTheSameGlobalBatc
   EXPECT_EQ(second.total_steps, 33379);
   EXPECT_EQ(Status()["restarts"], 0);
   EXPECT_EQ(Status()["replans"], 1);
+}
+
+// The status write after a re-plan's graceful stop can fail (a conflict):
+// the next pass then saw stopping pods, a Running status and no Replanning
+// condition, and reported the controller's own stop as a node drain.
+TEST_F(ReconcilerTest, AReplansStopWhoseStatusWriteFailedIsStillTheControllers) {
+  LaunchAndRunSlowerThanPredicted();
+  store_.fail_next_status_writes = 1;
+  (void)Pass();
+  ASSERT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
+  ASSERT_NE(Status()["phase"], "Replanning") << "the status write was lost";
+
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(store_.CountEvents("StoppedExternally"), 0);
+  EXPECT_EQ(ConditionReason("WorkerFailure"), "");
+  EXPECT_EQ(ConditionReason("Replanning"), "True/Relaunching");
+  EXPECT_EQ(Status()["phase"], "Replanning");
+
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(Status()["restarts"], 0);
+
+  // A drain of the next attempt is still an external stop.
+  metrics_.measurements[kKey] =
+      Measurement{launcher_.launches[1].plan.step.step_seconds, 600, 1.0};  // on pace
+  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
+  launcher_.groups[kKey].stopping = true;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(store_.CountEvents("StoppedExternally"), 1);
 }
 
 // Re-plans to what is slow and stops the workers: the layout the policy chose
