@@ -17,10 +17,10 @@
 namespace pacer::worker {
 namespace {
 
-// GET http://127.0.0.1:<port><path> with HTTP/1.0 (the server closes the
-// connection after the body, so reading to EOF delimits it). Returns the
-// body, or "" on any error (the assertions then name what is missing).
-std::string HttpGet(int port, const std::string& path) {
+// `method` http://127.0.0.1:<port><path> with HTTP/1.0 (the server closes
+// the connection after the body, so reading to EOF delimits it). Returns the
+// whole response, or "" when the connection fails.
+std::string HttpRequest(int port, const std::string& method, const std::string& path) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return "";
   sockaddr_in addr{};
@@ -29,7 +29,7 @@ std::string HttpGet(int port, const std::string& path) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string response;
   if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    const std::string request = method + " " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
     if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
       char buf[4096];
       ssize_t n;
@@ -37,6 +37,13 @@ std::string HttpGet(int port, const std::string& path) {
     }
   }
   close(fd);
+  return response;
+}
+
+// GET's body, or "" unless the answer is 200 (the assertions then name what
+// is missing).
+std::string HttpGet(int port, const std::string& path) {
+  const std::string response = HttpRequest(port, "GET", path);
   if (response.rfind("HTTP/1.", 0) != 0 || response.find(" 200 ") == std::string::npos) return "";
   size_t body = response.find("\r\n\r\n");
   return body == std::string::npos ? "" : response.substr(body + 4);
@@ -88,6 +95,27 @@ TEST(WorkerMetricsTest, PortZeroPicksAFreePort) {
   ASSERT_NE(metrics, nullptr);
   EXPECT_GT(metrics->port(), 0);
   EXPECT_FALSE(HttpGet(metrics->port(), "/metrics").empty());
+}
+
+// Anything but GET /metrics is answered without civetweb's error page,
+// which overflowed its 100 KB thread stack in a process with libquadmath's
+// printf hooks (OpenBLAS loads them, as in this test binary): a GET of "/"
+// killed the worker with SIGSEGV, and this test binary with it.
+TEST(WorkerMetricsTest, OtherPathsAndMethodsAreRefusedAndTheWorkerLives) {
+  auto metrics = Start();
+  ASSERT_NE(metrics, nullptr);
+  for (const char* path : {"/", "/healthz", "/metrics/", "/favicon.ico"}) {
+    const std::string response = HttpRequest(metrics->port(), "GET", path);
+    EXPECT_EQ(response.rfind("HTTP/1.1 404 Not Found\r\n", 0), 0u) << path << ": " << response;
+    EXPECT_NE(response.find("this port serves /metrics only"), std::string::npos) << response;
+  }
+  for (const char* method : {"POST", "PUT", "DELETE", "HEAD"}) {
+    const std::string response = HttpRequest(metrics->port(), method, "/metrics");
+    EXPECT_EQ(response.rfind("HTTP/1.1 405 Method Not Allowed\r\n", 0), 0u)
+        << method << ": " << response;
+    EXPECT_NE(response.find("Allow: GET\r\n"), std::string::npos) << response;
+  }
+  EXPECT_NE(HttpGet(metrics->port(), "/metrics").find("pacer_worker_step"), std::string::npos);
 }
 
 TEST(WorkerMetricsTest, EveryMetricCarriesTheLabels) {

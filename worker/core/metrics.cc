@@ -1,5 +1,6 @@
 #include "core/metrics.h"
 
+#include <CivetServer.h>
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/family.h>
@@ -7,11 +8,14 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <limits>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -49,6 +53,56 @@ Status CheckBindAddress(const std::string& address) {
 
 void SetIfFinite(prometheus::Gauge* gauge, double value) {
   if (std::isfinite(value)) gauge->Set(value);
+}
+
+}  // namespace
+
+namespace {
+
+// Metrics servers of this process between their start and the registration
+// of /metrics: a scrape then finds no handler.
+std::atomic<int> g_exposers_starting{0};
+
+std::string FixedResponse(const char* status_line, const char* extra_headers, const char* body) {
+  return std::string("HTTP/1.1 ") + status_line +
+         "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
+         std::to_string(std::strlen(body)) + "\r\n" + extra_headers + "Connection: close\r\n\r\n" +
+         body;
+}
+
+// civetweb's begin_request: answers, with fixed bytes, every request the
+// /metrics handler would not take. civetweb's own answer to those (404,
+// 405, or 404 for a scrape before RegisterCollectable) formats an error
+// page on its worker thread, whose stack Debian's build caps at 100 KB;
+// libquadmath (loaded with OpenBLAS through libgfortran) registers printf
+// hooks that send every printf through glibc's positional path, and that
+// page then overflows the stack: a GET of any other path on the metrics
+// port killed the worker with SIGSEGV (civetweb issue 1259 is the same
+// overflow under AddressSanitizer, where CI met it).
+int AnswerWhatTheMetricsHandlerWouldNot(mg_connection* conn) {
+  const mg_request_info* request = mg_get_request_info(conn);
+  const char* uri = request != nullptr && request->local_uri != nullptr ? request->local_uri : "";
+  const char* method =
+      request != nullptr && request->request_method != nullptr ? request->request_method : "";
+  const bool metrics = std::strcmp(uri, "/metrics") == 0;
+  int status = 0;
+  std::string response;
+  if (!metrics) {
+    status = 404;
+    response = FixedResponse("404 Not Found", "", "not found: this port serves /metrics only\n");
+  } else if (std::strcmp(method, "GET") != 0) {
+    status = 405;
+    response = FixedResponse("405 Method Not Allowed", "Allow: GET\r\n",
+                             "method not allowed: GET /metrics\n");
+  } else if (g_exposers_starting.load() > 0) {
+    status = 503;
+    response = FixedResponse("503 Service Unavailable", "Retry-After: 1\r\n",
+                             "the metrics are not registered yet; retry\n");
+  } else {
+    return 0;  // prometheus-cpp's handler serves it
+  }
+  mg_write(conn, response.data(), response.size());
+  return status;
 }
 
 }  // namespace
@@ -150,12 +204,20 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabe
   m->last_checkpoint_timestamp_seconds_->Set(
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
 
+  static const CivetCallbacks callbacks = [] {
+    CivetCallbacks c{};
+    c.begin_request = AnswerWhatTheMetricsHandlerWouldNot;
+    return c;
+  }();
+  ++g_exposers_starting;
   try {
-    m->exposer_ = std::make_unique<prometheus::Exposer>(bind_address);
+    m->exposer_ = std::make_unique<prometheus::Exposer>(bind_address, 2, &callbacks);
   } catch (const std::exception& e) {  // civetweb reports bind failures by throwing
+    --g_exposers_starting;
     return FailedPreconditionError("cannot serve metrics on " + bind_address + ": " + e.what());
   }
   m->exposer_->RegisterCollectable(m->registry_);
+  --g_exposers_starting;
   std::vector<int> ports = m->exposer_->GetListeningPorts();
   if (ports.empty()) {
     return FailedPreconditionError("metrics server on " + bind_address + " listens on no port");
