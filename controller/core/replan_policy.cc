@@ -116,7 +116,9 @@ StatusOr<Decision> DecideReplan(const ReplanInputs& in, const ReplanOptions& opt
   }
   const int64_t deadline_unix_seconds = *in.deadline_unix_seconds;
   const double deadline = static_cast<double>(deadline_unix_seconds);
-  d.slack_seconds = deadline - projected;
+  // From the clamped completion: the unclamped projection of an absurd
+  // measurement is -inf slack, which no status field can hold.
+  d.slack_seconds = deadline - static_cast<double>(d.projected_completion_unix_seconds);
   const double threshold = deadline - in.slack_fraction * std::max(0.0, deadline - now);
   d.at_risk = remaining_steps > 0 && projected > threshold;
 

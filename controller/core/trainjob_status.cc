@@ -147,7 +147,9 @@ StatusJson BuildTrainJobStatus(const StatusInputs& in, const nlohmann::json& pre
         planner::FormatRfc3339(*in.projected_completion_unix_seconds);
   }
   if (in.deadline_slack_seconds) {
-    const auto slack_seconds = static_cast<int64_t>(std::floor(*in.deadline_slack_seconds));
+    // Differences of clamped times (CeilUnixSeconds) fit; the clamp keeps
+    // any other double from converting out of int64's range.
+    const int64_t slack_seconds = planner::FloorUnixSeconds(*in.deadline_slack_seconds);
     status["deadlineSlackSeconds"] = slack_seconds;
     // The same, for people (the SLACK column): "+11h27m", "-3m10s".
     status["deadlineSlack"] = cli::FormatSignedDuration(static_cast<double>(slack_seconds));

@@ -8,6 +8,7 @@
 #include "core/node_inventory.h"
 #include "pacer/planner/gpu_catalog.h"
 #include "pacer/planner/job_parser.h"
+#include "pacer/planner/layer_shapes.h"
 #include "pacer/planner/units.h"
 
 namespace pacer::controller {
@@ -230,6 +231,12 @@ StatusOr<planner::Evaluation> RecheckLayout(const planner::JobSpec& job,
   }
   if (!planner::AllowsGpuType(job.resources, inventory.catalog, layout.gpu_type)) {
     return FailedPreconditionError("spec.resources.gpuTypes no longer allows " + layout.gpu_type);
+  }
+  if (std::string why = planner::TensorParallelSplitError(job.model, layout.tensor_parallel);
+      !why.empty()) {
+    // A layout an older controller saved: the workers would refuse it.
+    return FailedPreconditionError("tensor parallel " + std::to_string(layout.tensor_parallel) +
+                                   " " + why + " of the model");
   }
   const int gpus = layout.gpus();
   if (gpus < job.resources.min_gpus || (job.resources.max_gpus && gpus > *job.resources.max_gpus)) {

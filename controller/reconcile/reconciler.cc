@@ -231,10 +231,13 @@ void Reconciler::Forget(const std::string& key) {
 }
 
 Status Reconciler::StopToRelaunch(const Pass& pass, int64_t attempt) {
-  RETURN_IF_ERROR(deps_.launcher->Stop(pass.ref, StopMode::kGraceful));
-  std::lock_guard<std::mutex> lock(mu_);
-  graceful_stops_[pass.key] = attempt;
-  return Status::Ok();
+  {
+    // Before the deletions, as controllers set expectations: a stop that
+    // fails half-way has deleted some pods too.
+    std::lock_guard<std::mutex> lock(mu_);
+    graceful_stops_[pass.key] = attempt;
+  }
+  return deps_.launcher->Stop(pass.ref, StopMode::kGraceful);
 }
 
 ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
@@ -920,7 +923,8 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       message = "the cluster schedule gives it " + std::to_string(to) + " " +
                 pass.allocation->gpu_type + " GPUs instead of " + std::to_string(from) + " " +
                 pass.plan->layout.gpu_type + " (no schedulable " + pass.plan->layout.gpu_type +
-                " node is left, or another type serves it better); relaunching from a checkpoint";
+                " node is left for it: cordoned, not ready or excluded); relaunching from a "
+                "checkpoint";
     } else {
       message = "the cluster schedule gives it " + std::to_string(to) + " GPUs instead of " +
                 std::to_string(from) + "; relaunching from a checkpoint";

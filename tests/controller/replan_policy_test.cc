@@ -105,6 +105,8 @@ TEST(ReplanPolicyTest, AnAbsurdMeasurementProjectsTheFarFuture) {
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_TRUE(d->at_risk);
   EXPECT_GT(d->projected_completion_unix_seconds, *s.inputs.deadline_unix_seconds);
+  EXPECT_EQ(d->slack_seconds, static_cast<double>(*s.inputs.deadline_unix_seconds -
+                                                  d->projected_completion_unix_seconds));
   EXPECT_THAT(d->message, HasSubstr("projected completion 9999-12-31T23:59:59Z"));
   EXPECT_THAT(d->message, HasSubstr("measured 1.000e+300 s/step"));
 }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,20 @@ TEST(TrainJobStatusTest, BuildsEveryField) {
   EXPECT_EQ(s["deadlineSlack"], "+11h27m");  // the SLACK column
   EXPECT_EQ(s["replans"], 1);
   EXPECT_EQ(s["restarts"], 0);
+}
+
+// A slack beyond int64 (from an absurd measured step time) is written as
+// the clamp's million years, not as whatever the conversion made of it.
+TEST(TrainJobStatusTest, AnAbsurdSlackIsClampedNotConvertedOutOfRange) {
+  const int64_t million_years = static_cast<int64_t>(1e6 * 365.25 * 86400);
+  for (double slack : {-1e300, -std::numeric_limits<double>::infinity()}) {
+    StatusInputs in;
+    in.phase = Phase::kRunning;
+    in.deadline_slack_seconds = slack;
+    const StatusJson s = BuildTrainJobStatus(in, nlohmann::json::object(), kNow);
+    EXPECT_EQ(s["deadlineSlackSeconds"], -million_years) << slack;
+    EXPECT_EQ(s["deadlineSlack"].get<std::string>().front(), '-') << slack;
+  }
 }
 
 TEST(TrainJobStatusTest, OmitsWhatIsUnknown) {

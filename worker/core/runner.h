@@ -15,9 +15,12 @@
 //      K steps lost") and exported as pacer_worker_resume_steps_lost; when
 //      checkpoints exist but none is usable every rank exits with
 //      kExitDataLoss instead of starting over. With --checkpoint-buffers a
-//      checkpoint is usable only if the same plan wrote it (its weights are
-//      restored); without, only the step counter carries over, so any plan's
-//      checkpoint will do (a re-plan starts from freshly initialised shards).
+//      checkpoint is usable only if the same plan wrote it and it holds
+//      weights (they are restored); without, only the step counter carries
+//      over, so any plan's checkpoint will do (a re-plan starts from freshly
+//      initialised shards). With --checkpoint-buffers a rank whose weights
+//      and optimizer state exceed a checkpoint's 64 GiB exits invalid-config
+//      before its first step.
 //   3. Steps run until the plan's total. Every checkpoint_interval_steps and
 //      on a stop request, each rank writes its checkpoint atomically.
 //   4. SIGTERM / SIGINT: ranks read the stop claim from the store at every

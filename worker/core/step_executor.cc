@@ -93,7 +93,7 @@ struct LayerStash {
 struct ChunkStash {
   std::vector<LayerStash> layers;
   DeviceBuffer logits_input;  // [T x h], last stage
-  DeviceBuffer dlogits;       // [T x V/t], last stage
+  DeviceBuffer dlogits;       // [T x ceil(V/t)], last stage
 };
 
 class StepExecutor::Impl {
