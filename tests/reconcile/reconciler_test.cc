@@ -11,6 +11,8 @@
 #include "daemon/worker_pods.h"
 #include "fakes.h"
 #include "pacer/planner/inventory.h"
+#include "pacer/planner/job_parser.h"
+#include "pacer/planner/search.h"
 #include "reconcile/job_object.h"
 #include "test_jobs.h"
 
@@ -1198,6 +1200,36 @@ TEST_F(ReconcilerTest, TheNextAttemptsGangStartsItsOwnUnscheduledCount) {
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(store_.CountEvents("GangUnschedulable"), 0);
   EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1) << "only the failed gang's removal";
+}
+
+// status.nextPlan written by an older controller can hold a tensor-
+// parallel size the model cannot be split by (its planner checked only the
+// heads): launched, every worker exits invalid-config and the job fails. The
+// relaunch refuses it, and the job is planned afresh.
+TEST(RecheckLayoutTest, RefusesATensorParallelSizeTheWorkersCannotSplit) {
+  auto job = planner::ParseTrainJob(
+      "apiVersion: pacer.dev/v1alpha1\nkind: TrainJob\nmetadata: {name: j}\nspec:\n"
+      "  model: {layers: 32, hiddenSize: 4096, attentionHeads: 32, ffnHiddenSize: 11008,\n"
+      "          ffnKind: swiglu, vocabSize: 32000, sequenceLength: 4096}\n"
+      "  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n  maxDuration: 30d\n"
+      "  parallelism: {tensorParallel: 8}\n");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const planner::Inventory inventory = H100Cluster().inventory;
+  planner::PlanOptions options;
+  options.now_unix_seconds = 1795305600;
+  auto planned = planner::Plan(*job, inventory, {}, options);
+  ASSERT_TRUE(planned.ok() && planned->plan) << planned.status().ToString();
+  const planner::Layout layout = planned->plan->layout;
+  ASSERT_EQ(layout.tensor_parallel, 8);
+  EXPECT_TRUE(RecheckLayout(*job, layout, inventory, {}, {}).ok());
+
+  planner::JobSpec changed = *job;
+  changed.model.ffn_hidden_size = 11004;  // 4 x 2751
+  const auto refused = RecheckLayout(changed, layout, inventory, {}, {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              ::testing::HasSubstr("tensor parallel 8 must divide the FFN hidden size (11004)"));
 }
 
 }  // namespace

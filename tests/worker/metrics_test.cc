@@ -17,10 +17,10 @@
 namespace pacer::worker {
 namespace {
 
-// `method` http://127.0.0.1:<port><path> with HTTP/1.0 (the server closes
-// the connection after the body, so reading to EOF delimits it). Returns the
-// whole response, or "" when the connection fails.
-std::string HttpRequest(int port, const std::string& method, const std::string& path) {
+// Sends `request` to 127.0.0.1:<port> and reads to EOF (the server closes
+// the connection after its answer). Returns the whole response, or "" when
+// the connection fails. HttpRequest: `method` <path> with HTTP/1.0.
+std::string HttpRaw(int port, const std::string& request) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return "";
   sockaddr_in addr{};
@@ -29,7 +29,6 @@ std::string HttpRequest(int port, const std::string& method, const std::string& 
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string response;
   if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = method + " " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
     if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
       char buf[4096];
       ssize_t n;
@@ -38,6 +37,10 @@ std::string HttpRequest(int port, const std::string& method, const std::string& 
   }
   close(fd);
   return response;
+}
+
+std::string HttpRequest(int port, const std::string& method, const std::string& path) {
+  return HttpRaw(port, method + " " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
 }
 
 // GET's body, or "" unless the answer is 200 (the assertions then name what
@@ -114,8 +117,23 @@ TEST(WorkerMetricsTest, OtherPathsAndMethodsAreRefusedAndTheWorkerLives) {
     EXPECT_EQ(response.rfind("HTTP/1.1 405 Method Not Allowed\r\n", 0), 0u)
         << method << ": " << response;
     EXPECT_NE(response.find("Allow: GET\r\n"), std::string::npos) << response;
+    // A HEAD answer has no body.
+    EXPECT_EQ(response.find("method not allowed") == std::string::npos,
+              std::string(method) == "HEAD")
+        << response;
+  }
+  // Requests civetweb refuses before any callback (a TLS handshake, a URI
+  // without its slash, HTTP/2, oversized headers) take its shallower error
+  // path, which fits the stack: answered, and the worker lives on.
+  for (const std::string& raw :
+       {std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 15),
+        std::string("GET metrics HTTP/1.0\r\n\r\n"), std::string("GET / HTTP/2.0\r\n\r\n"),
+        "GET /metrics HTTP/1.0\r\nX: " + std::string(20000, 'a') + "\r\n\r\n"}) {
+    EXPECT_EQ(HttpRaw(metrics->port(), raw).rfind("HTTP/", 0), 0u) << raw.substr(0, 24);
   }
   EXPECT_NE(HttpGet(metrics->port(), "/metrics").find("pacer_worker_step"), std::string::npos);
+  EXPECT_NE(HttpGet(metrics->port(), "/metrics?debug=1").find("pacer_worker_step"),
+            std::string::npos);
 }
 
 TEST(WorkerMetricsTest, EveryMetricCarriesTheLabels) {

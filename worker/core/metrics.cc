@@ -63,12 +63,23 @@ namespace {
 // of /metrics: a scrape then finds no handler.
 std::atomic<int> g_exposers_starting{0};
 
-std::string FixedResponse(const char* status_line, const char* extra_headers, const char* body) {
+// The whole response; a HEAD's has the length but not the body.
+std::string FixedResponse(const char* status_line, const char* extra_headers, const char* body,
+                          bool head) {
   return std::string("HTTP/1.1 ") + status_line +
          "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
          std::to_string(std::strlen(body)) + "\r\n" + extra_headers + "Connection: close\r\n\r\n" +
-         body;
+         (head ? "" : body);
 }
+
+// Counts a metrics server as starting while it lives (exceptions included).
+class StartingExposer {
+ public:
+  StartingExposer() { ++g_exposers_starting; }
+  ~StartingExposer() { --g_exposers_starting; }
+  StartingExposer(const StartingExposer&) = delete;
+  StartingExposer& operator=(const StartingExposer&) = delete;
+};
 
 // civetweb's begin_request: answers, with fixed bytes, every request the
 // /metrics handler would not take. civetweb's own answer to those (404,
@@ -85,19 +96,21 @@ int AnswerWhatTheMetricsHandlerWouldNot(mg_connection* conn) {
   const char* method =
       request != nullptr && request->request_method != nullptr ? request->request_method : "";
   const bool metrics = std::strcmp(uri, "/metrics") == 0;
+  const bool head = std::strcmp(method, "HEAD") == 0;
   int status = 0;
   std::string response;
   if (!metrics) {
     status = 404;
-    response = FixedResponse("404 Not Found", "", "not found: this port serves /metrics only\n");
+    response =
+        FixedResponse("404 Not Found", "", "not found: this port serves /metrics only\n", head);
   } else if (std::strcmp(method, "GET") != 0) {
     status = 405;
     response = FixedResponse("405 Method Not Allowed", "Allow: GET\r\n",
-                             "method not allowed: GET /metrics\n");
+                             "method not allowed: GET /metrics\n", head);
   } else if (g_exposers_starting.load() > 0) {
     status = 503;
     response = FixedResponse("503 Service Unavailable", "Retry-After: 1\r\n",
-                             "the metrics are not registered yet; retry\n");
+                             "the metrics are not registered yet; retry\n", head);
   } else {
     return 0;  // prometheus-cpp's handler serves it
   }
@@ -209,15 +222,15 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabe
     c.begin_request = AnswerWhatTheMetricsHandlerWouldNot;
     return c;
   }();
-  ++g_exposers_starting;
-  try {
-    m->exposer_ = std::make_unique<prometheus::Exposer>(bind_address, 2, &callbacks);
-  } catch (const std::exception& e) {  // civetweb reports bind failures by throwing
-    --g_exposers_starting;
-    return FailedPreconditionError("cannot serve metrics on " + bind_address + ": " + e.what());
+  {
+    const StartingExposer starting;
+    try {
+      m->exposer_ = std::make_unique<prometheus::Exposer>(bind_address, 2, &callbacks);
+    } catch (const std::exception& e) {  // civetweb reports bind failures by throwing
+      return FailedPreconditionError("cannot serve metrics on " + bind_address + ": " + e.what());
+    }
+    m->exposer_->RegisterCollectable(m->registry_);
   }
-  m->exposer_->RegisterCollectable(m->registry_);
-  --g_exposers_starting;
   std::vector<int> ports = m->exposer_->GetListeningPorts();
   if (ports.empty()) {
     return FailedPreconditionError("metrics server on " + bind_address + " listens on no port");
