@@ -419,7 +419,14 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
 
   // 2. Resume.
   auto resume = AgreeOnResumeStep(c, rank, store, options);
-  if (!resume.ok()) return Fail(c, rank, "resume", resume.status());
+  if (!resume.ok()) {
+    const int code = Fail(c, rank, "resume", resume.status());
+    // Rank 0 published its error in the store its process hosts: leaving
+    // at once, it could take the store away before another rank read the
+    // error, which then failed with "lost its connection to the store".
+    LeaveTogether(c, rank, store);
+    return code;
+  }
   if (resume->data_loss) {
     Log(c, rank, "event=failed during=resume exit=data-loss");
     LeaveTogether(c, rank, store);
