@@ -300,9 +300,8 @@ int64_t FloorUnixSeconds(double unix_seconds) {
 }
 
 int64_t CompletionUnixSeconds(int64_t now_unix_seconds, double total_seconds) {
-  const double seconds =
-      std::isnan(total_seconds) ? kMaxSeconds : std::clamp(total_seconds, 0.0, kMaxSeconds);
-  return now_unix_seconds + static_cast<int64_t>(std::ceil(seconds));
+  // A negative duration is none; NaN stays NaN, the far future.
+  return now_unix_seconds + CeilUnixSeconds(total_seconds < 0 ? 0.0 : total_seconds);
 }
 
 std::string FormatDurationHuman(double seconds) {

@@ -55,10 +55,6 @@ void SetIfFinite(prometheus::Gauge* gauge, double value) {
   if (std::isfinite(value)) gauge->Set(value);
 }
 
-}  // namespace
-
-namespace {
-
 // Metrics servers of this process between their start and the registration
 // of /metrics: a scrape then finds no handler.
 std::atomic<int> g_exposers_starting{0};
