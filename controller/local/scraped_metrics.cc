@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "http/bounded_body.h"
+#include "pacer/planner/units.h"
 
 namespace pacer::controller {
 namespace {
@@ -131,9 +132,10 @@ StatusOr<Measurement> ScrapedMetricsSource::Measure(const JobRef& job) {
     double sum = 0, count = 0;
     bool has_histogram = false;
     for (const MetricSample& s : ParseMetricsText(*text)) {
-      if (s.name == "pacer_worker_step" && std::isfinite(s.value)) {
-        m.steps_completed =
-            std::max<int64_t>(m.steps_completed.value_or(0), static_cast<int64_t>(s.value));
+      if (s.name == "pacer_worker_step") {
+        if (std::optional<int64_t> step = planner::CountFromSample(s.value)) {
+          m.steps_completed = std::max<int64_t>(m.steps_completed.value_or(0), *step);
+        }
       } else if (s.name == "pacer_worker_step_duration_seconds_sum") {
         sum = s.value;
         has_histogram = true;

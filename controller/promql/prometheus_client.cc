@@ -3,10 +3,13 @@
 #include <cpprest/http_client.h>
 #include <cpprest/uri_builder.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "http/bounded_body.h"
+#include "pacer/planner/units.h"
 
 namespace pacer::controller {
 namespace {
@@ -108,6 +111,12 @@ std::optional<double> FirstFinite(const std::vector<PromSample>& samples) {
   return samples.front().value;
 }
 
+// Counts (steps, ranks): a sample that is no count is none, not a cast.
+std::optional<int64_t> FirstCount(const std::vector<PromSample>& samples) {
+  if (samples.empty()) return std::nullopt;
+  return planner::CountFromSample(samples.front().value);
+}
+
 }  // namespace
 
 std::string PromQuote(std::string_view value) {
@@ -173,20 +182,28 @@ JobMeasurementQueries MeasureJobQueries(const std::string& namespace_name,
   return q;
 }
 
+JobMeasurement JobMeasurementFromAnswers(const std::vector<PromSample>& step_seconds,
+                                         const std::vector<PromSample>& steps_completed,
+                                         const std::vector<PromSample>& total_steps,
+                                         const std::vector<PromSample>& ranks_reporting) {
+  JobMeasurement m;
+  m.step_seconds = FirstFinite(step_seconds);
+  m.steps_completed = FirstCount(steps_completed);
+  m.total_steps = FirstCount(total_steps);
+  m.ranks_reporting = static_cast<int>(
+      std::min<int64_t>(FirstCount(ranks_reporting).value_or(0), std::numeric_limits<int>::max()));
+  return m;
+}
+
 StatusOr<JobMeasurement> PrometheusClient::MeasureJob(const std::string& namespace_name,
                                                       const std::string& job_name,
                                                       std::chrono::seconds window) const {
   const JobMeasurementQueries q = MeasureJobQueries(namespace_name, job_name, window);
-  JobMeasurement m;
   ASSIGN_OR_RETURN(auto step, Query(q.step_seconds));
-  m.step_seconds = FirstFinite(step);
   ASSIGN_OR_RETURN(auto steps, Query(q.steps_completed));
-  if (auto v = FirstFinite(steps)) m.steps_completed = static_cast<int64_t>(*v);
   ASSIGN_OR_RETURN(auto total, Query(q.total_steps));
-  if (auto v = FirstFinite(total)) m.total_steps = static_cast<int64_t>(*v);
   ASSIGN_OR_RETURN(auto ranks, Query(q.ranks_reporting));
-  if (auto v = FirstFinite(ranks)) m.ranks_reporting = static_cast<int>(*v);
-  return m;
+  return JobMeasurementFromAnswers(step, steps, total, ranks);
 }
 
 }  // namespace pacer::controller

@@ -299,6 +299,14 @@ int64_t FloorUnixSeconds(double unix_seconds) {
   return static_cast<int64_t>(std::floor(ClampedUnixSeconds(unix_seconds)));
 }
 
+std::optional<int64_t> CountFromSample(double value) {
+  // 2^53: every integer up to it is exact in a double, and it is far past
+  // any real step or rank count.
+  constexpr double kMaxCount = 9007199254740992.0;
+  if (!(value >= 0 && value <= kMaxCount)) return std::nullopt;  // also NaN
+  return static_cast<int64_t>(std::floor(value));
+}
+
 int64_t CompletionUnixSeconds(int64_t now_unix_seconds, double total_seconds) {
   // A negative duration is none; NaN stays NaN, the far future.
   return now_unix_seconds + CeilUnixSeconds(total_seconds < 0 ? 0.0 : total_seconds);

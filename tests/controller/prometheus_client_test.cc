@@ -14,9 +14,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -127,6 +129,33 @@ TEST(PrometheusClientTest, MalformedSuccessfulAnswersAreInternalErrors) {
   EXPECT_EQ((*good)[0].labels.at("rank"), "0");
   EXPECT_DOUBLE_EQ((*good)[0].value, 0.25);
   EXPECT_DOUBLE_EQ((*good)[0].timestamp_unix_seconds, 1700000000.5);
+}
+
+// What the answers hold is read as a measurement only when it is one: a
+// count that is not a whole number in [0, 2^53] is none (5e18 steps passed
+// for progress; 1e30 was an undefined conversion to int64).
+TEST(PrometheusClientTest, AnswersThatAreNoCountsAreNoMeasurement) {
+  auto one = [](double value) { return std::vector<PromSample>{PromSample{{}, value, 0}}; };
+  const JobMeasurement sane = JobMeasurementFromAnswers(one(0.5), one(41), one(1000), one(2));
+  EXPECT_EQ(sane.step_seconds, 0.5);
+  EXPECT_EQ(sane.steps_completed, 41);
+  EXPECT_EQ(sane.total_steps, 1000);
+  EXPECT_EQ(sane.ranks_reporting, 2);
+  for (double absurd : {5e18, 1e30, -5.0, std::numeric_limits<double>::infinity(), std::nan("")}) {
+    SCOPED_TRACE(absurd);
+    const JobMeasurement m =
+        JobMeasurementFromAnswers(one(absurd), one(absurd), one(absurd), one(absurd));
+    EXPECT_FALSE(m.steps_completed.has_value());
+    EXPECT_FALSE(m.total_steps.has_value());
+    EXPECT_EQ(m.ranks_reporting, 0);
+    if (!std::isfinite(absurd)) {
+      EXPECT_FALSE(m.step_seconds.has_value());
+    }
+  }
+  const JobMeasurement none = JobMeasurementFromAnswers({}, {}, {}, {});
+  EXPECT_FALSE(none.step_seconds.has_value());
+  EXPECT_FALSE(none.steps_completed.has_value());
+  EXPECT_EQ(none.ranks_reporting, 0);
 }
 
 TEST(PrometheusClientTest, QuotesLabelValues) {

@@ -183,5 +183,21 @@ TEST(CompletionTest, DoubleTimesRoundAndSaturate) {
   EXPECT_EQ(FormatRfc3339(CeilUnixSeconds(1e300)), "9999-12-31T23:59:59Z");
 }
 
+// Counts read from metrics: whole, non-negative, exact in a double; anything
+// else is no count rather than a conversion that is undefined (1e30) or a
+// number that passes for progress (5e18, -5).
+TEST(CountFromSampleTest, OnlyFiniteNonNegativeExactValuesAreCounts) {
+  EXPECT_EQ(CountFromSample(0.0), 0);
+  EXPECT_EQ(CountFromSample(41.9), 41);
+  EXPECT_EQ(CountFromSample(9007199254740992.0), int64_t{9007199254740992});
+  EXPECT_FALSE(CountFromSample(9007199254740994.0).has_value());
+  EXPECT_FALSE(CountFromSample(5e18).has_value());
+  EXPECT_FALSE(CountFromSample(1e30).has_value());
+  EXPECT_FALSE(CountFromSample(-5).has_value());
+  EXPECT_FALSE(CountFromSample(-0.5).has_value());
+  EXPECT_FALSE(CountFromSample(std::nan("")).has_value());
+  EXPECT_FALSE(CountFromSample(std::numeric_limits<double>::infinity()).has_value());
+}
+
 }  // namespace
 }  // namespace pacer::planner

@@ -61,6 +61,31 @@ TEST(ScrapedMetricsSourceTest, ProgressIsTheFurthestRankAndStepTimeTheSlowestRec
   EXPECT_DOUBLE_EQ(*m->model_scale, 1.0);
 }
 
+// A step gauge that is no count (a broken or hostile exporter) is no
+// progress: not a clamped or wrapped number that would pass for it (5e18
+// steps were taken as progress, 1e30 was an undefined conversion).
+TEST(ScrapedMetricsSourceTest, AStepThatIsNoCountIsNoProgress) {
+  std::map<int, std::string> pages;
+  ScrapedMetricsSource source(
+      [](const JobRef&) {
+        return std::vector<int>{1, 2};
+      },
+      [&pages](int port) -> StatusOr<std::string> { return pages[port]; });
+  JobRef job{"default", "q", ""};
+  for (const char* absurd : {"5e18", "1e30", "-5", "+Inf"}) {
+    SCOPED_TRACE(absurd);
+    pages[1] = std::string("pacer_worker_step ") + absurd + "\n";
+    pages[2] = "";
+    StatusOr<Measurement> m = source.Measure(job);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_FALSE(m->steps_completed.has_value());
+    pages[2] = "pacer_worker_step 7\n";  // a sane rank still counts
+    m = source.Measure(job);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ(m->steps_completed, 7);
+  }
+}
+
 TEST(ScrapedMetricsSourceTest, NoReachableRankIsUnavailableButNoRanksIsNoMeasurement) {
   bool up = false;
   ScrapedMetricsSource down([](const JobRef&) { return std::vector<int>{1}; },

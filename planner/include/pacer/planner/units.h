@@ -10,6 +10,7 @@
 #define PACER_PLANNER_UNITS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -50,6 +51,12 @@ int64_t CompletionUnixSeconds(int64_t now_unix_seconds, double total_seconds);
 // 1e300 s step) to an integer is undefined and gave dates in year 0.
 int64_t CeilUnixSeconds(double unix_seconds);
 int64_t FloorUnixSeconds(double unix_seconds);
+
+// A count read as a double (a Prometheus sample of steps or ranks): its
+// whole part, or none when it is not a finite number in [0, 2^53]. A
+// broken or hostile exporter's 1e30 or -5 is no count: converting it to an
+// integer would be undefined, and a clamped one would pass for progress.
+std::optional<int64_t> CountFromSample(double value);
 
 // 259200 -> "3d0h", 5400 -> "1h30m", 42 -> "42s" (for humans, not parsing).
 std::string FormatDurationHuman(double seconds);
