@@ -269,6 +269,51 @@ TEST(StepExecutorTest, TwoTensorParallelRanksMatchOne) {
   }
 }
 
+// A vocabulary two ranks cannot split evenly (65) is padded to 2 x 33 rows,
+// as Megatron pads it and the planner counts it (VocabShardRows). The rows
+// of the real vocabulary are the one-rank model's (weights hash the unsplit
+// element), tokens and labels come from the real 65 only, and the padding
+// row is an output the softmax sees: the loss is the one-rank loss plus
+// that row's share, and its gradient is what pushes it down.
+TEST(StepExecutorTest, AVocabularyTwoRanksCannotSplitIsPaddedNotTruncated) {
+  for (bool tied : {false, true}) {
+    Plan one = SwigluGqa(planner::Recompute::kNone), two = one;
+    two.t = 2;
+    WorkerConfig one_config = TinyConfig(one), two_config = TinyConfig(two);
+    one_config.model.vocab_size = two_config.model.vocab_size = 65;
+    one_config.model.tied_embeddings = two_config.model.tied_embeddings = tied;
+    const int64_t h = one_config.model.hidden_size;
+    const std::vector<StageResult> reference = OneStepByName(one_config);
+    const std::vector<StageResult> split = OneStepByName(two_config);
+    ASSERT_EQ(reference.size(), 1u);
+    ASSERT_EQ(split.size(), 2u);
+    const double loss = reference[0].loss;
+    const double padded_loss = split[0].loss;
+    std::fprintf(stderr, "%s: loss %.9f one rank, %.9f two (padded)\n", tied ? "tied" : "untied",
+                 loss, padded_loss);
+    EXPECT_EQ(split[1].loss, padded_loss) << "the gathered loss";
+    // One more output: the softmax's normaliser grows by that row's share,
+    // about 1/65 of it when the logits are alike (log(1 + 1/65) = 0.0153;
+    // untied 0.0147), less when they are peaked (tied, 0.0007). Rows that
+    // were not the one-rank model's would move the loss by O(1).
+    EXPECT_GT(padded_loss - loss, 0);
+    EXPECT_LT(padded_loss - loss, 5 * std::log1p(1.0 / 65));
+    const std::string table = tied ? "embedding" : "output";
+    for (const StageResult& rank : split) {
+      const std::vector<float>& g = rank.gradients.at(table);
+      const std::vector<uint64_t>& at = rank.unsplit.at(table);
+      ASSERT_EQ(g.size(), static_cast<size_t>(33 * h)) << "33 rows of each rank's shard";
+      EXPECT_EQ(at.front(), static_cast<uint64_t>(rank.tensor_rank * 33 * h));
+      EXPECT_EQ(at.back(), static_cast<uint64_t>((rank.tensor_rank + 1) * 33 * h - 1));
+    }
+    // Rank 1's last row is row 65, the padding: a real parameter with a
+    // gradient (it takes probability from every token), never a label.
+    const std::vector<float>& last = split[1].gradients.at(table);
+    const double padding_row = LargestMagnitude(std::vector<float>(last.end() - h, last.end()));
+    EXPECT_GT(padding_row, 0) << "the padding row's logits enter the softmax";
+  }
+}
+
 // Untied and tied tables: a tied table under ZeRO 3 is one gather unit
 // that the forward pass uses first and last.
 class ZeroStagesTest : public ::testing::TestWithParam<bool> {};
