@@ -130,6 +130,22 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
   pass.previous_status = pass.object.value("status", nlohmann::json::object());
   if (!pass.previous_status.is_object()) pass.previous_status = nlohmann::json::object();
   pass.state = ReadPersistedState(pass.previous_status);
+  {
+    // A re-plan or resize stopped the current attempt and its status write
+    // was lost (a conflict): its decision is written with this pass, before
+    // the relaunch reads it (whether the pods are still stopping or gone).
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = graceful_stops_.find(key);
+    if (it != graceful_stops_.end() && it->second.attempt == pass.state.attempt &&
+        it->second.last_replan_unix_seconds &&
+        pass.state.last_replan_unix_seconds < it->second.last_replan_unix_seconds) {
+      const GracefulStop& stop = it->second;
+      pass.state.replans = std::max(pass.state.replans, stop.replans);
+      pass.state.last_replan_unix_seconds = stop.last_replan_unix_seconds;
+      pass.state.calibration = stop.calibration;
+      if (stop.next_layout) pass.state.next_layout = stop.next_layout;
+    }
+  }
   const nlohmann::json& metadata = pass.object["metadata"];
   if (metadata.contains("generation") && metadata["generation"].is_number_integer()) {
     pass.generation = metadata["generation"].get<int64_t>();
@@ -235,7 +251,9 @@ Status Reconciler::StopToRelaunch(const Pass& pass, int64_t attempt) {
     // Before the deletions, as controllers set expectations: a stop that
     // fails half-way has deleted some pods too.
     std::lock_guard<std::mutex> lock(mu_);
-    graceful_stops_[pass.key] = attempt;
+    graceful_stops_[pass.key] =
+        GracefulStop{attempt, pass.state.replans, pass.state.last_replan_unix_seconds,
+                     pass.state.calibration, pass.state.next_layout};
   }
   return deps_.launcher->Stop(pass.ref, StopMode::kGraceful);
 }
@@ -788,7 +806,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = graceful_stops_.find(pass.key);
-      ours = it != graceful_stops_.end() && it->second == group.attempt;
+      ours = it != graceful_stops_.end() && it->second.attempt == group.attempt;
     }
     const bool external = group.attempt == pass.state.stopped_externally_attempt ||
                           (!pass.HadTrue(kConditionReplanning) && !ours &&
@@ -911,9 +929,9 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     // The shared schedule resized the job (it decided the gain pays for the
     // relaunch): checkpoint, stop, and relaunch on the new allocation.
     const int from = pass.plan->layout.gpus(), to = pass.allocation->gpus;
-    RETURN_IF_ERROR_RESULT(StopToRelaunch(pass, group.attempt));
     ++pass.state.replans;
     pass.state.last_replan_unix_seconds = pass.now;
+    RETURN_IF_ERROR_RESULT(StopToRelaunch(pass, group.attempt));
     std::string message;
     if (to == 0) {
       message = "its " + std::to_string(from) +
@@ -962,7 +980,6 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       // reserved for another's deadline.
       if (decision->action == Decision::Action::kReplan && decision->new_plan &&
           deps_.allocations == nullptr) {
-        RETURN_IF_ERROR_RESULT(StopToRelaunch(pass, group.attempt));
         ++pass.state.replans;
         pass.state.last_replan_unix_seconds = pass.now;
         if (decision->step_time_ratio) {
@@ -970,6 +987,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
               *decision->step_time_ratio;
         }
         pass.state.next_layout = decision->new_plan->layout;
+        RETURN_IF_ERROR_RESULT(StopToRelaunch(pass, group.attempt));
         const std::string message = decision->message + " (from " + GpuSummary(*pass.plan) +
                                     " to " + GpuSummary(*decision->new_plan) + ")";
         deps_.store->RecordEvent(pass.object, "Normal", "Replanning", message);

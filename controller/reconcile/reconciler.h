@@ -156,7 +156,8 @@ class Reconciler {
   void Forget(const std::string& key);
   ReconcileResult ReconcileWithoutWorkers(Pass& pass);
   // Stops attempt `attempt`'s workers at a checkpoint for a re-plan or a
-  // resize, remembering it in graceful_stops_.
+  // resize whose decision is already in pass.state, remembering both in
+  // graceful_stops_.
   Status StopToRelaunch(const Pass& pass, int64_t attempt);
   ReconcileResult ReconcileWithWorkers(Pass& pass, const WorkerGroup& group);
   ReconcileResult LaunchPlan(Pass& pass, const planner::Evaluation& plan);
@@ -208,12 +209,22 @@ class Reconciler {
   // holds (guarded by mu_).
   std::map<std::string, Clock::SteadyTime> partial_since_;
   std::map<std::string, Clock::SteadyTime> unscheduled_since_;
-  // The attempt each job's re-plan or resize stopped gracefully (guarded by
-  // mu_): an expectation, as controllers keep for their own deletions. The
-  // status write after the stop says so too, but when it fails (a conflict)
-  // the next pass sees stopping pods, a Running status and no Replanning
-  // condition, which is what a node drain looks like.
-  std::map<std::string, int64_t> graceful_stops_;
+  // Each job's last re-plan or resize that stopped its workers gracefully
+  // (guarded by mu_): an expectation, as controllers keep for their own
+  // deletions. The status write after the stop says so too, but when it
+  // fails (a conflict) the next pass sees stopping pods, a Running status
+  // and no Replanning condition, which is what a node drain looks like, and
+  // what the decision wrote (replans, lastReplanTime, calibration,
+  // nextPlan) would be lost: the passes that wait for the pods write it
+  // again from here.
+  struct GracefulStop {
+    int64_t attempt = 0;
+    int replans = 0;
+    std::optional<int64_t> last_replan_unix_seconds;
+    planner::Calibration calibration;
+    std::optional<planner::Layout> next_layout;
+  };
+  std::map<std::string, GracefulStop> graceful_stops_;
 
   // Without the cluster scheduler (--scheduling=fifo) every job is planned
   // alone against the GPUs free when it is reconciled. Pods the API server

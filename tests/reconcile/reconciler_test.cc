@@ -189,25 +189,39 @@ TEST_F(ReconcilerTest, SlowerThanPredictedReplansToMoreGpusWithTheSameGlobalBatc
 
 // The status write after a re-plan's graceful stop can fail (a conflict):
 // the next pass then saw stopping pods, a Running status and no Replanning
-// condition, and reported the controller's own stop as a node drain.
+// condition, and reported the controller's own stop as a node drain. And
+// what the re-plan decided (replans, lastReplanTime, the measured step-time
+// ratio, nextPlan) was lost with the write: the relaunch planned afresh
+// from the old calibration, and the minimum interval between re-plans
+// started from the previous one.
 TEST_F(ReconcilerTest, AReplansStopWhoseStatusWriteFailedIsStillTheControllers) {
-  LaunchAndRunSlowerThanPredicted();
+  const planner::Evaluation first = LaunchAndRunSlowerThanPredicted();
   store_.fail_next_status_writes = 1;
   (void)Pass();
   ASSERT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
   ASSERT_NE(Status()["phase"], "Replanning") << "the status write was lost";
+  ASSERT_FALSE(Status().contains("nextPlan"));
 
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(store_.CountEvents("StoppedExternally"), 0);
   EXPECT_EQ(ConditionReason("WorkerFailure"), "");
   EXPECT_EQ(ConditionReason("Replanning"), "True/Relaunching");
   EXPECT_EQ(Status()["phase"], "Replanning");
+  EXPECT_EQ(Status()["replans"], 1);
+  EXPECT_TRUE(Status().contains("lastReplanTime")) << Status().dump(2);
+  EXPECT_NEAR(Status()["calibration"]["H100-SXM"]["stepTimeRatio"].get<double>(), 2.0, 0.05);
+  const std::optional<planner::Layout> chosen = LayoutFromPlanJson(Status()["nextPlan"]);
+  ASSERT_TRUE(chosen.has_value()) << Status().dump(2);
+  EXPECT_GT(chosen->gpus(), first.layout.gpus());
 
   launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(launcher_.launches[1].plan.layout.ToString(), chosen->ToString())
+      << "the re-plan's layout, launched";
   EXPECT_EQ(Status()["restarts"], 0);
+  EXPECT_EQ(Status()["replans"], 1);
 
   // A drain of the next attempt is still an external stop.
   metrics_.measurements[kKey] =

@@ -176,6 +176,32 @@ TEST_F(ScheduledReconcileTest, AShrunkAllocationStopsAtACheckpointAndRelaunchesO
   EXPECT_EQ(store_.CountEvents("Growing"), 1);
 }
 
+// A resize's status write lost (a conflict), and the old gang gone before
+// the next pass: the relaunch's pass still writes what the resize decided
+// (replans, lastReplanTime); it counted neither before.
+TEST_F(ScheduledReconcileTest, AResizeWhoseStatusWriteFailedIsStillCountedAfterItsPodsAreGone) {
+  Allocate(Admitted(32));
+  ASSERT_TRUE(Pass().status.ok());
+  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(Status()["phase"], "Running");
+  ASSERT_FALSE(Status().contains("lastReplanTime"));
+
+  Allocate(Admitted(16));
+  store_.fail_next_status_writes = 1;
+  (void)Pass();
+  ASSERT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
+  ASSERT_EQ(Status()["phase"], "Running") << "the status write was lost";
+  launcher_.groups.erase(kKey);  // checkpointed, exited and removed meanwhile
+
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(launcher_.launches[1].plan.layout.gpus(), 16);
+  EXPECT_EQ(Status()["replans"], 1);
+  EXPECT_TRUE(Status().contains("lastReplanTime")) << Status().dump(2);
+  EXPECT_EQ(Status()["restarts"], 0);
+}
+
 // When no node of its type is schedulable (all cordoned), the scheduler
 // gives a running job another type's GPUs, often as many. Counting only
 // GPUs, the job kept running on the old type while the schedule counted it
