@@ -56,8 +56,8 @@ StatusOr<std::vector<PromSample>> ParsePromAnswer(const std::string& body, int h
 
 // MeasureJob's reading of its four answers (the queries of
 // MeasureJobQueries), pure: the first sample of each; a step time that is
-// not finite, or a count that is not a finite whole number in [0, 2^53]
-// (a broken exporter's 1e30 or -5), is none.
+// not finite, or a count that is not a finite number in [0, 2^53] (a
+// broken exporter's 1e30 or -5), is none; a count is rounded down.
 JobMeasurement JobMeasurementFromAnswers(const std::vector<PromSample>& step_seconds,
                                          const std::vector<PromSample>& steps_completed,
                                          const std::vector<PromSample>& total_steps,

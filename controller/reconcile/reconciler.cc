@@ -130,22 +130,6 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
   pass.previous_status = pass.object.value("status", nlohmann::json::object());
   if (!pass.previous_status.is_object()) pass.previous_status = nlohmann::json::object();
   pass.state = ReadPersistedState(pass.previous_status);
-  {
-    // A re-plan or resize stopped the current attempt and its status write
-    // was lost (a conflict): its decision is written with this pass, before
-    // the relaunch reads it (whether the pods are still stopping or gone).
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = graceful_stops_.find(key);
-    if (it != graceful_stops_.end() && it->second.attempt == pass.state.attempt &&
-        it->second.last_replan_unix_seconds &&
-        pass.state.last_replan_unix_seconds < it->second.last_replan_unix_seconds) {
-      const GracefulStop& stop = it->second;
-      pass.state.replans = std::max(pass.state.replans, stop.replans);
-      pass.state.last_replan_unix_seconds = stop.last_replan_unix_seconds;
-      pass.state.calibration = stop.calibration;
-      if (stop.next_layout) pass.state.next_layout = stop.next_layout;
-    }
-  }
   const nlohmann::json& metadata = pass.object["metadata"];
   if (metadata.contains("generation") && metadata["generation"].is_number_integer()) {
     pass.generation = metadata["generation"].get<int64_t>();
@@ -212,6 +196,7 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
   if (deps_.allocations != nullptr) pass.allocation = deps_.allocations->Get(key);
   StatusOr<std::optional<WorkerGroup>> group = deps_.launcher->Observe(pass.ref);
   if (!group.ok()) return {group.status(), std::nullopt};
+  RecallLostStopDecision(pass, *group);
   if (!group->has_value()) return ReconcileWithoutWorkers(pass);
   return ReconcileWithWorkers(pass, **group);
 }
@@ -256,6 +241,29 @@ Status Reconciler::StopToRelaunch(const Pass& pass, int64_t attempt) {
                      pass.state.calibration, pass.state.next_layout};
   }
   return deps_.launcher->Stop(pass.ref, StopMode::kGraceful);
+}
+
+void Reconciler::RecallLostStopDecision(Pass& pass, const std::optional<WorkerGroup>& group) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = graceful_stops_.find(pass.key);
+  if (it == graceful_stops_.end()) return;
+  const GracefulStop& stop = it->second;
+  // The status still says the stopped attempt and counts fewer re-plans
+  // than the stop: its write was lost. (A count, not lastReplanTime: a
+  // clock stepped back would hide it.)
+  if (stop.attempt != pass.state.attempt || pass.state.replans >= stop.replans) return;
+  // Only once the stop took effect (that attempt's pods stopping or gone,
+  // or a later attempt launched): a stop that failed before deleting
+  // anything left the workers running, and the next pass decides again (a
+  // decision replayed then would hold the re-plan back by its minimum
+  // interval and count it twice).
+  const bool took_effect = !group || group->attempt > stop.attempt ||
+                           (group->attempt == stop.attempt && group->stopping);
+  if (!took_effect) return;
+  pass.state.replans = stop.replans;
+  pass.state.last_replan_unix_seconds = stop.last_replan_unix_seconds;
+  pass.state.calibration = stop.calibration;
+  if (stop.next_layout) pass.state.next_layout = stop.next_layout;
 }
 
 ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
@@ -753,6 +761,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     // between): adopt it, with the layout its workers run.
     pass.state.attempt = group.attempt;
     if (group.layout) pass.state.layout = group.layout;
+    pass.state.next_layout.reset();  // that launch used it
     if (pass.state.plan_unix_seconds == 0) pass.state.plan_unix_seconds = pass.now;
   }
 

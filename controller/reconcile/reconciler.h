@@ -159,6 +159,10 @@ class Reconciler {
   // resize whose decision is already in pass.state, remembering both in
   // graceful_stops_.
   Status StopToRelaunch(const Pass& pass, int64_t attempt);
+  // Writes a graceful stop's decision into pass.state when the status lost
+  // it (graceful_stops_), once `group` (Observe's) shows that stop under way
+  // or done.
+  void RecallLostStopDecision(Pass& pass, const std::optional<WorkerGroup>& group);
   ReconcileResult ReconcileWithWorkers(Pass& pass, const WorkerGroup& group);
   ReconcileResult LaunchPlan(Pass& pass, const planner::Evaluation& plan);
   // Without the cluster scheduler: why `pass`'s job must not launch now on

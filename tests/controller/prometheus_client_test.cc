@@ -192,6 +192,10 @@ TEST(PrometheusClientTest, QueriesMatchTrainjobAndLegacyJobLabels) {
   series("pacer_worker_step_duration_seconds_count", current, "0", "0+1x20");
   series("pacer_worker_step", current, "0", "0+2x20");
   series("pacer_worker_total_steps", current, "0", "500x20");
+  // A broken rank of the same job: its step and total are no counts, and
+  // must not hide rank 0's (the max over ranks took 1e30).
+  series("pacer_worker_step", current, "1", "1e30x20");
+  series("pacer_worker_total_steps", current, "1", "-5x20");
   series("pacer_worker_step_duration_seconds_sum", decoy, "0", "0+50x20");
   series("pacer_worker_step_duration_seconds_count", decoy, "0", "0+1x20");
   series("pacer_worker_step", decoy, "0", "0+9x20");
@@ -212,7 +216,7 @@ TEST(PrometheusClientTest, QueriesMatchTrainjobAndLegacyJobLabels) {
   expect(new_queries.step_seconds, 3);
   expect(new_queries.steps_completed, 20);
   expect(new_queries.total_steps, 500);
-  expect(new_queries.ranks_reporting, 1);
+  expect(new_queries.ranks_reporting, 2);
   test.close();
 
   const std::string log = (dir / "promtool.log").string();

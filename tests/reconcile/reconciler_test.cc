@@ -234,6 +234,25 @@ TEST_F(ReconcilerTest, AReplansStopWhoseStatusWriteFailedIsStillTheControllers) 
   EXPECT_EQ(store_.CountEvents("StoppedExternally"), 1);
 }
 
+// A re-plan whose stop failed before deleting anything (the API server did
+// not answer) left the workers running: the next pass decides and stops
+// again, counting one re-plan. Its remembered decision is not replayed
+// (which would count it twice and hold the retry back by the minimum
+// interval between re-plans).
+TEST_F(ReconcilerTest, AReplanWhoseStopFailedIsDecidedAgainAndCountedOnce) {
+  LaunchAndRunSlowerThanPredicted();
+  launcher_.fail_next_stops = 1;
+  EXPECT_FALSE(Pass().status.ok());
+  ASSERT_EQ(launcher_.CountStops(StopMode::kGraceful), 0);
+  ASSERT_FALSE(launcher_.groups[kKey].stopping);
+
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kGraceful), 1) << "stopped on the retry";
+  EXPECT_EQ(Status()["phase"], "Replanning");
+  EXPECT_EQ(Status()["replans"], 1);
+  EXPECT_TRUE(Status().contains("nextPlan")) << Status().dump(2);
+}
+
 // Re-plans to what is slow and stops the workers: the layout the policy chose
 // is in status.nextPlan; the workers exit at their checkpoint and are removed.
 // Returns that layout.
@@ -279,6 +298,27 @@ TEST_F(ReconcilerTest, TheRelaunchAfterAReplanLaunchesExactlyTheLayoutThePolicyC
   EXPECT_EQ(Status()["plan"]["pool"], "h100");
   EXPECT_FALSE(Status().contains("nextPlan")) << Status().dump(2);
   EXPECT_EQ(store_.CountEvents("ReplanChanged"), 0);
+}
+
+// The relaunch of a re-plan whose status write was lost (the controller
+// stopped in between) is adopted with the layout it runs; the nextPlan it
+// used is cleared, or a later drain or failure would relaunch exactly that
+// old choice instead of planning afresh.
+TEST_F(ReconcilerTest, AnAdoptedRelaunchClearsTheNextPlanItUsed) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  const planner::Layout chosen = ReplanAndStop(
+      launcher_, metrics_, clock_, [&] { return Pass(); }, [&] { return Status(); });
+  store_.fail_next_status_writes = 1;
+  (void)Pass();
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  ASSERT_EQ(launcher_.launches[1].plan.layout.ToString(), chosen.ToString());
+  ASSERT_TRUE(Status().contains("nextPlan")) << "the launch's write was lost";
+
+  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["attempt"], 2);
+  EXPECT_FALSE(Status().contains("nextPlan")) << Status().dump(2);
 }
 
 // The GPUs the re-plan counted on were taken while its workers stopped: the

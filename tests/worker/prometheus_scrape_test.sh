@@ -134,6 +134,10 @@ jq -e ".data.result[0] | $labels" >/dev/null <<<"$answer" || fail "wrong labels:
 echo "PromQL: $count_query"
 echo "  => $(jq -c '.data.result[0]' <<<"$answer")"
 
+# Rates over a window of a few scrapes only extrapolate each bucket series
+# on its own: wait for five scrapes in the window first.
+wait_for 'min(count_over_time(pacer_worker_step_duration_seconds_count[30s]))' \
+  '.data.result | length == 1 and (.[0].value[1] | tonumber) >= 5' >/dev/null
 median_query='histogram_quantile(0.5, sum by (le, trainjob, job, namespace, rank, backend, gpu_type) (rate(pacer_worker_step_duration_seconds_bucket[30s])))'
 answer=$(wait_for "$median_query" '.data.result | length == 1 and (.[0].value[1] != "NaN")')
 jq -e ".data.result[0] | $labels" >/dev/null <<<"$answer" || fail "wrong labels: $answer"
@@ -154,12 +158,20 @@ jq -e ".data.result[0] | $labels" >/dev/null <<<"$answer" || fail "wrong labels:
 #    the median's own timestamp, so they see the same window.
 median=$(jq -r '.data.result[0].value[1]' <<<"$answer")
 at=$(jq -r '.data.result[0].value[0]' <<<"$answer")
-query_at() { curl -sf --get "$api/api/v1/query" --data-urlencode "query=$1" --data-urlencode "time=$at"; }
-mean=$(query_at 'sum(rate(pacer_worker_step_duration_seconds_sum[30s])) / sum(rate(pacer_worker_step_duration_seconds_count[30s]))' |
-  jq -r '.data.result[0].value[1]')
-# The newest sample of _sum at or before $at, as "time value".
-read -r sample_at step_seconds < <(query_at 'pacer_worker_step_duration_seconds_sum[10s]' |
-  jq -r '.data.result[0].values[-1] | "\(.[0]) \(.[1])"')
+query_at() {
+  curl -sf --get "$api/api/v1/query" --data-urlencode "query=$1" --data-urlencode "time=$at" ||
+    fail "prometheus did not answer $1 at $at"
+}
+# one_result JSON: fails unless the answer holds exactly one series.
+one_result() { jq -e '.data.result | length == 1' >/dev/null <<<"$1" || fail "expected one series: $1"; }
+mean_answer=$(query_at 'sum(rate(pacer_worker_step_duration_seconds_sum[30s])) / sum(rate(pacer_worker_step_duration_seconds_count[30s]))')
+one_result "$mean_answer"
+mean=$(jq -r '.data.result[0].value[1]' <<<"$mean_answer")
+# The newest sample of _sum at or before $at: its time and value.
+sum_answer=$(query_at 'pacer_worker_step_duration_seconds_sum[10s]')
+one_result "$sum_answer"
+sample_at=$(jq -r '.data.result[0].values[-1][0]' <<<"$sum_answer")
+step_seconds=$(jq -r '.data.result[0].values[-1][1]' <<<"$sum_answer")
 awk -v s="$step_seconds" -v t="$sample_at" -v l="$launched_at" -v b="$started_at" \
   'BEGIN { exit !(s > 0 && s <= t - l && s >= 0.02 * (t - b)) }' ||
   fail "the worker's step seconds ($step_seconds at $sample_at) do not fit its run (launched at $launched_at, started by $started_at): a unit error?"
