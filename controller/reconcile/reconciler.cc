@@ -240,7 +240,13 @@ Status Reconciler::StopToRelaunch(const Pass& pass, int64_t attempt) {
         GracefulStop{attempt, pass.state.replans, pass.state.last_replan_unix_seconds,
                      pass.state.calibration, pass.state.next_layout};
   }
-  return deps_.launcher->Stop(pass.ref, StopMode::kGraceful);
+  Status stopped = deps_.launcher->Stop(pass.ref, StopMode::kGraceful);
+  if (!stopped.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = graceful_stops_.find(pass.key);
+    if (it != graceful_stops_.end() && it->second.attempt == attempt) it->second.stop_failed = true;
+  }
+  return stopped;
 }
 
 void Reconciler::RecallLostStopDecision(Pass& pass, const std::optional<WorkerGroup>& group) {
@@ -248,6 +254,14 @@ void Reconciler::RecallLostStopDecision(Pass& pass, const std::optional<WorkerGr
   auto it = graceful_stops_.find(pass.key);
   if (it == graceful_stops_.end()) return;
   const GracefulStop& stop = it->second;
+  if (stop.stop_failed && group && group->attempt == stop.attempt && !group->stopping) {
+    // The stop failed and its workers run on: it did not happen. Kept, it
+    // would be replayed by a later failure or drain of this attempt (a
+    // re-plan counted that never ran, its nextPlan launched, a drain
+    // reported as the controller's own stop). This pass decides afresh.
+    graceful_stops_.erase(it);
+    return;
+  }
   // The status still says the stopped attempt and counts fewer re-plans
   // than the stop: its write was lost. (A count, not lastReplanTime: a
   // clock stepped back would hide it.)

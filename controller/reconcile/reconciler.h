@@ -227,6 +227,9 @@ class Reconciler {
     std::optional<int64_t> last_replan_unix_seconds;
     planner::Calibration calibration;
     std::optional<planner::Layout> next_layout;
+    // Stop answered an error: perhaps nothing was deleted. Dropped by the
+    // next pass that sees the attempt's workers still running unstopped.
+    bool stop_failed = false;
   };
   std::map<std::string, GracefulStop> graceful_stops_;
 

@@ -253,6 +253,27 @@ TEST_F(ReconcilerTest, AReplanWhoseStopFailedIsDecidedAgainAndCountedOnce) {
   EXPECT_TRUE(Status().contains("nextPlan")) << Status().dump(2);
 }
 
+// A failed stop whose re-plan the next pass no longer wants (the pace
+// recovered) leaves nothing behind: a later drain of that attempt is an
+// external stop, planned afresh, with no re-plan counted and no nextPlan.
+TEST_F(ReconcilerTest, AFailedStopThatWasNotRetriedIsNotReplayedByALaterDrain) {
+  const planner::Evaluation first = LaunchAndRunSlowerThanPredicted();
+  launcher_.fail_next_stops = 1;
+  EXPECT_FALSE(Pass().status.ok());
+  metrics_.measurements[kKey] = Measurement{first.step.step_seconds, 600, 1.0};  // on pace
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.CountStops(StopMode::kGraceful), 0);
+  ASSERT_EQ(Status()["phase"], "Running");
+
+  launcher_.groups[kKey].stopping = true;  // a node drain
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(store_.CountEvents("StoppedExternally"), 1);
+  EXPECT_EQ(ConditionReason("WorkerFailure"), "True/StoppedExternally");
+  EXPECT_EQ(Status()["replans"], 0);
+  EXPECT_FALSE(Status().contains("nextPlan")) << Status().dump(2);
+  EXPECT_FALSE(Status().contains("lastReplanTime")) << Status().dump(2);
+}
+
 // Re-plans to what is slow and stops the workers: the layout the policy chose
 // is in status.nextPlan; the workers exit at their checkpoint and are removed.
 // Returns that layout.
