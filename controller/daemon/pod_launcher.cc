@@ -195,6 +195,7 @@ Status PodLauncher::Launch(const LaunchSpec& spec) {
     e.created.insert(WorkerPodName(spec.job.name, spec.attempt, node));
   }
   e.deleted.clear();
+  e.stopping.clear();
   e.since = std::chrono::steady_clock::now();
   return Status::Ok();
 }
@@ -226,6 +227,12 @@ StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
                                      [&](const PodFacts& p) { return p.name == *it; });
       it = still ? std::next(it) : e->deleted.erase(it);
     }
+    for (auto it = e->stopping.begin(); it != e->stopping.end();) {
+      const bool lagging = std::any_of(pods.begin(), pods.end(), [&](const PodFacts& p) {
+        return p.name == *it && !p.deleting;
+      });
+      it = lagging ? std::next(it) : e->stopping.erase(it);
+    }
     if (!e->created.empty()) attempt = std::max(attempt, e->attempt);
   }
   if (seen.empty() && (e == nullptr || e->created.empty())) return std::optional<WorkerGroup>();
@@ -235,7 +242,7 @@ StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
   for (const PodFacts& pod : pods) {
     if (seen.count(pod.name) == 0 || pod.attempt != attempt) continue;
     group.workers.push_back(pod.state);
-    if (pod.deleting) group.stopping = true;
+    if (pod.deleting || (e != nullptr && e->stopping.count(pod.name) > 0)) group.stopping = true;
     group.expected_workers = std::max(group.expected_workers, pod.nodes);
     if (!group.layout && !pod.layout_json.empty()) {
       try {
@@ -264,7 +271,9 @@ int PodLauncher::TerminatingWorkers(const JobRef& job) {
   auto it = expectations_.find(job.key());
   int terminating = 0;
   for (const PodFacts& pod : pods) {
-    const bool deleted_here = it != expectations_.end() && it->second.deleted.count(pod.name) > 0;
+    const bool deleted_here =
+        it != expectations_.end() &&
+        (it->second.deleted.count(pod.name) > 0 || it->second.stopping.count(pod.name) > 0);
     if (pod.deleting || deleted_here) ++terminating;
   }
   return terminating;
@@ -293,14 +302,30 @@ Status PodLauncher::Stop(const JobRef& job, StopMode mode) {
   const std::optional<int64_t> grace =
       mode == StopMode::kGraceful ? std::optional<int64_t>(options_.termination_grace_seconds)
                                   : std::nullopt;
+  Status result = Status::Ok();
+  std::vector<std::string> stopped;  // deleted gracefully by this call
   for (const std::string& name : names) {
     Status deleted = client_->Delete(kPods, job.namespace_name, name, grace);
-    if (!deleted.ok() && deleted.code() != StatusCode::kNotFound) return deleted;
+    if (deleted.ok()) {
+      stopped.push_back(name);
+    } else if (deleted.code() != StatusCode::kNotFound) {
+      result = deleted;
+      break;
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   Expectations& e = expectations_[job.key()];
   if (e.since == std::chrono::steady_clock::time_point())
     e.since = std::chrono::steady_clock::now();
+  if (mode == StopMode::kGraceful && !stopped.empty()) {
+    // Until the cache shows their deletionTimestamp, these pods are
+    // stopping too: a stop that failed half-way still took effect, and the
+    // reconciler must not take it for one that did not (or, later, for a
+    // drain).
+    e.stopping.insert(stopped.begin(), stopped.end());
+    e.since = std::chrono::steady_clock::now();
+  }
+  if (!result.ok()) return result;
   if (mode == StopMode::kRemove) {
     // In a real cluster a deleted pod lingers while its container stops;
     // only then is it gone. Until the cache shows that, hide it.

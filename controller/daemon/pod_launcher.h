@@ -46,6 +46,10 @@ class PodLauncher final : public Launcher {
     planner::Layout layout;
     std::set<std::string> created;  // pod names not yet in the cache
     std::set<std::string> deleted;  // pod names the cache still shows
+    // Pod names deleted gracefully (a stop at a checkpoint) that the cache
+    // does not show deleting yet: the group is stopping already, also when
+    // the stop failed half-way.
+    std::set<std::string> stopping;
     std::chrono::steady_clock::time_point since;
   };
 

@@ -5,7 +5,9 @@
 // FailedPrecondition that says whose it is, and no pod is created.
 #include "daemon/pod_launcher.h"
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "daemon/worker_pods.h"
 #include "kube/informer.h"
@@ -108,6 +110,39 @@ TEST_F(PodLauncherTest, WithoutTheRightToReadTheServiceItIsReusedAsBefore) {
   const Status launched = LaunchAs("uid-now");
   EXPECT_TRUE(launched.ok()) << launched.ToString();
   EXPECT_EQ(PodCount(), 1u);
+}
+
+// A graceful stop (a re-plan's) that fails half-way, before the informer
+// has seen the deletions: the group is stopping already. The reconciler
+// told a failed stop from one under way by this, and took the controller's
+// own half-done stop for one that never happened (later reported as a
+// drain).
+TEST_F(PodLauncherTest, AGracefulStopThatFailedHalfWayIsStoppingBeforeTheCacheShowsIt) {
+  Informer pods(client_.get(), kPods, "", InformerOptions{});
+  pods.Start();
+  ASSERT_TRUE(pods.WaitForSync(std::chrono::seconds(10)));
+  PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{});
+  LaunchSpec spec = Launch("uid-now");
+  spec.plan.layout.nodes = 2;
+  spec.plan.layout.gradient_accumulation_steps = 4;
+  ASSERT_TRUE(launcher.Launch(spec).ok());
+  // The cache shows both pods, then lags: it sees no deletion after this.
+  for (int i = 0; i < 500 && pods.ListByLabel(kJobLabel, "llama").size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(pods.ListByLabel(kJobLabel, "llama").size(), 2u);
+  pods.Stop();
+  StatusOr<std::optional<WorkerGroup>> before = launcher.Observe(spec.job);
+  ASSERT_TRUE(before.ok() && before->has_value());
+  ASSERT_FALSE((*before)->stopping);
+
+  server_->FailNextRequests("DELETE", WorkerPodName("llama", spec.attempt, 1), 503, 1);
+  const Status stopped = launcher.Stop(spec.job, StopMode::kGraceful);
+  ASSERT_FALSE(stopped.ok()) << "the second pod's deletion failed";
+  StatusOr<std::optional<WorkerGroup>> after = launcher.Observe(spec.job);
+  ASSERT_TRUE(after.ok() && after->has_value());
+  EXPECT_TRUE((*after)->stopping);
+  EXPECT_EQ(launcher.TerminatingWorkers(spec.job), 1);
 }
 
 }  // namespace
