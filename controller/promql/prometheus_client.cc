@@ -176,11 +176,11 @@ JobMeasurementQueries MeasureJobQueries(const std::string& namespace_name,
   JobMeasurementQueries q;
   // The slowest rank sets the pace of a synchronous job.
   q.step_seconds = "max(" + mean_step(current) + " or " + mean_step(legacy) + ")";
-  // Counts outside [0, 2^53] (a broken rank's 1e30, -5, NaN) are dropped
+  // Counts outside [0, kMaxSampleCount] (a broken rank's 1e30, -5, NaN) are dropped
   // before the max, so that one such rank does not hide the others'
   // progress (CountFromSample then refuses only what is left).
   auto counts = [&](const std::string& metric) {
-    return "max((" + either(metric) + ") >= 0 <= 9007199254740992)";
+    return "max((" + either(metric) + ") >= 0 <= " + std::to_string(planner::kMaxSampleCount) + ")";
   };
   q.steps_completed = counts("pacer_worker_step");
   q.total_steps = counts("pacer_worker_total_steps");

@@ -300,10 +300,9 @@ int64_t FloorUnixSeconds(double unix_seconds) {
 }
 
 std::optional<int64_t> CountFromSample(double value) {
-  // 2^53: every integer up to it is exact in a double, and it is far past
-  // any real step or rank count.
-  constexpr double kMaxCount = 9007199254740992.0;
-  if (!(value >= 0 && value <= kMaxCount)) return std::nullopt;  // also NaN
+  if (!(value >= 0 && value <= static_cast<double>(kMaxSampleCount))) {
+    return std::nullopt;  // also NaN
+  }
   return static_cast<int64_t>(std::floor(value));
 }
 

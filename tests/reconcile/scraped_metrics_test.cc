@@ -36,14 +36,21 @@ std::string Exposition(double step, double sum, double count, double scale = 1) 
          std::to_string(count) + "\npacer_worker_model_scale " + std::to_string(scale) + "\n";
 }
 
-TEST(ScrapedMetricsSourceTest, ProgressIsTheFurthestRankAndStepTimeTheSlowestRecentMean) {
+// Two ranks whose metrics pages (ports 1 and 2) a test writes.
+struct TwoRanks {
   std::map<int, std::string> pages;
-  ScrapedMetricsSource source(
-      [](const JobRef&) {
-        return std::vector<int>{1, 2};
-      },
-      [&pages](int port) -> StatusOr<std::string> { return pages[port]; });
+  ScrapedMetricsSource source{[](const JobRef&) {
+                                return std::vector<int>{1, 2};
+                              },
+                              [this](int port) -> StatusOr<std::string> { return pages[port]; }};
   JobRef job{"default", "q", ""};
+};
+
+TEST(ScrapedMetricsSourceTest, ProgressIsTheFurthestRankAndStepTimeTheSlowestRecentMean) {
+  TwoRanks ranks;
+  ScrapedMetricsSource& source = ranks.source;
+  std::map<int, std::string>& pages = ranks.pages;
+  const JobRef& job = ranks.job;
   pages[1] = Exposition(10, 10.0, 10);  // 1 s per step so far
   pages[2] = Exposition(9, 18.0, 9);    // 2 s per step so far
   StatusOr<Measurement> m = source.Measure(job);
@@ -65,13 +72,10 @@ TEST(ScrapedMetricsSourceTest, ProgressIsTheFurthestRankAndStepTimeTheSlowestRec
 // progress: not a clamped or wrapped number that would pass for it (5e18
 // steps were taken as progress, 1e30 was an undefined conversion).
 TEST(ScrapedMetricsSourceTest, AStepThatIsNoCountIsNoProgress) {
-  std::map<int, std::string> pages;
-  ScrapedMetricsSource source(
-      [](const JobRef&) {
-        return std::vector<int>{1, 2};
-      },
-      [&pages](int port) -> StatusOr<std::string> { return pages[port]; });
-  JobRef job{"default", "q", ""};
+  TwoRanks ranks;
+  ScrapedMetricsSource& source = ranks.source;
+  std::map<int, std::string>& pages = ranks.pages;
+  const JobRef& job = ranks.job;
   for (const char* absurd : {"5e18", "1e30", "-5", "+Inf"}) {
     SCOPED_TRACE(absurd);
     pages[1] = std::string("pacer_worker_step ") + absurd + "\n";

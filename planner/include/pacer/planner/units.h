@@ -52,8 +52,12 @@ int64_t CompletionUnixSeconds(int64_t now_unix_seconds, double total_seconds);
 int64_t CeilUnixSeconds(double unix_seconds);
 int64_t FloorUnixSeconds(double unix_seconds);
 
+// The largest count read from a sample: 2^53. Every integer up to it is
+// exact in a double, and it is far past any real step or rank count.
+inline constexpr int64_t kMaxSampleCount = int64_t{1} << 53;
+
 // A count read as a double (a Prometheus sample of steps or ranks): its
-// whole part, or none when it is not a finite number in [0, 2^53]. A
+// whole part, or none when it is not a finite number in [0, kMaxSampleCount]. A
 // broken or hostile exporter's 1e30 or -5 is no count: converting it to an
 // integer would be undefined, and a clamped one would pass for progress.
 std::optional<int64_t> CountFromSample(double value);
