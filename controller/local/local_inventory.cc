@@ -5,25 +5,72 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
+#include <vector>
 
 namespace pacer::controller {
 namespace {
 
+struct ProcGpu {
+  std::string model;  // "NVIDIA-H100-80GB-HBM3"
+  std::string uuid;   // "GPU-0a1b..."
+};
+
+std::string Trimmed(std::string text) {
+  text.erase(0, text.find_first_not_of(" \t"));
+  text.erase(text.find_last_not_of(" \t\r") + 1);
+  return text;
+}
+
 // "Model:           NVIDIA H100 80GB HBM3" -> "NVIDIA-H100-80GB-HBM3", the
-// spelling of the GPU feature discovery label the catalog table maps.
-std::string ModelOf(const std::filesystem::path& information) {
+// spelling of the GPU feature discovery label the catalog table maps; and
+// "GPU UUID:        GPU-..." as it is.
+ProcGpu ReadProcGpu(const std::filesystem::path& information) {
+  ProcGpu gpu;
   std::ifstream in(information);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("Model:", 0) != 0) continue;
-    std::string model = line.substr(6);
-    model.erase(0, model.find_first_not_of(" \t"));
-    model.erase(model.find_last_not_of(" \t\r") + 1);
-    std::replace(model.begin(), model.end(), ' ', '-');
-    return model;
+    if (line.rfind("Model:", 0) == 0) {
+      gpu.model = Trimmed(line.substr(6));
+      std::replace(gpu.model.begin(), gpu.model.end(), ' ', '-');
+    } else if (line.rfind("GPU UUID:", 0) == 0) {
+      gpu.uuid = Trimmed(line.substr(9));
+    }
   }
-  return "";
+  return gpu;
+}
+
+// The GPUs of `all` (in PCI bus order) that `visible` leaves, in its order.
+std::vector<ProcGpu> Visible(const std::vector<ProcGpu>& all, const std::string& visible) {
+  std::vector<ProcGpu> out;
+  std::vector<bool> taken(all.size(), false);
+  size_t start = 0;
+  while (start <= visible.size()) {
+    size_t end = visible.find(',', start);
+    if (end == std::string::npos) end = visible.size();
+    const std::string entry = Trimmed(visible.substr(start, end - start));
+    start = end + 1;
+    std::optional<size_t> index;
+    if (!entry.empty() && entry.size() <= 6 &&
+        std::all_of(entry.begin(), entry.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      const size_t i = std::stoul(entry);
+      if (i < all.size()) index = i;
+    } else if (entry.rfind("GPU-", 0) == 0) {
+      for (size_t i = 0; i < all.size(); ++i) {
+        if (all[i].uuid.rfind(entry, 0) != 0) continue;
+        if (index) {  // a prefix of two UUIDs names neither
+          index.reset();
+          break;
+        }
+        index = i;
+      }
+    }
+    if (!index || taken[*index]) break;  // CUDA ignores the rest of the list
+    taken[*index] = true;
+    out.push_back(all[*index]);
+  }
+  return out;
 }
 
 double HostMemoryGb() {
@@ -40,11 +87,22 @@ LocalInventory::LocalInventory(const LocalInventoryOptions& options) {
   pool.nodes = 1;
   if (options.use_gpus) {
     std::error_code ec;
-    std::map<std::string, int> by_type;
+    // One directory per GPU, named by its PCI address: sorted, bus order.
+    std::vector<std::filesystem::path> dirs;
     for (const auto& entry : std::filesystem::directory_iterator(options.proc_nvidia_dir, ec)) {
-      const std::optional<std::string> type =
-          CatalogNameForProduct(ModelOf(entry.path() / "information"));
-      if (type) ++by_type[*type];
+      dirs.push_back(entry.path());
+    }
+    std::sort(dirs.begin(), dirs.end());
+    std::vector<ProcGpu> gpus;
+    for (const std::filesystem::path& dir : dirs) gpus.push_back(ReadProcGpu(dir / "information"));
+    // The workers inherit CUDA_VISIBLE_DEVICES: a plan for GPUs they cannot
+    // see failed its ranks past the visible count with exit 2.
+    if (options.cuda_visible_devices) gpus = Visible(gpus, *options.cuda_visible_devices);
+    std::map<std::string, int> by_type;
+    for (const ProcGpu& gpu : gpus) {
+      if (const std::optional<std::string> type = CatalogNameForProduct(gpu.model)) {
+        ++by_type[*type];
+      }
     }
     if (!by_type.empty()) {
       // One type per machine in practice; take the most numerous.

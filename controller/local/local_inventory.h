@@ -1,6 +1,7 @@
 // Local mode's inventory: this machine as one node. With NVIDIA GPUs (read
 // from /proc/driver/nvidia/gpus/*/information, no driver library needed) it
-// is a pool of those GPUs under their catalog name; without, it is a pool of
+// is a pool of those GPUs that CUDA_VISIBLE_DEVICES leaves visible to the
+// workers, under their catalog name; without, it is a pool of
 // CPU "devices" of a GPU type named "CPU" added to the catalog, so the same
 // planner sizes the job for the CPU backend (fp32 OpenBLAS GEMMs, Gloo over
 // loopback).
@@ -16,6 +17,7 @@
 #ifndef PACER_CONTROLLER_LOCAL_LOCAL_INVENTORY_H_
 #define PACER_CONTROLLER_LOCAL_LOCAL_INVENTORY_H_
 
+#include <optional>
 #include <string>
 
 #include "reconcile/interfaces.h"
@@ -29,6 +31,13 @@ struct LocalInventoryOptions {
   double cpu_tflops_per_device = 0.02;
   std::string proc_nvidia_dir = "/proc/driver/nvidia/gpus";
   bool use_gpus = true;  // false = the CPU pool even when GPUs exist
+  // CUDA_VISIBLE_DEVICES as the workers will see it (they inherit it);
+  // nullopt = unset, every GPU. Indices count the GPUs in PCI bus order
+  // (CUDA's order with CUDA_DEVICE_ORDER=PCI_BUS_ID, and on a machine of
+  // one GPU model any order gives the same pool); `GPU-<uuid>` prefixes are
+  // matched against each GPU's UUID. As CUDA does, the list ends at the
+  // first entry that names no GPU (or one named before).
+  std::optional<std::string> cuda_visible_devices;
 };
 
 class LocalInventory final : public InventorySource {

@@ -42,9 +42,13 @@ Status ProcessLauncher::Launch(const LaunchSpec& spec) {
   const std::filesystem::path logs = std::filesystem::path(options_.work_dir) / "logs";
   const std::filesystem::path checkpoints =
       std::filesystem::path(options_.work_dir) / "checkpoints";
-  std::filesystem::create_directories(logs, ec);
-  std::filesystem::create_directories(checkpoints, ec);
-  if (ec) return UnavailableError("cannot create " + logs.string() + ": " + ec.message());
+  for (const std::filesystem::path& dir : {logs, checkpoints}) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      return UnavailableError("cannot create " + dir.string() + ": " + ec.message() +
+                              "; make it a writable directory, or run with another --work-dir");
+    }
+  }
 
   // The rendezvous port is bound only when the workers start: keep the
   // metrics ports clear of it.
@@ -65,6 +69,9 @@ Status ProcessLauncher::Launch(const LaunchSpec& spec) {
     std::map<std::string, std::string> env = WorkerEnvironment(spec, node, env_options);
     // The TrainJob's spec.worker.env, as a cluster's pods get it: under the
     // contract, which wins, over this shell's environment.
+    // Ours: the worker stops its ranks when this process is gone, however
+    // it ended (SIGKILL, the OOM killer), instead of training on unseen.
+    env["PACER_PARENT_PID"] = std::to_string(::getpid());
     for (const planner::EnvVar& var : spec.spec.worker.env) env.emplace(var.name, var.value);
 
     // The parent's environment (PATH, LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES,
@@ -85,9 +92,18 @@ Status ProcessLauncher::Launch(const LaunchSpec& spec) {
     }
     // Appended, not truncated: an interrupted run's log is kept when the
     // same attempt number starts again on resume, below a header.
-    std::ofstream(p.log_path, std::ios::app)
-        << "==== pacer run: attempt " << spec.attempt << ", node " << node << ", started "
+    std::ofstream log(p.log_path, std::ios::app);
+    log << "==== pacer run: attempt " << spec.attempt << ", node " << node << ", started "
         << planner::FormatRfc3339(static_cast<int64_t>(std::time(nullptr))) << " ====\n";
+    log.close();
+    if (!log) {
+      // Said here: the worker's spawn would fail on it too, and its error
+      // reads as a missing worker binary.
+      KillLocked(group);
+      return UnavailableError("cannot write the worker's log " + p.log_path + ": " +
+                              std::strerror(errno) + "; make " + logs.string() +
+                              " a writable directory, or run with another --work-dir");
+    }
     StatusOr<pid_t> pid =
         SpawnProcess(options_.worker_binary, {"run"}, env, p.log_path, LogMode::kAppend);
     if (!pid.ok()) {
@@ -179,7 +195,11 @@ Status ProcessLauncher::Stop(const JobRef& job, StopMode mode) {
   if (mode == StopMode::kGraceful) {
     ReapLocked(g);
     for (Process& p : g.processes) {
-      if (!p.exited) ::kill(p.pid, SIGTERM);
+      // Once: a second SIGTERM is the worker's "kill the ranks now" (a
+      // Ctrl-C during a re-plan's stop lost the steps since the last
+      // checkpoint).
+      if (!p.exited && !p.term_sent) ::kill(p.pid, SIGTERM);
+      p.term_sent = true;
     }
     g.stopping = true;
     return Status::Ok();

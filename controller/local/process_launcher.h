@@ -54,6 +54,7 @@ class ProcessLauncher final : public Launcher {
     pid_t pid = -1;
     int node_rank = 0;
     bool exited = false;
+    bool term_sent = false;  // by a graceful stop
     int exit_code = 0;
     std::string log_path;
     std::vector<int> metrics_ports;

@@ -177,11 +177,31 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
     err << "error: " << lock.status().message() << '\n';
     return 1;
   }
+  LocalInventoryOptions inventory_options;
+  inventory_options.cpu_devices = options.cpu_devices;
+  inventory_options.cpu_tflops_per_device = options.cpu_tflops;
+  inventory_options.use_gpus = options.backend != "cpu";
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    inventory_options.cuda_visible_devices = visible;
+  }
+  LocalInventory inventory(inventory_options);
+  if (options.backend == "gpu" && !inventory.uses_gpus()) {
+    err << "error: --backend gpu: no NVIDIA GPU found on this machine (nothing under "
+        << inventory_options.proc_nvidia_dir;
+    if (inventory_options.cuda_visible_devices) {
+      err << " that CUDA_VISIBLE_DEVICES=\"" << *inventory_options.cuda_visible_devices
+          << "\" leaves visible";
+    }
+    err << "); run with --backend cpu (or auto, the default) to train on the CPU\n";
+    return 2;
+  }
+
   // maxDuration counts from the job's first start, kept across Ctrl-C and
   // resume (a resumed run does not get a fresh deadline).
+  bool start_recorded_now = false;
   if (!metadata.contains("creationTimestamp")) {
-    metadata["creationTimestamp"] =
-        planner::FormatRfc3339(FirstStartUnixSeconds(work_dir, clock.WallUnixSeconds()));
+    metadata["creationTimestamp"] = planner::FormatRfc3339(
+        FirstStartUnixSeconds(work_dir, clock.WallUnixSeconds(), &start_recorded_now));
   }
 
   const bool terminal = ::isatty(STDOUT_FILENO) == 1 && &out == &std::cout;
@@ -195,18 +215,6 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   LocalJobStore store(*object, [&progress](const LocalEvent& e) { progress.Event(e); });
   const std::string key = store.key();
   const JobRef ref = JobRefOf(store.Snapshot());
-
-  LocalInventoryOptions inventory_options;
-  inventory_options.cpu_devices = options.cpu_devices;
-  inventory_options.cpu_tflops_per_device = options.cpu_tflops;
-  inventory_options.use_gpus = options.backend != "cpu";
-  LocalInventory inventory(inventory_options);
-  if (options.backend == "gpu" && !inventory.uses_gpus()) {
-    err << "error: --backend gpu: no NVIDIA GPU found on this machine (nothing under "
-        << inventory_options.proc_nvidia_dir
-        << "); run with --backend cpu (or auto, the default) to train on the CPU\n";
-    return 2;
-  }
 
   ProcessLauncherOptions launcher_options;
   launcher_options.worker_binary =
@@ -241,17 +249,34 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   }
   out.flush();
 
+  // A hang-up (the terminal or ssh session gone) stops the workers at a
+  // checkpoint as Ctrl-C does, and output to a reader that is gone (`| tee`
+  // ended by the same Ctrl-C) is lost rather than fatal: pacer run dying by
+  // SIGHUP or SIGPIPE left its workers training on, unseen.
   struct sigaction action {};
   action.sa_handler = OnInterrupt;
   sigemptyset(&action.sa_mask);
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
   struct sigaction previous_int {
-  }, previous_term{};
+  }, previous_term{}, previous_hup{}, previous_pipe{};
   g_interrupts.store(0);
   sigaction(SIGINT, &action, &previous_int);
   sigaction(SIGTERM, &action, &previous_term);
+  sigaction(SIGHUP, &action, &previous_hup);
+  sigaction(SIGPIPE, &ignore, &previous_pipe);
   auto restore = [&]() {
     sigaction(SIGINT, &previous_int, nullptr);
     sigaction(SIGTERM, &previous_term, nullptr);
+    sigaction(SIGHUP, &previous_hup, nullptr);
+    sigaction(SIGPIPE, &previous_pipe, nullptr);
+  };
+  // A run that launched no worker leaves no start behind: a later run of
+  // the job would count its maxDuration from this one.
+  auto forget_unused_start = [&]() {
+    const std::optional<JobView> view = reconciler.View(key);
+    if (start_recorded_now && (!view || view->attempt == 0)) ForgetStart(work_dir);
   };
 
   const int64_t started = clock.WallUnixSeconds();
@@ -303,6 +328,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
         progress.Finish();
         err << "error: " << result.status.message() << '\n';
         (void)launcher.Stop(ref, StopMode::kRemove);
+        forget_unused_start();
         restore();
         return 1;
       }
@@ -323,6 +349,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
             << options.job_path
             << "), or change its spec.resources (GPU types, GPU counts) to fit this machine\n";
         (void)launcher.Stop(ref, StopMode::kRemove);
+        forget_unused_start();
         restore();
         return 4;
       }

@@ -4,6 +4,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,7 +18,13 @@ StatusOr<WorkDirLock> WorkDirLock::Acquire(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   const std::string path = dir + "/lock";
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return FailedPreconditionError("cannot open " + path);
+  if (fd < 0) {
+    // EACCES after a `sudo pacer run` left the directory root's.
+    return FailedPreconditionError("cannot open " + path + ": " + std::strerror(errno) + "; make " +
+                                   dir +
+                                   " writable by this user (chown), or give this run its own "
+                                   "--work-dir");
+  }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char buffer[32] = {};
     const ssize_t n = ::pread(fd, buffer, sizeof(buffer) - 1, 0);
@@ -64,12 +72,22 @@ std::optional<int64_t> ResumableCheckpointStep(const std::string& checkpoints_di
   return std::nullopt;
 }
 
-int64_t FirstStartUnixSeconds(const std::string& dir, int64_t now_unix_seconds) {
+int64_t FirstStartUnixSeconds(const std::string& dir, int64_t now_unix_seconds,
+                              bool* recorded_now) {
   const std::string path = dir + "/started-at";
   std::ifstream in(path);
   int64_t started = 0;
+  if (recorded_now != nullptr) *recorded_now = false;
   if (in >> started && started > 0 && started <= now_unix_seconds) return started;
-  std::ofstream(path, std::ios::trunc) << now_unix_seconds << '\n';
+  // Written aside and renamed over: truncating in place, a crash or a full
+  // disk left an empty file, and the job's deadline silently restarted.
+  const std::string aside = path + ".tmp";
+  std::ofstream out(aside, std::ios::trunc);
+  out << now_unix_seconds << '\n';
+  out.close();
+  std::error_code ec;
+  if (out) std::filesystem::rename(aside, path, ec);
+  if (recorded_now != nullptr) *recorded_now = out && !ec;
   return now_unix_seconds;
 }
 

@@ -37,9 +37,12 @@ class WorkDirLock {
 std::optional<int64_t> ResumableCheckpointStep(const std::string& checkpoints_dir);
 
 // When the job in `dir` first started: read from <dir>/started-at, or
-// `now_unix_seconds`, written there, when absent. ForgetStart removes it
-// (the job ended: the next run starts afresh).
-int64_t FirstStartUnixSeconds(const std::string& dir, int64_t now_unix_seconds);
+// `now_unix_seconds`, written there (atomically: a crash leaves the old
+// file or the new one), when absent; *recorded_now says which. ForgetStart
+// removes it (the job ended, or the run launched nothing: the next run
+// starts afresh).
+int64_t FirstStartUnixSeconds(const std::string& dir, int64_t now_unix_seconds,
+                              bool* recorded_now = nullptr);
 void ForgetStart(const std::string& dir);
 
 }  // namespace pacer::controller

@@ -151,16 +151,22 @@ TEST(LocalRunTest, QuickstartStopsAtACheckpointOnCtrlCThenResumesAndFinishes) {
   std::filesystem::remove_all(dir);
 }
 
+// Starts `pacer run` on the quickstart in a fresh `dir` (plain progress, two
+// CPU devices); true once it shows a step.
+bool StartQuickstart(const std::filesystem::path& dir, Child* c, std::string* out) {
+  std::filesystem::remove_all(dir);
+  *c = Spawn({PACER_BINARY, "run",
+              std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml", "--work-dir",
+              dir.string(), "--progress", "plain", "--cpu-devices", "2"});
+  return ReadUntil(*c, out, std::regex(R"(step [1-9][0-9]*/150)"), std::chrono::seconds(240));
+}
+
 TEST(LocalRunTest, SecondCtrlCForceQuits) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("pacer-force-quit-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  Child c = Spawn({PACER_BINARY, "run",
-                   std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
-                   "--work-dir", dir.string(), "--progress", "plain", "--cpu-devices", "2"});
+  Child c;
   std::string out;
-  ASSERT_TRUE(ReadUntil(c, &out, std::regex(R"(step [1-9][0-9]*/150)"), std::chrono::seconds(240)))
-      << out;
+  ASSERT_TRUE(StartQuickstart(dir, &c, &out)) << out;
   // The first press starts a clean stop; the second, while the workers are
   // still finishing their step and checkpoint, must not wait for them. (Two
   // signals sent at once would merge into one: wait for the first to land.)
@@ -171,6 +177,33 @@ TEST(LocalRunTest, SecondCtrlCForceQuits) {
   EXPECT_EQ(Wait(c, &out), 130) << out;
   EXPECT_NE(out.find("force-quit: workers killed"), std::string::npos) << out;
   EXPECT_EQ(out.find("stopped at step"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
+// The terminal or ssh session gone while `| tee` has ended: a hang-up with
+// nobody reading the output stops the workers at a checkpoint as Ctrl-C
+// does. pacer run died of SIGHUP (or of SIGPIPE writing its message), and
+// its workers trained on, unseen, into the checkpoints of the next run.
+TEST(LocalRunTest, AHangUpWithTheOutputGoneStopsTheWorkersAtACheckpoint) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-hang-up-" + std::to_string(::getpid()));
+  Child c;
+  std::string out;
+  ASSERT_TRUE(StartQuickstart(dir, &c, &out)) << out;
+  ::close(c.out);  // the reader is gone: every later write is EPIPE
+  ::kill(c.pid, SIGHUP);
+  int status = 0;
+  ::waitpid(c.pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  // The workers stopped at a step and checkpointed it (every rank).
+  bool checkpointed = false;
+  for (const auto& rank : std::filesystem::directory_iterator(dir / "checkpoints")) {
+    for (const auto& file : std::filesystem::directory_iterator(rank.path())) {
+      checkpointed = checkpointed || file.path().extension() == ".ckpt";
+    }
+  }
+  EXPECT_TRUE(checkpointed);
   std::filesystem::remove_all(dir);
 }
 
@@ -235,12 +268,12 @@ TEST(LocalRunTest, ANumericNameRunsUnderThatName) {
 TEST(LocalRunTest, JobNeedingGpusThisMachineLacksExitsFourInsteadOfWaiting) {
   // A 7B job pinned to H100s, planned for this machine's CPU: in a cluster it
   // would wait for H100 nodes; here it never gets them.
-  Child c =
-      Spawn({PACER_BINARY, "run",
-             std::string(PACER_SOURCE_DIR) + "/manifests/examples/llama-7b-h100.yaml", "--backend",
-             "cpu", "--progress", "none", "--work-dir",
-             (std::filesystem::temp_directory_path() / ("pacer-h100-" + std::to_string(::getpid())))
-                 .string()});
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-h100-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  Child c = Spawn({PACER_BINARY, "run",
+                   std::string(PACER_SOURCE_DIR) + "/manifests/examples/llama-7b-h100.yaml",
+                   "--backend", "cpu", "--progress", "none", "--work-dir", dir.string()});
   std::string out;
   // Bounded: the old behaviour (Pending forever) fails here instead of hanging.
   if (!ReadUntil(c, &out, std::regex("cannot run"), std::chrono::seconds(60))) {
@@ -250,6 +283,9 @@ TEST(LocalRunTest, JobNeedingGpusThisMachineLacksExitsFourInsteadOfWaiting) {
   EXPECT_NE(out.find("cannot run research/llama-7b-h100"), std::string::npos) << out;
   EXPECT_NE(out.find("H100-SXM"), std::string::npos) << out;
   EXPECT_NE(out.find("kubectl apply -f"), std::string::npos) << out;
+  // No worker ran: no start is left to shorten a later run's maxDuration.
+  EXPECT_FALSE(std::filesystem::exists(dir / "started-at")) << out;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(LocalRunTest, GpuBackendWithoutAGpuExitsTwo) {
@@ -267,6 +303,7 @@ TEST(LocalRunTest, GpuBackendWithoutAGpuExitsTwo) {
   EXPECT_EQ(Wait(c, &out), 2) << out;
   EXPECT_NE(out.find("--backend gpu: no NVIDIA GPU"), std::string::npos) << out;
   EXPECT_NE(out.find("--backend cpu"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "started-at")) << out;
   std::filesystem::remove_all(dir);
 }
 #endif

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -57,10 +59,28 @@ TEST_F(WorkDirTest, ResumesFromTheNewestStepEveryRankHas) {
 
 TEST_F(WorkDirTest, TheFirstStartIsKeptUntilForgotten) {
   std::filesystem::create_directories(dir_);
-  EXPECT_EQ(FirstStartUnixSeconds(dir_.string(), 1000), 1000);
-  EXPECT_EQ(FirstStartUnixSeconds(dir_.string(), 1500), 1000);  // a resume
+  bool recorded = false;
+  EXPECT_EQ(FirstStartUnixSeconds(dir_.string(), 1000, &recorded), 1000);
+  EXPECT_TRUE(recorded);
+  EXPECT_EQ(FirstStartUnixSeconds(dir_.string(), 1500, &recorded), 1000);  // a resume
+  EXPECT_FALSE(recorded);
   ForgetStart(dir_.string());
-  EXPECT_EQ(FirstStartUnixSeconds(dir_.string(), 2000), 2000);  // a new job
+  EXPECT_EQ(FirstStartUnixSeconds(dir_.string(), 2000, &recorded), 2000);  // a new job
+  EXPECT_TRUE(recorded);
+  // Written aside and renamed: nothing is left beside it.
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "started-at.tmp"));
+}
+
+// A lock file that cannot be opened (root's after a `sudo pacer run`; here
+// a directory in its place) says why and what to do, not only "cannot open".
+TEST_F(WorkDirTest, ALockThatCannotBeOpenedSaysWhyAndWhatToDo) {
+  std::filesystem::create_directories(dir_ / "lock");
+  StatusOr<WorkDirLock> lock = WorkDirLock::Acquire(dir_.string());
+  ASSERT_FALSE(lock.ok());
+  EXPECT_NE(lock.status().message().find(std::strerror(EISDIR)), std::string::npos)
+      << lock.status().message();
+  EXPECT_NE(lock.status().message().find("--work-dir"), std::string::npos)
+      << lock.status().message();
 }
 
 }  // namespace

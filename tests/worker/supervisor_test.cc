@@ -99,18 +99,31 @@ class Pipe {
   int fds_[2];
 };
 
-pid_t StartSupervisor(int local_world_size, std::function<int(int)> rank_main,
-                      double stop_grace_seconds = 10.0) {
+// Tests of the second stop signal send it right after the first: no window
+// in which it would count as the same stop.
+SupervisorOptions Options(double stop_grace_seconds) {
+  SupervisorOptions options;
+  options.stop_grace_seconds = stop_grace_seconds;
+  options.repeat_signal_window_seconds = 0;
+  return options;
+}
+
+pid_t StartSupervisorWith(int local_world_size, std::function<int(int)> rank_main,
+                          const SupervisorOptions& options, int stderr_fd = -1) {
   std::cout.flush();
   std::fflush(nullptr);  // or the child would print the runner's buffered output again
   const pid_t pid = fork();
   if (pid == 0) {
     alarm(kSupervisorWatchdogSeconds);
-    SupervisorOptions options;
-    options.stop_grace_seconds = stop_grace_seconds;
+    if (stderr_fd >= 0) dup2(stderr_fd, STDERR_FILENO);
     _exit(RunSupervised(local_world_size, rank_main, options));
   }
   return pid;
+}
+
+pid_t StartSupervisor(int local_world_size, std::function<int(int)> rank_main,
+                      double stop_grace_seconds = 10.0) {
+  return StartSupervisorWith(local_world_size, std::move(rank_main), Options(stop_grace_seconds));
 }
 
 // The supervisor's exit code, or kKilledBySignalBase + signal.
@@ -129,12 +142,10 @@ int RunAndWait(int local_world_size, std::function<int(int)> rank_main,
       StartSupervisor(local_world_size, std::move(rank_main), stop_grace_seconds));
 }
 
-// What a real rank does on SIGTERM, reduced to its essence: announce it is
-// running, wait for SIGTERM (blocked, then taken with sigwait, so there is no
-// window in which it could kill the rank), leave a marker that proves it got
-// it, and report a clean stop.
-int WaitForSigterm(const TempDir& dir, const Pipe& ready, int local_rank) {
-  alarm(kRankWatchdogSeconds);
+// A rank that takes the forwarded SIGTERM: blocks it (no window in which it
+// could kill the rank), says it is running, waits for it, says it got it
+// (when asked to).
+void TakeSigterm(const Pipe& ready, const Pipe* got_sigterm) {
   sigset_t term;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
@@ -142,6 +153,16 @@ int WaitForSigterm(const TempDir& dir, const Pipe& ready, int local_rank) {
   ready.Signal();
   int signo = 0;
   sigwait(&term, &signo);
+  if (got_sigterm != nullptr) got_sigterm->Signal();
+}
+
+// What a real rank does on SIGTERM, reduced to its essence: announce it is
+// running, wait for SIGTERM (blocked, then taken with sigwait, so there is no
+// window in which it could kill the rank), leave a marker that proves it got
+// it, and report a clean stop.
+int WaitForSigterm(const TempDir& dir, const Pipe& ready, int local_rank) {
+  alarm(kRankWatchdogSeconds);
+  TakeSigterm(ready, nullptr);
   Touch(dir.File("sigterm-" + std::to_string(local_rank)));
   return kExitStoppedAfterCheckpoint;
 }
@@ -245,14 +266,7 @@ TEST(SupervisorTest, SecondStopSignalKillsRanksWithoutWaitingForTheGrace) {
   const pid_t supervisor = StartSupervisor(
       2,
       [&](int) -> int {
-        sigset_t term;
-        sigemptyset(&term);
-        sigaddset(&term, SIGTERM);
-        pthread_sigmask(SIG_BLOCK, &term, nullptr);
-        ready.Signal();
-        int signo = 0;
-        sigwait(&term, &signo);
-        got_sigterm.Signal();  // ...and then ignore it, like a rank stuck in a step
+        TakeSigterm(ready, &got_sigterm);  // ...and then ignore it, like a rank stuck in a step
         for (;;) pause();
       },
       /*stop_grace_seconds=*/1000.0);
@@ -266,6 +280,85 @@ TEST(SupervisorTest, SecondStopSignalKillsRanksWithoutWaitingForTheGrace) {
   const int code = WaitForSupervisor(supervisor);
   // The killed ranks did not stop cleanly.
   EXPECT_EQ(code, kExitInternalError) << ExitCodeName(code);
+}
+
+// A service manager or batch system signals every process of a job (`pacer
+// run` and its worker), and `pacer run` then forwards its own SIGTERM: a
+// second signal within the window is the same stop, not "kill the ranks
+// now" (which lost the steps since the last checkpoint).
+TEST(SupervisorTest, AStopSignalRepeatedWithinTheWindowIsTheSameStop) {
+  Pipe ready;
+  Pipe got_sigterm;
+  Pipe proceed;
+  int log[2];
+  ASSERT_EQ(pipe2(log, O_CLOEXEC), 0);
+  SupervisorOptions options;
+  options.stop_grace_seconds = 1000;
+  options.repeat_signal_window_seconds = 1000;
+  const pid_t supervisor = StartSupervisorWith(
+      2,
+      [&](int) -> int {
+        alarm(kRankWatchdogSeconds);
+        TakeSigterm(ready, &got_sigterm);
+        // Checkpointing: stops cleanly once the test lets it.
+        return proceed.AwaitInRank(1) ? kExitStoppedAfterCheckpoint : kExitInternalError;
+      },
+      options, log[1]);
+  close(log[1]);
+  ASSERT_GT(supervisor, 0);
+  ASSERT_TRUE(ready.AwaitInTest(2));
+  ASSERT_EQ(kill(supervisor, SIGTERM), 0);
+  ASSERT_TRUE(got_sigterm.AwaitInTest(2));
+  ASSERT_EQ(kill(supervisor, SIGTERM), 0);
+  // Its log says how it took the second signal, before the ranks may end.
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (text.find("event=stop-signal", text.find("event=stop-signal") + 1) == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    pollfd p{log[0], POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) continue;  // wakes on output; the deadline bounds it
+    char buffer[512];
+    const ssize_t n = read(log[0], buffer, sizeof(buffer));
+    if (n <= 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  EXPECT_NE(text.find("the same stop"), std::string::npos) << text;
+  proceed.Signal();
+  proceed.Signal();
+  const int code = WaitForSupervisor(supervisor);
+  close(log[0]);
+  EXPECT_EQ(code, kExitStoppedAfterCheckpoint) << ExitCodeName(code) << "\n" << text;
+}
+
+// `pacer run` killed outright (SIGKILL, the OOM killer) cannot stop its
+// worker: the worker, re-parented, stops its ranks itself as on SIGTERM,
+// instead of training on, unseen, with its devices held.
+TEST(SupervisorTest, RanksStopWhenTheParentNamedIsGone) {
+  Pipe ready;
+  Pipe got_sigterm;
+  std::cout.flush();
+  std::fflush(nullptr);
+  const pid_t parent = fork();
+  if (parent == 0) {
+    alarm(kSupervisorWatchdogSeconds);
+    SupervisorOptions options = Options(10);
+    options.parent_pid = getpid();
+    options.parent_poll_seconds = 0.02;
+    const pid_t supervisor = StartSupervisorWith(
+        2,
+        [&](int) -> int {
+          alarm(kRankWatchdogSeconds);
+          TakeSigterm(ready, &got_sigterm);
+          return kExitStoppedAfterCheckpoint;
+        },
+        options);
+    // The parent goes once the ranks run, without a word to them.
+    _exit(supervisor > 0 && ready.AwaitInRank(2) ? 0 : 1);
+  }
+  ASSERT_GT(parent, 0);
+  EXPECT_EQ(WaitForSupervisor(parent), 0);
+  // Both ranks got the stop (the supervisor is no child of ours to wait for).
+  EXPECT_TRUE(got_sigterm.AwaitInTest(2));
 }
 
 TEST(SupervisorTest, RankThatNeverTakesTheForwardedSigtermIsNotACleanStop) {

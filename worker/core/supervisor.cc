@@ -181,8 +181,14 @@ int RunSupervised(int local_world_size, const std::function<int(int local_rank)>
     Log("error", "event=error error=\"local world size %d is not positive\"", local_world_size);
     return kExitInvalidConfig;
   }
-  const auto grace = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(std::max(options.stop_grace_seconds, 0.0)));
+  const auto seconds = [](double s) {
+    return std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(std::max(s, 0.0)));
+  };
+  const auto grace = seconds(options.stop_grace_seconds);
+  const auto repeat_window = seconds(options.repeat_signal_window_seconds);
+  const int parent_poll_ms =
+      static_cast<int>(std::clamp(options.parent_poll_seconds * 1000.0, 1.0, 3'600'000.0));
 
   SignalPipe signals;
   if (!signals.Install()) {
@@ -229,6 +235,7 @@ int RunSupervised(int local_world_size, const std::function<int(int local_rank)>
   bool killed = false;
   bool any_stopped_after_checkpoint = false;
   Clock::time_point kill_at{};
+  Clock::time_point first_stop_signal_at{};
 
   auto running_count = [&] {
     return std::count_if(children.begin(), children.end(),
@@ -257,7 +264,15 @@ int RunSupervised(int local_world_size, const std::function<int(int local_rank)>
   if (first_failure) begin_stop("fork-failed");
 
   while (running_count() > 0) {
+    if (options.parent_pid > 0 && !stopping && getppid() != options.parent_pid) {
+      // Re-parented: `pacer run` is gone (SIGKILL, the OOM killer), and
+      // nothing else would ever stop these ranks or free their devices.
+      Log("warn", "event=parent-exited parent_pid=%d", options.parent_pid);
+      stop_by_signal = true;
+      begin_stop("parent-exited");
+    }
     int timeout_ms = -1;  // SIGCHLD wakes us when a rank exits
+    if (options.parent_pid > 0 && !stopping) timeout_ms = parent_poll_ms;
     if (stopping && !killed) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(kill_at - Clock::now());
       if (left.count() <= 0) {
@@ -280,7 +295,11 @@ int RunSupervised(int local_world_size, const std::function<int(int local_rank)>
         if (!stopping) {
           Log("info", "event=stop-signal signal=%s", SignalName(signo).c_str());
           stop_by_signal = true;
+          first_stop_signal_at = Clock::now();
           begin_stop("stop-signal");
+        } else if (stop_by_signal && Clock::now() - first_stop_signal_at < repeat_window) {
+          Log("info", "event=stop-signal signal=%s note=\"the same stop (repeated within %gs)\"",
+              SignalName(signo).c_str(), options.repeat_signal_window_seconds);
         } else if (!killed) {
           Log("info", "event=stop-signal signal=%s note=\"second stop signal: killing ranks now\"",
               SignalName(signo).c_str());

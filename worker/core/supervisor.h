@@ -25,8 +25,10 @@
 //     kExitStoppedAfterCheckpoint or kExitSuccess, the result is
 //     kExitStoppedAfterCheckpoint when any rank stopped, else kExitSuccess;
 //     otherwise it is the first other outcome (a rank that had to be killed,
-//     or that died of a signal, counts as kExitInternalError). A second SIGTERM/SIGINT during the grace
-//     period kills the ranks at once.
+//     or that died of a signal, counts as kExitInternalError). A second
+//     SIGTERM/SIGINT during the grace period, more than
+//     `repeat_signal_window_seconds` after the first, kills the ranks at once.
+//   - The parent named by `parent_pid` is gone: as on SIGTERM.
 // Every wait is bounded: a rank that ignores SIGTERM is killed after the
 // grace period. Each child also asks the kernel to SIGKILL it if the
 // supervisor dies first (PR_SET_PDEATHSIG), so ranks are never orphaned.
@@ -56,6 +58,17 @@ struct SupervisorOptions {
   // Below Kubernetes' default 30 s termination grace period so that the
   // supervisor, not the kubelet, has the last word and exits with a code.
   double stop_grace_seconds = 25.0;
+  // Stop signals within this many seconds of the first are the same stop,
+  // not the second one that kills the ranks at once: a service manager or
+  // batch system signals every process of a job (`pacer run` and its
+  // worker), and `pacer run` then forwards its own.
+  double repeat_signal_window_seconds = 1.0;
+  // When > 0, the process that started the supervisor (PACER_PARENT_PID):
+  // once getppid() is no longer it (it died; the supervisor was
+  // re-parented), the ranks are stopped as on SIGTERM. Checked every
+  // parent_poll_seconds.
+  int parent_pid = 0;
+  double parent_poll_seconds = 1.0;
 };
 
 // Runs rank_main(0) .. rank_main(local_world_size - 1) in child processes and

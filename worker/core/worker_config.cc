@@ -188,6 +188,8 @@ StatusOr<WorkerConfig> ConfigFromEnvironment(const EnvLookup& getenv) {
                            BackendName, &c.backend));
   RETURN_IF_ERROR(ReadDouble(getenv, "PACER_SCALE", 1e-6, 1.0, &c.scale));
   RETURN_IF_ERROR(ReadDouble(getenv, "PACER_TIMEOUT_SECONDS", 1, 86400, &c.timeout_seconds));
+  // Linux's PID_MAX_LIMIT is 2^22.
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_PARENT_PID", 0, 1 << 22, &c.parent_pid));
   ASSIGN_OR_RETURN(c.gpu, GpuSwitchesFromEnvironment(getenv));
   double predicted = 0;
   if (Lookup(getenv, "PACER_PREDICTED_STEP_SECONDS", false)) {
@@ -346,6 +348,7 @@ std::map<std::string, std::string> EnvironmentForConfig(const WorkerConfig& c) {
   set("PACER_SCALE", buffer);
   std::snprintf(buffer, sizeof(buffer), "%.17g", c.timeout_seconds);
   set("PACER_TIMEOUT_SECONDS", buffer);
+  if (c.parent_pid > 0) set("PACER_PARENT_PID", std::to_string(c.parent_pid));
   // The GPU switches only where they differ from the defaults.
   const GpuSwitches defaults;
   const auto switch_if_set = [&](const char* name, bool value, bool default_value) {

@@ -100,6 +100,9 @@ struct WorkerConfig {
   // export it, so a scaled run is never mistaken for the real one.
   double scale = 1.0;
   double timeout_seconds = 300;  // rendezvous and collective timeout
+  // The process that started this worker and whose end stops it (local
+  // mode's `pacer run`); 0 = none (a pod's worker outlives no parent).
+  int parent_pid = 0;
   std::optional<double> predicted_step_seconds;
   std::optional<double> predicted_memory_bytes;
   GpuSwitches gpu;
