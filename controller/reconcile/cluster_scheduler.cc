@@ -341,15 +341,23 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       // they stop at a checkpoint), and counting a stopped job's plan as
       // well as its freed GPUs would give the same GPUs out twice.
       const int held = cluster.TrainJobGpus(job->key, type);
-      capacity += held;  // not free, but the job's to give
       StatusOr<sched::ThroughputCurve> curve = Curve(*job, cluster, type, now_unix_seconds);
       if (!curve.ok()) {
-        Allocation rejected;
-        rejected.gpu_type = type;
-        rejected.message = "no layout of " + type + " runs this job: " + curve.status().message();
-        out[job->key] = rejected;
+        // Its pods' GPUs stay its own, not capacity for the others: given
+        // to another job, that job waited for GPUs still in use.
+        Allocation a;
+        a.gpu_type = type;
+        if (job->admitted && held > 0) {
+          // Running and admitted: kept at what it holds, never rejected.
+          a.admitted = true;
+          a.gpus = held;
+        } else {
+          a.message = "no layout of " + type + " runs this job: " + curve.status().message();
+        }
+        out[job->key] = a;
         continue;
       }
+      capacity += held;  // not free, but the job's to give
       sched::SchedJob s;
       s.id = job->key;
       s.arrival_seconds = static_cast<double>(job->arrival_unix_seconds);
@@ -376,6 +384,22 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       scheduled.push_back(job);
     }
     if (sched_jobs.empty()) continue;
+    if (capacity <= 0) {
+      // Every GPU of the type is held by pods outside these jobs (other
+      // workloads, a deleted TrainJob's pods still stopping): no share to
+      // decide now. Admitted jobs wait with none; the others stay undecided
+      // until GPUs are free. A pass that failed here lost every type's
+      // decisions, for as long as the other workload ran.
+      for (const ScheduledJob* job : scheduled) {
+        if (!job->admitted) continue;
+        Allocation waiting;
+        waiting.admitted = true;
+        waiting.gpu_type = type;
+        out[job->key] = waiting;
+        shares_[job->key] = {type, 0};
+      }
+      continue;
+    }
     // Shares are a hint for stickiness, never capacity: when they no longer
     // fit the pool (a node gone), decide from what the pods hold.
     int sized = 0;

@@ -180,6 +180,22 @@ TEST(ScheduleTest, AFreshPlanNeverTakesTheSlotsAKeptReservationHolds) {
   }
 }
 
+// A reservation kept from the last pass at a count the job's curve no
+// longer has (its maxGPUs lowered, nodes excluded): planned anew within the
+// curve. Kept, it gave the job 8 GPUs on a curve that ends at 4, a size no
+// layout of the job runs.
+TEST(ScheduleTest, AKeptReservationBeyondTheCurveIsPlannedAnew) {
+  SchedJob job = Job("shrunk", 3000, 1000.0, Curve({{1, 1}, {2, 2}, {4, 3.5}}), 4, true);
+  job.reservation = {{0, 1000, 8}};  // 1000 s x T(4) covers the work: it was kept
+  StatusOr<ScheduleResult> result = Schedule({job}, 8, 0, Exact(Policy::kPacer));
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->decisions.size(), 1u);
+  EXPECT_LE(result->decisions[0].gpus, 4);
+  for (const ReservedSpan& span : result->decisions[0].reservation) {
+    EXPECT_LE(span.gpus, 4) << span.start_seconds << ".." << span.end_seconds;
+  }
+}
+
 // Three jobs on 4 GPUs: `b` scales badly (its deadline is first), `c`
 // linearly. EDF gives `b` the whole pool, FIFO keeps the first job's GPUs;
 // either way `c` (or `b`) misses. Pacer gives `b` one or two GPUs and meets

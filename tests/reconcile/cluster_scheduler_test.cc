@@ -206,6 +206,63 @@ TEST(ClusterSchedulerTest, AnAdmittedJobIsNeverDroppedWhenItFallsBehind) {
   EXPECT_GT(pass->at("team/behind").gpus, 0);
 }
 
+// Every H100 held by pods outside the jobs (another workload, a deleted
+// TrainJob's pods still stopping): no share of that type to decide, and the
+// other types are decided still. The pass failed ("the pool needs at least
+// one GPU"), and no job of any type got a decision while it lasted.
+TEST(ClusterSchedulerTest, APoolHeldWhollyOutsideTheJobsFailsNoPass) {
+  ClusterInventory inventory = H100Pool(1, 0);  // 8 H100s, none free, no job's
+  planner::NodePool a100 = inventory.inventory.node_pools.at(0);
+  a100.name = "a100";
+  a100.gpu_type = "A100-80GB";
+  a100.free_gpus = 8;
+  a100.nvlink_gbps = 600;
+  inventory.inventory.node_pools.push_back(a100);
+  inventory.nodes_by_pool["a100"].push_back({"a100-0", 8, 8});
+  ClusterScheduler scheduler({});
+  ScheduledJob waiting = Read(SmallJob("waiting", 4e9, std::nullopt));
+  ScheduledJob admitted = Read(SmallJob("admitted", 4e9, std::nullopt));
+  admitted.admitted = true;
+  nlohmann::json other_object = SmallJob("other", 4e9, std::nullopt);
+  other_object["spec"]["resources"]["gpuTypes"] = {"A100-80GB"};
+  const ScheduledJob other = Read(other_object);
+
+  StatusOr<std::map<std::string, Allocation>> pass =
+      scheduler.Pass({waiting, admitted, other}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  ASSERT_EQ(pass->count("team/other"), 1U);
+  EXPECT_TRUE(pass->at("team/other").admitted) << pass->at("team/other").message;
+  EXPECT_GT(pass->at("team/other").gpus, 0);
+  EXPECT_EQ(pass->count("team/waiting"), 0U) << "undecided until H100s are free, not rejected";
+  ASSERT_EQ(pass->count("team/admitted"), 1U);
+  EXPECT_TRUE(pass->at("team/admitted").admitted) << "an admitted job is never dropped";
+  EXPECT_EQ(pass->at("team/admitted").gpus, 0);
+}
+
+// A running job whose curve fails (here it needs 16 GPUs and one of its two
+// nodes is gone) keeps the GPUs its pods hold: they were counted as capacity
+// and given to another job, which then waited for GPUs still in use, and the
+// running job was marked rejected.
+TEST(ClusterSchedulerTest, ARunningJobWithoutACurveKeepsItsGpusFromTheOthers) {
+  ClusterInventory inventory = H100Pool(1, 0);
+  Hold(inventory, "team/big", 8);
+  ClusterScheduler scheduler({});
+  nlohmann::json big_object = SmallJob("big", 40e9, std::nullopt);
+  big_object["spec"]["resources"]["minGPUs"] = 16;
+  ScheduledJob big = Read(big_object);
+  ASSERT_FALSE(scheduler.Curve(big, inventory, "H100-SXM", kNow).ok());
+  big.current_gpus = 16;
+  big.current_gpu_type = "H100-SXM";
+  big.admitted = true;
+  const ScheduledJob small = Read(SmallJob("small", 4e9, std::nullopt));
+
+  StatusOr<std::map<std::string, Allocation>> pass = scheduler.Pass({big, small}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_TRUE(pass->at("team/big").admitted) << pass->at("team/big").message;
+  EXPECT_EQ(pass->at("team/big").gpus, 8) << "what its pods hold";
+  EXPECT_EQ(pass->count("team/small") ? pass->at("team/small").gpus : 0, 0) << "no GPU is free";
+}
+
 // A job's status lags its pods both ways: its plan stays while its workers
 // stop at a checkpoint (a shrink, a re-plan), and is written only after the
 // pods of a launch start. The pass counts what the pods hold. Counting the

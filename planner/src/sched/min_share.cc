@@ -74,6 +74,10 @@ bool KeepReservation(const SchedJob& job, double now_seconds, const SchedOptions
     s.start_seconds = std::max(s.start_seconds, now_seconds);
     s.end_seconds = std::min(s.end_seconds, deadline);
     if (s.end_seconds <= s.start_seconds + 1e-3 || s.gpus == 0) continue;
+    // A span at a count the job's curve no longer has (its maxGPUs lowered,
+    // nodes excluded, another GPU type): planning it anew, not handing it a
+    // size no layout runs.
+    if (job.curve.FloorLevel(s.gpus) != s.gpus) return false;
     const size_t first = free.Split(s.start_seconds);
     const size_t last = free.Split(s.end_seconds);
     for (size_t i = first; i < last; ++i) {
