@@ -8,15 +8,20 @@
 //     batches are in flight), and grows with b;
 //   * step time falls as d grows for a fixed (t, p, v, b, r, z).
 // So for each (pool, t, p, v, b) we evaluate the largest d first: if it does
-// not fit, no d does and no larger b will; if it misses the deadline, no
-// smaller d meets it; otherwise a binary search finds the smallest d that
-// meets the deadline, which is the cheapest (GPU-hours grow with d).
+// not fit, no d does and no larger b will. Then, separately for the d on one
+// node and the d across nodes (the step drops where the data-parallel group
+// fits one node's NVLink): if the largest misses the deadline, no smaller d
+// meets it; otherwise a binary search finds the smallest d that meets the
+// deadline, the cheapest at the same ZeRO stage and recomputation
+// (GPU-hours grow with d), and the d above it are tried until the top's
+// stage and recomputation fit again.
 #include "pacer/planner/search.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "cost_model_internal.h"
@@ -358,61 +363,123 @@ class Searcher {
     AddCandidate(std::move(named));
   }
 
+  // ds[end - 1] at its fastest fitting settings; none when it does not fit,
+  // and then (memory shrinks with d) no smaller d of ds[begin, end) fits
+  // either: all are rejected.
+  std::optional<Evaluation> RunTop(const PoolContext& ctx, int pool_index, int t, int p, int v,
+                                   int b, const std::vector<DCandidate>& ds, int begin, int end) {
+    Evaluation closest;
+    std::optional<Evaluation> top = BestFitting(ctx, MakeLayout(t, p, v, b, ds[end - 1]), &closest);
+    if (!top) {
+      closest.layout.pool = inventory_.node_pools[pool_index].name;
+      closest.layout.gpu_type = inventory_.node_pools[pool_index].gpu_type;
+      Reject(RejectReason::kOutOfMemory, end - begin, &closest,
+             "needs " + FormatGiB(closest.memory.total_bytes()) + " GiB of " +
+                 FormatGiB(closest.memory.capacity_bytes) + " GiB");
+      out_.stats.pruned += end - begin - 1;
+    }
+    return top;
+  }
+
   // Returns false when even the largest d does not fit memory (so a larger
   // micro-batch cannot fit at this d or any smaller one).
   bool SearchDataParallel(const PoolContext& ctx, int pool_index, int t, int p, int v, int b,
                           const std::vector<DCandidate>& ds) {
     const int n = static_cast<int>(ds.size());
-    Evaluation closest;
-    std::optional<Evaluation> top = BestFitting(ctx, MakeLayout(t, p, v, b, ds[n - 1]), &closest);
-    if (!top) {
-      closest.layout.pool = inventory_.node_pools[pool_index].name;
-      closest.layout.gpu_type = inventory_.node_pools[pool_index].gpu_type;
-      Reject(RejectReason::kOutOfMemory, n, &closest,
-             "needs " + FormatGiB(closest.memory.total_bytes()) + " GiB of " +
-                 FormatGiB(closest.memory.capacity_bytes) + " GiB");
-      out_.stats.pruned += n - 1;
-      return false;
+    std::optional<Evaluation> top = RunTop(ctx, pool_index, t, p, v, b, ds, 0, n);
+    if (!top) return false;
+    // Time is unimodal in d only among layouts on one node, and among
+    // layouts across nodes: the d whose data-parallel group fits in one node
+    // reduce over NVLink, and the step drops sharply there (a 7B job: 1.21 s
+    // at 64 GPUs, 1.38 s at 16, 0.70 s at 8). One walk over all d stopped at
+    // 32 and called the job infeasible that 8 GPUs finish in time. So each
+    // run of consecutive d on one side is searched on its own.
+    auto one_node = [&](int i) { return MakeLayout(t, p, v, b, ds[i]).nodes == 1; };
+    int end = n;
+    while (end > 0) {
+      int begin = end - 1;
+      while (begin > 0 && one_node(begin - 1) == one_node(end - 1)) --begin;
+      if (end < n) top = RunTop(ctx, pool_index, t, p, v, b, ds, begin, end);
+      if (top) SearchRun(ctx, pool_index, t, p, v, b, ds, begin, end, std::move(*top));
+      end = begin;
     }
-    Consider(*top, pool_index);
+    return true;
+  }
+
+  // One run ds[begin, end) of the same placement (one node, or across
+  // nodes), whose largest d, ds[end - 1], evaluated to `top`.
+  void SearchRun(const PoolContext& ctx, int pool_index, int t, int p, int v, int b,
+                 const std::vector<DCandidate>& ds, int begin, int end, Evaluation top) {
+    const int n = end - begin;
+    // Each d of the run is evaluated and considered at most once (the walk
+    // up below revisits d the binary search saw).
     int evaluated_ds = 1;
-    // Total time is unimodal in d: more replicas shorten the step until
-    // collectives, the latency floor and the failure rate's rework (which
-    // grows with the GPU count) take over. So the largest d need not be the
-    // fastest: walk down while it gets faster (objective time: or stays a
-    // near-tie of the fastest, a cheaper plan), and past the fastest every
-    // smaller d is slower still. A smaller d needs more memory, so one that
-    // does not fit ends the walk too.
+    std::map<int, std::optional<Evaluation>> seen;
+    std::set<int> considered;
+    seen[end - 1] = std::move(top);
+    auto evaluate = [&](int i) -> const std::optional<Evaluation>& {
+      auto [it, inserted] = seen.try_emplace(i);
+      if (inserted) {
+        Evaluation ignored;
+        it->second = BestFitting(ctx, MakeLayout(t, p, v, b, ds[i]), &ignored);
+        ++evaluated_ds;
+      }
+      return it->second;
+    };
+    auto consider = [&](int i) {
+      const std::optional<Evaluation>& e = seen.at(i);
+      if (e && considered.insert(i).second) Consider(*e, pool_index);
+    };
+    const Evaluation& run_top = *seen.at(end - 1);
+    consider(end - 1);
+    // Total time is unimodal in d within the run: more replicas shorten the
+    // step until collectives, the latency floor and the failure rate's
+    // rework (which grows with the GPU count) take over. So the largest d
+    // need not be the fastest: walk down while it gets faster (objective
+    // time: or stays a near-tie of the fastest, a cheaper plan), and past the
+    // fastest every smaller d is slower still. A smaller d needs more
+    // memory, so one that does not fit ends the walk too.
     const bool by_time = job_.objective == Objective::kTime;
-    int good = MeetsDeadline(*top) ? n - 1 : -1;  // the smallest index known to meet it
-    double fastest = top->total.total_seconds;
-    for (int i = n - 2; i >= 0 && (by_time || good < 0); --i) {
-      Evaluation ignored;
-      auto e = BestFitting(ctx, MakeLayout(t, p, v, b, ds[i]), &ignored);
-      ++evaluated_ds;
+    int good = MeetsDeadline(run_top) ? end - 1 : -1;  // the smallest index known to meet it
+    double fastest = run_top.total.total_seconds;
+    for (int i = end - 2; i >= begin && (by_time || good < 0); --i) {
+      const std::optional<Evaluation>& e = evaluate(i);
       if (!e) break;
       const bool faster = e->total.total_seconds < fastest;
       if (!faster && !(by_time && WithinTimeTie(*e, fastest))) break;
       fastest = std::min(fastest, e->total.total_seconds);
-      Consider(*e, pool_index);
+      consider(i);
       if (MeetsDeadline(*e)) good = i;
     }
-    if (!by_time && good > 0) {
+    if (!by_time && good > begin) {
       // The d that meet the deadline are a run of consecutive indices ending
-      // at or above `good`; the smallest of them is the cheapest. Below
-      // `good`, meeting it is monotone in d: binary search.
-      int lo = 0, hi = good;  // ds[hi] is known good
+      // at or above `good`; below it, meeting it is monotone in d: binary
+      // search for the smallest.
+      int lo = begin, hi = good;  // ds[hi] is known good
       while (lo < hi) {
         const int mid = lo + (hi - lo) / 2;
-        Evaluation ignored;
-        auto e = BestFitting(ctx, MakeLayout(t, p, v, b, ds[mid]), &ignored);
-        ++evaluated_ds;
-        if (e) Consider(*e, pool_index);  // records it as a miss or a candidate
+        const std::optional<Evaluation>& e = evaluate(mid);
+        consider(mid);  // records it as a miss or a candidate
         if (e && MeetsDeadline(*e)) {
           hi = mid;
         } else {
           lo = mid + 1;
         }
+      }
+      // GPU-hours grow with d only at one ZeRO stage and recomputation: the
+      // smallest d may fit only with ZeRO-2/3 or recomputation, whose extra
+      // time costs more than a few more replicas at the top's settings (a
+      // 7B job: d = 2 fits only with ZeRO-2 and costs more than d = 4 with
+      // ZeRO-1, 142 GPU-hours; 8 cost 155). Walk up until the top's
+      // settings fit again.
+      auto heavier = [&](int i) {
+        const std::optional<Evaluation>& e = seen.at(i);
+        return e && (e->layout.zero_stage != run_top.layout.zero_stage ||
+                     e->layout.recompute != run_top.layout.recompute);
+      };
+      for (int i = hi; i < good && heavier(i); ++i) {
+        evaluate(i + 1);
+        consider(i + 1);
       }
     }
     if (good < 0 && n > evaluated_ds) {
@@ -420,7 +487,6 @@ class Searcher {
       Reject(RejectReason::kMissesDeadline, n - evaluated_ds, nullptr, "");
     }
     out_.stats.pruned += n - evaluated_ds;
-    return true;
   }
 
   static std::string FormatGiB(double bytes) {

@@ -285,6 +285,67 @@ void ExpectAtLeastAsGoodAsEverySweptCount(const JobSpec& job, const Inventory& i
   }
 }
 
+// A 7B job (sequence 1024, 64 sequences a step, no recomputation) on eight
+// 8-GPU nodes with 400 Gbit/s NICs: across nodes the gradient all-reduce
+// dominates at every data-parallel size, while at 8 GPUs it runs over one
+// node's NVLink and the step drops to about half.
+const std::string kNvlinkDropModel =
+    "{layers: 32, hiddenSize: 4096, attentionHeads: 32, ffnHiddenSize: 11008, ffnKind: swiglu, "
+    "vocabSize: 32000, sequenceLength: 1024}";
+const std::string kNvlinkDropJob =
+    "  data: {tokens: 6.5536e9}\n  training: {globalBatchSize: 64, microBatchSizes: [1], "
+    "activationCheckpointing: none}\n  parallelism: {tensorParallel: 1, pipelineParallel: 1}\n";
+
+Inventory SlowNicNodes() {
+  Inventory inv;
+  inv.node_pools.push_back({"h100", "H100-SXM", 8, 8, 64, 400, 0, 2.5});
+  return inv;
+}
+
+// Time is not unimodal in d across the node boundary: the walk down from 64
+// GPUs stopped at 32 (slower than 64) and called the job infeasible, while
+// 8 GPUs, on one node, finish well within the deadline.
+TEST(SearchTest, TheDropWhereDataParallelFitsOneNodeIsFound) {
+  const Inventory inv = SlowNicNodes();
+  const JobSpec due = ParseOrDie(
+      JobYaml(kNvlinkDropJob + "  objective: cost\n  maxDuration: 24h\n", kNvlinkDropModel));
+  const auto swept = Sweep(due, inv, {}, {8, 32, 64}, Options());
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  // The premise: one node meets the deadline; across nodes 64 GPUs miss it
+  // and 32 are slower still.
+  ASSERT_TRUE((*swept)[0].meets_deadline);
+  ASSERT_FALSE((*swept)[2].meets_deadline);
+  ASSERT_TRUE((*swept)[1].best && (*swept)[2].best);
+  ASSERT_GT((*swept)[1].best->total.total_seconds, (*swept)[2].best->total.total_seconds);
+  auto r = Plan(due, inv, {}, Options());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->feasible);
+  ExpectAtLeastAsGoodAsEverySweptCount(due, inv, {1, 2, 4, 8, 16, 32, 64});
+
+  // Objective time: no slower than the one-node plan.
+  const JobSpec fast =
+      ParseOrDie(JobYaml(kNvlinkDropJob + "  objective: time\n", kNvlinkDropModel));
+  r = Plan(fast, inv, {}, Options());
+  ASSERT_TRUE(r.ok() && r->plan) << r.status().ToString();
+  EXPECT_LE(r->plan->total.total_seconds, (*swept)[0].best->total.total_seconds * 1.03)
+      << r->plan->layout.ToString();
+}
+
+// GPU-hours grow with d only at one ZeRO stage: at 2 GPUs the job fits only
+// with ZeRO-2, whose per-layer cost makes it dearer than 4 GPUs at ZeRO-1.
+// The binary search for the smallest d stopped at 2 and never tried 4.
+TEST(SearchTest, TheCheapestPlanIsFoundAcrossAZeroStageSwitch) {
+  const Inventory inv = SlowNicNodes();
+  const JobSpec job = ParseOrDie(JobYaml(kNvlinkDropJob + "  objective: cost\n", kNvlinkDropModel));
+  const auto swept = Sweep(job, inv, {}, {2, 4}, Options());
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  ASSERT_TRUE((*swept)[0].best && (*swept)[1].best);
+  // The premise: the smaller count needs a higher stage and costs more.
+  ASSERT_GT((*swept)[0].best->layout.zero_stage, (*swept)[1].best->layout.zero_stage);
+  ASSERT_GT((*swept)[0].best->gpu_hours, (*swept)[1].best->gpu_hours);
+  ExpectAtLeastAsGoodAsEverySweptCount(job, inv, {1, 2, 4, 8, 16, 32, 64});
+}
+
 // 12 sequences on at most 4 GPUs: micro-batch 2 reaches only 3 replicas,
 // which do not fit memory, but micro-batch 3 reaches 4, which do. A larger
 // micro-batch is not ruled out by a smaller one that ran out of memory at
