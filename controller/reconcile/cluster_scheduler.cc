@@ -425,6 +425,14 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       if (!a.admitted) {
         sched::Advice advice = d.advice;
         if (advice.deadline_seconds) *advice.deadline_seconds += options_.deadline_guard_seconds;
+        if (advice.cluster_gpus) {
+          // The advice is a capacity for these jobs; the cluster also has
+          // the GPUs held outside them (other workloads), which a job
+          // admitted with that capacity would still not get.
+          auto all = all_type_gpus.find(type);
+          if (all != all_type_gpus.end())
+            *advice.cluster_gpus += std::max(0, all->second - capacity);
+        }
         a.message = d.reason + AdviceText(advice, type);
       }
       if (d.planned_finish_seconds) {

@@ -189,6 +189,24 @@ TEST(ClusterSchedulerTest, AJobNoShareCanSaveIsRejectedWithWhatWouldAdmitItAndOt
   EXPECT_NE(g.message.find("deadline of"), std::string::npos) << g.message;
 }
 
+// The advice counts the cluster's GPUs: with 8 of 16 held by another
+// workload, a job that needs 16 schedulable GPUs needs 24 in the cluster.
+// It said 16, which the cluster already had.
+TEST(ClusterSchedulerTest, TheAdviceCountsTheGpusHeldOutsideTheJobs) {
+  const ClusterInventory inventory = H100Pool(2, 8);  // 8 of 16 held outside
+  ClusterScheduler scheduler({});
+  ScheduledJob job = Read(SmallJob("urgent", 40e9, std::nullopt));
+  const double at_16 = SecondsAt(scheduler, job, inventory, 16, job.remaining_steps);
+  const double at_8 = SecondsAt(scheduler, job, inventory, 8, job.remaining_steps);
+  ASSERT_GT(at_8, at_16 * 1.5) << "8 GPUs must miss a deadline 16 make";
+  job.deadline_unix_seconds = kNow + static_cast<int64_t>(at_16 * 1.3 + 600);
+  StatusOr<std::map<std::string, Allocation>> pass = scheduler.Pass({job}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  const Allocation& a = pass->at("team/urgent");
+  ASSERT_FALSE(a.admitted);
+  EXPECT_NE(a.message.find(" 24 H100-SXM GPUs in the cluster"), std::string::npos) << a.message;
+}
+
 TEST(ClusterSchedulerTest, AnAdmittedJobIsNeverDroppedWhenItFallsBehind) {
   ClusterInventory inventory = H100Pool(1, 0);
   Hold(inventory, "team/behind", 8);
