@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -41,35 +42,73 @@ ProcGpu ReadProcGpu(const std::filesystem::path& information) {
   return gpu;
 }
 
-// The GPUs of `all` (in PCI bus order) that `visible` leaves, in its order.
-std::vector<ProcGpu> Visible(const std::vector<ProcGpu>& all, const std::string& visible) {
-  std::vector<ProcGpu> out;
-  std::vector<bool> taken(all.size(), false);
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> out;
   size_t start = 0;
-  while (start <= visible.size()) {
-    size_t end = visible.find(',', start);
-    if (end == std::string::npos) end = visible.size();
-    const std::string entry = Trimmed(visible.substr(start, end - start));
-    start = end + 1;
-    std::optional<size_t> index;
-    if (!entry.empty() && entry.size() <= 6 &&
-        std::all_of(entry.begin(), entry.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      const size_t i = std::stoul(entry);
-      if (i < all.size()) index = i;
-    } else if (entry.rfind("GPU-", 0) == 0) {
+  while (true) {
+    const size_t comma = text.find(',', start);
+    out.push_back(
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+// strtoul's reading of an entry: its leading (signed) decimal number, -1
+// when it starts with none. Capped: any number past the GPUs is as good.
+int64_t LeadingOrdinal(const std::string& entry) {
+  size_t i = 0;
+  const bool negative = !entry.empty() && entry[0] == '-';
+  if (!entry.empty() && (entry[0] == '+' || entry[0] == '-')) i = 1;
+  int64_t value = 0;
+  size_t digits = 0;
+  for (; i < entry.size() && entry[i] >= '0' && entry[i] <= '9'; ++i, ++digits) {
+    value = std::min<int64_t>(value * 10 + (entry[i] - '0'), int64_t{1} << 40);
+  }
+  if (digits == 0) return -1;
+  return negative ? -value : value;
+}
+
+// The GPUs of `all` (in PCI bus order) that `visible` leaves, in its order,
+// read as CUDA does (PyTorch models its rules in torch.cuda's
+// _parse_visible_devices and _transform_uuid_to_ordinals): a list of
+// ordinals, or of `GPU-` UUID prefixes, the kind set by the first entry;
+// the list ends at the first entry of another kind, a negative ordinal, or
+// a UUID prefix that names no GPU or two; an ordinal past the last GPU
+// ends it too; a GPU named twice leaves none visible. MIG slices are not
+// planned for.
+std::vector<ProcGpu> Visible(const std::vector<ProcGpu>& all, const std::string& visible) {
+  std::vector<size_t> ordinals;
+  auto named_before = [&](size_t i) {
+    return std::find(ordinals.begin(), ordinals.end(), i) != ordinals.end();
+  };
+  if (visible.rfind("GPU-", 0) == 0) {
+    for (const std::string& entry : SplitCommas(visible)) {
+      if (entry.rfind("GPU-", 0) != 0) break;
+      std::optional<size_t> match;
+      bool ambiguous = false;
       for (size_t i = 0; i < all.size(); ++i) {
         if (all[i].uuid.rfind(entry, 0) != 0) continue;
-        if (index) {  // a prefix of two UUIDs names neither
-          index.reset();
-          break;
-        }
-        index = i;
+        ambiguous = ambiguous || match.has_value();
+        match = i;
       }
+      if (!match || ambiguous) break;
+      if (named_before(*match)) return {};
+      ordinals.push_back(*match);
     }
-    if (!index || taken[*index]) break;  // CUDA ignores the rest of the list
-    taken[*index] = true;
-    out.push_back(all[*index]);
+  } else if (visible.rfind("MIG-", 0) != 0) {
+    for (const std::string& entry : SplitCommas(visible)) {
+      const int64_t ordinal = LeadingOrdinal(Trimmed(entry));
+      if (ordinal >= 0 && named_before(static_cast<size_t>(ordinal))) return {};
+      if (ordinal < 0) break;
+      ordinals.push_back(static_cast<size_t>(ordinal));
+    }
+    for (size_t i = 0; i < ordinals.size(); ++i) {
+      if (ordinals[i] >= all.size()) ordinals.resize(i);
+    }
   }
+  std::vector<ProcGpu> out;
+  for (size_t i : ordinals) out.push_back(all[i]);
   return out;
 }
 

@@ -136,7 +136,16 @@ void ProcessLauncher::ReapLocked(Group& group) {
 void ProcessLauncher::KillLocked(Group& group) {
   ReapLocked(group);
   for (Process& p : group.processes) {
-    if (!p.exited) ::kill(p.pid, SIGTERM);
+    if (p.exited) continue;
+    if (p.term_sent) {
+      // It is stopping already and a second SIGTERM would be the same stop
+      // to it (docs/worker.md): a removal (a second Ctrl-C) kills its
+      // process group, the worker and its ranks, now.
+      ::kill(-p.pid, SIGKILL);
+    } else {
+      ::kill(p.pid, SIGTERM);
+      p.term_sent = true;
+    }
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.kill_grace;
   for (Process& p : group.processes) {

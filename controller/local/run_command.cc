@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <sstream>
 
@@ -264,14 +265,20 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   g_interrupts.store(0);
   sigaction(SIGINT, &action, &previous_int);
   sigaction(SIGTERM, &action, &previous_term);
-  sigaction(SIGHUP, &action, &previous_hup);
+  // Under nohup (SIGHUP ignored) a hang-up is meant not to stop the run.
+  sigaction(SIGHUP, nullptr, &previous_hup);
+  if (previous_hup.sa_handler != SIG_IGN) sigaction(SIGHUP, &action, nullptr);
   sigaction(SIGPIPE, &ignore, &previous_pipe);
-  auto restore = [&]() {
+  // The caller's handlers come back however this returns.
+  struct Restore {
+    std::function<void()> undo;
+    ~Restore() { undo(); }
+  } restore{[&]() {
     sigaction(SIGINT, &previous_int, nullptr);
     sigaction(SIGTERM, &previous_term, nullptr);
     sigaction(SIGHUP, &previous_hup, nullptr);
     sigaction(SIGPIPE, &previous_pipe, nullptr);
-  };
+  }};
   // A run that launched no worker leaves no start behind: a later run of
   // the job would count its maxDuration from this one.
   auto forget_unused_start = [&]() {
@@ -299,7 +306,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
             out << " (step " << *step << ")";
           }
           out << '\n';
-          restore();
+          forget_unused_start();
           return 130;
         }
         StatusOr<std::optional<WorkerGroup>> group = launcher.Observe(ref);
@@ -317,7 +324,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
       const std::optional<int64_t> stopped = ResumableCheckpointStep(checkpoints);
       out << "stopped at step " << stopped.value_or(view ? view->steps_completed : 0)
           << " with a checkpoint in " << checkpoints << "; run the same command again to resume\n";
-      restore();
+      forget_unused_start();
       return 130;
     }
     ReconcileResult result = reconciler.Reconcile(key);
@@ -329,7 +336,6 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
         err << "error: " << result.status.message() << '\n';
         (void)launcher.Stop(ref, StopMode::kRemove);
         forget_unused_start();
-        restore();
         return 1;
       }
     } else {
@@ -350,7 +356,6 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
             << "), or change its spec.resources (GPU types, GPU counts) to fit this machine\n";
         (void)launcher.Stop(ref, StopMode::kRemove);
         forget_unused_start();
-        restore();
         return 4;
       }
     }
@@ -370,7 +375,6 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
     WaitInterruptibly(std::max<int64_t>(wait_ms, 100));
   }
   (void)launcher.Stop(ref, StopMode::kRemove);
-  restore();
   return exit_code;
 }
 

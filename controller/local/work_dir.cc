@@ -82,12 +82,17 @@ int64_t FirstStartUnixSeconds(const std::string& dir, int64_t now_unix_seconds,
   // Written aside and renamed over: truncating in place, a crash or a full
   // disk left an empty file, and the job's deadline silently restarted.
   const std::string aside = path + ".tmp";
-  std::ofstream out(aside, std::ios::trunc);
-  out << now_unix_seconds << '\n';
-  out.close();
+  const std::string text = std::to_string(now_unix_seconds) + "\n";
+  bool written = false;
+  if (const int fd = ::open(aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      fd >= 0) {
+    written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+              ::fsync(fd) == 0;
+    written = ::close(fd) == 0 && written;
+  }
   std::error_code ec;
-  if (out) std::filesystem::rename(aside, path, ec);
-  if (recorded_now != nullptr) *recorded_now = out && !ec;
+  if (written) std::filesystem::rename(aside, path, ec);
+  if (recorded_now != nullptr) *recorded_now = written && !ec;
   return now_unix_seconds;
 }
 

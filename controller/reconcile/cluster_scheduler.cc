@@ -347,12 +347,20 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
         // to another job, that job waited for GPUs still in use.
         Allocation a;
         a.gpu_type = type;
-        if (job->admitted && held > 0) {
-          // Running and admitted: kept at what it holds, never rejected.
+        if (job->admitted) {
+          // Admitted jobs are never dropped: kept at the size of the plan
+          // it runs (what its pods hold may be less, a node gone: the
+          // reconciler would take that for a resize, and no layout runs
+          // it), or at what its pods hold when the status names no plan.
           a.admitted = true;
-          a.gpus = held;
+          a.gpus = job->current_gpus > 0 && inventory.catalog.Same(job->current_gpu_type, type)
+                       ? job->current_gpus
+                       : held;
+          shares_[job->key] = {type, a.gpus};
         } else {
           a.message = "no layout of " + type + " runs this job: " + curve.status().message();
+          shares_.erase(job->key);
+          reserved_.erase(job->key);
         }
         out[job->key] = a;
         continue;

@@ -62,15 +62,20 @@ TEST_F(LocalInventoryTest, OnlyTheGpusCudaVisibleDevicesLeavesArePlannedFor) {
   EXPECT_EQ(VisibleGpus(""), 0);                // none: the CPU pool
 }
 
-// As CUDA reads the list: it ends at the first entry that names no GPU, or
-// one named before.
-TEST_F(LocalInventoryTest, TheListEndsAtTheFirstEntryNamingNoNewGpu) {
-  EXPECT_EQ(VisibleGpus("1,8,2"), 1);    // 8 is past the last GPU
-  EXPECT_EQ(VisibleGpus("1,1,2"), 1);    // a repeat
-  EXPECT_EQ(VisibleGpus("2,-1,3"), 1);   // -1 hides the rest
-  EXPECT_EQ(VisibleGpus("GPU-,0"), 0);   // a prefix of every UUID names none
-  EXPECT_EQ(VisibleGpus("MIG-x,0"), 0);  // MIG slices are not planned for
-  EXPECT_EQ(VisibleGpus("99999999999"), 0);
+// As CUDA reads the list (the rules PyTorch's torch.cuda models): it ends
+// at the first entry that names no GPU, and a GPU named twice leaves none.
+TEST_F(LocalInventoryTest, TheListIsReadAsCudaReadsIt) {
+  EXPECT_EQ(VisibleGpus("1,8,2"), 1);      // 8 is past the last GPU
+  EXPECT_EQ(VisibleGpus("2,-1,3"), 1);     // a negative ordinal ends it
+  EXPECT_EQ(VisibleGpus("0,GPU-1,3"), 1);  // so does an entry of another kind
+  EXPECT_EQ(VisibleGpus("GPU-6aaa,0"), 1);
+  EXPECT_EQ(VisibleGpus("+2,3x"), 2);  // strtoul's reading
+  EXPECT_EQ(VisibleGpus("1,1,2"), 0);  // a repeat: none visible
+  EXPECT_EQ(VisibleGpus("1,8,1"), 0);
+  EXPECT_EQ(VisibleGpus("GPU-6aaa,GPU-6a"), 0);  // one GPU twice
+  EXPECT_EQ(VisibleGpus("GPU-,0"), 0);           // a prefix of every UUID names none
+  EXPECT_EQ(VisibleGpus("MIG-x,0"), 0);          // MIG slices are not planned for
+  EXPECT_EQ(VisibleGpus("99999999999999999999"), 0);
 }
 
 }  // namespace

@@ -24,12 +24,14 @@ struct Child {
   int out = -1;  // stdout and stderr
 };
 
-Child Spawn(const std::vector<std::string>& args) {
+// `ignore_hangup`: as nohup starts it.
+Child Spawn(const std::vector<std::string>& args, bool ignore_hangup = false) {
   int fds[2];
   EXPECT_EQ(::pipe(fds), 0);
   Child c;
   c.pid = ::fork();
   if (c.pid == 0) {
+    if (ignore_hangup) ::signal(SIGHUP, SIG_IGN);
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
     ::close(fds[0]);
@@ -153,11 +155,13 @@ TEST(LocalRunTest, QuickstartStopsAtACheckpointOnCtrlCThenResumesAndFinishes) {
 
 // Starts `pacer run` on the quickstart in a fresh `dir` (plain progress, two
 // CPU devices); true once it shows a step.
-bool StartQuickstart(const std::filesystem::path& dir, Child* c, std::string* out) {
+bool StartQuickstart(const std::filesystem::path& dir, Child* c, std::string* out,
+                     bool ignore_hangup = false) {
   std::filesystem::remove_all(dir);
-  *c = Spawn({PACER_BINARY, "run",
-              std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml", "--work-dir",
-              dir.string(), "--progress", "plain", "--cpu-devices", "2"});
+  *c = Spawn(
+      {PACER_BINARY, "run", std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
+       "--work-dir", dir.string(), "--progress", "plain", "--cpu-devices", "2"},
+      ignore_hangup);
   return ReadUntil(*c, out, std::regex(R"(step [1-9][0-9]*/150)"), std::chrono::seconds(240));
 }
 
@@ -177,6 +181,14 @@ TEST(LocalRunTest, SecondCtrlCForceQuits) {
   EXPECT_EQ(Wait(c, &out), 130) << out;
   EXPECT_NE(out.find("force-quit: workers killed"), std::string::npos) << out;
   EXPECT_EQ(out.find("stopped at step"), std::string::npos) << out;
+  // Killed, not signalled again: a second SIGTERM within a second of the
+  // first is the same stop to the worker, which then finished its
+  // checkpoint while pacer run waited up to 20 s to SIGKILL it.
+  for (const auto& log : std::filesystem::directory_iterator(dir / "logs")) {
+    std::stringstream text;
+    text << std::ifstream(log.path()).rdbuf();
+    EXPECT_EQ(text.str().find("the same stop"), std::string::npos) << text.str();
+  }
   std::filesystem::remove_all(dir);
 }
 
@@ -204,6 +216,23 @@ TEST(LocalRunTest, AHangUpWithTheOutputGoneStopsTheWorkersAtACheckpoint) {
     }
   }
   EXPECT_TRUE(checkpointed);
+  std::filesystem::remove_all(dir);
+}
+
+// Under nohup a hang-up is meant not to stop the run: the hang-up is no
+// interrupt, so a Ctrl-C after it is the first (a clean stop), not the
+// second (a force-quit).
+TEST(LocalRunTest, UnderNohupAHangUpDoesNotStopTheRun) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-nohup-" + std::to_string(::getpid()));
+  Child c;
+  std::string out;
+  ASSERT_TRUE(StartQuickstart(dir, &c, &out, /*ignore_hangup=*/true)) << out;
+  ::kill(c.pid, SIGHUP);
+  ::kill(c.pid, SIGINT);
+  EXPECT_EQ(Wait(c, &out), 130) << out;
+  EXPECT_NE(out.find("stopped at step"), std::string::npos) << out;
+  EXPECT_EQ(out.find("force-quit: workers killed"), std::string::npos) << out;
   std::filesystem::remove_all(dir);
 }
 

@@ -69,6 +69,11 @@ class Pipe {
     while (write(fds_[1], &byte, 1) < 0 && errno == EINTR) {
     }
   }
+  // Whether a byte waits to be read (none is taken).
+  bool HasData() const {
+    pollfd p{fds_[0], POLLIN, 0};
+    return poll(&p, 1, 0) > 0;
+  }
   // Blocking read of n bytes, for ranks (their alarm bounds it).
   bool AwaitInRank(int n) const {
     for (int got = 0; got < n;) {
@@ -359,6 +364,47 @@ TEST(SupervisorTest, RanksStopWhenTheParentNamedIsGone) {
   EXPECT_EQ(WaitForSupervisor(parent), 0);
   // Both ranks got the stop (the supervisor is no child of ours to wait for).
   EXPECT_TRUE(got_sigterm.AwaitInTest(2));
+}
+
+// A wrapper (a script that runs pacer-worker without exec) stands between
+// the parent named and the supervisor: the parent is watched still, and not
+// being the supervisor's own parent is no stop. Taken for "gone", every
+// launch through such a wrapper stopped at once.
+TEST(SupervisorTest, AParentNamedBehindAWrapperIsWatchedToo) {
+  Pipe ready;
+  Pipe parent_killed;
+  Pipe stopped_early;
+  Pipe stopped_late;
+  std::cout.flush();
+  std::fflush(nullptr);
+  const pid_t named = fork();  // stands in for pacer run
+  if (named == 0) {
+    alarm(kSupervisorWatchdogSeconds);
+    for (;;) pause();
+  }
+  ASSERT_GT(named, 0);
+  SupervisorOptions options = Options(10);
+  options.parent_pid = named;
+  options.parent_poll_seconds = 0.02;
+  const pid_t supervisor = StartSupervisorWith(
+      2,
+      [&](int) -> int {
+        alarm(kRankWatchdogSeconds);
+        TakeSigterm(ready, nullptr);
+        (parent_killed.HasData() ? stopped_late : stopped_early).Signal();
+        return kExitStoppedAfterCheckpoint;
+      },
+      options);
+  ASSERT_GT(supervisor, 0);
+  ASSERT_TRUE(ready.AwaitInTest(2));
+  parent_killed.Signal();
+  ASSERT_EQ(kill(named, SIGKILL), 0);
+  int status = 0;
+  waitpid(named, &status, 0);
+  EXPECT_TRUE(stopped_late.AwaitInTest(2));
+  EXPECT_FALSE(stopped_early.HasData()) << "stopped while the parent named was alive";
+  const int code = WaitForSupervisor(supervisor);
+  EXPECT_EQ(code, kExitStoppedAfterCheckpoint) << ExitCodeName(code);
 }
 
 TEST(SupervisorTest, RankThatNeverTakesTheForwardedSigtermIsNotACleanStop) {

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -263,8 +264,33 @@ int RunSupervised(int local_world_size, const std::function<int(int local_rank)>
 
   if (first_failure) begin_stop("fork-failed");
 
+  // The parent named: our own (getppid() tells when it is gone), or one
+  // further up (a wrapper script that runs pacer-worker without exec stands
+  // between): a pidfd on it then, readable once it exits. Taking "not our
+  // parent" for "gone" stopped every launch through such a wrapper at once.
+  const bool parent_direct = options.parent_pid > 0 && getppid() == options.parent_pid;
+  int parent_fd = -1;
+  bool parent_gone_at_start = false;
+  if (options.parent_pid > 0 && !parent_direct) {
+    parent_fd = static_cast<int>(syscall(SYS_pidfd_open, options.parent_pid, 0));
+    if (parent_fd < 0 && errno == ESRCH) {
+      parent_gone_at_start = true;
+    } else if (parent_fd < 0) {
+      Log("warn", "event=parent-watch-unavailable parent_pid=%d error=\"pidfd_open: %s\"",
+          options.parent_pid, std::strerror(errno));
+    }
+  }
+  auto parent_gone = [&] {
+    if (options.parent_pid <= 0) return false;
+    if (parent_direct) return getppid() != options.parent_pid;
+    if (parent_gone_at_start) return true;
+    if (parent_fd < 0) return false;
+    pollfd exited{parent_fd, POLLIN, 0};
+    return poll(&exited, 1, 0) > 0;
+  };
+
   while (running_count() > 0) {
-    if (options.parent_pid > 0 && !stopping && getppid() != options.parent_pid) {
+    if (!stopping && parent_gone()) {
       // Re-parented: `pacer run` is gone (SIGKILL, the OOM killer), and
       // nothing else would ever stop these ranks or free their devices.
       Log("warn", "event=parent-exited parent_pid=%d", options.parent_pid);
@@ -346,6 +372,7 @@ int RunSupervised(int local_world_size, const std::function<int(int local_rank)>
       }
     }
   }
+  if (parent_fd >= 0) close(parent_fd);
 
   pthread_sigmask(SIG_SETMASK, &caller_mask, nullptr);
 

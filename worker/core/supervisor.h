@@ -63,10 +63,10 @@ struct SupervisorOptions {
   // batch system signals every process of a job (`pacer run` and its
   // worker), and `pacer run` then forwards its own.
   double repeat_signal_window_seconds = 1.0;
-  // When > 0, the process that started the supervisor (PACER_PARENT_PID):
-  // once getppid() is no longer it (it died; the supervisor was
-  // re-parented), the ranks are stopped as on SIGTERM. Checked every
-  // parent_poll_seconds.
+  // When > 0, the process that started the worker (PACER_PARENT_PID): once
+  // it is gone, the ranks are stopped as on SIGTERM. Our parent is watched
+  // with getppid() (re-parented: it died); one further up (a wrapper script
+  // between) with a pidfd. Checked every parent_poll_seconds.
   int parent_pid = 0;
   double parent_poll_seconds = 1.0;
 };
