@@ -1,11 +1,14 @@
 #include "http/bounded_body.h"
 
 #include <cpprest/http_msg.h>
+#include <cpprest/streams.h>
 #include <pplx/pplxtasks.h>
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "http/task_wait.h"
@@ -19,10 +22,26 @@ std::atomic<std::size_t> abandoned_reads{0};
 
 std::size_t AbandonedBodyReadsInFlight() { return abandoned_reads.load(); }
 
+void AnswerLimit::StopReadingPast(web::http::http_request& request) const {
+  // cpprestsdk calls the progress handler with the body bytes read so far,
+  // on its network thread, before it writes them to the response's buffer;
+  // a throw there fails the request and ends the read.
+  request.set_progress_handler(
+      [max_bytes = max_bytes_, passed = passed_](web::http::message_direction::direction direction,
+                                                 utility::size64_t so_far_bytes) {
+        if (direction != web::http::message_direction::download || so_far_bytes <= max_bytes) {
+          return;
+        }
+        passed->store(true);
+        throw std::length_error("the answer is over " + std::to_string(max_bytes) + " bytes");
+      });
+}
+
 StatusOr<std::string> ReadBoundedBody(
-    web::http::http_response& response, std::size_t max_bytes, std::string_view what,
+    web::http::http_response& response, const AnswerLimit& limit, std::string_view what,
     std::string_view remedy, pplx::cancellation_token_source& cancel,
     std::optional<std::chrono::steady_clock::time_point> deadline) {
+  const std::size_t max_bytes = limit.max_bytes();
   const auto too_big = [&] {
     cancel.cancel();
     return ResourceExhaustedError(std::string(what) + ": the answer is over " +
@@ -52,11 +71,19 @@ StatusOr<std::string> ReadBoundedBody(
           StatusCode::kDeadlineExceeded,
           std::string(what) + ": the answer did not arrive whole by the request deadline");
     }
-    const size_t n = read.get();
+    size_t n = 0;
+    try {
+      n = read.get();
+    } catch (...) {
+      // The stop StopReadingPast made fails the read with its own error.
+      if (limit.passed()) return too_big();
+      throw;
+    }
     if (n == 0) break;
     if (out.size() + n > max_bytes) return too_big();
     out.append(reinterpret_cast<const char*>(block->data()), n);
   }
+  if (limit.passed()) return too_big();
   return out;
 }
 

@@ -2,7 +2,11 @@
 // more than a limit. The controller's clients (the Kubernetes API, Prometheus,
 // local mode's worker scrapes) all read answers from servers they do not
 // control; cpprestsdk's extract_string() buffers a chunked answer (no
-// Content-Length) whole before anyone can look at its size.
+// Content-Length) whole before anyone can look at its size, and cpprestsdk
+// reads an answer into the response's buffer as fast as the network brings
+// it, whether or not anyone takes it out (no back-pressure): counting only
+// what the reader took let a busy controller hold several times the limit.
+// An AnswerLimit set on the request stops cpprestsdk itself.
 //
 // Units: bytes. Thread-safety: one response is read by one thread; any
 // number of threads may read responses at once (the count of abandoned reads
@@ -10,8 +14,10 @@
 #ifndef PACER_CONTROLLER_HTTP_BOUNDED_BODY_H_
 #define PACER_CONTROLLER_HTTP_BOUNDED_BODY_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +28,7 @@
 // headers included after them (GoogleTest's among them) unless
 // _TURN_OFF_PLATFORM_STRING is defined first.
 namespace web::http {
+class http_request;
 class http_response;
 }
 namespace pplx {
@@ -30,17 +37,43 @@ class cancellation_token_source;
 
 namespace pacer::controller {
 
-// The body of `response`, at most `max_bytes`: refused before reading when
+// The most of one answer's body a caller takes. Copies share one flag: set
+// when cpprestsdk was stopped for passing the limit.
+class AnswerLimit {
+ public:
+  explicit AnswerLimit(std::size_t max_bytes)
+      : max_bytes_(max_bytes), passed_(std::make_shared<std::atomic<bool>>(false)) {}
+
+  // Makes cpprestsdk stop reading `request`'s answer (and fail it) once more
+  // than max_bytes of its body arrived, before it buffers more: what the
+  // controller holds is then at most max_bytes, one read (64 KiB, or one
+  // chunk of a chunked answer: cpprestsdk reads a chunk whole) and the
+  // socket's buffer. Call before the request is sent; not for a watch, whose
+  // answer has no end.
+  void StopReadingPast(web::http::http_request& request) const;
+
+  std::size_t max_bytes() const { return max_bytes_; }
+  // Whether cpprestsdk was stopped: the answer was over max_bytes.
+  bool passed() const { return passed_->load(); }
+
+ private:
+  std::size_t max_bytes_;
+  std::shared_ptr<std::atomic<bool>> passed_;
+};
+
+// The body of `response`, at most `limit.max_bytes()`: refused before reading when
 // its Content-Length is larger, else read 64 KiB at a time and refused as soon
 // as it passes the limit. A refusal is ResourceExhausted("<what>: the answer
 // is over N bytes<remedy>") and cancels `cancel`, which the request must have
 // been made with, so cpprestsdk drops the connection instead of draining it.
+// A request that had limit.StopReadingPast() and was stopped by it is
+// refused the same way, whatever the reader had taken by then.
 // With a `deadline` (steady time), a body not read whole by then is
 // DeadlineExceeded: a server that sent its headers and then stalls holds the
 // caller no longer than the headers could (the read is abandoned, not
 // cancelled, as the request is; see KubeClient::SetRequestDeadline).
 StatusOr<std::string> ReadBoundedBody(
-    web::http::http_response& response, std::size_t max_bytes, std::string_view what,
+    web::http::http_response& response, const AnswerLimit& limit, std::string_view what,
     std::string_view remedy, pplx::cancellation_token_source& cancel,
     std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 

@@ -227,10 +227,21 @@ struct KubeClient::Impl {
                             config.server + ": " + what);
   }
 
+  // A request whose answer cpprestsdk stops reading past max_response_bytes.
+  http::http_request NewLimitedRequest(const http::method& method,
+                                       const std::string& path_and_query, const json* body,
+                                       const std::string& content_type,
+                                       const AnswerLimit& limit) const {
+    http::http_request request = NewRequest(method, path_and_query, body, content_type);
+    limit.StopReadingPast(request);
+    return request;
+  }
+
   // Reads a whole answer, at most max_response_bytes.
   StatusOr<std::string> ReadBody(http::http_response& response, const std::string& verb,
-                                 const std::string& path, pplx::cancellation_token_source& cts) {
-    return ReadBoundedBody(response, options.max_response_bytes, verb + " " + path,
+                                 const std::string& path, pplx::cancellation_token_source& cts,
+                                 const AnswerLimit& limit) {
+    return ReadBoundedBody(response, limit, verb + " " + path,
                            " (KubeClientOptions::max_response_bytes); use paging or a narrower "
                            "selector",
                            cts, RequestDeadline());
@@ -241,17 +252,19 @@ struct KubeClient::Impl {
     const std::string verb = method;
     pplx::cancellation_token_source cts;
     try {
-      http::http_response response = Await(
-          client->request(NewRequest(method, path + query, body, content_type), cts.get_token()));
+      AnswerLimit limit(options.max_response_bytes);
+      http::http_response response = Await(client->request(
+          NewLimitedRequest(method, path + query, body, content_type, limit), cts.get_token()));
       // A 401 after the token file changed (a bound token rotated): retry
       // once with the new token.
       if (response.status_code() == 401 && tokens->RefreshAfterUnauthorized()) {
-        (void)ReadBody(response, verb, path, cts);  // frees the connection for the retry
-        cts = pplx::cancellation_token_source();    // the read may have cancelled the first
-        response = Await(
-            client->request(NewRequest(method, path + query, body, content_type), cts.get_token()));
+        (void)ReadBody(response, verb, path, cts, limit);  // frees the connection for the retry
+        cts = pplx::cancellation_token_source();           // the read may have cancelled the first
+        limit = AnswerLimit(options.max_response_bytes);   // and the first may have passed it
+        response = Await(client->request(
+            NewLimitedRequest(method, path + query, body, content_type, limit), cts.get_token()));
       }
-      ASSIGN_OR_RETURN(std::string text, ReadBody(response, verb, path, cts));
+      ASSIGN_OR_RETURN(std::string text, ReadBody(response, verb, path, cts, limit));
       const int code = response.status_code();
       if (code >= 400) return StatusFromHttp(verb, path, code, text, RetryAfterHeader(response));
       json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -471,7 +484,10 @@ Status KubeClient::Watch(const ResourceRef& resource, const std::string& ns,
     if (response.status_code() != 200) {
       // The caller watches again; by then it sends the rotated token.
       if (response.status_code() == 401) impl_->tokens->RefreshAfterUnauthorized();
-      ASSIGN_OR_RETURN(std::string text, impl_->ReadBody(response, "WATCH", path, cts));
+      // Read, not stopped: the request's limit would count the whole watch.
+      ASSIGN_OR_RETURN(std::string text,
+                       impl_->ReadBody(response, "WATCH", path, cts,
+                                       AnswerLimit(impl_->options.max_response_bytes)));
       return StatusFromHttp("WATCH", path, response.status_code(), text,
                             RetryAfterHeader(response));
     }

@@ -91,13 +91,16 @@ ScrapeFn HttpScraper(std::chrono::milliseconds timeout) {
       config.set_timeout(timeout);
       web::http::client::http_client client(url, config);
       pplx::cancellation_token_source cancel;
-      web::http::http_response response =
-          client.request(web::http::methods::GET, "/metrics", cancel.get_token()).get();
+      web::http::http_request request(web::http::methods::GET);
+      request.set_request_uri(web::uri("/metrics"));
+      const AnswerLimit limit(kMaxScrapeBytes);
+      limit.StopReadingPast(request);
+      web::http::http_response response = client.request(request, cancel.get_token()).get();
       if (response.status_code() != 200) {
         return UnavailableError("GET " + url + "/metrics: HTTP " +
                                 std::to_string(response.status_code()));
       }
-      return ReadBoundedBody(response, kMaxScrapeBytes, "GET " + url + "/metrics", "", cancel);
+      return ReadBoundedBody(response, limit, "GET " + url + "/metrics", "", cancel);
     } catch (const std::exception& e) {
       return UnavailableError("GET " + url + "/metrics: " + e.what());
     }

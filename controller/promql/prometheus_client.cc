@@ -146,9 +146,12 @@ StatusOr<std::vector<PromSample>> PrometheusClient::Query(std::string_view promq
   uri.append_query("query", std::string(promql));
   try {
     pplx::cancellation_token_source cancel;
-    web::http::http_response response =
-        client_->request(web::http::methods::GET, uri.to_string(), cancel.get_token()).get();
-    ASSIGN_OR_RETURN(const std::string body, ReadBoundedBody(response, kMaxResponseBytes,
+    web::http::http_request request(web::http::methods::GET);
+    request.set_request_uri(uri.to_uri());
+    const AnswerLimit limit(kMaxResponseBytes);
+    limit.StopReadingPast(request);
+    web::http::http_response response = client_->request(request, cancel.get_token()).get();
+    ASSIGN_OR_RETURN(const std::string body, ReadBoundedBody(response, limit,
                                                              "Prometheus at " + base_url_ +
                                                                  ", query " + std::string(promql),
                                                              "", cancel));

@@ -19,13 +19,21 @@ using testing::BulkHttpServer;
 
 constexpr std::size_t kMiB = 1u << 20;
 
+// GETs "/" from `server` with `limit` set on the request.
+web::http::http_response Send(const BulkHttpServer& server, const AnswerLimit& limit,
+                              pplx::cancellation_token_source& cancel) {
+  web::http::client::http_client client(server.url());
+  web::http::http_request request(web::http::methods::GET);
+  limit.StopReadingPast(request);
+  return client.request(request, cancel.get_token()).get();
+}
+
 // GETs "/" from `server` and reads the body with ReadBoundedBody.
 StatusOr<std::string> Get(const BulkHttpServer& server, std::size_t max_bytes) {
-  web::http::client::http_client client(server.url());
   pplx::cancellation_token_source cancel;
-  web::http::http_response response =
-      client.request(web::http::methods::GET, "/", cancel.get_token()).get();
-  return ReadBoundedBody(response, max_bytes, "GET /", "; a remedy", cancel);
+  const AnswerLimit limit(max_bytes);
+  web::http::http_response response = Send(server, limit, cancel);
+  return ReadBoundedBody(response, limit, "GET /", "; a remedy", cancel);
 }
 
 TEST(BoundedBodyTest, AChunkedAnswerWithinTheLimitIsReadWhole) {
@@ -45,6 +53,24 @@ TEST(BoundedBodyTest, AChunkedAnswerOverTheLimitIsRefusedWhileItIsRead) {
   EXPECT_EQ(body.status().message(), "GET /: the answer is over 1048576 bytes; a remedy");
   // The limit plus what the sockets' buffers held, far from the whole.
   EXPECT_LT(server.WaitForBodyBytesSent(), 64 * kMiB);
+}
+
+// cpprestsdk reads an answer into the response's buffer whether or not
+// anyone takes it out. The limit set on the request stops cpprestsdk itself:
+// a reader that is slow (a busy controller) or has not begun holds no more
+// than the limit. Here nothing is read until the server is done.
+TEST(BoundedBodyTest, TheLimitStopsTheReadBeforeTheReaderTakesAnything) {
+  for (const auto framing :
+       {BulkHttpServer::Framing::kChunked, BulkHttpServer::Framing::kContentLength}) {
+    BulkHttpServer server(256 * kMiB, framing);
+    pplx::cancellation_token_source cancel;
+    const AnswerLimit limit(kMiB);
+    web::http::http_response response = Send(server, limit, cancel);
+    EXPECT_LT(server.WaitForBodyBytesSent(), 64 * kMiB);
+    EXPECT_TRUE(limit.passed());
+    StatusOr<std::string> body = ReadBoundedBody(response, limit, "GET /", "", cancel);
+    EXPECT_EQ(body.status().code(), StatusCode::kResourceExhausted);
+  }
 }
 
 TEST(BoundedBodyTest, AContentLengthOverTheLimitIsRefusedBeforeReading) {
