@@ -118,50 +118,72 @@ Status ProcessLauncher::Launch(const LaunchSpec& spec) {
   return Status::Ok();
 }
 
-void ProcessLauncher::ReapLocked(Group& group) {
-  for (Process& p : group.processes) {
-    if (p.exited || p.pid <= 0) continue;
-    int status = 0;
+namespace {
+
+// Whether any process of group `pgid` is left. The group's id stays reserved
+// while it has members, so it names no other group until this says no.
+bool GroupAlive(pid_t pgid) { return ::kill(-pgid, 0) == 0 || errno == EPERM; }
+
+}  // namespace
+
+void ProcessLauncher::ReapLocked(Process& p) {
+  if (p.exited || p.pid <= 0) return;
+  int status = 0;
+  if (!p.leader_reaped) {
     const pid_t r = ::waitpid(p.pid, &status, WNOHANG);
     if (r == p.pid) {
-      p.exited = true;
+      p.leader_reaped = true;
       p.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     } else if (r < 0 && errno == ECHILD) {
-      p.exited = true;  // reaped elsewhere; nothing more to learn
+      p.leader_reaped = true;  // reaped elsewhere; nothing more to learn
       p.exit_code = 1;
     }
   }
+  if (!p.leader_reaped) return;
+  // Members left behind by the leader are re-parented to this process when
+  // it is PID 1 (a container's) or a subreaper: they are ours to reap, or
+  // their zombies would keep the group alive.
+  while (::waitpid(-p.pid, &status, WNOHANG) > 0) {
+  }
+  // Without a stop the leader's exit is the worker's (a background helper
+  // the wrapper left must not hold the job); after one, the worker may
+  // still be writing its checkpoint behind a wrapper that died of the
+  // SIGTERM, and a next attempt must not start beside it.
+  p.exited = !p.term_sent || !GroupAlive(p.pid);
+}
+
+void ProcessLauncher::ReapLocked(Group& group) {
+  for (Process& p : group.processes) ReapLocked(p);
 }
 
 void ProcessLauncher::KillLocked(Group& group) {
   ReapLocked(group);
   for (Process& p : group.processes) {
-    if (p.exited) continue;
+    // A leader that exited may have left the worker (a wrapper's crash).
+    if (p.pid <= 0 || (p.leader_reaped && !GroupAlive(p.pid))) continue;
     if (p.term_sent) {
       // It is stopping already and a second SIGTERM would be the same stop
       // to it (docs/worker.md): a removal (a second Ctrl-C) kills its
       // process group, the worker and its ranks, now.
       ::kill(-p.pid, SIGKILL);
     } else {
-      ::kill(p.pid, SIGTERM);
+      ::kill(-p.pid, SIGTERM);
       p.term_sent = true;
+      p.exited = false;  // until the group is gone
     }
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.kill_grace;
   for (Process& p : group.processes) {
-    while (!p.exited) {
-      int status = 0;
-      const pid_t r = ::waitpid(p.pid, &status, WNOHANG);
-      if (r == p.pid || (r < 0 && errno == ECHILD)) {
-        p.exited = true;
-        p.exit_code = r == p.pid && WIFEXITED(status) ? WEXITSTATUS(status) : 137;
-        break;
-      }
+    while (true) {
+      ReapLocked(p);
+      if (p.exited) break;
       if (std::chrono::steady_clock::now() >= deadline) {
-        ::kill(p.pid, SIGKILL);
-        ::waitpid(p.pid, &status, 0);
+        ::kill(-p.pid, SIGKILL);
+        int status = 0;
+        if (!p.leader_reaped) ::waitpid(p.pid, &status, 0);
+        if (!p.leader_reaped) p.exit_code = 137;
+        p.leader_reaped = true;
         p.exited = true;
-        p.exit_code = 137;
         break;
       }
       // Polling a child's exit: waitpid with a timeout does not exist.
@@ -207,7 +229,8 @@ Status ProcessLauncher::Stop(const JobRef& job, StopMode mode) {
       // Once: a second SIGTERM is the worker's "kill the ranks now" (a
       // Ctrl-C during a re-plan's stop lost the steps since the last
       // checkpoint).
-      if (!p.exited && !p.term_sent) ::kill(p.pid, SIGTERM);
+      if (p.exited || p.term_sent) continue;
+      ::kill(-p.pid, SIGTERM);
       p.term_sent = true;
     }
     g.stopping = true;

@@ -50,11 +50,16 @@ class ProcessLauncher final : public Launcher {
   std::string LogPath(const JobRef& job, int node_rank) const;
 
  private:
+  // A worker is its process group (the spawn makes it one): a wrapper
+  // script given as --worker-binary that runs pacer-worker without exec ends
+  // at the first SIGTERM and leaves the worker behind, still checkpointing.
   struct Process {
-    pid_t pid = -1;
+    pid_t pid = -1;  // the group's leader, and the group's id
     int node_rank = 0;
+    bool leader_reaped = false;
+    // The leader is reaped and, once a stop was sent, the group is empty.
     bool exited = false;
-    bool term_sent = false;  // by a graceful stop
+    bool term_sent = false;  // to the group, by a stop
     int exit_code = 0;
     std::string log_path;
     std::vector<int> metrics_ports;
@@ -67,6 +72,7 @@ class ProcessLauncher final : public Launcher {
   };
 
   void ReapLocked(Group& group);
+  static void ReapLocked(Process& p);
   void KillLocked(Group& group);
 
   ProcessLauncherOptions options_;

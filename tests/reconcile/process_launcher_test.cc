@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -96,6 +97,19 @@ bool Eventually(const std::function<bool()>& done) {
   return done();
 }
 
+// Observes `job` until `done` holds for its group or 30 s pass; `last` is
+// the group last seen.
+bool ObserveUntil(ProcessLauncher& launcher, const JobRef& job,
+                  const std::function<bool(const WorkerGroup&)>& done,
+                  std::optional<WorkerGroup>& last) {
+  return Eventually([&] {
+    StatusOr<std::optional<WorkerGroup>> group = launcher.Observe(job);
+    if (!group.ok() || !group->has_value()) return false;
+    last = **group;
+    return done(*last);
+  });
+}
+
 // A graceful stop asked for twice (a re-plan's stop, then Ctrl-C) sends one
 // SIGTERM: a second is the worker's "kill the ranks now", and the steps
 // since the last checkpoint were lost.
@@ -124,15 +138,115 @@ TEST(ProcessLauncherTest, AGracefulStopAskedTwiceSignalsTheWorkerOnce) {
   ASSERT_TRUE(launcher.Stop(launch.job, StopMode::kGraceful).ok());
   std::ofstream(dir / "go") << "";
   std::optional<WorkerGroup> last;
-  ASSERT_TRUE(Eventually([&] {
-    StatusOr<std::optional<WorkerGroup>> group = launcher.Observe(launch.job);
-    if (!group.ok() || !group->has_value()) return false;
-    last = **group;
-    return last->Count(WorkerPhase::kRunning) == 0;
-  }));
+  ASSERT_TRUE(ObserveUntil(
+      launcher, launch.job,
+      [](const WorkerGroup& g) { return g.Count(WorkerPhase::kRunning) == 0; }, last));
   ASSERT_EQ(last->workers.size(), 1u);
   EXPECT_TRUE(last->stopping);
   EXPECT_EQ(last->workers[0].exit_code, 6);
+  std::filesystem::remove_all(dir);
+}
+
+// Whether process `pid` runs (a zombie does not).
+bool Alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= text.size()) return false;
+  const char state = text[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+// The pid a script wrote to `file`, once it is whole (ends in a newline).
+pid_t PidIn(const std::filesystem::path& file) {
+  pid_t pid = -1;
+  EXPECT_TRUE(Eventually([&] {
+    std::ifstream in(file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.empty() || text.back() != '\n') return false;
+    pid = static_cast<pid_t>(std::stol(text));
+    return true;
+  }));
+  return pid;
+}
+
+// A --worker-binary that is a wrapper script running pacer-worker without
+// exec: the stop's SIGTERM reaches the worker too (it went to the wrapper
+// alone, which died of it and left the worker training unstopped), and the
+// worker counts as running until it has written its checkpoint and exited,
+// after the wrapper is gone (else a next attempt started beside it).
+TEST(ProcessLauncherTest, AWorkerBehindAWrapperIsStoppedAndWaitedFor) {
+  const std::filesystem::path dir = TestDir("wrapper-stop");
+  const std::string d = dir.string();
+  std::ofstream(dir / "worker.sh") << "#!/bin/sh\ntrap ': > \"" << d << "/term\"' TERM\n"
+                                   << "echo $$ > \"" << d << "/worker-pid\"\n"
+                                   << "while [ ! -e \"" << d << "/go\" ]; do sleep 0.02; done\n"
+                                   << "exit 6\n";
+  // `exit $?` after it: a shell may exec a script's last command.
+  std::ofstream(dir / "wrapper.sh")
+      << "#!/bin/sh\necho $$ > \"" << d << "/wrapper-pid\"\n\"" << d << "/worker.sh\"\nexit $?\n";
+  ASSERT_EQ(::chmod((dir / "worker.sh").c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((dir / "wrapper.sh").c_str(), 0755), 0);
+  ProcessLauncherOptions options;
+  options.worker_binary = (dir / "wrapper.sh").string();
+  options.work_dir = (dir / "work").string();
+  ProcessLauncher launcher(options);
+  const LaunchSpec launch = OneNodeLaunch();
+  ASSERT_TRUE(launcher.Launch(launch).ok());
+  const pid_t wrapper = PidIn(dir / "wrapper-pid");
+  const pid_t worker = PidIn(dir / "worker-pid");
+  ASSERT_TRUE(launcher.Stop(launch.job, StopMode::kGraceful).ok());
+  EXPECT_TRUE(Eventually([&] { return std::filesystem::exists(dir / "term"); }));
+  // The wrapper died of the SIGTERM and Observe reaped it (its /proc entry
+  // is gone only then: the launcher is its parent).
+  const std::filesystem::path wrapper_proc = "/proc/" + std::to_string(wrapper);
+  std::optional<WorkerGroup> last;
+  ASSERT_TRUE(ObserveUntil(
+      launcher, launch.job,
+      [&](const WorkerGroup&) { return !std::filesystem::exists(wrapper_proc); }, last));
+  ASSERT_TRUE(Alive(worker));
+  EXPECT_EQ(last->Count(WorkerPhase::kRunning), 1);
+  std::ofstream(dir / "go") << "";
+  ASSERT_TRUE(ObserveUntil(
+      launcher, launch.job,
+      [](const WorkerGroup& g) { return g.Count(WorkerPhase::kRunning) == 0; }, last));
+  EXPECT_FALSE(Alive(worker));
+  ::kill(worker, SIGKILL);  // the old launcher left it
+  std::filesystem::remove_all(dir);
+}
+
+// A wrapper that ends and leaves the worker (or a helper) running: the
+// wrapper's exit is the worker's, a leftover does not hold the job, and the
+// removal that follows kills what was left, a worker that ignores SIGTERM
+// included, after the grace (the old launcher skipped an exited leader).
+TEST(ProcessLauncherTest, ARemovalKillsWhatAWrapperLeftBehind) {
+  const std::filesystem::path dir = TestDir("wrapper-left");
+  const std::string d = dir.string();
+  std::ofstream(dir / "worker.sh") << "#!/bin/sh\ntrap '' TERM\necho $$ > \"" << d
+                                   << "/worker-pid\"\nwhile :; do sleep 0.02; done\n";
+  std::ofstream(dir / "wrapper.sh")
+      << "#!/bin/sh\n\"" << d << "/worker.sh\" &\n"
+      << "while [ ! -s \"" << d << "/worker-pid\" ]; do sleep 0.02; done\n"
+      << "exit 3\n";
+  ASSERT_EQ(::chmod((dir / "worker.sh").c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((dir / "wrapper.sh").c_str(), 0755), 0);
+  ProcessLauncherOptions options;
+  options.worker_binary = (dir / "wrapper.sh").string();
+  options.work_dir = (dir / "work").string();
+  options.kill_grace = std::chrono::milliseconds(200);
+  ProcessLauncher launcher(options);
+  const LaunchSpec launch = OneNodeLaunch();
+  ASSERT_TRUE(launcher.Launch(launch).ok());
+  const pid_t worker = PidIn(dir / "worker-pid");
+  std::optional<WorkerGroup> last;
+  ASSERT_TRUE(ObserveUntil(
+      launcher, launch.job, [](const WorkerGroup& g) { return g.Count(WorkerPhase::kFailed) == 1; },
+      last));
+  EXPECT_EQ(last->workers[0].exit_code, 3);
+  ASSERT_TRUE(Alive(worker));
+  ASSERT_TRUE(launcher.Stop(launch.job, StopMode::kRemove).ok());
+  EXPECT_TRUE(Eventually([&] { return !Alive(worker); }));
+  ::kill(worker, SIGKILL);  // the old launcher left it
   std::filesystem::remove_all(dir);
 }
 
