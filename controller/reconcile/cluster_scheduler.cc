@@ -334,6 +334,9 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
     std::vector<sched::SchedJob> sched_jobs;
     std::vector<const ScheduledJob*> scheduled;
     std::vector<int> held_levels;  // by sched_jobs index: what the pods hold
+    // Free GPUs that jobs kept without a curve are owed (kept at their plan
+    // while their pods hold less, between two attempts): not the others'.
+    int promised = 0;
     for (const ScheduledJob* job : members) {
       live.insert(job->key);
       // What its pods hold, not what its status says: the status lags the
@@ -356,6 +359,12 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
           a.gpus = job->current_gpus > 0 && inventory.catalog.Same(job->current_gpu_type, type)
                        ? job->current_gpus
                        : held;
+          // Owed only while the type has that many GPUs: a plan larger
+          // than the pool (nodes gone) waits for them to return, and the
+          // free GPUs serve the others meanwhile.
+          auto type_total = all_type_gpus.find(type);
+          if (type_total != all_type_gpus.end() && a.gpus <= type_total->second)
+            promised += std::max(0, a.gpus - held);
           shares_[job->key] = {type, a.gpus};
         } else {
           a.message = "no layout of " + type + " runs this job: " + curve.status().message();
@@ -392,6 +401,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       scheduled.push_back(job);
     }
     if (sched_jobs.empty()) continue;
+    capacity -= promised;
     if (capacity <= 0) {
       // Every GPU of the type is held by pods outside these jobs (other
       // workloads, a deleted TrainJob's pods still stopping): no share to

@@ -288,6 +288,38 @@ TEST(ClusterSchedulerTest, ARunningJobWithoutACurveKeepsItsGpusFromTheOthers) {
   EXPECT_TRUE(pass->at("team/big").admitted) << pass->at("team/big").message;
 }
 
+// The GPUs a job without a curve is kept at are its own also while its
+// pods do not hold them (between two attempts): the pool's free GPUs are
+// promised to it first. Before, they counted as capacity for the others as
+// well, and the pass gave out more GPUs than the pool has. A plan larger
+// than the pool (nodes gone) is promised nothing until they return.
+TEST(ClusterSchedulerTest, AJobKeptWithoutACurveIsPromisedItsGpusBetweenAttempts) {
+  ClusterScheduler scheduler({});
+  ScheduledJob big = Read(SmallJob("big", 40e9, std::nullopt));
+  // No layout fits with this memory margin (as after repeated OOMs).
+  big.spec.memory_margin_fraction = 0.95;
+  const ClusterInventory relaunching = H100Pool(3, 24);  // its pods gone
+  ASSERT_FALSE(scheduler.Curve(big, relaunching, "H100-SXM", kNow).ok());
+  big.current_gpus = 16;
+  big.current_gpu_type = "H100-SXM";
+  big.admitted = true;
+  const ScheduledJob small = Read(SmallJob("small", 4e9, std::nullopt));
+
+  StatusOr<std::map<std::string, Allocation>> pass =
+      scheduler.Pass({big, small}, relaunching, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_EQ(pass->at("team/big").gpus, 16);
+  ASSERT_TRUE(pass->at("team/small").admitted) << pass->at("team/small").message;
+  EXPECT_GT(pass->at("team/small").gpus, 0);
+  EXPECT_LE(pass->at("team/big").gpus + pass->at("team/small").gpus, 24);
+
+  big.current_gpus = 32;  // its plan from before two nodes went
+  pass = scheduler.Pass({big, small}, relaunching, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_EQ(pass->at("team/big").gpus, 32);
+  EXPECT_GT(pass->at("team/small").gpus, 8) << "the 24 free GPUs serve the others";
+}
+
 // A job's status lags its pods both ways: its plan stays while its workers
 // stop at a checkpoint (a shrink, a re-plan), and is written only after the
 // pods of a launch start. The pass counts what the pods hold. Counting the
