@@ -74,25 +74,32 @@ int64_t LeadingOrdinal(const std::string& entry) {
 // _parse_visible_devices and _transform_uuid_to_ordinals): a list of
 // ordinals, or of `GPU-` UUID prefixes, the kind set by the first entry;
 // the list ends at the first entry of another kind, a negative ordinal, or
-// a UUID prefix that names no GPU or two; an ordinal past the last GPU
-// ends it too; a GPU named twice leaves none visible. MIG slices are not
-// planned for.
+// a UUID prefix that names no GPU; an ordinal past the last GPU ends it
+// too. None is visible when an entry before the first of another kind (or
+// the first negative ordinal) repeats, when a UUID prefix names two GPUs,
+// or when two prefixes name one GPU. MIG slices are not planned for.
 std::vector<ProcGpu> Visible(const std::vector<ProcGpu>& all, const std::string& visible) {
   std::vector<size_t> ordinals;
   auto named_before = [&](size_t i) {
     return std::find(ordinals.begin(), ordinals.end(), i) != ordinals.end();
   };
   if (visible.rfind("GPU-", 0) == 0) {
+    // The entries as written first: a repeat counts also past one that
+    // names no GPU.
+    std::vector<std::string> prefixes;
     for (const std::string& entry : SplitCommas(visible)) {
+      if (std::find(prefixes.begin(), prefixes.end(), entry) != prefixes.end()) return {};
       if (entry.rfind("GPU-", 0) != 0) break;
+      prefixes.push_back(entry);
+    }
+    for (const std::string& prefix : prefixes) {
       std::optional<size_t> match;
-      bool ambiguous = false;
       for (size_t i = 0; i < all.size(); ++i) {
-        if (all[i].uuid.rfind(entry, 0) != 0) continue;
-        ambiguous = ambiguous || match.has_value();
+        if (all[i].uuid.rfind(prefix, 0) != 0) continue;
+        if (match) return {};  // names two GPUs
         match = i;
       }
-      if (!match || ambiguous) break;
+      if (!match) break;
       if (named_before(*match)) return {};
       ordinals.push_back(*match);
     }
