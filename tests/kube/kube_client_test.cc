@@ -180,7 +180,11 @@ TEST_F(KubeClientTest, ARequestDeadlineBoundsTheBodyAsWellAsTheHeaders) {
     auto client = NewClient(Config(), options);
     ASSERT_NE(client, nullptr);
     server_->HangRequests("GET", "/trainjobs/stalled", "", at);
-    client->SetRequestDeadline(std::chrono::steady_clock::now() + std::chrono::milliseconds(300));
+    // After the headers, long enough for them to arrive on a loaded machine
+    // (300 ms did not, once, under ASan), still far below the 8 s timeout.
+    client->SetRequestDeadline(
+        std::chrono::steady_clock::now() +
+        std::chrono::milliseconds(at == HangPoint::kBeforeAnswer ? 300 : 3000));
     const StatusOr<nlohmann::json> got = client->Get(kTrainJobs, "default", "stalled");
     EXPECT_EQ(got.status().code(), StatusCode::kDeadlineExceeded) << got.status().ToString();
     // Which wait the deadline ended: for the headers, or for the body.
