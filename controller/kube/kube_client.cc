@@ -170,6 +170,9 @@ struct KubeClient::Impl {
     http::client::http_client_config c;
     c.set_timeout(timeout);
     c.set_validate_certificates(true);  // chain and host name (RFC 2818)
+    // Not followed: cpprestsdk's redirected request carries the bearer
+    // token to wherever the redirect points and drops the answer limit.
+    c.set_max_redirects(0);
     // A copy, not this client's: cpprestsdk may still run the callback for a
     // cancelled or timed-out request after the client is gone (TSan saw a
     // leader elector's client freed under a TLS handshake).
@@ -266,6 +269,15 @@ struct KubeClient::Impl {
       }
       ASSIGN_OR_RETURN(std::string text, ReadBody(response, verb, path, cts, limit));
       const int code = response.status_code();
+      if (code >= 300 && code < 400) {
+        const auto location = response.headers().find(http::header_names::location);
+        return FailedPreconditionError(
+            verb + " " + path + ": the API server answered HTTP " + std::to_string(code) +
+            ", a redirect" +
+            (location != response.headers().end() ? " to " + location->second : std::string()) +
+            "; redirects are not followed (the token would go with it): set the kubeconfig's "
+            "server to the address it names");
+      }
       if (code >= 400) return StatusFromHttp(verb, path, code, text, RetryAfterHeader(response));
       json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
       if (doc.is_discarded()) {

@@ -89,6 +89,7 @@ ScrapeFn HttpScraper(std::chrono::milliseconds timeout) {
     try {
       web::http::client::http_client_config config;
       config.set_timeout(timeout);
+      config.set_max_redirects(0);  // a redirected request drops the answer limit
       web::http::client::http_client client(url, config);
       pplx::cancellation_token_source cancel;
       web::http::http_request request(web::http::methods::GET);

@@ -136,6 +136,9 @@ PrometheusClient::PrometheusClient(const std::string& base_url, std::chrono::mil
     : base_url_(base_url) {
   web::http::client::http_client_config config;
   config.set_timeout(timeout);
+  // Not followed: cpprestsdk's redirected request drops the answer limit
+  // (and a redirect to another address is a wrong --prometheus-url).
+  config.set_max_redirects(0);
   client_ = std::make_unique<web::http::client::http_client>(base_url, config);
 }
 
@@ -151,6 +154,14 @@ StatusOr<std::vector<PromSample>> PrometheusClient::Query(std::string_view promq
     const AnswerLimit limit(kMaxResponseBytes);
     limit.StopReadingPast(request);
     web::http::http_response response = client_->request(request, cancel.get_token()).get();
+    if (const int code = response.status_code(); code >= 300 && code < 400) {
+      cancel.cancel();
+      const auto location = response.headers().find(web::http::header_names::location);
+      return FailedPreconditionError(
+          "Prometheus at " + base_url_ + " answered HTTP " + std::to_string(code) + ", a redirect" +
+          (location != response.headers().end() ? " to " + location->second : std::string()) +
+          "; redirects are not followed: set --prometheus-url to the address it names");
+    }
     ASSIGN_OR_RETURN(const std::string body, ReadBoundedBody(response, limit,
                                                              "Prometheus at " + base_url_ +
                                                                  ", query " + std::string(promql),

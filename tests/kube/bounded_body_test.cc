@@ -96,5 +96,20 @@ TEST(BoundedBodyTest, APrometheusAnswerOverTheLimitIsRefusedWhileItIsRead) {
   EXPECT_LT(server.WaitForBodyBytesSent(), 4 * PrometheusClient::kMaxResponseBytes);
 }
 
+// A redirect is not followed: cpprestsdk's redirected request drops the
+// answer limit (and the Kubernetes client's would carry its token along).
+// Before, the client followed it to the address named (here nothing
+// listens, so the query read as "unreachable").
+TEST(BoundedBodyTest, APrometheusRedirectIsNotFollowedAndSaysWhere) {
+  BulkHttpServer server(16, BulkHttpServer::Framing::kContentLength, "http://127.0.0.1:1/x");
+  PrometheusClient prometheus(server.url(), std::chrono::seconds(60));
+  StatusOr<std::vector<PromSample>> answer = prometheus.Query("up");
+  ASSERT_EQ(answer.status().code(), StatusCode::kFailedPrecondition) << answer.status().ToString();
+  EXPECT_NE(answer.status().message().find("HTTP 307, a redirect to http://127.0.0.1:1/x"),
+            std::string::npos)
+      << answer.status().message();
+  EXPECT_NE(answer.status().message().find("--prometheus-url"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace pacer::controller

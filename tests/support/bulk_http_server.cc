@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace pacer::testing {
 namespace {
@@ -25,8 +26,8 @@ bool SendAll(int fd, const char* data, std::size_t size) {
 
 }  // namespace
 
-BulkHttpServer::BulkHttpServer(std::size_t body_bytes, Framing framing)
-    : body_bytes_(body_bytes), framing_(framing) {
+BulkHttpServer::BulkHttpServer(std::size_t body_bytes, Framing framing, std::string redirect_to)
+    : body_bytes_(body_bytes), framing_(framing), redirect_to_(std::move(redirect_to)) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -75,7 +76,11 @@ void BulkHttpServer::Serve() {
       if (n <= 0) break;
       request.append(buf, static_cast<std::size_t>(n));
     }
-    std::string head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n";
+    std::string head =
+        redirect_to_.empty()
+            ? std::string("HTTP/1.1 200 OK\r\n")
+            : "HTTP/1.1 307 Temporary Redirect\r\nLocation: " + redirect_to_ + "\r\n";
+    head += "Content-Type: text/plain\r\n";
     head += framing_ == Framing::kChunked
                 ? std::string("Transfer-Encoding: chunked\r\n")
                 : "Content-Length: " + std::to_string(body_bytes_) + "\r\n";

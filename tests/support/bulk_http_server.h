@@ -21,7 +21,8 @@ class BulkHttpServer {
  public:
   enum class Framing { kChunked, kContentLength };
 
-  BulkHttpServer(std::size_t body_bytes, Framing framing);
+  // With `redirect_to`, the answer is a 307 to that URL (its body as above).
+  BulkHttpServer(std::size_t body_bytes, Framing framing, std::string redirect_to = "");
   ~BulkHttpServer();  // closes the listener and joins
   BulkHttpServer(const BulkHttpServer&) = delete;
   BulkHttpServer& operator=(const BulkHttpServer&) = delete;
@@ -41,6 +42,7 @@ class BulkHttpServer {
 
   const std::size_t body_bytes_;
   const Framing framing_;
+  const std::string redirect_to_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::mutex mu_;
