@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -67,11 +68,11 @@ Status ProcessLauncher::Launch(const LaunchSpec& spec) {
     env_options.backend = options_.backend;
     env_options.scale = options_.scale;
     std::map<std::string, std::string> env = WorkerEnvironment(spec, node, env_options);
-    // The TrainJob's spec.worker.env, as a cluster's pods get it: under the
-    // contract, which wins, over this shell's environment.
     // Ours: the worker stops its ranks when this process is gone, however
     // it ended (SIGKILL, the OOM killer), instead of training on unseen.
     env["PACER_PARENT_PID"] = std::to_string(::getpid());
+    // The TrainJob's spec.worker.env, as a cluster's pods get it: under the
+    // contract, which wins, over this shell's environment.
     for (const planner::EnvVar& var : spec.spec.worker.env) env.emplace(var.name, var.value);
 
     // The parent's environment (PATH, LD_LIBRARY_PATH, CUDA_VISIBLE_DEVICES,
@@ -127,29 +128,41 @@ bool GroupAlive(pid_t pgid) { return ::kill(-pgid, 0) == 0 || errno == EPERM; }
 }  // namespace
 
 void ProcessLauncher::ReapLocked(Process& p) {
-  if (p.exited || p.pid <= 0) return;
+  if (p.pid <= 0 || p.group_gone) return;
   int status = 0;
   if (!p.leader_reaped) {
     const pid_t r = ::waitpid(p.pid, &status, WNOHANG);
     if (r == p.pid) {
-      p.leader_reaped = true;
       p.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     } else if (r < 0 && errno == ECHILD) {
-      p.leader_reaped = true;  // reaped elsewhere; nothing more to learn
-      p.exit_code = 1;
+      p.exit_code = 1;  // reaped elsewhere; nothing more to learn
+    } else {
+      return;
     }
+    p.leader_reaped = true;
+    p.leader_reaped_at = std::chrono::steady_clock::now();
   }
-  if (!p.leader_reaped) return;
   // Members left behind by the leader are re-parented to this process when
   // it is PID 1 (a container's) or a subreaper: they are ours to reap, or
   // their zombies would keep the group alive.
   while (::waitpid(-p.pid, &status, WNOHANG) > 0) {
   }
+  if (!GroupAlive(p.pid)) {
+    p.group_gone = true;
+  } else if (p.term_sent &&
+             std::chrono::steady_clock::now() - std::max(p.leader_reaped_at, p.term_sent_at) >=
+                 options_.kill_grace) {
+    // A member that ignores the stop, or one that cannot go (a zombie of a
+    // parent that does not reap, another user's process): killed and
+    // given up on after the grace, so a stop cannot wait forever.
+    ::kill(-p.pid, SIGKILL);
+    p.group_gone = true;
+  }
   // Without a stop the leader's exit is the worker's (a background helper
   // the wrapper left must not hold the job); after one, the worker may
   // still be writing its checkpoint behind a wrapper that died of the
   // SIGTERM, and a next attempt must not start beside it.
-  p.exited = !p.term_sent || !GroupAlive(p.pid);
+  p.exited = p.group_gone || !p.term_sent;
 }
 
 void ProcessLauncher::ReapLocked(Group& group) {
@@ -160,7 +173,7 @@ void ProcessLauncher::KillLocked(Group& group) {
   ReapLocked(group);
   for (Process& p : group.processes) {
     // A leader that exited may have left the worker (a wrapper's crash).
-    if (p.pid <= 0 || (p.leader_reaped && !GroupAlive(p.pid))) continue;
+    if (p.pid <= 0 || p.group_gone) continue;
     if (p.term_sent) {
       // It is stopping already and a second SIGTERM would be the same stop
       // to it (docs/worker.md): a removal (a second Ctrl-C) kills its
@@ -169,6 +182,7 @@ void ProcessLauncher::KillLocked(Group& group) {
     } else {
       ::kill(-p.pid, SIGTERM);
       p.term_sent = true;
+      p.term_sent_at = std::chrono::steady_clock::now();
       p.exited = false;  // until the group is gone
     }
   }
@@ -176,13 +190,14 @@ void ProcessLauncher::KillLocked(Group& group) {
   for (Process& p : group.processes) {
     while (true) {
       ReapLocked(p);
-      if (p.exited) break;
+      if (p.exited || p.pid <= 0) break;
       if (std::chrono::steady_clock::now() >= deadline) {
         ::kill(-p.pid, SIGKILL);
         int status = 0;
         if (!p.leader_reaped) ::waitpid(p.pid, &status, 0);
         if (!p.leader_reaped) p.exit_code = 137;
         p.leader_reaped = true;
+        p.group_gone = true;
         p.exited = true;
         break;
       }
@@ -232,6 +247,7 @@ Status ProcessLauncher::Stop(const JobRef& job, StopMode mode) {
       if (p.exited || p.term_sent) continue;
       ::kill(-p.pid, SIGTERM);
       p.term_sent = true;
+      p.term_sent_at = std::chrono::steady_clock::now();
     }
     g.stopping = true;
     return Status::Ok();

@@ -57,9 +57,14 @@ class ProcessLauncher final : public Launcher {
     pid_t pid = -1;  // the group's leader, and the group's id
     int node_rank = 0;
     bool leader_reaped = false;
-    // The leader is reaped and, once a stop was sent, the group is empty.
+    std::chrono::steady_clock::time_point leader_reaped_at;
+    std::chrono::steady_clock::time_point term_sent_at;
+    // Seen empty, or given up on after a stop's grace: never signalled
+    // again (its id may name another group by then).
+    bool group_gone = false;
+    // The leader is reaped and, once a stop was sent, the group is gone.
     bool exited = false;
-    bool term_sent = false;  // to the group, by a stop
+    bool term_sent = false;  // to the group, by a stop (at term_sent_at)
     int exit_code = 0;
     std::string log_path;
     std::vector<int> metrics_ports;
@@ -72,7 +77,7 @@ class ProcessLauncher final : public Launcher {
   };
 
   void ReapLocked(Group& group);
-  static void ReapLocked(Process& p);
+  void ReapLocked(Process& p);
   void KillLocked(Group& group);
 
   ProcessLauncherOptions options_;

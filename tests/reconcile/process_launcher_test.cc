@@ -215,6 +215,45 @@ TEST(ProcessLauncherTest, AWorkerBehindAWrapperIsStoppedAndWaitedFor) {
   std::filesystem::remove_all(dir);
 }
 
+// Options that launch `dir`/wrapper.sh (#!/bin/sh, then `wrapper_body`)
+// around `dir`/worker.sh, which ignores SIGTERM, writes its pid to
+// `dir`/worker-pid and runs until killed; a 200 ms kill grace.
+ProcessLauncherOptions WrapperAroundAWorkerThatIgnoresStops(const std::filesystem::path& dir,
+                                                            const std::string& wrapper_body) {
+  std::ofstream(dir / "worker.sh") << "#!/bin/sh\ntrap '' TERM\necho $$ > \"" << dir.string()
+                                   << "/worker-pid\"\nwhile :; do sleep 0.02; done\n";
+  std::ofstream(dir / "wrapper.sh") << "#!/bin/sh\n" << wrapper_body;
+  EXPECT_EQ(::chmod((dir / "worker.sh").c_str(), 0755), 0);
+  EXPECT_EQ(::chmod((dir / "wrapper.sh").c_str(), 0755), 0);
+  ProcessLauncherOptions options;
+  options.worker_binary = (dir / "wrapper.sh").string();
+  options.work_dir = (dir / "work").string();
+  options.kill_grace = std::chrono::milliseconds(200);
+  return options;
+}
+
+// A stop that a worker behind a wrapper ignores (or a member that cannot go)
+// ends after the grace: the group is killed and the worker counts as
+// exited. Before, Observe said running for as long as the group had a
+// member, and a re-plan waited for it forever.
+TEST(ProcessLauncherTest, AStopTheWorkerBehindAWrapperIgnoresEndsAfterTheGrace) {
+  const std::filesystem::path dir = TestDir("wrapper-ignores");
+  const std::string d = dir.string();
+  ProcessLauncher launcher(
+      WrapperAroundAWorkerThatIgnoresStops(dir, "\"" + d + "/worker.sh\"\nexit $?\n"));
+  const LaunchSpec launch = OneNodeLaunch();
+  ASSERT_TRUE(launcher.Launch(launch).ok());
+  const pid_t worker = PidIn(dir / "worker-pid");
+  ASSERT_TRUE(launcher.Stop(launch.job, StopMode::kGraceful).ok());
+  std::optional<WorkerGroup> last;
+  EXPECT_TRUE(ObserveUntil(
+      launcher, launch.job,
+      [](const WorkerGroup& g) { return g.Count(WorkerPhase::kRunning) == 0; }, last));
+  EXPECT_TRUE(Eventually([&] { return !Alive(worker); }));
+  ::kill(worker, SIGKILL);  // the old launcher left it
+  std::filesystem::remove_all(dir);
+}
+
 // A wrapper that ends and leaves the worker (or a helper) running: the
 // wrapper's exit is the worker's, a leftover does not hold the job, and the
 // removal that follows kills what was left, a worker that ignores SIGTERM
@@ -222,19 +261,9 @@ TEST(ProcessLauncherTest, AWorkerBehindAWrapperIsStoppedAndWaitedFor) {
 TEST(ProcessLauncherTest, ARemovalKillsWhatAWrapperLeftBehind) {
   const std::filesystem::path dir = TestDir("wrapper-left");
   const std::string d = dir.string();
-  std::ofstream(dir / "worker.sh") << "#!/bin/sh\ntrap '' TERM\necho $$ > \"" << d
-                                   << "/worker-pid\"\nwhile :; do sleep 0.02; done\n";
-  std::ofstream(dir / "wrapper.sh")
-      << "#!/bin/sh\n\"" << d << "/worker.sh\" &\n"
-      << "while [ ! -s \"" << d << "/worker-pid\" ]; do sleep 0.02; done\n"
-      << "exit 3\n";
-  ASSERT_EQ(::chmod((dir / "worker.sh").c_str(), 0755), 0);
-  ASSERT_EQ(::chmod((dir / "wrapper.sh").c_str(), 0755), 0);
-  ProcessLauncherOptions options;
-  options.worker_binary = (dir / "wrapper.sh").string();
-  options.work_dir = (dir / "work").string();
-  options.kill_grace = std::chrono::milliseconds(200);
-  ProcessLauncher launcher(options);
+  ProcessLauncher launcher(WrapperAroundAWorkerThatIgnoresStops(
+      dir, "\"" + d + "/worker.sh\" &\nwhile [ ! -s \"" + d +
+               "/worker-pid\" ]; do sleep 0.02; done\nexit 3\n"));
   const LaunchSpec launch = OneNodeLaunch();
   ASSERT_TRUE(launcher.Launch(launch).ok());
   const pid_t worker = PidIn(dir / "worker-pid");
