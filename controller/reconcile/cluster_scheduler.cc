@@ -327,10 +327,11 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
   const double now = static_cast<double>(now_unix_seconds);
 
   for (const auto& [type, members] : by_type) {
-    int capacity = 0;
+    int free_gpus = 0;
     for (const planner::NodePool& pool : inventory.node_pools) {
-      if (inventory.catalog.Same(pool.gpu_type, type)) capacity += pool.free_gpus;
+      if (inventory.catalog.Same(pool.gpu_type, type)) free_gpus += pool.free_gpus;
     }
+    int capacity = free_gpus;
     std::vector<sched::SchedJob> sched_jobs;
     std::vector<const ScheduledJob*> scheduled;
     std::vector<int> held_levels;  // by sched_jobs index: what the pods hold
@@ -359,11 +360,15 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
           a.gpus = job->current_gpus > 0 && inventory.catalog.Same(job->current_gpu_type, type)
                        ? job->current_gpus
                        : held;
-          // Owed only while the type has that many GPUs: a plan larger
-          // than the pool (nodes gone) waits for them to return, and the
-          // free GPUs serve the others meanwhile.
-          auto type_total = all_type_gpus.find(type);
-          if (type_total != all_type_gpus.end() && a.gpus <= type_total->second)
+          // Owed only while the nodes it may use have that many GPUs: a
+          // plan larger than that (nodes gone or excluded) waits for them
+          // to return, and the free GPUs serve the others meanwhile.
+          const std::map<std::string, int> own_type_gpus =
+              job->excluded_nodes.empty()
+                  ? all_type_gpus
+                  : GpusByType(WithoutNodes(cluster, job->excluded_nodes).inventory);
+          auto own = own_type_gpus.find(type);
+          if (own != own_type_gpus.end() && a.gpus <= own->second)
             promised += std::max(0, a.gpus - held);
           shares_[job->key] = {type, a.gpus};
         } else {
@@ -401,12 +406,14 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       scheduled.push_back(job);
     }
     if (sched_jobs.empty()) continue;
-    capacity -= promised;
+    // Promised from the free GPUs only: never from what the others' pods
+    // hold, which would stop running jobs for one that is not running.
+    capacity -= std::min(promised, free_gpus);
     if (capacity <= 0) {
       // Every GPU of the type is held by pods outside these jobs (other
-      // workloads, a deleted TrainJob's pods still stopping): no share to
-      // decide now. Admitted jobs wait with none; the others stay undecided
-      // until GPUs are free. A pass that failed here lost every type's
+      // workloads, a deleted TrainJob's pods still stopping) or promised to
+      // jobs kept between two attempts: no share to decide now. Admitted jobs wait with none; the
+      // others stay undecided until GPUs are free. A pass that failed here lost every type's
       // decisions, for as long as the other workload ran.
       for (const ScheduledJob* job : scheduled) {
         if (!job->admitted) continue;

@@ -292,7 +292,8 @@ TEST(ClusterSchedulerTest, ARunningJobWithoutACurveKeepsItsGpusFromTheOthers) {
 // pods do not hold them (between two attempts): the pool's free GPUs are
 // promised to it first. Before, they counted as capacity for the others as
 // well, and the pass gave out more GPUs than the pool has. A plan larger
-// than the pool (nodes gone) is promised nothing until they return.
+// than the nodes it may use (nodes gone or excluded) is promised nothing
+// until they return, and a promise never takes GPUs running pods hold.
 TEST(ClusterSchedulerTest, AJobKeptWithoutACurveIsPromisedItsGpusBetweenAttempts) {
   ClusterScheduler scheduler({});
   ScheduledJob big = Read(SmallJob("big", 40e9, std::nullopt));
@@ -313,11 +314,25 @@ TEST(ClusterSchedulerTest, AJobKeptWithoutACurveIsPromisedItsGpusBetweenAttempts
   EXPECT_GT(pass->at("team/small").gpus, 0);
   EXPECT_LE(pass->at("team/big").gpus + pass->at("team/small").gpus, 24);
 
-  big.current_gpus = 32;  // its plan from before two nodes went
+  // A promise comes from the free GPUs only, never from running pods.
+  ClusterInventory small_runs = H100Pool(3, 24);
+  Hold(small_runs, "team/small", 16);
+  pass = scheduler.Pass({big, small}, small_runs, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_EQ(pass->at("team/small").gpus, 16) << "it runs on 16; 8 are free for big";
+
+  big.current_gpus = 32;  // its plan from before a node went
   pass = scheduler.Pass({big, small}, relaunching, kNow);
   ASSERT_TRUE(pass.ok()) << pass.status().ToString();
   EXPECT_EQ(pass->at("team/big").gpus, 32);
   EXPECT_GT(pass->at("team/small").gpus, 8) << "the 24 free GPUs serve the others";
+
+  big.current_gpus = 24;  // the pool's size, but a node of it excluded for big
+  big.excluded_nodes = {"h100-2"};
+  pass = scheduler.Pass({big, small}, relaunching, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  ASSERT_EQ(pass->count("team/small"), 1u) << "undecided: every free GPU promised to big";
+  EXPECT_GT(pass->at("team/small").gpus, 0) << "big cannot use 24 of these nodes";
 }
 
 // A job's status lags its pods both ways: its plan stays while its workers
