@@ -74,10 +74,11 @@ int64_t LeadingOrdinal(const std::string& entry) {
 // _parse_visible_devices and _transform_uuid_to_ordinals): a list of
 // ordinals, or of `GPU-` UUID prefixes, the kind set by the first entry;
 // the list ends at the first entry of another kind, a negative ordinal, or
-// a UUID prefix that names no GPU; an ordinal past the last GPU ends it
-// too. None is visible when an entry before the first of another kind (or
-// the first negative ordinal) repeats, when a UUID prefix names two GPUs,
-// or when two prefixes name one GPU. MIG slices are not planned for.
+// a UUID prefix that names no GPU or two; an ordinal past the last GPU
+// ends it too. None is visible when an entry before the first of another
+// kind (or the first negative ordinal) repeats, also past the end a UUID
+// prefix makes, or when two prefixes name one GPU. MIG slices are not
+// planned for.
 std::vector<ProcGpu> Visible(const std::vector<ProcGpu>& all, const std::string& visible) {
   std::vector<size_t> ordinals;
   auto named_before = [&](size_t i) {
@@ -94,12 +95,13 @@ std::vector<ProcGpu> Visible(const std::vector<ProcGpu>& all, const std::string&
     }
     for (const std::string& prefix : prefixes) {
       std::optional<size_t> match;
+      bool ambiguous = false;
       for (size_t i = 0; i < all.size(); ++i) {
         if (all[i].uuid.rfind(prefix, 0) != 0) continue;
-        if (match) return {};  // names two GPUs
+        ambiguous = ambiguous || match.has_value();
         match = i;
       }
-      if (!match) break;
+      if (!match || ambiguous) break;
       if (named_before(*match)) return {};
       ordinals.push_back(*match);
     }

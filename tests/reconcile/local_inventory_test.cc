@@ -74,7 +74,7 @@ TEST_F(LocalInventoryTest, TheListIsReadAsCudaReadsIt) {
   EXPECT_EQ(VisibleGpus("1,8,1"), 0);
   EXPECT_EQ(VisibleGpus("GPU-6aaa,GPU-6a"), 0);  // one GPU twice
   EXPECT_EQ(VisibleGpus("GPU-,0"), 0);           // a prefix of every UUID names none
-  EXPECT_EQ(VisibleGpus("GPU-1aaa,GPU-"), 0);    // ... and leaves none, later too
+  EXPECT_EQ(VisibleGpus("GPU-1aaa,GPU-"), 1);    // ... and ends the list, later too
   EXPECT_EQ(VisibleGpus("GPU-6aaa,GPU-ffff,GPU-2"), 1);     // one that names no GPU ends it
   EXPECT_EQ(VisibleGpus("GPU-6aaa,GPU-ffff,GPU-6aaa"), 0);  // a repeat past the end still counts
   EXPECT_EQ(VisibleGpus("MIG-x,0"), 0);          // MIG slices are not planned for
