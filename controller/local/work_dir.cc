@@ -92,7 +92,18 @@ int64_t FirstStartUnixSeconds(const std::string& dir, int64_t now_unix_seconds,
   }
   std::error_code ec;
   if (written) std::filesystem::rename(aside, path, ec);
-  if (recorded_now != nullptr) *recorded_now = written && !ec;
+  const bool recorded = written && !ec;
+  if (recorded) {
+    // The rename is the directory's change: synced too, or a crash can
+    // still lose it.
+    if (const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
+      (void)::fsync(dir_fd);
+      ::close(dir_fd);
+    }
+  } else {
+    std::filesystem::remove(aside, ec);
+  }
+  if (recorded_now != nullptr) *recorded_now = recorded;
   return now_unix_seconds;
 }
 

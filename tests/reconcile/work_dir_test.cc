@@ -71,6 +71,17 @@ TEST_F(WorkDirTest, TheFirstStartIsKeptUntilForgotten) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "started-at.tmp"));
 }
 
+// A start that cannot be recorded (here a directory in the way of the
+// rename) is said to be unrecorded, and what was written aside is removed,
+// not left in the work directory.
+TEST_F(WorkDirTest, AStartThatCannotBeRecordedLeavesNothingAside) {
+  std::filesystem::create_directories(dir_ / "started-at" / "in-the-way");
+  bool recorded = true;
+  EXPECT_EQ(FirstStartUnixSeconds(dir_.string(), 1000, &recorded), 1000);
+  EXPECT_FALSE(recorded);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "started-at.tmp"));
+}
+
 // A lock file that cannot be opened (root's after a `sudo pacer run`; here
 // a directory in its place) says why and what to do, not only "cannot open".
 TEST_F(WorkDirTest, ALockThatCannotBeOpenedSaysWhyAndWhatToDo) {

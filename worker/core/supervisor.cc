@@ -291,8 +291,9 @@ int RunSupervised(int local_world_size, const std::function<int(int local_rank)>
 
   while (running_count() > 0) {
     if (!stopping && parent_gone()) {
-      // Re-parented: `pacer run` is gone (SIGKILL, the OOM killer), and
-      // nothing else would ever stop these ranks or free their devices.
+      // `pacer run` is gone (SIGKILL, the OOM killer): we were re-parented,
+      // or its pidfd says it exited. Nothing else would ever stop these
+      // ranks or free their devices.
       Log("warn", "event=parent-exited parent_pid=%d", options.parent_pid);
       stop_by_signal = true;
       begin_stop("parent-exited");
