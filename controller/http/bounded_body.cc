@@ -23,9 +23,10 @@ std::atomic<std::size_t> abandoned_reads{0};
 std::size_t AbandonedBodyReadsInFlight() { return abandoned_reads.load(); }
 
 void AnswerLimit::StopReadingPast(web::http::http_request& request) const {
-  // cpprestsdk calls the progress handler with the body bytes read so far,
-  // on its network thread, before it writes them to the response's buffer;
-  // a throw there fails the request and ends the read.
+  // cpprestsdk calls the progress handler on its network thread with the
+  // body bytes read so far: for a chunk before it is written to the
+  // response's buffer, for a Content-Length body before the next 64 KiB
+  // block. A throw there fails the request and ends the read.
   request.set_progress_handler(
       [max_bytes = max_bytes_, passed = passed_](web::http::message_direction::direction direction,
                                                  utility::size64_t so_far_bytes) {
@@ -35,6 +36,16 @@ void AnswerLimit::StopReadingPast(web::http::http_request& request) const {
         passed->store(true);
         throw std::length_error("the answer is over " + std::to_string(max_bytes) + " bytes");
       });
+}
+
+Status RedirectNotFollowed(const web::http::http_response& response, std::string_view what,
+                           std::string_view remedy) {
+  const auto location = response.headers().find(web::http::header_names::location);
+  return FailedPreconditionError(
+      std::string(what) + " answered HTTP " + std::to_string(response.status_code()) +
+      ", a redirect" +
+      (location != response.headers().end() ? " to " + location->second : std::string()) +
+      "; redirects are not followed" + std::string(remedy));
 }
 
 StatusOr<std::string> ReadBoundedBody(

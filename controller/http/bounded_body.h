@@ -77,6 +77,14 @@ StatusOr<std::string> ReadBoundedBody(
     std::string_view remedy, pplx::cancellation_token_source& cancel,
     std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
+// The error for a 3xx `response`: the controller's clients set
+// max_redirects(0), since cpprestsdk's redirected request drops the
+// AnswerLimit (and the Kubernetes client's would carry its token along).
+// FailedPrecondition("<what> answered HTTP N, a redirect to <Location>;
+// redirects are not followed<remedy>").
+Status RedirectNotFollowed(const web::http::http_response& response, std::string_view what,
+                           std::string_view remedy);
+
 // Body reads that ReadBoundedBody abandoned at their deadline and that have
 // not ended yet, in this process. Thread-safe.
 std::size_t AbandonedBodyReadsInFlight();

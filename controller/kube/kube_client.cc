@@ -270,13 +270,9 @@ struct KubeClient::Impl {
       ASSIGN_OR_RETURN(std::string text, ReadBody(response, verb, path, cts, limit));
       const int code = response.status_code();
       if (code >= 300 && code < 400) {
-        const auto location = response.headers().find(http::header_names::location);
-        return FailedPreconditionError(
-            verb + " " + path + ": the API server answered HTTP " + std::to_string(code) +
-            ", a redirect" +
-            (location != response.headers().end() ? " to " + location->second : std::string()) +
-            "; redirects are not followed (the token would go with it): set the kubeconfig's "
-            "server to the address it names");
+        return RedirectNotFollowed(response, verb + " " + path + ": the API server",
+                                   " (the token would go with it): set the kubeconfig's server "
+                                   "to the address it names");
       }
       if (code >= 400) return StatusFromHttp(verb, path, code, text, RetryAfterHeader(response));
       json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -193,10 +193,12 @@ void ProcessLauncher::KillLocked(Group& group) {
       if (p.exited || p.pid <= 0) break;
       if (std::chrono::steady_clock::now() >= deadline) {
         ::kill(-p.pid, SIGKILL);
-        int status = 0;
-        if (!p.leader_reaped) ::waitpid(p.pid, &status, 0);
-        if (!p.leader_reaped) p.exit_code = 137;
-        p.leader_reaped = true;
+        if (!p.leader_reaped) {
+          int status = 0;
+          ::waitpid(p.pid, &status, 0);
+          p.exit_code = 137;
+          p.leader_reaped = true;
+        }
         p.group_gone = true;
         p.exited = true;
         break;

@@ -156,11 +156,8 @@ StatusOr<std::vector<PromSample>> PrometheusClient::Query(std::string_view promq
     web::http::http_response response = client_->request(request, cancel.get_token()).get();
     if (const int code = response.status_code(); code >= 300 && code < 400) {
       cancel.cancel();
-      const auto location = response.headers().find(web::http::header_names::location);
-      return FailedPreconditionError(
-          "Prometheus at " + base_url_ + " answered HTTP " + std::to_string(code) + ", a redirect" +
-          (location != response.headers().end() ? " to " + location->second : std::string()) +
-          "; redirects are not followed: set --prometheus-url to the address it names");
+      return RedirectNotFollowed(response, "Prometheus at " + base_url_,
+                                 ": set --prometheus-url to the address it names");
     }
     ASSIGN_OR_RETURN(const std::string body, ReadBoundedBody(response, limit,
                                                              "Prometheus at " + base_url_ +

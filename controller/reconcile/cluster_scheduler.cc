@@ -267,6 +267,8 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
   // the most GPUs (ties by name: deterministic), counting only the nodes
   // the job may use.
   std::map<std::string, std::vector<const ScheduledJob*>> by_type;
+  // By job key: the GPUs of its chosen type on the nodes it may use.
+  std::map<std::string, int> usable_gpus;
   std::map<std::string, Allocation> out;
   for (const ScheduledJob& job : jobs) {
     std::map<std::string, int> own_type_gpus;
@@ -299,6 +301,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
     }
     if (!chosen.empty()) {
       by_type[chosen].push_back(&job);
+      usable_gpus[job.key] = type_gpus.at(chosen);
     } else if (!job.excluded_nodes.empty() &&
                std::any_of(all_type_gpus.begin(), all_type_gpus.end(), [&](const auto& t) {
                  return planner::AllowsGpuType(job.spec.resources, inventory.catalog, t.first);
@@ -363,13 +366,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
           // Owed only while the nodes it may use have that many GPUs: a
           // plan larger than that (nodes gone or excluded) waits for them
           // to return, and the free GPUs serve the others meanwhile.
-          const std::map<std::string, int> own_type_gpus =
-              job->excluded_nodes.empty()
-                  ? all_type_gpus
-                  : GpusByType(WithoutNodes(cluster, job->excluded_nodes).inventory);
-          auto own = own_type_gpus.find(type);
-          if (own != own_type_gpus.end() && a.gpus <= own->second)
-            promised += std::max(0, a.gpus - held);
+          if (a.gpus <= usable_gpus.at(job->key)) promised += std::max(0, a.gpus - held);
           shares_[job->key] = {type, a.gpus};
         } else {
           a.message = "no layout of " + type + " runs this job: " + curve.status().message();
@@ -412,9 +409,10 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
     if (capacity <= 0) {
       // Every GPU of the type is held by pods outside these jobs (other
       // workloads, a deleted TrainJob's pods still stopping) or promised to
-      // jobs kept between two attempts: no share to decide now. Admitted jobs wait with none; the
-      // others stay undecided until GPUs are free. A pass that failed here lost every type's
-      // decisions, for as long as the other workload ran.
+      // jobs kept between two attempts: no share to decide now. Admitted
+      // jobs wait with none; the others stay undecided until GPUs are free.
+      // A pass that failed here lost every type's decisions, for as long as
+      // the other workload ran.
       for (const ScheduledJob* job : scheduled) {
         if (!job->admitted) continue;
         Allocation waiting;
