@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "cli/default_tables.h"
+#include "cli/finite_range.h"
 #include "cli/inputs.h"
 #include "cli/simulate_chart.h"
 #include "cli/simulate_output.h"
@@ -59,14 +60,14 @@ void SimulateCommand::AddOptions(CLI::App* command) {
                    "pacer grows a running job only if it then finishes this many restart "
                    "times earlier")
       ->type_name("FACTOR")
-      ->check(CLI::Range(0.0, 1000.0))
+      ->check(FiniteRange(0.0, 1000.0))
       ->capture_default_str();
   command
       ->add_option("--headroom", headroom_,
                    "pacer plans stretch work by this share of the worst-case restart stall "
                    "rate (docs/scheduling.md)")
       ->type_name("FACTOR")
-      ->check(CLI::Range(0.0, 10.0))
+      ->check(FiniteRange(0.0, 10.0))
       ->capture_default_str();
   command->add_option("-o,--output", output_, "Output format: table or json")
       ->type_name("FORMAT")

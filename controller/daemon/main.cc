@@ -6,6 +6,7 @@
 #include <iostream>
 #include <thread>
 
+#include "cli/finite_range.h"
 #include "daemon/controller_manager.h"
 #include "observe/log.h"
 
@@ -47,16 +48,16 @@ int main(int argc, char** argv) {
   app.add_option("--replan-min-improvement-seconds",
                  options.reconciler.replan.min_improvement_seconds,
                  "A relaunch must gain at least this much (and 10 % of the remaining time)")
-      ->check(CLI::Range(0.0, 1e7))
+      ->check(pacer::cli::FiniteRange(0.0, 1e7))
       ->capture_default_str();
   app.add_option("--replan-min-interval-seconds", options.reconciler.replan.min_interval_seconds,
                  "Hysteresis: at least this long between two re-plans of a job")
-      ->check(CLI::Range(0.0, 1e7))
+      ->check(pacer::cli::FiniteRange(0.0, 1e7))
       ->capture_default_str();
   app.add_option("--relaunch-seconds", options.reconciler.replan.constants.startup_seconds,
                  "What a (re)launch costs before the first step: pod scheduling, image pull, "
                  "rendezvous, checkpoint load; the planner adds it to every plan")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(pacer::cli::FiniteRange(0.0, 1e6))
       ->capture_default_str();
   app.add_option("--pod-termination-grace-seconds", options.pods.termination_grace_seconds,
                  "Time a SIGTERM'd worker has to write its checkpoint")
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--worker-cpu-per-gpu", options.pods.cpu_per_gpu,
                  "Host CPUs a worker pod requests per GPU it holds (0: no request)")
-      ->check(CLI::Range(0.0, 1024.0))
+      ->check(pacer::cli::FiniteRange(0.0, 1024.0))
       ->capture_default_str();
   app.add_option("--worker-memory-per-gpu-gib", options.pods.memory_per_gpu_gib,
                  "Host memory (GiB) a worker pod requests per GPU it holds, also the bound of "
@@ -109,7 +110,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--scheduling-interval-seconds", options.scheduler.decision_interval_seconds,
                  "Longest time between two scheduler passes (events trigger them sooner)")
-      ->check(CLI::Range(1.0, 3600.0))
+      ->check(pacer::cli::FiniteRange(1.0, 3600.0))
       ->capture_default_str();
   app.add_flag("--leader-elect,!--no-leader-elect", leader_elect,
                "Lease-based leader election (run several replicas; one acts)")

@@ -13,6 +13,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "cli/finite_range.h"
 #include "cli/inputs.h"
 #include "core/clock.h"
 #include "local/local_inventory.h"
@@ -121,7 +122,7 @@ void RunCommand::AddOptions(CLI::App* command) {
   command
       ->add_option("--cpu-tflops", options_.cpu_tflops,
                    "Peak fp32 TFLOP/s of one CPU rank, for the planner's prediction")
-      ->check(CLI::Range(1e-4, 100.0))
+      ->check(cli::FiniteRange(1e-4, 100.0))
       ->capture_default_str();
   command
       ->add_option("--progress", options_.progress,

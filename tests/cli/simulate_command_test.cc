@@ -114,6 +114,13 @@ TEST(SimulateCommandTest, BadInputExitsWithTwoAndSaysWhere) {
 
   run = RunPacer({"simulate", dir.File("missing.csv"), "--gpus", "8"});
   EXPECT_EQ(run.exit_code, kExitInvalidInput);
+
+  // A NaN factor passed CLI11's range and ran a whole replay on NaN plans.
+  for (const char* flag : {"--hysteresis", "--headroom"}) {
+    run = RunPacer({"simulate", Trace("cluster10.csv"), "--gpus", "8", flag, "nan"});
+    EXPECT_EQ(run.exit_code, kExitInvalidInput) << flag;
+    EXPECT_NE(run.err.find("Value nan is not a finite number"), std::string::npos) << run.err;
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -72,6 +73,46 @@ TEST(ScheduleTest, RefusesAllocationsLargerThanThePool) {
                                 Job("b", 10, 100.0, Linear(), 4, true)};
   EXPECT_EQ(Schedule(jobs, 8, 0, Exact(Policy::kPacer)).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// Every plan compares and splits times: a NaN among them left the order of
+// FreeTimeline::Split undefined (the simulator's flags once let one in).
+// Each is refused, named, before any planning.
+TEST(ScheduleTest, RefusesTimesAndFactorsThatAreNotFiniteNumbers) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  auto refused = [](std::vector<SchedJob> jobs, double now, SchedOptions options,
+                    const std::string& words) {
+    const StatusOr<ScheduleResult> result = Schedule(jobs, 8, now, options);
+    EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument) << words;
+    EXPECT_NE(result.status().message().find(words), std::string::npos)
+        << result.status().message();
+  };
+  const SchedOptions options = Exact(Policy::kPacer);
+  refused({Job("a", 10, nan, Linear())}, 0, options, "job a has a deadline that is not a finite");
+  refused({Job("a", 10, inf, Linear())}, 0, options, "job a has a deadline that is not a finite");
+  refused({Job("a", inf, 100.0, Linear())}, 0, options, "job a has no finite remaining");
+  SchedJob arrival = Job("a", 10, 100.0, Linear());
+  arrival.arrival_seconds = nan;
+  refused({arrival}, 0, options, "job a has no finite arrival time");
+  SchedJob span = Job("a", 10, 100.0, Linear(), 0, true);
+  span.reservation = {{0, nan, 4}};
+  refused({span}, 0, options, "job a carries a reservation span");
+  refused({Job("a", 10, 100.0, Linear())}, nan, options, "now is not a finite time");
+  for (double SchedOptions::*factor :
+       {&SchedOptions::hysteresis_factor, &SchedOptions::stall_headroom_factor,
+        &SchedOptions::decision_interval_seconds, &SchedOptions::overhead_fraction}) {
+    SchedOptions bad = options;
+    bad.*factor = nan;
+    refused({Job("a", 10, 100.0, Linear())}, 0, bad, "");
+  }
+  // What is finite still plans, and a measured overhead share past 0.5 is
+  // clamped (the simulator's may be), not refused.
+  SchedOptions high = options;
+  high.overhead_fraction = 0.8;
+  EXPECT_TRUE(Schedule({Job("a", 10, 100.0, Linear())}, 8, 0, high).ok());
+  span.reservation = {{-inf, inf, 4}};
+  EXPECT_TRUE(Schedule({span}, 8, 0, options).ok());
 }
 
 // The controller builds curves over the whole pool but schedules on the

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -185,6 +186,27 @@ TEST(WorkerConfigTest, ScaleShrinksTheModelAndKeepsThePlanValid) {
   full.scale = 1.0;
   ASSERT_TRUE(ApplyScale(&full).ok());
   EXPECT_EQ(full.model.hidden_size, 4096);
+}
+
+// pacer-worker applies its flags after reading the environment and then
+// calls ApplyScale: at scale 1 the flags' values were not validated, so a
+// NaN --timeout (which CLI11's range lets through) or a --metrics-port that
+// puts a local rank past 65535 ran.
+TEST(WorkerConfigTest, ValuesSetAfterTheEnvironmentAreValidatedToo) {
+  WorkerConfig c = ExampleConfig();
+  c.scale = 1.0;
+  ASSERT_TRUE(ApplyScale(&c).ok());
+  for (double timeout : {std::nan(""), 0.5, 1e9}) {
+    WorkerConfig bad = c;
+    bad.timeout_seconds = timeout;
+    const Status status = ApplyScale(&bad);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << timeout;
+    EXPECT_NE(status.message().find("PACER_TIMEOUT_SECONDS"), std::string::npos)
+        << status.message();
+  }
+  WorkerConfig port = c;
+  port.metrics_port = 65530;  // 8 local ranks: the last one would export on 65537
+  EXPECT_EQ(ApplyScale(&port).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

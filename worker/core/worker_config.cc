@@ -219,6 +219,12 @@ Status ValidateConfig(const WorkerConfig& c) {
     return fail("LOCAL_RANK: must be below LOCAL_WORLD_SIZE (" +
                 std::to_string(c.local_world_size) + "), got " + std::to_string(c.local_rank));
   }
+  // A NaN timeout would pass any range check below it and reach the
+  // collectives as an undefined duration.
+  if (!(c.timeout_seconds >= 1 && c.timeout_seconds <= 86400)) {
+    return fail("PACER_TIMEOUT_SECONDS: must be a number of seconds in [1, 86400], got " +
+                std::to_string(c.timeout_seconds));
+  }
   if (c.metrics_port > 0 && c.metrics_port + c.local_world_size - 1 > 65535) {
     // Each local rank exports on PACER_METRICS_PORT + its local rank.
     return fail("PACER_METRICS_PORT: " + std::to_string(c.metrics_port) + " + LOCAL_WORLD_SIZE (" +
@@ -284,7 +290,8 @@ Status ApplyScale(WorkerConfig* c) {
   if (!(c->scale > 0 && c->scale <= 1)) {
     return InvalidArgumentError("PACER_SCALE: must be in (0, 1], got " + std::to_string(c->scale));
   }
-  if (c->scale == 1.0) return Status::Ok();
+  // Flags may have overridden what the environment set: validate again.
+  if (c->scale == 1.0) return ValidateConfig(*c);
   planner::ModelSpec& m = c->model;
   const double s = c->scale;
   const int t = c->tensor_parallel;

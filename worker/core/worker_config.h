@@ -133,6 +133,8 @@ std::map<std::string, std::string> EnvironmentForConfig(const WorkerConfig& conf
 // stays a multiple of the heads, the others of t), layers by sqrt(scale) (a
 // multiple of p x v). scale = 1 leaves the model untouched. The metrics
 // export the scale, so a scaled run is never mistaken for the real one.
+// Then validates the whole config, so that values flags set after
+// ConfigFromEnvironment are checked as the environment's were.
 Status ApplyScale(WorkerConfig* config);
 
 // Validates the cross-field rules above on an already-built config.

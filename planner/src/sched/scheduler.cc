@@ -64,6 +64,50 @@ ScheduleResult ScheduleFifo(const std::vector<SchedJob>& jobs, int cluster_gpus)
   return result;
 }
 
+// The plans compare and split times: a NaN or infinite one makes those
+// comparisons meaningless (FreeTimeline::Split's order is undefined on NaN),
+// so it is refused here, where the caller can say which input was wrong.
+Status CheckOptions(double now_seconds, const SchedOptions& options) {
+  if (!std::isfinite(now_seconds)) return InvalidArgumentError("now is not a finite time");
+  if (!std::isfinite(options.decision_interval_seconds) || options.decision_interval_seconds < 0) {
+    return InvalidArgumentError("the decision interval must be a finite number of seconds >= 0");
+  }
+  // Past 0..0.5 it is clamped, as a measured share may be; NaN is no share.
+  if (std::isnan(options.overhead_fraction)) {
+    return InvalidArgumentError("the restart overhead fraction is not a number");
+  }
+  if (!std::isfinite(options.hysteresis_factor) || options.hysteresis_factor < 0 ||
+      !std::isfinite(options.stall_headroom_factor) || options.stall_headroom_factor < 0) {
+    return InvalidArgumentError(
+        "the hysteresis and stall headroom factors must be finite and >= 0");
+  }
+  return Status::Ok();
+}
+
+Status CheckTimes(const SchedJob& job) {
+  if (!std::isfinite(job.remaining_iterations)) {
+    return InvalidArgumentError("job " + job.id + " has no finite remaining iterations");
+  }
+  if (!std::isfinite(job.arrival_seconds)) {
+    return InvalidArgumentError("job " + job.id + " has no finite arrival time");
+  }
+  if (job.deadline_seconds && !std::isfinite(*job.deadline_seconds)) {
+    return InvalidArgumentError("job " + job.id +
+                                " has a deadline that is not a finite time; leave it out for "
+                                "best effort");
+  }
+  // A kept span is clipped to [now, deadline] and dropped when empty, so
+  // only a NaN end (which no clip orders) is unusable.
+  for (const ReservedSpan& span : job.reservation) {
+    if (std::isnan(span.start_seconds) || std::isnan(span.end_seconds)) {
+      return InvalidArgumentError("job " + job.id +
+                                  " carries a reservation span whose start or end is not a "
+                                  "number; pass back the one Schedule returned");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* PolicyName(Policy policy) {
@@ -109,11 +153,13 @@ RestartModel RestartModel::None() {
 StatusOr<ScheduleResult> Schedule(const std::vector<SchedJob>& jobs, int cluster_gpus,
                                   double now_seconds, const SchedOptions& options) {
   if (cluster_gpus < 1) return InvalidArgumentError("the pool needs at least one GPU");
-  int held = 0;
+  RETURN_IF_ERROR(CheckOptions(now_seconds, options));
+  int64_t held = 0;
   for (const SchedJob& job : jobs) {
     if (!(job.remaining_iterations > 0)) {
       return InvalidArgumentError("job " + job.id + " has no remaining iterations; drop it");
     }
+    RETURN_IF_ERROR(CheckTimes(job));
     if (job.curve.levels().empty()) {
       return InvalidArgumentError("job " + job.id + " has no throughput curve");
     }

@@ -130,7 +130,9 @@ struct ScheduleResult {
 };
 
 // InvalidArgument for a job without positive remaining iterations, an empty
-// curve, or current allocations that exceed the pool.
+// curve, current allocations that exceed the pool, a time that is not a
+// finite number (now, arrival, deadline, a reservation span's NaN end) or a
+// NaN option.
 StatusOr<ScheduleResult> Schedule(const std::vector<SchedJob>& jobs, int cluster_gpus,
                                   double now_seconds, const SchedOptions& options);
 
