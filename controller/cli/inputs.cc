@@ -11,6 +11,7 @@
 
 #include "pacer/planner/job_parser.h"
 #include "pacer/planner/units.h"
+#include "pacer/strings.h"
 
 namespace pacer::cli {
 namespace {
@@ -108,16 +109,10 @@ StatusOr<std::vector<int>> ParseGpuCounts(std::string_view text) {
   const std::size_t dots = text.find("..");
   if (dots == std::string_view::npos) {
     // A comma list (or a single count).
-    std::size_t start = 0;
-    while (true) {
-      const std::size_t comma = text.find(',', start);
-      const std::string_view item = text.substr(
-          start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    for (std::string_view item : SplitOn(text, ',')) {
       ASSIGN_OR_RETURN(int count, ParsePositiveInt(item, "each GPU count"));
       counts.insert(count);
       if (counts.size() > kMaxSweepPoints) return TooManyPoints();
-      if (comma == std::string_view::npos) break;
-      start = comma + 1;
     }
     return std::vector<int>(counts.begin(), counts.end());
   }

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "pacer/strings.h"
+
 namespace pacer::controller {
 namespace {
 
@@ -17,12 +19,6 @@ struct ProcGpu {
   std::string model;  // "NVIDIA-H100-80GB-HBM3"
   std::string uuid;   // "GPU-0a1b..."
 };
-
-std::string Trimmed(std::string text) {
-  text.erase(0, text.find_first_not_of(" \t"));
-  text.erase(text.find_last_not_of(" \t\r") + 1);
-  return text;
-}
 
 // "Model:           NVIDIA H100 80GB HBM3" -> "NVIDIA-H100-80GB-HBM3", the
 // spelling of the GPU feature discovery label the catalog table maps; and
@@ -33,30 +29,18 @@ ProcGpu ReadProcGpu(const std::filesystem::path& information) {
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("Model:", 0) == 0) {
-      gpu.model = Trimmed(line.substr(6));
+      gpu.model = std::string(TrimBlanks(std::string_view(line).substr(6)));
       std::replace(gpu.model.begin(), gpu.model.end(), ' ', '-');
     } else if (line.rfind("GPU UUID:", 0) == 0) {
-      gpu.uuid = Trimmed(line.substr(9));
+      gpu.uuid = std::string(TrimBlanks(std::string_view(line).substr(9)));
     }
   }
   return gpu;
 }
 
-std::vector<std::string> SplitCommas(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = text.find(',', start);
-    out.push_back(
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
-  }
-}
-
 // strtoul's reading of an entry: its leading (signed) decimal number, -1
 // when it starts with none. Capped: any number past the GPUs is as good.
-int64_t LeadingOrdinal(const std::string& entry) {
+int64_t LeadingOrdinal(std::string_view entry) {
   size_t i = 0;
   const bool negative = !entry.empty() && entry[0] == '-';
   if (!entry.empty() && (entry[0] == '+' || entry[0] == '-')) i = 1;
@@ -87,13 +71,13 @@ std::vector<ProcGpu> Visible(const std::vector<ProcGpu>& all, const std::string&
   if (visible.rfind("GPU-", 0) == 0) {
     // The entries as written first: a repeat counts also past one that
     // names no GPU.
-    std::vector<std::string> prefixes;
-    for (const std::string& entry : SplitCommas(visible)) {
+    std::vector<std::string_view> prefixes;
+    for (std::string_view entry : SplitOn(visible, ',')) {
       if (std::find(prefixes.begin(), prefixes.end(), entry) != prefixes.end()) return {};
       if (entry.rfind("GPU-", 0) != 0) break;
       prefixes.push_back(entry);
     }
-    for (const std::string& prefix : prefixes) {
+    for (std::string_view prefix : prefixes) {
       std::optional<size_t> match;
       bool ambiguous = false;
       for (size_t i = 0; i < all.size(); ++i) {
@@ -106,8 +90,8 @@ std::vector<ProcGpu> Visible(const std::vector<ProcGpu>& all, const std::string&
       ordinals.push_back(*match);
     }
   } else if (visible.rfind("MIG-", 0) != 0) {
-    for (const std::string& entry : SplitCommas(visible)) {
-      const int64_t ordinal = LeadingOrdinal(Trimmed(entry));
+    for (std::string_view entry : SplitOn(visible, ',')) {
+      const int64_t ordinal = LeadingOrdinal(TrimBlanks(entry));
       if (ordinal >= 0 && named_before(static_cast<size_t>(ordinal))) return {};
       if (ordinal < 0) break;
       ordinals.push_back(static_cast<size_t>(ordinal));

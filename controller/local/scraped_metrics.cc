@@ -10,16 +10,10 @@
 
 #include "http/bounded_body.h"
 #include "pacer/planner/units.h"
+#include "pacer/strings.h"
 
 namespace pacer::controller {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return s;
-}
 
 // Parses `{a="x",b="y"}` starting at text[0] == '{'; returns the position
 // after '}' or npos when malformed.
@@ -32,7 +26,7 @@ size_t ParseLabels(std::string_view text, std::map<std::string, std::string>* la
     if (eq == std::string_view::npos || eq + 1 >= text.size() || text[eq + 1] != '"') {
       return std::string_view::npos;
     }
-    std::string name(Trim(text.substr(i, eq - i)));
+    std::string name(TrimBlanks(text.substr(i, eq - i)));
     std::string value;
     size_t j = eq + 2;
     for (; j < text.size() && text[j] != '"'; ++j) {
@@ -58,7 +52,7 @@ std::vector<MetricSample> ParseMetricsText(std::string_view text) {
   while (start < text.size()) {
     size_t end = text.find('\n', start);
     if (end == std::string_view::npos) end = text.size();
-    std::string_view line = Trim(text.substr(start, end - start));
+    std::string_view line = TrimBlanks(text.substr(start, end - start));
     start = end + 1;
     if (line.empty() || line.front() == '#') continue;
     MetricSample s;
@@ -71,7 +65,7 @@ std::vector<MetricSample> ParseMetricsText(std::string_view text) {
       if (after == std::string_view::npos) continue;
       rest = rest.substr(after);
     }
-    rest = Trim(rest);
+    rest = TrimBlanks(rest);
     const size_t space = rest.find(' ');  // an optional timestamp follows
     const std::string number(rest.substr(0, space));
     if (number.empty() || s.name.empty()) continue;

@@ -6,16 +6,11 @@
 #include <cstdio>
 #include <system_error>
 
+#include "pacer/strings.h"
 #include "text.h"
 
 namespace pacer::planner {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
@@ -97,7 +92,7 @@ bool Expect(std::string_view s, std::size_t* pos, char c) {
 }  // namespace
 
 StatusOr<double> ParseCount(std::string_view text) {
-  const std::string_view trimmed = Trim(text);
+  const std::string_view trimmed = TrimBlanks(text);
   std::string_view number = trimmed;
   double multiplier = 1;
   if (!number.empty()) {
@@ -126,7 +121,7 @@ StatusOr<double> ParseCount(std::string_view text) {
     if (multiplier != 1) number.remove_suffix(1);
   }
   double value = 0;
-  if (!ParseDecimal(Trim(number), &value)) {
+  if (!ParseDecimal(TrimBlanks(number), &value)) {
     return InvalidArgumentError("expected a count such as 6.7B, 350M or 2e12, got " + text::QuoteForMessage(text));
   }
   value *= multiplier;
@@ -140,7 +135,7 @@ StatusOr<double> ParseCount(std::string_view text) {
 }
 
 StatusOr<double> ParseDurationSeconds(std::string_view text) {
-  const std::string_view s = Trim(text);
+  const std::string_view s = TrimBlanks(text);
   const auto bad = [&]() {
     return InvalidArgumentError("expected a duration such as 72h or 1h30m, got " + text::QuoteForMessage(text));
   };
@@ -187,11 +182,11 @@ StatusOr<double> ParseDurationSeconds(std::string_view text) {
 }
 
 StatusOr<double> ParseFraction(std::string_view text) {
-  std::string_view s = Trim(text);
+  std::string_view s = TrimBlanks(text);
   bool percent = false;
   if (!s.empty() && s.back() == '%') {
     percent = true;
-    s = Trim(s.substr(0, s.size() - 1));
+    s = TrimBlanks(s.substr(0, s.size() - 1));
   }
   double value = 0;
   if (!ParseDecimal(s, &value)) {
@@ -205,7 +200,7 @@ StatusOr<double> ParseFraction(std::string_view text) {
 }
 
 StatusOr<int64_t> ParseRfc3339(std::string_view text) {
-  const std::string_view s = Trim(text);
+  const std::string_view s = TrimBlanks(text);
   const auto bad = [&]() {
     return InvalidArgumentError(
         "expected an RFC 3339 time such as \"2026-12-24T00:00:00Z\" or "

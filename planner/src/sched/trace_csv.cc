@@ -4,27 +4,15 @@
 #include <cmath>
 #include <set>
 
+#include "pacer/strings.h"
+
 namespace pacer::sched {
 namespace {
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 std::vector<std::string_view> SplitFields(std::string_view line) {
-  std::vector<std::string_view> fields;
-  size_t start = 0;
-  while (true) {
-    const size_t comma = line.find(',', start);
-    fields.push_back(
-        Trim(line.substr(start, comma == std::string_view::npos ? comma : comma - start)));
-    if (comma == std::string_view::npos) return fields;
-    start = comma + 1;
-  }
+  std::vector<std::string_view> fields = SplitOn(line, ',');
+  for (std::string_view& field : fields) field = TrimBlanks(field);
+  return fields;
 }
 
 // A CSV file as a header and rows, with the line number of each row.
@@ -40,7 +28,7 @@ StatusOr<Csv> SplitCsv(std::string_view text, std::string_view source) {
   while (start < text.size()) {
     size_t end = text.find('\n', start);
     if (end == std::string_view::npos) end = text.size();
-    std::string_view line = Trim(text.substr(start, end - start));
+    std::string_view line = TrimBlanks(text.substr(start, end - start));
     start = end + 1;
     ++line_number;
     if (line.empty()) continue;
