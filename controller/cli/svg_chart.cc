@@ -59,6 +59,8 @@ struct Axis {
   std::vector<double> Ticks() const {
     std::vector<double> ticks;
     if (log) {
+      // An infinite top (a plan of "forever") would never end the loop.
+      if (!(min > 0) || !std::isfinite(max)) return ticks;
       for (double power = std::pow(10.0, std::floor(std::log10(min))); power <= max; power *= 10) {
         for (double m : {1.0, 2.0, 5.0}) {
           if (m * power >= min * 0.999 && m * power <= max * 1.001) ticks.push_back(m * power);

@@ -70,19 +70,21 @@ const Json* ObjectAt(const Json& obj, const char* key) {
   return it != obj.end() && it->is_object() ? &*it : nullptr;
 }
 
-// A Kubernetes quantity of whole devices ("8", or the number 8).
+// A Kubernetes quantity of whole devices ("8", or the number 8), at most a
+// million in either form: the string form once took any int, and two nodes
+// of 2e9 summed past INT_MAX.
 std::optional<int> DeviceCount(const Json& quantity) {
+  constexpr int64_t kMaxDevices = 1'000'000;
+  int64_t n = -1;
   if (quantity.is_number_integer()) {
-    const int64_t n = quantity.get<int64_t>();
-    if (n >= 0 && n <= 1'000'000) return static_cast<int>(n);
-    return std::nullopt;
+    n = quantity.get<int64_t>();
+  } else if (quantity.is_string()) {
+    const std::string s = quantity.get<std::string>();
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
   }
-  if (!quantity.is_string()) return std::nullopt;
-  const std::string s = quantity.get<std::string>();
-  int n = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (ec != std::errc() || end != s.data() + s.size() || n < 0) return std::nullopt;
-  return n;
+  if (n < 0 || n > kMaxDevices) return std::nullopt;
+  return static_cast<int>(n);
 }
 
 // A positive number in an annotation; nullopt when absent, a warning when bad.
@@ -227,6 +229,15 @@ std::optional<NodeCapacity> NodeCapacityOf(const nlohmann::json& node,
   if (gpus.value_or(0) == 0) {
     warnings->push_back("node " + name + ": no allocatable " + kGpuResource +
                         " (is the device plugin running?); skipped");
+    return std::nullopt;
+  }
+  if (*gpus > planner::kMaxGpusPerNode) {
+    // The planner searches every per-node count of a pool: a broken device
+    // plugin's 2e9 stalled each reconcile.
+    warnings->push_back("node " + name + ": " + std::to_string(*gpus) + " allocatable " +
+                        kGpuResource + ", more than a node pool allows (" +
+                        std::to_string(planner::kMaxGpusPerNode) +
+                        "; is the device plugin counting right?); skipped");
     return std::nullopt;
   }
   const Json* spec = ObjectAt(node, "spec");

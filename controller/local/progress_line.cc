@@ -48,9 +48,13 @@ struct Field {
 }  // namespace
 
 std::string ProgressLine::Render(const JobView& v, int64_t now_unix_seconds, int columns) {
-  const double fraction = v.total_steps > 0 ? static_cast<double>(v.steps_completed) /
-                                                  static_cast<double>(v.total_steps)
-                                            : 0.0;
+  // Within [0, 1] whatever the view says: past it the bar's unfilled part
+  // was a negative length (a crash in std::string).
+  const double fraction =
+      v.total_steps > 0
+          ? std::clamp(static_cast<double>(v.steps_completed) / static_cast<double>(v.total_steps),
+                       0.0, 1.0)
+          : 0.0;
   // The bar shrinks on narrow terminals before any field is dropped.
   const int bar_width = columns >= 120 ? 20 : columns >= 100 ? 10 : 6;
   const int filled = static_cast<int>(std::floor(fraction * bar_width));

@@ -6,6 +6,7 @@
 #include "cli/format.h"
 #include "cli/plan_output.h"
 #include "core/node_inventory.h"
+#include "pacer/planner/calibration.h"
 #include "pacer/planner/gpu_catalog.h"
 #include "pacer/planner/job_parser.h"
 #include "pacer/planner/layer_shapes.h"
@@ -134,7 +135,12 @@ PersistedState ReadPersistedState(const nlohmann::json& status) {
   if (status.is_object() && status.contains("calibration") && status["calibration"].is_object()) {
     for (const auto& [gpu_type, entry] : status["calibration"].items()) {
       std::optional<double> ratio = Field<double>(entry, "stepTimeRatio");
-      if (ratio && *ratio > 0) s.calibration.by_gpu_type[gpu_type].step_time_ratio = *ratio;
+      // Bounded as a calibration file's: one broken rank's 1e300 once kept
+      // would scale every later plan of the job.
+      if (ratio && *ratio > 0) {
+        s.calibration.by_gpu_type[gpu_type].step_time_ratio =
+            std::clamp(*ratio, planner::kMinStepTimeRatio, planner::kMaxStepTimeRatio);
+      }
     }
   }
   if (status.is_object() && status.contains("progress")) {

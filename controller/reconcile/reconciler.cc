@@ -166,6 +166,9 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
   pass.spec.memory_margin_fraction = pass.state.failures.memory_margin_fraction;
   pass.deadline = planner::EffectiveDeadline(pass.spec, pass.now);
   pass.state.total_steps = TotalSteps(pass.spec);
+  // A status written for a larger spec (its data shrunk since, or a copied
+  // `kubectl get -o yaml`) can say more steps are done than there are now.
+  pass.state.steps_completed = std::min(pass.state.steps_completed, pass.state.total_steps);
 
   // A finished job stays finished until its spec changes.
   const std::optional<Phase> previous_phase =

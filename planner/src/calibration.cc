@@ -13,38 +13,35 @@ using yaml_fields::Field;
 
 constexpr std::size_t kMaxGpuTypes = 1000;
 
-// A number in (0, max], stated as such in the message.
-StatusOr<double> InRange(const Field& f, double max) {
-  const std::string range = "(0, " + yaml_fields::FormatNumber(max) + "]";
-  StatusOr<double> value = f.Number();
-  if (!value.ok() || !(*value > 0 && *value <= max)) return f.ErrorGot("must be in " + range);
-  return *value;
-}
+using yaml_fields::NumberInRange;
 
-StatusOr<double> Positive(const Field& f) {
-  StatusOr<double> value = f.Number();
-  if (!value.ok() || !(*value > 0)) return f.ErrorGot("must be a positive number");
-  return *value;
-}
+// Bounds that keep every time the cost model computes finite and
+// printable: 1e-300 GB/s gave NaN plans, a ratio of 1e-300 a 14-day job
+// "done" in 5 minutes.
+constexpr double kMinEfficiency = 0.01;
+// Lower than a cluster file's 0.1: a CPU run's quick all-reduce on a busy
+// machine measures 0.07 GB/s, and that is what the worker writes.
+constexpr double kMinBandwidth = 0.001;  // GB/s
+constexpr double kMaxBandwidth = 1e6;    // GB/s
 
 Status ParseEntry(const Field& f, GpuCalibration* c) {
   RETURN_IF_ERROR(
       f.CheckMap({"gemmEfficiency", "intraNodeBusBandwidthGBps", "interNodeBusBandwidthGBps",
                   "memoryBandwidthGBps", "stepTimeRatio"}));
   if (const Field v = f.Get("gemmEfficiency"); v.present()) {
-    ASSIGN_OR_RETURN(c->gemm_efficiency, InRange(v, 1));
+    ASSIGN_OR_RETURN(c->gemm_efficiency, NumberInRange(v, kMinEfficiency, 1));
   }
   if (const Field v = f.Get("intraNodeBusBandwidthGBps"); v.present()) {
-    ASSIGN_OR_RETURN(c->intra_node_busbw_gbps, Positive(v));
+    ASSIGN_OR_RETURN(c->intra_node_busbw_gbps, NumberInRange(v, kMinBandwidth, kMaxBandwidth));
   }
   if (const Field v = f.Get("interNodeBusBandwidthGBps"); v.present()) {
-    ASSIGN_OR_RETURN(c->inter_node_busbw_gbps, Positive(v));
+    ASSIGN_OR_RETURN(c->inter_node_busbw_gbps, NumberInRange(v, kMinBandwidth, kMaxBandwidth));
   }
   if (const Field v = f.Get("memoryBandwidthGBps"); v.present()) {
-    ASSIGN_OR_RETURN(c->memory_bandwidth_gbps, Positive(v));
+    ASSIGN_OR_RETURN(c->memory_bandwidth_gbps, NumberInRange(v, kMinBandwidth, kMaxBandwidth));
   }
   if (const Field v = f.Get("stepTimeRatio"); v.present()) {
-    ASSIGN_OR_RETURN(c->step_time_ratio, InRange(v, 100));
+    ASSIGN_OR_RETURN(c->step_time_ratio, NumberInRange(v, kMinStepTimeRatio, kMaxStepTimeRatio));
   }
   return Status::Ok();
 }

@@ -16,7 +16,6 @@ using yaml_fields::Field;
 
 // Limits beyond any real cluster, to catch typos and hostile input.
 constexpr int kMaxNodesPerPool = 100000;
-constexpr int kMaxGpusPerNode = 64;
 constexpr double kMaxTflops = 1e6;
 constexpr double kMaxMemoryGb = 1e5;
 constexpr double kMaxBandwidth = 1e6;  // GB/s or Gbit/s
@@ -29,15 +28,6 @@ constexpr std::size_t kMaxNodePools = 10000;
 constexpr double kMinTflops = 0.01;  // 10 GFLOP/s: less than one CPU core
 constexpr double kMinMemoryGb = 1;
 constexpr double kMinBandwidth = 0.1;  // GB/s or Gbit/s
-
-// A number in [min, max], min > 0.
-StatusOr<double> NumberInRange(const Field& f, double min, double max) {
-  StatusOr<double> value = f.Number();
-  if (!value.ok() || *value <= 0) return f.ErrorGot("must be a positive number");
-  if (*value < min) return f.ErrorGot("must be at least " + yaml_fields::FormatNumber(min));
-  if (*value > max) return f.ErrorGot("must be at most " + yaml_fields::FormatNumber(max));
-  return *value;
-}
 
 // 0 (none), or a number in [min, max] (min 0: any non-negative number).
 StatusOr<double> ZeroOrInRange(const Field& f, double min, double max) {
@@ -96,11 +86,11 @@ Status ApplyGpuType(const Field& f, std::set<std::string>* earlier_names, GpuCat
     return f.Error("GPU type \"" + name + "\" needs a positive bf16TFLOPS or fp16TFLOPS");
   }
   if (const Field v = f.Get("memoryGB"); v.present()) {
-    ASSIGN_OR_RETURN(gpu.memory_gb, NumberInRange(v, kMinMemoryGb, kMaxMemoryGb));
+    ASSIGN_OR_RETURN(gpu.memory_gb, yaml_fields::NumberInRange(v, kMinMemoryGb, kMaxMemoryGb));
     gpu.memory_mib = 0;  // a built-in entry's device MiB would win over the given GB
   }
   if (const Field v = f.Get("hbmGBps"); v.present()) {
-    ASSIGN_OR_RETURN(gpu.hbm_gbps, NumberInRange(v, kMinBandwidth, kMaxBandwidth));
+    ASSIGN_OR_RETURN(gpu.hbm_gbps, yaml_fields::NumberInRange(v, kMinBandwidth, kMaxBandwidth));
   }
   if (const Field v = f.Get("nvlinkGBps"); v.present()) {
     ASSIGN_OR_RETURN(gpu.nvlink_gbps, ZeroOrInRange(v, kMinBandwidth, kMaxBandwidth));
@@ -164,8 +154,9 @@ StatusOr<NodePool> ParsePool(const Field& f, const GpuCatalog& catalog) {
     }
     pool.free_gpus = sum;
   }
-  ASSIGN_OR_RETURN(pool.network_gbps_per_node,
-                   NumberInRange(f.Get("networkGbpsPerNode"), kMinBandwidth, kMaxBandwidth));
+  ASSIGN_OR_RETURN(
+      pool.network_gbps_per_node,
+      yaml_fields::NumberInRange(f.Get("networkGbpsPerNode"), kMinBandwidth, kMaxBandwidth));
   if (const Field v = f.Get("nvlinkGBps"); v.present()) {
     ASSIGN_OR_RETURN(pool.nvlink_gbps, ZeroOrInRange(v, kMinBandwidth, kMaxBandwidth));
   }

@@ -122,7 +122,13 @@ bool OnlyMarkersAndComments(const std::string& text, int pos) {
 
 }  // namespace
 
-
+StatusOr<double> NumberInRange(const Field& f, double min, double max) {
+  StatusOr<double> value = f.Number();
+  if (!value.ok() || !(*value > 0)) return f.ErrorGot("must be a positive number");
+  if (*value < min) return f.ErrorGot("must be at least " + FormatNumber(min));
+  if (*value > max) return f.ErrorGot("must be at most " + FormatNumber(max));
+  return *value;
+}
 
 std::string FormatNumber(double value) {
   char buf[64];

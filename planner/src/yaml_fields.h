@@ -107,6 +107,12 @@ std::string NearestName(std::string_view key, const std::vector<std::string_view
 // Formats a number for messages: integers without a decimal point.
 std::string FormatNumber(double value);
 
+// A number in [min, max], min > 0: "must be a positive number" for what is
+// not one (NaN, text, <= 0), else the bound it passes. A lower bound keeps
+// tiny rates and bandwidths from making a step take "forever" (1e-300 GB/s
+// printed NaN plans and looped an SVG axis forever).
+StatusOr<double> NumberInRange(const Field& f, double min, double max);
+
 }  // namespace pacer::planner::yaml_fields
 
 #endif  // PACER_PLANNER_SRC_YAML_FIELDS_H_

@@ -300,6 +300,36 @@ TEST(BuildInventoryTest, ToleratesOddlyTypedFields) {
   EXPECT_EQ(built->warnings.size(), 3u);  // n2's count, and two nodes without a name
 }
 
+// A broken device plugin's count: the string form took any int (two nodes
+// of 2e9 summed to -294967296 GPUs, and the planner searched 2e9 per-node
+// counts per layout). Past what a pool allows, the node is skipped, said.
+TEST(BuildInventoryTest, ANodeWithMoreGpusThanAPoolAllowsIsSkippedWithAWarning) {
+  auto node = [](const std::string& name, const nlohmann::json& gpus) {
+    return nlohmann::json{
+        {"metadata",
+         {{"name", name}, {"labels", {{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}}}}},
+        {"status",
+         {{"allocatable", {{"nvidia.com/gpu", gpus}}},
+          {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+  };
+  const nlohmann::json nodes = {{"items",
+                                 {node("big-1", "2000000000"), node("big-2", "2000000000"),
+                                  node("huge", 3000000000LL), node("wide", 65), node("h1", "8")}}};
+  auto built = BuildInventory(nodes, nlohmann::json{{"items", nlohmann::json::array()}});
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  ASSERT_EQ(built->inventory.node_pools.size(), 1u);
+  EXPECT_EQ(built->inventory.node_pools[0].nodes, 1);
+  EXPECT_EQ(built->inventory.node_pools[0].free_gpus, 8);
+  ASSERT_EQ(built->warnings.size(), 4u);
+  EXPECT_NE(built->warnings[0].find("node big-1: allocatable nvidia.com/gpu is not a whole number"),
+            std::string::npos)
+      << built->warnings[0];
+  EXPECT_NE(built->warnings[3].find("node wide: 65 allocatable nvidia.com/gpu, more than a node "
+                                    "pool allows (64"),
+            std::string::npos)
+      << built->warnings[3];
+}
+
 TEST(BuildInventoryTest, PodsOverAllocatableLeaveZeroFree) {
   auto nodes = nlohmann::json::parse(R"({"items": [{
       "metadata": {"name": "n1", "labels": {"nvidia.com/gpu.product": "NVIDIA-L40S"}},

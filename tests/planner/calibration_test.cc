@@ -62,18 +62,28 @@ TEST(CalibrationTest, EmptyGpuTypesIsFine) {
 
 TEST(CalibrationTest, Errors) {
   EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemmEfficiency": 1.5}}})"),
-            "gpuTypes.H100-SXM.gemmEfficiency: must be in (0, 1], got 1.5");
+            "gpuTypes.H100-SXM.gemmEfficiency: must be at most 1, got 1.5");
   EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemmEfficiency": 0}}})"),
-            "gpuTypes.H100-SXM.gemmEfficiency: must be in (0, 1], got 0");
+            "gpuTypes.H100-SXM.gemmEfficiency: must be a positive number, got 0");
   EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"stepTimeRatio": 101}}})"),
-            "gpuTypes.H100-SXM.stepTimeRatio: must be in (0, 100], got 101");
+            "gpuTypes.H100-SXM.stepTimeRatio: must be at most 100, got 101");
+  // Tiny but positive: a 14-day job was planned as 5 minutes (ratio), a NaN
+  // step time (bandwidth), and `pacer sweep --svg` looped on an infinite axis.
+  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"stepTimeRatio": 1e-300}}})"),
+            "gpuTypes.H100-SXM.stepTimeRatio: must be at least 0.01, got 1e-300");
+  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemmEfficiency": 0.001}}})"),
+            "gpuTypes.H100-SXM.gemmEfficiency: must be at least 0.01, got 0.001");
+  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"memoryBandwidthGBps": 1e-320}}})"),
+            "gpuTypes.H100-SXM.memoryBandwidthGBps: must be at least 0.001, got 1e-320");
+  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"intraNodeBusBandwidthGBps": 2e6}}})"),
+            "gpuTypes.H100-SXM.intraNodeBusBandwidthGBps: must be at most 1e6, got 2e6");
   EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"memoryBandwidthGBps": -3}}})"),
             "gpuTypes.H100-SXM.memoryBandwidthGBps: must be a positive number, got -3");
   EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"interNodeBusBandwidthGBps": "fast"}}})"),
             "gpuTypes.H100-SXM.interNodeBusBandwidthGBps: must be a positive number, got "
             "\"fast\"");
   EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemmEfficiency": .nan}}})"),
-            "gpuTypes.H100-SXM.gemmEfficiency: must be in (0, 1], got \".nan\"");
+            "gpuTypes.H100-SXM.gemmEfficiency: must be a positive number, got \".nan\"");
   EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemEfficiency": 0.5}}})"),
             "gpuTypes.H100-SXM.gemEfficiency: unknown field; did you mean gemmEfficiency?");
   EXPECT_THAT(ErrorOf(R"({"gpuType": {}})"), HasSubstr("gpuType: unknown field; did you mean "

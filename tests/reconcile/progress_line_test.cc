@@ -54,6 +54,19 @@ TEST(ProgressLineTest, NarrowTerminalsDropTheLeastUsefulFieldsFirst) {
   EXPECT_EQ(line80.find("replans"), std::string::npos) << line80;
 }
 
+// More steps done than the job has (a status from a larger spec), or fewer
+// than none: the bar stays within its width. Its unfilled part was a
+// negative length, a crash in std::string.
+TEST(ProgressLineTest, TheBarStaysFullOrEmptyPastItsEnds) {
+  JobView v = RunningView();
+  v.steps_completed = 200;
+  std::string line = ProgressLine::Render(v, kNow, 200);
+  EXPECT_NE(line.find("[####################] 100%"), std::string::npos) << line;
+  v.steps_completed = -5;
+  line = ProgressLine::Render(v, kNow, 200);
+  EXPECT_NE(line.find("[--------------------]   0%"), std::string::npos) << line;
+}
+
 TEST(ProgressLineTest, TimesOnAnotherDayCarryTheirDate) {
   JobView v = RunningView();
   v.deadline_unix_seconds = kNow + 26 * 3600;  // tomorrow 10:00

@@ -695,6 +695,22 @@ TEST_F(ReconcilerTest, StatusPhaseOfTheWrongTypeIsIgnored) {
   EXPECT_EQ(Status()["phase"], "Planning");
 }
 
+// A status that says more steps are done than the spec now has (its data
+// shrunk since, or a copied `kubectl get -o yaml`): counted as all of them,
+// never past 100 % (local mode's progress bar crashed on it). The workers'
+// checkpoint, not the status, says where training resumes.
+TEST_F(ReconcilerTest, MoreStepsDoneThanTheSpecHasAreCountedAsAllOfThem) {
+  nlohmann::json job = LlamaJob();
+  job["status"] = {{"progress", {{"stepsCompleted", 1000000000}}}};
+  store_.Put(job);
+  ReconcileResult r = Pass();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  const nlohmann::json progress = Status()["progress"];
+  ASSERT_TRUE(progress.is_object()) << Status().dump(2);
+  EXPECT_EQ(progress["stepsCompleted"], progress["totalSteps"]) << Status().dump(2);
+  EXPECT_LE(progress.value("percent", 0.0), 100.0);
+}
+
 // A ResourceQuota smaller than the gang: the API server refuses the pods
 // (403). The refusal shows on the TrainJob (condition and event with the
 // server's message); pod events do not retry it (a real cluster saw 280
@@ -1275,6 +1291,22 @@ TEST_F(ReconcilerTest, TheNextAttemptsGangStartsItsOwnUnscheduledCount) {
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(store_.CountEvents("GangUnschedulable"), 0);
   EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1) << "only the failed gang's removal";
+}
+
+// A step-time ratio kept in status.calibration is read back within a
+// calibration file's bounds: an older controller kept a broken rank's 1e300
+// unbounded, which then scaled every later plan of the job.
+TEST(PersistedStateTest, AKeptStepTimeRatioIsReadWithinACalibrationsBounds) {
+  const nlohmann::json status = nlohmann::json::parse(R"({"calibration": {
+      "H100-SXM": {"stepTimeRatio": 1e300}, "A100-SXM-80GB": {"stepTimeRatio": 1e-300},
+      "L40S": {"stepTimeRatio": 1.25}, "H200": {"stepTimeRatio": -2}}})");
+  const PersistedState state = ReadPersistedState(status);
+  EXPECT_EQ(state.calibration.by_gpu_type.at("H100-SXM").step_time_ratio,
+            planner::kMaxStepTimeRatio);
+  EXPECT_EQ(state.calibration.by_gpu_type.at("A100-SXM-80GB").step_time_ratio,
+            planner::kMinStepTimeRatio);
+  EXPECT_EQ(state.calibration.by_gpu_type.at("L40S").step_time_ratio, 1.25);
+  EXPECT_EQ(state.calibration.by_gpu_type.count("H200"), 0u);
 }
 
 // status.nextPlan written by an older controller can hold a tensor-

@@ -26,12 +26,18 @@
 
 namespace pacer::planner {
 
+// Where a step-time ratio (from a file, or measured and kept in a
+// TrainJob's status) is bounded: past these a plan's times stop meaning
+// anything (a 14-day job "done" in minutes).
+inline constexpr double kMinStepTimeRatio = 0.01;
+inline constexpr double kMaxStepTimeRatio = 100;
+
 struct GpuCalibration {
-  std::optional<double> gemm_efficiency;              // (0, 1]
-  std::optional<double> intra_node_busbw_gbps;        // > 0
-  std::optional<double> inter_node_busbw_gbps;        // > 0
-  std::optional<double> memory_bandwidth_gbps;        // > 0
-  std::optional<double> step_time_ratio;              // > 0; measured / predicted
+  std::optional<double> gemm_efficiency;        // [0.01, 1]
+  std::optional<double> intra_node_busbw_gbps;  // [0.001, 1e6]
+  std::optional<double> inter_node_busbw_gbps;  // [0.001, 1e6]
+  std::optional<double> memory_bandwidth_gbps;  // [0.001, 1e6]
+  std::optional<double> step_time_ratio;        // measured / predicted, kMin..kMaxStepTimeRatio
 };
 
 struct Calibration {

@@ -17,6 +17,10 @@
 
 namespace pacer::planner {
 
+// The most GPUs one node of a pool may have: past any real node, so a
+// typo or a broken device plugin's count is refused, not searched over.
+inline constexpr int kMaxGpusPerNode = 64;
+
 struct NodePool {
   std::string name;
   std::string gpu_type;            // a catalog name (canonical spelling)
