@@ -137,7 +137,9 @@ std::optional<std::chrono::seconds> RetryAfter(const Status& status) {
   char* end = nullptr;
   const long long seconds = std::strtoll(start, &end, 10);
   if (end == start || seconds < 0) return std::nullopt;
-  return std::chrono::seconds(seconds);
+  // Callers convert it to finer units (the work queue's nanoseconds): a
+  // hint of 1e10 s or more overflowed that conversion before their caps.
+  return std::chrono::seconds(std::min<long long>(seconds, kMaxRetryAfterSeconds));
 }
 
 bool IsGone(const Status& status) {

@@ -10,6 +10,7 @@
 #define PACER_CONTROLLER_KUBE_API_ERRORS_H_
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,7 +28,9 @@ Status StatusFromHttp(std::string_view verb, std::string_view path, int http_cod
 // The same for a metav1.Status carried in a watch's ERROR event.
 Status StatusFromWatchError(std::string_view path, const std::string& status_json);
 
-// The server's "retry after" hint in a 429/5xx Status ("... (retry after 3 s)").
+// The server's "retry after" hint in a 429/5xx Status ("... (retry after 3 s)"),
+// at most kMaxRetryAfterSeconds (an hour: past any server's real hint).
+inline constexpr int64_t kMaxRetryAfterSeconds = 3600;
 std::optional<std::chrono::seconds> RetryAfter(const Status& status);
 
 // A 410 Gone: the resourceVersion asked for is too old; list again.

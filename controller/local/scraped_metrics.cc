@@ -143,7 +143,12 @@ StatusOr<Measurement> ScrapedMetricsSource::Measure(const JobRef& job) {
         m.model_scale = s.value;
       }
     }
-    if (!has_histogram || count <= 0) continue;
+    // A sum or count that is no number (NaN, +Inf from a broken exporter)
+    // is no measurement: kept in the history, a NaN made every later mean
+    // of the rank NaN, and +Inf printed an ETA of year 9999.
+    if (!has_histogram || !(count > 0) || !std::isfinite(count) || !std::isfinite(sum) || sum < 0) {
+      continue;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     RankHistory& h = history_[port];
     double mean = sum / count;

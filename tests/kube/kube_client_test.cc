@@ -120,6 +120,23 @@ TEST_F(KubeClientTest, ConfigWithoutCaOrHttpsIsRefused) {
   EXPECT_EQ(KubeClient::Create(plain).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A hint from the header or the Status' details is at most an hour: the
+// work queue converts it to nanoseconds, which 1e10 s and more overflowed.
+TEST(RetryAfterTest, AnAbsurdHintIsAnHour) {
+  for (const std::optional<int64_t> header :
+       {std::optional<int64_t>(99999999999999), std::optional<int64_t>()}) {
+    const Status throttled = StatusFromHttp(
+        "GET", "/api/v1/pods", 429,
+        R"({"kind":"Status","reason":"TooManyRequests","details":{"retryAfterSeconds":9223372036854775807}})",
+        header);
+    ASSERT_TRUE(RetryAfter(throttled).has_value()) << throttled.message();
+    EXPECT_EQ(*RetryAfter(throttled), std::chrono::seconds(kMaxRetryAfterSeconds))
+        << throttled.message();
+  }
+  const Status modest = StatusFromHttp("GET", "/api/v1/pods", 503, "", int64_t{7});
+  EXPECT_EQ(RetryAfter(modest), std::chrono::seconds(7)) << modest.message();
+}
+
 TEST_F(KubeClientTest, InjectedServerErrorsAndThrottlingAreUnavailable) {
   ASSERT_TRUE(client_->Create(kTrainJobs, "default", TrainJob("j")).ok());
   server_->FailNextRequests("GET", "trainjobs/j", 503, 1);

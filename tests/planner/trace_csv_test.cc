@@ -53,6 +53,21 @@ TEST(TraceCsvTest, ErrorsNameTheLineAndColumn) {
   EXPECT_EQ(bad_number.status().message(),
             "t.csv:3: column 'ddl': 'soon' is not a non-negative number");
 
+  // Finite but absurd: the scheduler's quoted seconds were an undefined
+  // conversion (1e300 iterations printed -9223372036854775808 s).
+  StatusOr<std::vector<TraceJob>> absurd =
+      ParseTraceCsv(header + "a,0,1e300,resnet50,1000,256\n", "t.csv");
+  ASSERT_FALSE(absurd.ok());
+  EXPECT_EQ(absurd.status().message(), "t.csv:2: column 'iteration': '1e300' is not at most 1e12");
+  EXPECT_FALSE(ParseTraceCsv(header + "a,2e12,10,bert,5,64\n", "t.csv").ok());
+  EXPECT_TRUE(ParseTraceCsv(header + "a,1e12,1e12,bert,,64\n", "t.csv").ok());
+  const std::string rates = "gpu_type,model,global_batch_size,num_gpus,iters_per_sec\n";
+  StatusOr<ThroughputTable> slow = ParseThroughputCsv(rates + "A100,bert,64,1,1e-300\n", "r.csv");
+  ASSERT_FALSE(slow.ok());
+  EXPECT_EQ(slow.status().message(),
+            "r.csv:2: column 'iters_per_sec': '1e-300' is not 0 or at least 1e-6");
+  EXPECT_TRUE(ParseThroughputCsv(rates + "A100,bert,64,1,0\nA100,bert,64,2,1e-6\n", "r.csv").ok());
+
   StatusOr<std::vector<TraceJob>> short_row = ParseTraceCsv(header + "a,1,10,bert\n", "t.csv");
   ASSERT_FALSE(short_row.ok());
   EXPECT_NE(short_row.status().message().find("t.csv:2: 4 fields, the header has 6"),

@@ -90,6 +90,33 @@ TEST(ScrapedMetricsSourceTest, AStepThatIsNoCountIsNoProgress) {
   }
 }
 
+// A step-time histogram whose sum or count is no number is no measurement,
+// and leaves no trace: a NaN sum kept in the rank's history made each later
+// mean NaN, so the rank never measured again.
+TEST(ScrapedMetricsSourceTest, AHistogramThatIsNoNumberIsNoStepTime) {
+  TwoRanks ranks;
+  ScrapedMetricsSource& source = ranks.source;
+  std::map<int, std::string>& pages = ranks.pages;
+  const JobRef& job = ranks.job;
+  pages[2] = "";
+  for (const char* sum_and_count : {"NaN 10", "+Inf 10", "10 NaN", "10 +Inf", "-3 10"}) {
+    SCOPED_TRACE(sum_and_count);
+    const std::string text = sum_and_count;
+    const std::string sum = text.substr(0, text.find(' '));
+    const std::string count = text.substr(text.find(' ') + 1);
+    pages[1] = "pacer_worker_step 10\npacer_worker_step_duration_seconds_sum " + sum +
+               "\npacer_worker_step_duration_seconds_count " + count + "\n";
+    StatusOr<Measurement> m = source.Measure(job);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_FALSE(m->step_seconds.has_value()) << *m->step_seconds;
+  }
+  pages[1] = Exposition(20, 30.0, 20);
+  StatusOr<Measurement> m = source.Measure(job);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_TRUE(m->step_seconds.has_value());
+  EXPECT_DOUBLE_EQ(*m->step_seconds, 1.5);
+}
+
 TEST(ScrapedMetricsSourceTest, NoReachableRankIsUnavailableButNoRanksIsNoMeasurement) {
   bool up = false;
   ScrapedMetricsSource down([](const JobRef&) { return std::vector<int>{1}; },

@@ -76,6 +76,12 @@ Status FieldError(std::string_view source, int line, std::string_view column,
                               std::string(want));
 }
 
+// Past any trace's times (31,700 years), counts and rates: the scheduler
+// divides iterations by rates and quotes whole seconds, and 1e300 (or a rate
+// of 1e-300) made those an undefined conversion to an integer.
+constexpr double kMaxTraceNumber = 1e12;
+constexpr double kMinRate = 1e-6;  // iterations per second
+
 StatusOr<double> ParseNumber(std::string_view value, std::string_view source, int line,
                              std::string_view column, bool positive) {
   double x = 0;
@@ -85,6 +91,7 @@ StatusOr<double> ParseNumber(std::string_view value, std::string_view source, in
     return FieldError(source, line, column, value,
                       positive ? "a positive number" : "a non-negative number");
   }
+  if (x > kMaxTraceNumber) return FieldError(source, line, column, value, "at most 1e12");
   return x;
 }
 
@@ -161,6 +168,9 @@ StatusOr<ThroughputTable> ParseThroughputCsv(std::string_view text, std::string_
     std::vector<ThroughputPoint>& points = table.points[key];
     if (fields[rate].empty()) continue;  // not profiled
     ASSIGN_OR_RETURN(double r, ParseNumber(fields[rate], source, line, csv.header[rate], false));
+    if (r > 0 && r < kMinRate) {
+      return FieldError(source, line, csv.header[rate], fields[rate], "0 or at least 1e-6");
+    }
     for (const ThroughputPoint& p : points) {
       if (p.gpus == g) {
         return InvalidArgumentError(std::string(source) + ":" + std::to_string(line) + ": " +
