@@ -20,7 +20,7 @@ inline CLI::Validator FiniteRange(double min, double max) {
       [range](std::string& input) -> std::string {
         double value = 0;
         if (CLI::detail::lexical_cast(input, value) && !std::isfinite(value)) {
-          return "Value " + input + " is not a finite number";
+          return "Value " + input + " is not a finite number (" + range.get_description() + ")";
         }
         return range(input);
       },

@@ -70,11 +70,10 @@ const Json* ObjectAt(const Json& obj, const char* key) {
   return it != obj.end() && it->is_object() ? &*it : nullptr;
 }
 
-// A Kubernetes quantity of whole devices ("8", or the number 8), at most a
-// million in either form: the string form once took any int, and two nodes
-// of 2e9 summed past INT_MAX.
-std::optional<int> DeviceCount(const Json& quantity) {
-  constexpr int64_t kMaxDevices = 1'000'000;
+// A Kubernetes quantity of whole devices ("8", or the number 8): any
+// non-negative int64 in either form (the string form once took only an
+// int, the integer form only up to a million). Callers bound it.
+std::optional<int64_t> DeviceCount(const Json& quantity) {
   int64_t n = -1;
   if (quantity.is_number_integer()) {
     n = quantity.get<int64_t>();
@@ -83,8 +82,8 @@ std::optional<int> DeviceCount(const Json& quantity) {
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
     if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
   }
-  if (n < 0 || n > kMaxDevices) return std::nullopt;
-  return static_cast<int>(n);
+  if (n < 0) return std::nullopt;
+  return n;
 }
 
 // A positive number in an annotation; nullopt when absent, a warning when bad.
@@ -124,7 +123,10 @@ int ContainerGpus(const Json& container) {
   for (const char* field : {"requests", "limits"}) {
     if (const Json* r = ObjectAt(*resources, field)) {
       auto it = r->find(kGpuResource);
-      if (it != r->end()) return DeviceCount(*it).value_or(0);
+      // No node holds a million: past that a count only overflows the sums.
+      if (it != r->end()) {
+        return static_cast<int>(std::min<int64_t>(DeviceCount(*it).value_or(0), 1'000'000));
+      }
     }
   }
   return 0;
@@ -199,7 +201,7 @@ std::optional<NodeCapacity> NodeCapacityOf(const nlohmann::json& node,
   const std::string product = labels != nullptr ? StringAt(*labels, kGpuProductLabel) : "";
   const Json* status = ObjectAt(node, "status");
   const Json* allocatable = status != nullptr ? ObjectAt(*status, "allocatable") : nullptr;
-  std::optional<int> gpus;
+  std::optional<int64_t> gpus;
   if (allocatable != nullptr && allocatable->contains(kGpuResource)) {
     gpus = DeviceCount((*allocatable)[kGpuResource]);
     if (!gpus) {
@@ -253,10 +255,10 @@ std::optional<NodeCapacity> NodeCapacityOf(const nlohmann::json& node,
   NodeCapacity capacity;
   capacity.name = name;
   capacity.gpu_type = *type;
-  capacity.gpus = *gpus;
+  capacity.gpus = static_cast<int>(*gpus);  // at most kMaxGpusPerNode
   capacity.network_gbps = PositiveAnnotation(annotations, kNetworkGbpsAnnotation, name, warnings,
                                              kMinAnnotatedBandwidth)
-                              .value_or(kDefaultNetworkGbpsPerGpu * *gpus);
+                              .value_or(kDefaultNetworkGbpsPerGpu * capacity.gpus);
   capacity.nvlink_gbps =
       PositiveAnnotation(annotations, kNvlinkGbpsAnnotation, name, warnings, kMinAnnotatedBandwidth)
           .value_or(gpu != nullptr ? gpu->nvlink_gbps : 0);

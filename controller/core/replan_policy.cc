@@ -170,10 +170,7 @@ StatusOr<Decision> DecideReplan(const ReplanInputs& in, const ReplanOptions& opt
   if (in.measured_step_seconds) {
     const double applied =
         in.current_plan.step.calibration_ratio > 0 ? in.current_plan.step.calibration_ratio : 1.0;
-    // Bounded as a calibration file's: a broken rank's huge step time
-    // (PromQL's max picks it) is kept in the status and plans with.
-    d.step_time_ratio = std::clamp(*in.measured_step_seconds / (predicted / applied),
-                                   planner::kMinStepTimeRatio, planner::kMaxStepTimeRatio);
+    d.step_time_ratio = *in.measured_step_seconds / (predicted / applied);
     calibration.by_gpu_type[in.current_plan.layout.gpu_type].step_time_ratio = d.step_time_ratio;
   }
 

@@ -135,11 +135,11 @@ PersistedState ReadPersistedState(const nlohmann::json& status) {
   if (status.is_object() && status.contains("calibration") && status["calibration"].is_object()) {
     for (const auto& [gpu_type, entry] : status["calibration"].items()) {
       std::optional<double> ratio = Field<double>(entry, "stepTimeRatio");
-      // Bounded as a calibration file's: one broken rank's 1e300 once kept
-      // would scale every later plan of the job.
+      // Bounded: a 1e300 written into the status would make every later
+      // plan of the job take "forever".
       if (ratio && *ratio > 0) {
-        s.calibration.by_gpu_type[gpu_type].step_time_ratio =
-            std::clamp(*ratio, planner::kMinStepTimeRatio, planner::kMaxStepTimeRatio);
+        s.calibration.by_gpu_type[gpu_type].step_time_ratio = std::clamp(
+            *ratio, planner::kMinMeasuredStepTimeRatio, planner::kMaxMeasuredStepTimeRatio);
       }
     }
   }

@@ -19,6 +19,8 @@ using yaml_fields::NumberInRange;
 // printable: 1e-300 GB/s gave NaN plans, a ratio of 1e-300 a 14-day job
 // "done" in 5 minutes.
 constexpr double kMinEfficiency = 0.01;
+constexpr double kMinStepTimeRatio = 0.01;
+constexpr double kMaxStepTimeRatio = 100;
 // Lower than a cluster file's 0.1: a CPU run's quick all-reduce on a busy
 // machine measures 0.07 GB/s, and that is what the worker writes.
 constexpr double kMinBandwidth = 0.001;  // GB/s

@@ -17,7 +17,8 @@ TEST(FiniteRangeTest, RefusesWhatIsNotAFiniteNumberAndJudgesTheRestAsRange) {
   for (const char* input : {"nan", "NaN", "-nan", "inf", "-inf", "infinity"}) {
     EXPECT_EQ(Check(range, input).empty(), std::string(input).find("inf") == std::string::npos)
         << input << ": CLI::Range's own verdict (it lets NaN through)";
-    EXPECT_EQ(Check(finite, input), "Value " + std::string(input) + " is not a finite number")
+    EXPECT_EQ(Check(finite, input), "Value " + std::string(input) + " is not a finite number (" +
+                                        range.get_description() + ")")
         << input;
   }
   for (const char* input : {"0", "2.5", "10", "1e1", "-0.1", "10.01", "abc", ""}) {

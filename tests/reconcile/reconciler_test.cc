@@ -1293,19 +1293,19 @@ TEST_F(ReconcilerTest, TheNextAttemptsGangStartsItsOwnUnscheduledCount) {
   EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1) << "only the failed gang's removal";
 }
 
-// A step-time ratio kept in status.calibration is read back within a
-// calibration file's bounds: an older controller kept a broken rank's 1e300
-// unbounded, which then scaled every later plan of the job.
-TEST(PersistedStateTest, AKeptStepTimeRatioIsReadWithinACalibrationsBounds) {
+// A step-time ratio kept in status.calibration is read back bounded: a
+// 1e300 written there made every later plan of the job take "forever". A
+// real one of hundreds (CPU workers against a GPU's prediction) stays.
+TEST(PersistedStateTest, AKeptStepTimeRatioIsReadWithinBounds) {
   const nlohmann::json status = nlohmann::json::parse(R"({"calibration": {
       "H100-SXM": {"stepTimeRatio": 1e300}, "A100-SXM-80GB": {"stepTimeRatio": 1e-300},
-      "L40S": {"stepTimeRatio": 1.25}, "H200": {"stepTimeRatio": -2}}})");
+      "L40S": {"stepTimeRatio": 250}, "H200": {"stepTimeRatio": -2}}})");
   const PersistedState state = ReadPersistedState(status);
   EXPECT_EQ(state.calibration.by_gpu_type.at("H100-SXM").step_time_ratio,
-            planner::kMaxStepTimeRatio);
+            planner::kMaxMeasuredStepTimeRatio);
   EXPECT_EQ(state.calibration.by_gpu_type.at("A100-SXM-80GB").step_time_ratio,
-            planner::kMinStepTimeRatio);
-  EXPECT_EQ(state.calibration.by_gpu_type.at("L40S").step_time_ratio, 1.25);
+            planner::kMinMeasuredStepTimeRatio);
+  EXPECT_EQ(state.calibration.by_gpu_type.at("L40S").step_time_ratio, 250);
   EXPECT_EQ(state.calibration.by_gpu_type.count("H200"), 0u);
 }
 

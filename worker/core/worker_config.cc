@@ -222,13 +222,14 @@ Status ValidateConfig(const WorkerConfig& c) {
   // A NaN timeout would pass any range check below it and reach the
   // collectives as an undefined duration.
   if (!(c.timeout_seconds >= 1 && c.timeout_seconds <= 86400)) {
-    return fail("PACER_TIMEOUT_SECONDS: must be a number of seconds in [1, 86400], got " +
-                std::to_string(c.timeout_seconds));
+    return fail(
+        "--timeout / PACER_TIMEOUT_SECONDS: must be a number of seconds in [1, 86400], got " +
+        std::to_string(c.timeout_seconds));
   }
   if (c.metrics_port > 0 && c.metrics_port + c.local_world_size - 1 > 65535) {
     // Each local rank exports on PACER_METRICS_PORT + its local rank.
-    return fail("PACER_METRICS_PORT: " + std::to_string(c.metrics_port) + " + LOCAL_WORLD_SIZE (" +
-                std::to_string(c.local_world_size) +
+    return fail("--metrics-port / PACER_METRICS_PORT: " + std::to_string(c.metrics_port) +
+                " + LOCAL_WORLD_SIZE (" + std::to_string(c.local_world_size) +
                 ") - 1 must be at most 65535 (local rank r exports on port + r); use a lower "
                 "port");
   }

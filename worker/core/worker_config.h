@@ -137,7 +137,8 @@ std::map<std::string, std::string> EnvironmentForConfig(const WorkerConfig& conf
 // ConfigFromEnvironment are checked as the environment's were.
 Status ApplyScale(WorkerConfig* config);
 
-// Validates the cross-field rules above on an already-built config.
+// Validates the cross-field rules above, and the timeout's range, on an
+// already-built config (flags may have changed it after the environment).
 Status ValidateConfig(const WorkerConfig& config);
 
 }  // namespace pacer::worker

@@ -26,18 +26,19 @@
 
 namespace pacer::planner {
 
-// Where a step-time ratio (from a file, or measured and kept in a
-// TrainJob's status) is bounded: past these a plan's times stop meaning
-// anything (a 14-day job "done" in minutes).
-inline constexpr double kMinStepTimeRatio = 0.01;
-inline constexpr double kMaxStepTimeRatio = 100;
+// Where a measured step-time ratio kept in a TrainJob's status is read
+// within: far wider than a calibration file's 0.01..100, as CPU workers
+// measured against a GPU's prediction run hundreds of times slower, but
+// bounded, so that a broken rank's 1e300 cannot make every plan "forever".
+inline constexpr double kMinMeasuredStepTimeRatio = 1e-6;
+inline constexpr double kMaxMeasuredStepTimeRatio = 1e6;
 
 struct GpuCalibration {
   std::optional<double> gemm_efficiency;        // [0.01, 1]
   std::optional<double> intra_node_busbw_gbps;  // [0.001, 1e6]
   std::optional<double> inter_node_busbw_gbps;  // [0.001, 1e6]
   std::optional<double> memory_bandwidth_gbps;  // [0.001, 1e6]
-  std::optional<double> step_time_ratio;        // measured / predicted, kMin..kMaxStepTimeRatio
+  std::optional<double> step_time_ratio;        // measured / predicted; a file's [0.01, 100]
 };
 
 struct Calibration {

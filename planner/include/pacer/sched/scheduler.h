@@ -131,8 +131,9 @@ struct ScheduleResult {
 
 // InvalidArgument for a job without positive remaining iterations, an empty
 // curve, current allocations that exceed the pool, a time that is not a
-// finite number (now, arrival, deadline, a reservation span's NaN end) or a
-// NaN option.
+// finite number (now, arrival, deadline, a reservation span's NaN end), a
+// NaN overhead fraction, or a hysteresis, headroom or decision interval that
+// is not a finite number >= 0.
 StatusOr<ScheduleResult> Schedule(const std::vector<SchedJob>& jobs, int cluster_gpus,
                                   double now_seconds, const SchedOptions& options);
 
