@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/format.h"
+#include "pacer/planner/calibration.h"
 #include "pacer/planner/units.h"
 
 namespace pacer::controller {
@@ -191,7 +192,10 @@ void RunSummary::Print(const JobView& view, const nlohmann::json& job, int64_t s
   out << "  steps        " << view.steps_completed << " of " << view.total_steps << '\n';
   const std::optional<double> measured =
       run_step_seconds ? run_step_seconds : view.measured_step_seconds;
-  if (measured && view.plan) {
+  // A broken exporter's number is no measurement (the reconciler says so in
+  // Degraded/MetricsImplausible); printed in full, 1e300 took 300 digits.
+  if (measured && view.plan &&
+      planner::PlausibleStepTimeRatio(*measured / view.plan->step.step_seconds)) {
     char ratio[32];
     std::snprintf(ratio, sizeof(ratio), "%.2f", *measured / view.plan->step.step_seconds);
     out << "  step time    measured " << Seconds(*measured) << ", predicted "

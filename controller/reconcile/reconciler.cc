@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <utility>
 
 #include "core/json_fields.h"
@@ -97,6 +98,13 @@ Millis Seconds(double seconds) {
 }
 
 std::string GpuSummary(const planner::Evaluation& plan) { return plan.layout.ToString(); }
+
+// Three significant digits: a measured 1e300 is quoted as such, not in full.
+std::string ShortNumber(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g", value);
+  return text;
+}
 
 }  // namespace
 
@@ -914,6 +922,23 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     if (measurement->steps_completed) {
       pass.state.steps_completed =
           std::clamp<int64_t>(*measurement->steps_completed, 0, pass.state.total_steps);
+    }
+    if (measurement->step_seconds &&
+        !planner::PlausibleStepTimeRatio(*measurement->step_seconds /
+                                         pass.plan->step.step_seconds)) {
+      // A broken exporter's number (1e300 s) re-planned the job at that
+      // ratio and was written into the status and the ETA.
+      const std::string message =
+          "the workers report a step time of " + ShortNumber(*measurement->step_seconds) +
+          " s against " + ShortNumber(pass.plan->step.step_seconds) +
+          " s predicted, outside 1e-6 to 1e6 times the prediction: no worker takes that; check "
+          "the workers' pacer_worker_step_duration_seconds; progress counts, the ETA uses the "
+          "plan's predictions";
+      if (!pass.Had(kConditionDegraded, "MetricsImplausible")) {
+        deps_.store->RecordEvent(pass.object, "Warning", "MetricsImplausible", message);
+      }
+      pass.Set(kConditionDegraded, kConditionTrue, "MetricsImplausible", message);
+      measurement->step_seconds.reset();
     }
     pass.measured_step_seconds = measurement->step_seconds;
     // A shrunk CPU run's time says nothing about the planned model.

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "pacer/planner/units.h"
 
 namespace pacer::controller {
@@ -74,6 +76,19 @@ TEST(ProgressLineTest, TimesOnAnotherDayCarryTheirDate) {
   const std::string line = ProgressLine::Render(v, kNow, 200);
   EXPECT_NE(line.find("deadline Nov 29 10:00:00"), std::string::npos) << line;
   EXPECT_NE(line.find("ETA 08:00:08"), std::string::npos) << line;  // today: no date
+}
+
+// The summary quotes a measured step time only when a worker could have
+// taken it: a broken exporter's 1e300 s was printed in full, 300 digits.
+TEST(RunSummaryTest, AStepTimeNoWorkerCouldTakeIsNotQuotedAsMeasured) {
+  const JobView view = RunningView();
+  const RunSummary summary;
+  std::ostringstream plausible, absurd;
+  summary.Print(view, nlohmann::json::object(), kNow - 60, kNow, "/tmp/w", 0.19, plausible);
+  summary.Print(view, nlohmann::json::object(), kNow - 60, kNow, "/tmp/w", 1e300, absurd);
+  EXPECT_NE(plausible.str().find("measured/predicted 0.24"), std::string::npos) << plausible.str();
+  EXPECT_EQ(absurd.str().find("step time"), std::string::npos) << absurd.str();
+  EXPECT_LT(absurd.str().size(), plausible.str().size());
 }
 
 }  // namespace

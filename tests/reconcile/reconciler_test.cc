@@ -154,6 +154,34 @@ TEST_F(ReconcilerTest, RunningJobReportsProgressAndEtaFromMetrics) {
   EXPECT_EQ(*r.requeue_after, std::chrono::seconds(60));
 }
 
+// A step time no rank could have taken (a broken exporter's 1e300 s) is no
+// measurement: it once made the job re-plan at a ratio of 1e296 and was
+// written into the status and the ETA. The steps still count; the ETA uses
+// the prediction, Degraded says why, and a plausible time clears it.
+TEST_F(ReconcilerTest, AStepTimeNoRankCouldTakeIsNoMeasurement) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  const double predicted = launcher_.launches[0].plan.step.step_seconds;
+  for (const double absurd : {1e300, predicted * 2e6, predicted * 1e-7}) {
+    SCOPED_TRACE(absurd);
+    metrics_.measurements[kKey] = Measurement{absurd, 1000, 1.0};
+    clock_.Advance(std::chrono::hours(3));
+    ASSERT_TRUE(Pass().status.ok());
+    EXPECT_EQ(Status()["phase"], "Running");
+    EXPECT_EQ(Status()["progress"]["stepsCompleted"], 1000);
+    EXPECT_FALSE(Status().contains("measuredStepSeconds")) << Status()["measuredStepSeconds"];
+    EXPECT_EQ(ConditionReason("Degraded"), "True/MetricsImplausible");
+    EXPECT_EQ(ConditionReason("DeadlineAtRisk"), "False/OnTrack");
+    EXPECT_EQ(launcher_.stops.size(), 0u);
+  }
+  EXPECT_EQ(store_.CountEvents("MetricsImplausible"), 1) << "one event per transition";
+  metrics_.measurements[kKey] = Measurement{predicted, 1200, 1.0};
+  clock_.Advance(std::chrono::minutes(5));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("Degraded"), "");
+  EXPECT_NEAR(Status()["measuredStepSeconds"].get<double>(), predicted, 1e-3);
+}
+
 TEST_F(ReconcilerTest, SlowerThanPredictedReplansToMoreGpusWithTheSameGlobalBatch) {
   const planner::Evaluation first = LaunchAndRunSlowerThanPredicted();
   ASSERT_TRUE(Pass().status.ok());

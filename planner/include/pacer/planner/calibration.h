@@ -32,6 +32,11 @@ namespace pacer::planner {
 // bounded, so that a broken rank's 1e300 cannot make every plan "forever".
 inline constexpr double kMinMeasuredStepTimeRatio = 1e-6;
 inline constexpr double kMaxMeasuredStepTimeRatio = 1e6;
+// Whether a measured / predicted step-time ratio is one a worker could have
+// measured (false for NaN): outside it, a broken exporter's number.
+inline bool PlausibleStepTimeRatio(double ratio) {
+  return ratio >= kMinMeasuredStepTimeRatio && ratio <= kMaxMeasuredStepTimeRatio;
+}
 
 struct GpuCalibration {
   std::optional<double> gemm_efficiency;        // [0.01, 1]
