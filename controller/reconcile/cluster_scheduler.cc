@@ -327,6 +327,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
   options.decision_interval_seconds = options_.decision_interval_seconds;
   options.stall_headroom_factor = 0;  // a pass does not stall jobs it keeps
   options.overhead_fraction = options_.plan_headroom_fraction;
+  options.deadline_guard_seconds = options_.deadline_guard_seconds;
   const double now = static_cast<double>(now_unix_seconds);
 
   for (const auto& [type, members] : by_type) {
@@ -382,8 +383,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       s.arrival_seconds = static_cast<double>(job->arrival_unix_seconds);
       s.remaining_iterations = static_cast<double>(job->remaining_steps);
       if (job->deadline_unix_seconds) {
-        s.deadline_seconds =
-            static_cast<double>(*job->deadline_unix_seconds) - options_.deadline_guard_seconds;
+        s.deadline_seconds = static_cast<double>(*job->deadline_unix_seconds);
       }
       // Between two attempts of a resize or a relaunch (old pods stopped,
       // new ones not yet bound) its pods hold less than its share, or
@@ -447,7 +447,6 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       a.gpu_type = type;
       if (!a.admitted) {
         sched::Advice advice = d.advice;
-        if (advice.deadline_seconds) *advice.deadline_seconds += options_.deadline_guard_seconds;
         if (advice.cluster_gpus) {
           // The advice is a capacity for these jobs; the cluster also has
           // the GPUs held outside them (other workloads), which a job

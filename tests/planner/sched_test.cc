@@ -78,6 +78,33 @@ TEST(ScheduleTest, RefusesAllocationsLargerThanThePool) {
 // Every plan compares and splits times: a NaN among them left the order of
 // FreeTimeline::Split undefined (the simulator's flags once let one in).
 // Each is refused, named, before any planning.
+// The deadline guard moves plans, not deadlines: a plan finishes the guard
+// before its deadline, and a job inside the guard is still on time (it keeps
+// its GPUs from a waiting job; an arrival there is not "past its deadline").
+TEST(ScheduleTest, TheDeadlineGuardMovesPlansNotDeadlines) {
+  SchedOptions options = Exact(Policy::kPacer);
+  options.deadline_guard_seconds = 60;
+  StatusOr<ScheduleResult> planned =
+      Schedule({Job("far", 800, 1000.0, Linear(), 0, true)}, 8, 0, options);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  ASSERT_TRUE(planned->decisions[0].planned_finish_seconds.has_value());
+  EXPECT_DOUBLE_EQ(*planned->decisions[0].planned_finish_seconds, 940);
+
+  // 240 iterations at 8/s: 30 s of work, 50 s before the deadline.
+  StatusOr<ScheduleResult> closing = Schedule(
+      {Job("closing", 240, 50.0, Linear(), 8, true), Job("waiting", 800, 5000.0, Linear(), 0, true),
+       Job("late arrival", 8, 30.0, Linear())},
+      8, 0, options);
+  ASSERT_TRUE(closing.ok()) << closing.status().ToString();
+  EXPECT_EQ(closing->decisions[0].gpus, 8);
+  EXPECT_EQ(closing->decisions[1].gpus, 0);
+  EXPECT_EQ(closing->decisions[2].admission, Admission::kRejected);
+  EXPECT_EQ(closing->decisions[2].reason.find("its deadline has passed"), std::string::npos)
+      << closing->decisions[2].reason;
+  EXPECT_NE(closing->decisions[2].reason.find("plans finish 60 s before it"), std::string::npos)
+      << closing->decisions[2].reason;
+}
+
 TEST(ScheduleTest, RefusesTimesAndFactorsThatAreNotFiniteNumbers) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
@@ -101,11 +128,15 @@ TEST(ScheduleTest, RefusesTimesAndFactorsThatAreNotFiniteNumbers) {
   refused({Job("a", 10, 100.0, Linear())}, nan, options, "now is not a finite time");
   for (double SchedOptions::*factor :
        {&SchedOptions::hysteresis_factor, &SchedOptions::stall_headroom_factor,
-        &SchedOptions::decision_interval_seconds, &SchedOptions::overhead_fraction}) {
+        &SchedOptions::decision_interval_seconds, &SchedOptions::overhead_fraction,
+        &SchedOptions::deadline_guard_seconds}) {
     SchedOptions bad = options;
     bad.*factor = nan;
     refused({Job("a", 10, 100.0, Linear())}, 0, bad, "");
   }
+  SchedOptions negative_guard = options;
+  negative_guard.deadline_guard_seconds = -1;
+  refused({Job("a", 10, 100.0, Linear())}, 0, negative_guard, "the deadline guard");
   // What is finite still plans, and a measured overhead share past 0.5 is
   // clamped (the simulator's may be), not refused.
   SchedOptions high = options;

@@ -368,6 +368,48 @@ TEST(ClusterSchedulerTest, WhatAJobHoldsIsWhatItsPodsHoldNotWhatItsStatusSays) {
   EXPECT_EQ(pass->at("team/next").gpus, 0);
 }
 
+// Plans aim a minute before each deadline, but a job is late only at its
+// deadline. With the minute subtracted from the deadlines themselves, a job
+// on time 50 s from its deadline, with 30 s of work left, counted as late:
+// an admitted job that waited for a reservation hours away grew into its
+// GPUs, and the reconciler would have stopped it in its last minute. An
+// arrival in that minute was refused as "its deadline has passed".
+TEST(ClusterSchedulerTest, AJobInItsLastMinuteIsNotLateAndKeepsItsGpus) {
+  ClusterInventory inventory = H100Pool(1, 0);
+  Hold(inventory, "team/closing", 8);
+  ClusterScheduler scheduler({});
+  ScheduledJob closing = Read(SmallJob("closing", 4e9, std::nullopt, "time"));
+  const double step_at_8 = SecondsAt(scheduler, closing, inventory, 8, 1);
+  ASSERT_LT(step_at_8, 10);
+  closing.remaining_steps = std::max<int64_t>(1, static_cast<int64_t>(30 / step_at_8));
+  closing.deadline_unix_seconds = kNow + 50;
+  closing.current_gpus = 8;
+  closing.current_gpu_type = "H100-SXM";
+  closing.admitted = true;
+  ScheduledJob waiting = Read(SmallJob("waiting", 4e9, std::nullopt));
+  waiting.deadline_unix_seconds =
+      kNow + static_cast<int64_t>(
+                 SecondsAt(scheduler, waiting, inventory, 8, waiting.remaining_steps) * 4 + 7200);
+  waiting.admitted = true;
+  ScheduledJob arrival = Read(SmallJob("arrival", 4e9, std::nullopt));
+  arrival.remaining_steps = 1;
+  arrival.deadline_unix_seconds = kNow + 30;
+  arrival.arrival_unix_seconds = kNow;
+
+  StatusOr<std::map<std::string, Allocation>> pass =
+      scheduler.Pass({closing, waiting, arrival}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  const Allocation c = pass->at("team/closing");
+  const Allocation w = pass->at("team/waiting");
+  EXPECT_TRUE(c.admitted);
+  EXPECT_EQ(c.gpus, 8) << "on time, it keeps its GPUs to the end";
+  EXPECT_TRUE(w.admitted);
+  EXPECT_EQ(w.gpus, 0) << "its reservation starts hours from now";
+  const Allocation a = pass->at("team/arrival");
+  EXPECT_FALSE(a.admitted);
+  EXPECT_EQ(a.message.find("its deadline has passed"), std::string::npos) << a.message;
+}
+
 // A resize relaunches a job: its old pods stop at a checkpoint, then its new
 // pods are created and wait to be bound to nodes. In between its pods hold
 // no GPU. A pass in that gap (another job's arrival triggers one) must not

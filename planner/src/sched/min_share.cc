@@ -16,7 +16,7 @@ double StallHeadroom(const SchedOptions& options) {
 Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const SchedOptions& options,
                             bool reserve_if_infeasible, FreeTimeline& free) {
   Reservation result;
-  const double deadline = *job.deadline_seconds;
+  const double deadline = *job.deadline_seconds - options.deadline_guard_seconds;
   if (deadline <= now_seconds) return result;
   const size_t end_index = free.Split(deadline);  // segments [0, end_index) lie before it
   const ThroughputCurve& curve = job.curve;
@@ -67,7 +67,7 @@ Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const Sched
 bool KeepReservation(const SchedJob& job, double now_seconds, const SchedOptions& options,
                      FreeTimeline& free, Reservation& kept) {
   if (job.reservation.empty() || !job.deadline_seconds) return false;
-  const double deadline = *job.deadline_seconds;
+  const double deadline = *job.deadline_seconds - options.deadline_guard_seconds;
   std::vector<PlanSegment> segments;
   double work = 0;
   for (PlanSegment s : job.reservation) {

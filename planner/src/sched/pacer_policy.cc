@@ -167,7 +167,12 @@ std::string RejectReason(const SchedJob& job, int gpus, double now, const SchedO
            "useful) need " + std::to_string(static_cast<long long>(std::ceil(seconds))) +
            " s, the deadline is " +
            std::to_string(static_cast<long long>(std::floor(*job.deadline_seconds - now))) +
-           " s away";
+           " s away" +
+           (options.deadline_guard_seconds > 0
+                ? " (plans finish " +
+                      std::to_string(static_cast<long long>(options.deadline_guard_seconds)) +
+                      " s before it)"
+                : "");
   }
   return "the GPUs it needs before its deadline are reserved for admitted jobs";
 }

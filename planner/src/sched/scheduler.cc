@@ -72,6 +72,9 @@ Status CheckOptions(double now_seconds, const SchedOptions& options) {
   if (!std::isfinite(options.decision_interval_seconds) || options.decision_interval_seconds < 0) {
     return InvalidArgumentError("the decision interval must be a finite number of seconds >= 0");
   }
+  if (!std::isfinite(options.deadline_guard_seconds) || options.deadline_guard_seconds < 0) {
+    return InvalidArgumentError("the deadline guard must be a finite number of seconds >= 0");
+  }
   // Past 0..0.5 it is clamped, as a measured share may be; NaN is no share.
   if (std::isnan(options.overhead_fraction)) {
     return InvalidArgumentError("the restart overhead fraction is not a number");

@@ -99,6 +99,13 @@ struct SchedOptions {
   // restart model allows at one pass per interval (see StallHeadroom in
   // docs/scheduling.md); 0 trusts the measured overhead_fraction alone.
   double stall_headroom_factor = 0.5;
+  // Plans finish this long before each deadline (kPacer), so that a
+  // reservation made as late as possible survives a pass that runs a little
+  // late. Only plans aim early: a job counts as late, and an arrival's
+  // deadline as passed, at the deadline itself (a guard subtracted from the
+  // deadlines made a job on time 50 s from its deadline "late", and the
+  // policy gave its GPUs to a job that was waiting).
+  double deadline_guard_seconds = 0;
 };
 
 // What would admit a rejected job, each alone with everything else unchanged.
