@@ -137,7 +137,20 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit codes: 0 stopped by SIGTERM/SIGINT, 1 lost the leader lease (restart to stand by), "
       "2 invalid flags or configuration, 3 cannot reach the API server.");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // The footer's 2, not CLI11's own codes (105, 109, ...): a supervisor
+    // tells a bad flag from a lost lease or an unreachable API server.
+    std::cerr << "error: " << e.what() << "\nRun 'pacer-controller --help' for usage.\n";
+    return 2;
+  }
   options.leader_elect = leader_elect;
   options.reconciler.pending_retry = std::chrono::seconds(pending_retry_seconds);
   options.reconciler.gang_completion_timeout = std::chrono::seconds(gang_completion_seconds);

@@ -26,6 +26,7 @@
 #include "local/yaml_json.h"
 #include "pacer/planner/job_parser.h"
 #include "pacer/planner/units.h"
+#include "pacer/strings.h"
 #include "reconcile/job_object.h"
 #include "reconcile/reconciler.h"
 
@@ -60,6 +61,15 @@ std::string DefaultWorkerBinary() {
       if (std::filesystem::exists(candidate, ec)) return candidate.string();
     }
   }
+  // Installed elsewhere on PATH: spawned by its full path (posix_spawn does
+  // not search PATH; a bare name would be looked for in the working directory).
+  if (const char* path = std::getenv("PATH"); path != nullptr) {
+    for (const std::string_view dir : SplitOn(path, ':')) {
+      if (dir.empty()) continue;
+      const std::filesystem::path candidate = std::filesystem::path(dir) / "pacer-worker";
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    }
+  }
   return "pacer-worker";
 }
 
@@ -68,6 +78,14 @@ int ExitCodeFor(Phase phase, const JobView& view) {
     case Phase::kSucceeded:
       return 0;
     case Phase::kInfeasible:
+      // 3 is the deadline's; a model no layout of this machine holds has no
+      // deadline to blame (4: this machine cannot run it at all).
+      for (const Condition& c : view.conditions) {
+        if (c.type == kConditionInfeasible && c.status == kConditionTrue &&
+            c.reason == "NoLayoutFits") {
+          return 4;
+        }
+      }
       return 3;
     case Phase::kFailed:
       for (const Condition& c : view.conditions) {
@@ -104,8 +122,8 @@ void RunCommand::AddOptions(CLI::App* command) {
       ->type_name("FILE");
   command
       ->add_option("--worker-binary", options_.worker_binary,
-                   "The pacer-worker program (default: next to pacer, or "
-                   "$PACER_WORKER_BINARY)")
+                   "The pacer-worker program (default: $PACER_WORKER_BINARY, else next to "
+                   "pacer, else on PATH)")
       ->type_name("PATH");
   command
       ->add_option("--work-dir", options_.work_dir,

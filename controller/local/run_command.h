@@ -25,7 +25,7 @@ namespace pacer::controller {
 
 struct RunOptions {
   std::string job_path;
-  std::string worker_binary;      // "" = next to `pacer`, then $PACER_WORKER_BINARY
+  std::string worker_binary;      // "" = $PACER_WORKER_BINARY, next to `pacer`, on PATH
   std::string work_dir;           // "" = .pacer/<namespace>-<name>
   std::string backend = "auto";   // auto, cpu or gpu
   int cpu_devices = 0;            // 0 = min(cores, 4)

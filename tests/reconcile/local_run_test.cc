@@ -15,6 +15,8 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -314,6 +316,66 @@ TEST(LocalRunTest, JobNeedingGpusThisMachineLacksExitsFourInsteadOfWaiting) {
   EXPECT_NE(out.find("kubectl apply -f"), std::string::npos) << out;
   // No worker ran: no start is left to shorten a later run's maxDuration.
   EXPECT_FALSE(std::filesystem::exists(dir / "started-at")) << out;
+  std::filesystem::remove_all(dir);
+}
+
+// Exit 3 says the deadline cannot be met; a model no split of this machine
+// holds is no deadline matter (the job has no deadline here), and said 3.
+TEST(LocalRunTest, AModelNoLayoutHoldsExitsFourNotThree) {
+  std::ifstream in(std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml = text.str();
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"layers: 2\n", "layers: 400\n"},
+           {"hiddenSize: 128\n", "hiddenSize: 16384\n"},
+           {"ffnHiddenSize: 512\n", "ffnHiddenSize: 65536\n"},
+           {"attentionHeads: 4\n", "attentionHeads: 128\n"},
+           {"  maxDuration: 10m", "  # no deadline"}}) {
+    const size_t at = yaml.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    yaml.replace(at, from.size(), to);
+  }
+  const std::string tag = std::to_string(::getpid());
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("pacer-huge-job-" + tag + ".yaml");
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-huge-run-" + tag);
+  std::ofstream(file) << yaml;
+  Child c = Spawn({PACER_BINARY, "run", file.string(), "--backend", "cpu", "--progress", "none",
+                   "--work-dir", dir.string()});
+  std::string out;
+  EXPECT_EQ(Wait(c, &out), 4) << out;
+  EXPECT_NE(out.find("NoLayoutFits"), std::string::npos) << out;
+  std::filesystem::remove(file);
+  std::filesystem::remove_all(dir);
+}
+
+// Without $PACER_WORKER_BINARY or a pacer-worker beside pacer, the worker
+// is the one on PATH, as for any installed program. The bare name used to
+// be spawned as a path relative to the working directory.
+TEST(LocalRunTest, TheWorkerIsFoundOnPath) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-path-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "bin");
+  std::filesystem::create_directories(dir / "path");
+  std::filesystem::copy_file(PACER_BINARY, dir / "bin" / "pacer");
+  const std::filesystem::path marker = dir / "worker-ran";
+  {
+    std::ofstream script(dir / "path" / "pacer-worker");
+    script << "#!/bin/sh\n: > '" << marker.string() << "'\nexit 2\n";  // no PATH for touch
+  }
+  std::filesystem::permissions(dir / "path" / "pacer-worker", std::filesystem::perms::owner_all);
+  Child c = Spawn({"/usr/bin/env", "-u", "PACER_WORKER_BINARY",
+                   "PATH=" + (dir / "empty").string() + ":" + (dir / "path").string(),
+                   (dir / "bin" / "pacer").string(), "run",
+                   std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
+                   "--backend", "cpu", "--progress", "none", "--max-restarts", "0", "--work-dir",
+                   (dir / "work").string()});
+  std::string out;
+  EXPECT_EQ(Wait(c, &out), 1) << out;
+  EXPECT_TRUE(std::filesystem::exists(marker)) << out;
   std::filesystem::remove_all(dir);
 }
 
