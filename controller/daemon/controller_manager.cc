@@ -65,6 +65,7 @@ struct ControllerManager::Impl {
   std::condition_variable scheduler_cv;
   bool scheduler_due = false;   // guarded by scheduler_mu
   bool scheduler_stop = false;  // guarded by scheduler_mu
+  bool first_pass_done = false;  // guarded by scheduler_mu
   std::unique_ptr<WorkQueue> queue;
   std::unique_ptr<ControllerMetrics> metrics;
   std::unique_ptr<HealthServer> health;
@@ -80,9 +81,9 @@ struct ControllerManager::Impl {
   std::atomic<bool> leading{false};
   std::atomic<bool> workers_started{false};
   // StartWorkers runs on the leader elector's thread, StopWorkers on the
-  // one that calls Stop(): without this lock a stop during a start (its
-  // first scheduler pass takes a while) found no threads to join, and the
-  // start then created threads nobody joined: std::terminate at exit.
+  // one that calls Stop(): without this lock a stop during a start found no
+  // threads to join, and the start then created threads nobody joined:
+  // std::terminate at exit.
   std::mutex workers_mu;
   bool workers_stopped = false;  // guarded by workers_mu
 
@@ -105,12 +106,32 @@ struct ControllerManager::Impl {
     // Every known job is reconciled once on start (level-triggered).
     for (const nlohmann::json& job : trainjobs->List()) Enqueue(ObjectKey(job));
     if (scheduler) {
-      // The first pass before the workers start: jobs see their allocation
-      // on their first reconcile instead of a 'waiting' detour.
-      RunSchedulerPass();
-      scheduler_thread = std::thread([this] { SchedulerLoop(); });
+      // The first pass on the scheduler's thread, not here on the leader
+      // elector's: a new leader's first pass plans every job's curve afresh
+      // (seconds with hundreds of jobs), and the Lease was not renewed
+      // meanwhile; past the renew deadline the leader stepped down and
+      // exited, and restarted into the same pass.
+      scheduler_thread = std::thread([this] {
+        RunSchedulerPass();
+        {
+          std::lock_guard<std::mutex> lock(scheduler_mu);
+          first_pass_done = true;
+        }
+        scheduler_cv.notify_all();
+        SchedulerLoop();
+      });
     }
-    for (int i = 0; i < options.workers; ++i) workers.emplace_back([this] { WorkerLoop(); });
+    for (int i = 0; i < options.workers; ++i) {
+      workers.emplace_back([this] {
+        // Jobs see their allocation on their first reconcile, instead of a
+        // 'waiting' detour: the workers start after the first pass.
+        if (scheduler) {
+          std::unique_lock<std::mutex> lock(scheduler_mu);
+          scheduler_cv.wait(lock, [this] { return first_pass_done || scheduler_stop; });
+        }
+        WorkerLoop();
+      });
+    }
   }
 
   void WorkerLoop() {
@@ -490,6 +511,9 @@ Status ControllerManager::Start() {
   le.namespace_name = m.options.lease_namespace;
   le.lease_name = m.options.lease_name;
   le.identity = m.options.identity;
+  le.lease_duration = m.options.lease_duration;
+  le.renew_deadline = m.options.renew_deadline;
+  le.retry_period = m.options.retry_period;
   m.elector = std::make_unique<LeaderElector>(m.client.get(), le);
   RETURN_IF_ERROR(m.elector->Validate());
   Log(LogLevel::kInfo, "waiting to become the leader",

@@ -42,6 +42,10 @@ struct ManagerOptions {
   std::string lease_namespace = "pacer-system";
   std::string lease_name = "pacer-controller";
   std::string identity;  // "" = host name + pid
+  // The Lease's timing (kube/leader_election.h; client-go's defaults).
+  std::chrono::milliseconds lease_duration{15000};
+  std::chrono::milliseconds renew_deadline{10000};
+  std::chrono::milliseconds retry_period{2000};
   std::string bind_address = "0.0.0.0";
   int metrics_port = 8080;  // 0 = pick a free one
   int probe_port = 8081;
@@ -56,8 +60,8 @@ struct ManagerOptions {
   // gets the process restarted. An idle queue is never a failure.
   std::chrono::steady_clock::duration reconcile_max_silence = std::chrono::minutes(5);
   ClusterSchedulerOptions scheduler;
-  // For tests: called at the start of every scheduler pass, on the thread
-  // that runs it (the first on the one that became the leader).
+  // For tests: called at the start of every scheduler pass, on the
+  // scheduler's thread.
   std::function<void()> scheduler_pass_hook;
 };
 

@@ -115,6 +115,42 @@ TEST_F(KubeTest, AStopDuringTheFirstSchedulerPassJoinsEveryThreadTheStartCreates
   manager.reset();  // every thread joined, or std::terminate here
 }
 
+// A new leader's first scheduler pass plans every job's curve afresh:
+// seconds with hundreds of jobs. It ran on the leader elector's thread, so
+// the Lease was not renewed meanwhile; past the renew deadline the leader
+// stepped down and exited (and restarted into the same pass). Now the
+// Lease is renewed while the first pass runs.
+TEST_F(KubeTest, TheLeaseIsRenewedWhileTheFirstSchedulerPassRuns) {
+  ManagerOptions options;
+  options.kube = Config();
+  options.bind_address = "127.0.0.1";
+  options.metrics_port = 0;
+  options.probe_port = 0;
+  options.identity = "manager-test";
+  options.lease_duration = std::chrono::milliseconds(1500);
+  options.renew_deadline = std::chrono::milliseconds(1000);
+  options.retry_period = std::chrono::milliseconds(100);
+  std::atomic<bool> first{true};
+  std::promise<bool> renewed_during_pass;
+  options.scheduler_pass_hook = [&] {
+    if (!first.exchange(false)) return;
+    // The pass lasts until the Lease was renewed twice, or past the renew
+    // deadline (the old code: no renewal could happen).
+    const int64_t puts = server_->RequestCount("PUT", "leases");
+    renewed_during_pass.set_value(
+        server_->WaitFor([&] { return server_->RequestCount("PUT", "leases") >= puts + 2; },
+                         std::chrono::seconds(3)));
+  };
+  ControllerManager manager(options);
+  ASSERT_TRUE(manager.Start().ok());
+  std::future<bool> renewed = renewed_during_pass.get_future();
+  ASSERT_EQ(renewed.wait_for(kWait), std::future_status::ready) << "the first pass ran";
+  EXPECT_TRUE(renewed.get()) << "the Lease was renewed while the first pass ran";
+  EXPECT_TRUE(manager.IsLeader());
+  manager.Stop();
+  EXPECT_EQ(manager.Wait(), ControllerManager::Exit::kStopped);
+}
+
 // A reconcile that failed because the API server throttled it (429 with
 // Retry-After) comes back when the server said, not after the backoff's
 // first 5 ms: the retried status write is at least Retry-After later.
