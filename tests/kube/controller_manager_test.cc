@@ -31,13 +31,19 @@ int Healthz(const ControllerManager& manager) {
   }
 }
 
-ManagerOptions LivenessOptions(const KubeConfig& kube) {
+// A manager on the test API server, its ports picked free on loopback.
+ManagerOptions TestOptions(const KubeConfig& kube) {
   ManagerOptions options;
   options.kube = kube;
   options.bind_address = "127.0.0.1";
   options.metrics_port = 0;
   options.probe_port = 0;
   options.identity = "manager-test";
+  return options;
+}
+
+ManagerOptions LivenessOptions(const KubeConfig& kube) {
+  ManagerOptions options = TestOptions(kube);
   options.leader_elect = false;
   options.reconcile_max_silence = std::chrono::milliseconds(300);
   return options;
@@ -87,13 +93,8 @@ TEST_F(KubeTest, AWorkerWedgedInAReconcileFailsLiveness) {
 // before they existed, and the start then created threads nobody joined:
 // std::terminate when the manager was destroyed.
 TEST_F(KubeTest, AStopDuringTheFirstSchedulerPassJoinsEveryThreadTheStartCreates) {
-  ManagerOptions options;
-  options.kube = Config();
-  options.bind_address = "127.0.0.1";
-  options.metrics_port = 0;
-  options.probe_port = 0;
+  ManagerOptions options = TestOptions(Config());
   options.workers = 2;
-  options.identity = "manager-test";
   ControllerManager* self = nullptr;
   std::atomic<bool> first{true};
   std::promise<void> in_first_pass;
@@ -121,12 +122,7 @@ TEST_F(KubeTest, AStopDuringTheFirstSchedulerPassJoinsEveryThreadTheStartCreates
 // stepped down and exited (and restarted into the same pass). Now the
 // Lease is renewed while the first pass runs.
 TEST_F(KubeTest, TheLeaseIsRenewedWhileTheFirstSchedulerPassRuns) {
-  ManagerOptions options;
-  options.kube = Config();
-  options.bind_address = "127.0.0.1";
-  options.metrics_port = 0;
-  options.probe_port = 0;
-  options.identity = "manager-test";
+  ManagerOptions options = TestOptions(Config());
   options.lease_duration = std::chrono::milliseconds(1500);
   options.renew_deadline = std::chrono::milliseconds(1000);
   options.retry_period = std::chrono::milliseconds(100);
@@ -163,12 +159,7 @@ TEST_F(KubeTest, AReconcileTheServerThrottledIsRetriedAfterItsRetryAfter) {
   ASSERT_TRUE(server_->CreateObject(TrainJobsPath(), job).ok());
   server_->FailNextRequests("PUT", "/trainjobs/throttled/status", 429, 1, kRetryAfterSeconds);
 
-  ManagerOptions options;
-  options.kube = Config();
-  options.bind_address = "127.0.0.1";
-  options.metrics_port = 0;
-  options.probe_port = 0;
-  options.identity = "manager-test";
+  ManagerOptions options = TestOptions(Config());
   options.leader_elect = false;
   ControllerManager manager(options);
   ASSERT_TRUE(manager.Start().ok());
