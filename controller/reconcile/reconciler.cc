@@ -125,7 +125,7 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
   StatusOr<nlohmann::json> object = deps_.store->Get(key);
   if (!object.ok()) {
     if (object.status().code() != StatusCode::kNotFound) return {object.status(), std::nullopt};
-    // Gone (its finalizer was removed): nothing of it may outlive it.
+    // Gone (its finalizer was removed): no worker of it may keep running.
     const size_t slash = key.find('/');
     pass.ref.namespace_name = key.substr(0, slash);
     pass.ref.name = slash == std::string::npos ? key : key.substr(slash + 1);

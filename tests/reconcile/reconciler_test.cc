@@ -631,6 +631,31 @@ TEST_F(ReconcilerTest, DeletionRemovesWorkersThenTheFinalizer) {
   EXPECT_FALSE(reconciler().View(kKey).has_value());
 }
 
+// The finalizer goes once the workers' pods are deleted, not once they are
+// gone (Kubernetes' background deletion: a pod on an unreachable node can
+// stay Terminating for good, and the TrainJob would never go). A TrainJob
+// re-created under the same name meanwhile waits for those pods: two
+// attempts never write one checkpoint volume.
+TEST_F(ReconcilerTest, AJobRecreatedWhileTheDeletedOnesPodsTerminateWaitsForThem) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  store_.jobs[kKey]["metadata"]["deletionTimestamp"] = "2026-11-22T01:00:00Z";
+  ASSERT_TRUE(Pass().status.ok());
+  launcher_.terminating[kKey] = 4;  // deleted, in their grace period
+  EXPECT_EQ(store_.jobs.count(kKey), 0u) << "finalizer removed, object gone";
+
+  nlohmann::json again = LlamaJob();
+  again["metadata"]["uid"] = "uid-llama-2";
+  store_.Put(again);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u) << "not launched beside the old pods";
+  EXPECT_EQ(ConditionReason("Planned"), "False/PreviousWorkersTerminating");
+  launcher_.terminating[kKey] = 0;
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(launcher_.launches[1].job.uid, "uid-llama-2");
+}
+
 TEST_F(ReconcilerTest, RestartedControllerAdoptsRunningWorkersWithoutDuplicates) {
   store_.Put(LlamaJob());
   LaunchAndRun();
