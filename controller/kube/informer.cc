@@ -309,8 +309,19 @@ void Informer::Loop() {
     Status watched = WatchOnce(&saw_event);
     if (stop_) return;
     bool resynced = false;
-    if (resync_due_.exchange(false)) {
-      cancel_watch_ = false;
+    bool resync = false;
+    {
+      // The timer sets both flags under mu_; clearing them under it too. A
+      // clear between the timer's two stores left the watch cancelled with
+      // no resync due: every watch ended at once, no event arrived until
+      // the next resync (10 minutes).
+      std::lock_guard<std::mutex> lock(mu_);
+      if (resync_due_.exchange(false)) {
+        resync = true;
+        cancel_watch_ = false;
+      }
+    }
+    if (resync) {
       if (stop_) return;  // Stop() raced with the timer: keep its cancel
       Resync();
       resynced = true;
