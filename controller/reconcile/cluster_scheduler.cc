@@ -171,8 +171,9 @@ std::optional<ScheduledJob> ClusterScheduler::JobFromObject(const nlohmann::json
     if (gpus != nullptr && gpus->is_number_integer() && gpus->get<int64_t>() > 0 &&
         gpus->get<int64_t>() < (int64_t{1} << 20) && !type.empty()) {
       job.allocated_gpus = static_cast<int>(gpus->get<int64_t>());
-      job.allocated_gpu_type = std::move(type);
     }
+    // Also with no GPUs now: the pool an admitted job waits in.
+    job.allocated_gpu_type = std::move(type);
   }
   for (const Condition& c : ParseConditions(status != nullptr ? *status : empty)) {
     if (c.type == kConditionAdmitted && c.status == kConditionTrue) job.admitted = true;
@@ -212,7 +213,10 @@ StatusOr<sched::ThroughputCurve> ClusterScheduler::Curve(const ScheduledJob& job
     planner::NodePool all = pool;
     all.MarkAllFree();
     idle.node_pools.push_back(all);
-    signature << '/' << pool.name << ':' << pool.nodes << 'x' << pool.gpus_per_node;
+    // The links too: a node annotation that corrects a pool's network
+    // keeps its name, and the curves kept the old speed until a restart.
+    signature << '/' << pool.name << ':' << pool.nodes << 'x' << pool.gpus_per_node << '@'
+              << pool.network_gbps_per_node << ',' << pool.nvlink_gbps;
   }
   auto cached = curves_.find(job.key);
   if (cached != curves_.end() && cached->second.signature == signature.str()) {
@@ -289,6 +293,18 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
         chosen = held->second.begin()->first;
       }
     }
+    if (chosen.empty() && job.admitted) {
+      // An admitted job waiting for its reservation stays in the pool it
+      // was admitted to. Picked again by the most GPUs at every pass, it
+      // moved to another pool when that one grew (or this one lost a node),
+      // there without an admission test: it took GPUs that pool's admitted
+      // jobs were promised.
+      auto last = shares_.find(job.key);
+      const std::string& type = last != shares_.end() ? last->second.first : job.allocated_gpu_type;
+      if (!type.empty() && planner::AllowsGpuType(job.spec.resources, inventory.catalog, type)) {
+        chosen = type;
+      }
+    }
     if (chosen.empty() || type_gpus.count(chosen) == 0) {
       chosen.clear();
       int most = 0;
@@ -308,6 +324,8 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
                })) {
       // Nodes of its types exist, but the job may use none of them.
       Allocation rejected;
+      // Admitted jobs are never dropped: it waits, admitted, for a node.
+      rejected.admitted = job.admitted;
       rejected.message =
           "every node of an allowed GPU type is excluded for this job after "
           "repeated collective failures (status.excludedNodes); it would be "

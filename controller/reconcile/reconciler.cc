@@ -650,7 +650,8 @@ void Reconciler::NoteAdmission(Pass& pass) {
     pass.Set(kConditionAdmitted, kConditionFalse, "Rejected", a.message);
     return;
   }
-  std::string message = "admitted to the " + a.gpu_type + " pool";
+  std::string message =
+      a.gpu_type.empty() ? std::string("admitted") : "admitted to the " + a.gpu_type + " pool";
   if (a.planned_finish_unix_seconds) {
     message += "; the shared schedule finishes it by " +
                planner::FormatRfc3339(*a.planned_finish_unix_seconds);
@@ -675,6 +676,10 @@ ReconcileResult Reconciler::ReconcileScheduled(Pass& pass, const ClusterInventor
     pass.phase = Phase::kPending;
     pass.Set(kConditionPlanned, kConditionFalse, "Rejected", a.message);
     return Finish(pass, options_.pending_retry);
+  }
+  if (a.gpus == 0 && a.gpu_type.empty()) {
+    // Admitted, but no node it may use is left (the scheduler says why).
+    return ReconcileWaiting(pass, "WaitingForReservedGpus", "admitted; " + a.message);
   }
   if (a.gpus == 0) {
     std::string message = "admitted; its reserved " + a.gpu_type + " GPUs start ";
@@ -1161,7 +1166,7 @@ ReconcileResult Reconciler::Finish(Pass& pass, std::optional<Millis> requeue_aft
     nlohmann::ordered_json schedule;
     schedule["admitted"] = a.admitted;
     schedule["allocatedGpus"] = a.gpus;
-    schedule["gpuType"] = a.gpu_type;
+    if (!a.gpu_type.empty()) schedule["gpuType"] = a.gpu_type;  // none: no node left to it
     if (a.planned_finish_unix_seconds) {
       schedule["plannedFinishTime"] = planner::FormatRfc3339(*a.planned_finish_unix_seconds);
     }

@@ -410,6 +410,24 @@ TEST(ClusterSchedulerTest, AJobInItsLastMinuteIsNotLateAndKeepsItsGpus) {
   EXPECT_EQ(a.message.find("its deadline has passed"), std::string::npos) << a.message;
 }
 
+// A curve is kept until what it was planned on changes, the pool's links
+// included: a network corrected by a node annotation keeps the pool's name,
+// and the cached curve kept the old speed until the controller restarted.
+TEST(ClusterSchedulerTest, ACurveFollowsThePoolsNetwork) {
+  ClusterInventory inventory = H100Pool(4, 32);
+  ClusterScheduler scheduler({});
+  const ScheduledJob job = Read(SmallJob("wide", 40e9, std::nullopt, "time"));
+  StatusOr<sched::ThroughputCurve> fast = scheduler.Curve(job, inventory, "H100-SXM", kNow);
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  inventory.inventory.node_pools.at(0).network_gbps_per_node = 10;
+  StatusOr<sched::ThroughputCurve> slow = scheduler.Curve(job, inventory, "H100-SXM", kNow);
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  EXPECT_LT(slow->IterationsPerSecond(32), fast->IterationsPerSecond(32) * 0.9)
+      << "32 GPUs span four nodes: a 10 Gbit/s network is slower than 3200";
+  EXPECT_DOUBLE_EQ(slow->IterationsPerSecond(8), fast->IterationsPerSecond(8))
+      << "one node does not use the network";
+}
+
 // A resize relaunches a job: its old pods stop at a checkpoint, then its new
 // pods are created and wait to be bound to nodes. In between its pods hold
 // no GPU. A pass in that gap (another job's arrival triggers one) must not
@@ -566,6 +584,48 @@ TEST(ClusterSchedulerTest, AJobsExcludedNodesAreNotItsCapacity) {
   EXPECT_EQ(pass->at("team/struck").gpus, 0);
   EXPECT_NE(pass->at("team/struck").message.find("excluded"), std::string::npos)
       << pass->at("team/struck").message;
+
+  // An admitted job is never dropped: it waits, admitted, for a node (it was
+  // rejected, and with a node back it came in as a new arrival, after jobs
+  // admitted later).
+  ScheduledJob admitted = Read(object);
+  admitted.admitted = true;
+  pass = scheduler.Pass({admitted}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_TRUE(pass->at("team/struck").admitted) << pass->at("team/struck").message;
+  EXPECT_EQ(pass->at("team/struck").gpus, 0);
+  EXPECT_NE(pass->at("team/struck").message.find("excluded"), std::string::npos)
+      << pass->at("team/struck").message;
+}
+
+// An admitted job waiting for its reservation stays in the pool it was
+// admitted to: picked again by the most GPUs at every pass, it moved to an
+// A100 pool that grew past the H100 one, without an admission test there.
+TEST(ClusterSchedulerTest, AnAdmittedWaitingJobStaysInItsPool) {
+  ClusterInventory inventory = H100Pool(1, 8);
+  planner::NodePool a100 = inventory.inventory.node_pools.at(0);
+  a100.name = "a100";
+  a100.gpu_type = "A100-80GB";
+  a100.nodes = 2;
+  a100.free_gpus = 16;
+  inventory.inventory.node_pools.push_back(a100);
+  inventory.nodes_by_pool["a100"] = {{"a100-0", 8, 8}, {"a100-1", 8, 8}};
+  nlohmann::json object = SmallJob("patient", 40e9, kNow + 30 * 24 * 3600);
+  object["spec"]["resources"].erase("gpuTypes");  // any type
+  object["status"] = {{"phase", "Pending"},
+                      {"conditions", {{{"type", "Admitted"}, {"status", "True"}}}},
+                      {"schedule", {{"allocatedGpus", 0}, {"gpuType", "H100-SXM"}}}};
+  const ScheduledJob patient = Read(object);
+  ASSERT_TRUE(patient.admitted);
+  ASSERT_EQ(patient.allocated_gpu_type, "H100-SXM") << "a waiting job's pool is read too";
+  ClusterScheduler scheduler({});  // a new leader: the pool from the status
+  StatusOr<std::map<std::string, Allocation>> pass = scheduler.Pass({patient}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_TRUE(pass->at("team/patient").admitted);
+  EXPECT_EQ(pass->at("team/patient").gpu_type, "H100-SXM");
+  pass = scheduler.Pass({patient}, inventory, kNow + 60);  // the same leader: its own share
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_EQ(pass->at("team/patient").gpu_type, "H100-SXM");
 }
 
 // After out-of-memory exits the reconciler plans with a memory margin

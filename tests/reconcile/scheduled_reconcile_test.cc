@@ -114,6 +114,27 @@ TEST_F(ScheduledReconcileTest, ARejectedJobIsNotLaunchedAndSaysWhatWouldAdmitIt)
   EXPECT_EQ(ConditionReason("Admitted"), "True/Admitted");
 }
 
+// Admitted, but every node it may use is excluded: it waits, admitted,
+// and says why (it was rejected, and came back as a new arrival).
+TEST_F(ScheduledReconcileTest, AnAdmittedJobWithNoNodeLeftWaitsAdmittedAndSaysWhy) {
+  Allocation none;
+  none.admitted = true;
+  none.message = "every node of an allowed GPU type is excluded for this job";
+  Allocate(none);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_TRUE(launcher_.launches.empty());
+  EXPECT_EQ(ConditionReason("Admitted"), "True/Admitted");
+  EXPECT_EQ(ConditionReason("Planned"), "False/WaitingForReservedGpus");
+  bool said = false;
+  const nlohmann::json status = Status();
+  for (const auto& c : status["conditions"]) {
+    said |= c["type"] == "Planned" &&
+            c["message"].get<std::string>().find("is excluded") != std::string::npos;
+  }
+  EXPECT_TRUE(said) << status;
+  EXPECT_FALSE(status["schedule"].contains("gpuType")) << "no pool to name";
+}
+
 TEST_F(ScheduledReconcileTest, AnAdmittedJobWaitsForItsReservedGpus) {
   Allocation later = Admitted(0);
   later.next_start_unix_seconds = 1795305600 + 3600;
