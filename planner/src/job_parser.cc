@@ -35,6 +35,14 @@ constexpr int kMaxEpochs = 10000;
 constexpr int kMaxMicroBatchSize = 1'000'000;
 constexpr int kMaxGpus = 1'000'000;
 constexpr std::size_t kMaxGpuTypes = 100;
+// The CRD's maxItems and maxLength (manifests/crd): a file the API server
+// would refuse is refused by `pacer plan` too, with the same bound.
+constexpr std::size_t kMaxGpuTypeChars = 64;
+constexpr std::size_t kMaxMicroBatchSizes = 64;
+constexpr std::size_t kMaxImageChars = 1024;
+constexpr std::size_t kMaxCommandArgs = 256;
+constexpr std::size_t kMaxEnvVars = 256;
+constexpr std::size_t kMaxArgOrValueChars = 32768;
 constexpr int kMaxTensorParallel = 1024;
 constexpr int kMaxPipelineParallel = 1000;
 constexpr double kMaxDurationSeconds = 36500.0 * 86400;  // 100 years
@@ -296,7 +304,7 @@ Status ParseTraining(const Field& f, TrainingSpec* t) {
     if (i < 3) t->activation_checkpointing = kValues[i];
   }
   if (const Field mbs = f.Get("microBatchSizes"); mbs.present()) {
-    RETURN_IF_ERROR(mbs.CheckList());
+    RETURN_IF_ERROR(mbs.CheckList(kMaxMicroBatchSizes));
     for (const Field& e : mbs.Elements()) {
       ASSIGN_OR_RETURN(const int b, e.Int(1, kMaxMicroBatchSize));
       t->micro_batch_sizes.push_back(b);
@@ -326,7 +334,7 @@ Status ParseResources(const Field& f, ResourcesSpec* r) {
     // define new ones); the parser only checks the shape.
     std::set<std::string> seen;
     for (const Field& e : types.Elements()) {
-      ASSIGN_OR_RETURN(std::string name, e.NonEmptyString());
+      ASSIGN_OR_RETURN(std::string name, e.NonEmptyString(kMaxGpuTypeChars));
       if (seen.insert(text::Lowercase(name)).second) r->gpu_types.push_back(std::move(name));
     }
   }
@@ -361,17 +369,18 @@ Status ParseWorker(const Field& f, WorkerSpec* w) {
   if (!f.present()) return Status::Ok();
   RETURN_IF_ERROR(f.CheckMap({"image", "command", "env"}));
   if (const Field image = f.Get("image"); image.present()) {
-    ASSIGN_OR_RETURN(w->image, image.NonEmptyString());
+    ASSIGN_OR_RETURN(w->image, image.NonEmptyString(kMaxImageChars));
   }
   if (const Field command = f.Get("command"); command.present()) {
-    RETURN_IF_ERROR(command.CheckList());
+    RETURN_IF_ERROR(command.CheckList(kMaxCommandArgs));
     for (const Field& e : command.Elements()) {
-      ASSIGN_OR_RETURN(std::string arg, e.String());
+      ASSIGN_OR_RETURN(std::string arg, e.String(kMaxArgOrValueChars));
       w->command.push_back(std::move(arg));
     }
   }
   if (const Field env = f.Get("env"); env.present()) {
-    RETURN_IF_ERROR(env.CheckList());
+    RETURN_IF_ERROR(env.CheckList(kMaxEnvVars));
+    std::set<std::string> names;
     for (const Field& e : env.Elements()) {
       RETURN_IF_ERROR(e.CheckMap({"name", "value"}));
       const Field name = e.Get("name");
@@ -393,8 +402,12 @@ Status ParseWorker(const Field& f, WorkerSpec* w) {
             "must be an environment variable name: letters, digits, '_', '-' and '.', not "
             "starting with a digit or \"..\", not \".\", at most 256 characters");
       }
+      // A list keyed by name in the CRD: the API server refuses a repeat.
+      if (!names.insert(var.name).second) {
+        return name.ErrorGot("is set twice; give each variable once");
+      }
       if (const Field value = e.Get("value"); value.present()) {
-        ASSIGN_OR_RETURN(var.value, value.String());
+        ASSIGN_OR_RETURN(var.value, value.String(kMaxArgOrValueChars));
       }
       w->env.push_back(std::move(var));
     }

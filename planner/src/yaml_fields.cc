@@ -276,13 +276,26 @@ Status Field::CheckList(std::size_t max_entries) const {
   return Status::Ok();
 }
 
-StatusOr<std::string> Field::String() const {
+namespace {
+
+// Not ErrorGot: the value quoted back could be 32 KiB.
+Status CheckLength(const Field& f, const std::string& value, std::size_t max_chars) {
+  if (value.size() <= max_chars) return Status::Ok();
+  return f.Error("must be at most " + std::to_string(max_chars) + " characters, got " +
+                 std::to_string(value.size()));
+}
+
+}  // namespace
+
+StatusOr<std::string> Field::String(std::size_t max_chars) const {
   if (!is_scalar()) return ErrorGot("must be a string");
+  RETURN_IF_ERROR(CheckLength(*this, node_.Scalar(), max_chars));
   return node_.Scalar();
 }
 
-StatusOr<std::string> Field::NonEmptyString() const {
+StatusOr<std::string> Field::NonEmptyString(std::size_t max_chars) const {
   if (!is_scalar() || node_.Scalar().empty()) return ErrorGot("must be a non-empty string");
+  RETURN_IF_ERROR(CheckLength(*this, node_.Scalar(), max_chars));
   return node_.Scalar();
 }
 

@@ -64,8 +64,9 @@ class Field {
   Status CheckList(std::size_t max_entries = SIZE_MAX) const;
 
   // Scalars. The bounds are inclusive and are stated in the message.
-  StatusOr<std::string> String() const;
-  StatusOr<std::string> NonEmptyString() const;
+  // At most `max_chars` bytes (the CRD's maxLength), or an error saying so.
+  StatusOr<std::string> String(std::size_t max_chars = SIZE_MAX) const;
+  StatusOr<std::string> NonEmptyString(std::size_t max_chars = SIZE_MAX) const;
   StatusOr<bool> Bool() const;
   StatusOr<int64_t> Integer(int64_t min, int64_t max) const;
   StatusOr<int> Int(int min, int max) const;

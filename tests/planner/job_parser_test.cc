@@ -506,6 +506,43 @@ TEST(JobParserTest, EnvNamesAreThoseThePodApiTakes) {
   EXPECT_NE(ErrorOf(with_env("TAB\there")), "OK");
 }
 
+// The CRD's list and length bounds: a file `kubectl apply` would refuse
+// ("Too many", "Too long", a repeated env name) is refused here too, with
+// the bound, instead of planning as if it could run.
+TEST(JobParserTest, ListsAndStringsAreBoundedAsTheCrdBoundsThem) {
+  const auto with = [](const std::string& what) {
+    return Minimal("globalBatchSize: 256", "globalBatchSize: 256\n" + what);
+  };
+  const auto list = [](int n, const std::string& item) {
+    std::string out = "[";
+    for (int i = 0; i < n; ++i) out += (i ? ", " : "") + item;
+    return out + "]";
+  };
+  std::string env256 = "[";
+  for (int i = 0; i < 256; ++i) env256 += (i ? ", " : "") + ("{name: V" + std::to_string(i) + "}");
+  env256 += "]";
+  EXPECT_EQ(ErrorOf(with("  worker: {env: " + env256 + "}")), "OK");
+  EXPECT_EQ(
+      ErrorOf(with("  worker: {env: " + env256.substr(0, env256.size() - 1) + ", {name: V256}]}")),
+      "spec.worker.env: must have at most 256 entries, got 257");
+  EXPECT_EQ(ErrorOf(with("  worker: {env: [{name: A, value: x}, {name: A, value: y}]}")),
+            "spec.worker.env[1].name: is set twice; give each variable once, got \"A\"");
+  EXPECT_EQ(ErrorOf(with("  worker: {command: " + list(256, "x") + "}")), "OK");
+  EXPECT_EQ(ErrorOf(with("  worker: {command: " + list(257, "x") + "}")),
+            "spec.worker.command: must have at most 256 entries, got 257");
+  EXPECT_EQ(ErrorOf(with("  worker: {command: [" + std::string(32769, 'x') + "]}")),
+            "spec.worker.command[0]: must be at most 32768 characters, got 32769");
+  EXPECT_EQ(ErrorOf(with("  worker: {env: [{name: A, value: " + std::string(32769, 'x') + "}]}")),
+            "spec.worker.env[0].value: must be at most 32768 characters, got 32769");
+  EXPECT_EQ(ErrorOf(with("  worker: {image: " + std::string(1024, 'i') + "}")), "OK");
+  EXPECT_EQ(ErrorOf(with("  worker: {image: " + std::string(1025, 'i') + "}")),
+            "spec.worker.image: must be at most 1024 characters, got 1025");
+  EXPECT_EQ(ErrorOf(with("  resources: {gpuTypes: [" + std::string(65, 'g') + "]}")),
+            "spec.resources.gpuTypes[0]: must be at most 64 characters, got 65");
+  EXPECT_EQ(ErrorOf(with("    microBatchSizes: " + list(65, "1"))),
+            "spec.training.microBatchSizes: must have at most 64 entries, got 65");
+}
+
 TEST(JobParserTest, DeadlineAndMaxDurationConflict) {
   std::string doc = kMinimalYaml;
   doc += "  deadline: \"2026-12-24T00:00:00Z\"\n  maxDuration: 72h\n";
