@@ -144,6 +144,24 @@ PodLauncher::PodLauncher(KubeClient* client, const Informer* pods, PodTemplateOp
 
 Status PodLauncher::Launch(const LaunchSpec& spec) {
   const std::string& ns = spec.job.namespace_name;
+  // One live LIST of the job's pods before a gang is created: the pod cache
+  // can lag (a watch whose connection died without a word is noticed only
+  // at its inactivity limit, after the launch expectations expired), and a
+  // launch decided on it started a second gang beside the running one, both
+  // writing one checkpoint volume.
+  ListOptions mine;
+  mine.label_selector = std::string(kJobLabel) + "=" + spec.job.name;
+  StatusOr<ListPage> live = client_->ListAll(kPods, ns, mine);
+  if (!live.ok()) return live.status().WithContext("listing the job's worker pods");
+  for (const nlohmann::json& pod : live->items) {
+    const PodFacts facts = FactsOf(pod);
+    if (!facts.deleting && facts.attempt != spec.attempt) {
+      return UnavailableError("worker pod " + facts.name + " of attempt " +
+                              std::to_string(facts.attempt) +
+                              " is still there, though the pod cache does not show it; attempt " +
+                              std::to_string(spec.attempt) + " waits for the cache");
+    }
+  }
   const nlohmann::json service_object = WorkerServiceObject(spec, options_);
   StatusOr<nlohmann::json> service = client_->Create(kServices, ns, service_object);
   if (service.status().code() == StatusCode::kAlreadyExists) {

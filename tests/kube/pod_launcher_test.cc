@@ -145,5 +145,36 @@ TEST_F(PodLauncherTest, AGracefulStopThatFailedHalfWayIsStoppingBeforeTheCacheSh
   EXPECT_EQ(launcher.TerminatingWorkers(spec.job), 1);
 }
 
+// The pod cache can lag: a watch whose connection died without a word is
+// noticed only at its inactivity limit, after the launch's expectations
+// expired. A launch decided on that cache started a second gang beside the
+// running one; a live LIST before the launch refuses it (retryable).
+TEST_F(PodLauncherTest, ALaunchBesideAGangTheCacheMissedIsRefused) {
+  Informer pods(client_.get(), kPods, "", InformerOptions{});
+  pods.Start();
+  ASSERT_TRUE(pods.WaitForSync(std::chrono::seconds(10)));
+  pods.Stop();  // it sees nothing from now on
+  PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{});
+  LaunchSpec first = Launch("uid-now");
+  ASSERT_TRUE(launcher.Launch(first).ok());
+  ASSERT_TRUE(launcher.Launch(first).ok()) << "the same attempt again is the same pods";
+
+  LaunchSpec second = first;
+  second.attempt = first.attempt + 1;
+  const Status refused = launcher.Launch(second);
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
+  EXPECT_NE(refused.message().find(WorkerPodName("llama", first.attempt, 0)), std::string::npos)
+      << refused.message();
+  EXPECT_FALSE(server_
+                   ->GetObject("/api/v1/namespaces/default/pods/" +
+                               WorkerPodName("llama", second.attempt, 0))
+                   .ok())
+      << "no pod of the second attempt";
+
+  // Once the first gang is being deleted, the next attempt may start.
+  ASSERT_TRUE(launcher.Stop(first.job, StopMode::kRemove).ok());
+  EXPECT_TRUE(launcher.Launch(second).ok());
+}
+
 }  // namespace
 }  // namespace pacer::controller
