@@ -301,7 +301,12 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       // jobs were promised.
       auto last = shares_.find(job.key);
       const std::string& type = last != shares_.end() ? last->second.first : job.allocated_gpu_type;
-      if (!type.empty() && planner::AllowsGpuType(job.spec.resources, inventory.catalog, type)) {
+      // Only while some layout of that type still runs it: after
+      // out-of-memory exits raised its margin (or nodes went), kept there
+      // with no curve it waited forever while another pool could run it.
+      if (!type.empty() && type_gpus.count(type) > 0 &&
+          planner::AllowsGpuType(job.spec.resources, inventory.catalog, type) &&
+          Curve(job, cluster, type, now_unix_seconds).ok()) {
         chosen = type;
       }
     }
@@ -387,6 +392,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
           // to return, and the free GPUs serve the others meanwhile.
           if (a.gpus <= usable_gpus.at(job->key)) promised += std::max(0, a.gpus - held);
           shares_[job->key] = {type, a.gpus};
+          a.message = "no layout of " + type + " runs this job now: " + curve.status().message();
         } else {
           a.message = "no layout of " + type + " runs this job: " + curve.status().message();
           shares_.erase(job->key);

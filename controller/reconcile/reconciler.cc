@@ -928,7 +928,8 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       pass.state.steps_completed =
           std::clamp<int64_t>(*measurement->steps_completed, 0, pass.state.total_steps);
     }
-    if (measurement->step_seconds &&
+    // Not for a shrunk CPU run: its time is never compared with the plan.
+    if (measurement->step_seconds && measurement->model_scale.value_or(1.0) >= 1.0 &&
         !planner::PlausibleStepTimeRatio(*measurement->step_seconds /
                                          pass.plan->step.step_seconds)) {
       // A broken exporter's number (1e300 s) re-planned the job at that
@@ -989,7 +990,9 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     pass.state.last_replan_unix_seconds = pass.now;
     RETURN_IF_ERROR_RESULT(StopToRelaunch(pass, group.attempt));
     std::string message;
-    if (to == 0) {
+    if (to == 0 && pass.allocation->gpu_type.empty()) {
+      message = "it stops at a checkpoint: " + pass.allocation->message;
+    } else if (to == 0) {
       message = "its " + std::to_string(from) +
                 " GPUs go to jobs with deadlines; it stops at a checkpoint and resumes when the "
                 "schedule gives it GPUs again";

@@ -278,11 +278,17 @@ Status Field::CheckList(std::size_t max_entries) const {
 
 namespace {
 
-// Not ErrorGot: the value quoted back could be 32 KiB.
+// Characters as the CRD's maxLength counts them: Unicode code points (UTF-8
+// bytes that do not continue a sequence), not bytes. Not ErrorGot: the value
+// quoted back could be 32 KiB.
 Status CheckLength(const Field& f, const std::string& value, std::size_t max_chars) {
-  if (value.size() <= max_chars) return Status::Ok();
+  const auto characters =
+      static_cast<std::size_t>(std::count_if(value.begin(), value.end(), [](char c) {
+        return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+      }));
+  if (characters <= max_chars) return Status::Ok();
   return f.Error("must be at most " + std::to_string(max_chars) + " characters, got " +
-                 std::to_string(value.size()));
+                 std::to_string(characters));
 }
 
 }  // namespace

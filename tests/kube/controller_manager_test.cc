@@ -87,11 +87,11 @@ TEST_F(KubeTest, AWorkerWedgedInAReconcileFailsLiveness) {
   manager.Stop();
 }
 
-// The leader elector's thread starts the workers and runs the first
-// scheduler pass before it starts them; a SIGTERM in that window (seen in
-// CI under AddressSanitizer, where the pass is slow) stopped the workers
-// before they existed, and the start then created threads nobody joined:
-// std::terminate when the manager was destroyed.
+// The leader elector's thread starts the workers, which wait for the first
+// scheduler pass; a SIGTERM in that window (seen in CI under
+// AddressSanitizer, where the pass is slow) stopped the workers before they
+// existed, and the start then created threads nobody joined: std::terminate
+// when the manager was destroyed.
 TEST_F(KubeTest, AStopDuringTheFirstSchedulerPassJoinsEveryThreadTheStartCreates) {
   ManagerOptions options = TestOptions(Config());
   options.workers = 2;
@@ -123,15 +123,17 @@ TEST_F(KubeTest, AStopDuringTheFirstSchedulerPassJoinsEveryThreadTheStartCreates
 // Lease is renewed while the first pass runs.
 TEST_F(KubeTest, TheLeaseIsRenewedWhileTheFirstSchedulerPassRuns) {
   ManagerOptions options = TestOptions(Config());
-  options.lease_duration = std::chrono::milliseconds(1500);
-  options.renew_deadline = std::chrono::milliseconds(1000);
+  // Renewals every 100 ms; the deadlines generous (a loaded machine under a
+  // sanitizer): the old code failed on the missing renewals, not on them.
+  options.lease_duration = std::chrono::seconds(15);
+  options.renew_deadline = std::chrono::seconds(10);
   options.retry_period = std::chrono::milliseconds(100);
   std::atomic<bool> first{true};
   std::promise<bool> renewed_during_pass;
   options.scheduler_pass_hook = [&] {
     if (!first.exchange(false)) return;
-    // The pass lasts until the Lease was renewed twice, or past the renew
-    // deadline (the old code: no renewal could happen).
+    // The pass lasts until the Lease was renewed twice, or 3 s (the old
+    // code: no renewal could happen while it ran).
     const int64_t puts = server_->RequestCount("PUT", "leases");
     renewed_during_pass.set_value(
         server_->WaitFor([&] { return server_->RequestCount("PUT", "leases") >= puts + 2; },

@@ -534,6 +534,12 @@ TEST(JobParserTest, ListsAndStringsAreBoundedAsTheCrdBoundsThem) {
             "spec.worker.command[0]: must be at most 32768 characters, got 32769");
   EXPECT_EQ(ErrorOf(with("  worker: {env: [{name: A, value: " + std::string(32769, 'x') + "}]}")),
             "spec.worker.env[0].value: must be at most 32768 characters, got 32769");
+  // Characters as the CRD counts them: a 2-byte letter is one.
+  std::string letters;
+  for (int i = 0; i < 32768; ++i) letters += "\u00e9";
+  EXPECT_EQ(ErrorOf(with("  worker: {env: [{name: A, value: " + letters + "}]}")), "OK");
+  EXPECT_EQ(ErrorOf(with("  worker: {env: [{name: A, value: " + letters + "\u00e9}]}")),
+            "spec.worker.env[0].value: must be at most 32768 characters, got 32769");
   EXPECT_EQ(ErrorOf(with("  worker: {image: " + std::string(1024, 'i') + "}")), "OK");
   EXPECT_EQ(ErrorOf(with("  worker: {image: " + std::string(1025, 'i') + "}")),
             "spec.worker.image: must be at most 1024 characters, got 1025");

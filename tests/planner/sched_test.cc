@@ -75,9 +75,6 @@ TEST(ScheduleTest, RefusesAllocationsLargerThanThePool) {
             StatusCode::kInvalidArgument);
 }
 
-// Every plan compares and splits times: a NaN among them left the order of
-// FreeTimeline::Split undefined (the simulator's flags once let one in).
-// Each is refused, named, before any planning.
 // The deadline guard moves plans, not deadlines: a plan finishes the guard
 // before its deadline, and a job inside the guard is still on time (it keeps
 // its GPUs from a waiting job; an arrival there is not "past its deadline").
@@ -105,6 +102,9 @@ TEST(ScheduleTest, TheDeadlineGuardMovesPlansNotDeadlines) {
       << closing->decisions[2].reason;
 }
 
+// Every plan compares and splits times: a NaN among them left the order of
+// FreeTimeline::Split undefined (the simulator's flags once let one in).
+// Each is refused, named, before any planning.
 TEST(ScheduleTest, RefusesTimesAndFactorsThatAreNotFiniteNumbers) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();

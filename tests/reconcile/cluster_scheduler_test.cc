@@ -626,6 +626,18 @@ TEST(ClusterSchedulerTest, AnAdmittedWaitingJobStaysInItsPool) {
   pass = scheduler.Pass({patient}, inventory, kNow + 60);  // the same leader: its own share
   ASSERT_TRUE(pass.ok()) << pass.status().ToString();
   EXPECT_EQ(pass->at("team/patient").gpu_type, "H100-SXM");
+
+  // Unless no layout of its pool runs it any more (here: at least 16 GPUs,
+  // and the H100 pool has 8): kept there, it waited forever.
+  object["spec"]["resources"]["minGPUs"] = 16;
+  object["metadata"]["generation"] = 2;  // a spec edit
+  const ScheduledJob wide = Read(object);
+  ASSERT_FALSE(scheduler.Curve(wide, inventory, "H100-SXM", kNow).ok());
+  ASSERT_TRUE(scheduler.Curve(wide, inventory, "A100-80GB", kNow).ok());
+  pass = scheduler.Pass({wide}, inventory, kNow + 120);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_TRUE(pass->at("team/patient").admitted);
+  EXPECT_EQ(pass->at("team/patient").gpu_type, "A100-80GB") << pass->at("team/patient").message;
 }
 
 // After out-of-memory exits the reconciler plans with a memory margin

@@ -133,6 +133,20 @@ TEST_F(ScheduledReconcileTest, AnAdmittedJobWithNoNodeLeftWaitsAdmittedAndSaysWh
   }
   EXPECT_TRUE(said) << status;
   EXPECT_FALSE(status["schedule"].contains("gpuType")) << "no pool to name";
+
+  // Running when its last node was excluded: it stops, and says why (not
+  // that its GPUs went to jobs with deadlines).
+  Allocate(Admitted(16));
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  ASSERT_TRUE(Pass().status.ok());
+  Allocate(none);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
+  ASSERT_FALSE(store_.events.empty());
+  EXPECT_NE(store_.events.back().message.find("is excluded"), std::string::npos)
+      << store_.events.back().message;
 }
 
 TEST_F(ScheduledReconcileTest, AnAdmittedJobWaitsForItsReservedGpus) {
