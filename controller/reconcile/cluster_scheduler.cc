@@ -218,11 +218,20 @@ StatusOr<sched::ThroughputCurve> ClusterScheduler::Curve(const ScheduledJob& job
     signature << '/' << pool.name << ':' << pool.nodes << 'x' << pool.gpus_per_node << '@'
               << pool.network_gbps_per_node << ',' << pool.nvlink_gbps;
   }
-  auto cached = curves_.find(job.key);
-  if (cached != curves_.end() && cached->second.signature == signature.str()) {
+  std::map<std::string, CachedCurve>& by_type = curves_[job.key];
+  auto cached = by_type.find(gpu_type);
+  if (cached != by_type.end() && cached->second.signature == signature.str()) {
     return cached->second.curve;
   }
+  StatusOr<sched::ThroughputCurve> curve = SweepCurve(job, idle, gpu_type, now_unix_seconds);
+  by_type.insert_or_assign(gpu_type, CachedCurve{signature.str(), curve});
+  return curve;
+}
 
+StatusOr<sched::ThroughputCurve> ClusterScheduler::SweepCurve(const ScheduledJob& job,
+                                                              const planner::Inventory& idle,
+                                                              const std::string& gpu_type,
+                                                              int64_t now_unix_seconds) const {
   // Throughput does not depend on the deadline: the fastest layout per count.
   planner::JobSpec fastest = job.spec;
   fastest.deadline_unix_seconds.reset();
@@ -247,10 +256,7 @@ StatusOr<sched::ThroughputCurve> ClusterScheduler::Curve(const ScheduledJob& job
     if (!point.best || point.best->step.step_seconds <= 0) continue;
     points.push_back({point.gpus, 1.0 / (point.best->step.step_seconds * job.step_time_ratio)});
   }
-  ASSIGN_OR_RETURN(sched::ThroughputCurve curve,
-                   sched::ThroughputCurve::Create(points, counts.back(), /*drop_past_peak=*/true));
-  curves_[job.key] = CachedCurve{signature.str(), curve};
-  return curve;
+  return sched::ThroughputCurve::Create(points, counts.back(), /*drop_past_peak=*/true);
 }
 
 int ClusterScheduler::RememberedShare(const ScheduledJob& job, const std::string& gpu_type) const {
@@ -333,8 +339,9 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       rejected.admitted = job.admitted;
       rejected.message =
           "every node of an allowed GPU type is excluded for this job after "
-          "repeated collective failures (status.excludedNodes); it would be "
-          "admitted with other nodes";
+          "repeated collective failures (status.excludedNodes); " +
+          std::string(job.admitted ? "it runs again when other nodes of those types join"
+                                   : "it would be admitted with other nodes");
       out[job.key] = rejected;
     }
   }

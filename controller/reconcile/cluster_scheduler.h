@@ -168,8 +168,17 @@ class ClusterScheduler {
  private:
   struct CachedCurve {
     std::string signature;  // what the curve was computed from
-    sched::ThroughputCurve curve;
+    // A failure too: a job no layout of a type runs was swept again, for
+    // nothing, at every pass (twice, when the pass also chose its type).
+    StatusOr<sched::ThroughputCurve> curve;
   };
+
+  // The fastest plan's throughput at each candidate count of `gpu_type`
+  // on `idle` (every GPU free): Curve's work, uncached.
+  StatusOr<sched::ThroughputCurve> SweepCurve(const ScheduledJob& job,
+                                              const planner::Inventory& idle,
+                                              const std::string& gpu_type,
+                                              int64_t now_unix_seconds) const;
 
   // The share of `gpu_type` GPUs the last pass gave `job` (this
   // scheduler's, else its status's), held while its pods are between two
@@ -177,7 +186,9 @@ class ClusterScheduler {
   int RememberedShare(const ScheduledJob& job, const std::string& gpu_type) const;
 
   ClusterSchedulerOptions options_;
-  std::map<std::string, CachedCurve> curves_;                         // by job key
+  // By job key, then GPU type: a job whose pool is chosen by trying
+  // another type first keeps both, instead of sweeping both at every pass.
+  std::map<std::string, std::map<std::string, CachedCurve>> curves_;
   std::map<std::string, std::pair<std::string, int>> shares_;         // by job key: type, GPUs
   std::map<std::string, std::vector<sched::ReservedSpan>> reserved_;  // by job key
   std::optional<int64_t> next_wakeup_;

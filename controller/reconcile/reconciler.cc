@@ -677,8 +677,9 @@ ReconcileResult Reconciler::ReconcileScheduled(Pass& pass, const ClusterInventor
     pass.Set(kConditionPlanned, kConditionFalse, "Rejected", a.message);
     return Finish(pass, options_.pending_retry);
   }
-  if (a.gpus == 0 && a.gpu_type.empty()) {
-    // Admitted, but no node it may use is left (the scheduler says why).
+  if (a.gpus == 0 && !a.message.empty()) {
+    // Admitted, but no node it may use is left, or no layout of its pool
+    // runs it now: the scheduler says why (not "its GPUs start later").
     return ReconcileWaiting(pass, "WaitingForReservedGpus", "admitted; " + a.message);
   }
   if (a.gpus == 0) {
@@ -990,8 +991,8 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     pass.state.last_replan_unix_seconds = pass.now;
     RETURN_IF_ERROR_RESULT(StopToRelaunch(pass, group.attempt));
     std::string message;
-    if (to == 0 && pass.allocation->gpu_type.empty()) {
-      message = "it stops at a checkpoint: " + pass.allocation->message;
+    if (to == 0 && !pass.allocation->message.empty()) {
+      message = "it stops at a checkpoint and waits: " + pass.allocation->message;
     } else if (to == 0) {
       message = "its " + std::to_string(from) +
                 " GPUs go to jobs with deadlines; it stops at a checkpoint and resumes when the "

@@ -278,14 +278,29 @@ Status Field::CheckList(std::size_t max_entries) const {
 
 namespace {
 
-// Characters as the CRD's maxLength counts them: Unicode code points (UTF-8
-// bytes that do not continue a sequence), not bytes. Not ErrorGot: the value
-// quoted back could be 32 KiB.
+// Characters as the CRD's maxLength counts them (the API server's
+// utf8.RuneCountInString): a well-formed UTF-8 sequence is one, and so is
+// each byte that does not belong to one.
+std::size_t CountCharacters(const std::string& value) {
+  std::size_t characters = 0;
+  for (std::size_t i = 0; i < value.size(); ++characters) {
+    const auto lead = static_cast<unsigned char>(value[i]);
+    std::size_t length = 1;
+    if ((lead >> 5) == 0x6) length = 2;
+    if ((lead >> 4) == 0xE) length = 3;
+    if ((lead >> 3) == 0x1E) length = 4;
+    bool whole = i + length <= value.size();
+    for (std::size_t k = 1; whole && k < length; ++k) {
+      whole = (static_cast<unsigned char>(value[i + k]) & 0xC0) == 0x80;
+    }
+    i += whole ? length : 1;
+  }
+  return characters;
+}
+
+// Not ErrorGot: the value quoted back could be 32 KiB.
 Status CheckLength(const Field& f, const std::string& value, std::size_t max_chars) {
-  const auto characters =
-      static_cast<std::size_t>(std::count_if(value.begin(), value.end(), [](char c) {
-        return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-      }));
+  const std::size_t characters = CountCharacters(value);
   if (characters <= max_chars) return Status::Ok();
   return f.Error("must be at most " + std::to_string(max_chars) + " characters, got " +
                  std::to_string(characters));

@@ -64,7 +64,8 @@ class Field {
   Status CheckList(std::size_t max_entries = SIZE_MAX) const;
 
   // Scalars. The bounds are inclusive and are stated in the message.
-  // At most `max_chars` bytes (the CRD's maxLength), or an error saying so.
+  // At most `max_chars` characters (the CRD's maxLength: UTF-8 sequences,
+  // each stray byte one), or an error saying so.
   StatusOr<std::string> String(std::size_t max_chars = SIZE_MAX) const;
   StatusOr<std::string> NonEmptyString(std::size_t max_chars = SIZE_MAX) const;
   StatusOr<bool> Bool() const;

@@ -540,6 +540,9 @@ TEST(JobParserTest, ListsAndStringsAreBoundedAsTheCrdBoundsThem) {
   EXPECT_EQ(ErrorOf(with("  worker: {env: [{name: A, value: " + letters + "}]}")), "OK");
   EXPECT_EQ(ErrorOf(with("  worker: {env: [{name: A, value: " + letters + "\u00e9}]}")),
             "spec.worker.env[0].value: must be at most 32768 characters, got 32769");
+  // A byte of no well-formed sequence counts one, as the API server counts it.
+  EXPECT_EQ(ErrorOf(with("  worker: {command: [" + std::string(32768, 'x') + "\x80]}")),
+            "spec.worker.command[0]: must be at most 32768 characters, got 32769");
   EXPECT_EQ(ErrorOf(with("  worker: {image: " + std::string(1024, 'i') + "}")), "OK");
   EXPECT_EQ(ErrorOf(with("  worker: {image: " + std::string(1025, 'i') + "}")),
             "spec.worker.image: must be at most 1024 characters, got 1025");

@@ -133,6 +133,19 @@ TEST_F(ScheduledReconcileTest, AnAdmittedJobWithNoNodeLeftWaitsAdmittedAndSaysWh
   }
   EXPECT_TRUE(said) << status;
   EXPECT_FALSE(status["schedule"].contains("gpuType")) << "no pool to name";
+  // In its pool, but no layout there runs it now: said so, not "its
+  // reserved GPUs start when GPUs free up".
+  Allocation stuck = Admitted(0);
+  stuck.message = "no layout of H100-SXM runs this job now: needs more memory";
+  Allocate(stuck);
+  ASSERT_TRUE(Pass().status.ok());
+  const nlohmann::json waiting = Status();
+  bool named = false;
+  for (const auto& c : waiting["conditions"]) {
+    named |= c["type"] == "Planned" &&
+             c["message"].get<std::string>().find("no layout of H100-SXM") != std::string::npos;
+  }
+  EXPECT_TRUE(named) << waiting;
 
   // Running when its last node was excluded: it stops, and says why (not
   // that its GPUs went to jobs with deadlines).
