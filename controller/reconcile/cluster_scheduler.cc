@@ -273,12 +273,17 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
   // Pools by catalog GPU type (canonical name), with their GPUs in all.
   const std::map<std::string, int> all_type_gpus = GpusByType(inventory);
 
-  // Each job on one type: the one it runs on, else the allowed type with
-  // the most GPUs (ties by name: deterministic), counting only the nodes
-  // the job may use.
+  // Each job on one type: the one it runs on, else the pool an admitted job
+  // waits in, else the allowed type with the most GPUs that some layout
+  // runs it on (ties by name: deterministic), counting only the nodes the
+  // job may use.
   std::map<std::string, std::vector<const ScheduledJob*>> by_type;
   // By job key: the GPUs of its chosen type on the nodes it may use.
   std::map<std::string, int> usable_gpus;
+  // By job key: admitted jobs that leave the pool they waited in, with why.
+  // They enter the new pool through its admission test, as an arrival would:
+  // entered as admitted, they took GPUs that pool's jobs were promised.
+  std::map<std::string, std::pair<std::string, std::string>> moving;  // old type, why
   std::map<std::string, Allocation> out;
   for (const ScheduledJob& job : jobs) {
     std::map<std::string, int> own_type_gpus;
@@ -299,32 +304,53 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
         chosen = held->second.begin()->first;
       }
     }
+    const bool holds_nothing = chosen.empty();
+    std::string waited_in;  // the pool an admitted job waits in
+    std::string left_because;
     if (chosen.empty() && job.admitted) {
       // An admitted job waiting for its reservation stays in the pool it
       // was admitted to. Picked again by the most GPUs at every pass, it
-      // moved to another pool when that one grew (or this one lost a node),
-      // there without an admission test: it took GPUs that pool's admitted
-      // jobs were promised.
+      // moved to another pool when that one grew (or this one lost a node).
       auto last = shares_.find(job.key);
-      const std::string& type = last != shares_.end() ? last->second.first : job.allocated_gpu_type;
+      waited_in = last != shares_.end() ? last->second.first : job.allocated_gpu_type;
       // Only while some layout of that type still runs it: after
       // out-of-memory exits raised its margin (or nodes went), kept there
       // with no curve it waited forever while another pool could run it.
-      if (!type.empty() && type_gpus.count(type) > 0 &&
-          planner::AllowsGpuType(job.spec.resources, inventory.catalog, type) &&
-          Curve(job, cluster, type, now_unix_seconds).ok()) {
-        chosen = type;
+      if (!waited_in.empty()) {
+        if (type_gpus.count(waited_in) == 0 ||
+            !planner::AllowsGpuType(job.spec.resources, inventory.catalog, waited_in)) {
+          left_because = "no node of " + waited_in + " is left to it";
+        } else if (StatusOr<sched::ThroughputCurve> there =
+                       Curve(job, cluster, waited_in, now_unix_seconds);
+                   !there.ok()) {
+          left_because = "no layout of " + waited_in + " runs it now: " + there.status().message();
+        } else {
+          chosen = waited_in;
+        }
       }
     }
     if (chosen.empty() || type_gpus.count(chosen) == 0) {
+      // Most GPUs first, but a pool no layout runs the job on (a precision
+      // the GPU lacks, too little memory, fewer GPUs than minGPUs) only when
+      // no allowed pool runs it: its message then says why.
       chosen.clear();
-      int most = 0;
+      std::vector<std::pair<int, std::string>> allowed;
       for (const auto& [type, gpus] : type_gpus) {
-        if (gpus > most && planner::AllowsGpuType(job.spec.resources, inventory.catalog, type)) {
-          most = gpus;
+        if (gpus > 0 && planner::AllowsGpuType(job.spec.resources, inventory.catalog, type))
+          allowed.emplace_back(-gpus, type);
+      }
+      std::sort(allowed.begin(), allowed.end());
+      for (const auto& [minus_gpus, type] : allowed) {
+        if (type != waited_in && Curve(job, cluster, type, now_unix_seconds).ok()) {
           chosen = type;
+          break;
         }
       }
+      if (chosen.empty() && !allowed.empty()) chosen = allowed.front().second;
+    }
+    if (holds_nothing && job.admitted && !waited_in.empty() && !chosen.empty() &&
+        chosen != waited_in) {
+      moving[job.key] = {waited_in, left_because};
     }
     if (!chosen.empty()) {
       by_type[chosen].push_back(&job);
@@ -360,6 +386,20 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
   options.deadline_guard_seconds = options_.deadline_guard_seconds;
   const double now = static_cast<double>(now_unix_seconds);
 
+  // An admitted job that could not enter the pool it would move to: still
+  // admitted (never dropped), waiting in the pool it was admitted to, so
+  // the next pass tests its entry again (and a new leader reads that pool
+  // from status.schedule.gpuType).
+  auto wait_to_move = [&](const ScheduledJob& job, const std::string& why) {
+    const auto& [old_type, left_because] = moving.at(job.key);
+    Allocation waiting;
+    waiting.admitted = true;
+    waiting.gpu_type = old_type;
+    waiting.message = left_because + "; " + why;
+    shares_[job.key] = {old_type, 0};
+    reserved_.erase(job.key);
+    out[job.key] = waiting;
+  };
   for (const auto& [type, members] : by_type) {
     int free_gpus = 0;
     for (const planner::NodePool& pool : inventory.node_pools) {
@@ -383,6 +423,11 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       if (!curve.ok()) {
         // Its pods' GPUs stay its own, not capacity for the others: given
         // to another job, that job waited for GPUs still in use.
+        if (moving.count(job->key) > 0) {
+          wait_to_move(*job, "no other allowed pool runs it either (" + type + ": " +
+                                 curve.status().message() + ")");
+          continue;
+        }
         Allocation a;
         a.gpu_type = type;
         if (job->admitted) {
@@ -421,15 +466,16 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       // nothing: the share the last pass gave it is still its own. Else a
       // pass in that gap (any arrival triggers one) gives it to another job,
       // and both relaunch again.
-      const int share = job->admitted ? RememberedShare(*job, type) : 0;
+      const bool mover = moving.count(job->key) > 0;
+      const int share = job->admitted && !mover ? RememberedShare(*job, type) : 0;
       // A count between the curve's levels (launched before the scheduler
       // ran) counts as the level below it.
       held_levels.push_back(held > 0 ? curve->FloorLevel(held) : 0);
       s.current_gpus = std::max(held, share) > 0 ? curve->FloorLevel(std::max(held, share)) : 0;
       s.curve = *std::move(curve);
-      s.admitted = job->admitted;
+      s.admitted = job->admitted && !mover;
       auto reserved = reserved_.find(job->key);
-      if (reserved != reserved_.end()) s.reservation = reserved->second;
+      if (reserved != reserved_.end() && !mover) s.reservation = reserved->second;
       sched_jobs.push_back(std::move(s));
       scheduled.push_back(job);
     }
@@ -446,6 +492,10 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       // the other workload ran.
       for (const ScheduledJob* job : scheduled) {
         if (!job->admitted) continue;
+        if (moving.count(job->key) > 0) {
+          wait_to_move(*job, "it moves to the " + type + " pool once GPUs there are free");
+          continue;
+        }
         Allocation waiting;
         waiting.admitted = true;
         waiting.gpu_type = type;
@@ -472,6 +522,11 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
     }
     for (size_t i = 0; i < result.decisions.size(); ++i) {
       const sched::JobDecision& d = result.decisions[i];
+      if (d.admission != sched::Admission::kAdmitted && moving.count(d.id) > 0) {
+        wait_to_move(*scheduled[i], "it moves to the " + type + " pool once that pool admits it (" +
+                                        d.reason + ")");
+        continue;
+      }
       Allocation a;
       a.admitted = d.admission == sched::Admission::kAdmitted;
       a.gpus = d.gpus;

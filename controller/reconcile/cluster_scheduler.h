@@ -18,8 +18,13 @@
 //                     scheduled jobs' pods hold now (ClusterInventory::
 //                     trainjob_gpus: the pods, not the status, which lags
 //                     them both ways). A job runs on one type: the
-//                     one it runs on, else the allowed type with most GPUs
-//                     on the nodes it may use. A job's curve ends at the GPUs
+//                     one it runs on, else the pool an admitted job waits
+//                     in while a layout there runs it, else the allowed
+//                     type with most GPUs on the nodes it may use among
+//                     those some layout runs it on. An admitted job that
+//                     moves pools enters the new one through its admission
+//                     test, and waits admitted in its old one until that
+//                     admits it. A job's curve ends at the GPUs
 //                     of those nodes, so its excluded nodes' GPUs are never
 //                     its share (the pool's capacity is shared by all jobs:
 //                     others may still be planned onto them)

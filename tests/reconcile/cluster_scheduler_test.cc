@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "pacer/planner/units.h"
+#include "reconcile/worker_env.h"
 
 namespace pacer::controller {
 namespace {
@@ -65,6 +66,20 @@ void Hold(ClusterInventory& cluster, const std::string& key, int gpus) {
   for (const auto& [job, by_type] : cluster.trainjob_gpus) held += by_type.at("H100-SXM");
   planner::NodePool& pool = cluster.inventory.node_pools.at(0);
   pool.free_gpus = pool.nodes * pool.gpus_per_node - held;
+}
+
+// Adds a pool `name` of `nodes` x 8 `gpu_type`, every GPU free.
+void AddPool(ClusterInventory& cluster, const std::string& name, const std::string& gpu_type,
+             int nodes) {
+  planner::NodePool pool = cluster.inventory.node_pools.at(0);
+  pool.name = name;
+  pool.gpu_type = gpu_type;
+  pool.nodes = nodes;
+  pool.free_gpus = 8 * nodes;
+  cluster.inventory.node_pools.push_back(pool);
+  for (int i = 0; i < nodes; ++i) {
+    cluster.nodes_by_pool[name].push_back({name + "-" + std::to_string(i), 8, 8});
+  }
 }
 
 ScheduledJob Read(const nlohmann::json& object) {
@@ -638,6 +653,105 @@ TEST(ClusterSchedulerTest, AnAdmittedWaitingJobStaysInItsPool) {
   ASSERT_TRUE(pass.ok()) << pass.status().ToString();
   EXPECT_TRUE(pass->at("team/patient").admitted);
   EXPECT_EQ(pass->at("team/patient").gpu_type, "A100-80GB") << pass->at("team/patient").message;
+}
+
+// A job goes to the allowed pool with the most GPUs among those some layout
+// runs it on: by GPU count alone a bf16 job went to a larger V100 pool (no
+// bf16) and was rejected, "no layout of V100-SXM2 runs this job", while an
+// A100 pool could run it.
+TEST(ClusterSchedulerTest, AJobGoesToTheLargestPoolThatRunsIt) {
+  ClusterInventory inventory = H100Pool(1, 8);
+  AddPool(inventory, "a100", "A100-80GB", 2);
+  AddPool(inventory, "v100", "V100-SXM2", 4);
+  nlohmann::json object = SmallJob("anywhere", 40e9, std::nullopt, "time");
+  object["spec"]["resources"].erase("gpuTypes");  // any type
+  const ScheduledJob job = Read(object);
+  ClusterScheduler scheduler({});
+  ASSERT_FALSE(scheduler.Curve(job, inventory, "V100-SXM2", kNow).ok()) << "bf16 on a V100";
+  StatusOr<std::map<std::string, Allocation>> pass = scheduler.Pass({job}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  const Allocation& a = pass->at("team/anywhere");
+  EXPECT_TRUE(a.admitted) << a.message;
+  EXPECT_EQ(a.gpu_type, "A100-80GB") << a.message;
+  EXPECT_GT(a.gpus, 0);
+
+  // No allowed pool runs it: the largest one's reason is the message.
+  object["spec"]["resources"]["gpuTypes"] = {"V100-SXM2"};
+  object["metadata"]["generation"] = 2;
+  pass = scheduler.Pass({Read(object)}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_FALSE(pass->at("team/anywhere").admitted);
+  EXPECT_NE(pass->at("team/anywhere").message.find("no layout of V100-SXM2"), std::string::npos)
+      << pass->at("team/anywhere").message;
+}
+
+// An admitted job whose pool no longer runs it moves to another pool through
+// that pool's admission test, as an arrival would: entered as admitted, it
+// took GPUs that pool's admitted jobs were promised and made them late. Until
+// the new pool admits it, it waits admitted in the old one, saying why.
+TEST(ClusterSchedulerTest, AnAdmittedJobMovingPoolsPassesTheNewPoolsAdmissionTest) {
+  ClusterInventory inventory = H100Pool(1, 8);
+  AddPool(inventory, "a100", "A100-80GB", 2);
+  ClusterScheduler scheduler({});
+  // Sized on the A100 curve: each job needs the whole 16-GPU pool for most
+  // of the time to its deadline, so the two cannot both meet theirs.
+  nlohmann::json probe = SmallJob("probe", 40e9, std::nullopt, "time");
+  probe["spec"]["resources"]["gpuTypes"] = {"A100-80GB"};
+  StatusOr<sched::ThroughputCurve> curve =
+      scheduler.Curve(Read(probe), inventory, "A100-80GB", kNow);
+  ASSERT_TRUE(curve.ok()) << curve.status().ToString();
+  ASSERT_EQ(curve->max_gpus(), 16);
+  const int64_t steps = TotalSteps(Read(probe).spec);
+  const auto whole_pool_seconds =
+      static_cast<int64_t>(static_cast<double>(steps) / curve->IterationsPerSecond(16));
+
+  nlohmann::json running = SmallJob("running", 40e9, kNow + whole_pool_seconds * 13 / 10);
+  running["spec"]["resources"]["gpuTypes"] = {"A100-80GB"};
+  running["status"] = {{"phase", "Pending"},
+                       {"conditions", {{{"type", "Admitted"}, {"status", "True"}}}},
+                       {"schedule", {{"allocatedGpus", 16}, {"gpuType", "A100-80GB"}}}};
+  inventory.trainjob_gpus["team/running"]["A100-80GB"] = 16;
+  inventory.inventory.node_pools.at(1).free_gpus = 0;
+  for (auto& node : inventory.nodes_by_pool["a100"]) node.free_gpus = 0;
+
+  // Admitted in the H100 pool, which runs it no more (16 GPUs at least).
+  nlohmann::json mover = SmallJob("mover", 40e9, kNow + whole_pool_seconds * 13 / 10);
+  mover["spec"]["resources"]["gpuTypes"] = {"H100-SXM", "A100-80GB"};
+  mover["spec"]["resources"]["minGPUs"] = 16;
+  mover["status"] = {{"phase", "Pending"},
+                     {"conditions", {{{"type", "Admitted"}, {"status", "True"}}}},
+                     {"schedule", {{"allocatedGpus", 0}, {"gpuType", "H100-SXM"}}}};
+  const ScheduledJob moving = Read(mover);
+  ASSERT_TRUE(moving.admitted);
+  ASSERT_FALSE(scheduler.Curve(moving, inventory, "H100-SXM", kNow).ok());
+
+  StatusOr<std::map<std::string, Allocation>> pass =
+      scheduler.Pass({Read(running), moving}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  const Allocation& kept = pass->at("team/running");
+  EXPECT_TRUE(kept.admitted);
+  EXPECT_EQ(kept.gpus, 16) << "the running job keeps what its deadline needs";
+  ASSERT_TRUE(kept.planned_finish_unix_seconds.has_value());
+  EXPECT_LE(*kept.planned_finish_unix_seconds, kNow + whole_pool_seconds * 13 / 10);
+  const Allocation& waiting = pass->at("team/mover");
+  EXPECT_TRUE(waiting.admitted) << "an admitted job is never dropped";
+  EXPECT_EQ(waiting.gpus, 0);
+  EXPECT_EQ(waiting.gpu_type, "H100-SXM") << "it waits in its old pool: " << waiting.message;
+  EXPECT_NE(waiting.message.find("no layout of H100-SXM runs it now"), std::string::npos)
+      << waiting.message;
+  EXPECT_NE(waiting.message.find("moves to the A100-80GB pool once that pool admits it"),
+            std::string::npos)
+      << waiting.message;
+
+  // Tested again at every pass: with the running job gone it enters.
+  inventory.trainjob_gpus.erase("team/running");
+  inventory.inventory.node_pools.at(1).free_gpus = 16;
+  for (auto& node : inventory.nodes_by_pool["a100"]) node.free_gpus = 8;
+  pass = scheduler.Pass({moving}, inventory, kNow + 60);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_TRUE(pass->at("team/mover").admitted);
+  EXPECT_EQ(pass->at("team/mover").gpu_type, "A100-80GB") << pass->at("team/mover").message;
+  EXPECT_EQ(pass->at("team/mover").gpus, 16);
 }
 
 // After out-of-memory exits the reconciler plans with a memory margin
