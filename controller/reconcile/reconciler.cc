@@ -929,18 +929,23 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       pass.state.steps_completed =
           std::clamp<int64_t>(*measurement->steps_completed, 0, pass.state.total_steps);
     }
-    // Not for a shrunk CPU run: its time is never compared with the plan.
-    if (measurement->step_seconds && measurement->model_scale.value_or(1.0) >= 1.0 &&
-        !planner::PlausibleStepTimeRatio(*measurement->step_seconds /
-                                         pass.plan->step.step_seconds)) {
+    // A shrunk CPU run's time is never planned with, but it is written
+    // into the status: only its upper bound applies (it runs a smaller
+    // model, so any amount faster is plausible).
+    const double scale = measurement->model_scale.value_or(1.0);
+    if (measurement->step_seconds &&
+        !planner::PlausibleStepTimeRatio(*measurement->step_seconds / pass.plan->step.step_seconds,
+                                         scale)) {
       // A broken exporter's number (1e300 s) re-planned the job at that
       // ratio and was written into the status and the ETA.
       const std::string message =
           "the workers report a step time of " + ShortNumber(*measurement->step_seconds) +
-          " s against " + ShortNumber(pass.plan->step.step_seconds) +
-          " s predicted, outside 1e-6 to 1e6 times the prediction: no worker takes that; check "
-          "the workers' pacer_worker_step_duration_seconds; progress counts, the ETA uses the "
-          "plan's predictions";
+          " s against " + ShortNumber(pass.plan->step.step_seconds) + " s predicted, " +
+          (scale < 1.0 ? "more than 1e6 times the prediction for a model shrunk to scale " +
+                             ShortNumber(scale)
+                       : std::string("outside 1e-6 to 1e6 times the prediction")) +
+          ": no worker takes that; check the workers' pacer_worker_step_duration_seconds; "
+          "progress counts, the ETA uses the plan's predictions";
       if (!pass.Had(kConditionDegraded, "MetricsImplausible")) {
         deps_.store->RecordEvent(pass.object, "Warning", "MetricsImplausible", message);
       }

@@ -49,6 +49,13 @@ class ReconcilerTest : public ::testing::Test {
     }
     return "";
   }
+  std::string ConditionMessage(const std::string& type, const std::string& key = kKey) {
+    const nlohmann::json status = Status(key);
+    for (const auto& c : status["conditions"]) {
+      if (c["type"] == type) return c["message"].get<std::string>();
+    }
+    return "";
+  }
   // Launches the job and brings its workers up.
   void LaunchAndRun() {
     ASSERT_TRUE(Pass().status.ok());
@@ -175,11 +182,21 @@ TEST_F(ReconcilerTest, AStepTimeNoRankCouldTakeIsNoMeasurement) {
     EXPECT_EQ(launcher_.stops.size(), 0u);
   }
   EXPECT_EQ(store_.CountEvents("MetricsImplausible"), 1) << "one event per transition";
-  // A shrunk CPU run's time is never compared with the full model's plan.
+  // A shrunk CPU run computes less than the full model: any amount faster
+  // than the full model's plan is plausible, and recorded.
   metrics_.measurements[kKey] = Measurement{predicted * 1e-7, 1100, 1e-6};
   clock_.Advance(std::chrono::minutes(5));
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(ConditionReason("Degraded"), "");
+  EXPECT_NEAR(Status()["measuredStepSeconds"].get<double>(), predicted * 1e-7, predicted * 1e-9);
+  // But not a broken exporter's number: it was written into the status.
+  metrics_.measurements[kKey] = Measurement{1e300, 1150, 1e-6};
+  clock_.Advance(std::chrono::minutes(5));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_FALSE(Status().contains("measuredStepSeconds")) << Status()["measuredStepSeconds"];
+  EXPECT_EQ(ConditionReason("Degraded"), "True/MetricsImplausible");
+  EXPECT_NE(ConditionMessage("Degraded").find("shrunk to scale 1e-06"), std::string::npos)
+      << ConditionMessage("Degraded");
   metrics_.measurements[kKey] = Measurement{predicted, 1200, 1.0};
   clock_.Advance(std::chrono::minutes(5));
   ASSERT_TRUE(Pass().status.ok());

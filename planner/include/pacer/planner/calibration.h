@@ -33,8 +33,12 @@ namespace pacer::planner {
 inline constexpr double kMinMeasuredStepTimeRatio = 1e-6;
 inline constexpr double kMaxMeasuredStepTimeRatio = 1e6;
 // Whether a measured / predicted step-time ratio is one a worker could have
-// measured (false for NaN): outside it, a broken exporter's number.
-inline bool PlausibleStepTimeRatio(double ratio) {
+// measured (false for NaN): outside it, a broken exporter's number. A run
+// of the model shrunk by `model_scale` < 1 (a CPU run of a GPU plan; its
+// compute falls as scale^3.5) may be any amount faster than the full
+// model's prediction, but no more than the upper bound slower.
+inline bool PlausibleStepTimeRatio(double ratio, double model_scale = 1.0) {
+  if (model_scale < 1.0) return ratio > 0 && ratio <= kMaxMeasuredStepTimeRatio;
   return ratio >= kMinMeasuredStepTimeRatio && ratio <= kMaxMeasuredStepTimeRatio;
 }
 
