@@ -365,5 +365,73 @@ TEST(SimulateTest, AllocationsNeverExceedThePool) {
   }
 }
 
+// An admitted job that fell behind finds no room around the others' kept
+// reservations, but a plan from scratch holds both: it got no plan and no
+// GPUs, and missed a deadline it could have met.
+TEST(ScheduleTest, AJobThatFellBehindIsReplannedFromScratchWhenKeepingLeavesItNoPlan) {
+  const ThroughputCurve linear = Curve({{1, 1}, {2, 2}, {4, 4}});
+  SchedJob a = Job("a", 400, 300.0, linear, 0, true);
+  a.reservation = {{0, 100, 4}};
+  SchedJob b = Job("b", 100, 100.0, linear, 0, true);
+  b.reservation = {{80, 100, 4}};  // covers 80 of its 100 iterations
+  StatusOr<ScheduleResult> result = Schedule({a, b}, 4, 0, Exact(Policy::kPacer));
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  for (const JobDecision& d : result->decisions) {
+    ASSERT_TRUE(d.planned_finish_seconds.has_value()) << d.id << " has no plan";
+  }
+  EXPECT_LE(*result->decisions[1].planned_finish_seconds, 100.0);
+  EXPECT_LE(*result->decisions[0].planned_finish_seconds, 300.0);
+  EXPECT_EQ(result->decisions[1].gpus, 4) << "the earlier deadline runs now";
+}
+
+// A pass less than 1 ms before a boundary of an exactly fitting reservation
+// clipped the span before the boundary to under 1 ms and dropped it, while
+// still asking for its work: the job lost its plan.
+TEST(ScheduleTest, AReservationClippedToUnderAMillisecondStillHoldsItsWork) {
+  const ThroughputCurve curve = Curve({{1, 1.3 / 4}, {2, 1.3 / 2}, {4, 1.3}});
+  const double now = 330 - 0.000147;
+  SchedJob job = Job("j", (0.000147 * 1.3 + 350 * 1.3) * (1 + 4e-16), 680.0, curve, 4, true);
+  job.reservation = {{0, 330, 4}, {330, 680, 4}};
+  StatusOr<ScheduleResult> result = Schedule({job}, 4, now, Exact(Policy::kPacer));
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_TRUE(result->decisions[0].planned_finish_seconds.has_value());
+  EXPECT_EQ(result->decisions[0].gpus, 4);
+}
+
+// Plans that together ask for more than the pool before the next pass: the
+// latest deadline waits. A plan that shrinks within the interval has its
+// peak now, and was skipped, so the earliest deadline was cut instead.
+TEST(ScheduleTest, WhenPlansAskForMoreThanThePoolTheLatestDeadlineWaits) {
+  const ThroughputCurve linear = Curve({{1, 1}, {2, 2}, {4, 4}});
+  SchedOptions options = Exact(Policy::kPacer);
+  options.decision_interval_seconds = 60;
+  SchedJob late = Job("late", 2000, 1000.0, linear, 4, true);
+  late.reservation = {{0, 30, 4}, {30, 1000, 2}};
+  SchedJob early = Job("early", 140, 100.0, linear, 0, true);
+  early.reservation = {{30, 100, 2}};
+  StatusOr<ScheduleResult> result = Schedule({late, early}, 4, 0, options);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_GE(result->decisions[1].gpus, 2) << "the earliest deadline holds its plan's GPUs";
+  EXPECT_LE(result->decisions[0].gpus + result->decisions[1].gpus, 4);
+}
+
+// Plans end exactly at deadlines; the sliver of work rounding left made a
+// job that finished on time run again later and count as late.
+TEST(SimulateTest, AJobFinishingOnItsDeadlineWithinRoundingIsOnTime) {
+  std::vector<SimJob> jobs = {{"a", 0, 14, 108.0, Curve({{1, 0.6}, {2, 0.72}})},
+                              {"b", 0, 84, 271.0, Curve({{1, 0.6}, {2, 0.78}})},
+                              {"c", 0, 92, 228.0, Curve({{1, 0.4}, {2, 0.68}})}};
+  SimOptions options{2, Exact(Policy::kPacer)};
+  StatusOr<SimResult> result = Simulate(jobs, options);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_EQ(result->admitted_missed, 0);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const JobOutcome& outcome = result->outcomes[i];
+    if (!outcome.admitted) continue;
+    ASSERT_TRUE(outcome.finish_seconds.has_value()) << outcome.id;
+    EXPECT_LE(*outcome.finish_seconds, *jobs[i].deadline_seconds + 1e-6) << outcome.id;
+  }
+}
+
 }  // namespace
 }  // namespace pacer::sched

@@ -73,7 +73,10 @@ bool KeepReservation(const SchedJob& job, double now_seconds, const SchedOptions
   for (PlanSegment s : job.reservation) {
     s.start_seconds = std::max(s.start_seconds, now_seconds);
     s.end_seconds = std::min(s.end_seconds, deadline);
-    if (s.end_seconds <= s.start_seconds + 1e-3 || s.gpus == 0) continue;
+    // A span clipped short by the pass is kept: its work counts in the
+    // job's need, and dropped (spans of 1 ms or less were) the kept plan
+    // fell short by it and the job lost its plan.
+    if (s.end_seconds <= s.start_seconds || s.gpus == 0) continue;
     // A span at a count the job's curve no longer has (its maxGPUs lowered,
     // nodes excluded, another GPU type): planning it anew, not handing it a
     // size no layout runs.
@@ -115,6 +118,18 @@ int MostGpusWithin(const Reservation& reservation, double from, double to) {
     if (s.start_seconds <= to + 1e-3 && from < s.end_seconds) most = std::max(most, s.gpus);
   }
   return most;
+}
+
+int FewestGpusWithin(const Reservation& reservation, double from, double to) {
+  int fewest = GpusAt(reservation, from);
+  double covered = from;  // held without a gap up to here
+  for (const PlanSegment& s : reservation.segments) {
+    if (s.end_seconds <= from || s.start_seconds > to + 1e-3) continue;
+    if (s.start_seconds > covered + 1e-3) return 0;  // a gap: it holds none then
+    fewest = std::min(fewest, s.gpus);
+    covered = std::max(covered, s.end_seconds);
+  }
+  return fewest;
 }
 
 }  // namespace pacer::sched

@@ -53,6 +53,12 @@ int GpusAt(const Reservation& reservation, double t);
 // none): what a pass must give the job to carry it to the next pass.
 int MostGpusWithin(const Reservation& reservation, double from, double to);
 
+// The fewest GPUs the reservation holds at any time in [from, to] while it
+// runs (0 for a gap between its segments; none after its last, when the
+// job is done): what a pass can cut the job to when plans ask for more
+// than the pool.
+int FewestGpusWithin(const Reservation& reservation, double from, double to);
+
 }  // namespace pacer::sched
 
 #endif  // PACER_SCHED_MIN_SHARE_H_

@@ -299,7 +299,27 @@ ScheduleResult SchedulePacer(const std::vector<SchedJob>& input, int cluster_gpu
   std::vector<Reservation> reservations(n);
   PlanAll(jobs, admitted, cluster_gpus, now_seconds, options, reservations);
   std::vector<bool> feasible(n, false);
-  for (size_t i : admitted) feasible[i] = reservations[i].feasible;
+  int lost = 0;
+  for (size_t i : admitted) {
+    feasible[i] = reservations[i].feasible;
+    lost += feasible[i] ? 0 : 1;
+  }
+  if (lost > 0) {
+    // Around the kept reservations a job that fell behind may find no
+    // room, while a plan from scratch holds every job: kept, it got no
+    // plan and no GPUs, and missed a deadline it could have met. The
+    // fresh plans win when they leave fewer admitted jobs without one.
+    std::vector<Reservation> fresh(n);
+    PlanAll(jobs, admitted, cluster_gpus, now_seconds, options, fresh, /*keep=*/false);
+    int fresh_lost = 0;
+    for (size_t i : admitted) fresh_lost += fresh[i].feasible ? 0 : 1;
+    if (fresh_lost < lost) {
+      for (size_t i : admitted) {
+        reservations[i] = fresh[i];
+        feasible[i] = fresh[i].feasible;
+      }
+    }
+  }
 
   // 2. Arrivals one by one, in arrival order: one job that does not fit
   // never keeps out another that does.
@@ -377,7 +397,12 @@ ScheduleResult SchedulePacer(const std::vector<SchedJob>& input, int cluster_gpu
             [&](size_t a, size_t b) { return EdfLess(*slots[b].job, *slots[a].job); });
   for (size_t s : latest_first) {
     if (musts <= cluster_gpus) break;
-    const int now_gpus = GpusAt(reservations[slot_job[s]], now_seconds);
+    // Cut to the fewest GPUs its plan holds before the next pass, not to
+    // what it holds now: a plan that shrinks within the interval has its
+    // peak now, and skipping it cut the job whose plan starts in the
+    // interval, whatever its deadline.
+    const int now_gpus = FewestGpusWithin(reservations[slot_job[s]], now_seconds,
+                                          now_seconds + options.decision_interval_seconds);
     if (now_gpus >= slots[s].must) continue;
     musts -= slots[s].must - now_gpus;
     const int current = input[slot_job[s]].curve.FloorLevel(input[slot_job[s]].current_gpus);

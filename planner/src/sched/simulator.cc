@@ -158,12 +158,15 @@ StatusOr<SimResult> Simulate(const std::vector<SimJob>& jobs, const SimOptions& 
           result.spans.push_back({entry.index, now, span_end, job.current_gpus});
         }
         result.gpu_seconds_used += (span_end - now) * job.current_gpus;
-        if (finish[k] <= next) {
+        // Within rounding of the pass: plans end exactly at deadlines, and
+        // the sliver rounding left made a job on time late by a pass.
+        if (finish[k] <= next + 1e-9 * std::max(1.0, std::fabs(next))) {
           JobOutcome& outcome = result.outcomes[entry.index];
           outcome.finished = true;
           outcome.finish_seconds = finish[k];
           const std::optional<double>& deadline = jobs[entry.index].deadline_seconds;
-          outcome.met_deadline = !deadline || finish[k] <= *deadline;
+          outcome.met_deadline =
+              !deadline || finish[k] <= *deadline + 1e-9 * std::max(1.0, std::fabs(*deadline));
           if (deadline && outcome.met_deadline) ++result.met_deadline;
           if (deadline && !outcome.met_deadline) ++result.admitted_missed;
           result.end_seconds = std::max(result.end_seconds, finish[k]);
