@@ -44,14 +44,16 @@ int64_t PlanResult::predicted_completion_unix_seconds() const {
 
 namespace internal {
 
-std::vector<int64_t> NearbyGlobalBatchSizes(int64_t gbs) {
+std::vector<int64_t> NearbyGlobalBatchSizes(int64_t gbs, int64_t max_gbs) {
   int64_t current = 1;  // the largest power of two dividing gbs
   while (gbs % (current * 2) == 0) current *= 2;
   const int64_t lo =
       std::max<int64_t>(1, static_cast<int64_t>(std::floor(static_cast<double>(gbs) * 0.8)));
-  // Never one the parser would refuse.
-  const int64_t hi = std::min<int64_t>(
-      kMaxGlobalBatchSize, static_cast<int64_t>(std::ceil(static_cast<double>(gbs) * 1.25)));
+  // Never one the parser would refuse: at most its limit, and at most the
+  // samples in one epoch (job_parser.cc).
+  const int64_t hi =
+      std::min<int64_t>({kMaxGlobalBatchSize, max_gbs,
+                         static_cast<int64_t>(std::ceil(static_cast<double>(gbs) * 1.25))});
   // Most divisible first (they open the most data-parallel sizes), then
   // nearest, then smaller: the values divisible by exactly f are the odd
   // multiples of f, so each f from the largest down gives its nearest few
@@ -170,8 +172,16 @@ void AddAdvice(const JobSpec& job, const Inventory& inventory, const Calibration
     advice.gpus_needed = unlimited.best->layout.gpus();
     advice.gpus_needed_type = unlimited.best->layout.gpu_type;
   }
+  // The parser refuses a global batch above the samples in one epoch, so no
+  // suggestion exceeds them (a job built without data has no such limit;
+  // the min keeps the conversion in range when the data is far larger).
+  const double samples_per_epoch = SamplesPerEpoch(job);
+  const int64_t max_gbs = samples_per_epoch >= 1
+                              ? static_cast<int64_t>(std::floor(std::min(
+                                    samples_per_epoch, static_cast<double>(kMaxGlobalBatchSize))))
+                              : kMaxGlobalBatchSize;
   advice.nearby_global_batch_sizes =
-      internal::NearbyGlobalBatchSizes(job.training.global_batch_size);
+      internal::NearbyGlobalBatchSizes(job.training.global_batch_size, max_gbs);
 
   std::string s = "The fastest plan (" + fastest.layout.ToString() + ") finishes " +
                   FormatDurationHuman(advice.late_seconds) + " after the deadline, at " +

@@ -8,13 +8,14 @@
 //     batches are in flight), and grows with b;
 //   * step time falls as d grows for a fixed (t, p, v, b, r, z).
 // So for each (pool, t, p, v, b) we evaluate the largest d first: if it does
-// not fit, no d does and no larger b will. Then, separately for the d on one
-// node and the d across nodes (the step drops where the data-parallel group
-// fits one node's NVLink): if the largest misses the deadline, no smaller d
-// meets it; otherwise a binary search finds the smallest d that meets the
-// deadline, the cheapest at the same ZeRO stage and recomputation
-// (GPU-hours grow with d), and the d above it are tried until the top's
-// stage and recomputation fit again.
+// not fit, no d does and no larger b will. Then, separately for each run of
+// consecutive d in the same regime of the cost model (d = 1; one node; the
+// data-parallel group on one node's NVLink; the group across nodes: the step
+// jumps where the regime changes): the walk down from the run's largest d
+// stops at the first slower one; for `cost`, once a d meets the deadline a
+// binary search finds the smallest d that meets it, the cheapest at the same
+// ZeRO stage and recomputation (GPU-hours grow with d), and the d above it
+// are tried until the top's stage and recomputation fit again.
 #include "pacer/planner/search.h"
 
 #include <algorithm>
@@ -381,6 +382,39 @@ class Searcher {
     return top;
   }
 
+  // The regimes of the cost model in d for one (t, p, v, b): within one, total
+  // time is unimodal in d; between two it can jump either way.
+  enum class DRegime {
+    // No data-parallel collectives and nothing to shard: with ZeRO-2/3
+    // pinned, d = 1 skips the per-layer sharding waits and the per-micro-
+    // batch reduce-scatters that every d > 1 pays (a 12-layer job, t = 8,
+    // p = 4, b = 8, ZeRO-2 on H200 finishes in 8h8m at d = 1, 1d10h at d = 2
+    // and 12h56m at d = 12: the walk down from 12 stopped at 8, slower, and
+    // called a 9-hour deadline infeasible).
+    kSingleReplica,
+    // Every collective and pipeline send over NVLink.
+    kOneNode,
+    // Across nodes, but each data-parallel group (t d consecutive ranks:
+    // Megatron puts TP innermost, then DP) inside one node, reducing over
+    // NVLink: with p > 1, a stage per node or fewer (a 7B job, t = 1, p = 2,
+    // on nodes with 400 Gbit/s NICs: 0.663 s at d = 4 on one node, 0.417 s
+    // at d = 8 on two, 0.737 s at d = 16 and 0.667 s at d = 32 whose groups
+    // cross nodes; the walk down from 32 stopped at 16).
+    kGroupInNode,
+    // The data-parallel group spans nodes and reduces over their NICs.
+    kGroupAcrossNodes,
+  };
+
+  static DRegime RegimeOf(int t, int p, const DCandidate& dc) {
+    if (dc.d == 1) return DRegime::kSingleReplica;
+    if (int64_t{t} * p * dc.d == dc.gpus_per_node) return DRegime::kOneNode;
+    // The cost model's DP group holds min(d, GPUs per node / t) ranks a node
+    // (cost_model.cc, MakeGroup): all of them exactly when t d <= GPUs per
+    // node.
+    if (int64_t{t} * dc.d <= dc.gpus_per_node) return DRegime::kGroupInNode;
+    return DRegime::kGroupAcrossNodes;
+  }
+
   // Returns false when even the largest d does not fit memory (so a larger
   // micro-batch cannot fit at this d or any smaller one).
   bool SearchDataParallel(const PoolContext& ctx, int pool_index, int t, int p, int v, int b,
@@ -388,32 +422,51 @@ class Searcher {
     const int n = static_cast<int>(ds.size());
     std::optional<Evaluation> top = RunTop(ctx, pool_index, t, p, v, b, ds, 0, n);
     if (!top) return false;
-    // Time is unimodal in d only among layouts on one node, and among
-    // layouts across nodes: the d whose data-parallel group fits in one node
-    // reduce over NVLink, and the step drops sharply there (a 7B job: 1.21 s
-    // at 64 GPUs, 1.38 s at 16, 0.70 s at 8). One walk over all d stopped at
-    // 32 and called the job infeasible that 8 GPUs finish in time. So each
-    // run of consecutive d on one side is searched on its own.
-    auto one_node = [&](int i) { return MakeLayout(t, p, v, b, ds[i]).nodes == 1; };
+    // Time is unimodal in d only within one regime of the cost model
+    // (DRegime): the step jumps where the layout comes to fit one node (a 7B
+    // job: 1.21 s at 64 GPUs, 1.38 s at 16, 0.70 s at 8), where the data-
+    // parallel group comes to fit one node's NVLink, and at d = 1. One walk
+    // over all d stopped at 32 and called the job infeasible that 8 GPUs
+    // finish in time. So each run of consecutive d in one regime is searched
+    // on its own: a few more evaluations (each run's top and its walk), not
+    // every d.
+    std::vector<DRegime> regime(n);
+    for (int i = 0; i < n; ++i) regime[i] = RegimeOf(t, p, ds[i]);
     int end = n;
     while (end > 0) {
       int begin = end - 1;
-      while (begin > 0 && one_node(begin - 1) == one_node(end - 1)) --begin;
-      if (end < n) top = RunTop(ctx, pool_index, t, p, v, b, ds, begin, end);
-      if (top) SearchRun(ctx, pool_index, t, p, v, b, ds, begin, end, std::move(*top));
+      while (begin > 0 && regime[begin - 1] == regime[end - 1]) --begin;
+      if (end < n) {
+        // Memory never shrinks as d falls: when this run's top does not fit,
+        // neither does any d below it, and all of ds[0, end) are rejected.
+        top = RunTop(ctx, pool_index, t, p, v, b, ds, 0, end);
+        if (!top) break;
+      }
+      if (SearchRun(ctx, pool_index, t, p, v, b, ds, begin, end, std::move(*top))) {
+        // A d of this run did not fit, so no smaller d does: the runs below
+        // are not evaluated.
+        if (begin > 0) {
+          Reject(RejectReason::kOutOfMemory, begin, nullptr,
+                 "a larger data-parallel size did not fit, and memory grows as it falls");
+          out_.stats.pruned += begin;
+        }
+        break;
+      }
       end = begin;
     }
     return true;
   }
 
-  // One run ds[begin, end) of the same placement (one node, or across
-  // nodes), whose largest d, ds[end - 1], evaluated to `top`.
-  void SearchRun(const PoolContext& ctx, int pool_index, int t, int p, int v, int b,
+  // One run ds[begin, end) in one regime (DRegime), whose largest d,
+  // ds[end - 1], evaluated to `top`. Returns whether some d of the run did not
+  // fit memory (then no d below the run fits either).
+  bool SearchRun(const PoolContext& ctx, int pool_index, int t, int p, int v, int b,
                  const std::vector<DCandidate>& ds, int begin, int end, Evaluation top) {
     const int n = end - begin;
     // Each d of the run is evaluated and considered at most once (the walk
     // up below revisits d the binary search saw).
     int evaluated_ds = 1;
+    bool unfit = false;
     std::map<int, std::optional<Evaluation>> seen;
     std::set<int> considered;
     seen[end - 1] = std::move(top);
@@ -423,6 +476,7 @@ class Searcher {
         Evaluation ignored;
         it->second = BestFitting(ctx, MakeLayout(t, p, v, b, ds[i]), &ignored);
         ++evaluated_ds;
+        unfit = unfit || !it->second;
       }
       return it->second;
     };
@@ -487,6 +541,7 @@ class Searcher {
       Reject(RejectReason::kMissesDeadline, n - evaluated_ds, nullptr, "");
     }
     out_.stats.pruned += n - evaluated_ds;
+    return unfit;
   }
 
   static std::string FormatGiB(double bytes) {

@@ -38,8 +38,9 @@ bool BetterThan(const Evaluation& a, const Evaluation& b, Objective objective, b
 
 // Global batch sizes within [0.8, 1.25] x `gbs` that split over more data-
 // parallel sizes (a larger power-of-two factor), most divisible first, then
-// nearest; at most 3.
-std::vector<int64_t> NearbyGlobalBatchSizes(int64_t gbs);
+// nearest; at most 3. None above `max_gbs` (the samples in one epoch: the
+// parser refuses a global batch larger than that) or kMaxGlobalBatchSize.
+std::vector<int64_t> NearbyGlobalBatchSizes(int64_t gbs, int64_t max_gbs);
 
 // Why no layout uses exactly `gpus` GPUs when the arithmetic of the layout
 // is to blame (sweep_diagnosis.cc): kLayoutIndivisible when no allowed
