@@ -33,10 +33,22 @@
 namespace pacer::controller {
 namespace {
 
-// Ctrl-C presses: the first stops at a checkpoint, the second force-quits.
+// Stop requests: the first (any of SIGINT, SIGTERM, SIGHUP) stops at a
+// checkpoint; a second Ctrl-C (SIGINT) force-quits.
 std::atomic<int> g_interrupts{0};
 
-extern "C" void OnInterrupt(int /*signal*/) { g_interrupts.fetch_add(1); }
+extern "C" void OnInterrupt(int signal) {
+  if (signal == SIGINT) {
+    g_interrupts.fetch_add(1);
+    return;
+  }
+  // SIGTERM and SIGHUP ask for the clean stop and never escalate: `timeout`
+  // signals its child and then its own process group, so one stop arrived
+  // twice, and 4 runs in 10 force-quit with their workers killed before
+  // the checkpoint. Escalating a programmatic stop is SIGKILL's job.
+  int none = 0;
+  g_interrupts.compare_exchange_strong(none, 1);
+}
 
 // Waits up to `ms`, returning early on Ctrl-C. The loop refreshes the
 // progress line at this pace; nothing waits on another thread here.
@@ -334,6 +346,17 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
         if (g.Count(WorkerPhase::kRunning) + g.Count(WorkerPhase::kPending) == 0) break;
         ::poll(nullptr, 0, 50);
       }
+      // The stop came as the workers finished: every one exited 0 after its
+      // last step. The job is done, not stopped (it was reported "stopped
+      // with a checkpoint", exit 130, and the next run trained it again).
+      if (StatusOr<std::optional<WorkerGroup>> ended = launcher.Observe(ref);
+          ended.ok() && ended->has_value() && (*ended)->expected_workers > 0 &&
+          (*ended)->Count(WorkerPhase::kSucceeded) == (*ended)->expected_workers &&
+          g_interrupts.load() == 1) {
+        progress.Message("the workers had finished every step before the stop");
+        g_interrupts.store(0);
+        continue;
+      }
       (void)launcher.Stop(ref, StopMode::kRemove);
       std::optional<JobView> view = reconciler.View(key);
       progress.Finish();
@@ -341,8 +364,13 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
       // the step they are in): the step the next run resumes from, not the
       // last progress scraped before Ctrl-C.
       const std::optional<int64_t> stopped = ResumableCheckpointStep(checkpoints);
-      out << "stopped at step " << stopped.value_or(view ? view->steps_completed : 0)
-          << " with a checkpoint in " << checkpoints << "; run the same command again to resume\n";
+      if (stopped) {
+        out << "stopped at step " << *stopped << " with a checkpoint in " << checkpoints
+            << "; run the same command again to resume\n";
+      } else {
+        out << "stopped at step " << (view ? view->steps_completed : 0)
+            << " before any checkpoint was written; the next run starts from step 0\n";
+      }
       forget_unused_start();
       return 130;
     }

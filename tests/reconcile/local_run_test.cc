@@ -354,6 +354,87 @@ TEST(LocalRunTest, AModelNoLayoutHoldsExitsFourNotThree) {
 // Without $PACER_WORKER_BINARY or a pacer-worker beside pacer, the worker
 // is the one on PATH, as for any installed program. The bare name used to
 // be spawned as a path relative to the working directory.
+// A stop requested twice by SIGTERM is one clean stop: `timeout` signals its
+// child and then its own process group, so `pacer run` got the stop twice,
+// and the second was taken for a second Ctrl-C (workers killed before their
+// checkpoint in 4 runs of 10). Only a second Ctrl-C force-quits.
+TEST(LocalRunTest, ASecondSigtermIsTheSameCleanStop) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-term-twice-" + std::to_string(::getpid()));
+  Child c;
+  std::string out;
+  ASSERT_TRUE(StartQuickstart(dir, &c, &out)) << out;
+  ::kill(c.pid, SIGTERM);
+  ASSERT_TRUE(ReadUntil(c, &out, std::regex("stopping the workers"), std::chrono::seconds(30)))
+      << out;
+  ::kill(c.pid, SIGTERM);
+  EXPECT_EQ(Wait(c, &out), 130) << out;
+  EXPECT_EQ(out.find("force-quit: workers killed"), std::string::npos) << out;
+  EXPECT_NE(out.find("with a checkpoint in"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
+// A worker standing in for pacer-worker: it says it started (`ready`), then
+// waits for SIGTERM and exits with `exit_on_term`, having written nothing.
+std::filesystem::path StopExitingWorker(const std::filesystem::path& dir, int exit_on_term) {
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path script = dir / "worker.sh";
+  std::ofstream(script) << "#!/bin/sh\ntrap 'exit " << exit_on_term << "' TERM\n: > '"
+                        << (dir / "ready").string()
+                        << "'\nwhile :; do /bin/sleep 1 & wait $!; done\n";
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  return script;
+}
+
+Child RunWithWorker(const std::filesystem::path& dir, const std::filesystem::path& worker,
+                    std::string* out) {
+  Child c = Spawn({PACER_BINARY, "run",
+                   std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
+                   "--backend", "cpu", "--progress", "plain", "--max-restarts", "0",
+                   "--worker-binary", worker.string(), "--work-dir", (dir / "work").string()});
+  EXPECT_TRUE(ReadUntil(c, out, std::regex("Launched"), std::chrono::seconds(120))) << *out;
+  // The worker's own sign that it runs, so the stop finds its trap set.
+  for (int i = 0; i < 1200 && !std::filesystem::exists(dir / "ready"); ++i) ::poll(nullptr, 0, 50);
+  return c;
+}
+
+// Stopped before any checkpoint was written: the next run starts from step
+// 0, and the message says so (it claimed a checkpoint that did not exist).
+TEST(LocalRunTest, AStopBeforeAnyCheckpointDoesNotClaimOne) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-no-ckpt-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::string out;
+  Child c = RunWithWorker(dir, StopExitingWorker(dir, 6), &out);
+  ASSERT_TRUE(std::filesystem::exists(dir / "ready")) << out;
+  ::kill(c.pid, SIGINT);
+  EXPECT_EQ(Wait(c, &out), 130) << out;
+  EXPECT_EQ(out.find("with a checkpoint"), std::string::npos) << out;
+  EXPECT_NE(out.find("before any checkpoint was written; the next run starts from step 0"),
+            std::string::npos)
+      << out;
+  std::filesystem::remove_all(dir);
+}
+
+// A Ctrl-C as the workers finish: they exit 0, done. The job is finished,
+// not stopped (it said "stopped at step N with a checkpoint", exited 130,
+// and the next run trained the job again).
+TEST(LocalRunTest, ACtrlCAsTheWorkersFinishIsNotAStop) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-ctrlc-done-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::string out;
+  Child c = RunWithWorker(dir, StopExitingWorker(dir, 0), &out);
+  ASSERT_TRUE(std::filesystem::exists(dir / "ready")) << out;
+  ::kill(c.pid, SIGINT);
+  const int code = Wait(c, &out);
+  EXPECT_EQ(out.find("stopped at step"), std::string::npos) << out;
+  EXPECT_NE(out.find("the workers had finished every step before the stop"), std::string::npos)
+      << out;
+  EXPECT_NE(code, 130) << out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(LocalRunTest, TheWorkerIsFoundOnPath) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("pacer-path-" + std::to_string(::getpid()));
