@@ -41,7 +41,7 @@ const GpuCatalog& GpuCatalog::BuiltIn() {
     // memory_mib is the device's total as nvidia-smi reports it (the
     // datasheet's "80 GB" H100 is 81,559 MiB, 85.5e9 bytes; docs/planner.md
     // lists the source of each). gemm is the share of the 16-bit peak that
-    // the linear layers' GEMMs reach inside a training step: fitted on
+    // the linear layers' GEMMs reach inside a training step: set against
     // Korthikanti's A100 runs (0.84) and llm-foundry's H100 runs (0.62; a
     // lone 8192^3 cuBLAS GEMM reaches 0.807 on an H100, 0.797 on an H200,
     // measured here, but clocks under sustained load and the step's other

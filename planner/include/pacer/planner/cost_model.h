@@ -21,9 +21,11 @@
 namespace pacer::planner {
 
 // Efficiencies and fixed costs. Defaults: see docs/planner.md "Constants";
-// those marked (fit) were fitted on published runs (Korthikanti et al. 2022
-// Table 5 on A100; llm-foundry's H100 table) and are reported with
-// leave-one-group-out error in docs/benchmarks.md.
+// those marked (fit) were set against published runs (Korthikanti et al.
+// 2022 Table 5 on A100; llm-foundry's H100 table): chosen next to fits of
+// earlier versions of this model and kept, not the output of today's fit
+// (docs/planner.md section 7 gives both); the fit's leave-one-group-out
+// error is in docs/benchmarks.md.
 struct ModelConstants {
   // Fraction of dense peak the linear layers' 16-bit GEMMs reach in a
   // training step, for GPU types the catalog has no figure for (types an
