@@ -163,9 +163,17 @@ TEST(DeviceLayoutTest, TiedSingleStageSharesOneTable) {
 
 TEST(DeviceLayoutTest, RejectsPlansThatDoNotSplitEvenly) {
   WorkerConfig c = TestPlan(2, 1, 1, 1, 0, 1, 1, Recompute::kNone);
-  c.model.sequence_length = 513;  // a sequence that does not split over t = 2
   auto s = BuildStepSchedule(c, 0);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
+  c.model.sequence_length = 513;  // a sequence that does not split over t = 2
+  // The configuration refuses it first, naming the variable (the schedule
+  // validates it)...
+  const auto refused = BuildStepSchedule(c, 0);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("PACER_SEQUENCE_LENGTH"), std::string::npos)
+      << refused.status().message();
+  // ...and the memory plan still checks it for itself.
   auto plan = PlanDeviceMemory(c, *s);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);

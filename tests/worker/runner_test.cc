@@ -1,12 +1,26 @@
-// How often the ranks read the stop claim (runner.h, point 4), and the plan
-// fingerprint that decides whether a checkpoint's buffers are restored.
+// How often the ranks read the stop claim (runner.h, point 4), the plan
+// fingerprint that decides whether a checkpoint's buffers are restored, and
+// how RunRank ends on a stop: during start-up (a clean stop, not a SIGKILL
+// after waiting for peers), and without a checkpoint directory (no claim of
+// a checkpoint).
 #include "core/runner.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "core/exit_codes.h"
+#include "core/tcp_store.h"
+#include "cpu/cpu_backend.h"
 
 namespace pacer::worker {
 namespace {
@@ -82,6 +96,211 @@ TEST(PlanFingerprintTest, AnEarlierWorkersFingerprintOfThisPlanIsAccepted) {
   ASSERT_EQ(accepted.size(), 2u);
   EXPECT_EQ(accepted[1], "t1 p1 v1 d2 z0 b2 k4 bf16 none L4 h256 s128 V1000");
   EXPECT_EQ(accepted[0].rfind(accepted[1] + " ", 0), 0u) << accepted[0];
+}
+
+// ---- RunRank and a stop ------------------------------------------------------
+//
+// RunRank runs in the test's process: its StopSignal installs the handlers
+// here, and the tests raise SIGTERM at the point they mean (before the rank
+// starts, from the backend's Initialize or its first step), so the stop's
+// timing is the test's, not a sleep's.
+
+using std::chrono::seconds;
+
+// A store port for a rank 0 that hosts it: below Linux's ephemeral range
+// (see worker_process_test.cc), distinct per process and test.
+int RankZeroPort() {
+  static int counter = 0;
+  return 20000 + (static_cast<int>(getpid()) * 13 + 211 * counter++ + 6007) % 12000;
+}
+
+// A world of `world_size` one-rank nodes; this process runs node `node`.
+WorkerConfig TinyWorld(int world_size, int node, int port, double timeout_seconds) {
+  WorkerConfig c;
+  c.world_size = world_size;
+  c.nnodes = world_size;
+  c.local_world_size = 1;
+  c.node_rank = node;
+  c.rank = node;
+  c.data_parallel = world_size;
+  c.global_batch_size = world_size;
+  c.master_addr = "127.0.0.1";
+  c.master_port = port;
+  c.metrics_port = 0;
+  c.timeout_seconds = timeout_seconds;
+  c.total_steps = 100;
+  c.job_name = "runner-test";
+  c.model.layers = 2;
+  c.model.hidden_size = 64;
+  c.model.attention_heads = 4;
+  c.model.kv_heads = 4;
+  c.model.ffn_hidden_size = 128;
+  c.model.vocab_size = 128;
+  c.model.sequence_length = 16;
+  return c;
+}
+
+// A backend whose calls do what the test says.
+class ScriptedBackend : public StepBackend {
+ public:
+  std::function<Status()> initialize = [] { return Status::Ok(); };
+  std::function<StatusOr<StepTiming>(int64_t)> step = [](int64_t) -> StatusOr<StepTiming> {
+    StepTiming t;
+    t.step_seconds = 1e-3;
+    return t;
+  };
+
+  const char* name() const override { return "scripted"; }
+  Status Initialize(const BackendContext&, uint64_t) override { return initialize(); }
+  StatusOr<StepTiming> RunStep(int64_t s) override { return step(s); }
+  double PeakMemoryBytes() const override { return 0; }
+  StatusOr<NamedBuffers> SaveBuffers() override { return NamedBuffers{}; }
+  Status LoadBuffers(const NamedBuffers&) override { return Status::Ok(); }
+  uint64_t CheckpointBufferBytes() const override { return 0; }
+};
+
+BackendFactory Scripted(std::function<void(ScriptedBackend&)> script) {
+  return [script]() -> std::unique_ptr<StepBackend> {
+    auto backend = std::make_unique<ScriptedBackend>();
+    script(*backend);
+    return backend;
+  };
+}
+
+// The CPU backend, with a SIGTERM arriving just as its Initialize starts:
+// what a drain does to a rank that is about to wait for its peers.
+class StoppedAsItInitializes : public StepBackend {
+ public:
+  const char* name() const override { return cpu_->name(); }
+  Status Initialize(const BackendContext& context, uint64_t seed) override {
+    std::raise(SIGTERM);  // RunRank's StopSignal takes it
+    return cpu_->Initialize(context, seed);
+  }
+  StatusOr<StepTiming> RunStep(int64_t s) override { return cpu_->RunStep(s); }
+  double PeakMemoryBytes() const override { return cpu_->PeakMemoryBytes(); }
+  StatusOr<NamedBuffers> SaveBuffers() override { return cpu_->SaveBuffers(); }
+  Status LoadBuffers(const NamedBuffers& b) override { return cpu_->LoadBuffers(b); }
+  uint64_t CheckpointBufferBytes() const override { return cpu_->CheckpointBufferBytes(); }
+
+ private:
+  std::unique_ptr<StepBackend> cpu_ = MakeCpuBackend();
+};
+
+struct RankRun {
+  int code = -1;
+  std::string log;
+  std::chrono::steady_clock::duration took{};
+};
+
+RankRun RunOneRank(const WorkerConfig& c, const BackendFactory& factory) {
+  RankRun run;
+  const auto start = std::chrono::steady_clock::now();
+  ::testing::internal::CaptureStderr();
+  run.code = RunRank(c, 0, factory, RunOptions{});
+  run.log = ::testing::internal::GetCapturedStderr();
+  run.took = std::chrono::steady_clock::now() - start;
+  return run;
+}
+
+// Rank 0 of two whose peer never comes: its Gloo rendezvous waits in the
+// store for the peer's address. A SIGTERM then used to go unread until the
+// step loop, so the rank waited out PACER_TIMEOUT_SECONDS (under a
+// supervisor: SIGKILL after 25 s, exit 1, a restart counted against the
+// job). Now the wait gives up and the rank stops cleanly (docs/worker.md,
+// "Process model").
+TEST(RunnerStopTest, AStopWhileRankZeroWaitsForAPeerThatNeverComesIsACleanStop) {
+  const WorkerConfig c = TinyWorld(2, 0, RankZeroPort(), /*timeout_seconds=*/120);
+  const RankRun run = RunOneRank(c, [] { return std::make_unique<StoppedAsItInitializes>(); });
+  EXPECT_EQ(run.code, kExitStoppedAfterCheckpoint) << ExitCodeName(run.code) << "\n" << run.log;
+  EXPECT_NE(run.log.find("rank=0 event=stopped during=initialize checkpoint=not-needed"),
+            std::string::npos)
+      << run.log;
+  EXPECT_NE(run.log.find("the rank is stopping"), std::string::npos) << run.log;
+  EXPECT_LT(run.took, seconds(60)) << "the stop waited for the rendezvous' timeout";
+}
+
+// Rank 1 of two, started, waiting for rank 0 to choose the resume point
+// (rank 0 is slow: reading every rank's checkpoints, or not started).
+TEST(RunnerStopTest, AStopWhileWaitingForTheResumePointIsACleanStop) {
+  auto store = TcpStoreServer::Start("127.0.0.1", 0);  // rank 0's, whose rank 0 never answers
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  // Ten seconds: the wait is retried 12 times, so without the interrupt it
+  // ended two minutes later as a collective failure.
+  const WorkerConfig c = TinyWorld(2, 1, (*store)->port(), /*timeout_seconds=*/10);
+  const RankRun run = RunOneRank(c, Scripted([](ScriptedBackend& b) {
+                                   b.initialize = [] {
+                                     std::raise(SIGTERM);
+                                     return Status::Ok();
+                                   };
+                                 }));
+  EXPECT_EQ(run.code, kExitStoppedAfterCheckpoint) << ExitCodeName(run.code) << "\n" << run.log;
+  EXPECT_NE(run.log.find("rank=1 event=stopped during=resume"), std::string::npos) << run.log;
+  EXPECT_NE(run.log.find("gave up waiting for key \"runner/resume-step\""), std::string::npos)
+      << run.log;
+}
+
+// Rank 1 of two, whose SIGTERM came before it started (it stayed pending
+// until RunRank's StopSignal unblocked it), while rank 0's store is not up.
+TEST(RunnerStopTest, AStopWhileConnectingToTheStoreIsACleanStop) {
+  int port = 0;
+  {
+    auto gone = TcpStoreServer::Start("127.0.0.1", 0);  // nothing listens once it is gone
+    ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+    port = (*gone)->port();
+  }
+  const WorkerConfig c = TinyWorld(2, 1, port, /*timeout_seconds=*/60);
+  sigset_t term, before;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &term, &before), 0);
+  std::raise(SIGTERM);  // pending on this thread, as a supervisor's rank starts
+  const RankRun run = RunOneRank(c, Scripted([](ScriptedBackend&) {}));
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, &before, nullptr), 0);
+  EXPECT_EQ(run.code, kExitStoppedAfterCheckpoint) << ExitCodeName(run.code) << "\n" << run.log;
+  EXPECT_NE(run.log.find("rank=1 event=stopped during=rendezvous"), std::string::npos) << run.log;
+  EXPECT_LT(run.took, seconds(30)) << "the stop waited for the store's timeout";
+}
+
+// A peer that stopped while starting leaves this rank's first step
+// unanswered; with this rank stopping too, nothing was trained: a clean
+// stop. Without a stop, the same failure is what it is.
+TEST(RunnerStopTest, AFirstStepThatFailsBecauseThePeersStopIsACleanStop) {
+  const auto failing_first_step = [](bool stop) {
+    return Scripted([stop](ScriptedBackend& b) {
+      b.step = [stop](int64_t) -> StatusOr<StepTiming> {
+        if (stop) std::raise(SIGTERM);
+        return UnavailableError("data-parallel all-reduce failed: peer closed the connection");
+      };
+    });
+  };
+  const RankRun stopped = RunOneRank(TinyWorld(1, 0, RankZeroPort(), 60), failing_first_step(true));
+  EXPECT_EQ(stopped.code, kExitStoppedAfterCheckpoint) << stopped.log;
+  EXPECT_NE(stopped.log.find("event=stopped during=first-step"), std::string::npos) << stopped.log;
+  const RankRun failed = RunOneRank(TinyWorld(1, 0, RankZeroPort(), 60), failing_first_step(false));
+  EXPECT_EQ(failed.code, kExitCollectiveFailure) << failed.log;
+}
+
+// Without a checkpoint directory a stop saves nothing: the log must not say
+// it stopped after a checkpoint (it did, and an operator looked for the
+// file), and it says what was not kept. The exit code is still the clean
+// stop's (docs/worker.md, "Exit codes").
+TEST(RunnerStopTest, AStopWithoutACheckpointDirectoryClaimsNoCheckpoint) {
+  WorkerConfig c = TinyWorld(1, 0, RankZeroPort(), 60);
+  ASSERT_TRUE(c.checkpoint_dir.empty());
+  const RankRun run = RunOneRank(c, Scripted([](ScriptedBackend& b) {
+                                   b.step = [](int64_t step) -> StatusOr<StepTiming> {
+                                     if (step == 0) std::raise(SIGTERM);
+                                     StepTiming t;
+                                     t.step_seconds = 1e-3;
+                                     return t;
+                                   };
+                                 }));
+  EXPECT_EQ(run.code, kExitStoppedAfterCheckpoint) << ExitCodeName(run.code) << "\n" << run.log;
+  EXPECT_NE(run.log.find("rank=0 event=stopped step="), std::string::npos) << run.log;
+  EXPECT_NE(run.log.find("checkpoint=none"), std::string::npos) << run.log;
+  EXPECT_NE(run.log.find("no checkpoint directory"), std::string::npos) << run.log;
+  EXPECT_EQ(run.log.find("stopped-after-checkpoint"), std::string::npos) << run.log;
+  EXPECT_EQ(run.log.find("event=checkpoint "), std::string::npos) << run.log;
 }
 
 }  // namespace

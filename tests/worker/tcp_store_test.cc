@@ -459,5 +459,82 @@ TEST(TcpStoreTest, StoppingServerFailsBlockedGetAsUnavailable) {
   EXPECT_EQ(client->Set("k", "v").code(), StatusCode::kUnavailable);
 }
 
+// Interrupts (tcp_store.h): a rank that is stopping gives up a wait whose key
+// is missing within about kInterruptCheckInterval instead of waiting out its
+// timeout (a SIGTERM while the peers of a start-up gather was answered by the
+// supervisor's SIGKILL 25 s later). The predicate here is already true, so
+// nothing is timed: only the outcome, and a generous bound far below the
+// minute the wait would otherwise take.
+TEST(TcpStoreInterruptTest, AGetOrWaitForAMissingKeyGivesUpOnceTheRankIsStopping) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto client = ConnectClient(server->port(), 3);
+  ASSERT_NE(client, nullptr);
+  client->SetInterrupt([] { return true; });
+  EXPECT_TRUE(client->Interrupted());
+  const auto start = std::chrono::steady_clock::now();
+  StatusOr<std::string> got = client->Get("peer/never", seconds(60));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kAborted) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("rank 3 gave up waiting for key \"peer/never\""),
+            std::string::npos)
+      << got.status().message();
+  EXPECT_NE(got.status().message().find("the rank is stopping"), std::string::npos);
+  const Status waited = client->Wait({"peer/never", "peer/either"}, seconds(60));
+  EXPECT_EQ(waited.code(), StatusCode::kAborted) << waited.ToString();
+  const Status barrier = client->Barrier("never-full", 2, seconds(60));
+  EXPECT_EQ(barrier.code(), StatusCode::kAborted) << barrier.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(30));
+
+  // The connection stayed in step, and what is there is still read: a
+  // stopping rank can announce its stop and read its peers' answers.
+  ASSERT_TRUE(client->Set("k", "v").ok());
+  auto present = client->Get("k", seconds(60));
+  ASSERT_TRUE(present.ok()) << present.status().ToString();
+  EXPECT_EQ(*present, "v");
+  EXPECT_TRUE(client->Wait({"k"}, seconds(60)).ok());
+
+  // Cleared, a wait runs to its timeout again.
+  client->SetInterrupt(nullptr);
+  EXPECT_FALSE(client->Interrupted());
+  EXPECT_EQ(client->Get("peer/never", milliseconds(300)).status().code(),
+            StatusCode::kDeadlineExceeded);
+}
+
+// The predicate is asked again while the wait goes on, not once at its
+// start: a stop that arrives in the middle of a wait ends it.
+TEST(TcpStoreInterruptTest, AWaitAsksAgainUntilTheStopArrives) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  std::atomic<int> asked{0};
+  auto connected = TcpStoreClient::Connect("127.0.0.1", server->port(), 1, kGenerous,
+                                           [&asked] { return ++asked >= 3; });
+  ASSERT_TRUE(connected.ok()) << connected.status().ToString();
+  StatusOr<std::string> got = (*connected)->Get("runner/resume-step", seconds(60));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kAborted) << got.status().ToString();
+  EXPECT_EQ(asked.load(), 3);
+}
+
+// Connecting to a store that is not (yet) there retries until the timeout,
+// unless the rank is stopping.
+TEST(TcpStoreInterruptTest, ConnectingGivesUpOnceTheRankIsStopping) {
+  int port = 0;
+  {
+    auto gone = StartServer();  // a port where nothing listens once it is gone
+    ASSERT_NE(gone, nullptr);
+    port = gone->port();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto connected = TcpStoreClient::Connect("127.0.0.1", port, 2, seconds(60), [] { return true; });
+  ASSERT_FALSE(connected.ok());
+  EXPECT_EQ(connected.status().code(), StatusCode::kAborted) << connected.status().ToString();
+  EXPECT_NE(connected.status().message().find("rank 2 gave up connecting to the store at " +
+                                              Address(port)),
+            std::string::npos)
+      << connected.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(30));
+}
+
 }  // namespace
 }  // namespace pacer::worker

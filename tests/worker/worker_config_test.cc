@@ -117,6 +117,13 @@ TEST(WorkerConfigTest, ErrorsNameTheVariable) {
       {"WORLD_SIZE", "15", "WORLD_SIZE: must equal NNODES x LOCAL_WORLD_SIZE"},
       {"PACER_MODEL_LAYERS", "30", "PACER_MODEL_LAYERS: must be divisible by pipeline"},
       {"PACER_TENSOR_PARALLEL", "16", "PACER_DATA_PARALLEL: tensor x pipeline x data"},
+      // t = 2: sequence parallelism splits each sequence in two.
+      {"PACER_SEQUENCE_LENGTH", "4095",
+       "PACER_SEQUENCE_LENGTH: must be divisible by tensor parallel (2"},
+      // v = 2: 2^19 + 1 accumulation steps are 2^20 + 2 passes.
+      {"PACER_GRAD_ACCUM_STEPS", "524289",
+       "PACER_GRAD_ACCUM_STEPS: accumulation steps x virtual stages (524289 x 2) must be at most "
+       "1048576"},
       // The GPU switches: a misspelt one is refused, not read as off.
       {"PACER_GPU_BF16_ACTIVATIONS", "true",
        "PACER_GPU_BF16_ACTIVATIONS: must be 0 or 1, got \"true\""},
@@ -207,6 +214,60 @@ TEST(WorkerConfigTest, ValuesSetAfterTheEnvironmentAreValidatedToo) {
   WorkerConfig port = c;
   port.metrics_port = 65530;  // 8 local ranks: the last one would export on 65537
   EXPECT_EQ(ApplyScale(&port).code(), StatusCode::kInvalidArgument);
+}
+
+// An absurd plan that every per-variable range accepts: 64 virtual stages of
+// 10^8 accumulation steps. Building its schedule asked for 2 x 6.4 x 10^9
+// pipeline actions (std::bad_alloc, exit 1, after the rendezvous); it is an
+// invalid configuration (exit 2) naming the variable, at parse time.
+TEST(WorkerConfigTest, AStepOfAbsurdlyManyMicroBatchPassesIsRefusedByName) {
+  const std::map<std::string, std::string> env = {{"PACER_VIRTUAL_STAGES", "64"},
+                                                  {"PACER_MODEL_LAYERS", "64"},
+                                                  {"PACER_GRAD_ACCUM_STEPS", "100000000"},
+                                                  {"PACER_GLOBAL_BATCH_SIZE", "100000000"}};
+  const auto parsed = ConfigFromEnvironment(FromMap(env));
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parsed.status().message().rfind("PACER_GRAD_ACCUM_STEPS: ", 0), 0u)
+      << parsed.status().message();
+  EXPECT_NE(parsed.status().message().find("100000000 x 64"), std::string::npos)
+      << parsed.status().message();
+
+  // The largest step allowed still parses: the bound is on the product.
+  std::map<std::string, std::string> largest = env;
+  largest["PACER_GRAD_ACCUM_STEPS"] = std::to_string(kMaxMicroBatchPassesPerStep / 64);
+  largest["PACER_GLOBAL_BATCH_SIZE"] = std::to_string(kMaxMicroBatchPassesPerStep / 64);
+  const auto ok = ConfigFromEnvironment(FromMap(largest));
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
+
+  // A config built in code (flags over the environment) is held to it too,
+  // with no overflow on the way.
+  WorkerConfig built = ExampleConfig();
+  built.gradient_accumulation_steps = int64_t{1} << 62;
+  const Status refused = ValidateConfig(built);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(refused.message().rfind("PACER_GRAD_ACCUM_STEPS: ", 0), 0u) << refused.message();
+}
+
+// A sequence that tensor parallelism cannot split failed only after the
+// rendezvous, in the step executor, with a message that named no variable.
+TEST(WorkerConfigTest, ASequenceTensorParallelismCannotSplitIsRefusedByName) {
+  const std::map<std::string, std::string> env = {{"WORLD_SIZE", "2"},
+                                                  {"LOCAL_WORLD_SIZE", "2"},
+                                                  {"PACER_TENSOR_PARALLEL", "2"},
+                                                  {"PACER_SEQUENCE_LENGTH", "7"}};
+  const auto parsed = ConfigFromEnvironment(FromMap(env));
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parsed.status().message().rfind("PACER_SEQUENCE_LENGTH: must be divisible by tensor "
+                                            "parallel (2",
+                                            0),
+            0u)
+      << parsed.status().message();
+  EXPECT_NE(parsed.status().message().find("got 7"), std::string::npos);
+  std::map<std::string, std::string> even = env;
+  even["PACER_SEQUENCE_LENGTH"] = "8";
+  EXPECT_TRUE(ConfigFromEnvironment(FromMap(even)).ok());
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/exit_codes.h"
+#include "core/tcp_store.h"
 
 extern char** environ;
 
@@ -294,6 +295,33 @@ TEST_F(WorkerProcessTest, ASigtermWhileTheRanksStartStopsCleanly) {
   const int code = WaitExit(w, std::chrono::seconds(60));
   EXPECT_TRUE(code == kExitStoppedAfterCheckpoint || code == kExitSuccess)
       << ExitCodeName(code) << "\n" << w.log;
+  EXPECT_EQ(w.log.find("event=rank-killed"), std::string::npos) << w.log;
+}
+
+// SIGTERM to rank 0 of a two-node job whose other node never comes (a drain
+// while the pods gather): the rank is in its Gloo rendezvous, waiting in the
+// store for the peer's address. It used to wait there, its stop unread,
+// until the supervisor killed it 25 s later (exit 1, which the controller
+// counts as a restart); now the wait gives up and the rank stops cleanly
+// (docs/worker.md, "Process model").
+TEST_F(WorkerProcessTest, ASigtermWhileRankZeroWaitsForAPeerThatNeverComesIsACleanStop) {
+  const int port = NextPort();
+  auto env = BaseEnv(Path("ckpt"), port);
+  env["NNODES"] = "2";
+  env["LOCAL_WORLD_SIZE"] = "1";
+  env["NODE_RANK"] = "0";
+  env["PACER_TIMEOUT_SECONDS"] = "120";  // far beyond the supervisor's 25 s grace period
+  Worker w = Start(env);
+  // Rank 0's rendezvous has published its address (Gloo's key "0" under the
+  // data-parallel group's prefix), so it is waiting for rank 1's.
+  auto client = TcpStoreClient::Connect("127.0.0.1", port, 99, std::chrono::seconds(60));
+  const bool waiting = client.ok() && (*client)->Get("cpu/data/0/0", std::chrono::seconds(60)).ok();
+  if (!waiting) kill(w.pid, SIGKILL);
+  kill(w.pid, SIGTERM);
+  const int code = WaitExit(w, std::chrono::seconds(60));
+  ASSERT_TRUE(waiting) << "rank 0 never reached its rendezvous\n" << w.log;
+  EXPECT_EQ(code, kExitStoppedAfterCheckpoint) << ExitCodeName(code) << "\n" << w.log;
+  EXPECT_NE(w.log.find("rank=0 event=stopped during=initialize"), std::string::npos) << w.log;
   EXPECT_EQ(w.log.find("event=rank-killed"), std::string::npos) << w.log;
 }
 

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -58,13 +59,33 @@ StatusOr<const GpuPlugin*> LoadGpuPlugin() {
       return FailedPreconditionError(path + " has no " + kGpuPluginSymbol + " entry point");
     }
     const GpuPlugin* plugin = entry();
-    if (plugin == nullptr || plugin->version != kGpuPluginVersion) {
-      return FailedPreconditionError(path + " is a different version of the GPU backend; "
-                                     "install the one built with this pacer-worker");
-    }
+    RETURN_IF_ERROR(CheckGpuPlugin(plugin, path));
     return plugin;
   }();
   return loaded;
+}
+
+Status CheckGpuPlugin(const GpuPlugin* plugin, const std::string& path) {
+  const std::string fix =
+      "; install the libpacer_worker_gpu.so built with this pacer-worker (beside it, or named "
+      "by PACER_GPU_PLUGIN)";
+  if (plugin == nullptr) return FailedPreconditionError(path + " returned no plugin table" + fix);
+  // `version` is the one field every version of the table has in place.
+  if (plugin->version != kGpuPluginVersion) {
+    return FailedPreconditionError(path + " is version " + std::to_string(plugin->version) +
+                                   " of the GPU plugin interface, this pacer-worker needs " +
+                                   std::to_string(kGpuPluginVersion) + fix);
+  }
+  if (plugin->layout != kGpuPluginLayout) {
+    char layouts[96];
+    std::snprintf(layouts, sizeof(layouts), "layout %016llx, this pacer-worker's %016llx",
+                  static_cast<unsigned long long>(plugin->layout),
+                  static_cast<unsigned long long>(kGpuPluginLayout));
+    return FailedPreconditionError(
+        path + " was built with other layouts of WorkerConfig or the backend's types (" + layouts +
+        "): it would read the plan's fields at the wrong places" + fix);
+  }
+  return Status::Ok();
 }
 
 StatusOr<Backend> ResolveBackend(Backend requested) {

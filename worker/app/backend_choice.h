@@ -27,8 +27,15 @@ bool GpuBackendBuilt();
 bool NvidiaDriverPresent();
 
 // Loads the plugin (once). FailedPrecondition naming the file and dlerror()
-// when it cannot be loaded, e.g. without the CUDA libraries.
+// when it cannot be loaded, e.g. without the CUDA libraries, or
+// CheckGpuPlugin's error.
 StatusOr<const GpuPlugin*> LoadGpuPlugin();
+
+// Whether `plugin` (the table the file at `path` returned) can be used by
+// this pacer-worker: the same kGpuPluginVersion and the same
+// kGpuPluginLayout (gpu_plugin.h). FailedPrecondition naming the file, what
+// differs and the fix otherwise.
+Status CheckGpuPlugin(const GpuPlugin* plugin, const std::string& path);
 
 // kAuto -> GPU when the plugin exists and a driver is present, else CPU.
 // Asking for the GPU where there is none is InvalidArgument naming the fix.

@@ -169,10 +169,35 @@ int CalibrateOnGpu(const CalibrateFlags& flags, std::ostream& out, std::ostream&
 
 }  // namespace
 
+Status CheckCalibrationTarget(Backend requested, Backend resolved, const std::string& gpu_type) {
+  if (resolved != Backend::kCpu || requested == Backend::kCpu) return Status::Ok();
+  if (planner::GpuCatalog::BuiltIn().Find(gpu_type) == nullptr) return Status::Ok();
+  // --backend auto fell back to the CPU: the file would carry the CPU's
+  // memcpy and Gloo figures under the GPU's name, and `pacer plan
+  // --calibration` would plan that GPU's jobs with them, without a word.
+  return InvalidArgumentError(
+      "--gpu-type " + gpu_type +
+      ": no GPU is visible here (no NVIDIA driver, or pacer-worker was built without the GPU "
+      "backend), so calibrate would measure the CPU and record its figures as " +
+      gpu_type +
+      "'s; run it with --backend gpu on a machine with that GPU, or leave out --gpu-type to "
+      "record the CPU's figures as \"cpu\"");
+}
+
 int RunCalibrate(const CalibrateFlags& flags, std::ostream& out, std::ostream& err) {
   auto backend = ResolveBackend(flags.backend);
   if (!backend.ok()) return Fail(backend.status(), err);
+  if (Status s = CheckCalibrationTarget(flags.backend, *backend, flags.gpu_type); !s.ok()) {
+    return Fail(s, err);
+  }
   if (*backend == Backend::kGpu) return CalibrateOnGpu(flags, out, err);
+  if (planner::GpuCatalog::BuiltIn().Find(flags.gpu_type) != nullptr) {
+    // --backend cpu asked for this in so many words (tests of the file
+    // format do); still say what the file will claim.
+    err << "pacer-worker calibrate: warning: --backend cpu with --gpu-type " << flags.gpu_type
+        << ": the CPU's figures are recorded as " << flags.gpu_type
+        << "'s, and pacer plan --calibration will use them for that GPU\n";
+  }
   return CalibrateOnCpu(flags, out, err);
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/worker_config.h"
+#include "pacer/status.h"
 
 namespace pacer::worker {
 
@@ -24,6 +25,13 @@ struct CalibrateFlags {
 
 // Returns the process exit code (exit_codes.h).
 int RunCalibrate(const CalibrateFlags& flags, std::ostream& out, std::ostream& err);
+
+// Whether calibrate may key what the `resolved` backend measures by
+// `gpu_type`: InvalidArgument (exit 2) when --backend `requested` was auto,
+// no GPU was visible so it resolved to the CPU, and `gpu_type` is a GPU of
+// the planner's catalog, whose entry would then carry the CPU's figures.
+// An explicit --backend cpu is the caller's choice (RunCalibrate warns).
+Status CheckCalibrationTarget(Backend requested, Backend resolved, const std::string& gpu_type);
 
 }  // namespace pacer::worker
 

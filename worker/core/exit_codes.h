@@ -9,15 +9,18 @@
 namespace pacer::worker {
 
 enum ExitCode : int {
-  kExitSuccess = 0,               // all planned steps done
-  kExitInternalError = 1,         // a bug or an unexpected error
-  kExitInvalidConfig = 2,         // bad flags or environment (message names the variable)
-  kExitRendezvousTimeout = 3,     // a peer never showed up at MASTER_ADDR:MASTER_PORT
-  kExitCollectiveFailure = 4,     // a collective failed or timed out (a peer died)
-  kExitOutOfMemory = 5,           // device or host allocation failed
-  kExitStoppedAfterCheckpoint = 6,  // SIGTERM/SIGINT: finished the step, checkpointed, stopped
-  kExitCheckpointFailure = 7,     // a checkpoint could not be written or read
-  kExitDataLoss = 8,              // checkpoints exist but none is usable: not starting fresh
+  kExitSuccess = 0,            // all planned steps done
+  kExitInternalError = 1,      // a bug or an unexpected error
+  kExitInvalidConfig = 2,      // bad flags or environment (message names the variable)
+  kExitRendezvousTimeout = 3,  // a peer never showed up at MASTER_ADDR:MASTER_PORT
+  kExitCollectiveFailure = 4,  // a collective failed or timed out (a peer died)
+  kExitOutOfMemory = 5,        // device or host allocation failed
+  // SIGTERM/SIGINT, a clean stop: finished the step, checkpointed, stopped; or
+  // stopped before training a step (nothing to save), or without a
+  // checkpoint directory (nothing saved; the log says checkpoint=none).
+  kExitStoppedAfterCheckpoint = 6,
+  kExitCheckpointFailure = 7,  // a checkpoint could not be written or read
+  kExitDataLoss = 8,           // checkpoints exist but none is usable: not starting fresh
 };
 
 // "success", "invalid-config", ... for logs and metrics.

@@ -273,6 +273,41 @@ int Fail(const WorkerConfig& c, int rank, const char* what, const Status& status
   return code;
 }
 
+// Whether `failure`, before this run trained its first step, is the stop
+// this rank was asked for: a wait the stop cut short (Aborted, the store's
+// interrupt), or one that failed because the peers are leaving on the same
+// stop (the store or a peer gone, a rendezvous that cannot finish).
+// Failures that would recur (a bad plan, data loss, memory) keep their own
+// codes even then.
+bool IsStopBeforeTraining(const StopSignal& stop_signal, const Status& failure) {
+  if (!stop_signal.requested()) return false;
+  switch (failure.code()) {
+    case StatusCode::kAborted:
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The clean stop of a rank stopped before it trained a step of this run
+// (docs/worker.md, "Process model"): there is nothing to save, and nothing
+// is lost, since the checkpoints are as the last run left them. Exit 6, so
+// the controller relaunches without counting a restart; exit 1 (the
+// supervisor's SIGKILL after its grace period, which a rank blocked in a
+// rendezvous for up to PACER_TIMEOUT_SECONDS used to get) spends the
+// restart budget on a drain. No exit barrier: the peers it waited for may
+// never come.
+int StoppedBeforeTraining(const WorkerConfig& c, int rank, const char* during, const Status& why) {
+  Log(c, rank,
+      std::string("event=stopped during=") + during +
+          " checkpoint=not-needed exit=stopped message=\"a stop was requested before this run "
+          "trained a step; nothing to save\" interrupted=\"" +
+          why.ToString() + "\"");
+  return kExitStoppedAfterCheckpoint;
+}
+
 }  // namespace
 
 int ExitCodeFor(const Status& status) {
@@ -386,8 +421,17 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
     if (!started.ok()) return Fail(c, rank, "store", started.status());
     server = std::move(started).value();
   }
-  auto connected = TcpStoreClient::Connect(c.master_addr, c.master_port, rank, Timeout(c));
+  // Start-up: until the first step, every wait in the store (the connect,
+  // the rendezvous of Gloo or of NCCL's ids, the resume point) also watches
+  // the stop signal, so that a SIGTERM while the peers gather ends in a
+  // clean stop well within the supervisor's grace period instead of a wait
+  // of up to PACER_TIMEOUT_SECONDS and a SIGKILL.
+  auto connected = TcpStoreClient::Connect(c.master_addr, c.master_port, rank, Timeout(c),
+                                           [&stop_signal] { return stop_signal.requested(); });
   if (!connected.ok()) {
+    if (IsStopBeforeTraining(stop_signal, connected.status())) {
+      return StoppedBeforeTraining(c, rank, "rendezvous", connected.status());
+    }
     Log(c, rank,
         "event=failed during=rendezvous exit=rendezvous-timeout error=\"" +
             connected.status().ToString() + "\"");
@@ -406,6 +450,9 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   context.store = &store;
   context.timeout = Timeout(c);
   if (Status s = backend->Initialize(context, options.seed); !s.ok()) {
+    if (IsStopBeforeTraining(stop_signal, s)) {
+      return StoppedBeforeTraining(c, rank, "initialize", s);
+    }
     return Fail(c, rank, "initialize", s);
   }
 
@@ -420,6 +467,9 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   // 2. Resume.
   auto resume = AgreeOnResumeStep(c, rank, store, options);
   if (!resume.ok()) {
+    if (IsStopBeforeTraining(stop_signal, resume.status())) {
+      return StoppedBeforeTraining(c, rank, "resume", resume.status());
+    }
     const int code = Fail(c, rank, "resume", resume.status());
     // Rank 0 published its error in the store its process hosts: leaving
     // at once, it could take the store away before another rank read the
@@ -476,7 +526,10 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
           " total_steps=" + std::to_string(c.total_steps) + " metrics_port=" +
           std::to_string(metrics.port()) + " plan=\"" + PlanFingerprint(c) + "\"");
 
-  // 3. Steps.
+  // 3. Steps. From here a stop is agreed through the store (StopBefore),
+  // whose reads a requested stop must not cut short.
+  store.SetInterrupt(nullptr);
+  const int64_t first_step = step;
   const double model_flops_per_rank = planner::ModelFlopsPerSequence(c.model) *
                                       static_cast<double>(c.global_batch_size) / c.world_size;
   bool claimed = false;
@@ -501,6 +554,18 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
     }
     if (!stop.ok()) return Fail(c, rank, "stop-check", stop.status());
     if (*stop) {
+      if (c.checkpoint_dir.empty()) {
+        // Still a clean stop (the controller relaunches without counting a
+        // restart), but not "after a checkpoint": say what was not kept.
+        Log(c, rank,
+            "event=stopped step=" + std::to_string(step) +
+                " checkpoint=none exit=stopped message=\"no checkpoint directory "
+                "(--checkpoint-dir / PACER_CHECKPOINT_DIR): nothing was saved, and the " +
+                std::to_string(step - first_step) +
+                " steps this run trained are not kept; a restart begins at step 0\"");
+        LeaveTogether(c, rank, store);
+        return kExitStoppedAfterCheckpoint;
+      }
       if (Status s = SaveCheckpoint(c, rank, resume->run_id, step, *backend, options, &metrics);
           !s.ok()) {
         Log(c, rank, "event=failed during=checkpoint error=\"" + s.ToString() + "\"");
@@ -511,7 +576,15 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
       return kExitStoppedAfterCheckpoint;
     }
     auto timing = backend->RunStep(step);
-    if (!timing.ok()) return Fail(c, rank, "step", timing.status());
+    if (!timing.ok()) {
+      // The first step's collectives are the last meeting of start-up: a
+      // peer that stopped while starting (this rank finished first) leaves
+      // them unanswered. With this rank stopping too, nothing was trained.
+      if (step == first_step && IsStopBeforeTraining(stop_signal, timing.status())) {
+        return StoppedBeforeTraining(c, rank, "first-step", timing.status());
+      }
+      return Fail(c, rank, "step", timing.status());
+    }
     last_step_seconds = timing->step_seconds;
     ++step;
     metrics.SetPeakMemoryBytes(backend->PeakMemoryBytes());

@@ -32,7 +32,16 @@
 //      the check after (no rank reaches it before finishing step s, which
 //      needs this rank's collectives, so no rank reads past the claim),
 //      publishes it in the store, and every rank stops there after
-//      checkpointing.
+//      checkpointing (without a checkpoint directory: stops there, saves
+//      nothing and says so, checkpoint=none).
+//   5. A stop before the first step (points 1 and 2: the store connect,
+//      the backend's rendezvous, the resume point) ends the wait it comes
+//      in (the store client's interrupt, tcp_store.h) and the rank returns
+//      kExitStoppedAfterCheckpoint at once: this run trained nothing, so
+//      there is nothing to save. So does a first step that fails because
+//      the peers are leaving on the same stop. Without that, a rank waiting
+//      for peers that never come read its stop only in the step loop, up to
+//      PACER_TIMEOUT_SECONDS later, long after the supervisor's SIGKILL.
 //
 // Thread-safety: RunRank owns everything it creates; call it once per rank
 // (in its own process, see supervisor.h).

@@ -6,7 +6,8 @@
 // checkpoint and exit with kExitStoppedAfterCheckpoint, so the controller can
 // relaunch the job on a new plan without losing work. The handlers only store
 // the signal number in a lock-free atomic (async-signal-safe); the training
-// loop polls requested() between steps. They are installed with SA_RESTART so
+// loop polls requested() between steps, and during start-up the store's
+// waits poll it too (runner.h, point 5). They are installed with SA_RESTART so
 // that a blocking read in a collective or a store is resumed rather than
 // failing with EINTR in the middle of a step. A second SIGINT (Ctrl-C pressed
 // twice) terminates the process at once with the default action.

@@ -557,7 +557,8 @@ std::string TcpStoreServer::WaitForKeys(int fd, const std::vector<std::string>& 
 // ============================== TcpStoreClient ==============================
 
 StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::string& host, int port,
-                                                                  int rank, milliseconds timeout) {
+                                                                  int rank, milliseconds timeout,
+                                                                  Interrupt interrupt) {
   const std::string address = JoinHostPort(host, port);
   if (port <= 0 || port > 65535) {
     return InvalidArgumentError("rank " + std::to_string(rank) + ": store port " +
@@ -567,6 +568,11 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::str
   const std::string port_text = std::to_string(port);
   std::string last_error = "not tried";
   milliseconds backoff{10};
+  const auto gave_up = [&] {
+    return Status(StatusCode::kAborted, "rank " + std::to_string(rank) +
+                                            " gave up connecting to the store at " + address +
+                                            " (" + last_error + "): the rank is stopping");
+  };
   for (;;) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
@@ -588,7 +594,22 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::str
         }
         if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
           if (errno == EINPROGRESS) {
-            IoResult r = PollUntil(fd, POLLOUT, deadline);
+            // An unanswered SYN can take the whole timeout: with an interrupt,
+            // wait for it in slices and check the predicate in between.
+            IoResult r = IoResult::kDeadline;
+            for (;;) {
+              const auto until = interrupt ? std::min<Clock::time_point>(
+                                                 deadline, Clock::now() + kInterruptCheckInterval)
+                                           : deadline;
+              r = PollUntil(fd, POLLOUT, until);
+              if (r != IoResult::kDeadline || Clock::now() >= deadline) break;
+              if (interrupt()) {
+                close(fd);
+                freeaddrinfo(addrs);
+                last_error = "connect: no answer yet";
+                return gave_up();
+              }
+            }
             int error = 0;
             socklen_t len = sizeof(error);
             if (r == IoResult::kOk && getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 &&
@@ -607,9 +628,13 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::str
       freeaddrinfo(addrs);
       if (fd >= 0) {
         SetNoDelay(fd);
-        return std::unique_ptr<TcpStoreClient>(new TcpStoreClient(fd, rank, address, timeout));
+        return std::unique_ptr<TcpStoreClient>(
+            new TcpStoreClient(fd, rank, address, timeout, std::move(interrupt)));
       }
     }
+    // Only after an attempt failed: a stopping rank still connects to a
+    // store that is there (it may have a clean stop to announce through it).
+    if (interrupt && interrupt()) return gave_up();
     const auto now = Clock::now();
     if (now >= deadline) {
       return DeadlineExceeded("rank " + std::to_string(rank) + " waited " + FormatSeconds(timeout) +
@@ -617,14 +642,45 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::str
                               "); check that rank 0 is running and MASTER_ADDR/MASTER_PORT "
                               "point at it");
     }
-    // Backoff between attempts; the deadline still bounds the total.
+    // Backoff between attempts; the deadline still bounds the total, and an
+    // interrupt is checked at least every kInterruptCheckInterval.
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
-    backoff = std::min(backoff * 2, milliseconds(500));
+    backoff = std::min(backoff * 2, interrupt ? kInterruptCheckInterval : milliseconds(500));
   }
 }
 
-TcpStoreClient::TcpStoreClient(int fd, int rank, std::string address, milliseconds io_timeout)
-    : rank_(rank), address_(std::move(address)), io_timeout_(io_timeout), fd_(fd) {}
+TcpStoreClient::TcpStoreClient(int fd, int rank, std::string address, milliseconds io_timeout,
+                               Interrupt interrupt)
+    : rank_(rank),
+      address_(std::move(address)),
+      io_timeout_(io_timeout),
+      fd_(fd),
+      interrupt_(std::move(interrupt)) {}
+
+void TcpStoreClient::SetInterrupt(Interrupt interrupt) {
+  std::lock_guard<std::mutex> lock(interrupt_mu_);
+  interrupt_ = std::move(interrupt);
+}
+
+bool TcpStoreClient::Interrupted() const {
+  std::lock_guard<std::mutex> lock(interrupt_mu_);
+  return interrupt_ && interrupt_();
+}
+
+milliseconds TcpStoreClient::NextWaitSlice(Clock::time_point deadline) const {
+  // Rounded up: a slice of 0 ms for a deadline still a fraction of a
+  // millisecond away would come back at once, and again, until it passed.
+  const milliseconds left =
+      std::max(milliseconds(0), std::chrono::ceil<milliseconds>(deadline - Clock::now()));
+  std::lock_guard<std::mutex> lock(interrupt_mu_);
+  return interrupt_ ? std::min(left, kInterruptCheckInterval) : left;
+}
+
+Status TcpStoreClient::InterruptedWait(const std::string& what) const {
+  return Status(StatusCode::kAborted, "rank " + std::to_string(rank_) + " gave up waiting for " +
+                                          what + " in the store at " + address_ +
+                                          ": the rank is stopping");
+}
 
 TcpStoreClient::~TcpStoreClient() {
   if (fd_ >= 0) close(fd_);
@@ -718,14 +774,21 @@ Status TcpStoreClient::Set(std::string_view key, std::string_view value) {
 StatusOr<std::string> TcpStoreClient::Get(std::string_view key, milliseconds timeout) {
   RETURN_IF_ERROR(CheckKey(key));
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(Reply reply, RoundTripLocked(kOpGet, {key}, {}, timeout));
-  if (reply.status == kReplyTimeout) {
-    return DeadlineExceeded("rank " + std::to_string(rank_) + " waited " + FormatSeconds(timeout) +
-                            " for key " + Quote(key) + " in the store at " + address_ +
-                            "; the rank that sets it may have failed or not started");
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    // Without an interrupt: one slice, the whole timeout, which the server
+    // waits out from a later start, so the deadline has passed on TIMEOUT.
+    ASSIGN_OR_RETURN(Reply reply, RoundTripLocked(kOpGet, {key}, {}, NextWaitSlice(deadline)));
+    if (reply.status == kReplyOk) return std::move(reply.value);
+    if (reply.status != kReplyTimeout) return ReplyErrorLocked(reply);
+    if (Clock::now() >= deadline) {
+      return DeadlineExceeded("rank " + std::to_string(rank_) + " waited " +
+                              FormatSeconds(timeout) + " for key " + Quote(key) +
+                              " in the store at " + address_ +
+                              "; the rank that sets it may have failed or not started");
+    }
+    if (Interrupted()) return InterruptedWait("key " + Quote(key));
   }
-  if (reply.status != kReplyOk) return ReplyErrorLocked(reply);
-  return std::move(reply.value);
 }
 
 StatusOr<int64_t> TcpStoreClient::Add(std::string_view key, int64_t delta) {
@@ -755,14 +818,19 @@ Status TcpStoreClient::Wait(const std::vector<std::string>& keys, milliseconds t
     views.emplace_back(key);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(Reply reply, RoundTripLocked(kOpWait, views, {}, timeout));
-  if (reply.status == kReplyTimeout) {
-    return DeadlineExceeded("rank " + std::to_string(rank_) + " waited " + FormatSeconds(timeout) +
-                            " for " + std::to_string(keys.size()) + " key(s) in the store at " +
-                            address_ + "; still missing: " + Quote(reply.value));
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    ASSIGN_OR_RETURN(Reply reply, RoundTripLocked(kOpWait, views, {}, NextWaitSlice(deadline)));
+    if (reply.status == kReplyOk) return Status::Ok();
+    if (reply.status != kReplyTimeout) return ReplyErrorLocked(reply);
+    if (Clock::now() >= deadline) {
+      return DeadlineExceeded("rank " + std::to_string(rank_) + " waited " +
+                              FormatSeconds(timeout) + " for " + std::to_string(keys.size()) +
+                              " key(s) in the store at " + address_ +
+                              "; still missing: " + Quote(reply.value));
+    }
+    if (Interrupted()) return InterruptedWait("key " + Quote(reply.value));
   }
-  if (reply.status != kReplyOk) return ReplyErrorLocked(reply);
-  return Status::Ok();
 }
 
 Status TcpStoreClient::Barrier(std::string_view name, int world_size, milliseconds timeout) {

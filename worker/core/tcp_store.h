@@ -55,6 +55,19 @@
 // blocking Get/Wait holds up the client's other callers; give a thread that
 // must wait independently its own client. A client does not reconnect: after
 // a socket error every later call fails with Unavailable.
+//
+// Interrupts: a client may carry a predicate (Connect's `interrupt`, or
+// SetInterrupt) that says the rank is stopping. While one is set, a call that
+// would block — Connect retrying, a Get, Wait or Barrier whose keys are still
+// missing — asks the server to wait at most kInterruptCheckInterval at a
+// time, checks the predicate between those slices, and once it returns true
+// gives up with Aborted ("... the rank is stopping"). A call that finds what
+// it needs at once is never cut short, and the connection stays usable after
+// an interrupted wait (every slice got its answer). Without a predicate a
+// wait is one request for its whole timeout, as before. The runner sets it
+// to the stop signal during start-up only (runner.h): a SIGTERM while a rank
+// waits for peers that may never come must end in a clean stop before the
+// supervisor's grace period, not in a SIGKILL.
 #ifndef PACER_WORKER_CORE_TCP_STORE_H_
 #define PACER_WORKER_CORE_TCP_STORE_H_
 
@@ -79,6 +92,11 @@ namespace pacer::worker {
 inline constexpr std::size_t kMaxKeyBytes = 1024;
 inline constexpr std::size_t kMaxValueBytes = std::size_t{64} << 20;
 inline constexpr std::size_t kMaxWaitKeys = 1024;
+// How long an interruptible wait goes between checks of its predicate: a
+// stop is noticed within about this long, far inside the supervisor's 25 s
+// grace period, at the cost of one short request per slice to rank 0's
+// store while a rank waits (two a second per waiting rank, start-up only).
+inline constexpr std::chrono::milliseconds kInterruptCheckInterval{500};
 
 // Serves the store on one TCP address until destroyed.
 class TcpStoreServer {
@@ -149,14 +167,21 @@ class TcpStoreServer {
 // One connection to a TcpStoreServer, on behalf of one rank.
 class TcpStoreClient {
  public:
+  // Whether the rank is stopping (see "Interrupts" above). Called from the
+  // thread that waits; it must be cheap and must not call into this client.
+  using Interrupt = std::function<bool()>;
+
   // Connects to host:port, retrying (with backoff) while the server is not
   // up yet or the name does not resolve yet, until `timeout` passes; then
   // DeadlineExceeded: "rank R waited N s for the store at HOST:PORT: <last
   // error>". `rank` only names this process in messages. `timeout` also
-  // bounds how long Set/Add wait for the server's answer.
+  // bounds how long Set/Add wait for the server's answer. With `interrupt`
+  // set, the retries end with Aborted once it returns true, and the client
+  // keeps it (SetInterrupt).
   static StatusOr<std::unique_ptr<TcpStoreClient>> Connect(const std::string& host, int port,
                                                            int rank,
-                                                           std::chrono::milliseconds timeout);
+                                                           std::chrono::milliseconds timeout,
+                                                           Interrupt interrupt = nullptr);
 
   TcpStoreClient(const TcpStoreClient&) = delete;
   TcpStoreClient& operator=(const TcpStoreClient&) = delete;
@@ -180,12 +205,27 @@ class TcpStoreClient {
   // a counter that only grows): use a fresh name per barrier, e.g. "step/120".
   Status Barrier(std::string_view name, int world_size, std::chrono::milliseconds timeout);
 
+  // Sets (or, with nullptr, clears) the predicate that cuts blocking waits
+  // short; see "Interrupts" above. Takes effect from the next call.
+  void SetInterrupt(Interrupt interrupt);
+  // Whether a predicate is set and says the rank is stopping now: for waits
+  // outside the store that belong to the same rendezvous (NCCL's init).
+  bool Interrupted() const;
+
   int rank() const { return rank_; }
   // "HOST:PORT", as given to Connect.
   const std::string& address() const { return address_; }
 
  private:
-  TcpStoreClient(int fd, int rank, std::string address, std::chrono::milliseconds io_timeout);
+  TcpStoreClient(int fd, int rank, std::string address, std::chrono::milliseconds io_timeout,
+                 Interrupt interrupt);
+
+  // How long the server may block for the next slice of a wait that ends at
+  // `deadline`: all of it without a predicate, else at most
+  // kInterruptCheckInterval.
+  std::chrono::milliseconds NextWaitSlice(std::chrono::steady_clock::time_point deadline) const;
+  // The Aborted status of a wait for `what` that the predicate cut short.
+  Status InterruptedWait(const std::string& what) const;
 
   struct Reply {
     uint8_t status = 0;
@@ -208,6 +248,11 @@ class TcpStoreClient {
   std::mutex mu_;
   int fd_;              // guarded by mu_; -1 once the connection broke
   std::string broken_;  // guarded by mu_; why the connection is unusable
+
+  // Its own lock, not mu_: Interrupted() is asked while no request is in
+  // flight, or from another thread while one is.
+  mutable std::mutex interrupt_mu_;
+  Interrupt interrupt_;  // guarded by interrupt_mu_; empty = waits are not interruptible
 };
 
 }  // namespace pacer::worker

@@ -233,6 +233,18 @@ Status ValidateConfig(const WorkerConfig& c) {
                 ") - 1 must be at most 65535 (local rank r exports on port + r); use a lower "
                 "port");
   }
+  // Checked before the batch arithmetic below, so the message names the
+  // cause rather than a product that does not add up.
+  // (Divided, not multiplied: a config built in code may hold any int64.)
+  if (c.gradient_accumulation_steps > kMaxMicroBatchPassesPerStep / std::max(1, c.virtual_stages)) {
+    return fail("PACER_GRAD_ACCUM_STEPS: accumulation steps x virtual stages (" +
+                std::to_string(c.gradient_accumulation_steps) + " x " +
+                std::to_string(c.virtual_stages) + ") must be at most " +
+                std::to_string(kMaxMicroBatchPassesPerStep) +
+                " micro-batch passes per step (the step's schedule lists each); use larger "
+                "micro-batches (PACER_MICRO_BATCH_SIZE), more data-parallel ranks or fewer "
+                "PACER_VIRTUAL_STAGES");
+  }
   const int64_t ranks =
       static_cast<int64_t>(c.tensor_parallel) * c.pipeline_parallel * c.data_parallel;
   if (ranks != c.world_size) {
@@ -269,6 +281,17 @@ Status ValidateConfig(const WorkerConfig& c) {
     return fail("PACER_MODEL_FFN_HIDDEN_SIZE: must be divisible by tensor parallel (" +
                 std::to_string(c.tensor_parallel) + "), got " +
                 std::to_string(m.ffn_hidden_size));
+  }
+  // Sequence parallelism gives each tensor-parallel rank 1/t of every
+  // sequence (Megatron's rule, and the planner's: TensorParallelSplitError).
+  // Unchecked, the plan failed only after the rendezvous, in the executor or
+  // the GPU's memory plan, with a message that named no variable.
+  if (m.sequence_length % c.tensor_parallel != 0) {
+    return fail("PACER_SEQUENCE_LENGTH: must be divisible by tensor parallel (" +
+                std::to_string(c.tensor_parallel) +
+                "; sequence parallelism splits every sequence over the tensor-parallel ranks), "
+                "got " +
+                std::to_string(m.sequence_length));
   }
   if (c.virtual_stages > 1 && c.gradient_accumulation_steps % c.pipeline_parallel != 0) {
     return fail("PACER_GRAD_ACCUM_STEPS: interleaved pipelines need a multiple of pipeline "

@@ -115,7 +115,8 @@ struct WorkerConfig {
 // InvalidArgument naming the variable, e.g.
 //   "PACER_TENSOR_PARALLEL: must be a positive integer, got \"x\"".
 // Checks consistency: WORLD_SIZE = NNODES x LOCAL_WORLD_SIZE =
-// t x p x d, GBS = b x k x d, layers divisible by p x v, heads by t.
+// t x p x d, GBS = b x k x d, layers divisible by p x v, heads, FFN and
+// sequence by t, k x v at most kMaxMicroBatchPassesPerStep.
 using EnvLookup = std::function<const char*(const char*)>;
 StatusOr<WorkerConfig> ConfigFromEnvironment(const EnvLookup& getenv);
 // The GPU switches alone (ConfigFromEnvironment reads them too; the GPU
@@ -137,8 +138,17 @@ std::map<std::string, std::string> EnvironmentForConfig(const WorkerConfig& conf
 // ConfigFromEnvironment are checked as the environment's were.
 Status ApplyScale(WorkerConfig* config);
 
-// Validates the cross-field rules above, and the timeout's range, on an
-// already-built config (flags may have changed it after the environment).
+// Micro-batch passes of one rank in one step (accumulation steps x virtual
+// stages) that a plan may ask for. The schedule lists two actions for each
+// (step_schedule.h), and 64 virtual stages x 10^8 accumulation steps, which
+// every other rule accepts, asked for 150 GB of them (std::bad_alloc, exit
+// 1). A million keeps the list at 24 MiB, far above a real plan's.
+inline constexpr int64_t kMaxMicroBatchPassesPerStep = int64_t{1} << 20;
+
+// Validates the cross-field rules above, the timeout's range, the sequence's
+// split over tensor parallelism and the step's micro-batch passes
+// (kMaxMicroBatchPassesPerStep) on an already-built config (flags may have
+// changed it after the environment).
 Status ValidateConfig(const WorkerConfig& config);
 
 }  // namespace pacer::worker

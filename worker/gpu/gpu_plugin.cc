@@ -6,6 +6,9 @@
 extern "C" const pacer::worker::GpuPlugin* PacerGpuPlugin() {
   static const pacer::worker::GpuPlugin plugin = {
       pacer::worker::kGpuPluginVersion,
+      // This build's layout, compiled here: pacer-worker compares it with
+      // its own (gpu_plugin.h).
+      pacer::worker::kGpuPluginLayout,
       &pacer::worker::MakeGpuBackend,
       &pacer::worker::CalibrateGpu,
   };

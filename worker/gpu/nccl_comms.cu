@@ -143,10 +143,11 @@ Status NcclCommunicators::Create(const CommunicatorGroup& group, size_t slot,
   ncclComm_t comm = nullptr;
   PACER_NCCL_OR_ABORT(ncclCommInitRankConfig(&comm, group.size, id, group.rank, &nccl_config));
   comms_[slot] = comm;
-  return Settle(comm, deadline, "init of " + key);
+  return Settle(comm, deadline, "init of " + key, store);
 }
 
-Status NcclCommunicators::Settle(ncclComm_t comm, Deadline deadline, const std::string& what) {
+Status NcclCommunicators::Settle(ncclComm_t comm, Deadline deadline, const std::string& what,
+                                 const TcpStoreClient* interruptible) {
   RETURN_IF_ERROR(Usable(what));
   int iteration = 0;
   while (true) {
@@ -161,6 +162,15 @@ Status NcclCommunicators::Settle(ncclComm_t comm, Deadline deadline, const std::
       return Fail(Status(StatusCode::kDeadlineExceeded,
                          Where(__FILE__, __LINE__, what) +
                              ": NCCL did not finish in time (a peer may have died)"));
+    }
+    // The group's rank 0 waits here for members that may never come (the
+    // others waited for its id in the store, which is interruptible too):
+    // aborting the communicator is how an NCCL init is cancelled.
+    if (interruptible != nullptr && interruptible->Interrupted()) {
+      return Fail(Status(StatusCode::kAborted,
+                         Where(__FILE__, __LINE__, what) +
+                             ": gave up waiting for the group's other ranks: the rank is "
+                             "stopping"));
     }
     Backoff(&iteration);
   }

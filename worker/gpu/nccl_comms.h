@@ -67,7 +67,9 @@ class NcclCommunicators {
 
   // Creates the communicators of `coordinates` under `config` on the current
   // device. DeadlineExceeded when a peer does not show up within `timeout`
-  // (store Get or NCCL init), Unavailable on an NCCL error.
+  // (store Get or NCCL init), Unavailable on an NCCL error, Aborted (all
+  // communicators aborted) when the store's interrupt reports the rank
+  // stopping while it waits (tcp_store.h, "Interrupts").
   Status Connect(const WorkerConfig& config, RankCoordinates coordinates, TcpStoreClient* store,
                  std::chrono::milliseconds timeout);
 
@@ -113,8 +115,11 @@ class NcclCommunicators {
   // Creates communicator `slot` of `group` under the store key `key`.
   Status Create(const CommunicatorGroup& group, size_t slot, const std::string& key,
                 TcpStoreClient* store, Deadline deadline);
-  // Waits while `comm`'s state is ncclInProgress; aborts all on error/timeout.
-  Status Settle(ncclComm_t comm, Deadline deadline, const std::string& what);
+  // Waits while `comm`'s state is ncclInProgress; aborts all on error/timeout,
+  // and, with `interruptible` (an init, which waits for peers that may never
+  // come), once its interrupt reports the rank stopping.
+  Status Settle(ncclComm_t comm, Deadline deadline, const std::string& what,
+                const TcpStoreClient* interruptible = nullptr);
   // Checks every communicator for an asynchronous error.
   Status PollErrors(const std::string& what);
   Status Fail(Status status);

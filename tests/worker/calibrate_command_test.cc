@@ -1,0 +1,61 @@
+// `pacer-worker calibrate` keys its entry by --gpu-type: a CPU measurement
+// must never be written under a catalog GPU's name because --backend auto
+// found no GPU (the planner would then plan that GPU's jobs with a CPU's
+// figures, and nothing would say so).
+#include "app/calibrate_command.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include "app/backend_choice.h"
+#include "core/exit_codes.h"
+
+namespace pacer::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(CalibrateCommandTest, CpuFiguresAreNotRecordedAsACatalogGpusWhenNoGpuIsVisible) {
+  // No GPU backend to load: --backend auto resolves to the CPU here, as on a
+  // host without an NVIDIA driver.
+  setenv("PACER_GPU_PLUGIN", "/nonexistent/libpacer_worker_gpu.so", 1);
+  ASSERT_EQ(*ResolveBackend(Backend::kAuto), Backend::kCpu);
+  const fs::path output =
+      fs::temp_directory_path() / ("pacer-calibrate-test-" + std::to_string(getpid()) + ".json");
+  fs::remove(output);
+  CalibrateFlags flags;
+  flags.backend = Backend::kAuto;
+  flags.gpu_type = "H100-SXM";
+  flags.quick = true;
+  flags.output_path = output.string();
+  std::ostringstream out, err;
+  const int code = RunCalibrate(flags, out, err);
+  unsetenv("PACER_GPU_PLUGIN");
+  EXPECT_EQ(code, kExitInvalidConfig) << ExitCodeName(code) << "\n" << out.str() << err.str();
+  EXPECT_NE(err.str().find("--gpu-type H100-SXM: no GPU is visible"), std::string::npos)
+      << err.str();
+  EXPECT_NE(err.str().find("--backend gpu"), std::string::npos) << err.str();
+  EXPECT_FALSE(fs::exists(output)) << "a calibration file was written";
+  fs::remove(output);
+}
+
+TEST(CalibrateCommandTest, OnlyAnAutomaticFallBackToTheCpuUnderACatalogNameIsRefused) {
+  EXPECT_EQ(CheckCalibrationTarget(Backend::kAuto, Backend::kCpu, "H100-SXM").code(),
+            StatusCode::kInvalidArgument);
+  // Named after the device ("cpu"), or by a name the catalog does not know.
+  EXPECT_TRUE(CheckCalibrationTarget(Backend::kAuto, Backend::kCpu, "").ok());
+  EXPECT_TRUE(CheckCalibrationTarget(Backend::kAuto, Backend::kCpu, "build-box").ok());
+  // A GPU measured as itself.
+  EXPECT_TRUE(CheckCalibrationTarget(Backend::kAuto, Backend::kGpu, "H100-SXM").ok());
+  EXPECT_TRUE(CheckCalibrationTarget(Backend::kGpu, Backend::kGpu, "H100-SXM").ok());
+  // --backend cpu says so in so many words (calibrate warns).
+  EXPECT_TRUE(CheckCalibrationTarget(Backend::kCpu, Backend::kCpu, "H100-SXM").ok());
+}
+
+}  // namespace
+}  // namespace pacer::worker
