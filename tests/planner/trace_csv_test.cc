@@ -88,6 +88,16 @@ TEST(TraceCsvTest, ErrorsNameTheLineAndColumn) {
   EXPECT_NE(twice.status().message().find("t.csv:3: job_id 'a' appears twice"), std::string::npos);
 
   EXPECT_FALSE(ParseTraceCsv(header, "t.csv").ok());  // no jobs
+
+  // A deadline at or before the submission (a relative deadline) made the
+  // job a miss for every policy, silently.
+  StatusOr<std::vector<TraceJob>> relative =
+      ParseTraceCsv(header + "a,1,10,bert,5,64\nb,100,10,bert,50,64\n", "t.csv");
+  ASSERT_FALSE(relative.ok());
+  EXPECT_NE(relative.status().message().find("t.csv:3: ddl 50 is not after submit_time 100"),
+            std::string::npos)
+      << relative.status().message();
+  EXPECT_FALSE(ParseTraceCsv(header + "a,100,10,bert,100,64\n", "t.csv").ok());
 }
 
 TEST(TraceCsvTest, BuildsCurvesAndNamesAMissingModel) {
@@ -127,6 +137,14 @@ TEST(TraceCsvTest, CapsLimitEachPolicy) {
   EXPECT_EQ((*BuildSimJobs(*trace, *table, "A100", 8, Policy::kPacer, "t"))[0].curve.max_gpus(), 1);
   EXPECT_EQ((*BuildSimJobs(*trace, *table, "A100", 8, Policy::kEdf, "t"))[0].curve.max_gpus(), 2);
   EXPECT_FALSE(ParseMaxGpusCsv("gpu_type,model\nA100,bert\n", "caps.csv", *table).ok());
+  // A key twice: the second row silently replaced the first.
+  const Status twice = ParseMaxGpusCsv(
+      "gpu_type,model,global_batch_size,ef_max_gpus,baseline_max_gpus\n"
+      "A100,bert,64,1,2\nA100,bert,64,4,4\n",
+      "caps.csv", *table);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.message().find("caps.csv:3:"), std::string::npos) << twice.message();
+  EXPECT_NE(twice.message().find("appears twice"), std::string::npos) << twice.message();
 }
 
 TEST(TraceCsvTest, ThroughputErrorsNameTheLine) {

@@ -141,6 +141,18 @@ StatusOr<std::vector<TraceJob>> ParseTraceCsv(std::string_view text, std::string
     if (!fields[deadline].empty()) {
       ASSIGN_OR_RETURN(double d,
                        ParseNumber(fields[deadline], source, line, csv.header[deadline], false));
+      // A deadline is absolute, like the submission time: one at or before
+      // it (a trace of relative deadlines) made every job a miss for every
+      // policy, and the trace scored 0 without a word.
+      if (d <= job.arrival_seconds) {
+        return InvalidArgumentError(
+            std::string(source) + ":" + std::to_string(line) + ": " +
+            std::string(csv.header[deadline]) + " " + std::string(fields[deadline]) +
+            " is not after " + std::string(csv.header[arrival]) + " " +
+            std::string(fields[arrival]) +
+            "; deadlines are absolute times on the submission clock, not durations (add the "
+            "submission time to a relative deadline)");
+      }
       job.deadline_seconds = d;
     }
     ASSIGN_OR_RETURN(job.batch_size, ParseCount(fields[batch], source, line, csv.header[batch]));
@@ -190,9 +202,16 @@ Status ParseMaxGpusCsv(std::string_view text, std::string_view source, Throughpu
   ASSIGN_OR_RETURN(size_t batch, Column(csv, source, {"global_batch_size"}));
   ASSIGN_OR_RETURN(size_t pacer_cap, Column(csv, source, {"ef_max_gpus"}));
   ASSIGN_OR_RETURN(size_t baseline_cap, Column(csv, source, {"baseline_max_gpus"}));
+  std::set<CurveKey> seen;
   for (const auto& [line, fields] : csv.rows) {
     ASSIGN_OR_RETURN(int b, ParseCount(fields[batch], source, line, csv.header[batch]));
     CurveKey key{std::string(fields[type]), std::string(fields[model]), b};
+    // A second row silently replaced the first (one capping bert/128 at 2
+    // took cluster10 at 256 GPUs from 254 to 249 met).
+    if (!seen.insert(key).second) {
+      return InvalidArgumentError(std::string(source) + ":" + std::to_string(line) + ": " +
+                                  KeyText(key) + " appears twice; keep one row per key");
+    }
     ASSIGN_OR_RETURN(table.pacer_max_gpus[key],
                      ParseCount(fields[pacer_cap], source, line, csv.header[pacer_cap]));
     ASSIGN_OR_RETURN(table.baseline_max_gpus[key],
