@@ -33,6 +33,10 @@
 namespace pacer::controller {
 namespace {
 
+// What a local attempt takes from launch to its first step, planned with
+// (cost_model.h's startup_seconds; a cluster's default is 300 s).
+constexpr double kLocalStartupSeconds = 15;
+
 // Stop requests: the first (any of SIGINT, SIGTERM, SIGHUP) stops at a
 // checkpoint; a second Ctrl-C (SIGINT) force-quits.
 std::atomic<int> g_interrupts{0};
@@ -259,6 +263,11 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
       HttpScraper(std::chrono::milliseconds(2000)));
 
   ReconcilerOptions reconciler_options;
+  // Start-up here is a process spawn, the Gloo rendezvous and the model's
+  // initialisation (about 3 s for the quickstart), not a cluster's 300 s of
+  // pod scheduling: planned with that, a 3-minute job of 2 minutes' work was
+  // called infeasible, and the first ETA was 5 minutes late.
+  reconciler_options.replan.constants.startup_seconds = kLocalStartupSeconds;
   reconciler_options.use_finalizer = false;
   reconciler_options.max_restarts = options.max_restarts;
   reconciler_options.transition_poll = std::chrono::milliseconds(500);

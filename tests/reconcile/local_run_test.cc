@@ -279,6 +279,32 @@ int RunQuickstartDueIn5s(const std::string& tag, const std::string& name, std::s
   return code;
 }
 
+// Local start-up is seconds, not a cluster's 300 s: the quickstart (about
+// two minutes of planned work) within 3 minutes was refused as infeasible.
+TEST(LocalRunTest, AJobDueInThreeMinutesIsPlannedWithLocalStartup) {
+  const std::filesystem::path file = std::filesystem::temp_directory_path() /
+                                     ("pacer-startup-job-" + std::to_string(::getpid()) + ".yaml");
+  std::ifstream in(std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::ofstream(file) << std::regex_replace(text.str(), std::regex("maxDuration: 10m"),
+                                            "maxDuration: 3m");
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-startup-run-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  Child c = Spawn({PACER_BINARY, "run", file.string(), "--progress", "plain", "--cpu-devices", "2",
+                   "--work-dir", dir.string()});
+  std::string out;
+  const bool launched = ReadUntil(c, &out, std::regex("Launched"), std::chrono::seconds(120));
+  ::kill(c.pid, SIGINT);
+  const int code = Wait(c, &out);
+  EXPECT_TRUE(launched) << out;
+  EXPECT_NE(code, 3) << out;
+  EXPECT_EQ(out.find("Infeasible"), std::string::npos) << out;
+  std::filesystem::remove(file);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(LocalRunTest, ImpossibleDeadlineExitsThreeWithTheReason) {
   std::string out;
   EXPECT_EQ(RunQuickstartDueIn5s("late", "", &out), 3) << out;
