@@ -445,21 +445,35 @@ void EvaluateInto(const PoolContext& ctx, const Layout& l, Evaluation* out) {
   double dp_latency = 0;
   if (d > 1) {
     const CollectiveGroup group = MakeGroup(ctx, d, std::max(1, l.gpus_per_node / t));
+    // Gradients move at their own precision (fp32 main gradients under a
+    // 16-bit plan by default), the weights ZeRO gathers at theirs (16 bits):
+    // sized both at gradient bytes, a ZeRO-3 step's collectives with fp32
+    // gradients were timed 2x the 16-bit ones, not (2 + 2 + 4) / 6 = 1.33x.
     const double grad_bytes = stage_params * ctx.state.gradients;
+    const double weight_bytes = stage_params * ctx.state.weights;
     const CollectiveTime allreduce = AllReduceTime(grad_bytes, group);
-    const CollectiveTime shard = ReduceScatterTime(grad_bytes, group);  // = all-gather
+    const CollectiveTime shard = ReduceScatterTime(grad_bytes, group);
+    const CollectiveTime gather = AllGatherTime(weight_bytes, group);
     const double last_backward = layers_per_stage * bwd;
     const double overlappable = stack.data_parallel_overlap ? 1.0 : 0.0;
     switch (l.zero_stage) {
       case 0:
       case 1: {
-        // All-reduce (ZeRO-1: reduce-scatter + all-gather, same volume) once
-        // per step, in buckets overlapped with the last backward.
-        st.dp_collective = allreduce;
-        st.dp_comm_seconds = allreduce.seconds;
-        const double tail = allreduce.seconds / std::max(1, c.gradient_buckets);
-        st.dp_exposed_seconds = std::max(tail, allreduce.seconds - overlappable * last_backward);
-        dp_latency = allreduce.latency_seconds;
+        // All-reduce once per step, in buckets overlapped with the last
+        // backward. ZeRO-1 (Megatron's distributed optimizer) reduce-scatters
+        // the gradients and all-gathers the updated weights instead: the
+        // all-reduce's bandwidth term with half its volume at weight bytes.
+        CollectiveTime step = allreduce;
+        if (l.zero_stage == 1 && grad_bytes > 0) {
+          const double bandwidth = allreduce.seconds - allreduce.latency_seconds;
+          step.seconds = allreduce.latency_seconds +
+                         bandwidth * (grad_bytes + weight_bytes) / (2.0 * grad_bytes);
+        }
+        st.dp_collective = step;
+        st.dp_comm_seconds = step.seconds;
+        const double tail = step.seconds / std::max(1, c.gradient_buckets);
+        st.dp_exposed_seconds = std::max(tail, step.seconds - overlappable * last_backward);
+        dp_latency = step.latency_seconds;
         break;
       }
       case 2: {
@@ -467,23 +481,24 @@ void EvaluateInto(const PoolContext& ctx, const Layout& l, Evaluation* out) {
         // backward; the updated weights are all-gathered once per step.
         st.dp_collective = shard;
         const double tail = shard.seconds / std::max(1, c.gradient_buckets);
-        st.dp_comm_seconds = (k + 1) * shard.seconds;
+        st.dp_comm_seconds = k * shard.seconds + gather.seconds;
         st.dp_exposed_seconds =
-            k * std::max(tail, shard.seconds - overlappable * last_backward) + shard.seconds;
-        dp_latency = (k + 1) * shard.latency_seconds;
+            k * std::max(tail, shard.seconds - overlappable * last_backward) + gather.seconds;
+        dp_latency = k * shard.latency_seconds + gather.latency_seconds;
         break;
       }
       default: {
         // ZeRO-3 / FSDP: weights all-gathered for forward and for backward
         // and gradients reduce-scattered, every micro-batch (1.5x an
-        // all-reduce's volume), prefetched a layer ahead of the compute.
+        // all-reduce's volume when both are 16-bit), prefetched a layer
+        // ahead of the compute.
         st.dp_collective = shard;
-        const double per_microbatch = 3.0 * shard.seconds;
+        const double per_microbatch = 2.0 * gather.seconds + shard.seconds;
         const double compute = layers_per_stage * (fwd + bwd + recompute);
         const double tail = per_microbatch / std::max(1, c.gradient_buckets);
         st.dp_comm_seconds = k * per_microbatch;
         st.dp_exposed_seconds = k * std::max(tail, per_microbatch - overlappable * compute);
-        dp_latency = 3.0 * k * shard.latency_seconds;
+        dp_latency = k * (2.0 * gather.latency_seconds + shard.latency_seconds);
         break;
       }
     }

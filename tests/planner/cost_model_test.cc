@@ -365,6 +365,36 @@ TEST(MemoryModelTest, SixteenBitGradientsHalveTheirMemoryAndTraffic) {
   EXPECT_NEAR(half.step.dp_comm_seconds / fp32.step.dp_comm_seconds, 0.5, 0.05);
 }
 
+// What ZeRO gathers is the 16-bit weights, not the gradients: with fp32 main
+// gradients the all-gathers were timed at 4 bytes a parameter, so ZeRO-3's
+// collectives took 2x the 16-bit-gradient ones instead of (2 + 2 + 4) /
+// (2 + 2 + 2) = 4/3, and ZeRO-1 cost a whole fp32 all-reduce instead of
+// (4 + 2) / (4 + 4) = 3/4 of it.
+TEST(StepModelTest, ZeroGathersWeightsAtTheirOwnPrecision) {
+  JobSpec job = Llama2_7BJob();
+  job.training.precision = Precision::kBf16;
+  const GpuType* h100 = GpuCatalog::BuiltIn().Find("H100-SXM");
+  ASSERT_TRUE(job.training.stack.fp32_gradients);
+  const Evaluation zero0 =
+      Evaluate(job, EightGpusDataParallel(0), OneNode("H100-SXM", 8), *h100, nullptr);
+  const Evaluation zero1 =
+      Evaluate(job, EightGpusDataParallel(1), OneNode("H100-SXM", 8), *h100, nullptr);
+  EXPECT_NEAR(zero1.step.dp_comm_seconds / zero0.step.dp_comm_seconds, 0.75, 0.02);
+  const Evaluation fp32 =
+      Evaluate(job, EightGpusDataParallel(3), OneNode("H100-SXM", 8), *h100, nullptr);
+  job.training.stack.fp32_gradients = false;
+  const Evaluation half =
+      Evaluate(job, EightGpusDataParallel(3), OneNode("H100-SXM", 8), *h100, nullptr);
+  EXPECT_NEAR(fp32.step.dp_comm_seconds / half.step.dp_comm_seconds, 4.0 / 3.0, 0.03);
+  // With 16-bit gradients nothing moves: ZeRO-1 is the all-reduce's volume.
+  const Evaluation half0 =
+      Evaluate(job, EightGpusDataParallel(0), OneNode("H100-SXM", 8), *h100, nullptr);
+  const Evaluation half1 =
+      Evaluate(job, EightGpusDataParallel(1), OneNode("H100-SXM", 8), *h100, nullptr);
+  EXPECT_NEAR(half1.step.dp_comm_seconds, half0.step.dp_comm_seconds,
+              1e-9 * half0.step.dp_comm_seconds);
+}
+
 // A causal mask lets a fused kernel skip half of the score tiles; full
 // attention (spec.model.causalAttention: false) does all of them, so the
 // fused attention's time doubles and nothing else moves. An unfused kernel
