@@ -340,12 +340,14 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
           // A second Ctrl-C: the user will not wait for the checkpoint.
           (void)launcher.Stop(ref, StopMode::kRemove);
           progress.Finish();
-          out << "force-quit: workers killed; the next run resumes from the last checkpoint "
-                 "written";
           if (std::optional<int64_t> step = ResumableCheckpointStep(checkpoints)) {
-            out << " (step " << *step << ")";
+            out << "force-quit: workers killed; the next run resumes from the last checkpoint "
+                   "written (step "
+                << *step << ")\n";
+          } else {
+            out << "force-quit: workers killed before any checkpoint was written; the next run "
+                   "starts from step 0\n";
           }
-          out << '\n';
           forget_unused_start();
           return 130;
         }

@@ -317,8 +317,9 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       // out-of-memory exits raised its margin (or nodes went), kept there
       // with no curve it waited forever while another pool could run it.
       if (!waited_in.empty()) {
-        if (type_gpus.count(waited_in) == 0 ||
-            !planner::AllowsGpuType(job.spec.resources, inventory.catalog, waited_in)) {
+        if (!planner::AllowsGpuType(job.spec.resources, inventory.catalog, waited_in)) {
+          left_because = "spec.resources.gpuTypes no longer allows " + waited_in;
+        } else if (type_gpus.count(waited_in) == 0) {
           left_because = "no node of " + waited_in + " is left to it";
         } else if (StatusOr<sched::ThroughputCurve> there =
                        Curve(job, cluster, waited_in, now_unix_seconds);
@@ -510,6 +511,25 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
     for (const sched::SchedJob& s : sched_jobs) sized += s.current_gpus;
     if (sized > capacity) {
       for (size_t i = 0; i < sched_jobs.size(); ++i) sched_jobs[i].current_gpus = held_levels[i];
+    }
+    // A mover that this pool would not admit even alone (its deadline has
+    // passed, or no share of the pool meets it) is late wherever it runs:
+    // it enters as the admitted job it is, and as a late job it only gets
+    // what the others leave. Tested like an arrival, it waited at 0 GPUs at
+    // every pass, also beside an idle pool.
+    for (size_t i = 0; i < sched_jobs.size(); ++i) {
+      if (!moving.count(scheduled[i]->key)) continue;
+      sched::SchedOptions alone_options = options;
+      alone_options.compute_advice = false;
+      sched::SchedJob alone = sched_jobs[i];
+      alone.current_gpus = 0;
+      StatusOr<sched::ScheduleResult> alone_result =
+          sched::Schedule({alone}, capacity, now, alone_options);
+      if (alone_result.ok() &&
+          alone_result->decisions.front().admission != sched::Admission::kAdmitted) {
+        sched_jobs[i].admitted = true;
+        moving.erase(scheduled[i]->key);
+      }
     }
     ASSIGN_OR_RETURN(sched::ScheduleResult result,
                      sched::Schedule(sched_jobs, capacity, now, options));

@@ -43,6 +43,10 @@ struct Reconciler::Pass {
   std::vector<Condition> conditions;
   std::optional<planner::Evaluation> plan;
   std::optional<double> measured_step_seconds;
+  // Measured on a model shrunk by PACER_SCALE < 1: shown, never kept in the
+  // status, where the cluster scheduler would scale the full model's curve
+  // by it.
+  bool measured_on_shrunk_model = false;
   std::optional<int64_t> projected;
   std::optional<double> slack;
   // The cluster scheduler's word on the job (with ReconcilerDeps::allocations).
@@ -929,9 +933,9 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       pass.state.steps_completed =
           std::clamp<int64_t>(*measurement->steps_completed, 0, pass.state.total_steps);
     }
-    // A shrunk CPU run's time is never planned with, but it is written
-    // into the status: only its upper bound applies (it runs a smaller
-    // model, so any amount faster is plausible).
+    // A shrunk CPU run's time is shown (local mode's progress), never
+    // planned with nor kept in the status: only its upper bound applies (it
+    // runs a smaller model, so any amount faster is plausible).
     const double scale = measurement->model_scale.value_or(1.0);
     if (measurement->step_seconds &&
         !planner::PlausibleStepTimeRatio(*measurement->step_seconds / pass.plan->step.step_seconds,
@@ -956,6 +960,8 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     // A shrunk CPU run's time says nothing about the planned model.
     if (measurement->model_scale.value_or(1.0) >= 1.0) {
       usable_step_seconds = measurement->step_seconds;
+    } else {
+      pass.measured_on_shrunk_model = true;
     }
   } else if (WorkersJustEnded(pass.ref)) {
     // The endpoints went away with the workers: not a metrics outage. The
@@ -1137,7 +1143,8 @@ bool Reconciler::WorkersJustEnded(const JobRef& job) {
 }
 
 ReconcileResult Reconciler::Finish(Pass& pass, std::optional<Millis> requeue_after) {
-  if (pass.measured_step_seconds) pass.state.measured_step_seconds = pass.measured_step_seconds;
+  if (pass.measured_step_seconds && !pass.measured_on_shrunk_model)
+    pass.state.measured_step_seconds = pass.measured_step_seconds;
   if (!IsTerminal(pass.phase) && !pass.deleted &&
       FindCondition(pass.conditions, kConditionWorkerFailure) == nullptr) {
     // The last failure and what was done about it stay visible while the
@@ -1162,7 +1169,8 @@ ReconcileResult Reconciler::Finish(Pass& pass, std::optional<Millis> requeue_aft
   in.plan_unix_seconds = pass.state.plan_unix_seconds;
   in.steps_completed = pass.state.steps_completed;
   in.total_steps = pass.state.total_steps;
-  in.measured_step_seconds = pass.measured_step_seconds;
+  in.measured_step_seconds =
+      pass.measured_on_shrunk_model ? pass.state.measured_step_seconds : pass.measured_step_seconds;
   in.projected_completion_unix_seconds = pass.projected;
   in.deadline_slack_seconds = pass.slack;
   in.replans = pass.state.replans;

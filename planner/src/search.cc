@@ -234,6 +234,7 @@ class Searcher {
     // may allow only for the larger b (12 sequences on at most 4 GPUs: b 2
     // reaches d 3, b 3 reaches d 4).
     int unfit_top_d = 0;
+    bool single_unfit = false;              // d = 1 did not fit at a smaller b
     for (int b : MicroBatchCandidates()) {  // ascending
       // Valid data-parallel sizes for this b, ascending.
       std::vector<DCandidate> ds;
@@ -244,6 +245,16 @@ class Searcher {
         ++out_.stats.layouts_considered;
         const int64_t k = gbs_ / (static_cast<int64_t>(b) * d);
         const int64_t gpus = static_cast<int64_t>(t) * p * d;
+        if (k * v > kMaxMicroBatchPassesPerStep) {
+          // The worker refuses a step of more micro-batch passes than that
+          // (a plan of 2,000,000 accumulation steps launched and failed
+          // with InvalidWorkerConfig).
+          Reject(RejectReason::kLayoutIndivisible, 1, nullptr,
+                 "more than " + std::to_string(kMaxMicroBatchPassesPerStep) +
+                     " micro-batch passes per step (accumulation steps x virtual stages); "
+                     "allow larger micro-batches (spec.training.microBatchSizes)");
+          continue;
+        }
         if (v > 1 && k % p != 0) {
           // Megatron's interleaved schedule needs micro-batches in multiples of p.
           Reject(RejectReason::kLayoutIndivisible, 1, nullptr,
@@ -270,6 +281,24 @@ class Searcher {
         ds.push_back({d, gpn});
       }
       if (ds.empty()) continue;
+      // d = 1 is its own case for memory: unsharded, but without ZeRO-3's
+      // gather buffers, it can fit where d = 2 does not (2 layers of hidden
+      // 24576 a stage, fp32: d = 1 at 59.8 of 79.6 GiB, d = 2 over), so
+      // the prunes below, which assume memory shrinks as d grows, never
+      // rule it out: it is searched on its own, and rules out only itself
+      // at larger micro-batches.
+      if (ds.front().d == 1) {
+        const std::vector<DCandidate> single = {ds.front()};
+        ds.erase(ds.begin());
+        if (single_unfit) {
+          Reject(RejectReason::kOutOfMemory, 1, nullptr,
+                 "a smaller micro-batch did not fit with one replica");
+          ++out_.stats.pruned;
+        } else if (!SearchDataParallel(ctx, pool_index, t, p, v, b, single)) {
+          single_unfit = true;
+        }
+        if (ds.empty()) continue;
+      }
       if (ds.back().d <= unfit_top_d) {
         Reject(RejectReason::kOutOfMemory, static_cast<int64_t>(ds.size()), nullptr,
                "a smaller micro-batch did not fit at as many data-parallel ranks");

@@ -451,6 +451,41 @@ TEST(SearchTest, ASingleReplicaIsFoundWithZeroTwoPinned) {
   ExpectAtLeastAsGoodAsEverySweptCount(job, inv, {4, 8, 16, 32, 64, 128, 256, 512});
 }
 
+// One replica needs no ZeRO-3 gather buffers, so it can fit where two do
+// not: 2 layers of hidden 24576 a stage in fp32 fit at d = 1 (59.8 of 79.6
+// GiB), not at d = 2. The prunes assumed memory shrinks as d grows and, with
+// no GPU limit, the job came back "no layout fits" (with maxGPUs: 2 it
+// planned).
+TEST(SearchTest, OneReplicaIsTriedWhereTwoDoNotFit) {
+  const JobSpec job = ParseOrDie(JobYaml(
+      "  data: {samples: 2000}\n  training: {globalBatchSize: 4, precision: fp32, optimizer: "
+      "sgd}\n  objective: time\n  resources: {gpuTypes: [H100-SXM]}\n  parallelism: "
+      "{tensorParallel: 1, pipelineParallel: 2, zeroStage: 3}\n",
+      "{layers: 2, hiddenSize: 24576, attentionHeads: 96, ffnHiddenSize: 98304, ffnKind: gelu, "
+      "vocabSize: 1024, sequenceLength: 128}"));
+  auto r = Plan(job, Pools(64, 512, 0, 0), {}, Options());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->plan.has_value());
+  EXPECT_EQ(r->plan->layout.data_parallel, 1) << r->plan->layout.ToString();
+}
+
+// The worker refuses a step of more than 2^20 micro-batch passes
+// (accumulation steps x virtual stages); a plan of b1 k2000000 launched and
+// failed with InvalidWorkerConfig. The search keeps to the bound.
+TEST(SearchTest, NoPlanHasMoreMicroBatchPassesThanTheWorkerRuns) {
+  const JobSpec job = ParseOrDie(
+      JobYaml("  data: {samples: 4000000}\n  training: {globalBatchSize: 2000000, microBatchSizes: "
+              "[1]}\n  objective: cost\n  resources: {gpuTypes: [H100-SXM], maxGPUs: 8}\n",
+              "{layers: 2, hiddenSize: 128, attentionHeads: 4, ffnHiddenSize: 512, ffnKind: gelu, "
+              "vocabSize: 4096, sequenceLength: 128}"));
+  auto r = Plan(job, Pools(1, 8, 0, 0), {}, Options());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->plan.has_value());
+  const Layout& l = r->plan->layout;
+  EXPECT_LE(l.gradient_accumulation_steps * l.virtual_stages, kMaxMicroBatchPassesPerStep)
+      << l.ToString();
+}
+
 // 12 sequences on at most 4 GPUs: micro-batch 2 reaches only 3 replicas,
 // which do not fit memory, but micro-batch 3 reaches 4, which do. A larger
 // micro-batch is not ruled out by a smaller one that ran out of memory at

@@ -752,6 +752,33 @@ TEST(ClusterSchedulerTest, AnAdmittedJobMovingPoolsPassesTheNewPoolsAdmissionTes
   EXPECT_TRUE(pass->at("team/mover").admitted);
   EXPECT_EQ(pass->at("team/mover").gpu_type, "A100-80GB") << pass->at("team/mover").message;
   EXPECT_EQ(pass->at("team/mover").gpus, 16);
+
+  // A mover the new pool would not admit even alone (its deadline has
+  // passed) is late wherever it runs: it enters as admitted and takes what
+  // is free. Tested as an arrival, it waited at 0 GPUs beside an idle pool.
+  mover["spec"]["deadline"] = planner::FormatRfc3339(kNow - 60);
+  mover["metadata"]["generation"] = 2;
+  ClusterScheduler fresh({});
+  pass = fresh.Pass({Read(mover)}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_TRUE(pass->at("team/mover").admitted);
+  EXPECT_EQ(pass->at("team/mover").gpu_type, "A100-80GB") << pass->at("team/mover").message;
+  EXPECT_GT(pass->at("team/mover").gpus, 0) << pass->at("team/mover").message;
+
+  // A spec edit that drops its pool's type says so, not that its nodes went.
+  mover["spec"]["deadline"] = planner::FormatRfc3339(kNow + whole_pool_seconds * 13 / 10);
+  mover["spec"]["resources"]["gpuTypes"] = {"A100-80GB"};
+  mover["metadata"]["generation"] = 3;
+  inventory.trainjob_gpus["team/running"]["A100-80GB"] = 16;
+  inventory.inventory.node_pools.at(1).free_gpus = 0;
+  for (auto& node : inventory.nodes_by_pool["a100"]) node.free_gpus = 0;
+  ClusterScheduler third({});
+  pass = third.Pass({Read(running), Read(mover)}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_NE(
+      pass->at("team/mover").message.find("spec.resources.gpuTypes no longer allows H100-SXM"),
+      std::string::npos)
+      << pass->at("team/mover").message;
 }
 
 // After out-of-memory exits the reconciler plans with a memory margin

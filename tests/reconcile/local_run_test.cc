@@ -401,12 +401,15 @@ TEST(LocalRunTest, ASecondSigtermIsTheSameCleanStop) {
 }
 
 // A worker standing in for pacer-worker: it says it started (`ready`), then
-// waits for SIGTERM and exits with `exit_on_term`, having written nothing.
+// waits for SIGTERM and exits with `exit_on_term` (ignores it when negative),
+// having written nothing.
 std::filesystem::path StopExitingWorker(const std::filesystem::path& dir, int exit_on_term) {
   std::filesystem::create_directories(dir);
   const std::filesystem::path script = dir / "worker.sh";
-  std::ofstream(script) << "#!/bin/sh\ntrap 'exit " << exit_on_term << "' TERM\n: > '"
-                        << (dir / "ready").string()
+  const std::string trap =
+      exit_on_term < 0 ? "trap '' TERM" : "trap 'exit " + std::to_string(exit_on_term) + "' TERM";
+  std::ofstream(script) << "#!/bin/sh\n"
+                        << trap << "\n: > '" << (dir / "ready").string()
                         << "'\nwhile :; do /bin/sleep 1 & wait $!; done\n";
   std::filesystem::permissions(script, std::filesystem::perms::owner_all);
   return script;
@@ -437,6 +440,27 @@ TEST(LocalRunTest, AStopBeforeAnyCheckpointDoesNotClaimOne) {
   EXPECT_EQ(Wait(c, &out), 130) << out;
   EXPECT_EQ(out.find("with a checkpoint"), std::string::npos) << out;
   EXPECT_NE(out.find("before any checkpoint was written; the next run starts from step 0"),
+            std::string::npos)
+      << out;
+  std::filesystem::remove_all(dir);
+}
+
+// A force-quit before any checkpoint: the next run starts from step 0, and
+// the message says so (it promised the last checkpoint written).
+TEST(LocalRunTest, AForceQuitBeforeAnyCheckpointDoesNotClaimOne) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-force-none-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::string out;
+  Child c = RunWithWorker(dir, StopExitingWorker(dir, -1), &out);
+  ASSERT_TRUE(std::filesystem::exists(dir / "ready")) << out;
+  ::kill(c.pid, SIGINT);
+  ASSERT_TRUE(ReadUntil(c, &out, std::regex("stopping the workers"), std::chrono::seconds(30)))
+      << out;
+  ::kill(c.pid, SIGINT);
+  EXPECT_EQ(Wait(c, &out), 130) << out;
+  EXPECT_EQ(out.find("resumes from the last checkpoint"), std::string::npos) << out;
+  EXPECT_NE(out.find("force-quit: workers killed before any checkpoint was written"),
             std::string::npos)
       << out;
   std::filesystem::remove_all(dir);

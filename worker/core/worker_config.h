@@ -31,6 +31,7 @@
 #include <string>
 
 #include "pacer/planner/job_spec.h"
+#include "pacer/planner/layout.h"
 #include "pacer/status.h"
 
 namespace pacer::worker {
@@ -139,11 +140,11 @@ std::map<std::string, std::string> EnvironmentForConfig(const WorkerConfig& conf
 Status ApplyScale(WorkerConfig* config);
 
 // Micro-batch passes of one rank in one step (accumulation steps x virtual
-// stages) that a plan may ask for. The schedule lists two actions for each
-// (step_schedule.h), and 64 virtual stages x 10^8 accumulation steps, which
-// every other rule accepts, asked for 150 GB of them (std::bad_alloc, exit
-// 1). A million keeps the list at 24 MiB, far above a real plan's.
-inline constexpr int64_t kMaxMicroBatchPassesPerStep = int64_t{1} << 20;
+// stages) that a plan may ask for: the planner's bound, which its search
+// keeps to. The schedule lists two actions for each (step_schedule.h), and
+// 64 virtual stages x 10^8 accumulation steps, which every other rule
+// accepts, asked for 150 GB of them (std::bad_alloc, exit 1).
+inline constexpr int64_t kMaxMicroBatchPassesPerStep = planner::kMaxMicroBatchPassesPerStep;
 
 // Validates the cross-field rules above, the timeout's range, the sequence's
 // split over tensor parallelism and the step's micro-batch passes

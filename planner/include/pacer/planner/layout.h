@@ -16,6 +16,12 @@
 
 namespace pacer::planner {
 
+// Micro-batch passes of one rank in one step (gradient accumulation steps x
+// virtual stages) a layout may ask for: the worker's step schedule lists two
+// actions for each, and refuses more (worker_config.h). A million keeps the
+// list at 24 MiB, far above a real plan's; the search never plans more.
+inline constexpr int64_t kMaxMicroBatchPassesPerStep = int64_t{1} << 20;
+
 struct Layout {
   std::string pool;      // node pool name
   std::string gpu_type;  // catalog name
