@@ -4,9 +4,24 @@
 
 namespace pacer::controller {
 
+void AsNewJob(nlohmann::json& job) {
+  if (!job.is_object()) return;
+  job.erase("status");
+  if (!job.contains("metadata") || !job["metadata"].is_object()) return;
+  nlohmann::json& metadata = job["metadata"];
+  for (const char* server_set : {"deletionTimestamp", "deletionGracePeriodSeconds", "finalizers",
+                                 "resourceVersion", "managedFields", "uid", "generation"}) {
+    metadata.erase(server_set);
+  }
+  if (metadata.contains("creationTimestamp") && !metadata["creationTimestamp"].is_string()) {
+    metadata.erase("creationTimestamp");
+  }
+}
+
 LocalJobStore::LocalJobStore(nlohmann::json job, std::function<void(const LocalEvent&)> on_event)
     : job_(std::move(job)), on_event_(std::move(on_event)) {
   if (!job_.is_object()) job_ = nlohmann::json::object();
+  AsNewJob(job_);
   if (!job_.contains("metadata") || !job_["metadata"].is_object()) {
     job_["metadata"] = nlohmann::json::object();
   }

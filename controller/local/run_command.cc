@@ -197,9 +197,22 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
         << (object.ok() ? std::string("not a YAML mapping") : object.status().message()) << '\n';
     return 2;
   }
-  SystemClock& clock = SystemClock::Default();
+  // Text the API server would refuse (it takes UTF-8 only) is refused here
+  // too: the reconciler writes the object out as JSON, which threw
+  // "invalid UTF-8 byte" as an internal error mid-run.
+  try {
+    (void)object->dump();
+  } catch (const nlohmann::json::exception& e) {
+    err << "error: " << options.job_path << ": the file is not valid UTF-8 (" << e.what()
+        << "); save it as UTF-8\n";
+    return 2;
+  }
+  // A new job, as `kubectl apply` makes one (AsNewJob): before the
+  // creation time below is read.
+  AsNewJob(*object);
   nlohmann::json& metadata = (*object)["metadata"];
   if (!metadata.is_object()) metadata = nlohmann::json::object();
+  SystemClock& clock = SystemClock::Default();
   // The run uses the name the parser validated: a plain `name: 123` reads as
   // a number in JSON, and the reconciler takes names as strings.
   metadata["name"] = parsed->name;
@@ -427,6 +440,17 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
                       launcher_options.work_dir, metrics.RunMeanStepSeconds(), out);
         exit_code = ExitCodeFor(view->phase, *view);
         ForgetStart(work_dir);  // the job ended: a next run is a new job
+        if (view->phase == Phase::kSucceeded) {
+          // ... and trains from step 0: left in place, the last periodic
+          // checkpoint made the next run resume there and train only the
+          // finished job's last steps again.
+          StatusOr<std::string> moved = SetAsideFinishedCheckpoints(work_dir);
+          if (!moved.ok()) {
+            err << "warning: " << moved.status().message() << '\n';
+          } else if (!moved->empty()) {
+            out << "  checkpoints  " << *moved << " (the next run trains from step 0)\n";
+          }
+        }
         break;
       }
     }

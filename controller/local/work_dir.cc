@@ -112,4 +112,20 @@ void ForgetStart(const std::string& dir) {
   std::filesystem::remove(dir + "/started-at", ec);
 }
 
+StatusOr<std::string> SetAsideFinishedCheckpoints(const std::string& dir) {
+  const std::filesystem::path from = std::filesystem::path(dir) / "checkpoints";
+  const std::filesystem::path to = std::filesystem::path(dir) / "checkpoints-finished";
+  std::error_code ec;
+  if (!std::filesystem::exists(from, ec)) return std::string();
+  std::filesystem::remove_all(to, ec);
+  if (!ec) std::filesystem::rename(from, to, ec);
+  if (ec) {
+    return FailedPreconditionError("cannot move the finished job's checkpoints from " +
+                                   from.string() + " to " + to.string() + ": " + ec.message() +
+                                   "; remove " + from.string() +
+                                   " before the next run, or it resumes this finished job");
+  }
+  return to.string();
+}
+
 }  // namespace pacer::controller

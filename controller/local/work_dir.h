@@ -45,6 +45,14 @@ int64_t FirstStartUnixSeconds(const std::string& dir, int64_t now_unix_seconds,
                               bool* recorded_now = nullptr);
 void ForgetStart(const std::string& dir);
 
+// A job that succeeded is done: its checkpoints (<dir>/checkpoints) are
+// moved to <dir>/checkpoints-finished, replacing an older finished job's,
+// so that the next run of the file trains it from step 0 instead of
+// resuming the last periodic checkpoint and training its final steps
+// again. Returns the new path, or "" when there was nothing to move;
+// an error names the path and what to do.
+StatusOr<std::string> SetAsideFinishedCheckpoints(const std::string& dir);
+
 }  // namespace pacer::controller
 
 #endif  // PACER_CONTROLLER_LOCAL_WORK_DIR_H_

@@ -134,6 +134,10 @@ TEST(LocalRunTest, QuickstartStopsAtACheckpointOnCtrlCThenResumesAndFinishes) {
             std::string::npos)
       << out2;
   EXPECT_FALSE(std::filesystem::exists(dir / "started-at"));  // ended: the next run is new
+  // ... and trains from step 0: the finished job's checkpoints are set aside.
+  EXPECT_FALSE(std::filesystem::exists(dir / "checkpoints")) << out2;
+  EXPECT_TRUE(std::filesystem::exists(dir / "checkpoints-finished")) << out2;
+  EXPECT_NE(out2.find("the next run trains from step 0"), std::string::npos) << out2;
 
   std::ifstream log(dir / "logs" / "attempt-1-node-0.log");
   std::stringstream log_text;
@@ -251,9 +255,33 @@ TEST(LocalRunTest, InvalidJobFileExitsTwoNamingTheField) {
   std::filesystem::remove(file);
 }
 
+// A file that is not UTF-8 (a Latin-1 label) is refused by name, exit 2:
+// it passed the parser and then threw "invalid UTF-8 byte" mid-run as an
+// internal error.
+TEST(LocalRunTest, AFileThatIsNotUtf8ExitsTwo) {
+  const std::filesystem::path file = std::filesystem::temp_directory_path() /
+                                     ("pacer-latin1-job-" + std::to_string(::getpid()) + ".yaml");
+  std::ifstream in(std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::ofstream(file) << std::regex_replace(text.str(), std::regex("\nmetadata:\n"),
+                                            "\nmetadata:\n  labels: {team: caf\xe9}\n");
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-latin1-run-" + std::to_string(::getpid()));
+  Child c = Spawn({PACER_BINARY, "run", file.string(), "--work-dir", dir.string()});
+  std::string out;
+  EXPECT_EQ(Wait(c, &out), 2) << out;
+  EXPECT_NE(out.find("is not valid UTF-8"), std::string::npos) << out;
+  EXPECT_EQ(out.find("internal"), std::string::npos) << out;
+  std::filesystem::remove(file);
+  std::filesystem::remove_all(dir);
+}
+
 // `pacer run` on the quickstart with a 5 s deadline (which this machine
 // cannot meet), named `name` when that is not empty; returns the exit code.
-int RunQuickstartDueIn5s(const std::string& tag, const std::string& name, std::string* out) {
+// `extra_yaml` is appended to the file (e.g. an exported object's status).
+int RunQuickstartDueIn5s(const std::string& tag, const std::string& name, std::string* out,
+                         const std::string& extra_yaml = "") {
   const std::filesystem::path file =
       std::filesystem::temp_directory_path() /
       ("pacer-" + tag + "-job-" + std::to_string(::getpid()) + ".yaml");
@@ -266,7 +294,7 @@ int RunQuickstartDueIn5s(const std::string& tag, const std::string& name, std::s
     yaml = std::regex_replace(yaml, std::regex("\n  name: [a-z-]+\n"), "\n  name: " + name + "\n");
     EXPECT_NE(yaml.find("name: " + name), std::string::npos) << yaml;
   }
-  std::ofstream(file) << yaml;
+  std::ofstream(file) << yaml << extra_yaml;
   // Its own work dir: the default one (.pacer/<namespace>-<name> in the
   // working directory) is locked by any other quickstart run ctest runs beside it.
   const std::filesystem::path dir = std::filesystem::temp_directory_path() /
@@ -308,6 +336,20 @@ TEST(LocalRunTest, AJobDueInThreeMinutesIsPlannedWithLocalStartup) {
 TEST(LocalRunTest, ImpossibleDeadlineExitsThreeWithTheReason) {
   std::string out;
   EXPECT_EQ(RunQuickstartDueIn5s("late", "", &out), 3) << out;
+  EXPECT_NE(out.find("Infeasible"), std::string::npos) << out;
+}
+
+// An exported object (`kubectl get -o yaml`) is run as a new job: its
+// status is the old job's. With `phase: Succeeded` kept, the run exited 0
+// at once without training anything; here the job is planned (exit 3: the
+// 5 s deadline cannot be met).
+TEST(LocalRunTest, AnExportedStatusIsIgnored) {
+  std::string out;
+  EXPECT_EQ(RunQuickstartDueIn5s("exported", "", &out,
+                                 "status:\n  phase: Succeeded\n  observedGeneration: 1\n"
+                                 "  stepsCompleted: 150\n"),
+            3)
+      << out;
   EXPECT_NE(out.find("Infeasible"), std::string::npos) << out;
 }
 

@@ -57,6 +57,24 @@ TEST_F(WorkDirTest, ResumesFromTheNewestStepEveryRankHas) {
   EXPECT_EQ(ResumableCheckpointStep((dir_ / "checkpoints").string()), 49);
 }
 
+// A finished job's checkpoints are set aside: left in place, the next run
+// resumed the last periodic one and trained the job's final steps again.
+TEST_F(WorkDirTest, AFinishedJobsCheckpointsAreSetAsideSoTheNextRunStartsAtStepZero) {
+  std::filesystem::create_directories(dir_);
+  StatusOr<std::string> none = SetAsideFinishedCheckpoints(dir_.string());
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(*none, "");                               // nothing to move
+  Touch("checkpoints-finished/rank-0/step-10.ckpt");  // an older finished job's
+  Touch("checkpoints/rank-0/step-140.ckpt");
+  Touch("checkpoints/rank-1/step-140.ckpt");
+  StatusOr<std::string> moved = SetAsideFinishedCheckpoints(dir_.string());
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(*moved, (dir_ / "checkpoints-finished").string());
+  EXPECT_FALSE(ResumableCheckpointStep((dir_ / "checkpoints").string()).has_value());
+  EXPECT_EQ(ResumableCheckpointStep(*moved), 140);
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "checkpoints-finished/rank-0/step-10.ckpt"));
+}
+
 TEST_F(WorkDirTest, TheFirstStartIsKeptUntilForgotten) {
   std::filesystem::create_directories(dir_);
   bool recorded = false;
