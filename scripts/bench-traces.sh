@@ -12,11 +12,18 @@
 # Usage: scripts/bench-traces.sh TRACES_DIR [PACER_BINARY (build/controller/pacer)]
 # A pair whose trace is missing is reported as skipped, not failed:
 # `scripts/bench-traces.sh tests/testdata/elasticflow` runs the four goal
-# pairs from the traces this repository carries.
+# pairs from the traces this repository carries. A folder holding none of
+# the traces is an error (exit 1), not totals of 0. Relative paths are read
+# from the caller's directory (tests/scripts/bench_traces_test.sh).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 traces=${1:?usage: scripts/bench-traces.sh TRACES_DIR [PACER_BINARY]}
-pacer=${2:-build/controller/pacer}
+# Paths given relative to the caller's directory, read before the cd below.
+[[ -d "$traces" ]] || { echo "no traces folder at $traces" >&2; exit 2; }
+traces=$(cd "$traces" && pwd)
+pacer=${2:-}
+if [[ -n "$pacer" && "$pacer" != /* ]]; then pacer="$PWD/$pacer"; fi
+cd "$(dirname "$0")/.."
+pacer=${pacer:-build/controller/pacer}
 [[ -x "$pacer" ]] || { echo "no pacer binary at $pacer: cmake --build build --target pacer" >&2; exit 2; }
 
 pairs=(
@@ -28,6 +35,7 @@ pairs=(
 )
 met_total=0
 late_total=0
+ran=0
 echo "| trace | GPUs | met | ratio | admitted late |"
 echo "|---|---|---|---|---|"
 for pair in "${pairs[@]}"; do
@@ -43,8 +51,14 @@ for pair in "${pairs[@]}"; do
   row=$("$pacer" simulate "$file" --gpus "$gpus" --policy pacer | awk '$1 == "pacer" {print $2, $3, $6}')
   read -r met_of ratio late <<<"$row"
   echo "| $trace | $gpus | $met_of | $ratio | $late |"
+  ran=$((ran + 1))
   met_total=$((met_total + ${met_of%%/*}))
   late_total=$((late_total + late))
 done
 echo
-echo "total: $met_total deadlines met, $late_total admitted jobs late"
+echo "total: $met_total deadlines met, $late_total admitted jobs late ($ran of ${#pairs[@]} pairs run)"
+# Totals of no pair are no measurement: a wrong folder must not read as one.
+if ((ran == 0)); then
+  echo "no trace found under $traces (expected e.g. $traces/itp/cluster10.csv or $traces/cluster10.csv)" >&2
+  exit 1
+fi

@@ -14,6 +14,8 @@
 # about a minute on 2 cores. Extra arguments go to `pacer run` (e.g. --progress plain);
 # PACER_JOB picks another TrainJob file.
 set -euo pipefail
+# PACER_JOB relative to the caller's directory, read before the cd below.
+if [[ -n "${PACER_JOB:-}" && "$PACER_JOB" != /* ]]; then PACER_JOB="$PWD/$PACER_JOB"; fi
 cd "$(dirname "$0")/.."
 
 # A GPU is present when the driver answers or its device node exists; only

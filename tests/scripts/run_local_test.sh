@@ -56,4 +56,11 @@ run
 build_line=$(grep '^cmake --build' "$tmp/calls")
 [ "${build_line#*--target }" = "pacer pacer-worker" ] || fail "GPU machine builds: $build_line"
 grep -q -- '-DPACER_ENABLE_CUDA=ON' "$tmp/calls" || fail "GPU code not configured with a GPU"
+# PACER_JOB relative to the caller's directory (the script changes to the
+# repository root before it builds): the job the caller named runs.
+setup nogpu
+mkdir -p "$tmp/elsewhere"
+(cd "$tmp/elsewhere" && PACER_JOB=myjob.yaml run)
+grep -qx "pacer run $tmp/elsewhere/myjob.yaml" "$tmp/calls" ||
+  fail "a relative PACER_JOB was not read from the caller's directory: $(grep '^pacer' "$tmp/calls")"
 echo "PASS: run-local.sh builds pacer and pacer-worker only (GPU code only with a GPU)"
