@@ -329,6 +329,9 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
   plan_options.now_unix_seconds = pass.now;
   plan_options.alternatives = 0;
   plan_options.constants = options_.replan.constants;
+  // A job that has run finishes late on the fastest plan (below) rather
+  // than fail: a past deadline failed a restart after it as InvalidSpec.
+  plan_options.deadline_may_have_passed = pass.state.attempt > 0;
   const planner::Calibration calibration = pass.state.calibration;
 
   if (pass.state.next_layout) {
@@ -702,6 +705,7 @@ ReconcileResult Reconciler::ReconcileScheduled(Pass& pass, const ClusterInventor
   options.alternatives = 0;
   options.exact_gpus = a.gpus;
   options.constants = options_.replan.constants;
+  options.deadline_may_have_passed = pass.state.attempt > 0;
   StatusOr<planner::PlanResult> result =
       planner::Plan(pinned, inventory.inventory, pass.state.calibration, options);
   if (!result.ok() || !result->plan) {

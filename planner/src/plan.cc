@@ -127,8 +127,19 @@ Status NothingFits(const internal::SearchOutcome& outcome, std::optional<RejectR
     // Only what the closest layout does not do already: advising ZeRO-3 or
     // full recomputation to a layout that uses them contradicts the job.
     const Layout& closest = oom.best->layout;
-    std::vector<std::string> fixes = {"allow more GPUs (spec.resources.maxGPUs)",
-                                      "GPUs with more memory"};
+    // More GPUs only where a limit kept larger layouts out of the search:
+    // otherwise they were tried and did not fit either (or the global
+    // batch and the model's shape allow no larger layout).
+    std::vector<std::string> fixes;
+    if (count(RejectReason::kGpuCountLimits) > 0) {
+      fixes.push_back("allow more GPUs (" +
+                      r[static_cast<int>(RejectReason::kGpuCountLimits)].detail + ")");
+    }
+    if (count(RejectReason::kNotEnoughFreeGpus) > 0) {
+      fixes.push_back("more GPUs (" + r[static_cast<int>(RejectReason::kNotEnoughFreeGpus)].detail +
+                      ")");
+    }
+    fixes.push_back("GPUs with more memory");
     if (closest.zero_stage < 3) fixes.push_back("ZeRO stage 3");
     if (closest.recompute != Recompute::kFull) fixes.push_back("full activation checkpointing");
     fixes.push_back(closest.micro_batch_size > 1 ? "a smaller micro-batch or sequence length"
@@ -158,6 +169,16 @@ void AddAdvice(const JobSpec& job, const Inventory& inventory, const Calibration
   advice.earliest_completion_unix_seconds =
       CompletionUnixSeconds(options.now_unix_seconds, fastest.total.total_seconds);
   advice.late_seconds = static_cast<double>(advice.earliest_completion_unix_seconds - deadline);
+  if (deadline <= options.now_unix_seconds) {
+    // A job that already ran, planned on past its deadline: no number of
+    // GPUs or batch size meets a deadline that has passed.
+    advice.summary = "The deadline passed at " + FormatRfc3339(deadline) + "; the fastest plan (" +
+                     fastest.layout.ToString() + ") finishes " +
+                     FormatDurationHuman(advice.late_seconds) + " after it, at " +
+                     FormatRfc3339(advice.earliest_completion_unix_seconds) + ".";
+    result->advice = std::move(advice);
+    return;
+  }
 
   // How many GPUs would it take, ignoring what is free now and maxGPUs?
   JobSpec relaxed = job;
@@ -209,10 +230,10 @@ void AddAdvice(const JobSpec& job, const Inventory& inventory, const Calibration
 
 }  // namespace
 
-Status ValidateForPlanning(const JobSpec& job, const Inventory& inventory,
-                           int64_t now_unix_seconds) {
+Status ValidateForPlanning(const JobSpec& job, const Inventory& inventory, int64_t now_unix_seconds,
+                           bool deadline_may_have_passed) {
   if (auto deadline = EffectiveDeadline(job, now_unix_seconds);
-      deadline && *deadline <= now_unix_seconds) {
+      !deadline_may_have_passed && deadline && *deadline <= now_unix_seconds) {
     const std::string when = FormatRfc3339(*deadline);
     const std::string now = FormatRfc3339(now_unix_seconds);
     if (job.deadline_unix_seconds) {
@@ -255,7 +276,8 @@ StatusOr<PlanResult> PlanImpl(const JobSpec& job, const Inventory& inventory,
   PlanResult result;
   result.now_unix_seconds = options.now_unix_seconds;
   result.deadline_unix_seconds = EffectiveDeadline(job, options.now_unix_seconds);
-  RETURN_IF_ERROR(ValidateForPlanning(job, inventory, options.now_unix_seconds));
+  RETURN_IF_ERROR(ValidateForPlanning(job, inventory, options.now_unix_seconds,
+                                      options.deadline_may_have_passed));
   int64_t not_allowed = 0;
   StatusOr<std::vector<int>> allowed = AllowedPools(job, inventory, &not_allowed);
   if (!allowed.ok()) {
@@ -341,7 +363,8 @@ StatusOr<std::vector<SweepPoint>> Sweep(const JobSpec& job, const Inventory& inv
                                         const Calibration& calibration,
                                         const std::vector<int>& gpu_counts,
                                         const PlanOptions& options) {
-  RETURN_IF_ERROR(ValidateForPlanning(job, inventory, options.now_unix_seconds));
+  RETURN_IF_ERROR(ValidateForPlanning(job, inventory, options.now_unix_seconds,
+                                      options.deadline_may_have_passed));
   int64_t not_allowed = 0;
   const StatusOr<std::vector<int>> pools = AllowedPools(job, inventory, &not_allowed);
   const int min_gpus = job.resources.min_gpus;

@@ -673,6 +673,31 @@ TEST(SearchTest, SixteenBitGradientsWarnOnlyForPacersWorker) {
   EXPECT_FALSE(warned(c));
 }
 
+// "No layout fits in memory" suggests more GPUs only through the limit that
+// kept larger layouts out: maxGPUs when it did, the pool's size when that
+// did. It advised raising spec.resources.maxGPUs to jobs that set none.
+TEST(SearchTest, NothingFitsNamesTheLimitThatKeptLargerLayoutsOut) {
+  const std::string big =
+      "  data: {tokens: 300e9}\n  maxDuration: 365d\n  training: {globalBatchSize: 1536}\n";
+  const std::string model = "{parameters: 175e9, sequenceLength: 2048}";
+  const JobSpec capped =
+      ParseOrDie(JobYaml(big + "  resources: {gpuTypes: [H100-SXM], maxGPUs: 8}\n", model));
+  const auto by_cap = Plan(capped, Pools(64, 512, 0, 0), {}, Options());
+  ASSERT_FALSE(by_cap.ok());
+  EXPECT_NE(by_cap.status().message().find("allow more GPUs (spec.resources allows 1 to 8 GPUs)"),
+            std::string::npos)
+      << by_cap.status().message();
+
+  const JobSpec uncapped =
+      ParseOrDie(JobYaml(big + "  resources: {gpuTypes: [H100-SXM]}\n", model));
+  const auto by_pool = Plan(uncapped, Pools(1, 8, 0, 0), {}, Options());
+  ASSERT_FALSE(by_pool.ok());
+  const std::string message(by_pool.status().message());
+  EXPECT_EQ(message.find("maxGPUs"), std::string::npos) << message;
+  EXPECT_NE(message.find("more GPUs (pool h100 has 8 free H100-SXM GPUs;"), std::string::npos)
+      << message;
+}
+
 TEST(SearchTest, RejectionsExplainTheLosers) {
   const JobSpec job = ParseOrDie(JobYaml(
       "  data: {tokens: 140e9}\n  training: {globalBatchSize: 1024}\n  maxDuration: 14d\n"));

@@ -493,6 +493,31 @@ TEST_F(ReconcilerTest, AJobThatAlreadyRanKeepsRunningOnTheFastestPlanWhenLate) {
   EXPECT_GT(launcher_.launches[1].plan.layout.gpus(), launcher_.launches[0].plan.layout.gpus());
 }
 
+// A job that restarts after its deadline has passed runs on, late, on the
+// fastest plan. The planner refused a past deadline as an error in the
+// spec, and the restart failed the job as InvalidSpec with its work lost.
+TEST_F(ReconcilerTest, AJobThatRestartsAfterItsDeadlinePassedRunsOnLate) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  store_.jobs[kKey]["spec"]["maxDuration"] = "6h";
+  clock_.Advance(std::chrono::hours(7));  // the deadline passed an hour ago
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 4);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u) << Status().dump();
+  EXPECT_NE(Status()["phase"], "Failed") << Status().dump();
+  EXPECT_EQ(ConditionReason("InvalidSpec"), "") << Status().dump();
+  EXPECT_EQ(ConditionReason("DeadlineAtRisk"), "True/DeadlineUnreachable");
+  ASSERT_EQ(store_.CountEvents("DeadlineUnreachable"), 1);
+  bool said = false;
+  for (const auto& e : store_.events) {
+    said = said || e.message.find("The deadline passed at") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+  // The fastest plan: no smaller than the one that ran on time.
+  EXPECT_GE(launcher_.launches[1].plan.layout.gpus(), launcher_.launches[0].plan.layout.gpus());
+}
+
 TEST_F(ReconcilerTest, InvalidSpecSetsAConditionAndOthersKeepBeingServed) {
   nlohmann::json bad = LlamaJob("bad");
   bad["spec"]["training"]["globalBatchSize"] = -4;

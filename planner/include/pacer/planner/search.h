@@ -65,6 +65,11 @@ struct PlanOptions {
   // free-GPU limits (what the job would need, not what is free now).
   std::optional<int> exact_gpus;
   bool ignore_free_gpus = false;
+  // A job that has already run plans on when its deadline has passed: the
+  // fastest plan, feasible = false, instead of InvalidArgument ("in the
+  // past"), which is an error in a new job's spec but would fail a job
+  // that only restarts late (a worker failure, a drained node).
+  bool deadline_may_have_passed = false;
   ModelConstants constants;
 };
 
@@ -93,9 +98,10 @@ struct PlanResult {
 // any search: the deadline (or creation + maxDuration) must be in the future,
 // spec.resources.gpuTypes must name catalog types, and pinned tensor /
 // pipeline sizes must divide the heads / layers. InvalidArgument naming the
-// field and the fix. Plan() and Sweep() call it first.
-Status ValidateForPlanning(const JobSpec& job, const Inventory& inventory,
-                           int64_t now_unix_seconds);
+// field and the fix. Plan() and Sweep() call it first. With
+// `deadline_may_have_passed` (PlanOptions), a past deadline is no error.
+Status ValidateForPlanning(const JobSpec& job, const Inventory& inventory, int64_t now_unix_seconds,
+                           bool deadline_may_have_passed = false);
 
 // Plans `job` on `inventory`. Errors: InvalidArgument from
 // ValidateForPlanning;
