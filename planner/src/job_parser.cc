@@ -32,7 +32,7 @@ constexpr int kMaxSequenceLength = 10'000'000;
 constexpr double kMaxTokens = 1e16;
 constexpr double kMaxSamples = 1e14;
 constexpr int kMaxEpochs = 10000;
-constexpr int kMaxMicroBatchSize = 1'000'000;
+constexpr int kMaxMicroBatchSize = 65536;  // the worker's PACER_MICRO_BATCH_SIZE bound
 constexpr int kMaxGpus = 1'000'000;
 constexpr std::size_t kMaxGpuTypes = 100;
 // The CRD's maxItems and maxLength (manifests/crd): a file the API server
@@ -159,6 +159,16 @@ Status ParseModel(const Field& f, ModelSpec* m) {
   if (!has_architecture) {
     if (!parameters) return f.Error(kModelHint);
     *m = InferArchitecture(*parameters, sequence_length);
+    if (m->layers > kMaxLayers) {
+      // The widest published shape, deepened to the count: past 1,000
+      // layers (about 3.5e12 parameters) the worker refuses the plan
+      // (PACER_MODEL_LAYERS), so the job failed only at launch.
+      return f.Get("parameters")
+          .Error("infers a model of " + std::to_string(m->layers) +
+                 " layers at the widest published width, more than " + std::to_string(kMaxLayers) +
+                 "; give the architecture (layers, hiddenSize, attentionHeads) for a model this "
+                 "large");
+    }
     m->parameters = parameters;
     m->sequence_length = sequence_length;
     m->dropout = dropout;

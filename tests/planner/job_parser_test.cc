@@ -450,6 +450,26 @@ TEST(JobParserTest, MicroBatchSizesNeedADivisorOfTheGlobalBatch) {
       "OK");
 }
 
+// What the worker cannot run is refused when the spec is read, naming the
+// field: a parameter count whose inferred shape has more than 1,000 layers
+// (the worker's PACER_MODEL_LAYERS bound), and micro-batches over 65,536
+// (PACER_MICRO_BATCH_SIZE). Both passed and failed at launch as
+// InvalidWorkerConfig, naming the worker's variables.
+TEST(JobParserTest, ModelsAndMicroBatchesTheWorkerCannotRunAreRefused) {
+  const std::string architecture = "layers: 24\n    hiddenSize: 1024\n    attentionHeads: 16";
+  const std::string huge = ErrorOf(Minimal(architecture, "parameters: 1e14"));
+  EXPECT_THAT(huge, HasSubstr("spec.model.parameters"));
+  EXPECT_THAT(huge, HasSubstr("more than 1000"));
+  EXPECT_THAT(huge, HasSubstr("give the architecture"));
+  EXPECT_EQ(ErrorOf(Minimal(architecture, "parameters: 1e12")), "OK");
+  const std::string mbs = ErrorOf(
+      Minimal("globalBatchSize: 256", "globalBatchSize: 131072\n    microBatchSizes: [65537]"));
+  EXPECT_THAT(mbs, HasSubstr("spec.training.microBatchSizes[0]"));
+  EXPECT_EQ(ErrorOf(Minimal("globalBatchSize: 256",
+                            "globalBatchSize: 131072\n    microBatchSizes: [65536]")),
+            "OK");
+}
+
 // The run's optimizer steps stay far from int64's end (tokens 1e16 at 8
 // tokens a sequence, a batch of 1 and 10,000 epochs made 1.25e19).
 TEST(JobParserTest, OptimizerStepsAreBounded) {
