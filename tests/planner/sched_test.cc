@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -180,6 +181,28 @@ TEST(ScheduleTest, RejectsAJobThatCannotMakeItAloneWithAdvice) {
   EXPECT_LT(*decision.advice.iterations, 1000);
   jobs[0].remaining_iterations = *decision.advice.iterations;
   EXPECT_EQ(Schedule(jobs, 8, 0, options)->decisions[0].admission, Admission::kAdmitted);
+}
+
+// The time a refusal quotes is what the admission test counted, stalls
+// included: quoting the bare work, a job refused for its overhead read
+// "need 95 s, the deadline is 100 s away".
+TEST(ScheduleTest, ARefusalQuotesTheTimeTheAdmissionTestCounted) {
+  // 760 iterations at most 8 it/s: 95 s of work; a 20% overhead share makes
+  // it 760 / 0.8 = 950 iterations, 119 s, past the deadline 100 s away.
+  std::vector<SchedJob> jobs = {Job("tight", 760, 100.0, Linear())};
+  SchedOptions options = Exact(Policy::kPacer);
+  options.overhead_fraction = 0.2;
+  StatusOr<ScheduleResult> result = Schedule(jobs, 8, 0, options);
+  ASSERT_TRUE(result.ok());
+  const JobDecision& decision = result->decisions[0];
+  ASSERT_EQ(decision.admission, Admission::kRejected);
+  std::smatch need;
+  ASSERT_TRUE(std::regex_search(decision.reason, need, std::regex(R"(need (\d+) s)")))
+      << decision.reason;
+  EXPECT_EQ(std::stoi(need[1]), 119) << decision.reason;
+  EXPECT_NE(decision.reason.find("95 s of work"), std::string::npos) << decision.reason;
+  EXPECT_NE(decision.reason.find("the deadline is 100 s away"), std::string::npos)
+      << decision.reason;
 }
 
 TEST(ScheduleTest, AdviceForMoreGpusAdmitsOnTheLargerPool) {

@@ -13,6 +13,18 @@ double StallHeadroom(const SchedOptions& options) {
   return options.stall_headroom_factor * per_pass / options.decision_interval_seconds;
 }
 
+double NeededIterations(const SchedJob& job, int level, double iterations_per_second,
+                        const SchedOptions& options) {
+  const double fraction = std::max(options.overhead_fraction, StallHeadroom(options));
+  double need = job.remaining_iterations / (1.0 - std::clamp(fraction, 0.0, 0.5));
+  // Starting or resizing stalls the job for a relaunch; count it as work at
+  // the level's rate (an over-estimate where fewer GPUs are free).
+  if (level != job.current_gpus) {
+    need += options.restart.RelaunchSeconds(level) * iterations_per_second;
+  }
+  return need;
+}
+
 Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const SchedOptions& options,
                             bool reserve_if_infeasible, FreeTimeline& free) {
   Reservation result;
@@ -25,13 +37,7 @@ Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const Sched
 
   for (const ThroughputPoint& level : curve.levels()) {
     const int q = level.gpus;
-    const double fraction = std::max(options.overhead_fraction, StallHeadroom(options));
-    double need = job.remaining_iterations / (1.0 - std::clamp(fraction, 0.0, 0.5));
-    // Starting or resizing stalls the job for a relaunch; count it as work at
-    // the level's rate (an over-estimate where fewer GPUs are free).
-    if (q != job.current_gpus) {
-      need += options.restart.RelaunchSeconds(q) * level.iterations_per_second;
-    }
+    double need = NeededIterations(job, q, level.iterations_per_second, options);
     for (size_t i = end_index; i-- > 0;) {
       const double rate = curve.IterationsPerSecond(usable(i, q));
       const double length = std::min(free.end(i), deadline) - free.start(i);

@@ -27,14 +27,20 @@ struct Reservation {
 // plus the restart rounds), times options.stall_headroom_factor.
 double StallHeadroom(const SchedOptions& options);
 
+// The iterations a plan of `job` at `level` GPUs (of `iterations_per_second`)
+// must fit before the deadline: its remaining work stretched by
+// 1 / (1 - f), f the larger of options.overhead_fraction and
+// StallHeadroom(options) (clamped to [0, 0.5]), plus one relaunch at that
+// rate when `level` is not the job's current GPUs.
+double NeededIterations(const SchedJob& job, int level, double iterations_per_second,
+                        const SchedOptions& options);
+
 // Plans `job` (which must have a deadline) on `free` and reserves the plan
 // there. When no level reaches the deadline, returns feasible = false and,
 // with `reserve_if_infeasible`, reserves the most it can get before the
 // deadline. A plan on a level other than the job's current GPUs includes one
 // relaunch.
-// The work is stretched by 1 / (1 - f) for future stalls, f the larger of
-// options.overhead_fraction and StallHeadroom(options), plus one relaunch at
-// the plan's rate.
+// The work is NeededIterations at the plan's level.
 Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const SchedOptions& options,
                             bool reserve_if_infeasible, FreeTimeline& free);
 

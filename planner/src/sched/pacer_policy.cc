@@ -162,10 +162,16 @@ std::string RejectReason(const SchedJob& job, int gpus, double now, const SchedO
       return "needs at least " + std::to_string(job.curve.min_gpus()) +
              " GPUs (its smallest throughput level) and the pool has " + std::to_string(gpus);
     }
-    const double seconds = job.remaining_iterations / job.curve.IterationsPerSecond(top);
+    // The time the admission test counted, not the bare work: quoting
+    // remaining / rate, a job refused for want of its stall headroom and
+    // start-up read "need 3,500 s, the deadline is 3,600 s away".
+    const double rate = job.curve.IterationsPerSecond(top);
+    const double work_seconds = job.remaining_iterations / rate;
+    const double seconds = NeededIterations(job, top, rate, options) / rate;
     return "cannot finish by its deadline even alone: " + std::to_string(top) + " GPUs (its most " +
-           "useful) need " + std::to_string(static_cast<long long>(std::ceil(seconds))) +
-           " s, the deadline is " +
+           "useful) need " + std::to_string(static_cast<long long>(std::ceil(seconds))) + " s (" +
+           std::to_string(static_cast<long long>(std::ceil(work_seconds))) +
+           " s of work, the rest for start-up and stalls), the deadline is " +
            std::to_string(static_cast<long long>(std::floor(*job.deadline_seconds - now))) +
            " s away" +
            (options.deadline_guard_seconds > 0
