@@ -30,6 +30,14 @@ int main(int argc, char** argv) {
 
   CLI::App app("pacer-controller: plans, launches, watches and re-plans TrainJobs",
                "pacer-controller");
+  // A flag given twice takes its last value, as kube-style flags do: the
+  // chart's controller.extraArgs come after the flags it renders and
+  // override them (CLI11's default, Throw, made `--log-level=debug` there an
+  // exit 2 and a crash loop). Set before any option is added: the defaults
+  // are copied into each option when it is created. Every value is still
+  // validated, the overridden ones too. No option here is a vector (TakeLast
+  // would keep all of a vector's values anyway); flags are TakeLast already.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--kubeconfig", kubeconfig,
                  "Kubeconfig file (default, as kubectl: $KUBECONFIG, ~/.kube/config, then the "
                  "in-cluster service account)")

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <map>
@@ -131,6 +132,37 @@ TEST_F(ControllerFlagsTest, TheChartsArgumentsStartTheControllerWithDefaultsAndE
       "controller.extraArgs='[\"--identity=x\"]'");
   ASSERT_EQ(all_set.exit_code, 0) << all_set.err;
   RunWithArgumentsOf({"chart-all-set", YamlDocuments(all_set.out), "pacer-system/pacer-lease"});
+}
+
+// controller.extraArgs come after the flags the chart renders; a flag given
+// again there overrides the rendered one (the last value wins, as with kube
+// flags) rather than failing the parse with exit 2 and a crash loop.
+TEST_F(ControllerFlagsTest, TheChartsExtraArgsOverrideTheFlagsItRenders) {
+  std::string why;
+  std::optional<std::string> helm = Helm(&why);
+  if (!helm) GTEST_SKIP() << why;
+  CommandResult r =
+      HelmTemplate(*helm,
+                   "--set-json controller.extraArgs='[\"--log-level=debug\",\"--workers=2\","
+                   "\"--leader-election-id=pacer-extra\"]'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> objects = YamlDocuments(r.out);
+  // The premise: each flag is in the arguments twice, the chart's value first.
+  const json args =
+      FindObject(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"];
+  std::vector<std::string> given;
+  for (const json& a : args) given.push_back(a.get<std::string>());
+  for (const auto& [rendered, extra] :
+       {std::pair<std::string, std::string>{"--log-level=info", "--log-level=debug"},
+        {"--workers=4", "--workers=2"},
+        {"--leader-election-id=pacer-controller", "--leader-election-id=pacer-extra"}}) {
+    const auto first = std::find(given.begin(), given.end(), rendered);
+    const auto last = std::find(given.begin(), given.end(), extra);
+    EXPECT_TRUE(first != given.end() && last != given.end() && first < last)
+        << rendered << " then " << extra << " in " << args.dump();
+  }
+  // The Lease it takes is the one extraArgs names: the later value won.
+  RunWithArgumentsOf({"chart-extra-args", objects, "pacer-system/pacer-extra"});
 }
 
 }  // namespace

@@ -35,4 +35,22 @@ TEST(ControllerFlagsTest, BadFlagsExitTwoAndSayWhich) {
   EXPECT_NE(help.find("2 invalid flags"), std::string::npos) << help;
 }
 
+// A flag given twice (the chart's controller.extraArgs after the flags it
+// renders) is no parse error: the last value wins, and every value is still
+// checked. (--help stops it after the parse; CLI11 reports a repeated
+// option before it looks at --help.)
+TEST(ControllerFlagsTest, ARepeatedFlagTakesItsLastValue) {
+  std::string out;
+  EXPECT_EQ(RunController("--log-level=info --log-level=debug --workers=4 --workers=2 "
+                          "--leader-election-id=a --leader-election-id=b --help",
+                          &out),
+            0)
+      << out;
+  for (const char* args : {"--workers=4 --workers=0", "--workers=0 --workers=4"}) {
+    out.clear();
+    EXPECT_EQ(RunController(args, &out), 2) << args << ": " << out;
+    EXPECT_NE(out.find("--workers"), std::string::npos) << args << ": " << out;
+  }
+}
+
 }  // namespace
