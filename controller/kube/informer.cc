@@ -48,7 +48,8 @@ Informer::Informer(KubeClient* client, ResourceRef resource, std::string namespa
     : client_(client),
       resource_(std::move(resource)),
       namespace_name_(std::move(namespace_name)),
-      options_(std::move(options)) {}
+      options_(std::move(options)),
+      page_size_(options_.page_size) {}
 
 Informer::~Informer() { Stop(); }
 
@@ -134,6 +135,8 @@ int64_t Informer::relists() const {
   return relists_;
 }
 
+int64_t Informer::list_page_size() const { return page_size_.load(); }
+
 std::string Informer::resource_version() const {
   std::lock_guard<std::mutex> lock(mu_);
   return resource_version_;
@@ -180,15 +183,47 @@ Status Informer::ListAndReplace() {
   ListOptions list;
   list.label_selector = options_.label_selector;
   list.field_selector = options_.field_selector;
-  list.limit = options_.page_size;
-  ASSIGN_OR_RETURN(controller::ListPage page, client_->ListAll(resource_, namespace_name_, list));
   std::map<std::string, json> fresh;
-  for (json& item : page.items) {
-    std::string key = ObjectKey(item);
-    if (key.empty()) continue;
-    if (options_.transform) options_.transform(item);
-    fresh[std::move(key)] = std::move(item);
-  }
+  std::string list_version;  // the first page's: later pages come from its snapshot
+  bool first_page = true;
+  do {
+    list.limit = page_size_.load();
+    StatusOr<controller::ListPage> page = client_->ListPage(resource_, namespace_name_, list);
+    if (!page.ok()) {
+      // The answer was over the client's max_response_bytes (the only
+      // ResourceExhausted a request returns): ask for fewer objects. The
+      // continue token is kept: Kubernetes' token holds the list's
+      // resourceVersion and the key to start after, not the limit, which
+      // each request sets anew (the test API server's works the same way).
+      // Retried at once: the server is not failing, the page is too big.
+      if (page.status().code() == StatusCode::kResourceExhausted && list.limit > 1) {
+        const int64_t smaller = list.limit / 2;
+        Log(LogLevel::kWarning,
+            "informer list page over the answer limit; asking for smaller pages",
+            {{"resource", resource_.plural},
+             {"namespace", namespace_name_},
+             {"page_size", list.limit},
+             {"new_page_size", smaller},
+             {"max_response_bytes", static_cast<int64_t>(client_->options().max_response_bytes)},
+             {"error", page.status()}});
+        page_size_ = smaller;  // later lists start there too
+        continue;              // the do-while's condition: continue_token is unchanged
+      }
+      return page.status();
+    }
+    if (first_page) list_version = page->resource_version;
+    first_page = false;
+    // Trimmed page by page: the untrimmed objects of a whole list (every
+    // pod of a cluster) are never held at once.
+    for (json& item : page->items) {
+      std::string key = ObjectKey(item);
+      if (key.empty()) continue;
+      if (options_.transform) options_.transform(item);
+      fresh[std::move(key)] = std::move(item);
+    }
+    list.continue_token = page->continue_token;
+    list.resource_version.clear();
+  } while (!list.continue_token.empty() || first_page);
   std::vector<Change> changes;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -206,7 +241,7 @@ Status Informer::ListAndReplace() {
     cache_.clear();
     index_.clear();
     for (auto& [key, object] : fresh) PutLocked(key, std::move(object));
-    resource_version_ = page.resource_version;
+    resource_version_ = list_version;
     ++relists_;
   }
   Notify(changes);

@@ -2,7 +2,11 @@
 // reflector + store + indexer). It lists (in pages), then watches from the
 // list's resourceVersion with bookmarks; when a watch ends it watches again
 // from the last resourceVersion seen, lists again only when the server says
-// that version is gone (410), and backs off exponentially on errors.
+// that version is gone (410), and backs off exponentially on errors. A list
+// page whose answer is over the client's KubeClientOptions::max_response_bytes
+// (ResourceExhausted) is asked for again with half the page size, down to
+// one object, and the smaller size is kept for later lists: 500 pods of
+// over ~134 KiB each no longer fail every list against the 64 MiB default.
 //
 // Handlers run on the informer's thread after the cache has changed: for
 // every add and change (object set) and deletion (object nullptr), including
@@ -40,6 +44,8 @@ struct InformerOptions {
   std::string label_selector;
   std::string field_selector;
   std::chrono::milliseconds resync_period{0};  // 0 = off
+  // Objects per list page (0 = no paging). Halved, for this and later lists,
+  // while a page's answer is over the client's max_response_bytes.
   int64_t page_size = 500;
   std::chrono::milliseconds min_backoff{100};
   std::chrono::milliseconds max_backoff{30000};
@@ -92,6 +98,9 @@ class Informer {
 
   // Lists done (the first one included): tests check re-lists with it.
   int64_t relists() const;
+  // The page size lists use now: options.page_size, or less once a page's
+  // answer was over the client's max_response_bytes.
+  int64_t list_page_size() const;
   // The resourceVersion the cache is at.
   std::string resource_version() const;
 
@@ -130,6 +139,8 @@ class Informer {
   bool synced_ = false;
   bool stopping_ = false;
   int64_t relists_ = 0;
+  // The list page size; written by the informer's thread only.
+  std::atomic<int64_t> page_size_;
 
   // Set to end the current watch: on Stop() and when a resync is due.
   std::atomic<bool> cancel_watch_{false};

@@ -255,5 +255,70 @@ TEST_F(InformerTest, ListByLabelUsesTheIndexAndFollowsRelabelling) {
   EXPECT_TRUE(visited.empty());
 }
 
+// 20 objects of about 20 KiB: a page of the default size (500, so all of
+// them, ~400 KiB) is over a client's 100 KiB answer limit, one object is not.
+// The informer halves the page size until a page fits (250, 125, 62, 31, 15,
+// 7 are over; 3 fit), syncs, and starts later lists at the smaller size.
+TEST_F(InformerTest, ListsInSmallerPagesWhileAPageIsOverTheAnswerLimit) {
+  constexpr int kObjects = 20;
+  const std::string blob(20 * 1024, 'x');
+  auto create_big = [&](const std::string& name) {
+    json job = TrainJob(name);
+    job["metadata"]["annotations"] = {{"pacer.dev/blob", blob}};
+    auto created = server_->CreateObject(TrainJobsPath(), job);
+    ASSERT_TRUE(created.ok()) << created.status().ToString();
+  };
+  for (int i = 0; i < kObjects; ++i) create_big("big-" + std::to_string(i));
+  KubeClientOptions client_options;
+  client_options.max_response_bytes = 100 * 1024;
+  std::unique_ptr<KubeClient> small = NewClient(Config(), client_options);
+  ASSERT_NE(small, nullptr);
+  // The premise: a page of the default size is refused, one object is not.
+  EXPECT_EQ(small->ListPage(kTrainJobs, "default", ListOptions{}).status().code(),
+            StatusCode::kResourceExhausted);
+  ListOptions one;
+  one.limit = 1;
+  EXPECT_TRUE(small->ListPage(kTrainJobs, "default", one).ok());
+
+  InformerOptions options;
+  options.min_backoff = std::chrono::milliseconds(300);
+  Informer informer(small.get(), kTrainJobs, "default", options);
+  Recorder recorder;
+  informer.OnChange(recorder.Handler());
+  EXPECT_EQ(informer.list_page_size(), 500);
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  EXPECT_EQ(informer.List().size(), static_cast<size_t>(kObjects));
+  for (int i = 0; i < kObjects; ++i) {
+    std::optional<json> object = informer.Get("default/big-" + std::to_string(i));
+    ASSERT_TRUE(object.has_value()) << i;
+    EXPECT_EQ((*object)["metadata"]["annotations"]["pacer.dev/blob"], blob) << i;
+    EXPECT_EQ(recorder.calls("default/big-" + std::to_string(i)), 1) << "exactly once: " << i;
+  }
+  EXPECT_EQ(informer.list_page_size(), 3);
+  EXPECT_EQ(informer.relists(), 1);
+
+  // A re-list (after 410 Gone) starts at 3: its pages all fit.
+  auto lists = [&] {
+    int64_t n = 0;
+    for (const pacer::testing::AuditRecord& r : server_->AuditLog()) {
+      if (r.verb == "list" && r.resource == "trainjobs") ++n;
+    }
+    return n;
+  };
+  ASSERT_TRUE(server_->WaitFor([&] { return server_->OpenWatchCount() == 1; }, kWait));
+  const int64_t lists_before = lists();
+  server_->FailNextRequests("GET", "trainjobs", 503, 3);  // hold the re-watch off
+  server_->DropWatches();
+  ASSERT_TRUE(server_->WaitFor([&] { return server_->OpenWatchCount() == 0; }, kWait));
+  create_big("late");
+  server_->CompactHistory();
+  ASSERT_TRUE(recorder.WaitFor("default/late", [](const auto& o) { return o.has_value(); }));
+  EXPECT_EQ(informer.relists(), 2);
+  EXPECT_EQ(lists() - lists_before, 7) << "21 objects in pages of 3, none refused";
+  EXPECT_EQ(informer.list_page_size(), 3);
+  EXPECT_EQ(informer.List().size(), static_cast<size_t>(kObjects + 1));
+}
+
 }  // namespace
 }  // namespace pacer::controller
