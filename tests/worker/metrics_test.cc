@@ -136,6 +136,28 @@ TEST(WorkerMetricsTest, OtherPathsAndMethodsAreRefusedAndTheWorkerLives) {
             std::string::npos);
 }
 
+// The worker binds its port before the rendezvous and publishes once it
+// knows its resume step: meanwhile a scrape is told to retry (a resumed run
+// would otherwise show step 0), through the worker's own fixed answer (a
+// path without a handler took civetweb's error page, which overflows its
+// thread stack here), while a published server beside it serves its series.
+TEST(WorkerMetricsTest, AnUnpublishedServerAnswersRetryUntilPublished) {
+  auto published = Start();
+  ASSERT_NE(published, nullptr);
+  auto created = WorkerMetrics::Create(kLabels, "127.0.0.1:0", /*publish=*/false);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  WorkerMetrics& metrics = **created;
+  metrics.SetStepsCompleted(40);
+  const std::string before = HttpRequest(metrics.port(), "GET", "/metrics");
+  EXPECT_EQ(before.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0), 0u) << before;
+  EXPECT_NE(before.find("Retry-After: 1\r\n"), std::string::npos) << before;
+  EXPECT_NE(HttpGet(published->port(), "/metrics").find("pacer_worker_step"), std::string::npos);
+  metrics.Publish();
+  metrics.Publish();  // once only
+  const std::string after = HttpGet(metrics.port(), "/metrics");
+  EXPECT_EQ(Sample(after, "pacer_worker_step"), 40) << after;
+}
+
 TEST(WorkerMetricsTest, EveryMetricCarriesTheLabels) {
   auto metrics = Start();
   ASSERT_NE(metrics, nullptr);

@@ -2,11 +2,14 @@
 // it: a SIGTERM stops it after a checkpoint and a restart continues at the
 // right step; a torn checkpoint is ignored; a node whose peer dies exits with
 // the collective-failure code instead of hanging.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -323,6 +326,34 @@ TEST_F(WorkerProcessTest, ASigtermWhileRankZeroWaitsForAPeerThatNeverComesIsACle
   EXPECT_EQ(code, kExitStoppedAfterCheckpoint) << ExitCodeName(code) << "\n" << w.log;
   EXPECT_NE(w.log.find("rank=0 event=stopped during=initialize"), std::string::npos) << w.log;
   EXPECT_EQ(w.log.find("event=rank-killed"), std::string::npos) << w.log;
+}
+
+// A metrics port another process holds fails the rank before the
+// rendezvous. Bound after it, the rank failed only once its peers had
+// joined (here: never, so it waited out its timeout), and they then waited
+// on it until their collectives timed out.
+TEST_F(WorkerProcessTest, ATakenMetricsPortFailsBeforeTheRendezvous) {
+  const int taken = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(taken, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = 0;
+  ASSERT_EQ(::bind(taken, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(taken, 1), 0);
+  socklen_t length = sizeof(addr);
+  ASSERT_EQ(::getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &length), 0);
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["NNODES"] = "2";  // rank 1 never comes
+  env["LOCAL_WORLD_SIZE"] = "1";
+  env["NODE_RANK"] = "0";
+  env["PACER_METRICS_PORT"] = std::to_string(ntohs(addr.sin_port));
+  Worker w = Start(env);
+  const int code = WaitExit(w, std::chrono::seconds(60));
+  ::close(taken);
+  EXPECT_EQ(code, kExitInternalError) << ExitCodeName(code) << "\n" << w.log;
+  EXPECT_NE(w.log.find("rank=0 event=failed during=metrics"), std::string::npos) << w.log;
+  EXPECT_NE(w.log.find("PACER_METRICS_PORT"), std::string::npos) << w.log;
 }
 
 TEST_F(WorkerProcessTest, APeerKilledMidStepEndsTheOthersWithCollectiveFailure) {

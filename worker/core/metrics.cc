@@ -15,6 +15,8 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,17 +57,19 @@ void SetIfFinite(prometheus::Gauge* gauge, double value) {
   if (std::isfinite(value)) gauge->Set(value);
 }
 
-// Metrics servers of this process between their start and the registration
-// of /metrics: a scrape then finds no handler.
+// A scrape finds no /metrics handler on a metrics server between its start
+// and the registration of the metrics: while any server of this process is
+// being started (its port is not known yet), and on the ports of servers
+// created unpublished until Publish().
 std::atomic<int> g_exposers_starting{0};
-
-// The whole response; a HEAD's has the length but not the body.
-std::string FixedResponse(const char* status_line, const char* extra_headers, const char* body,
-                          bool head) {
-  return std::string("HTTP/1.1 ") + status_line +
-         "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
-         std::to_string(std::strlen(body)) + "\r\n" + extra_headers + "Connection: close\r\n\r\n" +
-         (head ? "" : body);
+std::mutex g_unpublished_mu;
+std::set<int>& UnpublishedPorts() {
+  static std::set<int>* ports = new std::set<int>();  // never destroyed: used by server threads
+  return *ports;
+}
+bool Unpublished(int port) {
+  std::lock_guard<std::mutex> lock(g_unpublished_mu);
+  return UnpublishedPorts().count(port) > 0;
 }
 
 // Counts a metrics server as starting while it lives (exceptions included).
@@ -76,6 +80,15 @@ class StartingExposer {
   StartingExposer(const StartingExposer&) = delete;
   StartingExposer& operator=(const StartingExposer&) = delete;
 };
+
+// The whole response; a HEAD's has the length but not the body.
+std::string FixedResponse(const char* status_line, const char* extra_headers, const char* body,
+                          bool head) {
+  return std::string("HTTP/1.1 ") + status_line +
+         "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " +
+         std::to_string(std::strlen(body)) + "\r\n" + extra_headers + "Connection: close\r\n\r\n" +
+         (head ? "" : body);
+}
 
 // civetweb's begin_request: answers, with fixed bytes, every request the
 // /metrics handler would not take. civetweb's own answer to those (404,
@@ -103,7 +116,8 @@ int AnswerWhatTheMetricsHandlerWouldNot(mg_connection* conn) {
     status = 405;
     response = FixedResponse("405 Method Not Allowed", "Allow: GET\r\n",
                              "method not allowed: GET /metrics\n", head);
-  } else if (g_exposers_starting.load() > 0) {
+  } else if (g_exposers_starting.load() > 0 ||
+             (request != nullptr && Unpublished(request->server_port))) {
     status = 503;
     response = FixedResponse("503 Service Unavailable", "Retry-After: 1\r\n",
                              "the metrics are not registered yet; retry\n", head);
@@ -117,7 +131,8 @@ int AnswerWhatTheMetricsHandlerWouldNot(mg_connection* conn) {
 }  // namespace
 
 StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabels& labels,
-                                                               const std::string& bind_address) {
+                                                               const std::string& bind_address,
+                                                               bool publish) {
   RETURN_IF_ERROR(CheckBindAddress(bind_address));
   std::unique_ptr<WorkerMetrics> m(new WorkerMetrics());
   m->registry_ = std::make_shared<prometheus::Registry>();
@@ -223,19 +238,36 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabe
     try {
       m->exposer_ = std::make_unique<prometheus::Exposer>(bind_address, 2, &callbacks);
     } catch (const std::exception& e) {  // civetweb reports bind failures by throwing
-      return FailedPreconditionError("cannot serve metrics on " + bind_address + ": " + e.what());
+      return FailedPreconditionError(
+          "cannot serve metrics on " + bind_address + ": " + e.what() +
+          "; another process holds the port: free it, or set --metrics-port / "
+          "PACER_METRICS_PORT to a free port (0 picks one)");
     }
-    m->exposer_->RegisterCollectable(m->registry_);
+    std::vector<int> ports = m->exposer_->GetListeningPorts();
+    if (ports.empty()) {
+      return FailedPreconditionError("metrics server on " + bind_address + " listens on no port");
+    }
+    m->port_ = ports.front();
+    // Still starting: until Publish(), this port answers 503.
+    std::lock_guard<std::mutex> lock(g_unpublished_mu);
+    UnpublishedPorts().insert(m->port_);
   }
-  std::vector<int> ports = m->exposer_->GetListeningPorts();
-  if (ports.empty()) {
-    return FailedPreconditionError("metrics server on " + bind_address + " listens on no port");
-  }
-  m->port_ = ports.front();
+  if (publish) m->Publish();
   return m;
 }
 
+void WorkerMetrics::Publish() {
+  if (published_.exchange(true)) return;
+  exposer_->RegisterCollectable(registry_);
+  std::lock_guard<std::mutex> lock(g_unpublished_mu);
+  UnpublishedPorts().erase(port_);
+}
+
 WorkerMetrics::~WorkerMetrics() {
+  if (port_ != 0 && !published_.exchange(true)) {
+    std::lock_guard<std::mutex> lock(g_unpublished_mu);
+    UnpublishedPorts().erase(port_);
+  }
   // Stop serving before the registry and the metrics go away.
   exposer_.reset();
 }

@@ -92,9 +92,16 @@ class WorkerMetrics {
   // Starts the HTTP exporter on `bind_address` ("host:port", e.g.
   // "0.0.0.0:9400"); port 0 picks a free port, reported by port(). Errors:
   // kInvalidArgument for a malformed address, kFailedPrecondition when it
-  // cannot listen (port taken, no permission).
+  // cannot listen (port taken, no permission). Without `publish`, /metrics
+  // answers with no series until Publish(): the worker binds its port
+  // before the rendezvous (a taken port fails at once, not after every
+  // peer has joined and waits on it) and shows its values once they are
+  // set (a resumed run would otherwise show step 0 for a moment).
   static StatusOr<std::unique_ptr<WorkerMetrics>> Create(const MetricsLabels& labels,
-                                                         const std::string& bind_address);
+                                                         const std::string& bind_address,
+                                                         bool publish = true);
+  // Serves the metrics (once; later calls do nothing).
+  void Publish();
   ~WorkerMetrics();
 
   WorkerMetrics(const WorkerMetrics&) = delete;
@@ -142,6 +149,7 @@ class WorkerMetrics {
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::atomic<bool> published_{false};
   int port_ = 0;
 
   prometheus::Histogram* step_duration_ = nullptr;

@@ -411,6 +411,21 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   const int rank = c.GlobalRank(local_rank);
   StopSignal stop_signal;
 
+  // 0. Metrics: each local rank exports on its own port, bound before the
+  // rendezvous. Bound after it (and after the model's initialisation), a
+  // taken port failed this rank only once every peer had joined, and they
+  // then waited on it until their collectives timed out. Published (values
+  // and all) once the resume step is known.
+  // (The backend itself comes after the store it keeps a pointer to, and so
+  // goes before it; constructing one does no work, so one names the label.)
+  MetricsLabels labels{c.job_name, c.job_namespace, std::to_string(rank), make_backend()->name(),
+                       c.gpu_type.empty() ? std::string("cpu") : c.gpu_type};
+  const int port = c.metrics_port == 0 ? 0 : c.metrics_port + local_rank;
+  auto metrics_or =
+      WorkerMetrics::Create(labels, "0.0.0.0:" + std::to_string(port), /*publish=*/false);
+  if (!metrics_or.ok()) return Fail(c, rank, "metrics", metrics_or.status());
+  WorkerMetrics& metrics = **metrics_or;
+
   // 1. Rendezvous.
   std::unique_ptr<TcpStoreServer> server;
   if (rank == 0) {
@@ -500,13 +515,6 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
     }
   }
 
-  // Metrics: each local rank exports on its own port.
-  MetricsLabels labels{c.job_name, c.job_namespace, std::to_string(rank), backend->name(),
-                       c.gpu_type.empty() ? std::string("cpu") : c.gpu_type};
-  const int port = c.metrics_port == 0 ? 0 : c.metrics_port + local_rank;
-  auto metrics_or = WorkerMetrics::Create(labels, "0.0.0.0:" + std::to_string(port));
-  if (!metrics_or.ok()) return Fail(c, rank, "metrics", metrics_or.status());
-  WorkerMetrics& metrics = **metrics_or;
   metrics.SetTotalSteps(c.total_steps);
   metrics.SetCheckpointIntervalSteps(c.checkpoint_interval_steps);
   metrics.SetStepsCompleted(step);
@@ -519,6 +527,7 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
                        // a bf16 plan's GEMMs in fp32).
                        planner::PrecisionName(backend->ExecutedPrecision(c.precision))});
   metrics.SetPredicted(c.predicted_step_seconds, c.predicted_memory_bytes);
+  metrics.Publish();
   Log(c, rank,
       "event=start backend=" + std::string(backend->name()) +
           " resume_step=" + std::to_string(step) + " run=" + resume->run_id +
