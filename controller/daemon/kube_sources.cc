@@ -99,7 +99,8 @@ StatusOr<Measurement> PrometheusMetricsSource::Measure(const JobRef& job) {
   if (!client_) {
     return UnavailableError("no Prometheus configured (--prometheus-url)");
   }
-  ASSIGN_OR_RETURN(JobMeasurement m, client_->MeasureJob(job.namespace_name, job.name, window_));
+  ASSIGN_OR_RETURN(JobMeasurement m,
+                   client_->MeasureJob(job.namespace_name, job.name, window_, job.attempt));
   Measurement out;
   out.step_seconds = m.step_seconds;
   out.steps_completed = m.steps_completed;

@@ -171,8 +171,12 @@ StatusOr<std::vector<PromSample>> PrometheusClient::Query(std::string_view promq
 }
 
 JobMeasurementQueries MeasureJobQueries(const std::string& namespace_name,
-                                        const std::string& job_name, std::chrono::seconds window) {
-  const std::string ns = ",namespace=" + PromQuote(namespace_name) + "}";
+                                        const std::string& job_name, std::chrono::seconds window,
+                                        std::optional<int64_t> attempt) {
+  // "" matches series without the label (Prometheus' absent = empty).
+  const std::string this_attempt =
+      attempt ? ",attempt=~" + PromQuote(std::to_string(*attempt) + "|") : std::string();
+  const std::string ns = ",namespace=" + PromQuote(namespace_name) + this_attempt + "}";
   const std::string current = "{trainjob=" + PromQuote(job_name) + ns;
   const std::string legacy = "{job=" + PromQuote(job_name) + ",trainjob=\"\"" + ns;
   const std::string range = "[" + std::to_string(window.count()) + "s]";
@@ -214,8 +218,9 @@ JobMeasurement JobMeasurementFromAnswers(const std::vector<PromSample>& step_sec
 
 StatusOr<JobMeasurement> PrometheusClient::MeasureJob(const std::string& namespace_name,
                                                       const std::string& job_name,
-                                                      std::chrono::seconds window) const {
-  const JobMeasurementQueries q = MeasureJobQueries(namespace_name, job_name, window);
+                                                      std::chrono::seconds window,
+                                                      std::optional<int64_t> attempt) const {
+  const JobMeasurementQueries q = MeasureJobQueries(namespace_name, job_name, window, attempt);
   ASSIGN_OR_RETURN(auto step, Query(q.step_seconds));
   ASSIGN_OR_RETURN(auto steps, Query(q.steps_completed));
   ASSIGN_OR_RETURN(auto total, Query(q.total_steps));

@@ -80,9 +80,11 @@ class PrometheusClient {
 
   // The job's mean step time over `window` (rate of the step histogram's sum
   // over the rate of its count, slowest rank), furthest step and total steps.
+  // `attempt` (when given): only that launch attempt's series (see
+  // MeasureJobQueries).
   StatusOr<JobMeasurement> MeasureJob(const std::string& namespace_name,
-                                      const std::string& job_name,
-                                      std::chrono::seconds window) const;
+                                      const std::string& job_name, std::chrono::seconds window,
+                                      std::optional<int64_t> attempt = std::nullopt) const;
 
   const std::string& base_url() const { return base_url_; }
 
@@ -99,6 +101,10 @@ std::string PromQuote(std::string_view value);
 // that named it in `job` (which collides with Prometheus' own scrape job
 // label). Each query matches both: `trainjob` = the name, or `trainjob`
 // empty and `job` = the name, so series of either kind still count.
+// With `attempt`, only series whose `attempt` label is that attempt or
+// absent (workers that do not export it): the previous attempt's pods stay
+// in the rate window after a relaunch, and their step time (of another
+// layout) was read as the new attempt's.
 struct JobMeasurementQueries {
   std::string step_seconds;
   std::string steps_completed;
@@ -106,7 +112,8 @@ struct JobMeasurementQueries {
   std::string ranks_reporting;
 };
 JobMeasurementQueries MeasureJobQueries(const std::string& namespace_name,
-                                        const std::string& job_name, std::chrono::seconds window);
+                                        const std::string& job_name, std::chrono::seconds window,
+                                        std::optional<int64_t> attempt = std::nullopt);
 
 }  // namespace pacer::controller
 

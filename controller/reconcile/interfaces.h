@@ -33,6 +33,9 @@ struct JobRef {
   std::string namespace_name;
   std::string name;
   std::string uid;  // owner references need it; empty in tests that do not
+  // The launch attempt whose workers a measurement is of (MetricsSource);
+  // absent: any.
+  std::optional<int64_t> attempt;
   std::string key() const { return namespace_name + "/" + name; }
 };
 

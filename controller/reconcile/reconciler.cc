@@ -931,7 +931,11 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
                  " workers running");
   }
   std::optional<double> usable_step_seconds;
-  StatusOr<Measurement> measurement = deps_.metrics->Measure(pass.ref);
+  // Of this attempt's workers only: the last attempt's (another layout) stay
+  // in a metrics backend's rate window for a while after a relaunch.
+  JobRef measured = pass.ref;
+  measured.attempt = pass.state.attempt;
+  StatusOr<Measurement> measurement = deps_.metrics->Measure(measured);
   if (measurement.ok()) {
     if (measurement->steps_completed) {
       pass.state.steps_completed =

@@ -80,6 +80,7 @@ std::map<std::string, std::string> WorkerEnvironment(const LaunchSpec& launch, i
   env["PACER_JOB_NAME"] = launch.job.name;
   env["PACER_JOB_NAMESPACE"] = launch.job.namespace_name;
   env["PACER_GPU_TYPE"] = l.gpu_type;
+  env["PACER_ATTEMPT"] = std::to_string(launch.attempt);
   if (!options.backend.empty()) env["PACER_BACKEND"] = options.backend;
   if (options.scale < 1.0) env["PACER_SCALE"] = Number(options.scale);
   env["PACER_PREDICTED_STEP_SECONDS"] = Number(launch.plan.step.step_seconds);

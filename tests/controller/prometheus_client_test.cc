@@ -162,6 +162,22 @@ TEST(PrometheusClientTest, QuotesLabelValues) {
   EXPECT_EQ(PromQuote("a\"b\\c"), "\"a\\\"b\\\\c\"");
 }
 
+// Runs `promtool test rules` on dir/queries_test.yaml; expects it to pass,
+// then removes `dir`.
+void ExpectPromtoolPasses(const fs::path& dir) {
+  const std::string log = (dir / "promtool.log").string();
+  const pid_t promtool =
+      Spawn({"promtool", "test", "rules", (dir / "queries_test.yaml").string()}, {}, log);
+  ASSERT_GT(promtool, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(promtool, &status, 0), promtool);
+  std::ifstream out(log);
+  std::stringstream output_text;
+  output_text << out.rdbuf();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output_text.str();
+  fs::remove_all(dir);
+}
+
 // The controller's queries find a job's workers whether they name the
 // TrainJob in `trainjob` (current workers; `job` is then the scrape job's)
 // or in `job` (older workers), and never count another TrainJob whose scrape
@@ -217,20 +233,41 @@ TEST(PrometheusClientTest, QueriesMatchTrainjobAndLegacyJobLabels) {
   expect(new_queries.steps_completed, 20);
   expect(new_queries.total_steps, 500);
   expect(new_queries.ranks_reporting, 2);
+  // Series without an `attempt` label (workers that do not export it)
+  // count for any attempt.
+  expect(MeasureJobQueries("research", "current", std::chrono::seconds(300), 4).step_seconds, 3);
   test.close();
+  ExpectPromtoolPasses(dir);
+}
 
-  const std::string log = (dir / "promtool.log").string();
-  const pid_t promtool =
-      Spawn({"promtool", "test", "rules", (dir / "queries_test.yaml").string()}, {}, log);
-  ASSERT_GT(promtool, 0);
-  int status = 0;
-  ASSERT_EQ(waitpid(promtool, &status, 0), promtool);
-  std::ifstream out(log);
-  std::stringstream output_text;
-  output_text << out.rdbuf();
-  const std::string output = output_text.str();
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
-  fs::remove_all(dir);
+// After a relaunch the previous attempt's pods stay in the rate window: the
+// new attempt's step time is its own, not the slowest of both layouts.
+TEST(PrometheusClientTest, AnAttemptsQueriesIgnoreThePreviousAttemptsPods) {
+  if (!OnPath("promtool")) GTEST_SKIP() << "no promtool binary (scripts/install-deps.sh)";
+  const fs::path dir = fs::temp_directory_path() / ("pacer-attempt-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream test(dir / "queries_test.yaml");
+  const std::string job = R"(job="pacer-workers",trainjob="resized",namespace="research",rank="0")";
+  // Attempt 1: 2 s steps until 8m, when it was stopped. Attempt 2 (another
+  // layout): 1 s steps from 9m.
+  test << "evaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n"
+       << "      - series: 'pacer_worker_step_duration_seconds_sum{" << job << R"(,attempt="1"}')"
+       << "\n        values: '0+2x8'\n"
+       << "      - series: 'pacer_worker_step_duration_seconds_count{" << job << R"(,attempt="1"}')"
+       << "\n        values: '0+1x8'\n"
+       << "      - series: 'pacer_worker_step_duration_seconds_sum{" << job << R"(,attempt="2"}')"
+       << "\n        values: '_x9 0+1x3'\n"
+       << "      - series: 'pacer_worker_step_duration_seconds_count{" << job << R"(,attempt="2"}')"
+       << "\n        values: '_x9 0+1x3'\n"
+       << "    promql_expr_test:\n";
+  auto expect = [&](const std::string& expr, double value) {
+    test << "      - expr: '" << expr << "'\n        eval_time: 12m\n"
+         << "        exp_samples:\n          - labels: '{}'\n            value: " << value << "\n";
+  };
+  expect(MeasureJobQueries("research", "resized", std::chrono::seconds(300), 2).step_seconds, 1);
+  expect(MeasureJobQueries("research", "resized", std::chrono::seconds(300), 1).step_seconds, 2);
+  test.close();
+  ExpectPromtoolPasses(dir);
 }
 
 TEST(PrometheusClientTest, MeasuresARunningWorkerThroughARealPrometheus) {

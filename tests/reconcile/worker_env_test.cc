@@ -24,7 +24,7 @@ spec:
 )");
   EXPECT_TRUE(job.ok()) << job.status().ToString();
   LaunchSpec launch;
-  launch.job = JobRef{"research", "llama", "uid-1"};
+  launch.job = JobRef{"research", "llama", "uid-1", std::nullopt};
   launch.spec = *job;
   planner::Layout& l = launch.plan.layout;
   l.gpu_type = "H100-SXM";
@@ -80,6 +80,8 @@ TEST(WorkerEnvTest, TheWorkerReadsBackThePlanOnEveryNode) {
     EXPECT_EQ(c->job_name, "llama");
     EXPECT_EQ(c->job_namespace, "research");
     EXPECT_EQ(c->gpu_type, "H100-SXM");
+    // Its metrics carry the attempt, so a relaunch's measurement is its own.
+    EXPECT_EQ(c->attempt, launch.attempt);
     ASSERT_TRUE(c->predicted_step_seconds.has_value());
     EXPECT_DOUBLE_EQ(*c->predicted_step_seconds, 7.5);
     // torchrun's spellings are there for a user's own PyTorch image.

@@ -27,7 +27,7 @@ TEST(GpuPluginTest, LoadsAndTheMetricsServerStillStarts) {
   ASSERT_NE((*plugin)->make_backend, nullptr);
   ASSERT_NE((*plugin)->calibrate, nullptr);
   EXPECT_STREQ((*plugin)->make_backend()->name(), "gpu");
-  auto metrics = WorkerMetrics::Create({"job", "ns", "0", "gpu", "H100-SXM"}, "127.0.0.1:0");
+  auto metrics = WorkerMetrics::Create({"job", "ns", "0", "gpu", "H100-SXM", ""}, "127.0.0.1:0");
   ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
   EXPECT_GT((*metrics)->port(), 0);
 }

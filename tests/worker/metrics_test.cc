@@ -52,7 +52,7 @@ std::string HttpGet(int port, const std::string& path) {
   return body == std::string::npos ? "" : response.substr(body + 4);
 }
 
-const MetricsLabels kLabels = {"llama-7b", "research", "3", "cpu", "H100-SXM"};
+const MetricsLabels kLabels = {"llama-7b", "research", "3", "cpu", "H100-SXM", ""};
 // prometheus-cpp sorts labels by name.
 const std::string kLabelText =
     R"(backend="cpu",gpu_type="H100-SXM",namespace="research",rank="3",trainjob="llama-7b")";
@@ -156,6 +156,21 @@ TEST(WorkerMetricsTest, AnUnpublishedServerAnswersRetryUntilPublished) {
   metrics.Publish();  // once only
   const std::string after = HttpGet(metrics.port(), "/metrics");
   EXPECT_EQ(Sample(after, "pacer_worker_step"), 40) << after;
+}
+
+// The launch attempt is a label when the controller gives one (so that its
+// queries leave the previous attempt's pods out), and absent otherwise.
+TEST(WorkerMetricsTest, TheAttemptIsALabelWhenGiven) {
+  MetricsLabels labels = kLabels;
+  labels.attempt = "3";
+  auto with = WorkerMetrics::Create(labels, "127.0.0.1:0");
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  const std::string text = HttpGet((*with)->port(), "/metrics");
+  EXPECT_NE(text.find("pacer_worker_step{attempt=\"3\"," + kLabelText + "} "), std::string::npos)
+      << text;
+  auto without = Start();
+  ASSERT_NE(without, nullptr);
+  EXPECT_EQ(HttpGet(without->port(), "/metrics").find("attempt="), std::string::npos);
 }
 
 TEST(WorkerMetricsTest, EveryMetricCarriesTheLabels) {

@@ -137,11 +137,12 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabe
   std::unique_ptr<WorkerMetrics> m(new WorkerMetrics());
   m->registry_ = std::make_shared<prometheus::Registry>();
   prometheus::Registry& registry = *m->registry_;
-  const prometheus::Labels constant = {{"trainjob", labels.trainjob},
-                                       {"namespace", labels.namespace_name},
-                                       {"rank", labels.rank},
-                                       {"backend", labels.backend},
-                                       {"gpu_type", labels.gpu_type}};
+  prometheus::Labels constant = {{"trainjob", labels.trainjob},
+                                 {"namespace", labels.namespace_name},
+                                 {"rank", labels.rank},
+                                 {"backend", labels.backend},
+                                 {"gpu_type", labels.gpu_type}};
+  if (!labels.attempt.empty()) constant["attempt"] = labels.attempt;
 
   auto gauge = [&](const std::string& name, const std::string& help) {
     return &prometheus::BuildGauge().Name(name).Help(help).Labels(constant).Register(registry).Add(

@@ -55,6 +55,9 @@ struct MetricsLabels {
   std::string rank;            // global rank, decimal
   std::string backend;         // "gpu" or "cpu" (PACER_BACKEND once resolved)
   std::string gpu_type;        // PACER_GPU_TYPE, a catalog name; "cpu" on the CPU backend
+  // PACER_ATTEMPT, decimal; "" when not given (Prometheus then has no
+  // `attempt` label: an empty label value is an absent label).
+  std::string attempt;
 };
 
 // The plan the worker runs, exported as pacer_worker_info{...} 1.

@@ -418,8 +418,12 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   // and all) once the resume step is known.
   // (The backend itself comes after the store it keeps a pointer to, and so
   // goes before it; constructing one does no work, so one names the label.)
-  MetricsLabels labels{c.job_name, c.job_namespace, std::to_string(rank), make_backend()->name(),
-                       c.gpu_type.empty() ? std::string("cpu") : c.gpu_type};
+  MetricsLabels labels{c.job_name,
+                       c.job_namespace,
+                       std::to_string(rank),
+                       make_backend()->name(),
+                       c.gpu_type.empty() ? std::string("cpu") : c.gpu_type,
+                       c.attempt > 0 ? std::to_string(c.attempt) : std::string()};
   const int port = c.metrics_port == 0 ? 0 : c.metrics_port + local_rank;
   auto metrics_or =
       WorkerMetrics::Create(labels, "0.0.0.0:" + std::to_string(port), /*publish=*/false);

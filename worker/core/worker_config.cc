@@ -184,6 +184,7 @@ StatusOr<WorkerConfig> ConfigFromEnvironment(const EnvLookup& getenv) {
   ReadString(getenv, "PACER_JOB_NAME", &c.job_name);
   ReadString(getenv, "PACER_JOB_NAMESPACE", &c.job_namespace);
   ReadString(getenv, "PACER_GPU_TYPE", &c.gpu_type);
+  RETURN_IF_ERROR(ReadInt(getenv, "PACER_ATTEMPT", 0, 1 << 30, &c.attempt));
   RETURN_IF_ERROR(ReadEnum(getenv, "PACER_BACKEND", {Backend::kAuto, Backend::kCpu, Backend::kGpu},
                            BackendName, &c.backend));
   RETURN_IF_ERROR(ReadDouble(getenv, "PACER_SCALE", 1e-6, 1.0, &c.scale));
@@ -373,6 +374,7 @@ std::map<std::string, std::string> EnvironmentForConfig(const WorkerConfig& c) {
   set("PACER_JOB_NAME", c.job_name);
   set("PACER_JOB_NAMESPACE", c.job_namespace);
   if (!c.gpu_type.empty()) set("PACER_GPU_TYPE", c.gpu_type);
+  if (c.attempt > 0) set("PACER_ATTEMPT", std::to_string(c.attempt));
   set("PACER_BACKEND", BackendName(c.backend));
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), "%.17g", c.scale);

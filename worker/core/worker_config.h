@@ -95,6 +95,11 @@ struct WorkerConfig {
   std::string job_name = "local";
   std::string job_namespace = "default";
   std::string gpu_type;  // catalog name, "" = unknown (CPU)
+  // The controller's launch attempt (PACER_ATTEMPT: 1, 2, ...), exported as
+  // the metrics' `attempt` label so that a new attempt's step time is not
+  // mixed with the previous attempt's pods (still in Prometheus' window);
+  // 0 = not given (no label).
+  int attempt = 0;
   Backend backend = Backend::kAuto;
   // Shrinks the model for CPU runs (hidden size, FFN and sequence length
   // scale by it, layers by sqrt of it); 1 = the planned size. The metrics

@@ -97,6 +97,7 @@ inline constexpr uint64_t kGpuPluginLayout = gpu_plugin_internal::FoldLayout({
     offsetof(WorkerConfig, job_name),
     offsetof(WorkerConfig, job_namespace),
     offsetof(WorkerConfig, gpu_type),
+    offsetof(WorkerConfig, attempt),
     offsetof(WorkerConfig, backend),
     offsetof(WorkerConfig, scale),
     offsetof(WorkerConfig, timeout_seconds),
