@@ -508,7 +508,7 @@ Status ControllerManager::Start() {
     return Status::Ok();
   }
   LeaderElectionOptions le;
-  le.namespace_name = m.options.lease_namespace;
+  le.namespace_name = LeaseNamespace(m.options.lease_namespace, m.options.kube);
   le.lease_name = m.options.lease_name;
   le.identity = m.options.identity;
   le.lease_duration = m.options.lease_duration;
@@ -563,6 +563,12 @@ ControllerManager::Exit ControllerManager::Wait() {
 }
 
 bool ControllerManager::IsLeader() const { return impl_->leading.load(); }
+std::string LeaseNamespace(const std::string& flag, const KubeConfig& kube) {
+  if (!flag.empty()) return flag;
+  return kube.context == "in-cluster" && !kube.namespace_name.empty() ? kube.namespace_name
+                                                                      : "pacer-system";
+}
+
 int ControllerManager::metrics_port() const {
   return impl_->health ? impl_->health->metrics_port() : 0;
 }

@@ -39,7 +39,8 @@ struct ManagerOptions {
   std::chrono::seconds measurement_window{120};
   int workers = 4;  // concurrent reconciles (never two for one job)
   bool leader_elect = true;
-  std::string lease_namespace = "pacer-system";
+  // "" = LeaseNamespace(kube): the pod's own namespace in a cluster.
+  std::string lease_namespace;
   std::string lease_name = "pacer-controller";
   std::string identity;  // "" = host name + pid
   // The Lease's timing (kube/leader_election.h; client-go's defaults).
@@ -64,6 +65,14 @@ struct ManagerOptions {
   // scheduler's thread.
   std::function<void()> scheduler_pass_hook;
 };
+
+// The Lease's namespace when --leader-election-namespace is not given: the
+// controller pod's own (its service account's namespace), so that a
+// kustomize overlay that moves the Deployment and its Role moves the Lease
+// too (a namespace fixed in the args stayed behind: 403 on the Lease, and
+// nothing reconciled while the pods stayed Ready); outside a cluster,
+// pacer-system.
+std::string LeaseNamespace(const std::string& flag, const KubeConfig& kube);
 
 class ControllerManager {
  public:

@@ -123,8 +123,8 @@ int main(int argc, char** argv) {
   app.add_flag("--leader-elect,!--no-leader-elect", leader_elect,
                "Lease-based leader election (run several replicas; one acts)")
       ->capture_default_str();
-  app.add_option("--leader-election-namespace", options.lease_namespace, "The Lease's namespace")
-      ->capture_default_str();
+  app.add_option("--leader-election-namespace", options.lease_namespace,
+                 "The Lease's namespace (default: the pod's own in a cluster, else pacer-system)");
   app.add_option("--leader-election-id", options.lease_name, "The Lease's name")
       ->capture_default_str();
   app.add_option("--identity", options.identity, "This replica's name (default: host_pid)");

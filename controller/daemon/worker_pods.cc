@@ -205,6 +205,10 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
           {"runAsUser", 65532},
           {"runAsGroup", 65532},
           {"fsGroup", 65532},
+          // Only when the volume's root is not the group's already: every
+          // relaunch re-chowned a whole checkpoint volume, inside the
+          // relaunch's start-up budget.
+          {"fsGroupChangePolicy", "OnRootMismatch"},
           {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
         {"containers", nlohmann::json::array({container})},
         {"volumes",

@@ -280,6 +280,10 @@ TEST_F(ChartTest, ControllerFlagsComeFromValues) {
   args = bare["spec"]["template"]["spec"]["containers"][0]["args"].get<std::vector<std::string>>();
   EXPECT_NE(std::find(args.begin(), args.end(), "--no-leader-elect"), args.end());
   for (const std::string& a : args) EXPECT_EQ(a.rfind("--prometheus-url", 0), std::string::npos);
+  // Nor may an upgrade overlap the old and the new controller: a rolling
+  // update ran both, each launching every job.
+  EXPECT_EQ(bare["spec"]["strategy"]["type"], "Recreate") << bare.dump(2);
+  EXPECT_FALSE(defaults["spec"].contains("strategy")) << defaults.dump(2);
   CommandResult two = HelmTemplate(helm_, "--set leaderElection.enabled=false --set replicaCount=2");
   EXPECT_NE(two.exit_code, 0);
   EXPECT_THAT(two.err, HasSubstr("needs leaderElection.enabled"));

@@ -44,6 +44,13 @@ TEST_F(E2eTest, AppliedJobRunsItsPodsReportsProgressThroughPrometheusAndSucceeds
   EXPECT_EQ(EnvOf(pod, "PACER_TOTAL_STEPS"), std::to_string(steps));
   EXPECT_EQ(EnvOf(pod, "PACER_JOB_NAME"), "tiny");
   EXPECT_EQ(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+  EXPECT_EQ(pod["spec"]["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+  // A relaunch does not re-chown the whole checkpoint volume.
+  EXPECT_EQ(pod["spec"]["securityContext"]["fsGroupChangePolicy"], "OnRootMismatch");
+  const nlohmann::json& container_security = pod["spec"]["containers"][0]["securityContext"];
+  EXPECT_EQ(container_security["allowPrivilegeEscalation"], false);
+  EXPECT_EQ(container_security["readOnlyRootFilesystem"], true);
+  EXPECT_EQ(container_security["capabilities"]["drop"], nlohmann::json::array({"ALL"}));
   EXPECT_EQ(pod["spec"]["automountServiceAccountToken"], false) << "workers need no API token";
   EXPECT_EQ(pod["spec"]["containers"][0]["terminationMessagePolicy"], "FallbackToLogsOnError");
   // One metrics port per local rank, so a PodMonitor can scrape them all.

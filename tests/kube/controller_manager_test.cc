@@ -52,6 +52,22 @@ ManagerOptions LivenessOptions(const KubeConfig& kube) {
 // A leader with nothing to reconcile never finishes a reconcile; before,
 // its liveness check failed once that silence outlasted the limit, and the
 // kubelet restarted an idle controller over and over.
+// Without --leader-election-namespace the Lease is in the controller pod's
+// own namespace: the manifests fixed pacer-system in the args, and an
+// overlay that moved the Deployment and its Role left the Lease behind
+// (403, nothing reconciled).
+TEST(LeaseNamespaceTest, ThePodsOwnNamespaceInAClusterElsePacerSystem) {
+  KubeConfig in_cluster;
+  in_cluster.context = "in-cluster";
+  in_cluster.namespace_name = "ml-platform";
+  EXPECT_EQ(LeaseNamespace("", in_cluster), "ml-platform");
+  EXPECT_EQ(LeaseNamespace("elsewhere", in_cluster), "elsewhere");
+  KubeConfig from_kubeconfig;
+  from_kubeconfig.context = "dev";
+  from_kubeconfig.namespace_name = "default";
+  EXPECT_EQ(LeaseNamespace("", from_kubeconfig), "pacer-system");
+}
+
 TEST_F(KubeTest, AnIdleLeaderStaysLive) {
   ControllerManager manager(LivenessOptions(Config()));
   ASSERT_TRUE(manager.Start().ok());
