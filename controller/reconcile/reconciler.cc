@@ -167,8 +167,12 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
     }
     pass.Set(kConditionInvalidSpec, kConditionTrue, "InvalidSpec", message);
     pass.Set(kConditionFailed, kConditionTrue, "InvalidSpec", message);
-    Status removed = deps_.launcher->Stop(pass.ref, StopMode::kRemove);
-    if (!removed.ok()) return {removed, std::nullopt};
+    // Running workers stop at a checkpoint, not killed: removed, they lost
+    // every step since the last periodic checkpoint to a typo in an edit.
+    // Fixing the spec relaunches the job from that checkpoint; deleting it
+    // removes them.
+    Status stopped = deps_.launcher->Stop(pass.ref, StopMode::kGraceful);
+    if (!stopped.ok()) return {stopped, std::nullopt};
     return Finish(pass, std::nullopt);
   }
   pass.spec = std::move(*spec);

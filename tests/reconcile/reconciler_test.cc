@@ -518,6 +518,31 @@ TEST_F(ReconcilerTest, AJobThatRestartsAfterItsDeadlinePassedRunsOnLate) {
   EXPECT_GE(launcher_.launches[1].plan.layout.gpus(), launcher_.launches[0].plan.layout.gpus());
 }
 
+// An edit that makes a running job's spec invalid stops its workers at a
+// checkpoint instead of deleting them (which lost every step since the
+// last periodic checkpoint); fixing the spec relaunches the job.
+TEST_F(ReconcilerTest, AnInvalidEditStopsTheWorkersAtACheckpointAndAFixRelaunches) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  nlohmann::json& job = store_.jobs[kKey];
+  const nlohmann::json good_batch = job["spec"]["training"]["globalBatchSize"];
+  job["spec"]["training"]["globalBatchSize"] = -4;
+  job["metadata"]["generation"] = 2;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Failed");
+  EXPECT_EQ(ConditionReason("InvalidSpec"), "True/InvalidSpec");
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 0);
+  EXPECT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
+  // The workers checkpoint and exit; the user fixes the edit.
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  job["spec"]["training"]["globalBatchSize"] = good_batch;
+  job["metadata"]["generation"] = 3;
+  for (int i = 0; i < 3 && launcher_.launches.size() < 2; ++i) ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u) << Status().dump();
+  EXPECT_NE(Status()["phase"], "Failed") << Status().dump();
+  EXPECT_EQ(Status().value("restarts", 0), 0) << "a stop at a checkpoint is no failure";
+}
+
 TEST_F(ReconcilerTest, InvalidSpecSetsAConditionAndOthersKeepBeingServed) {
   nlohmann::json bad = LlamaJob("bad");
   bad["spec"]["training"]["globalBatchSize"] = -4;
