@@ -100,7 +100,7 @@ Status ParseMetadata(const Field& f, JobSpec* job) {
   if (!IsDns1123Subdomain(job->name)) {
     return name.ErrorGot(
         "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and "
-        "ending with a letter or digit, at most 253 characters)");
+        "ending with a letter or digit, at most 63 characters: it labels the job's pods)");
   }
   if (job->name.size() > 63) {
     // The name is the value of the pacer.dev/job label on the job's pods
