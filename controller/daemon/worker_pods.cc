@@ -178,9 +178,11 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
         {"labels", labels},
         {"annotations",
          {{kLayoutAnnotation, cli::PlanJson(launch.plan, launch.plan_unix_seconds).dump()},
-          {kNodesAnnotation, std::to_string(l.nodes)},
-          {"prometheus.io/scrape", "true"},
-          {"prometheus.io/port", std::to_string(options.metrics_port)}}},
+          // No prometheus.io/scrape annotations: they name one port (local
+          // rank 0 only), and beside the PodMonitor or the documented
+          // pacer-workers job an annotation scrape job scraped that rank
+          // twice (docs/metrics.md, "Scraping").
+          {kNodesAnnotation, std::to_string(l.nodes)}}},
         {"ownerReferences", nlohmann::json::array({OwnerReference(launch)})}}},
       {"spec",
        {{"hostname", name},

@@ -777,6 +777,11 @@ TEST_F(ReconcilerTest, PodLayoutAnnotationPredictsTheSameCompletionAsStatus) {
   const std::string predicted = layout["predictedCompletionTime"].get<std::string>();
   EXPECT_EQ(predicted, Status()["plan"]["predictedCompletionTime"]);
   EXPECT_EQ(predicted.rfind("2026-", 0), 0u) << predicted;  // ~7.7 days after the plan
+  // No prometheus.io/scrape annotations: an annotation scrape job beside
+  // the PodMonitor scraped local rank 0 twice, and the other ranks never.
+  for (const auto& [key, value] : pod["metadata"]["annotations"].items()) {
+    EXPECT_EQ(key.rfind("prometheus.io/", 0), std::string::npos) << key;
+  }
 }
 
 // A worker pod requests host CPU and memory per GPU it holds: without
