@@ -64,10 +64,12 @@ class AnswerLimit {
 // The body of `response`, at most `limit.max_bytes()`: refused before reading when
 // its Content-Length is larger, else read 64 KiB at a time and refused as soon
 // as it passes the limit. A refusal is ResourceExhausted("<what>: the answer
-// is over N bytes<remedy>") and cancels `cancel`, which the request must have
-// been made with, so cpprestsdk drops the connection instead of draining it.
-// A request that had limit.StopReadingPast() and was stopped by it is
-// refused the same way, whatever the reader had taken by then.
+// is over N bytes<remedy>"; the request must have had
+// limit.StopReadingPast(), which ends cpprestsdk's read of the rest within
+// one block past the limit (`cancel` is not cancelled: that raced with the
+// read on TLS connections and crashed in boost::asio). A request stopped by
+// StopReadingPast is refused the same way, whatever the reader had taken by
+// then.
 // With a `deadline` (steady time), a body not read whole by then is
 // DeadlineExceeded: a server that sent its headers and then stalls holds the
 // caller no longer than the headers could (the read is abandoned, not
