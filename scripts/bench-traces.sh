@@ -19,7 +19,7 @@ set -euo pipefail
 traces=${1:?usage: scripts/bench-traces.sh TRACES_DIR [PACER_BINARY]}
 # Paths given relative to the caller's directory, read before the cd below.
 [[ -d "$traces" ]] || { echo "no traces folder at $traces" >&2; exit 2; }
-traces=$(cd "$traces" && pwd)
+traces=$(CDPATH='' cd -- "$traces" >/dev/null && pwd)
 pacer=${2:-}
 if [[ -n "$pacer" && "$pacer" != /* ]]; then pacer="$PWD/$pacer"; fi
 cd "$(dirname "$0")/.."

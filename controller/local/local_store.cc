@@ -13,15 +13,14 @@ void AsNewJob(nlohmann::json& job) {
                                  "resourceVersion", "managedFields", "uid", "generation"}) {
     metadata.erase(server_set);
   }
-  if (metadata.contains("creationTimestamp") && !metadata["creationTimestamp"].is_string()) {
-    metadata.erase("creationTimestamp");
-  }
+  // Set by the API server at creation, never taken from the client:
+  // maxDuration counts from the job's first start (run_command.cc).
+  metadata.erase("creationTimestamp");
 }
 
 LocalJobStore::LocalJobStore(nlohmann::json job, std::function<void(const LocalEvent&)> on_event)
     : job_(std::move(job)), on_event_(std::move(on_event)) {
   if (!job_.is_object()) job_ = nlohmann::json::object();
-  AsNewJob(job_);
   if (!job_.contains("metadata") || !job_["metadata"].is_object()) {
     job_["metadata"] = nlohmann::json::object();
   }

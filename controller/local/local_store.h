@@ -23,18 +23,20 @@ struct LocalEvent {
 // The TrainJob of a file as `kubectl apply` would create it: the API server
 // ignores what a client sends as status and as server-set metadata
 // (deletionTimestamp, finalizers, resourceVersion, managedFields, uid,
-// generation), and `creationTimestamp: null` (what `kubectl create
-// --dry-run=client -o yaml` writes) is no time. Kept, an exported `kubectl
-// get -o yaml` with `phase: Succeeded` exited 0 without training, its other
-// status fields (steps, restarts, excluded nodes) carried into this run, a
-// deletionTimestamp left the run waiting for a deletion forever, and a null
-// creation time slid maxDuration with the clock.
+// generation, creationTimestamp). Kept, an exported `kubectl get -o yaml`
+// with `phase: Succeeded` exited 0 without training, its other status
+// fields (steps, restarts, excluded nodes) carried into this run, a
+// deletionTimestamp left the run waiting for a deletion forever, an old
+// creation time made maxDuration's deadline long past, and
+// `creationTimestamp: null` (what `kubectl create --dry-run=client -o yaml`
+// writes) slid maxDuration with the clock. `pacer run` then sets the
+// creation time to the job's first start.
 void AsNewJob(nlohmann::json& job);
 
 class LocalJobStore final : public JobStore {
  public:
-  // `job` is the TrainJob as parsed from the user's file, made a new job
-  // (AsNewJob); metadata.namespace defaults to "default".
+  // `job` is the TrainJob as parsed from the user's file (made a new job by
+  // AsNewJob first); metadata.namespace defaults to "default".
   LocalJobStore(nlohmann::json job, std::function<void(const LocalEvent&)> on_event);
 
   std::string key() const;

@@ -282,6 +282,11 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   // called infeasible, and the first ETA was 5 minutes late.
   reconciler_options.replan.constants.startup_seconds = kLocalStartupSeconds;
   reconciler_options.use_finalizer = false;
+  // A run that resumes a checkpoint continues a job that has run: past its
+  // deadline it runs on late (as in a cluster) instead of exiting 2 with
+  // "in the past" beside the checkpoints.
+  reconciler_options.resumes_earlier_run =
+      ResumableCheckpointStep(work_dir + "/checkpoints").has_value();
   reconciler_options.max_restarts = options.max_restarts;
   reconciler_options.transition_poll = std::chrono::milliseconds(500);
   reconciler_options.pending_retry = std::chrono::milliseconds(5000);

@@ -335,7 +335,7 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
   plan_options.constants = options_.replan.constants;
   // A job that has run finishes late on the fastest plan (below) rather
   // than fail: a past deadline failed a restart after it as InvalidSpec.
-  plan_options.deadline_may_have_passed = pass.state.attempt > 0;
+  plan_options.deadline_may_have_passed = HasRun(pass);
   const planner::Calibration calibration = pass.state.calibration;
 
   if (pass.state.next_layout) {
@@ -453,7 +453,7 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
     }
     std::string message =
         result->advice ? result->advice->summary : std::string("no plan meets the deadline");
-    if (pass.state.attempt > 0 && result->plan) {
+    if (HasRun(pass) && result->plan) {
       // The job has run (a restart or a re-plan): stopping now would only
       // lose more. Run the fastest plan and say that it will be late.
       if (!pass.Had(kConditionDeadlineAtRisk, "DeadlineUnreachable")) {
@@ -709,9 +709,19 @@ ReconcileResult Reconciler::ReconcileScheduled(Pass& pass, const ClusterInventor
   options.alternatives = 0;
   options.exact_gpus = a.gpus;
   options.constants = options_.replan.constants;
-  options.deadline_may_have_passed = pass.state.attempt > 0;
+  options.deadline_may_have_passed = HasRun(pass);
   StatusOr<planner::PlanResult> result =
       planner::Plan(pinned, inventory.inventory, pass.state.calibration, options);
+  if (result.ok() && result->plan && !result->feasible && result->advice && pass.deadline &&
+      *pass.deadline <= pass.now) {
+    // Past its deadline (a restart after it): it runs on late, and says so,
+    // as it does without the cluster scheduler.
+    const std::string& message = result->advice->summary;
+    if (!pass.Had(kConditionDeadlineAtRisk, "DeadlineUnreachable")) {
+      deps_.store->RecordEvent(pass.object, "Warning", "DeadlineUnreachable", message);
+    }
+    pass.Set(kConditionDeadlineAtRisk, kConditionTrue, "DeadlineUnreachable", message);
+  }
   if (!result.ok() || !result->plan) {
     return ReconcileWaiting(
         pass, "WaitingForAllocatedGpus",
@@ -1144,6 +1154,10 @@ ReconcileResult Reconciler::ReconcileFailedWorkers(Pass& pass, const WorkerGroup
   pass.phase = Phase::kPending;
   pass.Set(kConditionWorkerFailure, kConditionTrue, action.reason, message);
   return written_then_removed(Finish(pass, Millis(0)));
+}
+
+bool Reconciler::HasRun(const Pass& pass) const {
+  return pass.state.attempt > 0 || options_.resumes_earlier_run;
 }
 
 bool Reconciler::WorkersJustEnded(const JobRef& job) {

@@ -72,6 +72,11 @@ inline constexpr const char* kConditionWorkerFailure = "WorkerFailure";
 
 struct ReconcilerOptions {
   int max_restarts = 3;       // worker failures before the job fails
+  // The job has run before this reconciler saw it (local mode resuming from
+  // a checkpoint, whose status did not outlive the last run): like a job
+  // with attempts, it runs on late past its deadline instead of failing
+  // as a spec error.
+  bool resumes_earlier_run = false;
   bool use_finalizer = true;  // off in local mode (nothing outlives it)
   ReplanOptions replan;       // margin and hysteresis
   // How long a job waiting for GPUs waits before it is planned again (a
@@ -194,6 +199,9 @@ class Reconciler {
   ReconcileResult ReconcileFailedWorkers(Pass& pass, const WorkerGroup& group);
   // Whether some of the job's workers ended since this pass observed them.
   bool WorkersJustEnded(const JobRef& job);
+  // Whether the job has run before (an attempt, or an earlier run this
+  // reconciler resumes): it then runs on late rather than fail.
+  bool HasRun(const Pass& pass) const;
   ReconcileResult Finish(Pass& pass, std::optional<std::chrono::milliseconds> requeue_after);
 
   ReconcilerDeps deps_;

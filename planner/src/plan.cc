@@ -119,7 +119,8 @@ StatusOr<std::vector<int>> AllowedPools(const JobSpec& job, const Inventory& inv
 
 // Explains, when nothing fits at all, which constraint bit hardest;
 // `*blamed` (when given) gets that constraint.
-Status NothingFits(const internal::SearchOutcome& outcome, std::optional<RejectReason>* blamed) {
+Status NothingFits(const JobSpec& job, const internal::SearchOutcome& outcome,
+                   std::optional<RejectReason>* blamed) {
   const auto& r = outcome.rejections;
   auto count = [&r](RejectReason reason) { return r[static_cast<int>(reason)].count; };
   const RejectionSummary& oom = r[static_cast<int>(RejectReason::kOutOfMemory)];
@@ -131,9 +132,11 @@ Status NothingFits(const internal::SearchOutcome& outcome, std::optional<RejectR
     // otherwise they were tried and did not fit either (or the global
     // batch and the model's shape allow no larger layout).
     std::vector<std::string> fixes;
-    if (count(RejectReason::kGpuCountLimits) > 0) {
-      fixes.push_back("allow more GPUs (" +
-                      r[static_cast<int>(RejectReason::kGpuCountLimits)].detail + ")");
+    // (The GPU-count rejections also count layouts below minGPUs: only a
+    // maxGPUs can have kept larger ones out.)
+    if (job.resources.max_gpus && count(RejectReason::kGpuCountLimits) > 0) {
+      fixes.push_back("allow more GPUs (spec.resources.maxGPUs is " +
+                      std::to_string(*job.resources.max_gpus) + ")");
     }
     if (count(RejectReason::kNotEnoughFreeGpus) > 0) {
       fixes.push_back("more GPUs (" + r[static_cast<int>(RejectReason::kNotEnoughFreeGpus)].detail +
@@ -297,7 +300,7 @@ StatusOr<PlanResult> PlanImpl(const JobSpec& job, const Inventory& inventory,
   for (auto& r : outcome.rejections) {
     if (r.count > 0) result.rejections.push_back(r);
   }
-  if (!outcome.fastest) return NothingFits(outcome, blamed);
+  if (!outcome.fastest) return NothingFits(job, outcome, blamed);
 
   if (outcome.best) {
     result.feasible = true;

@@ -49,9 +49,6 @@ ManagerOptions LivenessOptions(const KubeConfig& kube) {
   return options;
 }
 
-// A leader with nothing to reconcile never finishes a reconcile; before,
-// its liveness check failed once that silence outlasted the limit, and the
-// kubelet restarted an idle controller over and over.
 // Without --leader-election-namespace the Lease is in the controller pod's
 // own namespace: the manifests fixed pacer-system in the args, and an
 // overlay that moved the Deployment and its Role left the Lease behind
@@ -68,6 +65,9 @@ TEST(LeaseNamespaceTest, ThePodsOwnNamespaceInAClusterElsePacerSystem) {
   EXPECT_EQ(LeaseNamespace("", from_kubeconfig), "pacer-system");
 }
 
+// A leader with nothing to reconcile never finishes a reconcile; before,
+// its liveness check failed once that silence outlasted the limit, and the
+// kubelet restarted an idle controller over and over.
 TEST_F(KubeTest, AnIdleLeaderStaysLive) {
   ControllerManager manager(LivenessOptions(Config()));
   ASSERT_TRUE(manager.Start().ok());

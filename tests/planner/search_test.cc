@@ -684,7 +684,7 @@ TEST(SearchTest, NothingFitsNamesTheLimitThatKeptLargerLayoutsOut) {
       ParseOrDie(JobYaml(big + "  resources: {gpuTypes: [H100-SXM], maxGPUs: 8}\n", model));
   const auto by_cap = Plan(capped, Pools(64, 512, 0, 0), {}, Options());
   ASSERT_FALSE(by_cap.ok());
-  EXPECT_NE(by_cap.status().message().find("allow more GPUs (spec.resources allows 1 to 8 GPUs)"),
+  EXPECT_NE(by_cap.status().message().find("allow more GPUs (spec.resources.maxGPUs is 8)"),
             std::string::npos)
       << by_cap.status().message();
 
@@ -696,6 +696,13 @@ TEST(SearchTest, NothingFitsNamesTheLimitThatKeptLargerLayoutsOut) {
   EXPECT_EQ(message.find("maxGPUs"), std::string::npos) << message;
   EXPECT_NE(message.find("more GPUs (pool h100 has 8 free H100-SXM GPUs;"), std::string::npos)
       << message;
+  // A minGPUs (which rejects smaller layouts) is no limit on larger ones.
+  const JobSpec floored =
+      ParseOrDie(JobYaml(big + "  resources: {gpuTypes: [H100-SXM], minGPUs: 8}\n", model));
+  const auto by_floor = Plan(floored, Pools(1, 8, 0, 0), {}, Options());
+  ASSERT_FALSE(by_floor.ok());
+  EXPECT_EQ(by_floor.status().message().find("allow more GPUs"), std::string::npos)
+      << by_floor.status().message();
 }
 
 TEST(SearchTest, RejectionsExplainTheLosers) {

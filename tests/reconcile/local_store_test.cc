@@ -26,20 +26,23 @@ nlohmann::json Exported() {
 }
 
 TEST(LocalJobStoreTest, AnExportedObjectBecomesANewJob) {
-  LocalJobStore store(Exported(), [](const LocalEvent&) {});
+  nlohmann::json exported = Exported();
+  AsNewJob(exported);
+  LocalJobStore store(exported, [](const LocalEvent&) {});
   const nlohmann::json job = store.Snapshot();
   EXPECT_FALSE(job.contains("status")) << job.dump();
   const nlohmann::json& m = job["metadata"];
-  for (const char* gone : {"deletionTimestamp", "finalizers", "resourceVersion", "managedFields"}) {
+  // The old job's creation time too: maxDuration counts from this job's
+  // first start (pacer run sets it), not from a day-old export's.
+  for (const char* gone : {"deletionTimestamp", "finalizers", "resourceVersion", "managedFields",
+                           "creationTimestamp"}) {
     EXPECT_FALSE(m.contains(gone)) << gone << ": " << m.dump();
   }
   EXPECT_EQ(m["generation"], 1);
   EXPECT_EQ(m["uid"], "local");
-  // What the user wrote stays: the name, labels, and a creation time (from
-  // which maxDuration counts).
+  // What the user wrote stays: the name and labels.
   EXPECT_EQ(m["name"], "j");
   EXPECT_EQ(m["labels"]["team"], "a");
-  EXPECT_EQ(m["creationTimestamp"], "2026-11-29T00:00:00Z");
   EXPECT_EQ(job["spec"], Exported()["spec"]);
 }
 
@@ -54,6 +57,10 @@ TEST(LocalJobStoreTest, ANullCreationTimeIsNoCreationTime) {
   job["metadata"]["creationTimestamp"] = 12;
   AsNewJob(job);
   EXPECT_FALSE(job["metadata"].contains("creationTimestamp")) << job.dump();
+  // The store keeps the creation time pacer run sets after AsNewJob.
+  job["metadata"]["creationTimestamp"] = "2026-12-01T00:00:00Z";
+  LocalJobStore store(job, [](const LocalEvent&) {});
+  EXPECT_EQ(store.Snapshot()["metadata"]["creationTimestamp"], "2026-12-01T00:00:00Z");
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ class ReconcilerTest : public ::testing::Test {
   Reconciler& reconciler() {
     if (!reconciler_) {
       ReconcilerDeps deps{&store_, &launcher_, &metrics_, &inventory_, &clock_};
-      reconciler_ = std::make_unique<Reconciler>(deps, ReconcilerOptions{});
+      reconciler_ = std::make_unique<Reconciler>(deps, reconciler_options_);
     }
     return *reconciler_;
   }
@@ -78,6 +78,7 @@ class ReconcilerTest : public ::testing::Test {
   FakeLauncher launcher_;
   FakeMetrics metrics_;
   FakeInventory inventory_;
+  ReconcilerOptions reconciler_options_;  // before the first Pass()
   std::unique_ptr<Reconciler> reconciler_;
 };
 
@@ -541,6 +542,21 @@ TEST_F(ReconcilerTest, AnInvalidEditStopsTheWorkersAtACheckpointAndAFixRelaunche
   ASSERT_EQ(launcher_.launches.size(), 2u) << Status().dump();
   EXPECT_NE(Status()["phase"], "Failed") << Status().dump();
   EXPECT_EQ(Status().value("restarts", 0), 0) << "a stop at a checkpoint is no failure";
+}
+
+// Local mode resuming a checkpoint (the status did not outlive the last
+// run) continues a job that has run: past its deadline it runs on late
+// instead of failing with "in the past" beside its checkpoints.
+TEST_F(ReconcilerTest, AResumedEarlierRunPastItsDeadlineRunsOnLate) {
+  reconciler_options_.resumes_earlier_run = true;
+  nlohmann::json job = LlamaJob();
+  job["spec"]["maxDuration"] = "6h";
+  store_.Put(job);
+  clock_.Advance(std::chrono::hours(7));
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u) << Status().dump();
+  EXPECT_EQ(ConditionReason("InvalidSpec"), "");
+  EXPECT_EQ(ConditionReason("DeadlineAtRisk"), "True/DeadlineUnreachable");
 }
 
 TEST_F(ReconcilerTest, InvalidSpecSetsAConditionAndOthersKeepBeingServed) {

@@ -90,6 +90,24 @@ TEST_F(ScheduledReconcileTest, AnAdmittedJobLaunchesOnExactlyItsAllocation) {
   EXPECT_EQ(launcher_.launches.size(), 1u);
 }
 
+// A restart after the deadline passed relaunches on the allocation, late,
+// and says so, as without the cluster scheduler.
+TEST_F(ScheduledReconcileTest, ARestartPastTheDeadlineRunsOnLateAndSaysSo) {
+  Allocate(Admitted(32));
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  store_.jobs[kKey]["spec"]["maxDuration"] = "6h";
+  clock_.Advance(std::chrono::hours(7));
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 4);
+  for (int i = 0; i < 3 && launcher_.launches.size() < 2; ++i) ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u) << Status().dump();
+  EXPECT_EQ(launcher_.launches[1].plan.layout.gpus(), 32);
+  EXPECT_EQ(ConditionReason("InvalidSpec"), "");
+  EXPECT_EQ(ConditionReason("DeadlineAtRisk"), "True/DeadlineUnreachable");
+  EXPECT_EQ(store_.CountEvents("DeadlineUnreachable"), 1);
+}
+
 TEST_F(ScheduledReconcileTest, ARejectedJobIsNotLaunchedAndSaysWhatWouldAdmitIt) {
   Allocation rejected;
   rejected.gpu_type = "H100-SXM";

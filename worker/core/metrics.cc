@@ -63,13 +63,20 @@ void SetIfFinite(prometheus::Gauge* gauge, double value) {
 // created unpublished until Publish().
 std::atomic<int> g_exposers_starting{0};
 std::mutex g_unpublished_mu;
-std::set<int>& UnpublishedPorts() {
-  static std::set<int>* ports = new std::set<int>();  // never destroyed: used by server threads
+std::multiset<int>& UnpublishedPorts() {
+  // Never destroyed: used by server threads. A multiset: a server that
+  // reuses the port of one not yet gone keeps its own mark.
+  static std::multiset<int>* ports = new std::multiset<int>();
   return *ports;
 }
 bool Unpublished(int port) {
   std::lock_guard<std::mutex> lock(g_unpublished_mu);
   return UnpublishedPorts().count(port) > 0;
+}
+void UnmarkUnpublished(int port) {
+  std::lock_guard<std::mutex> lock(g_unpublished_mu);
+  auto it = UnpublishedPorts().find(port);
+  if (it != UnpublishedPorts().end()) UnpublishedPorts().erase(it);  // one mark only
 }
 
 // Counts a metrics server as starting while it lives (exceptions included).
@@ -260,17 +267,15 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabe
 void WorkerMetrics::Publish() {
   if (published_.exchange(true)) return;
   exposer_->RegisterCollectable(registry_);
-  std::lock_guard<std::mutex> lock(g_unpublished_mu);
-  UnpublishedPorts().erase(port_);
+  UnmarkUnpublished(port_);
 }
 
 WorkerMetrics::~WorkerMetrics() {
-  if (port_ != 0 && !published_.exchange(true)) {
-    std::lock_guard<std::mutex> lock(g_unpublished_mu);
-    UnpublishedPorts().erase(port_);
-  }
-  // Stop serving before the registry and the metrics go away.
+  // Stop serving before the registry and the metrics go away, and before
+  // the port stops answering 503: unmarked first, a scrape in between met
+  // civetweb's 404 page (see AnswerWhatTheMetricsHandlerWouldNot).
   exposer_.reset();
+  if (port_ != 0 && !published_.exchange(true)) UnmarkUnpublished(port_);
 }
 
 void WorkerMetrics::ObserveStep(const StepMeasurement& m) {
