@@ -285,8 +285,9 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   // A run that resumes a checkpoint continues a job that has run: past its
   // deadline it runs on late (as in a cluster) instead of exiting 2 with
   // "in the past" beside the checkpoints.
-  reconciler_options.resumes_earlier_run =
-      ResumableCheckpointStep(work_dir + "/checkpoints").has_value();
+  const std::string checkpoints = work_dir + "/checkpoints";
+  const std::optional<int64_t> resume_step = ResumableCheckpointStep(checkpoints);
+  reconciler_options.resumes_earlier_run = resume_step.has_value();
   reconciler_options.max_restarts = options.max_restarts;
   reconciler_options.transition_poll = std::chrono::milliseconds(500);
   reconciler_options.pending_retry = std::chrono::milliseconds(5000);
@@ -300,9 +301,8 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
     out << "  note: spec.worker.image and spec.worker.command apply in a cluster; pacer run "
            "starts the worker above (--worker-binary)\n";
   }
-  const std::string checkpoints = launcher_options.work_dir + "/checkpoints";
-  if (std::optional<int64_t> step = ResumableCheckpointStep(checkpoints)) {
-    out << "  resuming from step " << *step << " (checkpoint in " << checkpoints
+  if (resume_step) {
+    out << "  resuming from step " << *resume_step << " (checkpoint in " << checkpoints
         << "); maxDuration counts from the first start, "
         << metadata.value("creationTimestamp", std::string()) << "\n";
   }

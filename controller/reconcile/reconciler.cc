@@ -456,10 +456,7 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
     if (HasRun(pass) && result->plan) {
       // The job has run (a restart or a re-plan): stopping now would only
       // lose more. Run the fastest plan and say that it will be late.
-      if (!pass.Had(kConditionDeadlineAtRisk, "DeadlineUnreachable")) {
-        deps_.store->RecordEvent(pass.object, "Warning", "DeadlineUnreachable", message);
-      }
-      pass.Set(kConditionDeadlineAtRisk, kConditionTrue, "DeadlineUnreachable", message);
+      MarkRunningLate(pass, message);
       return LaunchPlan(pass, *result->plan);
     }
     deadline_unreachable(message);
@@ -716,11 +713,7 @@ ReconcileResult Reconciler::ReconcileScheduled(Pass& pass, const ClusterInventor
       *pass.deadline <= pass.now) {
     // Past its deadline (a restart after it): it runs on late, and says so,
     // as it does without the cluster scheduler.
-    const std::string& message = result->advice->summary;
-    if (!pass.Had(kConditionDeadlineAtRisk, "DeadlineUnreachable")) {
-      deps_.store->RecordEvent(pass.object, "Warning", "DeadlineUnreachable", message);
-    }
-    pass.Set(kConditionDeadlineAtRisk, kConditionTrue, "DeadlineUnreachable", message);
+    MarkRunningLate(pass, result->advice->summary);
   }
   if (!result.ok() || !result->plan) {
     return ReconcileWaiting(
@@ -1154,6 +1147,13 @@ ReconcileResult Reconciler::ReconcileFailedWorkers(Pass& pass, const WorkerGroup
   pass.phase = Phase::kPending;
   pass.Set(kConditionWorkerFailure, kConditionTrue, action.reason, message);
   return written_then_removed(Finish(pass, Millis(0)));
+}
+
+void Reconciler::MarkRunningLate(Pass& pass, const std::string& message) {
+  if (!pass.Had(kConditionDeadlineAtRisk, "DeadlineUnreachable")) {
+    deps_.store->RecordEvent(pass.object, "Warning", "DeadlineUnreachable", message);
+  }
+  pass.Set(kConditionDeadlineAtRisk, kConditionTrue, "DeadlineUnreachable", message);
 }
 
 bool Reconciler::HasRun(const Pass& pass) const {

@@ -202,6 +202,10 @@ class Reconciler {
   // Whether the job has run before (an attempt, or an earlier run this
   // reconciler resumes): it then runs on late rather than fail.
   bool HasRun(const Pass& pass) const;
+  // A job that has run, launched past what its deadline allows:
+  // DeadlineAtRisk=True DeadlineUnreachable with `message` (an event on the
+  // transition).
+  void MarkRunningLate(Pass& pass, const std::string& message);
   ReconcileResult Finish(Pass& pass, std::optional<std::chrono::milliseconds> requeue_after);
 
   ReconcilerDeps deps_;

@@ -96,12 +96,8 @@ bool KeepReservation(const SchedJob& job, double now_seconds, const SchedOptions
     segments.push_back(s);
   }
   if (segments.empty()) return false;
-  const double fraction = std::max(options.overhead_fraction, StallHeadroom(options));
-  double need = job.remaining_iterations / (1.0 - std::clamp(fraction, 0.0, 0.5));
-  if (segments.front().gpus != job.current_gpus) {
-    need += options.restart.RelaunchSeconds(segments.front().gpus) *
-            job.curve.IterationsPerSecond(segments.front().gpus);
-  }
+  const int first = segments.front().gpus;
+  const double need = NeededIterations(job, first, job.curve.IterationsPerSecond(first), options);
   if (work < need * (1 - 1e-9)) return false;
   for (const PlanSegment& s : segments) free.Reserve(s.start_seconds, s.end_seconds, s.gpus);
   kept.feasible = true;
