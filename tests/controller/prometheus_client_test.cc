@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -270,42 +271,80 @@ TEST(PrometheusClientTest, AnAttemptsQueriesIgnoreThePreviousAttemptsPods) {
   ExpectPromtoolPasses(dir);
 }
 
+// A real pacer-worker (a small CPU model that never finishes) scraped by a
+// real Prometheus with the given scrape job body (honor_labels and the
+// target's labels); both stopped when the test ends.
+class ScrapedWorker {
+ public:
+  ScrapedWorker(const std::string& name, const std::vector<std::string>& worker_env,
+                const std::string& scrape_options, const std::string& target_labels)
+      : dir_(fs::temp_directory_path() / ("pacer-prom-" + name + "-" + std::to_string(getpid()))) {
+    fs::create_directories(dir_);
+    const int worker_port = FreePort();
+    std::vector<std::string> env = {"PACER_BACKEND=cpu",
+                                    "MASTER_ADDR=127.0.0.1",
+                                    "MASTER_PORT=" + std::to_string(FreePort()),
+                                    "PACER_METRICS_PORT=" + std::to_string(worker_port),
+                                    "PACER_TOTAL_STEPS=100000",
+                                    "PACER_MODEL_LAYERS=2",
+                                    "PACER_MODEL_HIDDEN_SIZE=128",
+                                    "PACER_MODEL_ATTENTION_HEADS=4",
+                                    "PACER_SEQUENCE_LENGTH=64",
+                                    "PACER_MODEL_VOCAB_SIZE=512"};
+    env.insert(env.end(), worker_env.begin(), worker_env.end());
+    worker_ = Spawn({PACER_WORKER_BINARY}, env, (dir_ / "worker.log").string());
+    {
+      std::ofstream config(dir_ / "prometheus.yml");
+      config << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+             << "scrape_configs:\n  - job_name: pacer-workers\n"
+             << scrape_options << "    static_configs: [{targets: ['127.0.0.1:" << worker_port
+             << "'], labels: {" << target_labels << "}}]\n";
+    }
+    const int prometheus_port = FreePort();
+    prometheus_ = Spawn(
+        {"prometheus", "--config.file=" + (dir_ / "prometheus.yml").string(),
+         "--storage.tsdb.path=" + (dir_ / "data").string(),
+         "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port), "--log.level=warn"},
+        {}, (dir_ / "prometheus.log").string());
+    client_ = std::make_unique<PrometheusClient>(
+        "http://127.0.0.1:" + std::to_string(prometheus_port), std::chrono::milliseconds(5000));
+  }
+  ~ScrapedWorker() {
+    Stop(prometheus_);
+    Stop(worker_);
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+  ScrapedWorker(const ScrapedWorker&) = delete;
+  ScrapedWorker& operator=(const ScrapedWorker&) = delete;
+
+  PrometheusClient& client() { return *client_; }
+
+  // Waiting on external servers: bounded polling of their answers, until the
+  // job's measurement has a step time and at least 3 steps.
+  StatusOr<JobMeasurement> WaitForSteps(const std::string& ns, const std::string& job) {
+    StatusOr<JobMeasurement> m = UnavailableError("not asked yet");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      m = client_->MeasureJob(ns, job, std::chrono::seconds(10));
+      if (m.ok() && m->step_seconds && m->steps_completed && *m->steps_completed >= 3) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    return m;
+  }
+
+ private:
+  fs::path dir_;
+  pid_t worker_ = -1;
+  pid_t prometheus_ = -1;
+  std::unique_ptr<PrometheusClient> client_;
+};
+
 TEST(PrometheusClientTest, MeasuresARunningWorkerThroughARealPrometheus) {
   if (!OnPath("prometheus")) GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
-  const fs::path dir = fs::temp_directory_path() / ("pacer-prom-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  const int worker_port = FreePort();
-  const int prometheus_port = FreePort();
-  const pid_t worker =
-      Spawn({PACER_WORKER_BINARY},
-            {"PACER_JOB_NAME=measured", "PACER_JOB_NAMESPACE=research", "PACER_BACKEND=cpu",
-             "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(FreePort()),
-             "PACER_METRICS_PORT=" + std::to_string(worker_port), "PACER_TOTAL_STEPS=100000",
-             "PACER_MODEL_LAYERS=2", "PACER_MODEL_HIDDEN_SIZE=128", "PACER_MODEL_ATTENTION_HEADS=4",
-             "PACER_SEQUENCE_LENGTH=64", "PACER_MODEL_VOCAB_SIZE=512"},
-            (dir / "worker.log").string());
-  {
-    std::ofstream config(dir / "prometheus.yml");
-    config << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-           << "scrape_configs:\n  - job_name: pacer-workers\n    honor_labels: true\n"
-           << "    static_configs: [{targets: ['127.0.0.1:" << worker_port << "']}]\n";
-  }
-  const pid_t prometheus = Spawn(
-      {"prometheus", "--config.file=" + (dir / "prometheus.yml").string(),
-       "--storage.tsdb.path=" + (dir / "data").string(),
-       "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port), "--log.level=warn"},
-      {}, (dir / "prometheus.log").string());
-
-  PrometheusClient client("http://127.0.0.1:" + std::to_string(prometheus_port),
-                          std::chrono::milliseconds(5000));
-  // Waiting on external servers: bounded polling of their answers.
-  StatusOr<JobMeasurement> m = UnavailableError("not asked yet");
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline) {
-    m = client.MeasureJob("research", "measured", std::chrono::seconds(10));
-    if (m.ok() && m->step_seconds && m->steps_completed && *m->steps_completed >= 3) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  }
+  ScrapedWorker scraped("measured", {"PACER_JOB_NAME=measured", "PACER_JOB_NAMESPACE=research"},
+                        "    honor_labels: true\n", "");
+  const StatusOr<JobMeasurement> m = scraped.WaitForSteps("research", "measured");
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   ASSERT_TRUE(m->step_seconds.has_value());
   EXPECT_GT(*m->step_seconds, 0);
@@ -316,20 +355,42 @@ TEST(PrometheusClientTest, MeasuresARunningWorkerThroughARealPrometheus) {
   EXPECT_EQ(m->ranks_reporting, 1);
 
   // Another job's selector finds nothing: no measurement, not an error.
-  auto other = client.MeasureJob("research", "someone-else", std::chrono::seconds(10));
+  auto other = scraped.client().MeasureJob("research", "someone-else", std::chrono::seconds(10));
   ASSERT_TRUE(other.ok());
   EXPECT_FALSE(other->step_seconds.has_value());
   EXPECT_EQ(other->ranks_reporting, 0);
 
   // A query Prometheus rejects is the caller's bug: InvalidArgument, not retried.
-  auto bad = client.Query("rate(pacer_worker_step[");
+  auto bad = scraped.client().Query("rate(pacer_worker_step[");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("bad_data"), std::string::npos);
+}
 
-  Stop(prometheus);
-  Stop(worker);
-  fs::remove_all(dir);
+// A worker image is the user's, and so are the labels it exports. Scraped as
+// the Helm chart's PodMonitor scrapes (honor_labels: false; namespace, pod,
+// trainjob and attempt from the pod), a pod in one namespace that exports
+// another namespace's TrainJob labels feeds only its own: the victim's
+// measurement stays empty instead of taking the intruder's step time and
+// progress.
+TEST(PrometheusClientTest, AWorkerCannotSpeakForAnotherNamespacesJob) {
+  if (!OnPath("prometheus")) GTEST_SKIP() << "no prometheus binary (scripts/install-deps.sh)";
+  ScrapedWorker scraped("spoof",
+                        {"PACER_JOB_NAME=victim", "PACER_JOB_NAMESPACE=finance", "PACER_ATTEMPT=1"},
+                        "    honor_labels: false\n",
+                        "namespace: intruders, pod: rogue-a1-n0, trainjob: rogue, attempt: '1'");
+  // The intruder's pod is measured as what its pod says it is...
+  const StatusOr<JobMeasurement> own = scraped.WaitForSteps("intruders", "rogue");
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  ASSERT_TRUE(own->step_seconds.has_value()) << "the pod's own job is measured";
+  EXPECT_EQ(own->ranks_reporting, 1);
+  // ...and the same scrapes give the job it named nothing.
+  const StatusOr<JobMeasurement> victim =
+      scraped.client().MeasureJob("finance", "victim", std::chrono::seconds(10));
+  ASSERT_TRUE(victim.ok()) << victim.status().ToString();
+  EXPECT_FALSE(victim->step_seconds.has_value());
+  EXPECT_FALSE(victim->steps_completed.has_value());
+  EXPECT_EQ(victim->ranks_reporting, 0);
 }
 
 }  // namespace

@@ -6,9 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
 #include <regex>
 
+#include "core/node_inventory.h"
+#include "daemon/worker_pods.h"
 #include "deploy_util.h"
 #include "local/yaml_json.h"
 
@@ -323,11 +326,28 @@ TEST_F(ChartTest, MonitorsAreOptInAndFollowTheLabelContract) {
   const json pod_endpoint = pod_monitor["spec"]["podMetricsEndpoints"][0];
   // Every local rank's port ("metrics", "metrics-1", ...), not the rendezvous.
   EXPECT_FALSE(pod_endpoint.contains("port")) << "a port would keep rank 0's only";
-  EXPECT_EQ(pod_endpoint["honorLabels"], true);
+  // A worker image is the user's: the pod's namespace and the labels the
+  // controller set on it, not the series' own, say whose job a series is.
+  EXPECT_EQ(pod_endpoint["honorLabels"], false);
   EXPECT_EQ(pod_endpoint["relabelings"], json::parse(R"([
       {"action":"keep","sourceLabels":["__meta_kubernetes_pod_container_port_name"],
        "regex":"metrics(-[0-9]+)?"},
+      {"action":"replace","sourceLabels":["__meta_kubernetes_pod_label_pacer_dev_job"],
+       "targetLabel":"trainjob"},
+      {"action":"replace","sourceLabels":["__meta_kubernetes_pod_label_pacer_dev_attempt"],
+       "targetLabel":"attempt"},
       {"action":"replace","targetLabel":"job","replacement":"pacer-workers"}])"));
+  // The pod labels it reads are the ones the controller puts on worker pods,
+  // as Prometheus names them (every character outside [A-Za-z0-9_] -> '_').
+  const auto meta_label = [](std::string key) {
+    for (char& c : key) {
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    }
+    return "__meta_kubernetes_pod_label_" + key;
+  };
+  EXPECT_EQ(pod_endpoint["relabelings"][1]["sourceLabels"][0], meta_label(controller::kJobLabel));
+  EXPECT_EQ(pod_endpoint["relabelings"][2]["sourceLabels"][0],
+            meta_label(controller::kAttemptLabel));
   const std::regex kept(pod_endpoint["relabelings"][0]["regex"].get<std::string>());
   for (const char* port : {"metrics", "metrics-1", "metrics-15"}) {
     EXPECT_TRUE(std::regex_match(port, kept)) << port;

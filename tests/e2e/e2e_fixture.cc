@@ -150,7 +150,7 @@ bool E2eTest::StartPrometheus(const PrometheusOptions& options) {
   {
     std::ofstream config(dir_ / "prometheus.yml");
     config << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-           << "scrape_configs:\n  - job_name: pacer-workers\n    honor_labels: true\n"
+           << "scrape_configs:\n  - job_name: pacer-workers\n    honor_labels: false\n"
            << "    file_sd_configs: [{files: ['" << (dir_ / "targets.json").string()
            << "'], refresh_interval: 1s}]\n";
     if (options.scrape_controllers) {

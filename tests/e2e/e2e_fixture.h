@@ -34,8 +34,10 @@ inline constexpr bool kSanitizedBuild = true;
 inline constexpr bool kSanitizedBuild = false;
 #endif
 
-// What the fixture's Prometheus does besides scraping the workers (job
-// "pacer-workers", honor_labels: the workers' own job/namespace/rank win).
+// What the fixture's Prometheus does besides scraping the workers as the
+// Helm chart's PodMonitor does (job "pacer-workers", honor_labels: false: the
+// fake kubelet's target labels namespace, pod, trainjob and attempt win over
+// the worker's own; rank, backend and gpu_type are the worker's).
 struct PrometheusOptions {
   // Also scrape every controller StartController starts afterwards, as the
   // Helm chart's ServiceMonitor does: job "pacer-controller", honor_labels

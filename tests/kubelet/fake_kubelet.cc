@@ -429,6 +429,7 @@ Status FakeKubelet::StartWorker(const json& pod, Worker& w) {
   w.job = Str(labels, "pacer.dev/job");
   if (w.job.empty()) w.job = env.count("PACER_JOB_NAME") > 0 ? env["PACER_JOB_NAME"] : w.pod;
   if (env["PACER_JOB_NAME"].empty()) env["PACER_JOB_NAME"] = w.job;
+  w.attempt = Str(labels, "pacer.dev/attempt");
   if (env["PACER_JOB_NAMESPACE"].empty()) env["PACER_JOB_NAMESPACE"] = w.ns;
 
   w.ranks = 1;
@@ -559,7 +560,7 @@ std::vector<FakeKubelet::Target> FakeKubelet::TargetsLocked() const {
   for (const auto& [uid, w] : workers_) {
     if (w.exited || w.pid <= 0) continue;
     for (int r = 0; r < w.ranks; ++r)
-      targets.push_back(Target{w.metrics_port + r, w.ns, w.pod, w.job});
+      targets.push_back(Target{w.metrics_port + r, w.ns, w.pod, w.job, w.attempt});
   }
   return targets;
 }
@@ -568,8 +569,10 @@ void FakeKubelet::WriteFileSdLocked() {
   if (file_sd_path_.empty()) return;
   json groups = json::array();
   for (const Target& t : TargetsLocked()) {
+    json labels = {{"namespace", t.ns}, {"pod", t.pod}, {"trainjob", t.job}};
+    if (!t.attempt.empty()) labels["attempt"] = t.attempt;
     groups.push_back({{"targets", json::array({"127.0.0.1:" + std::to_string(t.port)})},
-                      {"labels", {{"namespace", t.ns}, {"pod", t.pod}, {"job", t.job}}}});
+                      {"labels", std::move(labels)}});
   }
   // Prometheus may read the file at any moment: never let it see half of one.
   const std::string tmp = file_sd_path_ + ".tmp";

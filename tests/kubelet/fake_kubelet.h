@@ -80,17 +80,21 @@ class FakeKubelet {
   void Start();  // starts the scheduling/kubelet thread; no-op when running
   void Stop();   // stops it (running workers keep running until destruction)
 
-  // The metrics endpoints of running workers, one per rank.
+  // The metrics endpoints of running workers, one per rank. job: the pod's
+  // pacer.dev/job label (else PACER_JOB_NAME, else the pod's name); attempt:
+  // its pacer.dev/attempt label, "" when it has none.
   struct Target {
     int port;
-    std::string ns, pod, job;
+    std::string ns, pod, job, attempt;
   };
   std::vector<Target> Targets() const;
 
   // Writes Prometheus file_sd JSON
-  // ([{"targets":["127.0.0.1:P"],"labels":{"namespace","pod","job"}}]) to
-  // `path` atomically (tmp + rename) now and whenever the targets change;
-  // "" turns it off.
+  // ([{"targets":["127.0.0.1:P"],"labels":{"namespace","pod","trainjob","attempt"}}])
+  // to `path` atomically (tmp + rename) now and whenever the targets change;
+  // "" turns it off. The labels are the ones the Helm chart's PodMonitor
+  // gives a worker pod's targets (attempt only when the pod has one), so a
+  // scrape with honor_labels: false sees what a cluster's Prometheus sees.
   void SetFileSdPath(const std::string& path);
 
   // SIGKILLs the worker (its whole process group) of the pod; the pod then
@@ -114,7 +118,7 @@ class FakeKubelet {
 
  private:
   struct Worker {
-    std::string uid, ns, pod, job;
+    std::string uid, ns, pod, job, attempt;
     pid_t pid = -1;
     int metrics_port = 0;
     int ranks = 1;

@@ -356,7 +356,9 @@ TEST_F(FakeKubeletTest, FileSdListsRunningWorkers) {
   ASSERT_EQ(targets.size(), 2u);
   EXPECT_EQ(groups[0]["targets"][0], "127.0.0.1:" + std::to_string(targets[0].port));
   EXPECT_EQ(groups[0]["labels"]["pod"], "sd-a1-n0");
-  EXPECT_EQ(groups[0]["labels"]["job"], "sd");
+  EXPECT_EQ(groups[0]["labels"]["trainjob"], "sd");
+  EXPECT_EQ(groups[0]["labels"]["attempt"], "1");
+  EXPECT_FALSE(groups[0]["labels"].contains("job")) << "the scrape job names itself";
   EXPECT_EQ(groups[0]["labels"]["namespace"], kNs);
 
   ASSERT_TRUE(kubelet_->KillWorker(kNs, "sd-a1-n0").ok());

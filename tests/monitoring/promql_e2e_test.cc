@@ -1,13 +1,12 @@
 // Every PromQL expression of the Grafana dashboard and of the alert rules,
 // run on a real Prometheus that scrapes a real pacer-controller (job
 // "pacer-controller", honor_labels, as the Helm chart's ServiceMonitor) and
-// real pacer-worker processes started by the fake kubelet (honor_labels, as
-// the PodMonitor), while a TrainJob runs. An expression fails on a parse or
-// evaluation error, or when it returns no finite value. Alert conditions
-// (and the re-plan annotation) are empty in a healthy run by design: for
-// them, the parts without the threshold must return data instead, so a typo
-// in a metric or label name still fails. The rules are also loaded into
-// Prometheus, which must evaluate every one without error.
+// real pacer-worker processes started by the fake kubelet (target labels
+// from the pod and no honor_labels, as the PodMonitor), while a TrainJob runs. An expression fails
+// on a parse or evaluation error, or when it returns no finite value. Alert conditions (and the
+// re-plan annotation) are empty in a healthy run by design: for them, the parts without the
+// threshold must return data instead, so a typo in a metric or label name still fails. The rules
+// are also loaded into Prometheus, which must evaluate every one without error.
 
 // cpprestsdk's U() macro would break GoogleTest's templates.
 #define _TURN_OFF_PLATFORM_STRING

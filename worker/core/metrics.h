@@ -5,7 +5,10 @@
 // Every metric carries the labels trainjob, namespace, rank, backend and
 // gpu_type (MetricsLabels). The TrainJob's name is `trainjob`, not `job`:
 // Prometheus sets `job` to the scrape job's name, and a worker's own `job`
-// would either replace it (honor_labels) or be renamed exported_job. Names, units, labels and how the controller reads them are
+// would either replace it (honor_labels) or be renamed exported_job. In a
+// cluster the scrape takes namespace, trainjob and attempt from the pod
+// instead (the image is the user's); these serve scrapes without such
+// target labels. Names, units, labels and how the controller reads them are
 // documented in docs/metrics.md; a user's own training image exports the same
 // names. Units are base units: seconds, bytes, FLOP; the exceptions say so in
 // the name (achieved_tflops is 10^12 FLOP/s, mfu_ratio is a fraction 0..1).
