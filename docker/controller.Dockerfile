@@ -57,6 +57,7 @@ LABEL org.opencontainers.image.title="pacer-controller" \
 #   libcpprest.so.2.10                 libcpprest2.10   (Kubernetes and Prometheus HTTP)
 #   libssl.so.3, libcrypto.so.3        libssl3          (TLS to the API server)
 #   libprometheus-cpp-core.so.1.0      libprometheus-cpp-core1.0 (/metrics)
+#   libcivetweb.so.1                   libcivetweb1     (the /metrics and probe server)
 #   libspdlog.so.1.10, libfmt.so.9     libspdlog1.10, libfmt9    (logs)
 #   libyaml-cpp.so.0.7                 libyaml-cpp0.7   (kubeconfig, TrainJob documents)
 #   libbrotli{dec,enc,common}.so.1     libbrotli1       (cpprestsdk's compression)
@@ -64,7 +65,7 @@ LABEL org.opencontainers.image.title="pacer-controller" \
 # reached over HTTPS with a public certificate.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      libcpprest2.10 libssl3 libprometheus-cpp-core1.0 libspdlog1.10 libfmt9 \
+      libcpprest2.10 libssl3 libprometheus-cpp-core1.0 libcivetweb1 libspdlog1.10 libfmt9 \
       libyaml-cpp0.7 libbrotli1 zlib1g ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /out/pacer-controller /usr/local/bin/pacer-controller

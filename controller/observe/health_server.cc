@@ -1,13 +1,20 @@
 #include "observe/health_server.h"
 
-#include <cpprest/http_listener.h>
+#include <arpa/inet.h>
+#include <civetweb.h>
 #include <netdb.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
 #include <exception>
+#include <functional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -16,15 +23,17 @@
 namespace pacer::controller {
 namespace {
 
-namespace http = web::http;
-using web::http::experimental::listener::http_listener;
-using web::http::experimental::listener::http_listener_config;
-
 constexpr const char* kTextPlain = "text/plain; charset=utf-8";
 constexpr const char* kPrometheusText = "text/plain; version=0.0.4; charset=utf-8";
-// A free port found by PickFreePort can be taken by another process before
-// the listener binds it; a few retries make that race harmless.
-constexpr int kFreePortAttempts = 8;
+
+// civetweb's settings for both ports. The kubelet probes every few seconds
+// and Prometheus scrapes every 15-30 s: a few threads are plenty. A request
+// body is never read (nothing here takes one), so a client cannot make the
+// controller hold one in memory; headers are capped at civetweb's default
+// 16 KiB; a read or write that stalls for 10 s ends the connection.
+constexpr const char* kThreads = "4";
+constexpr const char* kRequestTimeoutMs = "10000";
+constexpr const char* kMaxHeaderBytes = "16384";
 
 struct NamedCheck {
   std::string name;
@@ -39,46 +48,45 @@ Status ValidatePort(const char* what, int port) {
   return Status::Ok();
 }
 
-// Asks the kernel for a free port on `host` by binding port 0.
-// cpprestsdk's listener cannot report the port it bound, so it is given one.
-StatusOr<int> PickFreePort(const std::string& host) {
+// civetweb listens on numeric addresses only: a host name is resolved to its
+// first address here. IPv6 addresses are bracketed, as civetweb wants.
+StatusOr<std::string> NumericListenHost(const std::string& host) {
+  in_addr v4{};
+  in6_addr v6{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return host;
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return "[" + host + "]";
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  hints.ai_flags = AI_PASSIVE;
   addrinfo* found = nullptr;
-  const int rc = getaddrinfo(host.c_str(), "0", &hints, &found);
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
   if (rc != 0 || found == nullptr) {
     return InvalidArgumentError("bind address \"" + host + "\" does not resolve (" +
                                 gai_strerror(rc) + "); use an IP address such as 0.0.0.0");
   }
-  int port = -1;
-  for (addrinfo* a = found; a != nullptr && port < 0; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) continue;
-    sockaddr_storage bound{};
-    socklen_t len = sizeof(bound);
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) == 0) {
-      char service[NI_MAXSERV];
-      if (getnameinfo(reinterpret_cast<sockaddr*>(&bound), len, nullptr, 0, service,
-                      sizeof(service), NI_NUMERICSERV) == 0) {
-        port = std::stoi(service);
-      }
-    }
-    close(fd);
-  }
+  char numeric[NI_MAXHOST] = {};
+  const int ni = getnameinfo(found->ai_addr, found->ai_addrlen, numeric, sizeof(numeric), nullptr,
+                             0, NI_NUMERICHOST);
+  const bool ipv6 = found->ai_family == AF_INET6;
   freeaddrinfo(found);
-  if (port <= 0) {
-    return FailedPreconditionError("cannot bind any port on \"" + host +
-                                   "\"; is it an address of this machine?");
+  if (ni != 0) {
+    return InvalidArgumentError("bind address \"" + host +
+                                "\" has no usable address; use an IP address such as 0.0.0.0");
   }
-  return port;
+  return ipv6 ? "[" + std::string(numeric) + "]" : std::string(numeric);
 }
 
-std::string ListenUri(const std::string& host, int port) {
-  const bool ipv6 = host.find(':') != std::string::npos;
-  return "http://" + (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/";
+// The whole answer, written at once. Every connection closes after its
+// answer (keep-alive is off), so an unread request body is dropped with it.
+void Reply(mg_connection* conn, int status, const char* reason, const std::string& body,
+           const char* content_type, const char* extra_headers = "") {
+  const std::string head = "HTTP/1.1 " + std::to_string(status) + " " + reason +
+                           "\r\nContent-Type: " + content_type +
+                           "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
+                           extra_headers + "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
+  mg_write(conn, head.data(), head.size());
+  mg_write(conn, body.data(), body.size());
 }
 
 }  // namespace
@@ -91,10 +99,9 @@ struct HealthServer::Shared {
   std::vector<NamedCheck> readiness;  // guarded by mu
 
   // Runs `checks` (a copy: a slow check must not block AddXCheck) and
-  // answers in the Kubernetes format.
-  void Probe(const http::http_request& request, const std::vector<NamedCheck>& checks,
-             const std::string& probe, http::status_code failure) const {
-    const bool verbose = request.request_uri().query().find("verbose") != std::string::npos;
+  // answers in the Kubernetes format. Returns the status code.
+  static int Probe(mg_connection* conn, bool verbose, const std::vector<NamedCheck>& checks,
+                   const std::string& probe, int failure, const char* failure_reason) {
     std::string lines;
     bool healthy = true;
     for (const NamedCheck& c : checks) {
@@ -114,83 +121,168 @@ struct HealthServer::Shared {
       }
     }
     if (healthy && !verbose) {
-      request.reply(http::status_codes::OK, "ok", kTextPlain);
-    } else if (healthy) {
-      request.reply(http::status_codes::OK, lines + probe + " check passed\n", kTextPlain);
-    } else {
-      request.reply(failure, lines + probe + " check failed\n", kTextPlain);
+      Reply(conn, 200, "OK", "ok", kTextPlain);
+      return 200;
     }
+    if (healthy) {
+      Reply(conn, 200, "OK", lines + probe + " check passed\n", kTextPlain);
+      return 200;
+    }
+    Reply(conn, failure, failure_reason, lines + probe + " check failed\n", kTextPlain);
+    return failure;
   }
 
-  void Handle(const http::http_request& request, bool serve_metrics, bool serve_probes) {
-    const std::string path = request.relative_uri().path();
-    if (request.method() != http::methods::GET) {
-      http::http_response response(http::status_codes::MethodNotAllowed);
-      response.headers().add(http::header_names::allow, "GET");
-      response.set_body("only GET is served\n", kTextPlain);
-      request.reply(response);
-      return;
+  int Handle(mg_connection* conn, bool serve_metrics, bool serve_probes) {
+    const mg_request_info* request = mg_get_request_info(conn);
+    const char* method =
+        request != nullptr && request->request_method != nullptr ? request->request_method : "";
+    const std::string path =
+        request != nullptr && request->local_uri != nullptr ? request->local_uri : "";
+    if (std::strcmp(method, "GET") != 0) {
+      Reply(conn, 405, "Method Not Allowed", "only GET is served\n", kTextPlain, "Allow: GET\r\n");
+      return 405;
     }
     if (serve_probes && (path == "/healthz" || path == "/readyz")) {
       const bool live = path == "/healthz";
+      const bool verbose = request->query_string != nullptr &&
+                           std::strstr(request->query_string, "verbose") != nullptr;
       std::vector<NamedCheck> checks;
       {
         std::lock_guard<std::mutex> lock(mu);
         checks = live ? liveness : readiness;
       }
-      Probe(request, checks, live ? "healthz" : "readyz",
-            live ? http::status_codes::InternalError : http::status_codes::ServiceUnavailable);
-      return;
+      return live ? Probe(conn, verbose, checks, "healthz", 500, "Internal Server Error")
+                  : Probe(conn, verbose, checks, "readyz", 503, "Service Unavailable");
     }
     if (serve_metrics && path == "/metrics" && registry != nullptr) {
-      request.reply(http::status_codes::OK,
-                    prometheus::TextSerializer().Serialize(registry->Collect()), kPrometheusText);
-      return;
+      Reply(conn, 200, "OK", prometheus::TextSerializer().Serialize(registry->Collect()),
+            kPrometheusText);
+      return 200;
     }
     std::string known;
     if (serve_probes) known += " /healthz /readyz";
     if (serve_metrics && registry != nullptr) known += " /metrics";
-    request.reply(http::status_codes::NotFound,
-                  "no such path: " + path + "; this port serves" + known + "\n", kTextPlain);
+    Reply(conn, 404, "Not Found", "no such path: " + path + "; this port serves" + known + "\n",
+          kTextPlain);
+    return 404;
   }
-};
-
-struct HealthServer::Running {
-  std::vector<std::unique_ptr<http_listener>> listeners;
-  int metrics_port = 0;
-  int probe_port = 0;
 };
 
 namespace {
 
-// Opens a listener on host:port serving `handler`; port 0 picks a free one.
-// Returns the port in use.
-StatusOr<int> OpenListener(const std::string& host, int port,
-                           std::function<void(http::http_request)> handler,
-                           std::vector<std::unique_ptr<http_listener>>& listeners) {
-  std::string last_error;
-  for (int attempt = 0; attempt < (port == 0 ? kFreePortAttempts : 1); ++attempt) {
-    int chosen = port;
-    if (port == 0) {
-      ASSIGN_OR_RETURN(chosen, PickFreePort(host));
+// What the server's ports serve; civetweb's user data for its context. The
+// ports are known once civetweb has bound them: a request that arrives
+// before is answered 503.
+struct Ports {
+  std::function<int(mg_connection*, bool metrics, bool probes)> handle;
+  std::atomic<int> metrics{-1};
+  std::atomic<int> probes{-1};
+};
+
+// civetweb's begin_request: every request is answered here, so civetweb
+// never reads a body or formats an error page of its own. Returns the
+// status code (civetweb: handled).
+int HandleRequest(mg_connection* conn) {
+  const auto* ports = static_cast<const Ports*>(mg_get_user_data(mg_get_context(conn)));
+  const mg_request_info* request = mg_get_request_info(conn);
+  const int port = request != nullptr ? request->server_port : 0;
+  const bool metrics = port == ports->metrics.load();
+  const bool probes = port == ports->probes.load();
+  try {
+    if (!metrics && !probes) {
+      Reply(conn, 503, "Service Unavailable", "starting; retry\n", kTextPlain,
+            "Retry-After: 1\r\n");
+      return 503;
     }
-    try {
-      auto listener = std::make_unique<http_listener>(web::uri(ListenUri(host, chosen)));
-      listener->support(handler);
-      listener->open().wait();
-      listeners.push_back(std::move(listener));
-      return chosen;
-    } catch (const web::uri_exception& e) {
-      return InvalidArgumentError("bind address \"" + host + "\" is not usable in a URL (" +
-                                  e.what() + ")");
-    } catch (const std::exception& e) {
-      last_error = e.what();
-    }
+    return ports->handle(conn, metrics, probes);
+  } catch (const std::exception& e) {  // e.g. out of memory serializing: answer, don't die
+    Reply(conn, 500, "Internal Server Error", std::string("internal error: ") + e.what() + "\n",
+          kTextPlain);
+    return 500;
   }
-  return FailedPreconditionError("cannot listen on " + host + ":" + std::to_string(port) + " (" +
-                                 last_error +
-                                 "); pick a free port, or 0 to let the system choose one");
 }
+
+// civetweb's own messages (a failed accept, a timed-out read) go to the
+// controller's log instead of stderr.
+int LogCivetwebMessage(const mg_connection*, const char* message) {
+  Log(LogLevel::kDebug, "health server", {{"civetweb", std::string(message)}});
+  return 1;
+}
+
+// Connects to host:port and hangs up at once; false when nothing answers.
+bool Knock(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
+  bool answered = false;
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    answered = connect(fd, found->ai_addr, found->ai_addrlen) == 0;
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return answered;
+}
+
+// Runs mg_stop(context) while knocking on `port`. civetweb's listening
+// thread notices the stop only between two polls of its sockets, which wait
+// up to 2 s each (SOCKET_TIMEOUT_QUANTUM, compiled in): every Stop, and so
+// every controller shutdown, took that long. A connection ends the poll at
+// once. The knocks repeat until mg_stop returns, since one that lands just
+// before the stop flag is set only starts another poll.
+void StopPromptly(mg_context* context, const std::string& knock_host, int port) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopped = false;
+  std::thread knocker([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!stopped) {
+      lock.unlock();
+      Knock(knock_host, port);
+      lock.lock();
+      cv.wait_for(lock, std::chrono::milliseconds(20), [&] { return stopped; });
+    }
+  });
+  mg_stop(context);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopped = true;
+  }
+  cv.notify_all();
+  knocker.join();
+}
+
+// The address to knock on for a server bound to `numeric_host` (bracketed
+// when IPv6): the loopback address for a wildcard, the address itself else.
+std::string KnockHost(const std::string& numeric_host) {
+  if (numeric_host == "0.0.0.0") return "127.0.0.1";
+  if (numeric_host == "[::]") return "::1";
+  if (numeric_host.size() > 2 && numeric_host.front() == '[') {
+    return numeric_host.substr(1, numeric_host.size() - 2);
+  }
+  return numeric_host;
+}
+
+}  // namespace
+
+// One civetweb context serving both ports. Destroying it stops the context
+// (mg_stop returns once in-flight requests are answered and its threads
+// have exited) before the Ports it points at go away.
+struct HealthServer::Running {
+  Ports ports;
+  mg_context* context = nullptr;
+  std::string knock_host;  // see StopPromptly
+  int metrics_port = 0;
+  int probe_port = 0;
+
+  ~Running() {
+    if (context != nullptr) StopPromptly(context, knock_host, probe_port);
+  }
+};
+
+namespace {
 
 Status AddCheck(std::mutex& mu, std::vector<NamedCheck>& checks, const char* kind, std::string name,
                 HealthServer::Check check) {
@@ -228,6 +320,7 @@ Status HealthServer::AddReadinessCheck(std::string name, Check check) {
 Status HealthServer::Start() {
   RETURN_IF_ERROR(ValidatePort("metrics port", options_.metrics_port));
   RETURN_IF_ERROR(ValidatePort("probe port", options_.probe_port));
+  ASSIGN_OR_RETURN(const std::string host, NumericListenHost(options_.bind_address));
   std::lock_guard<std::mutex> lock(mu_);
   if (running_ != nullptr) {
     return FailedPreconditionError("the health server is already running; Stop it first");
@@ -235,33 +328,59 @@ Status HealthServer::Start() {
   auto running = std::make_unique<Running>();
   // The handlers hold Shared, not this: a request that is still being
   // answered while the server goes away touches nothing freed.
-  std::shared_ptr<Shared> shared = shared_;
+  running->ports.handle = [shared = shared_](mg_connection* conn, bool metrics, bool probes) {
+    return shared->Handle(conn, metrics, probes);
+  };
   const bool one_port = options_.metrics_port == options_.probe_port && options_.probe_port != 0;
-  Status status;
-  if (one_port) {
-    StatusOr<int> port = OpenListener(
-        options_.bind_address, options_.probe_port,
-        [shared](http::http_request r) { shared->Handle(r, true, true); }, running->listeners);
-    status = port.status();
-    if (port.ok()) running->metrics_port = running->probe_port = *port;
-  } else {
-    StatusOr<int> probe = OpenListener(
-        options_.bind_address, options_.probe_port,
-        [shared](http::http_request r) { shared->Handle(r, false, true); }, running->listeners);
-    status = probe.status();
-    if (probe.ok()) {
-      running->probe_port = *probe;
-      StatusOr<int> metrics = OpenListener(
-          options_.bind_address, options_.metrics_port,
-          [shared](http::http_request r) { shared->Handle(r, true, false); }, running->listeners);
-      status = metrics.status();
-      if (metrics.ok()) running->metrics_port = *metrics;
-    }
+  // Probes first, then metrics: civetweb reports the bound ports in this order.
+  std::string listen = host + ":" + std::to_string(options_.probe_port);
+  if (!one_port) listen += "," + host + ":" + std::to_string(options_.metrics_port);
+
+  static const mg_callbacks callbacks = [] {
+    mg_callbacks c{};
+    c.begin_request = HandleRequest;
+    c.log_message = LogCivetwebMessage;
+    return c;
+  }();
+  const char* config[] = {"listening_ports",
+                          listen.c_str(),
+                          "num_threads",
+                          kThreads,
+                          "request_timeout_ms",
+                          kRequestTimeoutMs,
+                          "max_request_size",
+                          kMaxHeaderBytes,
+                          "enable_keep_alive",
+                          "no",
+                          "linger_timeout_ms",
+                          "0",
+                          nullptr};
+  mg_init_data init{};
+  init.callbacks = &callbacks;
+  init.user_data = &running->ports;
+  init.configuration_options = config;
+  char error_text[256] = {};
+  unsigned error_code = 0;
+  mg_error_data error{};
+  error.code = &error_code;
+  error.text = error_text;
+  error.text_buffer_size = sizeof(error_text);
+  running->context = mg_start2(&init, &error);
+  if (running->context == nullptr) {
+    return FailedPreconditionError("cannot listen on " + listen + " (" + error_text +
+                                   "); pick free ports, or 0 to let the system choose one");
   }
-  if (!status.ok()) {
-    for (auto& listener : running->listeners) listener->close().wait();
-    return status;
+  mg_server_port bound[2] = {};
+  const int count = mg_get_server_ports(running->context, 2, bound);
+  if (count != (one_port ? 1 : 2)) {
+    return InternalError("the server on " + listen + " reports " + std::to_string(count) +
+                         " listening ports");
   }
+  running->knock_host = KnockHost(host);
+  running->probe_port = bound[0].port;
+  running->metrics_port = one_port ? bound[0].port : bound[1].port;
+  running->ports.probes = running->probe_port;
+  running->ports.metrics = running->metrics_port;
   Log(LogLevel::kInfo, "health server listening",
       {{"address", options_.bind_address},
        {"metrics_port", running->metrics_port},
@@ -273,14 +392,7 @@ Status HealthServer::Start() {
 void HealthServer::Stop() {
   std::lock_guard<std::mutex> lock(mu_);
   if (running_ == nullptr) return;
-  for (auto& listener : running_->listeners) {
-    try {
-      listener->close().wait();  // returns once in-flight requests are answered
-    } catch (const std::exception& e) {
-      Log(LogLevel::kWarning, "closing a health server listener failed", {{"error", e.what()}});
-    }
-  }
-  running_.reset();
+  running_.reset();  // mg_stop: returns once in-flight requests are answered
   Log(LogLevel::kInfo, "health server stopped");
 }
 

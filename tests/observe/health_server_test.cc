@@ -11,7 +11,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -36,9 +38,10 @@ struct Reply {
 // One GET with a fresh client (no pooled connection outlives the call);
 // nullopt when no HTTP answer came (refused, reset, timed out).
 std::optional<Reply> Request(int port, const std::string& path,
-                             const web::http::method& method = web::http::methods::GET) {
+                             const web::http::method& method = web::http::methods::GET,
+                             std::chrono::seconds timeout = std::chrono::seconds(30)) {
   web::http::client::http_client_config config;
-  config.set_timeout(std::chrono::seconds(30));  // generous: a loaded 2-core machine
+  config.set_timeout(timeout);  // 30 s: generous for a loaded 2-core machine
   try {
     web::http::client::http_client client("http://127.0.0.1:" + std::to_string(port), config);
     web::http::http_response response = client.request(method, path).get();
@@ -303,6 +306,9 @@ TEST_F(HealthServerTest, CheckRegistrationIsValidated) {
   EXPECT_EQ(server.AddReadinessCheck("empty", nullptr).code(), StatusCode::kInvalidArgument);
 }
 
+// Probes keep arriving while two threads Stop the server at once: every
+// probe gets a whole answer or none, Stop waits for the ones in flight, and
+// once Stop has returned nothing is served and no check runs.
 TEST_F(HealthServerTest, ConcurrentProbesAndStopsAreSafe) {
   HealthServer server(Loopback(), nullptr);
   std::atomic<int> checks_run{0};
@@ -315,28 +321,91 @@ TEST_F(HealthServerTest, ConcurrentProbesAndStopsAreSafe) {
                   .ok());
   ASSERT_TRUE(server.Start().ok());
   const int port = server.probe_port();
+
+  // What one client saw. Acceptable while the server stops: 200 "ok" (served
+  // before it closed), 503 (refused as unavailable) or no answer (refused or
+  // reset). Anything else (a 404 or 500, a garbled body) is a failure.
+  struct Outcomes {
+    int ok = 0;
+    int unavailable = 0;
+    int no_answer = 0;
+    std::vector<std::string> malformed;
+    bool after_stop_answered = false;  // a request begun after Stop returned
+  };
+  constexpr int kClients = 4;
+  std::vector<Outcomes> outcomes(kClients);
+  std::atomic<bool> stopped{false};
+  // The clients each report their first 200 before the stops begin, so the
+  // stops race probes that are really in flight.
+  std::mutex mu;
+  std::condition_variable cv;
+  int clients_answered = 0;  // guarded by mu
+
   std::vector<std::thread> clients;
-  std::atomic<int> answered{0};
-  for (int t = 0; t < 4; ++t) {
-    clients.emplace_back([port, &answered] {
-      for (int i = 0; i < 5; ++i) {
-        std::optional<Reply> reply = Request(port, "/healthz");
-        if (reply.has_value() && reply->status == 200) ++answered;
+  for (int t = 0; t < kClients; ++t) {
+    clients.emplace_back([&, t] {
+      Outcomes& mine = outcomes[t];
+      for (;;) {
+        const bool after_stop = stopped.load();
+        // A connection the stopping server accepted but will not serve is
+        // never answered (civetweb drops it unclosed): a shorter wait than
+        // Request's keeps such a probe from holding the test for 30 s. A
+        // slow answer cut short only counts as no answer.
+        const std::optional<Reply> reply =
+            Request(port, "/healthz", web::http::methods::GET, std::chrono::seconds(5));
+        if (!reply.has_value()) {
+          ++mine.no_answer;
+        } else if (reply->status == 200 && reply->body == "ok") {
+          if (++mine.ok == 1) {
+            std::lock_guard<std::mutex> lock(mu);
+            ++clients_answered;
+            cv.notify_all();
+          }
+        } else if (reply->status == 503) {
+          ++mine.unavailable;
+        } else {
+          mine.malformed.push_back(std::to_string(reply->status) + " " + reply->body);
+        }
+        if (after_stop) {
+          mine.after_stop_answered = reply.has_value();
+          return;
+        }
       }
     });
   }
-  for (std::thread& c : clients) c.join();
-  EXPECT_EQ(answered.load(), 20);
-  EXPECT_EQ(checks_run.load(), 20);
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    // A bound only so that a server that never answers fails instead of
+    // hanging; no ASSERT, which would return with the clients running.
+    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] {
+      return clients_answered == kClients;
+    })) << "not every client was answered before the stops";
+  }
 
   std::thread a([&server] { server.Stop(); });
   std::thread b([&server] { server.Stop(); });
   a.join();
   b.join();
   EXPECT_FALSE(server.running());
-  const int after = checks_run.load();
-  EXPECT_FALSE(Request(port, "/healthz").has_value());
-  EXPECT_EQ(checks_run.load(), after) << "no check runs after Stop";
+  const int checks_at_stop = checks_run.load();
+  stopped = true;
+  for (std::thread& c : clients) c.join();
+
+  int ok_total = 0;
+  for (int t = 0; t < kClients; ++t) {
+    const Outcomes& o = outcomes[t];
+    EXPECT_GE(o.ok, 1) << "client " << t << " (503: " << o.unavailable
+                       << ", no answer: " << o.no_answer << ")";
+    EXPECT_TRUE(o.malformed.empty())
+        << "client " << t << " got " << o.malformed.size() << " answers such as "
+        << (o.malformed.empty() ? "" : o.malformed.front());
+    EXPECT_FALSE(o.after_stop_answered) << "client " << t << ": served after Stop returned";
+    ok_total += o.ok;
+  }
+  // Each 200 ran the check (a check may also run for a reply that the
+  // closing connection then lost, hence at least).
+  EXPECT_GE(checks_at_stop, ok_total);
+  EXPECT_EQ(checks_run.load(), checks_at_stop) << "no check runs after Stop";
 }
 
 }  // namespace
