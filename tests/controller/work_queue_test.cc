@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -136,45 +137,79 @@ TEST(WorkQueueTest, NeverHandsOneKeyToTwoWorkersAtOnce) {
   EXPECT_LE(handled.load(), 3 * kAddsPerProducer);
 }
 
-TEST(WorkQueueTest, GetBlocksUntilAdd) {
-  FakeClock clock;
-  WorkQueue q(clock);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool started = false;
-  std::optional<std::string> got;
-  std::thread worker([&] {
+// A FakeClock that reports its reads. Get() reads the clock (its Tick())
+// under the queue's lock just before it waits, so once a worker's read is
+// seen, an Add() or ShutDown() (which need that lock) runs only after the
+// worker is waiting: the wake-up path is taken on every schedule, not only
+// when the worker happens to win the race. No sleeps, no polling.
+class ReadReportingClock final : public Clock {
+ public:
+  SteadyTime Now() const override {
+    const SteadyTime now = clock_.Now();
     {
-      std::lock_guard<std::mutex> lock(mu);
-      started = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      ++reads_;
     }
-    cv.notify_all();
-    auto key = q.Get();
-    std::lock_guard<std::mutex> lock(mu);
-    got = key;
-  });
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return started; });
+    cv_.notify_all();
+    return now;
   }
+  WallTime WallNow() const override { return clock_.WallNow(); }
+
+  int reads() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reads_;
+  }
+  // Whether Now() has been called `n` times in all. The bound only turns a
+  // Get() that stopped reading the clock into a failure instead of a hang.
+  bool AwaitReads(int n) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, seconds(60), [&] { return reads_ >= n; });
+  }
+
+ private:
+  FakeClock clock_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable int reads_ = 0;  // guarded by mu_
+};
+
+TEST(WorkQueueTest, GetBlocksUntilAdd) {
+  ReadReportingClock clock;
+  WorkQueue q(clock);
+  const int reads_before = clock.reads();  // the constructor's
+  std::atomic<bool> returned{false};
+  std::optional<std::string> got;  // written by the worker, read after join
+  std::thread worker([&] {
+    got = q.Get();
+    returned = true;
+  });
+  EXPECT_TRUE(clock.AwaitReads(reads_before + 1)) << "Get() did not read the clock (Tick)";
+  EXPECT_FALSE(returned.load()) << "Get() returned with nothing queued";
   q.Add("ns/a");
   worker.join();
   EXPECT_EQ(got, "ns/a");
 }
 
 TEST(WorkQueueTest, ShutDownWakesAllGets) {
-  FakeClock clock;
+  ReadReportingClock clock;
   WorkQueue q(clock);
+  const int reads_before = clock.reads();  // the constructor's
+  constexpr int kWorkers = 3;
+  std::atomic<int> returned{0};
   std::atomic<int> returned_empty{0};
   std::vector<std::thread> workers;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kWorkers; ++i) {
     workers.emplace_back([&] {
       if (!q.Get().has_value()) ++returned_empty;
+      ++returned;
     });
   }
+  // Every worker is waiting in Get() before ShutDown() can take the lock.
+  EXPECT_TRUE(clock.AwaitReads(reads_before + kWorkers)) << "Get() did not read the clock (Tick)";
+  EXPECT_EQ(returned.load(), 0) << "a Get() returned with nothing queued";
   q.ShutDown();
   for (auto& t : workers) t.join();
-  EXPECT_EQ(returned_empty.load(), 3);
+  EXPECT_EQ(returned_empty.load(), kWorkers);
   EXPECT_TRUE(q.ShuttingDown());
   q.Add("ns/a");  // ignored after shutdown
   EXPECT_EQ(q.Len(), 0);

@@ -49,9 +49,14 @@ TEST(HeartbeatTest, FailsOnlyAfterTheLoopIsSilentLongerThanTheLimit) {
   EXPECT_TRUE(beat.Check().ok()) << "each beat restarts the limit";
 }
 
+// Beats and checks from several threads at once. The clock first moves most
+// of the way to the limit, so only the concurrent beats (not the beat at
+// construction) can keep the loop alive once it moves on: a Beat() that
+// records nothing, or a torn time, fails below.
 TEST(HeartbeatTest, ConcurrentBeatsAndChecks) {
   TestClock clock;
   Heartbeat beat("watch", seconds(10), [&clock] { return clock.Now(); });
+  clock.Advance(8);
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
@@ -66,7 +71,14 @@ TEST(HeartbeatTest, ConcurrentBeatsAndChecks) {
     });
   }
   for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(failures.load(), 0) << "8 s of silence at most while they ran";
+
+  clock.Advance(8);  // 16 s after construction, 8 s after the beats
+  EXPECT_TRUE(beat.Check().ok()) << "the concurrent beats restarted the limit";
+  clock.Advance(3);  // 11 s after the beats
+  const Status stuck = beat.Check();
+  EXPECT_EQ(stuck.code(), StatusCode::kUnavailable);
+  EXPECT_THAT(stuck.message(), HasSubstr("11.0 s"));
 }
 
 TEST(HeartbeatTest, RealClockByDefault) {

@@ -872,9 +872,12 @@ TEST_F(ReconcilerTest, RefusedLaunchIsShownAndRetriedWithBackoffUntilTheQuotaCha
       "forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=8, used: "
       "requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=4";
   launcher_.refuse = ::pacer::Status(StatusCode::kPermissionDenied, quota);
+  // The delays are the options', so a changed default changes them here too.
+  const std::chrono::milliseconds backoff = reconciler_options_.launch_refusal_base_delay;
+  ASSERT_LE(2 * backoff, reconciler_options_.launch_refusal_max_delay) << "room to double";
   ReconcileResult r = Pass();
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(10000));
+  EXPECT_EQ(r.requeue_after, backoff);
   EXPECT_EQ(launcher_.launches.size(), 1u);
   EXPECT_EQ(Status()["phase"], "Pending");
   EXPECT_EQ(Status().value("attempt", 0), 0);  // a refused launch is no attempt
@@ -895,10 +898,10 @@ TEST_F(ReconcilerTest, RefusedLaunchIsShownAndRetriedWithBackoffUntilTheQuotaCha
   EXPECT_EQ(launcher_.launches.size(), 1u);
   EXPECT_EQ(store_.CountEvents("LaunchRefused"), 1);
 
-  clock_.Advance(std::chrono::seconds(10));
+  clock_.Advance(backoff);
   r = Pass();
   EXPECT_EQ(launcher_.launches.size(), 2u);
-  EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(20000));  // doubled
+  EXPECT_EQ(r.requeue_after, 2 * backoff);  // doubled
   EXPECT_EQ(store_.CountEvents("LaunchRefused"), 2);
 
   // The quota is removed: the change wakes the job, which launches at once.
@@ -922,9 +925,11 @@ TEST_F(ReconcilerTest, WorkersTheServerFindsInvalidAreShownAndRetriedWithBackoff
       "POST /api/v1/namespaces/research/services: 422 Unprocessable Entity: Service "
       "\"llama-workers\" is invalid: metadata.name: Invalid value: \"llama-workers\"";
   launcher_.refuse = ::pacer::Status(StatusCode::kInvalidArgument, invalid);
+  const std::chrono::milliseconds backoff = reconciler_options_.launch_refusal_base_delay;
+  ASSERT_LE(2 * backoff, reconciler_options_.launch_refusal_max_delay) << "room to double";
   ReconcileResult r = Pass();
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(10000));
+  EXPECT_EQ(r.requeue_after, backoff);
   EXPECT_EQ(Status()["phase"], "Pending");
   EXPECT_EQ(ConditionReason("Planned"), "False/LaunchRefused");
   ASSERT_EQ(store_.CountEvents("LaunchRefused"), 1);
@@ -932,10 +937,10 @@ TEST_F(ReconcilerTest, WorkersTheServerFindsInvalidAreShownAndRetriedWithBackoff
             std::string::npos)
       << store_.events.back().message;
   EXPECT_NE(store_.events.back().message.find("metadata.name: Invalid value"), std::string::npos);
-  clock_.Advance(std::chrono::seconds(10));
+  clock_.Advance(backoff);
   r = Pass();
   EXPECT_EQ(launcher_.launches.size(), 2u);
-  EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(20000));
+  EXPECT_EQ(r.requeue_after, 2 * backoff);
 }
 
 // Another object holding the workers' Service name (an earlier TrainJob's,
@@ -945,9 +950,10 @@ TEST_F(ReconcilerTest, AServiceInTheWayIsShownAndRetriedWithBackoff) {
   launcher_.refuse = ::pacer::Status(
       StatusCode::kFailedPrecondition,
       "Service llama-workers in namespace research is in the way: the workers need that name");
+  const std::chrono::milliseconds backoff = reconciler_options_.launch_refusal_base_delay;
   ReconcileResult r = Pass();
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-  EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(10000));
+  EXPECT_EQ(r.requeue_after, backoff);
   EXPECT_EQ(Status()["phase"], "Pending");
   EXPECT_EQ(ConditionReason("Planned"), "False/LaunchRefused");
   ASSERT_EQ(store_.CountEvents("LaunchRefused"), 1);
@@ -957,7 +963,7 @@ TEST_F(ReconcilerTest, AServiceInTheWayIsShownAndRetriedWithBackoff) {
             std::string::npos)
       << store_.events.back().message;
   launcher_.refuse.reset();  // the Service is gone
-  clock_.Advance(std::chrono::seconds(10));
+  clock_.Advance(backoff);
   r = Pass();
   EXPECT_EQ(launcher_.launches.size(), 2u);
   EXPECT_NE(ConditionReason("Planned"), "False/LaunchRefused");
@@ -971,6 +977,8 @@ TEST_F(ReconcilerTest, AServiceInTheWayIsShownAndRetriedWithBackoff) {
 TEST_F(ReconcilerTest, TheRefusedLaunchsRemovedPodsAreNotAdoptedWhileTheCacheLags) {
   store_.Put(LlamaJob());
   launcher_.refuse = ::pacer::Status(StatusCode::kPermissionDenied, "exceeded quota: one-pod");
+  const std::chrono::milliseconds backoff = reconciler_options_.launch_refusal_base_delay;
+  ASSERT_NE(backoff, reconciler_options_.transition_poll) << "else a poll looks like the backoff";
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(ConditionReason("Planned"), "False/LaunchRefused");
   ASSERT_EQ(launcher_.launches.size(), 1u);
@@ -986,7 +994,7 @@ TEST_F(ReconcilerTest, TheRefusedLaunchsRemovedPodsAreNotAdoptedWhileTheCacheLag
   for (int i = 0; i < 5; ++i) {
     ReconcileResult r = Pass();
     ASSERT_TRUE(r.status.ok()) << r.status.ToString();
-    EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(10000));  // the backoff, not a poll
+    EXPECT_EQ(r.requeue_after, backoff);  // the backoff, not a poll
   }
   EXPECT_EQ(Status().value("attempt", 0), 0) << "a refused launch is no attempt";
   EXPECT_EQ(Status()["phase"], "Pending");
@@ -996,7 +1004,7 @@ TEST_F(ReconcilerTest, TheRefusedLaunchsRemovedPodsAreNotAdoptedWhileTheCacheLag
   EXPECT_EQ(store_.CountEvents("LaunchRefused"), 1);
 
   // Still there when the backoff ends (the removal failed): removed again.
-  clock_.Advance(std::chrono::seconds(10));
+  clock_.Advance(backoff);
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
   EXPECT_EQ(Status().value("attempt", 0), 0);
@@ -1025,7 +1033,7 @@ TEST_F(ReconcilerTest, RelaunchWaitsUntilTheOldAttemptsPodsAreGone) {
   ReconcileResult r = Pass();
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_EQ(launcher_.launches.size(), 1u);  // not relaunched yet
-  EXPECT_EQ(r.requeue_after, std::chrono::milliseconds(2000));
+  EXPECT_EQ(r.requeue_after, reconciler_options_.transition_poll);
   EXPECT_EQ(ConditionReason("Planned"), "False/PreviousWorkersTerminating");
   EXPECT_EQ(Status()["phase"], "Pending");
   ASSERT_TRUE(Pass().status.ok());
@@ -1054,9 +1062,11 @@ TEST_F(ReconcilerTest, PartialGangIsRemovedAndRelaunchedAfterTheBound) {
   EXPECT_EQ(Status()["phase"], "Planning");
   EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 0);
   EXPECT_LE(r.requeue_after.value_or(std::chrono::milliseconds(0)),
-            std::chrono::milliseconds(2000));
+            reconciler_options_.transition_poll);
 
-  clock_.Advance(std::chrono::seconds(59));
+  // A second before the bound, then at it (the bound is inclusive).
+  const std::chrono::milliseconds bound = reconciler_options_.gang_completion_timeout;
+  clock_.Advance(bound - std::chrono::seconds(1));
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 0);  // within the bound
 

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -471,11 +473,33 @@ TEST_F(ApiServerTest, DirectAccessKeepsStatusAndMapsErrors) {
   EXPECT_TRUE(server_->ListObjects(kPods).empty());
 }
 
+// WaitFor returns when a request makes pred true, not at its deadline: the
+// job is created only after WaitFor has found it missing, and the wait must
+// end long before its deliberately long timeout (an implementation that only
+// looks again at the deadline takes the whole 300 s and fails here).
 TEST_F(ApiServerTest, WaitForWakesOnRequests) {
-  std::thread creator([&] { MustCreate(kTrainJobs, TrainJob("j")); });
-  EXPECT_TRUE(
-      server_->WaitFor([&] { return server_->ListObjects(kTrainJobs).size() == 1; }, kWaitTimeout));
+  std::atomic<bool> checked{false};
+  std::promise<void> checked_once;
+  std::future<void> first_check = checked_once.get_future();
+  auto created = [&] {
+    const bool found = server_->ListObjects(kTrainJobs).size() == 1;
+    if (!checked.exchange(true)) checked_once.set_value();
+    return found;
+  };
+  std::thread creator([&] {
+    // Bounded, so that a WaitFor that never asks fails instead of hanging.
+    if (first_check.wait_for(kWaitTimeout) != std::future_status::ready) {
+      ADD_FAILURE() << "WaitFor never evaluated its predicate";
+    }
+    MustCreate(kTrainJobs, TrainJob("j"));
+  });
+  constexpr std::chrono::seconds kTimeout{300};
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(server_->WaitFor(created, kTimeout));
+  const auto waited = std::chrono::steady_clock::now() - start;
   creator.join();
+  // Half the timeout: a margin no loaded machine needs for one local request.
+  EXPECT_LT(waited, kTimeout / 2) << "WaitFor returned at its deadline, not on the request";
   EXPECT_FALSE(server_->WaitFor([&] { return server_->ListObjects(kTrainJobs).size() == 2; },
                                 std::chrono::milliseconds(50)));
 }
