@@ -426,6 +426,35 @@ TEST_F(CheckpointTest, UnwritableDirectoryIsAnErrorNamingThePath) {
   EXPECT_NE(s.message().find("Not a directory"), std::string::npos) << s.ToString();
 }
 
+// A checkpoint directory that is a regular file (/etc/passwd, /dev/null, a
+// file the volume mount left) is a configuration error, not an I/O error:
+// it was Unavailable, which the worker exits with 4 (a collective failure,
+// counted against a healthy node); InvalidArgument exits 2 with the message,
+// which says what to fix.
+TEST_F(CheckpointTest, ADirectoryThatIsAFileIsAConfigurationErrorSayingWhatToFix) {
+  const std::string file = dir_ + "/not-a-directory";
+  std::ofstream(file) << "x";
+  for (const std::string& path : {file, std::string("/dev/null")}) {
+    CheckpointStore store(path, 0);
+    const auto listed = store.ListedSteps();
+    ASSERT_FALSE(listed.ok()) << path;
+    EXPECT_EQ(listed.status().code(), StatusCode::kInvalidArgument) << listed.status().ToString();
+    EXPECT_NE(listed.status().message().find("cannot list checkpoint directory " + path +
+                                             "/rank-0: Not a directory"),
+              std::string::npos)
+        << listed.status().message();
+    EXPECT_NE(listed.status().message().find(
+                  "point --checkpoint-dir / PACER_CHECKPOINT_DIR at a directory"),
+              std::string::npos)
+        << listed.status().message();
+    EXPECT_EQ(store.LoadNewest().status().code(), StatusCode::kInvalidArgument) << path;
+  }
+  // Saving into it: the same answer (it was FailedPrecondition, exit 7).
+  const Status saved = CheckpointStore(file, 0).Save(StateAt(1));
+  EXPECT_EQ(saved.code(), StatusCode::kInvalidArgument) << saved.ToString();
+  EXPECT_NE(saved.message().find("PACER_CHECKPOINT_DIR"), std::string::npos) << saved.ToString();
+}
+
 TEST_F(CheckpointTest, RejectsANegativeStepAndAnotherRanksState) {
   CheckpointStore store(dir_, 0);
   EXPECT_EQ(store.Save(StateAt(-1)).code(), StatusCode::kInvalidArgument);

@@ -1,17 +1,20 @@
 // How often the ranks read the stop claim (runner.h, point 4), the plan
 // fingerprint that decides whether a checkpoint's buffers are restored, and
 // how RunRank ends on a stop: during start-up (a clean stop, not a SIGKILL
-// after waiting for peers), and without a checkpoint directory (no claim of
-// a checkpoint).
+// after waiting for peers), without a checkpoint directory (no claim of
+// a checkpoint), and with one that is not a directory (invalid config).
 #include "core/runner.h"
 
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -301,6 +304,80 @@ TEST(RunnerStopTest, AStopWithoutACheckpointDirectoryClaimsNoCheckpoint) {
   EXPECT_NE(run.log.find("no checkpoint directory"), std::string::npos) << run.log;
   EXPECT_EQ(run.log.find("stopped-after-checkpoint"), std::string::npos) << run.log;
   EXPECT_EQ(run.log.find("event=checkpoint "), std::string::npos) << run.log;
+}
+
+// ---- RunRank and a checkpoint directory that cannot be one --------------------
+
+// A fresh temporary directory, removed with the test's object.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "pacer-runner-XXXXXX").string();
+    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~TempDir() {
+    if (!path_.empty()) std::filesystem::remove_all(path_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// `pacer-worker run --checkpoint-dir /etc/passwd` (or /dev/null, or a file
+// the volume mount left) exited 4, a collective failure, which the
+// controller counts against the node: a misconfigured volume got healthy
+// nodes excluded. It is an invalid configuration (exit 2, the TrainJob
+// fails with the message), found before any step, and the message says
+// which flag or variable to fix.
+TEST(RunnerCheckpointDirectoryTest, ADirectoryThatIsAFileIsAnInvalidConfig) {
+  const TempDir temp;
+  ASSERT_FALSE(temp.path().empty());
+  const std::string file = temp.path() + "/ckpt";
+  std::ofstream(file) << "not a directory";
+  for (const std::string& dir : {file, std::string("/dev/null")}) {
+    WorkerConfig c = TinyWorld(1, 0, RankZeroPort(), 60);
+    c.total_steps = 3;
+    c.checkpoint_dir = dir;
+    c.checkpoint_interval_steps = 1;
+    const RankRun run = RunOneRank(c, Scripted([](ScriptedBackend&) {}));
+    EXPECT_EQ(run.code, kExitInvalidConfig) << ExitCodeName(run.code) << "\n" << run.log;
+    EXPECT_NE(run.log.find("rank=0 event=failed during=resume exit=invalid-config"),
+              std::string::npos)
+        << run.log;
+    EXPECT_NE(run.log.find(dir + ": Not a directory"), std::string::npos) << run.log;
+    EXPECT_NE(run.log.find("point --checkpoint-dir / PACER_CHECKPOINT_DIR at a directory"),
+              std::string::npos)
+        << run.log;
+    EXPECT_EQ(run.log.find("event=start "), std::string::npos) << "no step was trained";
+  }
+}
+
+// The same misconfiguration met only by a save (here the directory is
+// replaced by a file after the start; the tests run as root, whom the
+// permission bits of a foreign-owned rank directory would not stop) exited
+// 7, which relaunches the job into the same failure; it is exit 2 too.
+TEST(RunnerCheckpointDirectoryTest, ASaveIntoADirectoryThatIsAFileIsAnInvalidConfig) {
+  const TempDir temp;
+  ASSERT_FALSE(temp.path().empty());
+  const std::string dir = temp.path() + "/ckpt";
+  WorkerConfig c = TinyWorld(1, 0, RankZeroPort(), 60);
+  c.total_steps = 3;
+  c.checkpoint_dir = dir;
+  c.checkpoint_interval_steps = 1;
+  const RankRun run = RunOneRank(c, Scripted([dir](ScriptedBackend& b) {
+                                   b.step = [dir](int64_t step) -> StatusOr<StepTiming> {
+                                     if (step == 0) std::ofstream(dir) << "not a directory";
+                                     StepTiming t;
+                                     t.step_seconds = 1e-3;
+                                     return t;
+                                   };
+                                 }));
+  EXPECT_EQ(run.code, kExitInvalidConfig) << ExitCodeName(run.code) << "\n" << run.log;
+  EXPECT_NE(run.log.find("rank=0 event=failed during=checkpoint exit=invalid-config"),
+            std::string::npos)
+      << run.log;
+  EXPECT_NE(run.log.find("PACER_CHECKPOINT_DIR"), std::string::npos) << run.log;
 }
 
 }  // namespace

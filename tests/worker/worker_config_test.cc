@@ -143,6 +143,51 @@ TEST(WorkerConfigTest, ErrorsNameTheVariable) {
   }
 }
 
+// The fractional variables take the text the integer ones take: decimal
+// only, all of it. strtod read PACER_TIMEOUT_SECONDS=0x10 as 16 s and " 1"
+// as 1 s, where PACER_TOTAL_STEPS refuses both.
+TEST(WorkerConfigTest, NumbersWithAFractionAreReadAsStrictlyAsIntegers) {
+  for (const char* variable : {"PACER_TIMEOUT_SECONDS", "PACER_PREDICTED_STEP_SECONDS",
+                               "PACER_PREDICTED_MEMORY_BYTES", "PACER_SCALE"}) {
+    for (const char* text : {"0x10", "0x1p-2", " 1", "1 ", "+1", "1,5", "inf", "nan", "1e"}) {
+      auto env = EnvironmentForConfig(ExampleConfig());
+      env[variable] = text;
+      const auto parsed = ConfigFromEnvironment(FromMap(env));
+      ASSERT_FALSE(parsed.ok()) << variable << "=\"" << text << "\"";
+      EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(parsed.status().message(),
+                std::string(variable) +
+                    ": must be a decimal number such as 300, 0.5 or 2e-3 (no spaces, no hex), "
+                    "got \"" +
+                    text + "\"");
+      env = EnvironmentForConfig(ExampleConfig());
+      env["PACER_TOTAL_STEPS"] = text;
+      EXPECT_FALSE(ConfigFromEnvironment(FromMap(env)).ok()) << "the integers refuse it too";
+    }
+  }
+  // Decimal text, exponents included, is read as before.
+  auto env = EnvironmentForConfig(ExampleConfig());
+  env["PACER_TIMEOUT_SECONDS"] = "1.5e2";
+  env["PACER_PREDICTED_STEP_SECONDS"] = ".25";
+  env["PACER_PREDICTED_MEMORY_BYTES"] = "8e10";
+  env["PACER_SCALE"] = "0.5";
+  const auto parsed = ConfigFromEnvironment(FromMap(env));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_DOUBLE_EQ(parsed->timeout_seconds, 150);
+  EXPECT_DOUBLE_EQ(*parsed->predicted_step_seconds, 0.25);
+  EXPECT_DOUBLE_EQ(*parsed->predicted_memory_bytes, 8e10);
+  EXPECT_DOUBLE_EQ(parsed->scale, 0.5);
+  // A number beyond a double, or the range, names the range as it is written.
+  for (const char* text : {"1e999", "86401"}) {
+    env["PACER_TIMEOUT_SECONDS"] = text;
+    const auto refused = ConfigFromEnvironment(FromMap(env));
+    ASSERT_FALSE(refused.ok()) << text;
+    EXPECT_EQ(refused.status().message(), std::string("PACER_TIMEOUT_SECONDS: must be a number in "
+                                                      "[1, 86400], got \"") +
+                                              text + "\"");
+  }
+}
+
 // The GPU device's switches: defaults when unset, 0 and 1 each way, and
 // written out by EnvironmentForConfig when not the default.
 TEST(WorkerConfigTest, GpuSwitchesReadZeroOrOneAndRoundTrip) {

@@ -73,8 +73,9 @@ std::map<std::string, std::string> BaseEnv(const std::string& checkpoint_dir, in
           {"PACER_JOB_NAME", "process-test"}};
 }
 
-// Starts pacer-worker with exactly `env` (plus PATH).
-Worker Start(const std::map<std::string, std::string>& env) {
+// Starts pacer-worker with exactly `env` (plus PATH) and the flags `args`.
+Worker Start(const std::map<std::string, std::string>& env,
+             const std::vector<std::string>& args = {}) {
   std::vector<std::string> entries;
   for (const auto& [k, v] : env) entries.push_back(k + "=" + v);
   if (const char* path = std::getenv("PATH")) entries.push_back(std::string("PATH=") + path);
@@ -88,9 +89,12 @@ Worker Start(const std::map<std::string, std::string>& env) {
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 2);
   std::string binary = PACER_WORKER_BINARY;
-  char* argv[] = {binary.data(), nullptr};
+  std::vector<std::string> words = args;
+  std::vector<char*> argv = {binary.data()};
+  for (std::string& word : words) argv.push_back(word.data());
+  argv.push_back(nullptr);
   Worker w;
-  EXPECT_EQ(posix_spawn(&w.pid, binary.c_str(), &actions, nullptr, argv, envp.data()), 0);
+  EXPECT_EQ(posix_spawn(&w.pid, binary.c_str(), &actions, nullptr, argv.data(), envp.data()), 0);
   posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
   w.fd = fds[0];
@@ -263,11 +267,11 @@ TEST_F(WorkerProcessTest, CheckpointsNoneOfWhichIsUsableAreDataLoss) {
   EXPECT_EQ(second.log.find("event=start "), std::string::npos) << "no rank trained";
 }
 
-// Rank 0 cannot list the checkpoints (an I/O error on the volume; here
-// rank-0 is a file, since the tests run as root and permissions do not
-// stop root): the other ranks waited for its answer until their store
-// timeout and reported a rendezvous failure. Rank 0 now tells them, and
-// they fail with its error.
+// Rank 0 cannot list the checkpoints (here rank-0 is a file, since the
+// tests run as root and permissions do not stop root: a misconfiguration,
+// exit 2; an I/O error on the volume travels the same way): the other
+// ranks waited for its answer until their store timeout and reported a
+// rendezvous failure. Rank 0 now tells them, and they fail with its error.
 TEST_F(WorkerProcessTest, RankZerosCheckpointErrorReachesTheOtherRanks) {
   auto env = BaseEnv(Path("ckpt"), NextPort());
   env["PACER_TOTAL_STEPS"] = "4";
@@ -283,6 +287,45 @@ TEST_F(WorkerProcessTest, RankZerosCheckpointErrorReachesTheOtherRanks) {
                                            "resume: cannot list checkpoint directory")))
       << w.log;
   EXPECT_EQ(w.log.find("event=start "), std::string::npos) << "no rank trained";
+}
+
+// `--checkpoint-dir /etc/passwd` (a regular file): every rank exited 4, a
+// collective failure, which the controller counts against the node, so a
+// misconfigured volume got healthy nodes excluded. Every rank exits 2, an
+// invalid configuration, with a message that says what to fix.
+TEST_F(WorkerProcessTest, ACheckpointDirectoryThatIsAFileFailsEveryRankWithInvalidConfig) {
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_TOTAL_STEPS"] = "3";
+  std::ofstream(Path("not-a-directory")) << "x";
+  Worker w = Start(env, {"run", "--checkpoint-dir", Path("not-a-directory")});
+  EXPECT_EQ(WaitExit(w, std::chrono::seconds(60)), kExitInvalidConfig) << w.log;
+  for (const char* rank : {"rank=0", "rank=1"}) {
+    EXPECT_NE(w.log.find(std::string(rank) + " event=failed during=resume exit=invalid-config"),
+              std::string::npos)
+        << w.log;
+  }
+  EXPECT_NE(w.log.find("point --checkpoint-dir / PACER_CHECKPOINT_DIR at a directory"),
+            std::string::npos)
+      << w.log;
+  EXPECT_EQ(w.log.find("event=start "), std::string::npos) << "no rank trained";
+}
+
+// --seed is a decimal integer in [0, 2^64 - 1]: "-1" ran as 2^64 - 1 and
+// 2^64 as some other seed, silently; hex and spaces were taken too.
+TEST_F(WorkerProcessTest, ASeedOutsideItsRangeOrNotInDecimalIsInvalidConfig) {
+  for (const char* seed : {"-1", "18446744073709551616", "0x10", " 5"}) {
+    Worker w = Start(BaseEnv(Path("ckpt"), NextPort()), {"run", "--seed", seed});
+    EXPECT_EQ(WaitExit(w, std::chrono::seconds(30)), kExitInvalidConfig) << seed << "\n" << w.log;
+    EXPECT_NE(w.log.find("--seed: must be a decimal integer in [0, 18446744073709551615]"),
+              std::string::npos)
+        << w.log;
+    EXPECT_NE(w.log.find(std::string("got \"") + seed + "\""), std::string::npos) << w.log;
+    EXPECT_EQ(w.log.find("event=start "), std::string::npos) << seed << ": no rank trained";
+  }
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_TOTAL_STEPS"] = "1";
+  Worker largest = Start(env, {"run", "--seed", "18446744073709551615"});
+  EXPECT_EQ(WaitExit(largest, std::chrono::seconds(60)), kExitSuccess) << largest.log;
 }
 
 // SIGTERM while the ranks are still starting (the kubelet deleting a pod that

@@ -36,7 +36,8 @@ struct RunFlags {
   std::optional<int64_t> checkpoint_interval_steps;
   std::optional<int> metrics_port;
   std::optional<double> timeout_seconds;
-  uint64_t seed = 1234;
+  // Text, read by ParseSeed: CLI11's own conversion took "-1" as 2^64 - 1.
+  std::optional<std::string> seed;
   bool checkpoint_buffers = false;
 };
 
@@ -48,6 +49,15 @@ std::optional<pw::Backend> ParseBackend(const std::string& name) {
 }
 
 int Run(const RunFlags& flags) {
+  pw::RunOptions options;
+  if (flags.seed) {
+    const pacer::StatusOr<uint64_t> seed = pw::ParseSeed(*flags.seed);
+    if (!seed.ok()) {
+      std::cerr << "pacer-worker: " << seed.status().message() << "\n";
+      return pw::kExitInvalidConfig;
+    }
+    options.seed = *seed;
+  }
   auto config_or = pw::ConfigFromEnvironment([](const char* name) { return std::getenv(name); });
   if (!config_or.ok()) {
     std::cerr << "pacer-worker: " << config_or.status().message() << "\n";
@@ -74,8 +84,6 @@ int Run(const RunFlags& flags) {
   }
   config.backend = *backend;
 
-  pw::RunOptions options;
-  options.seed = flags.seed;
   options.checkpoint_buffers = flags.checkpoint_buffers;
   if (const auto* gpu = pacer::planner::GpuCatalog::BuiltIn().Find(config.gpu_type)) {
     options.catalog_peak_flops = gpu->PeakFlops(config.precision);
@@ -138,7 +146,9 @@ int main(int argc, char** argv) {
     target->add_option("--timeout", run_flags.timeout_seconds,
                        "Rendezvous and collective timeout, seconds (PACER_TIMEOUT_SECONDS)")
         ->check(CLI::Range(1.0, 86400.0));
-    target->add_option("--seed", run_flags.seed, "Seed of the synthetic data and weights");
+    target->add_option("--seed", run_flags.seed,
+                       "Seed of the synthetic data and weights, a decimal integer in "
+                       "[0, 18446744073709551615] (default 1234)");
     target->add_flag("--checkpoint-buffers", run_flags.checkpoint_buffers,
                      "Also store weights and optimizer state in checkpoints");
   }

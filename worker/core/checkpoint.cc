@@ -60,6 +60,59 @@ Status IoError(const std::string& what, const std::string& path, int err) {
   return UnavailableError(what + " " + path + ": " + ErrnoText(err));
 }
 
+// What the operator does about `err` when it is a misconfigured checkpoint
+// directory rather than a fault of the volume or the node; nullptr when it
+// may be a fault. These recur on every restart and on every node, so
+// retrying is useless, and the exit code of a retryable error (4, counted
+// against the node) would get healthy nodes excluded:
+//   ENOTDIR       the path runs through a regular file (/etc/passwd, /dev/null);
+//   EACCES, EPERM this user may not search or write it (volume ownership,
+//                 fsGroup, root_squash);
+//   EROFS         the volume is mounted read-only (a readOnly mount, a
+//                 ReadOnlyMany claim; a file system the kernel remounted
+//                 read-only after errors needs a person as much);
+//   ELOOP, ENAMETOOLONG  the path itself cannot be resolved.
+// Everything else stays retryable: EIO, ESTALE, ETIMEDOUT, ENOTCONN (a
+// network file system's hiccup), ENOSPC and EDQUOT (pruning or a resized
+// volume may free space), EMFILE, ENFILE, ENOMEM (this process or node).
+const char* DirectoryConfigFix(int err) {
+  switch (err) {
+    case ENOTDIR:
+    case ELOOP:
+    case ENAMETOOLONG:
+      return "point --checkpoint-dir / PACER_CHECKPOINT_DIR at a directory";
+    case EACCES:
+    case EPERM:
+      return "make the checkpoint volume writable by this user, or point --checkpoint-dir / "
+             "PACER_CHECKPOINT_DIR at a directory that is";
+    case EROFS:
+      return "mount the checkpoint volume read-write, or point --checkpoint-dir / "
+             "PACER_CHECKPOINT_DIR at a writable directory";
+    default:
+      return nullptr;
+  }
+}
+
+// IoError for an operation on a checkpoint directory itself (listing,
+// creating, creating a file in it), but InvalidArgument (exit 2, the
+// TrainJob fails with this message) for the errors DirectoryConfigFix
+// names. Not for reading a checkpoint file: there an error that is not
+// Unavailable would count the file as corrupt, and a resume would fall back
+// past it or declare data loss.
+Status DirectoryError(const std::string& what, const std::string& path, int err) {
+  if (const char* fix = DirectoryConfigFix(err)) {
+    return InvalidArgumentError(what + " " + path + ": " + ErrnoText(err) + "; " + fix);
+  }
+  return IoError(what, path, err);
+}
+
+// The directory `path` is in: "." for a bare name, "/" for "/x".
+std::string ParentDir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
 void PutU32(std::byte* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out[i] = static_cast<std::byte>((v >> (8 * i)) & 0xFFu);
 }
@@ -121,18 +174,16 @@ Status MakeDirs(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return Status::Ok();
-    return FailedPreconditionError("cannot use checkpoint directory " + path + ": " +
-                                   ErrnoText(ENOTDIR));
+    return DirectoryError("cannot use checkpoint directory", path, ENOTDIR);
   }
   size_t slash = path.find_last_of('/');
-  std::string parent =
-      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  std::string parent = ParentDir(path);
   if (slash != std::string::npos && slash + 1 == path.size()) {
     return MakeDirs(path.substr(0, slash));  // trailing slash
   }
   if (parent != path) RETURN_IF_ERROR(MakeDirs(parent));
   if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-    return IoError("cannot create directory", path, errno);
+    return DirectoryError("cannot create directory", path, errno);
   }
   return FsyncPath(parent);
 }
@@ -378,7 +429,7 @@ StatusOr<DirListing> ListRankDir(const std::string& rank_dir) {
   DIR* d = ::opendir(rank_dir.c_str());
   if (d == nullptr) {
     if (errno == ENOENT) return listing;
-    return IoError("cannot list checkpoint directory", rank_dir, errno);
+    return DirectoryError("cannot list checkpoint directory", rank_dir, errno);
   }
   while (const dirent* entry = ::readdir(d)) {
     std::string_view name = entry->d_name;
@@ -405,6 +456,37 @@ uint32_t Crc32(std::span<const std::byte> data, uint32_t crc) {
     crc = kCrcTable[(crc ^ std::to_integer<uint32_t>(b)) & 0xFFu] ^ (crc >> 8);
   }
   return ~crc;
+}
+
+Status CheckCheckpointDirectory(const std::string& dir) {
+  if (dir.empty()) return InvalidArgumentError("empty checkpoint directory");
+  std::string path = dir;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  // Up to the nearest path that exists: `dir` itself, or the directory
+  // Save will create it in.
+  for (;;) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      const int err = errno;
+      if (err != ENOENT) return DirectoryError("cannot use checkpoint directory", dir, err);
+      const std::string parent = ParentDir(path);
+      if (parent == path) return IoError("cannot use checkpoint directory", dir, err);
+      path = parent;
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return DirectoryError("cannot use checkpoint directory", path, ENOTDIR);
+    }
+    // access() and not a trial file: it names the reason (EACCES, EROFS)
+    // without writing anything to a volume that may be fine. Root passes
+    // any permission bits, but not a read-only mount.
+    if (::access(path.c_str(), W_OK | X_OK) != 0) {
+      const int err = errno;
+      if (path == dir) return DirectoryError("cannot write checkpoint directory", path, err);
+      return DirectoryError("cannot create checkpoint directory " + dir + " in", path, err);
+    }
+    return Status::Ok();
+  }
 }
 
 CheckpointStore::CheckpointStore(std::string dir, int rank, int keep)
@@ -444,7 +526,7 @@ Status CheckpointStore::Save(const CheckpointState& state) const {
   const std::string path = PathForStep(state.step);
   const std::string temp_path = path + std::string(kTempSuffix);
   int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("cannot create checkpoint", temp_path, errno);
+  if (fd < 0) return DirectoryError("cannot create checkpoint", temp_path, errno);
 
   auto fail = [&](Status s) {
     CloseFd(fd);

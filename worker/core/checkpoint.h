@@ -46,6 +46,15 @@ inline constexpr uint64_t kMaxCheckpointBufferBytes = uint64_t{64} << 30;
 // at start, not at its first checkpoint after hours of steps.
 Status CheckCheckpointBufferBytes(uint64_t buffer_bytes);
 
+// OK when Save can write under `dir`: it is a directory this process may
+// write, or it does not exist yet and the nearest existing directory above
+// it is one (Save creates the rest). A misconfigured path (a regular file on
+// the way, no permission, a read-only volume) is kInvalidArgument naming the
+// path and how to fix it; another I/O error is kUnavailable. Rank 0 asks
+// before the first step, so a volume that can never hold a checkpoint fails
+// the job at start (exit 2), not at its first checkpoint. Writes nothing.
+Status CheckCheckpointDirectory(const std::string& dir);
+
 // The number of newest checkpoints a store keeps per rank unless told otherwise.
 // At least two: resuming falls back to the previous checkpoint when the
 // newest is unreadable (resume_point.h), so one must exist.
@@ -93,13 +102,16 @@ class CheckpointStore {
   // valid checkpoints (a corrupt older file does not count and is deleted)
   // and any leftover `.tmp` file. Errors name the path and the
   // errno text: kUnavailable for I/O failures (a full or unreachable volume
-  // may recover), kInvalidArgument for a negative step or a rank that does not
-  // match the store or buffers beyond kMaxCheckpointBufferBytes.
+  // may recover), kInvalidArgument for a misconfigured directory (a regular
+  // file on its path, no permission, a read-only volume: a retry fails the
+  // same way), a negative step, a rank that does not match the store or
+  // buffers beyond kMaxCheckpointBufferBytes.
   Status Save(const CheckpointState& state) const;
 
   // The newest valid checkpoint of this rank, or nullopt if there is none.
   // Invalid files are skipped with a warning on stderr. Errors only when the
-  // directory exists but cannot be listed.
+  // directory exists but cannot be listed: kInvalidArgument when its path is
+  // misconfigured (see Save), kUnavailable otherwise.
   StatusOr<std::optional<CheckpointState>> LoadNewest() const;
 
   // This rank's checkpoint of `step` (normally NewestCommonStep's answer).

@@ -22,7 +22,8 @@
 //
 // Units: steps are global optimizer steps completed. Errors (Status) only for
 // I/O that says nothing about the checkpoints themselves: a directory that
-// exists but cannot be listed (kUnavailable-style, retry may help).
+// exists but cannot be listed (kUnavailable, retry may help), or whose path
+// is misconfigured (kInvalidArgument: a regular file on it, no permission).
 //
 // Thread-safety: a pure function of the files; safe to call concurrently.
 #ifndef PACER_WORKER_CORE_RESUME_POINT_H_

@@ -83,6 +83,10 @@ StatusOr<AgreedResume> ChooseResumeOnRank0(const WorkerConfig& c, int rank,
   AgreedResume agreed;
   agreed.run_id = NewRunId();
   if (c.checkpoint_dir.empty()) return agreed;
+  // A directory no checkpoint can ever be written to (a regular file, a
+  // read-only or foreign-owned volume) fails every rank here, as
+  // InvalidArgument (exit 2), rather than after the first interval's steps.
+  RETURN_IF_ERROR(CheckCheckpointDirectory(c.checkpoint_dir));
   ResumeRequirements want;
   want.job_name = c.job_name;
   want.plan_fingerprints = AcceptedPlanFingerprints(c);
@@ -269,6 +273,20 @@ int Fail(const WorkerConfig& c, int rank, const char* what, const Status& status
   const int code = ExitCodeFor(status);
   Log(c, rank,
       std::string("event=failed during=") + what + " exit=" + ExitCodeName(code) + " error=\"" +
+          status.ToString() + "\"");
+  return code;
+}
+
+// A checkpoint that could not be saved: kExitCheckpointFailure (a relaunch
+// from the previous checkpoint), except for a misconfigured directory
+// (InvalidArgument: a regular file on its path, no permission, a read-only
+// volume), which a relaunch would meet again: exit 2 fails the job with
+// the message that says what to fix.
+int CheckpointFailed(const WorkerConfig& c, int rank, const Status& status) {
+  const int code =
+      status.code() == StatusCode::kInvalidArgument ? kExitInvalidConfig : kExitCheckpointFailure;
+  Log(c, rank,
+      std::string("event=failed during=checkpoint exit=") + ExitCodeName(code) + " error=\"" +
           status.ToString() + "\"");
   return code;
 }
@@ -581,8 +599,7 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
       }
       if (Status s = SaveCheckpoint(c, rank, resume->run_id, step, *backend, options, &metrics);
           !s.ok()) {
-        Log(c, rank, "event=failed during=checkpoint error=\"" + s.ToString() + "\"");
-        return kExitCheckpointFailure;
+        return CheckpointFailed(c, rank, s);
       }
       Log(c, rank, "event=stopped step=" + std::to_string(step) + " exit=stopped-after-checkpoint");
       LeaveTogether(c, rank, store);
@@ -626,8 +643,7 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
         step < c.total_steps) {
       if (Status s = SaveCheckpoint(c, rank, resume->run_id, step, *backend, options, &metrics);
           !s.ok()) {
-        Log(c, rank, "event=failed during=checkpoint error=\"" + s.ToString() + "\"");
-        return kExitCheckpointFailure;
+        return CheckpointFailed(c, rank, s);
       }
     }
   }

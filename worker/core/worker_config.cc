@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdio>
-#include <cstdlib>
 #include <cmath>
+#include <cstdio>
 #include <initializer_list>
 #include <string_view>
 
@@ -42,16 +41,35 @@ Status ReadInt(const EnvLookup& getenv, const char* name, Int min, Int max, Int*
   return Status::Ok();
 }
 
+// A bound as it would be written: "86400", "1e-06", not "86400.000000".
+std::string BoundText(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.6g", v);
+  return buffer;
+}
+
+// Read with from_chars as ReadInt reads integers, so both take the same
+// text: decimal only, all of it, no spaces. strtod took leading spaces
+// (" 1"), hex ("0x10" as 16) and the locale's decimal comma, all of which
+// the integer variables refuse; "inf" and "nan" parse but are not finite.
 Status ReadDouble(const EnvLookup& getenv, const char* name, double min, double max,
                   double* out) {
   const char* text = Lookup(getenv, name, false);
   if (text == nullptr) return Status::Ok();
-  char* end = nullptr;
-  const double value = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !std::isfinite(value) || value < min || value > max) {
-    return InvalidArgumentError(std::string(name) + ": must be a number in [" +
-                                std::to_string(min) + ", " + std::to_string(max) + "], got " +
-                                Quoted(text));
+  const std::string_view s(text);
+  double value = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  const bool whole = end == s.data() + s.size();
+  const bool out_of_range = ec == std::errc::result_out_of_range && whole;
+  if (!out_of_range && (ec != std::errc() || !whole || !std::isfinite(value))) {
+    return InvalidArgumentError(std::string(name) +
+                                ": must be a decimal number such as 300, 0.5 or 2e-3 (no spaces, "
+                                "no hex), got " +
+                                Quoted(s));
+  }
+  if (out_of_range || value < min || value > max) {
+    return InvalidArgumentError(std::string(name) + ": must be a number in [" + BoundText(min) +
+                                ", " + BoundText(max) + "], got " + Quoted(s));
   }
   *out = value;
   return Status::Ok();
@@ -111,6 +129,19 @@ StatusOr<GpuSwitches> GpuSwitchesFromEnvironment(const EnvLookup& getenv) {
   RETURN_IF_ERROR(ReadSwitch(getenv, "PACER_CUDNN_ATTENTION", &s.cudnn_attention));
   RETURN_IF_ERROR(ReadSwitch(getenv, "PACER_GPU_CAUSAL_TILES", &s.causal_tiles));
   return s;
+}
+
+StatusOr<uint64_t> ParseSeed(std::string_view text) {
+  // from_chars, as the environment's integers: CLI11 read "-1" as 2^64 - 1
+  // and 2^64 as some other seed, so a typo ran with a seed nobody chose.
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return InvalidArgumentError(
+        "--seed: must be a decimal integer in [0, 18446744073709551615] (0 to 2^64 - 1), got " +
+        Quoted(text));
+  }
+  return value;
 }
 
 StatusOr<WorkerConfig> ConfigFromEnvironment(const EnvLookup& getenv) {

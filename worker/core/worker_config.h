@@ -29,6 +29,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "pacer/planner/job_spec.h"
 #include "pacer/planner/layout.h"
@@ -129,6 +130,11 @@ StatusOr<WorkerConfig> ConfigFromEnvironment(const EnvLookup& getenv);
 // smoke, which builds its own plan, reads only these). InvalidArgument
 // naming the variable for a value other than 0 or 1.
 StatusOr<GpuSwitches> GpuSwitchesFromEnvironment(const EnvLookup& getenv);
+
+// The --seed flag's value: a decimal integer in [0, 2^64 - 1], all of the
+// text (no sign, spaces or hex), as the environment's integers are read.
+// InvalidArgument naming the flag and the range otherwise.
+StatusOr<uint64_t> ParseSeed(std::string_view text);
 
 // The environment a controller or local launcher sets for `config` (the
 // inverse of ConfigFromEnvironment, for one node's worker process).
