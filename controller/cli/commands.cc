@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <exception>
 #include <fstream>
 #include <string>
@@ -44,6 +45,51 @@ struct SweepFlags {
   std::string gpus;
   std::string svg_path;
 };
+
+// Levenshtein distance, for "did you mean": `pacer plna` is one edit from plan.
+std::size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// What is wrong when the command line has no subcommand that parsed: CLI11
+// said "A subcommand is required" for `pacer plna job.yaml` and for
+// `pacer --bogus` alike, naming neither the word nor the choices.
+std::string NoSubcommandMessage(int argc, char** argv, const std::vector<CLI::App*>& commands) {
+  std::string names;
+  for (const CLI::App* command : commands) {
+    if (!names.empty()) names += ", ";
+    names += command->get_name();
+  }
+  if (argc < 2) return "no subcommand given; give one of: " + names;
+  const std::string first = argv[1];
+  if (!first.empty() && first.front() == '-') {
+    return "unknown option " + first + " before a subcommand; give one of the subcommands first (" +
+           names + "), then its options (e.g. pacer plan job.yaml --now 2026-06-01T00:00:00Z)";
+  }
+  std::string message = "unknown subcommand \"" + first + "\"";
+  std::string nearest;
+  std::size_t nearest_distance = 3;  // further than 2 edits is no typo
+  for (const CLI::App* command : commands) {
+    const std::size_t distance = EditDistance(first, command->get_name());
+    if (distance < nearest_distance) {
+      nearest = command->get_name();
+      nearest_distance = distance;
+    }
+  }
+  if (!nearest.empty()) message += " (did you mean " + nearest + "?)";
+  return message + "; give one of: " + names;
+}
 
 int ExitCodeFor(const Status& status) {
   switch (status.code()) {
@@ -92,10 +138,13 @@ void AddInputOptions(CLI::App* command, InputFlags& flags) {
       ->add_option("--calibration", flags.calibration_path,
                    "Calibration measured by `pacer-worker calibrate` or the controller")
       ->type_name("FILE");
+  // A callback, not a string: `--now ""` (an unset shell variable) must
+  // read as given and empty, not as left out.
   command
-      ->add_option("--now", flags.now_rfc3339,
-                   "Plan as of this instant instead of the system clock (RFC 3339, e.g. "
-                   "2026-06-01T00:00:00Z); makes output reproducible")
+      ->add_option_function<std::string>(
+          "--now", [&flags](const std::string& text) { flags.now_rfc3339 = text; },
+          "Plan as of this instant instead of the system clock (RFC 3339, e.g. "
+          "2026-06-01T00:00:00Z); makes output reproducible")
       ->type_name("TIME");
 }
 
@@ -249,6 +298,9 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err,
     extension->AddOptions(command);
     extension_commands.push_back(command);
   }
+  std::vector<CLI::App*> all_commands = {plan, explain, sweep};
+  all_commands.insert(all_commands.end(), extension_commands.begin(), extension_commands.end());
+  all_commands.push_back(version);
 
   try {
     app.parse(argc, argv);
@@ -259,7 +311,10 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err,
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e, out, err);
   } catch (const CLI::ParseError& e) {
-    err << "error: " << e.what() << "\nRun 'pacer --help' for usage.\n";
+    // Once a subcommand parsed, CLI11 names what is wrong with its arguments.
+    const std::string message =
+        app.get_subcommands().empty() ? NoSubcommandMessage(argc, argv, all_commands) : e.what();
+    err << "error: " << message << "\nRun 'pacer --help' for usage.\n";
     return kExitInvalidInput;
   }
 

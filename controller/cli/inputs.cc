@@ -3,12 +3,14 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <utility>
 
+#include "cli/yaml_json.h"
 #include "pacer/planner/job_parser.h"
 #include "pacer/planner/units.h"
 #include "pacer/strings.h"
@@ -27,6 +29,21 @@ StatusOr<int> ParsePositiveInt(std::string_view text, std::string_view what) {
                                 " must be a positive integer, got \"" + std::string(text) + "\"");
   }
   return value;
+}
+
+// Where the byte at `offset` is, for a person with an editor: line and
+// column (1-based, columns in bytes) and the offset itself.
+std::string WhereIs(std::string_view text, std::size_t offset) {
+  std::size_t line = 1;
+  std::size_t line_start = 0;
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(offset - line_start + 1) +
+         " (byte offset " + std::to_string(offset) + ")";
 }
 
 Status TooManyPoints() {
@@ -56,16 +73,92 @@ StatusOr<std::string> ReadDocument(const std::string& path, std::size_t max_byte
     return ResourceExhaustedError(path + ": larger than the " + std::to_string(max_bytes) +
                                   "-byte limit for input documents");
   }
+  // Checked on the bytes, comments included: yaml-cpp takes any byte, so a
+  // Latin-1 comment was planned and run, and a Latin-1 label was planned by
+  // `pacer plan` but refused by `pacer run` (JSON, for the API server, is
+  // UTF-8 only).
+  if (const std::optional<std::size_t> bad = FirstInvalidUtf8Byte(document)) {
+    char byte[8];
+    std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned char>(document[*bad]));
+    return InvalidArgumentError(path + ": the file is not valid UTF-8: byte " + byte + " at " +
+                                WhereIs(document, *bad) +
+                                "; save it as UTF-8 (from Latin-1: iconv -f latin1 -t utf-8)");
+  }
   return document;
 }
 
-StatusOr<int64_t> ResolveNow(const std::string& text) {
-  if (text.empty()) {
+std::optional<std::size_t> FirstInvalidUtf8Byte(std::string_view text) {
+  const auto at = [&text](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char lead = at(i);
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    // The sequence's length, and the range of its second byte: narrower
+    // after E0 and F0 (overlong forms), ED (surrogates) and F4 (> U+10FFFF).
+    std::size_t length = 0;
+    unsigned char low = 0x80;
+    unsigned char high = 0xBF;
+    if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) low = 0xA0;
+      if (lead == 0xED) high = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) low = 0x90;
+      if (lead == 0xF4) high = 0x8F;
+    } else {
+      return i;  // a continuation byte alone, C0, C1 or F5..FF
+    }
+    if (i + length > text.size() || at(i + 1) < low || at(i + 1) > high) return i;
+    for (std::size_t k = 2; k < length; ++k) {
+      if ((at(i + k) & 0xC0) != 0x80) return i;
+    }
+    i += length;
+  }
+  return std::nullopt;
+}
+
+StatusOr<TrainJobFile> ReadTrainJob(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string document, ReadDocument(path));
+  TrainJobFile job;
+  // The planner's parser first: it says exactly what is wrong with a field.
+  StatusOr<planner::JobSpec> spec = planner::ParseTrainJob(document);
+  if (!spec.ok()) return spec.status().WithContext(path);
+  job.spec = std::move(spec).value();
+  StatusOr<nlohmann::json> object = YamlToJson(document);
+  if (!object.ok()) return object.status().WithContext(path);
+  if (!object->is_object()) return InvalidArgumentError(path + ": not a YAML mapping");
+  // The bytes are UTF-8, but an escape can still make a string that is not
+  // (a lone surrogate written as an escape): the reconciler writes the
+  // object out as JSON, which threw "invalid UTF-8 byte" as an internal error
+  // mid-run.
+  try {
+    (void)object->dump();
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgumentError(path + ": a string is not valid UTF-8 once its escapes are read (" +
+                                e.what() + "); write the characters themselves, in UTF-8");
+  }
+  job.object = std::move(object).value();
+  return job;
+}
+
+StatusOr<int64_t> ResolveNow(const std::optional<std::string>& text) {
+  if (!text) {
     return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                     std::chrono::system_clock::now().time_since_epoch())
                                     .count());
   }
-  StatusOr<int64_t> now = planner::ParseRfc3339(text);
+  if (text->empty()) {
+    return InvalidArgumentError(
+        "--now is empty; give an RFC 3339 time such as 2026-01-01T00:00:00Z, or leave the flag "
+        "out");
+  }
+  StatusOr<int64_t> now = planner::ParseRfc3339(*text);
   if (!now.ok()) {
     return InvalidArgumentError("--now: " + now.status().message() +
                                 " (expected RFC 3339, e.g. 2026-06-01T00:00:00Z)");
@@ -77,10 +170,8 @@ StatusOr<LoadedInputs> LoadInputs(const InputFlags& flags) {
   LoadedInputs inputs;
   ASSIGN_OR_RETURN(inputs.now_unix_seconds, ResolveNow(flags.now_rfc3339));
 
-  ASSIGN_OR_RETURN(std::string job_document, ReadDocument(flags.job_path));
-  StatusOr<planner::JobSpec> job = planner::ParseTrainJob(job_document);
-  if (!job.ok()) return job.status().WithContext(flags.job_path);
-  inputs.job = std::move(job).value();
+  ASSIGN_OR_RETURN(TrainJobFile job, ReadTrainJob(flags.job_path));
+  inputs.job = std::move(job.spec);
 
   if (flags.cluster_path.empty()) {
     inputs.inventory = planner::DefaultInventory();

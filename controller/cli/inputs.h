@@ -4,13 +4,15 @@
 // flag) and, for documents, the field path the parser reported, so the
 // caller can print it as is.
 //
-// Files larger than kMaxDocumentBytes are refused before parsing. The wall
-// clock is read here, and only when no --now is given.
+// Files larger than kMaxDocumentBytes, and files that are not UTF-8, are
+// refused before parsing. The wall clock is read here, and only when no --now
+// is given.
 // Thread-safety: stateless functions.
 #ifndef PACER_CLI_INPUTS_H_
 #define PACER_CLI_INPUTS_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,9 +29,9 @@ namespace pacer::cli {
 // Paths and flags shared by plan, explain and sweep; empty = not given.
 struct InputFlags {
   std::string job_path;
-  std::string cluster_path;      // empty: DefaultInventory()
-  std::string calibration_path;  // empty: no calibration
-  std::string now_rfc3339;       // empty: the system clock
+  std::string cluster_path;                // empty: DefaultInventory()
+  std::string calibration_path;            // empty: no calibration
+  std::optional<std::string> now_rfc3339;  // nullopt: the system clock
 };
 
 // Everything a planning command needs, validated.
@@ -41,13 +43,35 @@ struct LoadedInputs {
   std::optional<int64_t> deadline_unix_seconds;  // EffectiveDeadline at now
 };
 
-// The whole file; InvalidArgument when it cannot be read, ResourceExhausted
-// when it is larger than `max_bytes`. Messages start with the path.
+// The whole file; InvalidArgument when it cannot be read or is not UTF-8
+// (anywhere, comments included: YAML and JSON are Unicode, and the API
+// server takes UTF-8 only; the message gives the line, column and byte
+// offset), ResourceExhausted when it is larger than `max_bytes`. Messages
+// start with the path.
 StatusOr<std::string> ReadDocument(const std::string& path,
                                    std::size_t max_bytes = planner::kMaxDocumentBytes);
 
-// --now: an RFC 3339 timestamp, or the system clock when `text` is empty.
-StatusOr<int64_t> ResolveNow(const std::string& text);
+// The offset of the first byte of `text` that is not part of well-formed
+// UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing above
+// U+10FFFF), or nullopt when all of it is.
+std::optional<std::size_t> FirstInvalidUtf8Byte(std::string_view text);
+
+// A TrainJob file read the one way `pacer plan` (and explain, sweep) and
+// `pacer run` read it: ReadDocument, the planner's parser, then the
+// document as the object the API server would store (YamlToJson), so that
+// both refuse the same files: also what the parser never reads, such as
+// aliases under metadata.labels that expand to a billion values.
+struct TrainJobFile {
+  planner::JobSpec spec;
+  nlohmann::json object;  // a JSON object; its strings dump as UTF-8
+};
+// Errors are ReadDocument's, or InvalidArgument; messages start with the path.
+StatusOr<TrainJobFile> ReadTrainJob(const std::string& path);
+
+// --now: an RFC 3339 timestamp, or the system clock when it was not given
+// (nullopt). Given empty, it is refused: `--now "$UNSET_VARIABLE"` planned at
+// the system clock without a word.
+StatusOr<int64_t> ResolveNow(const std::optional<std::string>& text);
 
 // Reads and parses all inputs, then refuses a deadline that is not after now
 // (InvalidArgument naming spec.deadline or spec.maxDuration).

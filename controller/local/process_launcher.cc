@@ -21,6 +21,21 @@ extern char** environ;
 
 namespace pacer::controller {
 
+Status CheckWorkerBinary(const std::string& path) {
+  // As posix_spawn will take it: a name without a '/' is a path in the
+  // working directory, not looked up on PATH.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return InvalidArgumentError(path + ": " + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) return InvalidArgumentError(path + ": is a directory, not a program");
+  if (::access(path.c_str(), X_OK) != 0) {
+    return InvalidArgumentError(path + ": not executable by this user (" + std::strerror(errno) +
+                                "; chmod +x it if it is the pacer-worker program)");
+  }
+  return Status::Ok();
+}
+
 ProcessLauncher::ProcessLauncher(ProcessLauncherOptions options) : options_(std::move(options)) {}
 
 ProcessLauncher::~ProcessLauncher() {

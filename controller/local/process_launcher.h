@@ -23,6 +23,13 @@
 
 namespace pacer::controller {
 
+// Whether `path` can be started as the worker: a file that exists, is not a
+// directory, and this user may execute. Checked before anything is planned:
+// a wrong --worker-binary surfaced only at the first launch, as six retried
+// "cannot start" warnings and exit 1. InvalidArgument says which of these
+// `path` is not (the message starts with the path).
+Status CheckWorkerBinary(const std::string& path);
+
 struct ProcessLauncherOptions {
   std::string worker_binary;  // path to pacer-worker
   std::string work_dir;       // checkpoints and logs

@@ -23,7 +23,6 @@
 #include "local/scraped_metrics.h"
 #include "local/terminal_width.h"
 #include "local/work_dir.h"
-#include "local/yaml_json.h"
 #include "pacer/planner/job_parser.h"
 #include "pacer/planner/units.h"
 #include "pacer/strings.h"
@@ -63,9 +62,17 @@ void WaitInterruptibly(int64_t ms) {
   }
 }
 
-std::string DefaultWorkerBinary() {
+// The worker program and where it came from, for the message when it
+// cannot be started.
+struct WorkerBinary {
+  std::string path;
+  enum class Source { kFlag, kEnvironment, kSearch } source;
+};
+
+WorkerBinary ChooseWorkerBinary(const std::string& flag) {
+  if (!flag.empty()) return {flag, WorkerBinary::Source::kFlag};
   if (const char* env = std::getenv("PACER_WORKER_BINARY"); env != nullptr && *env != '\0') {
-    return env;
+    return {env, WorkerBinary::Source::kEnvironment};
   }
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -74,7 +81,9 @@ std::string DefaultWorkerBinary() {
     // build/worker/pacer-worker).
     for (const auto& candidate : {self.parent_path() / "pacer-worker",
                                   self.parent_path().parent_path() / "worker" / "pacer-worker"}) {
-      if (std::filesystem::exists(candidate, ec)) return candidate.string();
+      if (std::filesystem::exists(candidate, ec)) {
+        return {candidate.string(), WorkerBinary::Source::kSearch};
+      }
     }
   }
   // Installed elsewhere on PATH: spawned by its full path (posix_spawn does
@@ -83,10 +92,34 @@ std::string DefaultWorkerBinary() {
     for (const std::string_view dir : SplitOn(path, ':')) {
       if (dir.empty()) continue;
       const std::filesystem::path candidate = std::filesystem::path(dir) / "pacer-worker";
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
+      if (::access(candidate.c_str(), X_OK) == 0) {
+        return {candidate.string(), WorkerBinary::Source::kSearch};
+      }
     }
   }
-  return "pacer-worker";
+  return {"pacer-worker", WorkerBinary::Source::kSearch};
+}
+
+// Why `worker` cannot be started (`problem`, from CheckWorkerBinary), and
+// what to do, by where it came from.
+std::string WorkerBinaryError(const WorkerBinary& worker, const Status& problem) {
+  switch (worker.source) {
+    case WorkerBinary::Source::kFlag:
+      return "--worker-binary " + problem.message() +
+             "; give the path of the pacer-worker program (the build tree's is "
+             "build/worker/pacer-worker), or leave the flag out to use the one beside pacer or "
+             "on PATH";
+    case WorkerBinary::Source::kEnvironment:
+      return "$PACER_WORKER_BINARY " + problem.message() +
+             "; set it to the path of the pacer-worker program, unset it to use the one beside "
+             "pacer or on PATH, or give --worker-binary";
+    case WorkerBinary::Source::kSearch:
+      break;
+  }
+  return "cannot start the pacer-worker program (" + problem.message() +
+         "; looked for beside pacer, in ../worker/ beside it and on PATH); build it "
+         "(scripts/run-local.sh builds pacer and pacer-worker), or give its path with "
+         "--worker-binary";
 }
 
 int ExitCodeFor(Phase phase, const JobView& view) {
@@ -180,51 +213,43 @@ void RunCommand::AddOptions(CLI::App* command) {
 }
 
 int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
-  StatusOr<std::string> document = cli::ReadDocument(options.job_path);
-  if (!document.ok()) {
-    err << "error: " << document.status().message() << '\n';
+  // The arguments first, before the file is planned: a worker that cannot
+  // start failed only at the first launch, after the plan, as six retried
+  // warnings and exit 1.
+  const WorkerBinary worker = ChooseWorkerBinary(options.worker_binary);
+  if (const Status runnable = CheckWorkerBinary(worker.path); !runnable.ok()) {
+    err << "error: " << WorkerBinaryError(worker, runnable) << '\n';
     return 2;
   }
-  // Validate first: the planner's parser says exactly what is wrong.
-  StatusOr<planner::JobSpec> parsed = planner::ParseTrainJob(*document);
-  if (!parsed.ok()) {
-    err << "error: " << options.job_path << ": " << parsed.status().message() << '\n';
+  // Read as `pacer plan` reads it (cli::ReadTrainJob), so that the two
+  // refuse the same files; the planner's parser says what is wrong.
+  StatusOr<cli::TrainJobFile> file = cli::ReadTrainJob(options.job_path);
+  if (!file.ok()) {
+    err << "error: " << file.status().message() << '\n';
     return 2;
   }
-  StatusOr<nlohmann::json> object = YamlToJson(*document);
-  if (!object.ok() || !object->is_object()) {
-    err << "error: " << options.job_path << ": "
-        << (object.ok() ? std::string("not a YAML mapping") : object.status().message()) << '\n';
-    return 2;
-  }
-  // Text the API server would refuse (it takes UTF-8 only) is refused here
-  // too: the reconciler writes the object out as JSON, which threw
-  // "invalid UTF-8 byte" as an internal error mid-run.
-  try {
-    (void)object->dump();
-  } catch (const nlohmann::json::exception& e) {
-    err << "error: " << options.job_path << ": the file is not valid UTF-8 (" << e.what()
-        << "); save it as UTF-8\n";
-    return 2;
-  }
+  const planner::JobSpec& parsed = file->spec;
+  nlohmann::json& object = file->object;
   // A new job, as `kubectl apply` makes one (AsNewJob): before the
   // creation time below is read.
-  AsNewJob(*object);
-  nlohmann::json& metadata = (*object)["metadata"];
+  AsNewJob(object);
+  nlohmann::json& metadata = object["metadata"];
   if (!metadata.is_object()) metadata = nlohmann::json::object();
   SystemClock& clock = SystemClock::Default();
   // The run uses the name the parser validated: a plain `name: 123` reads as
   // a number in JSON, and the reconciler takes names as strings.
-  metadata["name"] = parsed->name;
-  metadata["namespace"] = parsed->namespace_name;
+  metadata["name"] = parsed.name;
+  metadata["namespace"] = parsed.namespace_name;
   const std::string work_dir = !options.work_dir.empty()
                                    ? options.work_dir
-                                   : ".pacer/" + parsed->namespace_name + "-" + parsed->name;
+                                   : ".pacer/" + parsed.namespace_name + "-" + parsed.name;
   // Two runs of one job would share checkpoints and logs: one at a time.
   StatusOr<WorkDirLock> lock = WorkDirLock::Acquire(work_dir);
   if (!lock.ok()) {
     err << "error: " << lock.status().message() << '\n';
-    return 1;
+    // A path that is no directory is a bad argument (2); another run
+    // holding the lock is not.
+    return lock.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   LocalInventoryOptions inventory_options;
   inventory_options.cpu_devices = options.cpu_devices;
@@ -261,13 +286,12 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   if (mode == ProgressLine::Mode::kLive) width.emplace(STDOUT_FILENO);
   ProgressLine progress(out, mode, width ? &*width : nullptr);
 
-  LocalJobStore store(*object, [&progress](const LocalEvent& e) { progress.Event(e); });
+  LocalJobStore store(object, [&progress](const LocalEvent& e) { progress.Event(e); });
   const std::string key = store.key();
   const JobRef ref = JobRefOf(store.Snapshot());
 
   ProcessLauncherOptions launcher_options;
-  launcher_options.worker_binary =
-      options.worker_binary.empty() ? DefaultWorkerBinary() : options.worker_binary;
+  launcher_options.worker_binary = worker.path;
   launcher_options.work_dir = work_dir;
   launcher_options.backend = inventory.uses_gpus() ? "gpu" : "cpu";
   ProcessLauncher launcher(launcher_options);
@@ -296,7 +320,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   out << "pacer run: " << key << " on " << inventory.Describe() << "\n"
       << "  worker " << launcher_options.worker_binary << "\n"
       << "  logs and checkpoints in " << launcher_options.work_dir << "\n";
-  if (!parsed->worker.image.empty() || !parsed->worker.command.empty()) {
+  if (!parsed.worker.image.empty() || !parsed.worker.command.empty()) {
     // spec.worker.env is passed on; an image and its command are a cluster's.
     out << "  note: spec.worker.image and spec.worker.command apply in a cluster; pacer run "
            "starts the worker above (--worker-binary)\n";
@@ -406,7 +430,9 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
     ReconcileResult result = reconciler.Reconcile(key);
     int64_t wait_ms = 1000;
     if (!result.status.ok()) {
-      progress.Message("warning: " + result.status.ToString());
+      // The message only: its code (UNAVAILABLE...) is the reconciler's, not
+      // the user's.
+      progress.Message("warning: " + result.status.message());
       if (!result.status.retryable() || ++consecutive_errors > 5) {
         progress.Finish();
         err << "error: " << result.status.message() << '\n';

@@ -9,13 +9,51 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace pacer::controller {
+namespace {
+
+// The part of `dir` that is a file where a directory must be (`dir` itself,
+// or the deepest part of it that exists), if any.
+std::optional<std::filesystem::path> FileInTheWay(const std::filesystem::path& dir) {
+  for (std::filesystem::path p = dir; !p.empty(); p = p.parent_path()) {
+    std::error_code ec;
+    // A path through a file (ENOTDIR) reads as not found: go up to the file.
+    const std::filesystem::file_status st = std::filesystem::status(p, ec);
+    if (std::filesystem::exists(st)) {
+      if (std::filesystem::is_directory(st)) return std::nullopt;
+      return p;
+    }
+    if (p == p.parent_path()) break;  // the root
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 StatusOr<WorkDirLock> WorkDirLock::Acquire(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
+  // Said here, by its cause: ignored, a file named as the work directory
+  // (`--work-dir /etc/passwd`) failed at the lock below as "cannot open
+  // /etc/passwd/lock: Not a directory; make /etc/passwd writable (chown)".
+  // Whether it is a directory now decides, not `ec`: some libstdc++ versions
+  // report an error for a path that ends in '/' and already exists.
+  std::error_code is_dir_ec;
+  if (!std::filesystem::is_directory(dir, is_dir_ec)) {
+    if (const std::optional<std::filesystem::path> file = FileInTheWay(dir)) {
+      return InvalidArgumentError(
+          "the work directory " + dir + " cannot be made: " + file->string() +
+          " is a file, not a directory; give this run a directory with --work-dir (one that "
+          "does not exist yet is created)");
+    }
+    return InvalidArgumentError("cannot create the work directory " + dir + ": " +
+                                (ec ? ec.message() : std::string("not a directory")) +
+                                "; make its parent writable by this user, or give this run "
+                                "another --work-dir");
+  }
   const std::string path = dir + "/lock";
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {

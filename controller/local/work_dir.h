@@ -19,7 +19,10 @@ namespace pacer::controller {
 // Holds <dir>/lock exclusively while it lives (creates <dir>).
 class WorkDirLock {
  public:
-  // FailedPrecondition naming the other process when it holds the lock.
+  // InvalidArgument when `dir` is not a directory and cannot be made one (a
+  // file in its place or in its path; the message names it), or cannot be
+  // created; FailedPrecondition when the lock file cannot be opened, or
+  // naming the other process when it holds the lock.
   static StatusOr<WorkDirLock> Acquire(const std::string& dir);
   WorkDirLock(WorkDirLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   WorkDirLock& operator=(WorkDirLock&&) = delete;

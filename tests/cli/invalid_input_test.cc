@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cli/commands.h"
@@ -201,6 +204,141 @@ TEST(InvalidInputTest, UsageErrorsExitWithTwo) {
       RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "64..8", "--now", kNow});
   EXPECT_EQ(bad_gpus.exit_code, kExitInvalidInput);
   EXPECT_NE(bad_gpus.err.find("--gpus"), std::string::npos) << bad_gpus.err;
+}
+
+// `pacer plan` and `pacer run` read a TrainJob file the same way
+// (ReadTrainJob): a byte that is not UTF-8 is refused wherever it is, with
+// its line and column. plan planned a Latin-1 label (run refused it) and
+// both took a Latin-1 comment.
+TEST(InvalidInputTest, AFileThatIsNotUtf8ExitsWithTwoNamingWhereTheByteIs) {
+  testing::TempDir dir;
+  const std::string job = testing::ReadFile(CliTestData("llama-7b.yaml"));
+  const std::size_t metadata = job.find("\nmetadata:\n");
+  ASSERT_NE(metadata, std::string::npos);
+  const std::string label = dir.File("latin1-label.yaml");
+  std::ofstream(label) << job.substr(0, metadata) << "\nmetadata:\n  labels: {team: caf\xe9}"
+                       << job.substr(metadata + std::string("\nmetadata:").size());
+  const std::string comment = dir.File("latin1-comment.yaml");
+  std::ofstream(comment) << "# caf\xe9\n" << job;
+  for (const auto& [path, where] :
+       {std::pair{label, std::string("byte 0xE9 at line 6, column 21")},
+        std::pair{comment, std::string("byte 0xE9 at line 1, column 6 (byte offset 5)")}}) {
+    SCOPED_TRACE(path);
+    for (const char* command : {"plan", "explain"}) {
+      const CliRun run = RunPacer({command, path, "--now", kNow});
+      EXPECT_EQ(run.exit_code, kExitInvalidInput) << run.out << run.err;
+      EXPECT_NE(run.err.find(path + ": the file is not valid UTF-8: " + where), std::string::npos)
+          << run.err;
+      EXPECT_NE(run.err.find("save it as UTF-8"), std::string::npos) << run.err;
+      EXPECT_TRUE(run.out.empty()) << run.out;
+    }
+  }
+}
+
+// UTF-8 as RFC 3629 has it: what nlohmann::json refuses to write (overlong
+// forms, surrogates, code points past U+10FFFF, cut-off sequences) is
+// refused before it gets that far.
+TEST(InvalidInputTest, FirstInvalidUtf8ByteFollowsRfc3629) {
+  const auto first_invalid = [](std::string_view text) {
+    return FirstInvalidUtf8Byte(text).value_or(std::string_view::npos);
+  };
+  constexpr std::size_t kNone = std::string_view::npos;
+  EXPECT_EQ(first_invalid(""), kNone);
+  EXPECT_EQ(first_invalid("plain \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf"), kNone);
+  EXPECT_EQ(first_invalid("\xef\xbb\xbf"
+                          "a: 1"),
+            kNone);                                   // a BOM is UTF-8
+  EXPECT_EQ(first_invalid("caf\xe9"), 3u);            // Latin-1
+  EXPECT_EQ(first_invalid("ab\x80"), 2u);             // a lone continuation byte
+  EXPECT_EQ(first_invalid("a\xc0\xaf"), 1u);          // overlong '/'
+  EXPECT_EQ(first_invalid("a\xe0\x80\xaf"), 1u);      // overlong, 3 bytes
+  EXPECT_EQ(first_invalid("a\xed\xa0\x80"), 1u);      // a surrogate
+  EXPECT_EQ(first_invalid("a\xf4\x90\x80\x80"), 1u);  // past U+10FFFF
+  EXPECT_EQ(first_invalid("a\xf5\x80\x80\x80"), 1u);  // no such lead byte
+  EXPECT_EQ(first_invalid("a\xe2\x82"), 1u);          // cut off at the end
+  EXPECT_EQ(first_invalid("a\xe2\x82"
+                          "z"),
+            1u);  // cut off before a character
+}
+
+// What `pacer run` refuses beyond the planner's fields, plan refuses too:
+// aliases under metadata.labels (never read by the planner's parser) that
+// expand to 10^4 values from a few hundred bytes were planned, exit 0.
+TEST(InvalidInputTest, AliasesExpandingPastTheFileUnderLabelsExitWithTwo) {
+  testing::TempDir dir;
+  const std::string job = testing::ReadFile(CliTestData("llama-7b.yaml"));
+  const std::size_t metadata = job.find("\nmetadata:\n");
+  ASSERT_NE(metadata, std::string::npos);
+  const std::string path = dir.File("alias-bomb.yaml");
+  std::ofstream(path) << job.substr(0, metadata)
+                      << "\nmetadata:\n  labels:\n"
+                         "    a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+                         "    b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+                         "    c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+                         "    d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]"
+                      << job.substr(metadata + std::string("\nmetadata:").size());
+  for (const char* command : {"plan", "explain"}) {
+    const CliRun run = RunPacer({command, path, "--now", kNow});
+    EXPECT_EQ(run.exit_code, kExitInvalidInput) << run.out << run.err;
+    EXPECT_NE(run.err.find(path + ": the document expands to more values than it has bytes"),
+              std::string::npos)
+        << run.err;
+    EXPECT_TRUE(run.out.empty()) << run.out;
+  }
+  const CliRun sweep = RunPacer({"sweep", path, "--gpus", "8..64", "--now", kNow});
+  EXPECT_EQ(sweep.exit_code, kExitInvalidInput) << sweep.out << sweep.err;
+}
+
+// `--now "$UNSET"` planned at the system clock without a word.
+TEST(InvalidInputTest, AnEmptyNowExitsWithTwo) {
+  for (const char* command : {"plan", "explain"}) {
+    const CliRun run = RunPacer({command, CliTestData("llama-7b.yaml"), "--now", ""});
+    EXPECT_EQ(run.exit_code, kExitInvalidInput) << run.out << run.err;
+    EXPECT_NE(run.err.find("--now is empty; give an RFC 3339 time such as 2026-01-01T00:00:00Z, "
+                           "or leave the flag out"),
+              std::string::npos)
+        << run.err;
+    EXPECT_TRUE(run.out.empty()) << run.out;
+  }
+  const CliRun sweep =
+      RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "8..64", "--now", ""});
+  EXPECT_EQ(sweep.exit_code, kExitInvalidInput) << sweep.out << sweep.err;
+  EXPECT_NE(sweep.err.find("--now is empty"), std::string::npos) << sweep.err;
+}
+
+// A misspelt subcommand and an option before any subcommand both said "A
+// subcommand is required": the message names the word and the choices.
+TEST(InvalidInputTest, AnUnknownSubcommandOrOptionIsNamedWithTheSubcommands) {
+  CliRun run = RunPacer({"plna", CliTestData("llama-7b.yaml")});
+  EXPECT_EQ(run.exit_code, kExitInvalidInput);
+  EXPECT_NE(run.err.find("error: unknown subcommand \"plna\" (did you mean plan?); give one of: "
+                         "plan, explain, sweep, simulate, version"),
+            std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("A subcommand is required"), std::string::npos) << run.err;
+
+  run = RunPacer({"frobnicate"});
+  EXPECT_EQ(run.exit_code, kExitInvalidInput);
+  EXPECT_NE(run.err.find("error: unknown subcommand \"frobnicate\"; give one of: plan,"),
+            std::string::npos)
+      << run.err;
+
+  run = RunPacer({"--bogus"});
+  EXPECT_EQ(run.exit_code, kExitInvalidInput);
+  EXPECT_NE(run.err.find("error: unknown option --bogus before a subcommand"), std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("plan, explain, sweep"), std::string::npos) << run.err;
+
+  run = RunPacer({});
+  EXPECT_EQ(run.exit_code, kExitInvalidInput);
+  EXPECT_NE(run.err.find("error: no subcommand given; give one of: plan,"), std::string::npos)
+      << run.err;
+
+  // After a subcommand, CLI11 names what is wrong with its arguments.
+  run = RunPacer({"plan", CliTestData("llama-7b.yaml"), "--bogus"});
+  EXPECT_EQ(run.exit_code, kExitInvalidInput);
+  EXPECT_NE(run.err.find("--bogus"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("before a subcommand"), std::string::npos) << run.err;
 }
 
 TEST(GpuCountsTest, RangeDoubles) {

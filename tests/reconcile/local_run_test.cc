@@ -8,8 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -277,6 +279,70 @@ TEST(LocalRunTest, AFileThatIsNotUtf8ExitsTwo) {
   std::filesystem::remove_all(dir);
 }
 
+// A worker program that cannot be started is a bad argument, said before
+// anything is planned or launched: it surfaced at the first launch as six
+// "warning: UNAVAILABLE: cannot start ..." lines, then exit 1.
+TEST(LocalRunTest, AWorkerBinaryThatCannotStartExitsTwoBeforePlanning) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-bad-worker-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "bin");
+  const std::filesystem::path not_executable = dir / "bin" / "pacer-worker";
+  std::ofstream(not_executable) << "#!/bin/sh\nexit 0\n";
+  std::filesystem::permissions(
+      not_executable, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const std::string quickstart =
+      std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml";
+  const std::string work = (dir / "work").string();
+  for (const auto& [worker, why] : std::vector<std::pair<std::string, std::string>>{
+           {(dir / "missing").string(), std::strerror(ENOENT)},
+           {not_executable.string(), "not executable by this user"},
+           {(dir / "bin").string(), "is a directory"}}) {
+    SCOPED_TRACE(worker);
+    Child c = Spawn({PACER_BINARY, "run", quickstart, "--progress", "plain", "--worker-binary",
+                     worker, "--work-dir", work});
+    std::string out;
+    EXPECT_EQ(Wait(c, &out), 2) << out;
+    EXPECT_NE(out.find("error: --worker-binary " + worker + ": " + why), std::string::npos) << out;
+    EXPECT_NE(out.find("pacer-worker program"), std::string::npos) << out;  // what to give
+    EXPECT_EQ(out.find("UNAVAILABLE"), std::string::npos) << out;
+    EXPECT_EQ(out.find("pacer run: "), std::string::npos) << out;  // nothing was planned
+    EXPECT_FALSE(std::filesystem::exists(work)) << out;
+  }
+  // The same from $PACER_WORKER_BINARY, named as such.
+  Child c = Spawn({"/usr/bin/env", "PACER_WORKER_BINARY=" + (dir / "missing").string(),
+                   PACER_BINARY, "run", quickstart, "--progress", "plain", "--work-dir", work});
+  std::string out;
+  EXPECT_EQ(Wait(c, &out), 2) << out;
+  EXPECT_NE(out.find("error: $PACER_WORKER_BINARY " + (dir / "missing").string()),
+            std::string::npos)
+      << out;
+  std::filesystem::remove_all(dir);
+}
+
+// A --work-dir that is a file (or runs through one) is a bad argument, and
+// the message says it is not a directory: it said "cannot open
+// /etc/passwd/lock: Not a directory; make /etc/passwd writable by this user
+// (chown)" and exited 1.
+TEST(LocalRunTest, AWorkDirThatIsAFileExitsTwoSayingSo) {
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("pacer-work-file-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(file);
+  std::ofstream(file) << "a file, not a directory\n";
+  for (const std::filesystem::path& work : {file, file / "sub"}) {
+    SCOPED_TRACE(work.string());
+    Child c = Spawn({PACER_BINARY, "run",
+                     std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
+                     "--progress", "none", "--work-dir", work.string()});
+    std::string out;
+    EXPECT_EQ(Wait(c, &out), 2) << out;
+    EXPECT_NE(out.find(file.string() + " is a file, not a directory"), std::string::npos) << out;
+    EXPECT_NE(out.find("--work-dir"), std::string::npos) << out;
+    EXPECT_EQ(out.find("chown"), std::string::npos) << out;
+  }
+  std::filesystem::remove(file);
+}
+
 // `pacer run` on the quickstart with a 5 s deadline (which this machine
 // cannot meet), named `name` when that is not empty; returns the exit code.
 // `extra_yaml` is appended to the file (e.g. an exported object's status).
@@ -337,6 +403,15 @@ TEST(LocalRunTest, ImpossibleDeadlineExitsThreeWithTheReason) {
   std::string out;
   EXPECT_EQ(RunQuickstartDueIn5s("late", "", &out), 3) << out;
   EXPECT_NE(out.find("Infeasible"), std::string::npos) << out;
+}
+
+// A byte that is not UTF-8 in a comment is refused as `pacer plan` refuses
+// it (cli::ReadTrainJob), with its line: run took the file and trained.
+TEST(LocalRunTest, ANonUtf8CommentExitsTwoWithItsLine) {
+  std::string out;
+  EXPECT_EQ(RunQuickstartDueIn5s("latin1-comment", "", &out, "# caf\xe9\n"), 2) << out;
+  EXPECT_NE(out.find("the file is not valid UTF-8: byte 0xE9 at line "), std::string::npos) << out;
+  EXPECT_EQ(out.find("Infeasible"), std::string::npos) << out;  // refused before planning
 }
 
 // An exported object (`kubectl get -o yaml`) is run as a new job: its

@@ -7,8 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -295,6 +297,31 @@ TEST(ProcessLauncherTest, ALogsDirectoryThatCannotBeMadeIsNamed) {
       << launched.message();
   EXPECT_NE(launched.message().find("--work-dir"), std::string::npos) << launched.message();
   EXPECT_EQ(launched.message().find("--worker-binary"), std::string::npos) << launched.message();
+  std::filesystem::remove_all(dir);
+}
+
+// What CheckWorkerBinary says of a program that cannot be started, before
+// `pacer run` plans anything (LocalRunTest covers the exit code).
+TEST(ProcessLauncherTest, CheckWorkerBinarySaysWhyAProgramCannotStart) {
+  const std::filesystem::path dir = TestDir("check-worker");
+  std::filesystem::create_directories(dir);
+  EXPECT_TRUE(CheckWorkerBinary("/bin/true").ok());
+  const Status missing = CheckWorkerBinary((dir / "missing").string());
+  EXPECT_EQ(missing.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(missing.message(), (dir / "missing").string() + ": " + std::strerror(ENOENT));
+  const Status directory = CheckWorkerBinary(dir.string());
+  EXPECT_EQ(directory.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(directory.message().find("is a directory"), std::string::npos) << directory.message();
+  // Without any execute bit: even root may not run it.
+  std::ofstream(dir / "worker") << "#!/bin/sh\nexit 0\n";
+  std::filesystem::permissions(
+      dir / "worker", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const Status not_executable = CheckWorkerBinary((dir / "worker").string());
+  EXPECT_EQ(not_executable.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(not_executable.message().find("not executable"), std::string::npos)
+      << not_executable.message();
+  EXPECT_NE(not_executable.message().find("chmod +x"), std::string::npos)
+      << not_executable.message();
   std::filesystem::remove_all(dir);
 }
 

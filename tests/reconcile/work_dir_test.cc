@@ -112,5 +112,26 @@ TEST_F(WorkDirTest, ALockThatCannotBeOpenedSaysWhyAndWhatToDo) {
       << lock.status().message();
 }
 
+// A file where the work directory (or a directory above it) must be is
+// named as not a directory, a bad argument: it read "cannot open
+// <file>/lock: Not a directory; make <file> writable by this user (chown)".
+TEST_F(WorkDirTest, AFileInPlaceOfTheDirectoryIsNamedAsNotADirectory) {
+  std::filesystem::create_directories(dir_.parent_path());
+  std::ofstream(dir_) << "a file, not a directory";
+  for (const std::filesystem::path& work : {dir_, dir_ / "sub" / "deeper"}) {
+    SCOPED_TRACE(work.string());
+    StatusOr<WorkDirLock> lock = WorkDirLock::Acquire(work.string());
+    ASSERT_FALSE(lock.ok());
+    EXPECT_EQ(lock.status().code(), StatusCode::kInvalidArgument) << lock.status().ToString();
+    EXPECT_NE(lock.status().message().find(dir_.string() + " is a file, not a directory"),
+              std::string::npos)
+        << lock.status().message();
+    EXPECT_NE(lock.status().message().find("--work-dir"), std::string::npos)
+        << lock.status().message();
+    EXPECT_EQ(lock.status().message().find("chown"), std::string::npos) << lock.status().message();
+  }
+  std::filesystem::remove(dir_);
+}
+
 }  // namespace
 }  // namespace pacer::controller

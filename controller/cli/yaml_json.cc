@@ -1,4 +1,4 @@
-#include "local/yaml_json.h"
+#include "cli/yaml_json.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -7,7 +7,7 @@
 #include <regex>
 #include <string>
 
-namespace pacer::controller {
+namespace pacer::cli {
 namespace {
 
 constexpr int kMaxDepth = 64;
@@ -100,4 +100,4 @@ StatusOr<nlohmann::json> YamlToJson(const std::string& document) {
   }
 }
 
-}  // namespace pacer::controller
+}  // namespace pacer::cli
