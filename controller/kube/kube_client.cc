@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <unordered_set>
 
 #include "http/bounded_body.h"
 #include "http/task_wait.h"
@@ -415,11 +416,23 @@ StatusOr<ListPage> KubeClient::ListAll(const ResourceRef& resource, const std::s
                                        ListOptions options) {
   controller::ListPage all;
   bool first = true;
+  std::unordered_set<std::string> tokens_seen;
   do {
     ASSIGN_OR_RETURN(controller::ListPage page, ListPage(resource, ns, options));
     if (first) all.resource_version = page.resource_version;
     first = false;
+    if (page.items.size() > kMaxListAllItems - all.items.size()) {
+      return ResourceExhaustedError("listing " + resource.plural + ": more than " +
+                                    std::to_string(kMaxListAllItems) +
+                                    " items; list fewer (a namespace or a label selector)");
+    }
     for (json& item : page.items) all.items.push_back(std::move(item));
+    if (!page.continue_token.empty() && !tokens_seen.insert(page.continue_token).second) {
+      return InternalError("listing " + resource.plural +
+                           ": the API server gave a continue token it had given before, after " +
+                           std::to_string(all.items.size()) +
+                           " items; its pager would never end (an API server or proxy fault)");
+    }
     options.continue_token = page.continue_token;
     // Later pages are served from the first page's snapshot (the token says which).
     options.resource_version.clear();

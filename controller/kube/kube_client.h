@@ -95,7 +95,11 @@ class KubeClient {
   // One page of a list.
   StatusOr<controller::ListPage> ListPage(const ResourceRef& resource, const std::string& ns,
                                           const ListOptions& options);
-  // Every page, following continue tokens; resource_version is the first page's.
+  // Every page, following continue tokens; resource_version is the first
+  // page's. A pager that gives a continue token it gave before (it would
+  // never end) is an Internal error; more than kMaxListAllItems items in
+  // all, ResourceExhausted (each page is bounded, their sum was not).
+  static constexpr std::size_t kMaxListAllItems = 1'000'000;
   StatusOr<controller::ListPage> ListAll(const ResourceRef& resource, const std::string& ns,
                                          ListOptions options);
 

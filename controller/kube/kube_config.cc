@@ -3,6 +3,9 @@
 #include <cpprest/asyncrt_utils.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -19,6 +22,43 @@ StatusOr<std::string> DecodeBase64(const std::string& field, const std::string& 
   } catch (const std::exception&) {
     return InvalidArgumentError(field + ": is not valid base64");
   }
+}
+
+// The URL without what may be a secret: the user name and password before
+// an '@', and the query and fragment. For messages.
+std::string RedactedUrl(const std::string& url) {
+  std::string out = url.substr(0, url.find_first_of("?#"));
+  const std::size_t scheme = out.find("://");
+  const std::size_t authority = scheme == std::string::npos ? 0 : scheme + 3;
+  const std::size_t path = out.find('/', authority);
+  const std::size_t at = out.rfind('@', path == std::string::npos ? std::string::npos : path);
+  if (at != std::string::npos && at >= authority) out.erase(authority, at + 1 - authority);
+  return out;
+}
+
+// The API server's URL: https, and no credentials or query in it. Pacer
+// writes the server into messages and files (`pacer inventory`'s header);
+// a password in the URL would go with it, so it is refused, and the
+// message shows the URL without it.
+Status CheckServerUrl(const std::string& server, const std::string& where) {
+  if (server.rfind("https://", 0) != 0) {
+    return InvalidArgumentError(where + ": must be an https:// URL, got \"" + RedactedUrl(server) +
+                                "\"");
+  }
+  const std::size_t path = server.find_first_of("/?#", 8);
+  if (server.substr(8, path == std::string::npos ? std::string::npos : path - 8).find('@') !=
+      std::string::npos) {
+    return InvalidArgumentError(where + ": \"" + RedactedUrl(server) +
+                                "\" with a user name or password (user:password@) is not "
+                                "supported; give the credential in the user entry (token, "
+                                "tokenFile or client-certificate) instead");
+  }
+  if (server.find_first_of("?#") != std::string::npos) {
+    return InvalidArgumentError(where + ": \"" + RedactedUrl(server) +
+                                "\" with a query or fragment (?...) is not supported; the server "
+                                "is scheme://host:port[/path]");
+  }
+  return Status::Ok();
 }
 
 // A named entry of a kubeconfig list (clusters, users, contexts).
@@ -67,16 +107,42 @@ std::string KubeConfig::ToString() const {
 }
 
 StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return InvalidArgumentError(path + ": cannot be read: is a directory, not a file");
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFoundError(path + ": cannot be read");
-  std::ostringstream out;
-  out << in.rdbuf();
-  std::string content = out.str();
+  if (!in) return NotFoundError(path + ": cannot be read: " + std::strerror(errno));
+  // At most one byte past the limit is read: a device such as /dev/zero, or
+  // a huge file, is refused without being read whole (it was, and never
+  // ended or took gigabytes).
+  std::string content(kMaxFileBytes + 1, '\0');
+  in.read(content.data(), static_cast<std::streamsize>(content.size()));
+  if (in.bad()) return UnavailableError(path + ": cannot be read: I/O error");
+  content.resize(static_cast<std::size_t>(in.gcount()));
   if (content.size() > kMaxFileBytes) {
     return ResourceExhaustedError(path + ": larger than " + std::to_string(kMaxFileBytes) +
-                                  " bytes");
+                                  " bytes; is it the right file?");
   }
   return content;
+}
+
+Status CheckBearerToken(const std::string& token, const std::string& where) {
+  for (std::size_t i = 0; i < token.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(token[i]);
+    // Visible ASCII only: the token goes into an Authorization header, where
+    // a line break would start a header of the token's choosing. The
+    // message gives the position, never the token.
+    if (byte < 0x21 || byte > 0x7e) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "0x%02x", byte);
+      return InvalidArgumentError(where +
+                                  ": the token has a byte that cannot go in an HTTP header (" +
+                                  hex + " at offset " + std::to_string(i) +
+                                  "); a bearer token is printable ASCII without spaces");
+    }
+  }
+  return Status::Ok();
 }
 
 StatusOr<KubeConfig> InClusterConfig(const GetEnvFn& getenv, const ReadFileFn& read_file,
@@ -98,6 +164,7 @@ StatusOr<KubeConfig> InClusterConfig(const GetEnvFn& getenv, const ReadFileFn& r
          (c.bearer_token.back() == '\n' || c.bearer_token.back() == '\r')) {
     c.bearer_token.pop_back();
   }
+  RETURN_IF_ERROR(CheckBearerToken(c.bearer_token, c.token_file));
   ASSIGN_OR_RETURN(c.ca_pem, read_file(secrets_dir + "/ca.crt"));
   if (StatusOr<std::string> ns = read_file(secrets_dir + "/namespace"); ns.ok() && !ns->empty()) {
     c.namespace_name = *ns;
@@ -139,10 +206,7 @@ StatusOr<KubeConfig> KubeconfigFile(const std::string& path, const std::string& 
     const YAML::Node cl = cluster["cluster"];
     const std::string where = "clusters[" + cluster_name + "].cluster";
     c.server = Scalar(cl, "server");
-    if (c.server.rfind("https://", 0) != 0) {
-      return InvalidArgumentError(where + ".server: must be an https:// URL, got \"" + c.server +
-                                  "\"");
-    }
+    RETURN_IF_ERROR(CheckServerUrl(c.server, where + ".server"));
     if (Scalar(cl, "insecure-skip-tls-verify") == "true") {
       return InvalidArgumentError(where +
                                   ".insecure-skip-tls-verify: Pacer always verifies the "
@@ -166,6 +230,9 @@ StatusOr<KubeConfig> KubeconfigFile(const std::string& path, const std::string& 
       c.token_file = token_path.string();
       while (!c.bearer_token.empty() && c.bearer_token.back() == '\n') c.bearer_token.pop_back();
     }
+    RETURN_IF_ERROR(CheckBearerToken(
+        c.bearer_token,
+        user_where + (c.token_file.empty() ? std::string(".token") : ".tokenFile")));
     ASSIGN_OR_RETURN(c.client_cert_pem, DataOrFile(u, user_where, "client-certificate-data",
                                                    "client-certificate", base, read_file));
     ASSIGN_OR_RETURN(c.client_key_pem,

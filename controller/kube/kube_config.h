@@ -41,7 +41,14 @@ struct KubeConfig {
 using ReadFileFn = std::function<StatusOr<std::string>(const std::string& path)>;
 using GetEnvFn = std::function<const char*(const char* name)>;
 
+// Reads a file of at most 1 MiB (a kubeconfig, a token, a certificate);
+// ResourceExhausted past that, after reading one byte more, never the whole.
 StatusOr<std::string> ReadWholeFile(const std::string& path);
+
+// OK when `token` can go in an Authorization header (printable ASCII, no
+// spaces); else InvalidArgument naming `where` and the offending byte's
+// position, never the token.
+Status CheckBearerToken(const std::string& token, const std::string& where);
 
 // The in-cluster configuration. `secrets_dir` is normally
 // /var/run/secrets/kubernetes.io/serviceaccount. FailedPrecondition when not

@@ -37,6 +37,11 @@ bool BearerTokenSource::ReloadLocked() {
         {{"file", token_file_}});
     return false;
   }
+  if (Status usable = CheckBearerToken(token, token_file_); !usable.ok()) {
+    Log(LogLevel::kWarning, "the bearer token file holds no usable token; keeping the last token",
+        {{"file", token_file_}, {"error", usable}});
+    return false;
+  }
   if (token == token_) return false;
   token_ = std::move(token);
   Log(LogLevel::kInfo, "bearer token file changed; using the new token", {{"file", token_file_}});

@@ -43,8 +43,13 @@ std::string ExplainApiError(const Status& status, const std::string& what,
              "[list], bound to the user); ask a cluster admin, or check with `kubectl auth can-i "
              "list nodes` and `kubectl auth can-i list pods -A`. Server said: " +
              status.message();
-    case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded:
+      return "the API server at " + Where(config) + " did not finish answering when asked to " +
+             what +
+             " in time: it answers, but too slowly (an overloaded API server, a slow proxy or "
+             "link); try again later. " +
+             status.message();
+    case StatusCode::kUnavailable:
       return "cannot reach the API server at " + Where(config) + " to " + what +
              ": check that the cluster is up and that the kubeconfig's server address is "
              "reachable from here (VPN, proxy, firewall). " +
@@ -73,6 +78,7 @@ int RunInventory(const InventoryOptions& options, std::ostream& out, std::ostrea
     return Fail(cli::kExitInvalidInput,
                 "the kubeconfig's cluster cannot be used: " + client.status().message(), err);
   }
+  (*client)->SetRequestDeadline(std::chrono::steady_clock::now() + options.total_timeout);
 
   // Cluster-wide lists, as the controller's informers read them.
   StatusOr<ListPage> nodes = (*client)->ListAll(kNodes, "", ListOptions{});
@@ -151,6 +157,11 @@ void InventoryCommand::AddOptions(CLI::App* command) {
       ->add_option("--output-file", options_.output_file,
                    "Write the document to FILE instead of stdout")
       ->type_name("FILE");
+  command
+      ->add_option("--timeout-seconds", timeout_seconds_,
+                   "Give up when the API server has not finished answering after this long")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
   command->footer(
       "Exit codes:\n"
       "  0  the inventory was written\n"
@@ -161,6 +172,7 @@ void InventoryCommand::AddOptions(CLI::App* command) {
 }
 
 int InventoryCommand::Run(std::ostream& out, std::ostream& err) {
+  options_.total_timeout = std::chrono::seconds(timeout_seconds_);
   return RunInventory(options_, out, err, std::getenv, ReadWholeFile);
 }
 

@@ -33,6 +33,10 @@ struct InventoryOptions {
   std::string output = "yaml";  // yaml or json
   std::string output_file;  // "" = stdout
   std::chrono::milliseconds request_timeout{15000};
+  // Every request must have its whole answer by this long after the start:
+  // request_timeout ends a silent server, this one that sends its answer a
+  // byte at a time (it kept `pacer inventory` waiting without end).
+  std::chrono::milliseconds total_timeout{120000};
 };
 
 // Exit codes of `pacer inventory` beyond cli::ExitCode's 0-2.
@@ -57,6 +61,7 @@ class InventoryCommand final : public cli::CommandExtension {
 
  private:
   InventoryOptions options_;
+  int timeout_seconds_ = 120;  // options_.total_timeout
 };
 
 }  // namespace pacer::controller

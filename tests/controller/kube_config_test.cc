@@ -100,6 +100,62 @@ TEST(KubeConfigTest, ErrorsNameTheField) {
   EXPECT_NE(missing_ca.status().message().find("certificate-authority"), std::string::npos);
 }
 
+// Pacer writes the server into messages and into `pacer inventory`'s output:
+// credentials or a query in the URL are refused, and the message leaves
+// them out.
+TEST(KubeConfigTest, AServerUrlWithCredentialsIsRefusedWithoutShowingThem) {
+  for (const char* server :
+       {"https://user:PASSWORD99@prod.example:6443", "https://prod.example:6443/?token=QSECRET",
+        "http://admin:PASSWORD99@prod.example:6443"}) {
+    std::string kubeconfig = kKubeconfig;
+    kubeconfig.replace(kubeconfig.find("https://prod.example:6443"),
+                       std::string("https://prod.example:6443").size(), server);
+    auto r = KubeconfigFile("/k", "prod", Files({{"/k", kubeconfig}}));
+    ASSERT_FALSE(r.ok()) << server;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << server;
+    const std::string message = r.status().message();
+    EXPECT_NE(message.find("clusters[prod].cluster.server"), std::string::npos) << message;
+    EXPECT_NE(message.find("prod.example:6443"), std::string::npos) << message;
+    EXPECT_EQ(message.find("PASSWORD99"), std::string::npos) << message;
+    EXPECT_EQ(message.find("QSECRET"), std::string::npos) << message;
+  }
+}
+
+// A token goes into an Authorization header: a line break in it would add
+// a header of the token's choosing. Refused, without printing the token.
+TEST(KubeConfigTest, ATokenThatCannotGoInAHeaderIsRefused) {
+  for (const char* token : {"\"SUPER\\r\\nX-Injected: 1\"", "\"two words\"", "\"caf\\u00e9\""}) {
+    std::string kubeconfig = kKubeconfig;
+    kubeconfig.replace(kubeconfig.find("s3cr3t-token"), std::string("s3cr3t-token").size(), token);
+    auto r = KubeconfigFile("/k", "prod", Files({{"/k", kubeconfig}}));
+    ASSERT_FALSE(r.ok()) << token;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << token;
+    EXPECT_NE(r.status().message().find("users[robot].user.token"), std::string::npos)
+        << r.status().message();
+    EXPECT_EQ(r.status().message().find("SUPER"), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().message().find("words"), std::string::npos) << r.status().message();
+  }
+  EXPECT_TRUE(CheckBearerToken("eyJhbGciOi.J9-_~+/=", "t").ok()) << "JWT and token68 characters";
+}
+
+// A kubeconfig (or a token or certificate file) is read up to its 1 MiB
+// limit and no further: /dev/zero was read without end.
+TEST(KubeConfigTest, AFileIsReadOnlyUpToItsLimit) {
+  StatusOr<std::string> zero = ReadWholeFile("/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(zero.status().message().find("larger than 1048576 bytes"), std::string::npos)
+      << zero.status().message();
+  StatusOr<std::string> directory = ReadWholeFile("/tmp");
+  ASSERT_FALSE(directory.ok());
+  EXPECT_NE(directory.status().message().find("is a directory"), std::string::npos)
+      << directory.status().message();
+  StatusOr<std::string> missing = ReadWholeFile("/nonexistent/kubeconfig");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("No such file"), std::string::npos)
+      << missing.status().message();
+}
+
 TEST(KubeConfigTest, InClusterReadsTheServiceAccount) {
   const std::string dir = "/var/run/secrets/kubernetes.io/serviceaccount";
   auto env = [](const char* name) -> const char* {

@@ -208,6 +208,53 @@ TEST_F(InventoryCommandTest, ClusterWithoutGpuNodesExitsFour) {
       << run.err;
 }
 
+// An API server that sends its answer a byte at a time would keep the
+// command waiting without end: every request must be answered by
+// --timeout-seconds after the start.
+TEST_F(InventoryCommandTest, AnAnswerThatNeverEndsStopsAtTheTimeout) {
+  AddObjects();
+  server_->HangRequests("GET", "/api/v1/nodes", "",
+                        testing::TestApiServer::HangPoint::kAfterHeaders);
+  const PacerRun run = Pacer({"inventory", "--kubeconfig", kubeconfig_, "--timeout-seconds", "1"});
+  server_->StopHanging();
+  EXPECT_EQ(run.exit_code, kExitClusterUnreachable) << run.out << run.err;
+  EXPECT_NE(run.err.find("did not finish answering when asked to list nodes in time"),
+            std::string::npos)
+      << run.err;
+}
+
+// A pager whose continue token never changes would be followed forever.
+TEST_F(InventoryCommandTest, APagerThatNeverEndsIsAnError) {
+  AddObjects();
+  server_->RepeatListContinueToken("pods");
+  const PacerRun run = Pacer({"inventory", "--kubeconfig", kubeconfig_});
+  EXPECT_EQ(run.exit_code, kExitClusterUnreachable) << run.out << run.err;
+  EXPECT_NE(run.err.find("gave a continue token it had given before"), std::string::npos)
+      << run.err;
+  EXPECT_LE(server_->RequestCount("GET", "/api/v1/pods"), 3) << "it stops at the repeat";
+}
+
+// A password in the server URL would be written into every message and the
+// inventory's header: refused, and not shown.
+TEST_F(InventoryCommandTest, AServerUrlWithAPasswordIsRefusedWithoutShowingIt) {
+  std::string kubeconfig = ReadText(kubeconfig_);
+  const std::size_t at = kubeconfig.find("server: https://");
+  ASSERT_NE(at, std::string::npos) << kubeconfig;
+  kubeconfig.insert(at + std::string("server: https://").size(), "user:PASSWORD99@");
+  std::ofstream(kubeconfig_, std::ios::trunc) << kubeconfig;
+  const PacerRun run = Pacer({"inventory", "--kubeconfig", kubeconfig_});
+  EXPECT_EQ(run.exit_code, cli::kExitInvalidInput) << run.out << run.err;
+  EXPECT_NE(run.err.find("user name or password"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("PASSWORD99"), std::string::npos) << run.err;
+  EXPECT_TRUE(run.out.empty()) << run.out;
+}
+
+TEST_F(InventoryCommandTest, AKubeconfigThatIsADeviceIsRefusedAtItsLimit) {
+  const PacerRun run = Pacer({"inventory", "--kubeconfig", "/dev/zero"});
+  EXPECT_EQ(run.exit_code, cli::kExitInvalidInput) << run.out << run.err;
+  EXPECT_NE(run.err.find("larger than 1048576 bytes"), std::string::npos) << run.err;
+}
+
 TEST_F(InventoryCommandTest, UnreadableKubeconfigIsInvalidInput) {
   const PacerRun run = Pacer({"inventory", "--kubeconfig", (dir_ / "missing").string()});
   EXPECT_EQ(run.exit_code, cli::kExitInvalidInput) << run.out << run.err;

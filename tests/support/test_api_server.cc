@@ -343,6 +343,11 @@ class TestApiServer::Impl {
 
   void SetLatency(std::chrono::milliseconds latency) { latency_ms_ = latency.count(); }
 
+  void RepeatContinue(const std::string& plural) {
+    std::lock_guard<std::mutex> lock(fault_mu_);
+    repeat_continue_path_ = plural;
+  }
+
   int64_t RequestCount(const std::string& method, const std::string& path_substring) const {
     std::lock_guard<std::mutex> lock(count_mu_);
     int64_t total = 0;
@@ -934,7 +939,14 @@ class TestApiServer::Impl {
   Reply List(const ApiPath& api, const std::map<std::string, std::string>& query, bool table) {
     ApiResult<ListOptions> options = ParseListOptions(query);
     if (!options.ok()) return ErrorReply(options.error());
+    bool stuck = false;
+    {
+      std::lock_guard<std::mutex> lock(fault_mu_);
+      stuck = !repeat_continue_path_.empty() && api.resource->plural == repeat_continue_path_;
+    }
+    if (stuck) options.value().continue_token.clear();  // the first page, again
     ApiResult<json> list = store_.List(api, options.value());
+    if (stuck && list.ok()) list.value()["metadata"]["continue"] = "stuck";
     if (!list.ok() || !table) return FromResult(std::move(list), 200);
     std::vector<json> items = list.value()["items"].get<std::vector<json>>();
     Reply reply;
@@ -1178,6 +1190,7 @@ class TestApiServer::Impl {
 
   std::mutex fault_mu_;
   std::vector<Fault> faults_;
+  std::string repeat_continue_path_;  // guarded by fault_mu_; "": off
   std::atomic<int64_t> latency_ms_{0};
 
   mutable std::mutex count_mu_;
@@ -1326,6 +1339,10 @@ std::vector<json> TestApiServer::ListObjects(const std::string& collection_path)
 void TestApiServer::FailNextRequests(const std::string& method, const std::string& path_substring,
                                      int http_code, int count, int retry_after_seconds) {
   impl_->FailNext(method, path_substring, http_code, count, retry_after_seconds);
+}
+
+void TestApiServer::RepeatListContinueToken(const std::string& plural) {
+  impl_->RepeatContinue(plural);
 }
 
 void TestApiServer::DropWatches() {

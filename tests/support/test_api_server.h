@@ -107,6 +107,10 @@ class TestApiServer {
   // `retry_after_seconds`).
   void FailNextRequests(const std::string& method, const std::string& path_substring, int http_code,
                         int count, int retry_after_seconds = 1);
+  // A pager that never ends: list answers of the resource `plural` (e.g.
+  // "pods"; "" turns it off) ignore the request's continue token and always
+  // carry the same one, so a client that follows it alone lists forever.
+  void RepeatListContinueToken(const std::string& plural);
   void DropWatches();  // close every open watch stream now
   void
   CompactHistory();  // forget watch history: resuming from any older resourceVersion gets 410 Gone
