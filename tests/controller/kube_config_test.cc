@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "kube/token_source.h"
+
 namespace pacer::controller {
 namespace {
 
@@ -154,6 +156,20 @@ TEST(KubeConfigTest, AFileIsReadOnlyUpToItsLimit) {
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("No such file"), std::string::npos)
       << missing.status().message();
+}
+
+// A rotated token file is read again; one that holds a token that cannot go
+// in a header (a line break) is not used: the last good token stays.
+TEST(KubeConfigTest, ARotatedTokenThatCannotGoInAHeaderIsNotUsed) {
+  auto text = std::make_shared<std::string>("good-token\n");
+  BearerTokenSource source("good-token", "/token", std::chrono::milliseconds(0),
+                           [text](const std::string&) -> StatusOr<std::string> { return *text; });
+  *text = "next-token\r\nX-Injected: 1\n";
+  EXPECT_FALSE(source.RefreshAfterUnauthorized());
+  EXPECT_EQ(source.Token(), "good-token");
+  *text = "next-token\n";
+  EXPECT_TRUE(source.RefreshAfterUnauthorized());
+  EXPECT_EQ(source.Token(), "next-token");
 }
 
 TEST(KubeConfigTest, InClusterReadsTheServiceAccount) {
