@@ -288,6 +288,9 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err,
       "  2  invalid input: arguments, unreadable or invalid files, a deadline in the past");
 
   CLI::App* version = app.add_subcommand("version", "Print the version of pacer");
+  // Subcommands inherit the app's footer (plan's exit codes and examples):
+  // version has its own.
+  version->footer("Exit codes:\n  0  the version was printed");
 
   SimulateCommand simulate;
   std::vector<CommandExtension*> commands = {&simulate};

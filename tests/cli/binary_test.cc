@@ -45,6 +45,11 @@ TEST(BinaryTest, HelpIsInformative) {
   for (const char* text : {"--gpus", "--svg", "8..1024"}) {
     EXPECT_NE(run.out.find(text), std::string::npos) << text << "\n" << run.out;
   }
+  // version's help is its own, not the app's footer (plan's exit codes).
+  run = RunBinary({"version", "--help"});
+  EXPECT_EQ(run.exit_code, 0);
+  EXPECT_NE(run.out.find("the version was printed"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out.find("infeasible"), std::string::npos) << run.out;
 }
 
 // The built `pacer` has `pacer inventory` (controller/kubecli) wired in.
