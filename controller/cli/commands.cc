@@ -197,13 +197,12 @@ int RunSweepCommand(const SweepFlags& flags, std::ostream& out, std::ostream& er
       deadline_seconds =
           static_cast<double>(*inputs->deadline_unix_seconds - inputs->now_unix_seconds);
     }
-    std::ofstream svg(flags.svg_path, std::ios::binary | std::ios::trunc);
-    svg << SweepChartSvg(inputs->job.name, points, deadline_seconds,
-                         {inputs->deadline_unix_seconds, inputs->job.objective});
-    svg.close();
-    if (!svg) {
-      return Fail(InvalidArgumentError("--svg: cannot write " + flags.svg_path), err);
-    }
+    Status written =
+        WriteOutputFile(flags.svg_path,
+                        SweepChartSvg(inputs->job.name, points, deadline_seconds,
+                                      {inputs->deadline_unix_seconds, inputs->job.objective}),
+                        "--svg");
+    if (!written.ok()) return Fail(written, err);
   }
 
   if (*format == OutputFormat::kTable) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <utility>
 
@@ -24,6 +25,11 @@ StatusOr<int> ParsePositiveInt(std::string_view text, std::string_view what) {
   const char* begin = text.data();
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(begin, end, value);
+  if (ec == std::errc::result_out_of_range && ptr == end) {
+    return InvalidArgumentError("--gpus: " + std::string(what) + " \"" + std::string(text) +
+                                "\" is too large; GPU counts go up to " +
+                                std::to_string(std::numeric_limits<int>::max()));
+  }
   if (text.empty() || ec != std::errc() || ptr != end || value < 1) {
     return InvalidArgumentError("--gpus: " + std::string(what) +
                                 " must be a positive integer, got \"" + std::string(text) + "\"");
@@ -52,6 +58,24 @@ Status TooManyPoints() {
 }
 
 }  // namespace
+
+Status WriteOutputFile(const std::string& path, const std::string& text, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return InvalidArgumentError(what + ": cannot write " + path +
+                                ": is a directory; give a file name");
+  }
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (!file) {
+    return InvalidArgumentError(what + ": cannot write " + path + ": " + std::strerror(errno));
+  }
+  file << text;
+  file.close();  // a full disk shows here, at the flush
+  if (!file) {
+    return InvalidArgumentError(what + ": cannot write " + path + ": " + std::strerror(errno));
+  }
+  return Status::Ok();
+}
 
 StatusOr<std::string> ReadDocument(const std::string& path, std::size_t max_bytes) {
   std::error_code ec;

@@ -51,6 +51,11 @@ struct LoadedInputs {
 StatusOr<std::string> ReadDocument(const std::string& path,
                                    std::size_t max_bytes = planner::kMaxDocumentBytes);
 
+// Writes `text` to `path` (replacing it). InvalidArgument naming `what`
+// (the flag), the path and the system's reason (a directory, no such
+// folder, permission denied, no space left) when it cannot.
+Status WriteOutputFile(const std::string& path, const std::string& text, const std::string& what);
+
 // The offset of the first byte of `text` that is not part of well-formed
 // UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing above
 // U+10FFFF), or nullopt when all of it is.

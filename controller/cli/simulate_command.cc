@@ -153,14 +153,12 @@ int SimulateCommand::Run(std::ostream& out, std::ostream& err) {
   }
 
   if (!svg_path_.empty()) {
-    std::ofstream svg(svg_path_, std::ios::binary);
     const std::string title = std::filesystem::path(trace_path_).filename().string() + " on " +
                               std::to_string(gpus_) + " " + gpu_type + " GPUs, policy " +
                               sched::PolicyName(runs.front().policy);
-    svg << SimulationChartSvg(title, charted_jobs, runs.front().result, gpus_);
-    if (!svg) {
-      return Fail(InvalidArgumentError(svg_path_ + ": cannot write the SVG file"), err);
-    }
+    Status written = WriteOutputFile(
+        svg_path_, SimulationChartSvg(title, charted_jobs, runs.front().result, gpus_), "--svg");
+    if (!written.ok()) return Fail(written, err);
   }
   if (output_ == "json") {
     out << SimulationJson(setup, runs).dump(2) << '\n';

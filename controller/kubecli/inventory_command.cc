@@ -5,7 +5,9 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <regex>
 
+#include "cli/inputs.h"
 #include "cli/yaml_output.h"
 #include "core/inventory_document.h"
 #include "core/node_inventory.h"
@@ -50,6 +52,15 @@ std::string ExplainApiError(const Status& status, const std::string& what,
              "link); try again later. " +
              status.message();
     case StatusCode::kUnavailable:
+      // An answer with 429 or 5xx (api_errors.cc writes "<path>: <code>
+      // <reason>") reached the server: not a network problem.
+      if (std::regex_search(status.message(), std::regex(R"(: (429|5[0-9][0-9]) )"))) {
+        return "the API server at " + Where(config) + " answered with an error when asked to " +
+               what +
+               ": it is overloaded or unwell; try again later, and if it persists check its "
+               "health (kubectl get --raw /readyz). Server said: " +
+               status.message();
+      }
       return "cannot reach the API server at " + Where(config) + " to " + what +
              ": check that the cluster is up and that the kubeconfig's server address is "
              "reachable from here (VPN, proxy, firewall). " +
@@ -119,11 +130,9 @@ int RunInventory(const InventoryOptions& options, std::ostream& out, std::ostrea
     out << text;
     return cli::kExitOk;
   }
-  std::ofstream file(options.output_file, std::ios::binary | std::ios::trunc);
-  file << text;
-  file.close();
-  if (!file) {
-    return Fail(cli::kExitInvalidInput, "--output-file: cannot write " + options.output_file, err);
+  if (Status written = cli::WriteOutputFile(options.output_file, text, "--output-file");
+      !written.ok()) {
+    return Fail(cli::kExitInvalidInput, written.message(), err);
   }
   int gpus = 0, free_gpus = 0;
   for (const planner::NodePool& p : cluster->inventory.node_pools) {

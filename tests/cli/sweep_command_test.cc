@@ -129,6 +129,24 @@ TEST(SweepCommandTest, YamlGivesTheFullReasonOfCountsOutsideTheLimits) {
       << run.out;
 }
 
+// An --svg that cannot be written says why (it said only "cannot write").
+TEST(SweepCommandTest, AnSvgThatCannotBeWrittenSaysWhy) {
+  const struct {
+    const char* path;
+    const char* reason;
+  } cases[] = {{"/tmp", "is a directory"},
+               {"/nonexistent-folder/sweep.svg", "No such file or directory"},
+               {"/dev/full", "No space left on device"}};
+  for (const auto& c : cases) {
+    const CliRun run = RunPacer(
+        {"sweep", CliTestData("llama-7b.yaml"), "--gpus", "8..16", "--svg", c.path, "--now", kNow});
+    EXPECT_EQ(run.exit_code, 2) << c.path << "\n" << run.err;
+    EXPECT_NE(run.err.find(std::string("--svg: cannot write ") + c.path), std::string::npos)
+        << run.err;
+    EXPECT_NE(run.err.find(c.reason), std::string::npos) << run.err;
+  }
+}
+
 TEST(SweepCommandTest, WritesAnSvgChartWithOneMarkerPerPlan) {
   testing::TempDir dir;
   const std::string svg_path = dir.File("sweep.svg");

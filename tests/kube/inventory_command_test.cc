@@ -191,6 +191,18 @@ TEST_F(InventoryCommandTest, ForbiddenListSaysWhichPermissionIsMissing) {
   EXPECT_NE(run.err.find("kubectl auth can-i list nodes"), std::string::npos) << run.err;
 }
 
+// A server that answers 500 was reached: its error is not called a network
+// problem (it said "cannot reach ... VPN, proxy, firewall").
+TEST_F(InventoryCommandTest, AServerErrorIsNotCalledUnreachable) {
+  AddObjects();
+  server_->FailNextRequests("GET", "/api/v1/nodes", 500, 10);
+  const PacerRun run = Pacer({"inventory", "--kubeconfig", kubeconfig_});
+  EXPECT_EQ(run.exit_code, kExitClusterUnreachable) << run.out << run.err;
+  EXPECT_NE(run.err.find("answered with an error when asked to list nodes"), std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("cannot reach"), std::string::npos) << run.err;
+}
+
 TEST_F(InventoryCommandTest, UnreachableServerSaysToCheckTheAddress) {
   server_.reset();  // the kubeconfig now points at a closed port
   const PacerRun run = Pacer({"inventory", "--kubeconfig", kubeconfig_});

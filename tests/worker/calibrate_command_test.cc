@@ -57,5 +57,24 @@ TEST(CalibrateCommandTest, OnlyAnAutomaticFallBackToTheCpuUnderACatalogNameIsRef
   EXPECT_TRUE(CheckCalibrationTarget(Backend::kCpu, Backend::kCpu, "H100-SXM").ok());
 }
 
+// -o is checked before the measurements: a directory, or a file in a folder
+// that does not exist, is an argument error at once (it was exit 1 after
+// the measurements, with no reason).
+TEST(CalibrateCommandTest, AnOutputPathThatCannotBeWrittenIsRefusedBeforeMeasuring) {
+  const fs::path dir = fs::temp_directory_path();
+  for (const std::string& path :
+       {dir.string(), (dir / "pacer-no-such-folder" / "calibration.json").string()}) {
+    CalibrateFlags flags;
+    flags.backend = Backend::kCpu;
+    flags.quick = true;
+    flags.output_path = path;
+    std::ostringstream out, err;
+    const int code = RunCalibrate(flags, out, err);
+    EXPECT_EQ(code, kExitInvalidConfig) << path << ": " << ExitCodeName(code) << "\n" << err.str();
+    EXPECT_NE(err.str().find("-o " + path), std::string::npos) << err.str();
+    EXPECT_TRUE(out.str().empty()) << "measured before refusing:\n" << out.str();
+  }
+}
+
 }  // namespace
 }  // namespace pacer::worker

@@ -1,7 +1,12 @@
 #include "app/calibrate_command.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -53,7 +58,10 @@ int WriteCalibration(const CalibrateFlags& flags, const std::string& key, const 
   file << document.dump(2) << "\n";
   file.close();
   if (!file) {
-    err << "pacer-worker calibrate: cannot write " << flags.output_path << "\n";
+    // Checked before measuring (CheckOutputPath): what fails here is the
+    // write itself (a full disk), not the argument.
+    err << "pacer-worker calibrate: cannot write " << flags.output_path << ": "
+        << std::strerror(errno) << "\n";
     return kExitInternalError;
   }
   out << "\nwrote " << flags.output_path << "\n";
@@ -184,7 +192,34 @@ Status CheckCalibrationTarget(Backend requested, Backend resolved, const std::st
       "record the CPU's figures as \"cpu\"");
 }
 
+namespace {
+
+// -o names a file this process can create or replace: checked before the
+// measurements, which take a while, so that a directory or a missing
+// folder is an argument error at once, not a failure after them.
+Status CheckOutputPath(const std::string& path) {
+  if (path.empty()) return Status::Ok();
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return InvalidArgumentError("-o " + path + ": is a directory; give a file name");
+  }
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string folder = parent.empty() ? "." : parent.string();
+  if (!std::filesystem::is_directory(folder, ec)) {
+    return InvalidArgumentError("-o " + path + ": the folder " + folder + " does not exist");
+  }
+  const bool exists = std::filesystem::exists(path, ec);
+  if (access(exists ? path.c_str() : folder.c_str(), W_OK) != 0) {
+    return InvalidArgumentError("-o " + path + ": cannot write " + (exists ? path : folder) + ": " +
+                                std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 int RunCalibrate(const CalibrateFlags& flags, std::ostream& out, std::ostream& err) {
+  if (Status s = CheckOutputPath(flags.output_path); !s.ok()) return Fail(s, err);
   auto backend = ResolveBackend(flags.backend);
   if (!backend.ok()) return Fail(backend.status(), err);
   if (Status s = CheckCalibrationTarget(flags.backend, *backend, flags.gpu_type); !s.ok()) {
