@@ -30,9 +30,9 @@ constexpr const char* kPrometheusText = "text/plain; version=0.0.4; charset=utf-
 // and Prometheus scrapes every 15-30 s: a few threads are plenty. A request
 // body is never read (nothing here takes one), so a client cannot make the
 // controller hold one in memory; headers are capped at civetweb's default
-// 16 KiB; a read or write that stalls for 10 s ends the connection.
+// 16 KiB; a read or write that stalls for 5 s ends the connection.
 constexpr const char* kThreads = "4";
-constexpr const char* kRequestTimeoutMs = "10000";
+constexpr const char* kRequestTimeoutMs = "5000";
 constexpr const char* kMaxHeaderBytes = "16384";
 
 struct NamedCheck {
@@ -54,7 +54,17 @@ StatusOr<std::string> NumericListenHost(const std::string& host) {
   in_addr v4{};
   in6_addr v6{};
   if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return host;
-  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return "[" + host + "]";
+  // Debian's civetweb (the controller image's too) is built without IPv6
+  // (feature 8): say so, rather than "cannot listen".
+  const auto ipv6 = [&host](const std::string& numeric) -> StatusOr<std::string> {
+    if (mg_check_feature(8) == 0) {
+      return InvalidArgumentError("bind address \"" + host +
+                                  "\" is IPv6, which this build's HTTP server (civetweb without "
+                                  "IPv6) cannot listen on; use an IPv4 address such as 0.0.0.0");
+    }
+    return "[" + numeric + "]";
+  };
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return ipv6(host);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -68,13 +78,14 @@ StatusOr<std::string> NumericListenHost(const std::string& host) {
   char numeric[NI_MAXHOST] = {};
   const int ni = getnameinfo(found->ai_addr, found->ai_addrlen, numeric, sizeof(numeric), nullptr,
                              0, NI_NUMERICHOST);
-  const bool ipv6 = found->ai_family == AF_INET6;
+  const bool is_ipv6 = found->ai_family == AF_INET6;
   freeaddrinfo(found);
   if (ni != 0) {
     return InvalidArgumentError("bind address \"" + host +
                                 "\" has no usable address; use an IP address such as 0.0.0.0");
   }
-  return ipv6 ? "[" + std::string(numeric) + "]" : std::string(numeric);
+  if (is_ipv6) return ipv6(numeric);
+  return std::string(numeric);
 }
 
 // The whole answer, written at once. Every connection closes after its
@@ -170,13 +181,11 @@ struct HealthServer::Shared {
 
 namespace {
 
-// What the server's ports serve; civetweb's user data for its context. The
-// ports are known once civetweb has bound them: a request that arrives
-// before is answered 503.
+// What one port serves; civetweb's user data for the port's context.
 struct Ports {
   std::function<int(mg_connection*, bool metrics, bool probes)> handle;
-  std::atomic<int> metrics{-1};
-  std::atomic<int> probes{-1};
+  bool metrics = false;
+  bool probes = false;
 };
 
 // civetweb's begin_request: every request is answered here, so civetweb
@@ -184,17 +193,8 @@ struct Ports {
 // status code (civetweb: handled).
 int HandleRequest(mg_connection* conn) {
   const auto* ports = static_cast<const Ports*>(mg_get_user_data(mg_get_context(conn)));
-  const mg_request_info* request = mg_get_request_info(conn);
-  const int port = request != nullptr ? request->server_port : 0;
-  const bool metrics = port == ports->metrics.load();
-  const bool probes = port == ports->probes.load();
   try {
-    if (!metrics && !probes) {
-      Reply(conn, 503, "Service Unavailable", "starting; retry\n", kTextPlain,
-            "Retry-After: 1\r\n");
-      return 503;
-    }
-    return ports->handle(conn, metrics, probes);
+    return ports->handle(conn, ports->metrics, ports->probes);
   } catch (const std::exception& e) {  // e.g. out of memory serializing: answer, don't die
     Reply(conn, 500, "Internal Server Error", std::string("internal error: ") + e.what() + "\n",
           kTextPlain);
@@ -267,18 +267,74 @@ std::string KnockHost(const std::string& numeric_host) {
 
 }  // namespace
 
-// One civetweb context serving both ports. Destroying it stops the context
-// (mg_stop returns once in-flight requests are answered and its threads
-// have exited) before the Ports it points at go away.
+// One civetweb context per port, with threads of its own: a scrape, or
+// clients that hold the metrics port's threads, never delay a probe (with
+// one context for both, four connections streaming a body to /metrics left
+// no thread for /healthz, and the kubelet restarted the controller).
+// Destroying a context stops it (mg_stop returns once in-flight requests
+// are answered and its threads have exited) before its Ports go away.
 struct HealthServer::Running {
-  Ports ports;
-  mg_context* context = nullptr;
+  struct Listener {
+    std::unique_ptr<Ports> ports;
+    mg_context* context = nullptr;
+    int port = 0;
+  };
+  std::vector<Listener> listeners;
   std::string knock_host;  // see StopPromptly
   int metrics_port = 0;
   int probe_port = 0;
 
   ~Running() {
-    if (context != nullptr) StopPromptly(context, knock_host, probe_port);
+    for (Listener& l : listeners) {
+      if (l.context != nullptr) StopPromptly(l.context, knock_host, l.port);
+    }
+  }
+
+  // Starts a context listening on `listen` ("host:port") for `ports`.
+  static StatusOr<Listener> StartContext(const std::string& listen, std::unique_ptr<Ports> ports) {
+    static const mg_callbacks callbacks = [] {
+      mg_callbacks c{};
+      c.begin_request = HandleRequest;
+      c.log_message = LogCivetwebMessage;
+      return c;
+    }();
+    const char* config[] = {"listening_ports",
+                            listen.c_str(),
+                            "num_threads",
+                            kThreads,
+                            "request_timeout_ms",
+                            kRequestTimeoutMs,
+                            "max_request_size",
+                            kMaxHeaderBytes,
+                            "enable_keep_alive",
+                            "no",
+                            "linger_timeout_ms",
+                            "0",
+                            nullptr};
+    mg_init_data init{};
+    init.callbacks = &callbacks;
+    init.user_data = ports.get();
+    init.configuration_options = config;
+    char error_text[256] = {};
+    unsigned error_code = 0;
+    mg_error_data error{};
+    error.code = &error_code;
+    error.text = error_text;
+    error.text_buffer_size = sizeof(error_text);
+    Listener listener;
+    listener.context = mg_start2(&init, &error);
+    if (listener.context == nullptr) {
+      return FailedPreconditionError("cannot listen on " + listen + " (" + error_text +
+                                     "); pick a free port, or 0 to let the system choose one");
+    }
+    listener.ports = std::move(ports);
+    mg_server_port bound[1] = {};
+    if (mg_get_server_ports(listener.context, 1, bound) != 1 || bound[0].port <= 0) {
+      mg_stop(listener.context);
+      return InternalError("the server on " + listen + " reports no listening port");
+    }
+    listener.port = bound[0].port;
+    return listener;
   }
 };
 
@@ -326,61 +382,30 @@ Status HealthServer::Start() {
     return FailedPreconditionError("the health server is already running; Stop it first");
   }
   auto running = std::make_unique<Running>();
+  running->knock_host = KnockHost(host);
   // The handlers hold Shared, not this: a request that is still being
   // answered while the server goes away touches nothing freed.
-  running->ports.handle = [shared = shared_](mg_connection* conn, bool metrics, bool probes) {
-    return shared->Handle(conn, metrics, probes);
+  const auto open = [&](int port, bool metrics, bool probes) -> StatusOr<int> {
+    auto ports = std::make_unique<Ports>();
+    ports->handle = [shared = shared_](mg_connection* conn, bool m, bool p) {
+      return shared->Handle(conn, m, p);
+    };
+    ports->metrics = metrics;
+    ports->probes = probes;
+    const std::string listen = host + ":" + std::to_string(port);
+    ASSIGN_OR_RETURN(Running::Listener listener, Running::StartContext(listen, std::move(ports)));
+    const int bound = listener.port;
+    running->listeners.push_back(std::move(listener));
+    return bound;
   };
   const bool one_port = options_.metrics_port == options_.probe_port && options_.probe_port != 0;
-  // Probes first, then metrics: civetweb reports the bound ports in this order.
-  std::string listen = host + ":" + std::to_string(options_.probe_port);
-  if (!one_port) listen += "," + host + ":" + std::to_string(options_.metrics_port);
-
-  static const mg_callbacks callbacks = [] {
-    mg_callbacks c{};
-    c.begin_request = HandleRequest;
-    c.log_message = LogCivetwebMessage;
-    return c;
-  }();
-  const char* config[] = {"listening_ports",
-                          listen.c_str(),
-                          "num_threads",
-                          kThreads,
-                          "request_timeout_ms",
-                          kRequestTimeoutMs,
-                          "max_request_size",
-                          kMaxHeaderBytes,
-                          "enable_keep_alive",
-                          "no",
-                          "linger_timeout_ms",
-                          "0",
-                          nullptr};
-  mg_init_data init{};
-  init.callbacks = &callbacks;
-  init.user_data = &running->ports;
-  init.configuration_options = config;
-  char error_text[256] = {};
-  unsigned error_code = 0;
-  mg_error_data error{};
-  error.code = &error_code;
-  error.text = error_text;
-  error.text_buffer_size = sizeof(error_text);
-  running->context = mg_start2(&init, &error);
-  if (running->context == nullptr) {
-    return FailedPreconditionError("cannot listen on " + listen + " (" + error_text +
-                                   "); pick free ports, or 0 to let the system choose one");
+  if (one_port) {
+    ASSIGN_OR_RETURN(const int port, open(options_.probe_port, true, true));
+    running->metrics_port = running->probe_port = port;
+  } else {
+    ASSIGN_OR_RETURN(running->probe_port, open(options_.probe_port, false, true));
+    ASSIGN_OR_RETURN(running->metrics_port, open(options_.metrics_port, true, false));
   }
-  mg_server_port bound[2] = {};
-  const int count = mg_get_server_ports(running->context, 2, bound);
-  if (count != (one_port ? 1 : 2)) {
-    return InternalError("the server on " + listen + " reports " + std::to_string(count) +
-                         " listening ports");
-  }
-  running->knock_host = KnockHost(host);
-  running->probe_port = bound[0].port;
-  running->metrics_port = one_port ? bound[0].port : bound[1].port;
-  running->ports.probes = running->probe_port;
-  running->ports.metrics = running->metrics_port;
   Log(LogLevel::kInfo, "health server listening",
       {{"address", options_.bind_address},
        {"metrics_port", running->metrics_port},

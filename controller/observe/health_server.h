@@ -18,15 +18,18 @@
 // 0 picks a free port; metrics_port() and probe_port() report the ports in
 // use after Start.
 //
-// Built on civetweb (which prometheus-cpp brings), four threads for both
-// ports. Every request is answered once its headers are in (at most 16 KiB)
-// and the connection closed; a request body is never kept: what a client
-// sends after the headers is read and dropped in 8 KiB pieces. (cpprestsdk's
-// listener, used before, kept whole bodies: a 600 MB POST to a probe grew
-// the controller by 475 MiB.) A read or write stalled for 10 s ends its
-// connection. Checks run on the server's threads, once per request: they
-// must be quick and must not block (read an atomic, compare a timestamp),
-// since the kubelet gives a probe one second by default.
+// Built on civetweb (which prometheus-cpp brings): one server with four
+// threads of its own per port, so that clients of the metrics port never
+// hold a thread a probe needs. Every request is answered once its headers
+// are in (at most 16 KiB) and the connection closed; a request body is never
+// kept: what a client sends after the headers is read and dropped in 8 KiB
+// pieces. (cpprestsdk's listener, used before, kept whole bodies: a 600 MB
+// POST to a probe grew the controller by 475 MiB.) A read or write stalled
+// for 5 s ends its connection. IPv6 bind addresses are refused
+// (kInvalidArgument): Debian's civetweb is built without IPv6. Checks run
+// on the server's threads, once per request: they must be quick and must
+// not block (read an atomic, compare a timestamp), since the kubelet gives
+// a probe one second by default.
 //
 // Thread-safety: all methods may be called from any thread. Checks may be
 // added before or after Start. Stop waits until the listeners are closed and
@@ -49,8 +52,9 @@ class Registry;
 namespace pacer::controller {
 
 struct HealthServerOptions {
-  // An IPv4 or IPv6 address or host name to listen on; "0.0.0.0" for all
-  // IPv4 interfaces (in a pod), "127.0.0.1" for this machine only.
+  // An IPv4 address or a host name (resolved to its first address) to
+  // listen on; "0.0.0.0" for all interfaces (in a pod), "127.0.0.1" for
+  // this machine only. IPv6 is refused (see above).
   std::string bind_address = "0.0.0.0";
   int metrics_port = 8080;  // /metrics; 0 picks a free port
   int probe_port = 8081;    // /healthz, /readyz; 0 picks a free port

@@ -12,10 +12,16 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "observe/health_server.h"
@@ -23,6 +29,15 @@
 
 namespace pacer::controller {
 namespace {
+
+// Both ports chosen by the system, on `address`.
+HealthServerOptions ChosenPorts(const std::string& address) {
+  HealthServerOptions options;
+  options.bind_address = address;
+  options.metrics_port = 0;
+  options.probe_port = 0;
+  return options;
+}
 
 // A connected socket whose blocking calls give up after 30 s (a server that
 // neither reads nor answers fails the test instead of hanging it).
@@ -81,11 +96,7 @@ class HealthServerBodyTest : public ::testing::TestWithParam<const char*> {
 };
 
 TEST_P(HealthServerBodyTest, TheAnswerComesAfterTheHeadersAndTheBodyIsNotKept) {
-  HealthServerOptions options;
-  options.bind_address = "127.0.0.1";
-  options.metrics_port = 0;
-  options.probe_port = 0;
-  HealthServer server(options, nullptr);
+  HealthServer server(ChosenPorts("127.0.0.1"), nullptr);
   ASSERT_TRUE(server.Start().ok());
   const int fd = Connect(server.probe_port());
   ASSERT_GE(fd, 0);
@@ -127,6 +138,83 @@ TEST_P(HealthServerBodyTest, TheAnswerComesAfterTheHeadersAndTheBodyIsNotKept) {
   ASSERT_TRUE(SendAll(probe, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
   EXPECT_EQ(StatusLine(probe), "HTTP/1.1 200 OK\r");
   close(probe);
+}
+
+// Clients that hold every thread of the metrics port (each streaming a body
+// without end) leave the probe port's threads free: the probe is answered.
+// (With one server for both ports, /healthz went unanswered and the
+// kubelet would restart the controller.)
+TEST(HealthServerThreadsTest, ClientsHoldingTheMetricsPortDoNotDelayAProbe) {
+  SetLogSink([](std::string_view) {});
+  HealthServer server(ChosenPorts("127.0.0.1"), nullptr);
+  ASSERT_TRUE(server.Start().ok());
+
+  // As many as the metrics port has threads (health_server.h): each is
+  // being served once the server has taken more of its body than the
+  // socket buffers hold (a few MiB on loopback).
+  constexpr int kHolders = 4;
+  constexpr size_t kServedBytes = size_t{32} << 20;
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  int served = 0;  // guarded by mu
+  std::vector<std::thread> holders;
+  for (int i = 0; i < kHolders; ++i) {
+    holders.emplace_back([&, port = server.metrics_port()] {
+      const int fd = Connect(port);
+      if (fd < 0) return;
+      timeval timeout{};
+      timeout.tv_sec = 2;  // a blocked send gives up, so that the thread can see `stop`
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+      SendAll(fd, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 1099511627776\r\n\r\n");
+      const std::string block(64 << 10, 'x');
+      size_t sent = 0;
+      bool counted = false;
+      while (!stop.load()) {
+        const ssize_t n = send(fd, block.data(), block.size(), MSG_NOSIGNAL);
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) break;  // the server hung up
+        if (n > 0) sent += static_cast<size_t>(n);
+        if (!counted && sent > kServedBytes) {
+          counted = true;
+          std::lock_guard<std::mutex> lock(mu);
+          ++served;
+          cv.notify_all();
+        }
+      }
+      close(fd);
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    // The bound only turns a server that serves none of them into a failure.
+    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return served == kHolders; }))
+        << served << " of " << kHolders << " holders are being served";
+  }
+  // The probe: its receive waits up to 30 s (Connect), far past any answer
+  // from a server with a free thread.
+  const int probe = Connect(server.probe_port());
+  ASSERT_GE(probe, 0);
+  ASSERT_TRUE(SendAll(probe, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_EQ(StatusLine(probe), "HTTP/1.1 200 OK\r");
+  close(probe);
+  stop = true;
+  for (std::thread& t : holders) t.join();
+  SetLogSink({});
+}
+
+// Debian's civetweb has no IPv6: an IPv6 bind address is refused as such,
+// not as a port that cannot be listened on.
+TEST(HealthServerThreadsTest, AnIpv6AddressSaysWhyItCannotBeUsed) {
+  SetLogSink([](std::string_view) {});
+  HealthServer server(ChosenPorts("::1"), nullptr);
+  const Status started = server.Start();
+  if (started.ok()) {
+    EXPECT_GT(server.probe_port(), 0) << "a civetweb with IPv6 listens";
+  } else {
+    EXPECT_EQ(started.code(), StatusCode::kInvalidArgument) << started.ToString();
+    EXPECT_NE(started.message().find("IPv6"), std::string::npos) << started.ToString();
+  }
+  SetLogSink({});
 }
 
 INSTANTIATE_TEST_SUITE_P(DeclaredOrChunked, HealthServerBodyTest,
