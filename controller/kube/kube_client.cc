@@ -417,6 +417,7 @@ StatusOr<ListPage> KubeClient::ListAll(const ResourceRef& resource, const std::s
   controller::ListPage all;
   bool first = true;
   std::unordered_set<std::string> tokens_seen;
+  std::size_t pages = 0;
   do {
     ASSIGN_OR_RETURN(controller::ListPage page, ListPage(resource, ns, options));
     if (first) all.resource_version = page.resource_version;
@@ -427,6 +428,14 @@ StatusOr<ListPage> KubeClient::ListAll(const ResourceRef& resource, const std::s
                                     " items; list fewer (a namespace or a label selector)");
     }
     for (json& item : page.items) all.items.push_back(std::move(item));
+    // Empty pages with fresh tokens never reach the item cap: pages are
+    // capped too (the API server's default limit is 500 items a page).
+    if (++pages > kMaxListAllPages) {
+      return InternalError("listing " + resource.plural + ": more than " +
+                           std::to_string(kMaxListAllPages) + " pages (" +
+                           std::to_string(all.items.size()) +
+                           " items); the API server's pager does not end");
+    }
     if (!page.continue_token.empty() && !tokens_seen.insert(page.continue_token).second) {
       return InternalError("listing " + resource.plural +
                            ": the API server gave a continue token it had given before, after " +

@@ -97,9 +97,11 @@ class KubeClient {
                                           const ListOptions& options);
   // Every page, following continue tokens; resource_version is the first
   // page's. A pager that gives a continue token it gave before (it would
-  // never end) is an Internal error; more than kMaxListAllItems items in
-  // all, ResourceExhausted (each page is bounded, their sum was not).
+  // never end), or more than kMaxListAllPages pages, is an Internal error;
+  // more than kMaxListAllItems items in all, ResourceExhausted (each page is
+  // bounded, their sum was not).
   static constexpr std::size_t kMaxListAllItems = 1'000'000;
+  static constexpr std::size_t kMaxListAllPages = 100'000;
   StatusOr<controller::ListPage> ListAll(const ResourceRef& resource, const std::string& ns,
                                          ListOptions options);
 

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "kube/token_source.h"
+
 namespace pacer::controller {
 namespace {
 
@@ -27,13 +29,15 @@ StatusOr<std::string> DecodeBase64(const std::string& field, const std::string& 
 // The URL without what may be a secret: the user name and password before
 // an '@', and the query and fragment. For messages.
 std::string RedactedUrl(const std::string& url) {
-  std::string out = url.substr(0, url.find_first_of("?#"));
+  // The user information first, up to the last '@' anywhere: a password may
+  // hold '/', '?' or '#' ("https://alice:s3cr?et@host" printed the password
+  // up to the '?').
+  std::string out = url;
   const std::size_t scheme = out.find("://");
   const std::size_t authority = scheme == std::string::npos ? 0 : scheme + 3;
-  const std::size_t path = out.find('/', authority);
-  const std::size_t at = out.rfind('@', path == std::string::npos ? std::string::npos : path);
+  const std::size_t at = out.rfind('@');
   if (at != std::string::npos && at >= authority) out.erase(authority, at + 1 - authority);
-  return out;
+  return out.substr(0, out.find_first_of("?#", authority));
 }
 
 // The API server's URL: https, and no credentials or query in it. Pacer
@@ -45,9 +49,10 @@ Status CheckServerUrl(const std::string& server, const std::string& where) {
     return InvalidArgumentError(where + ": must be an https:// URL, got \"" + RedactedUrl(server) +
                                 "\"");
   }
-  const std::size_t path = server.find_first_of("/?#", 8);
-  if (server.substr(8, path == std::string::npos ? std::string::npos : path - 8).find('@') !=
-      std::string::npos) {
+  // Any '@' at all: one after a '/' is still user information to a parser
+  // that reads "https://alice:pa/ss@host" leniently, and no API server URL
+  // needs one.
+  if (server.find('@', 8) != std::string::npos) {
     return InvalidArgumentError(where + ": \"" + RedactedUrl(server) +
                                 "\" with a user name or password (user:password@) is not "
                                 "supported; give the credential in the user entry (token, "
@@ -160,10 +165,7 @@ StatusOr<KubeConfig> InClusterConfig(const GetEnvFn& getenv, const ReadFileFn& r
   c.server = "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + port;
   c.token_file = secrets_dir + "/token";  // a bound token: rotated by the kubelet
   ASSIGN_OR_RETURN(c.bearer_token, read_file(c.token_file));
-  while (!c.bearer_token.empty() &&
-         (c.bearer_token.back() == '\n' || c.bearer_token.back() == '\r')) {
-    c.bearer_token.pop_back();
-  }
+  c.bearer_token = TrimToken(std::move(c.bearer_token));  // as the refresher reads it
   RETURN_IF_ERROR(CheckBearerToken(c.bearer_token, c.token_file));
   ASSIGN_OR_RETURN(c.ca_pem, read_file(secrets_dir + "/ca.crt"));
   if (StatusOr<std::string> ns = read_file(secrets_dir + "/namespace"); ns.ok() && !ns->empty()) {
@@ -226,9 +228,10 @@ StatusOr<KubeConfig> KubeconfigFile(const std::string& path, const std::string& 
       if (token_path.is_relative()) token_path = base / token_path;
       StatusOr<std::string> token = read_file(token_path.string());
       if (!token.ok()) return token.status().WithContext(user_where + ".tokenFile");
-      c.bearer_token = *token;
+      // Trimmed as the refresher trims it (and client-go): a file ending in
+      // "\r\n" or a space is a good token.
+      c.bearer_token = TrimToken(*token);
       c.token_file = token_path.string();
-      while (!c.bearer_token.empty() && c.bearer_token.back() == '\n') c.bearer_token.pop_back();
     }
     RETURN_IF_ERROR(CheckBearerToken(
         c.bearer_token,

@@ -57,11 +57,12 @@ StatusOr<WorkDirLock> WorkDirLock::Acquire(const std::string& dir) {
   const std::string path = dir + "/lock";
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
-    // EACCES after a `sudo pacer run` left the directory root's.
-    return FailedPreconditionError("cannot open " + path + ": " + std::strerror(errno) + "; make " +
-                                   dir +
-                                   " writable by this user (chown), or give this run its own "
-                                   "--work-dir");
+    // EACCES after a `sudo pacer run` left the directory root's: the
+    // argument's fault (exit 2), like a directory that cannot be made.
+    return InvalidArgumentError("cannot open " + path + ": " + std::strerror(errno) + "; make " +
+                                dir +
+                                " writable by this user (chown), or give this run its own "
+                                "--work-dir");
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char buffer[32] = {};

@@ -20,9 +20,10 @@ namespace pacer::controller {
 class WorkDirLock {
  public:
   // InvalidArgument when `dir` is not a directory and cannot be made one (a
-  // file in its place or in its path; the message names it), or cannot be
-  // created; FailedPrecondition when the lock file cannot be opened, or
-  // naming the other process when it holds the lock.
+  // file in its place or in its path; the message names it), cannot be
+  // created, or its lock file cannot be opened (`pacer run` exits 2: the
+  // argument's fault); FailedPrecondition naming the other process when it
+  // holds the lock.
   static StatusOr<WorkDirLock> Acquire(const std::string& dir);
   WorkDirLock(WorkDirLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   WorkDirLock& operator=(WorkDirLock&&) = delete;

@@ -108,7 +108,8 @@ TEST(KubeConfigTest, ErrorsNameTheField) {
 TEST(KubeConfigTest, AServerUrlWithCredentialsIsRefusedWithoutShowingThem) {
   for (const char* server :
        {"https://user:PASSWORD99@prod.example:6443", "https://prod.example:6443/?token=QSECRET",
-        "http://admin:PASSWORD99@prod.example:6443"}) {
+        "http://admin:PASSWORD99@prod.example:6443", "https://alice:PASSWORD99?x@prod.example:6443",
+        "https://alice:PASS/WORD99@prod.example:6443"}) {
     std::string kubeconfig = kKubeconfig;
     kubeconfig.replace(kubeconfig.find("https://prod.example:6443"),
                        std::string("https://prod.example:6443").size(), server);
@@ -119,6 +120,7 @@ TEST(KubeConfigTest, AServerUrlWithCredentialsIsRefusedWithoutShowingThem) {
     EXPECT_NE(message.find("clusters[prod].cluster.server"), std::string::npos) << message;
     EXPECT_NE(message.find("prod.example:6443"), std::string::npos) << message;
     EXPECT_EQ(message.find("PASSWORD99"), std::string::npos) << message;
+    EXPECT_EQ(message.find("WORD99"), std::string::npos) << message;
     EXPECT_EQ(message.find("QSECRET"), std::string::npos) << message;
   }
 }
@@ -170,6 +172,19 @@ TEST(KubeConfigTest, ARotatedTokenThatCannotGoInAHeaderIsNotUsed) {
   *text = "next-token\n";
   EXPECT_TRUE(source.RefreshAfterUnauthorized());
   EXPECT_EQ(source.Token(), "next-token");
+}
+
+// A token file ends as editors and tools leave it ("\r\n", a space): the
+// token is what is left, as the refresher and kubectl read it.
+TEST(KubeConfigTest, ATokenFilesTrailingLineBreakAndSpacesAreNotPartOfTheToken) {
+  std::string kubeconfig = kKubeconfig;
+  kubeconfig.replace(kubeconfig.find("token: s3cr3t-token"),
+                     std::string("token: s3cr3t-token").size(), "tokenFile: /t");
+  for (const char* file : {"abc.def\r\n", "abc.def \n", "abc.def\t"}) {
+    auto r = KubeconfigFile("/k", "prod", Files({{"/k", kubeconfig}, {"/t", file}}));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->bearer_token, "abc.def");
+  }
 }
 
 TEST(KubeConfigTest, InClusterReadsTheServiceAccount) {

@@ -106,6 +106,8 @@ TEST_F(WorkDirTest, ALockThatCannotBeOpenedSaysWhyAndWhatToDo) {
   std::filesystem::create_directories(dir_ / "lock");
   StatusOr<WorkDirLock> lock = WorkDirLock::Acquire(dir_.string());
   ASSERT_FALSE(lock.ok());
+  // The argument's fault, as a work directory that cannot be made: exit 2.
+  EXPECT_EQ(lock.status().code(), StatusCode::kInvalidArgument) << lock.status().ToString();
   EXPECT_NE(lock.status().message().find(std::strerror(EISDIR)), std::string::npos)
       << lock.status().message();
   EXPECT_NE(lock.status().message().find("--work-dir"), std::string::npos)

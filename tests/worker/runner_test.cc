@@ -380,5 +380,35 @@ TEST(RunnerCheckpointDirectoryTest, ASaveIntoADirectoryThatIsAFileIsAnInvalidCon
   EXPECT_NE(run.log.find("PACER_CHECKPOINT_DIR"), std::string::npos) << run.log;
 }
 
+// After a save has worked, the same error is the node's, not the job's (a
+// volume the kernel remounted read-only after I/O errors): exit 7, which
+// the controller relaunches from the last checkpoint, not exit 2, which
+// fails the job.
+TEST(RunnerCheckpointDirectoryTest, ASaveThatFailsAfterOneWorkedIsACheckpointFailure) {
+  const TempDir temp;
+  ASSERT_FALSE(temp.path().empty());
+  const std::string dir = temp.path() + "/ckpt";
+  WorkerConfig c = TinyWorld(1, 0, RankZeroPort(), 60);
+  c.total_steps = 4;
+  c.checkpoint_dir = dir;
+  c.checkpoint_interval_steps = 1;
+  const RankRun run = RunOneRank(c, Scripted([dir](ScriptedBackend& b) {
+                                   b.step = [dir](int64_t step) -> StatusOr<StepTiming> {
+                                     if (step == 1) {  // after the save at step 1
+                                       std::filesystem::remove_all(dir);
+                                       std::ofstream(dir) << "not a directory";
+                                     }
+                                     StepTiming t;
+                                     t.step_seconds = 1e-3;
+                                     return t;
+                                   };
+                                 }));
+  EXPECT_EQ(run.code, kExitCheckpointFailure) << ExitCodeName(run.code) << "\n" << run.log;
+  EXPECT_NE(run.log.find("event=checkpoint step=1"), std::string::npos) << run.log;
+  EXPECT_NE(run.log.find("rank=0 event=failed during=checkpoint exit=checkpoint-failure"),
+            std::string::npos)
+      << run.log;
+}
+
 }  // namespace
 }  // namespace pacer::worker

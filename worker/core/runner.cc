@@ -280,11 +280,14 @@ int Fail(const WorkerConfig& c, int rank, const char* what, const Status& status
 // A checkpoint that could not be saved: kExitCheckpointFailure (a relaunch
 // from the previous checkpoint), except for a misconfigured directory
 // (InvalidArgument: a regular file on its path, no permission, a read-only
-// volume), which a relaunch would meet again: exit 2 fails the job with
-// the message that says what to fix.
-int CheckpointFailed(const WorkerConfig& c, int rank, const Status& status) {
-  const int code =
-      status.code() == StatusCode::kInvalidArgument ? kExitInvalidConfig : kExitCheckpointFailure;
+// volume) met by this run's first save, which a relaunch would meet again:
+// exit 2 fails the job with the message that says what to fix. After a
+// save has worked, the same errors are the node's (a disk the kernel
+// remounted read-only after I/O errors): a relaunch, perhaps elsewhere.
+int CheckpointFailed(const WorkerConfig& c, int rank, const Status& status, bool saved_before) {
+  const int code = status.code() == StatusCode::kInvalidArgument && !saved_before
+                       ? kExitInvalidConfig
+                       : kExitCheckpointFailure;
   Log(c, rank,
       std::string("event=failed during=checkpoint exit=") + ExitCodeName(code) + " error=\"" +
           status.ToString() + "\"");
@@ -565,6 +568,7 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
                                       static_cast<double>(c.global_batch_size) / c.world_size;
   bool claimed = false;
   bool warmed_up = false;
+  bool saved_once = false;  // a periodic checkpoint of this run was saved
   StopChecks checks;
   checks.agree_at = step + 2;
   double last_step_seconds = 0;
@@ -599,7 +603,7 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
       }
       if (Status s = SaveCheckpoint(c, rank, resume->run_id, step, *backend, options, &metrics);
           !s.ok()) {
-        return CheckpointFailed(c, rank, s);
+        return CheckpointFailed(c, rank, s, saved_once);
       }
       Log(c, rank, "event=stopped step=" + std::to_string(step) + " exit=stopped-after-checkpoint");
       LeaveTogether(c, rank, store);
@@ -643,8 +647,9 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
         step < c.total_steps) {
       if (Status s = SaveCheckpoint(c, rank, resume->run_id, step, *backend, options, &metrics);
           !s.ok()) {
-        return CheckpointFailed(c, rank, s);
+        return CheckpointFailed(c, rank, s, saved_once);
       }
+      saved_once = true;
     }
   }
   Log(c, rank,
