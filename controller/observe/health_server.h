@@ -24,7 +24,7 @@
 // are in (at most 16 KiB) and the connection closed; a request body is never
 // kept: what a client sends after the headers is read and dropped in 8 KiB
 // pieces. (cpprestsdk's listener, used before, kept whole bodies: a 600 MB
-// POST to a probe grew the controller by 475 MiB.) A read or write stalled
+// POST to a probe grew the controller by 464 MiB.) A read or write stalled
 // for 5 s ends its connection. IPv6 bind addresses are refused
 // (kInvalidArgument): Debian's civetweb is built without IPv6. Checks run
 // on the server's threads, once per request: they must be quick and must
