@@ -10,12 +10,12 @@
 namespace pacer::cli {
 namespace {
 
-constexpr double kWidth = 1000;
-constexpr double kHeight = 420;
-constexpr double kLeft = 60;
-constexpr double kRight = 20;
-constexpr double kTop = 40;
-constexpr double kBottom = 50;
+constexpr double kCanvasWidth = 1000;
+constexpr double kCanvasHeight = 420;
+constexpr double kMarginLeft = 60;
+constexpr double kMarginRight = 20;
+constexpr double kMarginTop = 40;
+constexpr double kMarginBottom = 50;
 
 struct Band {
   double end_seconds;
@@ -63,19 +63,19 @@ std::string SimulationChartSvg(std::string_view title, const std::vector<sched::
     active.push_back({s.end_seconds, offsets[i], s.gpus});
     top = std::max(top, offsets[i] + s.gpus);
   }
-  const double plot_w = kWidth - kLeft - kRight;
-  const double plot_h = kHeight - kTop - kBottom;
+  const double plot_w = kCanvasWidth - kMarginLeft - kMarginRight;
+  const double plot_h = kCanvasHeight - kMarginTop - kMarginBottom;
   auto x = [&](double seconds) {
-    return kLeft + (seconds - result.start_seconds) / 3600.0 / span_hours * plot_w;
+    return kMarginLeft + (seconds - result.start_seconds) / 3600.0 / span_hours * plot_w;
   };
-  auto y = [&](double gpus) { return kTop + plot_h - gpus / top * plot_h; };
+  auto y = [&](double gpus) { return kMarginTop + plot_h - gpus / top * plot_h; };
 
   std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
-      << "\" viewBox=\"0 0 " << kWidth << ' ' << kHeight
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kCanvasWidth << "\" height=\""
+      << kCanvasHeight << "\" viewBox=\"0 0 " << kCanvasWidth << ' ' << kCanvasHeight
       << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
       << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      << "<text x=\"" << kWidth / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
+      << "<text x=\"" << kCanvasWidth / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">"
       << XmlEscape(title) << "</text>\n";
   for (size_t i = 0; i < result.spans.size(); ++i) {
     const sched::AllocationSpan& s = result.spans[i];
@@ -90,31 +90,31 @@ std::string SimulationChartSvg(std::string_view title, const std::vector<sched::
         << " h</title></rect>\n";
   }
   // Axes, ticks, pool line.
-  svg << "<line x1=\"" << kLeft << "\" y1=\"" << kTop + plot_h << "\" x2=\"" << kLeft + plot_w
-      << "\" y2=\"" << kTop + plot_h << "\" stroke=\"black\"/>\n"
-      << "<line x1=\"" << kLeft << "\" y1=\"" << kTop << "\" x2=\"" << kLeft << "\" y2=\""
-      << kTop + plot_h << "\" stroke=\"black\"/>\n";
+  svg << "<line x1=\"" << kMarginLeft << "\" y1=\"" << kMarginTop + plot_h << "\" x2=\""
+      << kMarginLeft + plot_w << "\" y2=\"" << kMarginTop + plot_h << "\" stroke=\"black\"/>\n"
+      << "<line x1=\"" << kMarginLeft << "\" y1=\"" << kMarginTop << "\" x2=\"" << kMarginLeft
+      << "\" y2=\"" << kMarginTop + plot_h << "\" stroke=\"black\"/>\n";
   const double x_step = TickStep(span_hours, 10);
   for (double h = 0; h <= span_hours + 1e-9; h += x_step) {
-    const double px = kLeft + h / span_hours * plot_w;
-    svg << "<line x1=\"" << FormatFixed(px, 2) << "\" y1=\"" << kTop + plot_h << "\" x2=\""
-        << FormatFixed(px, 2) << "\" y2=\"" << kTop + plot_h + 5 << "\" stroke=\"black\"/>"
-        << "<text x=\"" << FormatFixed(px, 2) << "\" y=\"" << kTop + plot_h + 18
+    const double px = kMarginLeft + h / span_hours * plot_w;
+    svg << "<line x1=\"" << FormatFixed(px, 2) << "\" y1=\"" << kMarginTop + plot_h << "\" x2=\""
+        << FormatFixed(px, 2) << "\" y2=\"" << kMarginTop + plot_h + 5 << "\" stroke=\"black\"/>"
+        << "<text x=\"" << FormatFixed(px, 2) << "\" y=\"" << kMarginTop + plot_h + 18
         << "\" text-anchor=\"middle\">" << FormatFixed(h, x_step < 1 ? 1 : 0) << "</text>\n";
   }
   const double y_step = TickStep(top, 8);
   for (double g = 0; g <= top + 1e-9; g += y_step) {
-    svg << "<text x=\"" << kLeft - 6 << "\" y=\"" << FormatFixed(y(g) + 4, 2)
+    svg << "<text x=\"" << kMarginLeft - 6 << "\" y=\"" << FormatFixed(y(g) + 4, 2)
         << "\" text-anchor=\"end\">" << FormatFixed(g, 0) << "</text>\n";
   }
-  svg << "<line x1=\"" << kLeft << "\" y1=\"" << FormatFixed(y(cluster_gpus), 2) << "\" x2=\""
-      << kLeft + plot_w << "\" y2=\"" << FormatFixed(y(cluster_gpus), 2)
+  svg << "<line x1=\"" << kMarginLeft << "\" y1=\"" << FormatFixed(y(cluster_gpus), 2) << "\" x2=\""
+      << kMarginLeft + plot_w << "\" y2=\"" << FormatFixed(y(cluster_gpus), 2)
       << "\" stroke=\"black\" stroke-dasharray=\"6 4\"><title>pool: " << cluster_gpus
       << " GPUs</title></line>\n"
-      << "<text x=\"" << kLeft + plot_w / 2 << "\" y=\"" << kHeight - 10
+      << "<text x=\"" << kMarginLeft + plot_w / 2 << "\" y=\"" << kCanvasHeight - 10
       << "\" text-anchor=\"middle\">hours since the first arrival</text>\n"
-      << "<text x=\"16\" y=\"" << kTop + plot_h / 2
-      << "\" text-anchor=\"middle\" transform=\"rotate(-90 16 " << kTop + plot_h / 2
+      << "<text x=\"16\" y=\"" << kMarginTop + plot_h / 2
+      << "\" text-anchor=\"middle\" transform=\"rotate(-90 16 " << kMarginTop + plot_h / 2
       << ")\">GPUs per job</text>\n"
       << "</svg>\n";
   return svg.str();

@@ -17,7 +17,7 @@ namespace {
 // Traces of a few months hold tens of thousands of jobs.
 constexpr std::size_t kMaxTraceBytes = std::size_t{64} << 20;
 
-int Fail(const Status& status, std::ostream& err) {
+int FailSimulation(const Status& status, std::ostream& err) {
   err << "error: " << status.message() << '\n';
   return status.code() == StatusCode::kInternal ? kExitInternalError : kExitInvalidInput;
 }
@@ -83,20 +83,20 @@ void SimulateCommand::AddOptions(CLI::App* command) {
 
 int SimulateCommand::Run(std::ostream& out, std::ostream& err) {
   if (output_ != "table" && output_ != "json") {
-    return Fail(InvalidArgumentError("-o " + output_ + ": use table or json"), err);
+    return FailSimulation(InvalidArgumentError("-o " + output_ + ": use table or json"), err);
   }
   std::vector<sched::Policy> policies;
   if (policy_ == "all") {
     policies = {sched::Policy::kPacer, sched::Policy::kEdf, sched::Policy::kFifo};
   } else {
     StatusOr<sched::Policy> policy = sched::ParsePolicy(policy_);
-    if (!policy.ok()) return Fail(policy.status(), err);
+    if (!policy.ok()) return FailSimulation(policy.status(), err);
     policies = {*policy};
   }
   StatusOr<std::string> trace_text = ReadDocument(trace_path_, kMaxTraceBytes);
-  if (!trace_text.ok()) return Fail(trace_text.status(), err);
+  if (!trace_text.ok()) return FailSimulation(trace_text.status(), err);
   StatusOr<std::vector<sched::TraceJob>> trace = sched::ParseTraceCsv(*trace_text, trace_path_);
-  if (!trace.ok()) return Fail(trace.status(), err);
+  if (!trace.ok()) return FailSimulation(trace.status(), err);
 
   StatusOr<sched::ThroughputTable> table = sched::ThroughputTable{};
   Status caps = Status::Ok();
@@ -107,21 +107,21 @@ int SimulateCommand::Run(std::ostream& out, std::ostream& err) {
     }
   } else {
     StatusOr<std::string> text = ReadDocument(throughput_path_, kMaxTraceBytes);
-    if (!text.ok()) return Fail(text.status(), err);
+    if (!text.ok()) return FailSimulation(text.status(), err);
     table = sched::ParseThroughputCsv(*text, throughput_path_);
   }
-  if (!table.ok()) return Fail(table.status(), err);
-  if (!caps.ok()) return Fail(caps, err);
+  if (!table.ok()) return FailSimulation(table.status(), err);
+  if (!caps.ok()) return FailSimulation(caps, err);
   if (!max_gpus_path_.empty()) {
     StatusOr<std::string> text = ReadDocument(max_gpus_path_, kMaxTraceBytes);
-    if (!text.ok()) return Fail(text.status(), err);
+    if (!text.ok()) return FailSimulation(text.status(), err);
     Status parsed = sched::ParseMaxGpusCsv(*text, max_gpus_path_, *table);
-    if (!parsed.ok()) return Fail(parsed, err);
+    if (!parsed.ok()) return FailSimulation(parsed, err);
   }
   std::string gpu_type = gpu_type_;
   if (gpu_type.empty()) {
     StatusOr<std::string> chosen = sched::ChooseGpuType(*trace, *table);
-    if (!chosen.ok()) return Fail(chosen.status(), err);
+    if (!chosen.ok()) return FailSimulation(chosen.status(), err);
     gpu_type = *chosen;
   }
 
@@ -136,7 +136,7 @@ int SimulateCommand::Run(std::ostream& out, std::ostream& err) {
   for (sched::Policy policy : policies) {
     StatusOr<std::vector<sched::SimJob>> jobs =
         sched::BuildSimJobs(*trace, *table, gpu_type, gpus_, policy, trace_path_);
-    if (!jobs.ok()) return Fail(jobs.status(), err);
+    if (!jobs.ok()) return FailSimulation(jobs.status(), err);
     sched::SimOptions options;
     options.cluster_gpus = gpus_;
     options.sched.policy = policy;
@@ -147,7 +147,7 @@ int SimulateCommand::Run(std::ostream& out, std::ostream& err) {
     options.sched.stall_headroom_factor = headroom_;
     options.sched.compute_advice = false;  // the summary prints no per-job advice
     StatusOr<sched::SimResult> result = sched::Simulate(*jobs, options);
-    if (!result.ok()) return Fail(result.status(), err);
+    if (!result.ok()) return FailSimulation(result.status(), err);
     if (runs.empty()) charted_jobs = *std::move(jobs);
     runs.push_back({policy, options.sched.restart, *std::move(result)});
   }
@@ -158,7 +158,7 @@ int SimulateCommand::Run(std::ostream& out, std::ostream& err) {
                               sched::PolicyName(runs.front().policy);
     Status written = WriteOutputFile(
         svg_path_, SimulationChartSvg(title, charted_jobs, runs.front().result, gpus_), "--svg");
-    if (!written.ok()) return Fail(written, err);
+    if (!written.ok()) return FailSimulation(written, err);
   }
   if (output_ == "json") {
     out << SimulationJson(setup, runs).dump(2) << '\n';

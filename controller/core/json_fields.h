@@ -25,6 +25,19 @@ inline std::string StringMember(const nlohmann::json* object, const char* key) {
   return value != nullptr && value->is_string() ? value->get<std::string>() : "";
 }
 
+// object[key] when it is a string; "" otherwise (also when `object` is not
+// an object).
+inline std::string StringAt(const nlohmann::json& object, const char* key) {
+  return StringMember(&object, key);
+}
+
+// object["metadata"] when it is an object; an empty object otherwise.
+inline const nlohmann::json& MetadataOf(const nlohmann::json& object) {
+  static const nlohmann::json* const kEmpty = new nlohmann::json(nlohmann::json::object());
+  const nlohmann::json* metadata = Member(object, "metadata");
+  return metadata != nullptr && metadata->is_object() ? *metadata : *kEmpty;
+}
+
 }  // namespace pacer::controller
 
 #endif  // PACER_CONTROLLER_CORE_JSON_FIELDS_H_

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/json_fields.h"
 #include "pacer/planner/units.h"
 
 namespace pacer::controller {
@@ -55,13 +56,6 @@ bool ContainsIgnoreCase(std::string_view text, std::string_view part) {
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-// A string field at obj[key], or "" when absent or not a string.
-std::string StringAt(const Json& obj, const char* key) {
-  if (!obj.is_object()) return "";
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
 const Json* ObjectAt(const Json& obj, const char* key) {

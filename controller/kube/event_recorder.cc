@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "core/json_fields.h"
 #include "kube/kube_time.h"
 #include "observe/log.h"
 
@@ -18,22 +19,12 @@ constexpr size_t kMaxReasonBytes = 128;
 constexpr size_t kMaxInstanceBytes = 128;
 constexpr auto kShutdownFlush = std::chrono::seconds(2);
 
-const Clock& SystemWallClock() {
-  static const SystemClock kClock;
-  return kClock;
-}
-
 // At most `limit` bytes, not cutting a UTF-8 sequence in two.
 std::string Truncate(const std::string& text, size_t limit) {
   if (text.size() <= limit) return text;
   size_t end = limit;
   while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
   return text.substr(0, end);
-}
-
-std::string StringAt(const json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 std::string HostName() {
@@ -64,7 +55,7 @@ json InvolvedObject(const json& object) {
 EventRecorder::EventRecorder(KubeClient* client, EventRecorderOptions options)
     : client_(client),
       options_(std::move(options)),
-      clock_(options_.clock != nullptr ? *options_.clock : SystemWallClock()),
+      clock_(options_.clock != nullptr ? *options_.clock : SystemClock::Default()),
       instance_(
           Truncate(options_.instance.empty() ? HostName() : options_.instance, kMaxInstanceBytes)) {
   thread_ = std::thread(&EventRecorder::Loop, this);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "core/json_fields.h"
 #include "observe/log.h"
 
 namespace pacer::controller {
@@ -13,18 +14,6 @@ using nlohmann::json;
 // A watch that ends this soon without an event counts as a failure, so a
 // server that closes watches at once is not hammered.
 constexpr auto kShortWatch = std::chrono::seconds(1);
-
-std::string StringAt(const json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-const json& MetadataOf(const json& object) {
-  static const json* const kEmpty = new json(json::object());
-  if (!object.is_object()) return *kEmpty;
-  auto it = object.find("metadata");
-  return it != object.end() && it->is_object() ? *it : *kEmpty;
-}
 
 std::string ResourceVersionOf(const json& object) {
   return StringAt(MetadataOf(object), "resourceVersion");

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "core/json_fields.h"
 #include "http/bounded_body.h"
 #include "http/task_wait.h"
 #include "kube/token_source.h"
@@ -114,17 +115,6 @@ class Query {
  private:
   std::string text_;
 };
-
-std::string StringAt(const json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-json MetadataOf(const json& object) {
-  if (!object.is_object()) return json::object();
-  auto it = object.find("metadata");
-  return it != object.end() && it->is_object() ? *it : json::object();
-}
 
 // Waits for `task`, polling `cancel`; on cancel, cancels the request (which
 // closes its connection) and returns false.

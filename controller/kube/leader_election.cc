@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "core/json_fields.h"
 #include "kube/kube_time.h"
 #include "observe/log.h"
 
@@ -11,18 +12,8 @@ namespace {
 
 using nlohmann::json;
 
-const Clock& SystemWallClock() {
-  static const SystemClock kClock;
-  return kClock;
-}
-
 int64_t CeilSeconds(std::chrono::milliseconds d) {
   return std::max<int64_t>(1, (d.count() + 999) / 1000);
-}
-
-std::string StringAt(const json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 int64_t IntAt(const json& object, const char* key) {
@@ -35,7 +26,7 @@ int64_t IntAt(const json& object, const char* key) {
 LeaderElector::LeaderElector(KubeClient* client, LeaderElectionOptions options)
     : client_(client),
       options_(std::move(options)),
-      clock_(options_.clock != nullptr ? *options_.clock : SystemWallClock()) {}
+      clock_(options_.clock != nullptr ? *options_.clock : SystemClock::Default()) {}
 
 LeaderElector::~LeaderElector() { Stop(); }
 

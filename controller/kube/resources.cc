@@ -1,5 +1,7 @@
 #include "kube/resources.h"
 
+#include "core/json_fields.h"
+
 namespace pacer::controller {
 
 std::string ResourceRef::ApiVersion() const {
@@ -17,16 +19,6 @@ std::string ObjectPath(const ResourceRef& resource, const std::string& namespace
                        const std::string& name) {
   return CollectionPath(resource, namespace_name) + "/" + name;
 }
-
-namespace {
-
-// The string at `key`, or "" when absent or not a string (objects come off the wire).
-std::string StringAt(const nlohmann::json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-}  // namespace
 
 std::string ObjectKey(const nlohmann::json& object) {
   if (!object.is_object()) return "";

@@ -89,8 +89,8 @@ std::map<std::string, int> GpusByType(const planner::Inventory& inventory) {
 
 // The cluster as `job` may use it: without its excluded nodes. Points at
 // `cluster` itself when the job excludes none (no copy), else at `*trimmed`.
-const ClusterInventory& JobView(const ClusterInventory& cluster, const ScheduledJob& job,
-                                ClusterInventory* trimmed) {
+const ClusterInventory& ClusterForJob(const ClusterInventory& cluster, const ScheduledJob& job,
+                                      ClusterInventory* trimmed) {
   if (job.excluded_nodes.empty()) return cluster;
   *trimmed = WithoutNodes(cluster, job.excluded_nodes);
   return *trimmed;
@@ -199,7 +199,7 @@ StatusOr<sched::ThroughputCurve> ClusterScheduler::Curve(const ScheduledJob& job
                                                          const std::string& gpu_type,
                                                          int64_t now_unix_seconds) {
   ClusterInventory trimmed;
-  const planner::Inventory& inventory = JobView(cluster, job, &trimmed).inventory;
+  const planner::Inventory& inventory = ClusterForJob(cluster, job, &trimmed).inventory;
   planner::Inventory idle;
   idle.catalog = inventory.catalog;
   std::ostringstream signature;

@@ -11,7 +11,7 @@ namespace {
 
 using yaml_fields::Field;
 
-constexpr std::size_t kMaxGpuTypes = 1000;
+constexpr std::size_t kMaxCalibratedGpuTypes = 1000;
 
 using yaml_fields::NumberInRange;
 
@@ -23,8 +23,8 @@ constexpr double kMinStepTimeRatio = 0.01;
 constexpr double kMaxStepTimeRatio = 100;
 // Lower than a cluster file's 0.1: a CPU run's quick all-reduce on a busy
 // machine measures 0.07 GB/s, and that is what the worker writes.
-constexpr double kMinBandwidth = 0.001;  // GB/s
-constexpr double kMaxBandwidth = 1e6;    // GB/s
+constexpr double kMinMeasuredBandwidth = 0.001;  // GB/s
+constexpr double kMaxMeasuredBandwidth = 1e6;    // GB/s
 
 Status ParseEntry(const Field& f, GpuCalibration* c) {
   RETURN_IF_ERROR(
@@ -34,13 +34,16 @@ Status ParseEntry(const Field& f, GpuCalibration* c) {
     ASSIGN_OR_RETURN(c->gemm_efficiency, NumberInRange(v, kMinEfficiency, 1));
   }
   if (const Field v = f.Get("intraNodeBusBandwidthGBps"); v.present()) {
-    ASSIGN_OR_RETURN(c->intra_node_busbw_gbps, NumberInRange(v, kMinBandwidth, kMaxBandwidth));
+    ASSIGN_OR_RETURN(c->intra_node_busbw_gbps,
+                     NumberInRange(v, kMinMeasuredBandwidth, kMaxMeasuredBandwidth));
   }
   if (const Field v = f.Get("interNodeBusBandwidthGBps"); v.present()) {
-    ASSIGN_OR_RETURN(c->inter_node_busbw_gbps, NumberInRange(v, kMinBandwidth, kMaxBandwidth));
+    ASSIGN_OR_RETURN(c->inter_node_busbw_gbps,
+                     NumberInRange(v, kMinMeasuredBandwidth, kMaxMeasuredBandwidth));
   }
   if (const Field v = f.Get("memoryBandwidthGBps"); v.present()) {
-    ASSIGN_OR_RETURN(c->memory_bandwidth_gbps, NumberInRange(v, kMinBandwidth, kMaxBandwidth));
+    ASSIGN_OR_RETURN(c->memory_bandwidth_gbps,
+                     NumberInRange(v, kMinMeasuredBandwidth, kMaxMeasuredBandwidth));
   }
   if (const Field v = f.Get("stepTimeRatio"); v.present()) {
     ASSIGN_OR_RETURN(c->step_time_ratio, NumberInRange(v, kMinStepTimeRatio, kMaxStepTimeRatio));
@@ -48,7 +51,7 @@ Status ParseEntry(const Field& f, GpuCalibration* c) {
   return Status::Ok();
 }
 
-StatusOr<Calibration> Parse(const std::string& document) {
+StatusOr<Calibration> ParseCalibrationDocument(const std::string& document) {
   ASSIGN_OR_RETURN(const YAML::Node root, yaml_fields::Load(document, "calibration"));
   const Field top(root, "");
   if (!top.is_map()) {
@@ -62,8 +65,8 @@ StatusOr<Calibration> Parse(const std::string& document) {
   if (!types.is_map()) {
     return types.ErrorGot("must be a map from GPU type to measurements");
   }
-  if (types.node().size() > kMaxGpuTypes) {
-    return types.Error("must have at most " + std::to_string(kMaxGpuTypes) + " entries");
+  if (types.node().size() > kMaxCalibratedGpuTypes) {
+    return types.Error("must have at most " + std::to_string(kMaxCalibratedGpuTypes) + " entries");
   }
   std::set<std::string> seen;
   for (const auto& [name, entry] : types.Entries()) {
@@ -88,7 +91,8 @@ const GpuCalibration* Calibration::Find(std::string_view gpu_type) const {
 }
 
 StatusOr<Calibration> ParseCalibration(const std::string& document) {
-  return yaml_fields::Guard<Calibration>("calibration", [&] { return Parse(document); });
+  return yaml_fields::Guard<Calibration>("calibration",
+                                         [&] { return ParseCalibrationDocument(document); });
 }
 
 Status CheckCalibrationGpuTypes(const Calibration& calibration, const GpuCatalog& catalog) {

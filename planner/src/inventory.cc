@@ -166,7 +166,7 @@ StatusOr<NodePool> ParsePool(const Field& f, const GpuCatalog& catalog) {
   return pool;
 }
 
-StatusOr<Inventory> Parse(const std::string& document) {
+StatusOr<Inventory> ParseInventoryDocument(const std::string& document) {
   ASSIGN_OR_RETURN(const YAML::Node root, yaml_fields::Load(document, "inventory"));
   const Field top(root, "");
   if (!top.is_map()) {
@@ -258,7 +258,8 @@ Inventory DefaultInventory() {
 }
 
 StatusOr<Inventory> ParseInventory(const std::string& document) {
-  return yaml_fields::Guard<Inventory>("inventory", [&] { return Parse(document); });
+  return yaml_fields::Guard<Inventory>("inventory",
+                                       [&] { return ParseInventoryDocument(document); });
 }
 
 }  // namespace pacer::planner

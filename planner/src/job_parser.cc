@@ -34,7 +34,7 @@ constexpr double kMaxSamples = 1e14;
 constexpr int kMaxEpochs = 10000;
 constexpr int kMaxMicroBatchSize = 65536;  // the worker's PACER_MICRO_BATCH_SIZE bound
 constexpr int kMaxGpus = 1'000'000;
-constexpr std::size_t kMaxGpuTypes = 100;
+constexpr std::size_t kMaxAllowedGpuTypes = 100;
 // The CRD's maxItems and maxLength (manifests/crd): a file the API server
 // would refuse is refused by `pacer plan` too, with the same bound.
 constexpr std::size_t kMaxGpuTypeChars = 64;
@@ -339,7 +339,7 @@ Status ParseResources(const Field& f, ResourcesSpec* r) {
   if (!f.present()) return Status::Ok();
   RETURN_IF_ERROR(f.CheckMap({"gpuTypes", "minGPUs", "maxGPUs"}));
   if (const Field types = f.Get("gpuTypes"); types.present()) {
-    RETURN_IF_ERROR(types.CheckList(kMaxGpuTypes));
+    RETURN_IF_ERROR(types.CheckList(kMaxAllowedGpuTypes));
     // Whether a type exists is the planner's question (the inventory may
     // define new ones); the parser only checks the shape.
     std::set<std::string> seen;
@@ -517,7 +517,7 @@ Status ParseSpec(const Field& f, JobSpec* job) {
   return Status::Ok();
 }
 
-StatusOr<JobSpec> Parse(const std::string& document) {
+StatusOr<JobSpec> ParseTrainJobDocument(const std::string& document) {
   ASSIGN_OR_RETURN(const YAML::Node root, yaml_fields::Load(document, "TrainJob"));
   const Field top(root, "");
   if (!top.is_map()) {
@@ -549,7 +549,7 @@ StatusOr<JobSpec> Parse(const std::string& document) {
 }  // namespace
 
 StatusOr<JobSpec> ParseTrainJob(const std::string& document) {
-  return yaml_fields::Guard<JobSpec>("TrainJob", [&] { return Parse(document); });
+  return yaml_fields::Guard<JobSpec>("TrainJob", [&] { return ParseTrainJobDocument(document); });
 }
 
 }  // namespace pacer::planner

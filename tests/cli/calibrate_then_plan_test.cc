@@ -14,7 +14,7 @@ using testing::CliRun;
 using testing::CliTestData;
 using testing::RunBinary;
 
-constexpr char kNow[] = "2026-06-01T00:00:00Z";
+constexpr char kNowRfc3339[] = "2026-06-01T00:00:00Z";
 
 TEST(CalibrateThenPlanTest, AFileNamedByCatalogTypeIsUsedAndOneNamedByDeviceIsRefused) {
   testing::TempDir dir;
@@ -24,8 +24,8 @@ TEST(CalibrateThenPlanTest, AFileNamedByCatalogTypeIsUsedAndOneNamedByDeviceIsRe
                 PACER_WORKER_BINARY);
   ASSERT_EQ(calibrate.exit_code, 0) << calibrate.err;
   EXPECT_EQ(calibrate.out.find("note:"), std::string::npos) << calibrate.out;
-  CliRun plan = RunBinary(
-      {"plan", CliTestData("llama-7b.yaml"), "--calibration", named, "--now", kNow, "-o", "json"});
+  CliRun plan = RunBinary({"plan", CliTestData("llama-7b.yaml"), "--calibration", named, "--now",
+                           kNowRfc3339, "-o", "json"});
   EXPECT_EQ(plan.exit_code, 0) << plan.err;
 
   const std::string unnamed = dir.File("cpu.json");
@@ -35,7 +35,8 @@ TEST(CalibrateThenPlanTest, AFileNamedByCatalogTypeIsUsedAndOneNamedByDeviceIsRe
   EXPECT_NE(calibrate.out.find("note: \"cpu\" is not a GPU type of the planner's catalog"),
             std::string::npos)
       << calibrate.out;
-  plan = RunBinary({"plan", CliTestData("llama-7b.yaml"), "--calibration", unnamed, "--now", kNow});
+  plan = RunBinary(
+      {"plan", CliTestData("llama-7b.yaml"), "--calibration", unnamed, "--now", kNowRfc3339});
   EXPECT_EQ(plan.exit_code, 2);
   EXPECT_NE(plan.err.find("gpuTypes.cpu: unknown GPU type \"cpu\""), std::string::npos) << plan.err;
 }

@@ -14,7 +14,7 @@
 namespace pacer::controller {
 namespace {
 
-constexpr int64_t kNow = 1795305600;  // 2026-11-22T00:00:00Z
+constexpr int64_t kNowUnixSeconds = 1795305600;  // 2026-11-22T00:00:00Z
 
 Condition Make(const std::string& type, const std::string& status, const std::string& reason,
                const std::string& message = "") {
@@ -28,7 +28,8 @@ Condition Make(const std::string& type, const std::string& status, const std::st
 
 TEST(ConditionTest, SetAddsANewConditionAtNow) {
   std::vector<Condition> conditions;
-  EXPECT_TRUE(SetCondition(&conditions, Make(kConditionPlanned, kConditionTrue, "Planned"), kNow));
+  EXPECT_TRUE(SetCondition(&conditions, Make(kConditionPlanned, kConditionTrue, "Planned"),
+                           kNowUnixSeconds));
   ASSERT_EQ(conditions.size(), 1u);
   EXPECT_EQ(conditions[0].last_transition_time, "2026-11-22T00:00:00Z");
   EXPECT_EQ(FindCondition(conditions, kConditionPlanned), &conditions[0]);
@@ -37,13 +38,16 @@ TEST(ConditionTest, SetAddsANewConditionAtNow) {
 
 TEST(ConditionTest, SameStatusKeepsTheTransitionTime) {
   std::vector<Condition> conditions;
-  SetCondition(&conditions, Make(kConditionDeadlineAtRisk, kConditionTrue, "A", "first"), kNow);
+  SetCondition(&conditions, Make(kConditionDeadlineAtRisk, kConditionTrue, "A", "first"),
+               kNowUnixSeconds);
   // Same everything: no change.
-  EXPECT_FALSE(SetCondition(
-      &conditions, Make(kConditionDeadlineAtRisk, kConditionTrue, "A", "first"), kNow + 60));
+  EXPECT_FALSE(SetCondition(&conditions,
+                            Make(kConditionDeadlineAtRisk, kConditionTrue, "A", "first"),
+                            kNowUnixSeconds + 60));
   // New reason and message, same status: updated, time kept.
-  EXPECT_TRUE(SetCondition(
-      &conditions, Make(kConditionDeadlineAtRisk, kConditionTrue, "B", "second"), kNow + 120));
+  EXPECT_TRUE(SetCondition(&conditions,
+                           Make(kConditionDeadlineAtRisk, kConditionTrue, "B", "second"),
+                           kNowUnixSeconds + 120));
   EXPECT_EQ(conditions[0].reason, "B");
   EXPECT_EQ(conditions[0].message, "second");
   EXPECT_EQ(conditions[0].last_transition_time, "2026-11-22T00:00:00Z");
@@ -51,9 +55,9 @@ TEST(ConditionTest, SameStatusKeepsTheTransitionTime) {
 
 TEST(ConditionTest, StatusChangeMovesTheTransitionTime) {
   std::vector<Condition> conditions;
-  SetCondition(&conditions, Make(kConditionDeadlineAtRisk, kConditionTrue, "A"), kNow);
+  SetCondition(&conditions, Make(kConditionDeadlineAtRisk, kConditionTrue, "A"), kNowUnixSeconds);
   EXPECT_TRUE(SetCondition(&conditions, Make(kConditionDeadlineAtRisk, kConditionFalse, "OnTrack"),
-                           kNow + 3600));
+                           kNowUnixSeconds + 3600));
   ASSERT_EQ(conditions.size(), 1u);
   EXPECT_EQ(conditions[0].status, kConditionFalse);
   EXPECT_EQ(conditions[0].last_transition_time, "2026-11-22T01:00:00Z");
@@ -61,8 +65,8 @@ TEST(ConditionTest, StatusChangeMovesTheTransitionTime) {
 
 TEST(ConditionTest, RemoveCondition) {
   std::vector<Condition> conditions;
-  SetCondition(&conditions, Make(kConditionPlanned, kConditionTrue, "Planned"), kNow);
-  SetCondition(&conditions, Make(kConditionRunning, kConditionTrue, "Running"), kNow);
+  SetCondition(&conditions, Make(kConditionPlanned, kConditionTrue, "Planned"), kNowUnixSeconds);
+  SetCondition(&conditions, Make(kConditionRunning, kConditionTrue, "Running"), kNowUnixSeconds);
   EXPECT_TRUE(RemoveCondition(&conditions, kConditionPlanned));
   EXPECT_FALSE(RemoveCondition(&conditions, kConditionPlanned));
   ASSERT_EQ(conditions.size(), 1u);
@@ -73,8 +77,8 @@ TEST(ConditionTest, JsonRoundTrip) {
   std::vector<Condition> conditions;
   Condition c = Make(kConditionDegraded, kConditionTrue, "WorkerRestarted", "rank 3 exited 4");
   c.observed_generation = 7;
-  SetCondition(&conditions, c, kNow);
-  SetCondition(&conditions, Make(kConditionRunning, kConditionFalse, "Pending"), kNow);
+  SetCondition(&conditions, c, kNowUnixSeconds);
+  SetCondition(&conditions, Make(kConditionRunning, kConditionFalse, "Pending"), kNowUnixSeconds);
   const StatusJson json = ConditionsJson(conditions);
   EXPECT_EQ(json[0]["lastTransitionTime"], "2026-11-22T00:00:00Z");
   EXPECT_EQ(json[0]["observedGeneration"], 7);
@@ -108,15 +112,15 @@ TEST(TrainJobStatusTest, BuildsEveryField) {
                    Make(kConditionRunning, kConditionTrue, "WorkersRunning"),
                    Make(kConditionDeadlineAtRisk, kConditionFalse, "OnTrack")};
   in.plan = SamplePlan();
-  in.plan_unix_seconds = kNow - 3600;
+  in.plan_unix_seconds = kNowUnixSeconds - 3600;
   in.steps_completed = 1200;
   in.total_steps = 238419;
   in.measured_step_seconds = 8.3;
-  in.projected_completion_unix_seconds = kNow + 86400;
+  in.projected_completion_unix_seconds = kNowUnixSeconds + 86400;
   in.deadline_slack_seconds = 41230.7;
   in.replans = 1;
   in.observed_generation = 3;
-  const StatusJson s = BuildTrainJobStatus(in, nlohmann::json(), kNow);
+  const StatusJson s = BuildTrainJobStatus(in, nlohmann::json(), kNowUnixSeconds);
   EXPECT_EQ(s["phase"], "Running");
   EXPECT_EQ(s["observedGeneration"], 3);
   ASSERT_EQ(s["conditions"].size(), 3u);
@@ -124,7 +128,7 @@ TEST(TrainJobStatusTest, BuildsEveryField) {
   EXPECT_EQ(s["conditions"][2]["status"], "False");
   // The CLI's plan JSON, less its null fields: no price, no "cost" key (not
   // null, which `kubectl describe` prints as "Cost: <nil>").
-  auto expected_plan = cli::PlanJson(*in.plan, kNow - 3600);
+  auto expected_plan = cli::PlanJson(*in.plan, kNowUnixSeconds - 3600);
   ASSERT_TRUE(expected_plan.contains("cost"));
   expected_plan.erase("cost");
   EXPECT_EQ(s["plan"], expected_plan);
@@ -151,7 +155,7 @@ TEST(TrainJobStatusTest, AnAbsurdSlackIsClampedNotConvertedOutOfRange) {
     StatusInputs in;
     in.phase = Phase::kRunning;
     in.deadline_slack_seconds = slack;
-    const StatusJson s = BuildTrainJobStatus(in, nlohmann::json::object(), kNow);
+    const StatusJson s = BuildTrainJobStatus(in, nlohmann::json::object(), kNowUnixSeconds);
     EXPECT_EQ(s["deadlineSlackSeconds"], -million_years) << slack;
     EXPECT_EQ(s["deadlineSlack"].get<std::string>().front(), '-') << slack;
   }
@@ -160,7 +164,7 @@ TEST(TrainJobStatusTest, AnAbsurdSlackIsClampedNotConvertedOutOfRange) {
 TEST(TrainJobStatusTest, OmitsWhatIsUnknown) {
   StatusInputs in;
   in.phase = Phase::kPending;
-  const StatusJson s = BuildTrainJobStatus(in, nlohmann::json::object(), kNow);
+  const StatusJson s = BuildTrainJobStatus(in, nlohmann::json::object(), kNowUnixSeconds);
   EXPECT_EQ(s["phase"], "Pending");
   EXPECT_TRUE(s["conditions"].empty());
   for (const char* key : {"plan", "progress", "measuredStepSeconds", "projectedCompletionTime",
@@ -183,7 +187,7 @@ TEST(TrainJobStatusTest, CarriesTransitionTimesOverAndDropsStaleConditions) {
   in.phase = Phase::kRunning;
   in.conditions = {Make(kConditionRunning, kConditionTrue, "WorkersRunning"),
                    Make(kConditionDeadlineAtRisk, kConditionTrue, "SlowerThanPredicted", "late")};
-  const StatusJson s = BuildTrainJobStatus(in, previous, kNow);
+  const StatusJson s = BuildTrainJobStatus(in, previous, kNowUnixSeconds);
   ASSERT_EQ(s["conditions"].size(), 2u);
   EXPECT_EQ(s["conditions"][0]["lastTransitionTime"], "2026-11-20T10:00:00Z");  // unchanged
   EXPECT_EQ(s["conditions"][1]["lastTransitionTime"], "2026-11-22T00:00:00Z");  // flipped
@@ -194,7 +198,7 @@ TEST(TrainJobStatusTest, AConditionListedTwiceAppearsOnce) {
   StatusInputs in;
   in.conditions = {Make(kConditionRunning, kConditionFalse, "WorkersPending"),
                    Make(kConditionRunning, kConditionTrue, "WorkersRunning")};
-  const StatusJson s = BuildTrainJobStatus(in, nlohmann::json(), kNow);
+  const StatusJson s = BuildTrainJobStatus(in, nlohmann::json(), kNowUnixSeconds);
   ASSERT_EQ(s["conditions"].size(), 1u);
   EXPECT_EQ(s["conditions"][0]["reason"], "WorkersRunning");
 }

@@ -17,7 +17,7 @@ namespace {
 using std::chrono::seconds;
 
 constexpr const char* kPods = "/api/v1/namespaces/research/pods";
-constexpr const char* kEvents = "/api/v1/namespaces/research/events";
+constexpr const char* kEventsPath = "/api/v1/namespaces/research/events";
 
 // The message of condition `type`, or "".
 std::string ConditionMessage(const nlohmann::json& job, const std::string& type) {
@@ -72,10 +72,10 @@ TEST_F(E2eTest, AQuotaSmallerThanTheGangIsShownWithoutAHotLoopAndLaunchesWhenRem
   EXPECT_EQ(Phase(refused), "Pending");
   ASSERT_TRUE(WaitFor(
       [&] {
-        return !EventMessages(server_->ListObjects(kEvents), "quota", "LaunchRefused").empty();
+        return !EventMessages(server_->ListObjects(kEventsPath), "quota", "LaunchRefused").empty();
       },
       seconds(30)));
-  EXPECT_NE(EventMessages(server_->ListObjects(kEvents), "quota", "LaunchRefused")[0].find(
+  EXPECT_NE(EventMessages(server_->ListObjects(kEventsPath), "quota", "LaunchRefused")[0].find(
                 "exceeded quota"),
             std::string::npos);
 
@@ -99,7 +99,7 @@ TEST_F(E2eTest, AQuotaSmallerThanTheGangIsShownWithoutAHotLoopAndLaunchesWhenRem
   // worker of that attempt may fail and the job relaunch (attempt 2), which
   // is the failure handling working, not the refusal loop: the events say.
   std::string reasons;
-  for (const nlohmann::json& e : server_->ListObjects(kEvents)) {
+  for (const nlohmann::json& e : server_->ListObjects(kEventsPath)) {
     if (e["involvedObject"].value("name", "") == "quota") reasons += e.value("reason", "") + " ";
   }
   const int64_t attempt = Job("research", "quota")["status"].value("attempt", 0);
@@ -155,7 +155,7 @@ TEST_F(E2eTest, AGangLeftPartialByAKilledControllerIsRemovedAndLaunchedAgain) {
   const nlohmann::json done = Job("research", "partial");
   EXPECT_EQ(done["status"].value("attempt", 0), 2) << done.dump(2);
   const std::vector<std::string> incomplete =
-      EventMessages(server_->ListObjects(kEvents), "partial", "GangIncomplete");
+      EventMessages(server_->ListObjects(kEventsPath), "partial", "GangIncomplete");
   ASSERT_EQ(incomplete.size(), 1U);
   EXPECT_NE(incomplete[0].find("only 1 of 2 worker pods of attempt 1"), std::string::npos)
       << incomplete[0];

@@ -12,7 +12,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string ErrorOf(const std::string& doc) {
+std::string CalibrationErrorOf(const std::string& doc) {
   StatusOr<Calibration> c = ParseCalibration(doc);
   if (c.ok()) return "OK";
   EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument) << c.status().ToString();
@@ -61,38 +61,40 @@ TEST(CalibrationTest, EmptyGpuTypesIsFine) {
 }
 
 TEST(CalibrationTest, Errors) {
-  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemmEfficiency": 1.5}}})"),
+  EXPECT_EQ(CalibrationErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemmEfficiency": 1.5}}})"),
             "gpuTypes.H100-SXM.gemmEfficiency: must be at most 1, got 1.5");
-  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemmEfficiency": 0}}})"),
+  EXPECT_EQ(CalibrationErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemmEfficiency": 0}}})"),
             "gpuTypes.H100-SXM.gemmEfficiency: must be a positive number, got 0");
-  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"stepTimeRatio": 101}}})"),
+  EXPECT_EQ(CalibrationErrorOf(R"({"gpuTypes": {"H100-SXM": {"stepTimeRatio": 101}}})"),
             "gpuTypes.H100-SXM.stepTimeRatio: must be at most 100, got 101");
   // Tiny but positive: a 14-day job was planned as 5 minutes (ratio), a NaN
   // step time (bandwidth), and `pacer sweep --svg` looped on an infinite axis.
-  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"stepTimeRatio": 1e-300}}})"),
+  EXPECT_EQ(CalibrationErrorOf(R"({"gpuTypes": {"H100-SXM": {"stepTimeRatio": 1e-300}}})"),
             "gpuTypes.H100-SXM.stepTimeRatio: must be at least 0.01, got 1e-300");
-  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemmEfficiency": 0.001}}})"),
+  EXPECT_EQ(CalibrationErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemmEfficiency": 0.001}}})"),
             "gpuTypes.H100-SXM.gemmEfficiency: must be at least 0.01, got 0.001");
-  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"memoryBandwidthGBps": 1e-320}}})"),
+  EXPECT_EQ(CalibrationErrorOf(R"({"gpuTypes": {"H100-SXM": {"memoryBandwidthGBps": 1e-320}}})"),
             "gpuTypes.H100-SXM.memoryBandwidthGBps: must be at least 0.001, got 1e-320");
-  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"intraNodeBusBandwidthGBps": 2e6}}})"),
+  EXPECT_EQ(CalibrationErrorOf(R"({"gpuTypes": {"H100-SXM": {"intraNodeBusBandwidthGBps": 2e6}}})"),
             "gpuTypes.H100-SXM.intraNodeBusBandwidthGBps: must be at most 1e6, got 2e6");
-  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"memoryBandwidthGBps": -3}}})"),
+  EXPECT_EQ(CalibrationErrorOf(R"({"gpuTypes": {"H100-SXM": {"memoryBandwidthGBps": -3}}})"),
             "gpuTypes.H100-SXM.memoryBandwidthGBps: must be a positive number, got -3");
-  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"interNodeBusBandwidthGBps": "fast"}}})"),
-            "gpuTypes.H100-SXM.interNodeBusBandwidthGBps: must be a positive number, got "
-            "\"fast\"");
-  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemmEfficiency": .nan}}})"),
+  EXPECT_EQ(
+      CalibrationErrorOf(R"({"gpuTypes": {"H100-SXM": {"interNodeBusBandwidthGBps": "fast"}}})"),
+      "gpuTypes.H100-SXM.interNodeBusBandwidthGBps: must be a positive number, got "
+      "\"fast\"");
+  EXPECT_EQ(CalibrationErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemmEfficiency": .nan}}})"),
             "gpuTypes.H100-SXM.gemmEfficiency: must be a positive number, got \".nan\"");
-  EXPECT_EQ(ErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemEfficiency": 0.5}}})"),
+  EXPECT_EQ(CalibrationErrorOf(R"({"gpuTypes": {"H100-SXM": {"gemEfficiency": 0.5}}})"),
             "gpuTypes.H100-SXM.gemEfficiency: unknown field; did you mean gemmEfficiency?");
-  EXPECT_THAT(ErrorOf(R"({"gpuType": {}})"), HasSubstr("gpuType: unknown field; did you mean "
-                                                       "gpuTypes?"));
-  EXPECT_THAT(ErrorOf(R"({"gpuTypes": [1, 2]})"), HasSubstr("gpuTypes: must be a map"));
-  EXPECT_THAT(ErrorOf(R"({"gpuTypes": {"H100-SXM": {}, "h100-sxm": {}}})"),
+  EXPECT_THAT(CalibrationErrorOf(R"({"gpuType": {}})"),
+              HasSubstr("gpuType: unknown field; did you mean "
+                        "gpuTypes?"));
+  EXPECT_THAT(CalibrationErrorOf(R"({"gpuTypes": [1, 2]})"), HasSubstr("gpuTypes: must be a map"));
+  EXPECT_THAT(CalibrationErrorOf(R"({"gpuTypes": {"H100-SXM": {}, "h100-sxm": {}}})"),
               HasSubstr("given more than once"));
-  EXPECT_THAT(ErrorOf(R"({"gpuTypes": {)"), HasSubstr("malformed YAML"));
-  EXPECT_EQ(ErrorOf(""), "calibration: the document is empty");
+  EXPECT_THAT(CalibrationErrorOf(R"({"gpuTypes": {)"), HasSubstr("malformed YAML"));
+  EXPECT_EQ(CalibrationErrorOf(""), "calibration: the document is empty");
 }
 
 // A calibration applies only to the type it names: a misspelt one would be

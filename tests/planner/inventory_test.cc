@@ -38,7 +38,7 @@ gpuTypes:
     pricePerGPUHour: 1.1
 )";
 
-std::string ErrorOf(const std::string& doc) {
+std::string InventoryErrorOf(const std::string& doc) {
   StatusOr<Inventory> inv = ParseInventory(doc);
   if (inv.ok()) return "OK";
   EXPECT_EQ(inv.status().code(), StatusCode::kInvalidArgument) << inv.status().ToString();
@@ -148,38 +148,43 @@ TEST(InventoryTest, ErrorsNameThePath) {
   const std::string pool0 =
       "nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
       "networkGbpsPerNode: 3200}\n";
-  EXPECT_EQ(ErrorOf(pool0 + "  - {name: b, gpuType: H100-SXM, nodes: 2, gpusPerNode: 0, "
-                            "networkGbpsPerNode: 3200}\n"),
+  EXPECT_EQ(InventoryErrorOf(pool0 + "  - {name: b, gpuType: H100-SXM, nodes: 2, gpusPerNode: 0, "
+                                     "networkGbpsPerNode: 3200}\n"),
             "nodePools[1].gpusPerNode: must be a positive integer, got 0");
-  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H1000, nodes: 2, gpusPerNode: 8, "
-                    "networkGbpsPerNode: 3200}\n"),
+  EXPECT_EQ(InventoryErrorOf("nodePools:\n  - {name: a, gpuType: H1000, nodes: 2, gpusPerNode: 8, "
+                             "networkGbpsPerNode: 3200}\n"),
             "nodePools[0].gpuType: unknown GPU type \"H1000\"; known types: A100-40GB, "
-            "A100-80GB, H100-SXM, H100-PCIe, H100-NVL, H200, B200, L40S, V100-SXM2; add it under gpuTypes");
-  EXPECT_EQ(ErrorOf(pool0 + pool0.substr(11)),
+            "A100-80GB, H100-SXM, H100-PCIe, H100-NVL, H200, B200, L40S, V100-SXM2; add it under "
+            "gpuTypes");
+  EXPECT_EQ(InventoryErrorOf(pool0 + pool0.substr(11)),
             "nodePools[1].name: duplicate pool name (also nodePools[0]), got \"a\"");
-  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
-                    "freeGPUs: 17, networkGbpsPerNode: 3200}\n"),
-            "nodePools[0].freeGPUs: must be at most nodes x gpusPerNode (16), got 17");
-  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
-                    "networkGbpsPerNode: 3200, gpuPerNode: 8}\n"),
-            "nodePools[0].gpuPerNode: unknown field; did you mean gpusPerNode?");
-  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8}\n"),
-            "nodePools[0].networkGbpsPerNode: required");
-  EXPECT_EQ(ErrorOf("nodePools: []\n"), "nodePools: must list at least one node pool");
-  EXPECT_EQ(ErrorOf("gpuTypes: []\n"), "nodePools: required: a list of node pools");
-  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 200000, "
-                    "gpusPerNode: 8, networkGbpsPerNode: 3200}\n"),
+  EXPECT_EQ(
+      InventoryErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
+                       "freeGPUs: 17, networkGbpsPerNode: 3200}\n"),
+      "nodePools[0].freeGPUs: must be at most nodes x gpusPerNode (16), got 17");
+  EXPECT_EQ(
+      InventoryErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
+                       "networkGbpsPerNode: 3200, gpuPerNode: 8}\n"),
+      "nodePools[0].gpuPerNode: unknown field; did you mean gpusPerNode?");
+  EXPECT_EQ(
+      InventoryErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8}\n"),
+      "nodePools[0].networkGbpsPerNode: required");
+  EXPECT_EQ(InventoryErrorOf("nodePools: []\n"), "nodePools: must list at least one node pool");
+  EXPECT_EQ(InventoryErrorOf("gpuTypes: []\n"), "nodePools: required: a list of node pools");
+  EXPECT_EQ(InventoryErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 200000, "
+                             "gpusPerNode: 8, networkGbpsPerNode: 3200}\n"),
             "nodePools[0].nodes: must be at most 100000, got 200000");
-  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
-                    "networkGbpsPerNode: -1}\n"),
-            "nodePools[0].networkGbpsPerNode: must be a positive number, got -1");
-  EXPECT_THAT(ErrorOf("gpuTypes: [{name: X1, bf16TFLOPS: 100, memoryGB: 80}]\n" + pool0),
+  EXPECT_EQ(
+      InventoryErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
+                       "networkGbpsPerNode: -1}\n"),
+      "nodePools[0].networkGbpsPerNode: must be a positive number, got -1");
+  EXPECT_THAT(InventoryErrorOf("gpuTypes: [{name: X1, bf16TFLOPS: 100, memoryGB: 80}]\n" + pool0),
               HasSubstr("gpuTypes[0].hbmGBps: required for a new GPU type"));
-  EXPECT_THAT(ErrorOf("gpuTypes: [{name: X1, memoryGB: 80, hbmGBps: 1000}]\n" + pool0),
+  EXPECT_THAT(InventoryErrorOf("gpuTypes: [{name: X1, memoryGB: 80, hbmGBps: 1000}]\n" + pool0),
               HasSubstr("gpuTypes[0]: a new GPU type (\"X1\") needs bf16TFLOPS or fp16TFLOPS"));
-  EXPECT_THAT(ErrorOf("nodePools: {}\n"), HasSubstr("nodePools: must be a list"));
-  EXPECT_THAT(ErrorOf("nodePools: [\n"), HasSubstr("malformed YAML at line"));
-  EXPECT_EQ(ErrorOf(""), "inventory: the document is empty");
+  EXPECT_THAT(InventoryErrorOf("nodePools: {}\n"), HasSubstr("nodePools: must be a list"));
+  EXPECT_THAT(InventoryErrorOf("nodePools: [\n"), HasSubstr("malformed YAML at line"));
+  EXPECT_EQ(InventoryErrorOf(""), "inventory: the document is empty");
 }
 
 // Absurdly small hardware figures made the cost model's times infinite (a
@@ -189,18 +194,20 @@ TEST(InventoryTest, AbsurdlySmallFiguresAreRefused) {
   const std::string pool0 =
       "nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
       "networkGbpsPerNode: 3200}\n";
-  EXPECT_EQ(ErrorOf("gpuTypes: [{name: H100-SXM, bf16TFLOPS: 1e-300}]\n" + pool0),
+  EXPECT_EQ(InventoryErrorOf("gpuTypes: [{name: H100-SXM, bf16TFLOPS: 1e-300}]\n" + pool0),
             "gpuTypes[0].bf16TFLOPS: must be 0 or at least 0.01, got 1e-300");
-  EXPECT_EQ(ErrorOf("gpuTypes: [{name: H100-SXM, memoryGB: 0.001}]\n" + pool0),
+  EXPECT_EQ(InventoryErrorOf("gpuTypes: [{name: H100-SXM, memoryGB: 0.001}]\n" + pool0),
             "gpuTypes[0].memoryGB: must be at least 1, got 0.001");
-  EXPECT_EQ(ErrorOf("gpuTypes: [{name: H100-SXM, hbmGBps: 1e-9}]\n" + pool0),
+  EXPECT_EQ(InventoryErrorOf("gpuTypes: [{name: H100-SXM, hbmGBps: 1e-9}]\n" + pool0),
             "gpuTypes[0].hbmGBps: must be at least 0.1, got 1e-9");
-  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
-                    "networkGbpsPerNode: 1e-12}\n"),
-            "nodePools[0].networkGbpsPerNode: must be at least 0.1, got 1e-12");
-  EXPECT_EQ(ErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
-                    "networkGbpsPerNode: 3200, nvlinkGBps: 0.0001}\n"),
-            "nodePools[0].nvlinkGBps: must be 0 or at least 0.1, got 0.0001");
+  EXPECT_EQ(
+      InventoryErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
+                       "networkGbpsPerNode: 1e-12}\n"),
+      "nodePools[0].networkGbpsPerNode: must be at least 0.1, got 1e-12");
+  EXPECT_EQ(
+      InventoryErrorOf("nodePools:\n  - {name: a, gpuType: H100-SXM, nodes: 2, gpusPerNode: 8, "
+                       "networkGbpsPerNode: 3200, nvlinkGBps: 0.0001}\n"),
+      "nodePools[0].nvlinkGBps: must be 0 or at least 0.1, got 0.0001");
   // 0: no such precision, no NVLink, price unknown.
   StatusOr<Inventory> zeros = ParseInventory(
       "gpuTypes: [{name: H100-SXM, fp8TFLOPS: 0, nvlinkGBps: 0, pricePerGPUHour: 0}]\n" + pool0);
@@ -262,15 +269,16 @@ TEST(InventoryTest, FreeGpusByNode) {
   EXPECT_EQ(pool.free_gpus, 8);  // the sum, when freeGPUs is not given
   EXPECT_EQ(pool.free_gpus_by_node, (std::vector<int>{4, 4}));
   EXPECT_EQ(pool.NodesWithFreeGpus(8), 0);
-  EXPECT_EQ(ErrorOf(head + "freeGPUs: 8, freeGPUsByNode: [4, 4]}\n"), "OK");
-  EXPECT_EQ(ErrorOf(head + "freeGPUsByNode: [4]}\n"),
+  EXPECT_EQ(InventoryErrorOf(head + "freeGPUs: 8, freeGPUsByNode: [4, 4]}\n"), "OK");
+  EXPECT_EQ(InventoryErrorOf(head + "freeGPUsByNode: [4]}\n"),
             "nodePools[0].freeGPUsByNode: must list one count per node: 2 (nodes), got 1");
-  EXPECT_EQ(ErrorOf(head + "freeGPUsByNode: [4, 9]}\n"),
+  EXPECT_EQ(InventoryErrorOf(head + "freeGPUsByNode: [4, 9]}\n"),
             "nodePools[0].freeGPUsByNode[1]: must be at most 8, got 9");
-  EXPECT_EQ(ErrorOf(head + "freeGPUs: 16, freeGPUsByNode: [4, 4]}\n"),
+  EXPECT_EQ(InventoryErrorOf(head + "freeGPUs: 16, freeGPUsByNode: [4, 4]}\n"),
             "nodePools[0].freeGPUsByNode: sums to 8 free GPUs, but freeGPUs is 16; give one of "
             "them, or make them agree");
-  EXPECT_THAT(ErrorOf(head + "freeGPUsByNode: 8}\n"), HasSubstr("freeGPUsByNode: must be a list"));
+  EXPECT_THAT(InventoryErrorOf(head + "freeGPUsByNode: 8}\n"),
+              HasSubstr("freeGPUsByNode: must be a list"));
 }
 
 TEST(DefaultInventoryTest, ThreeFreePools) {

@@ -186,7 +186,7 @@ std::string Minimal(const std::string& from, const std::string& to) {
   return doc;
 }
 
-std::string ErrorOf(const std::string& doc) {
+std::string TrainJobErrorOf(const std::string& doc) {
   StatusOr<JobSpec> job = ParseTrainJob(doc);
   if (job.ok()) return "OK";
   EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument) << job.status().ToString();
@@ -360,38 +360,41 @@ TEST(JobParserTest, AutoEverywhere) {
 }
 
 TEST(JobParserTest, ErrorMessagesNameThePathAndTheValue) {
-  EXPECT_EQ(ErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: -4")),
+  EXPECT_EQ(TrainJobErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: -4")),
             "spec.training.globalBatchSize: must be a positive integer, got -4");
-  EXPECT_EQ(ErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: 4.5")),
+  EXPECT_EQ(TrainJobErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: 4.5")),
             "spec.training.globalBatchSize: must be an integer, got 4.5");
-  EXPECT_EQ(ErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: {a: 1}")),
+  EXPECT_EQ(TrainJobErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: {a: 1}")),
             "spec.training.globalBatchSize: must be a positive integer, got a map");
-  EXPECT_EQ(ErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: 1e300")),
+  EXPECT_EQ(TrainJobErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: 1e300")),
             "spec.training.globalBatchSize: must be at most 1e8, got 1e300");
-  EXPECT_EQ(ErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: 256\n    precision: bf32")),
-            "spec.training.precision: must be one of fp32, tf32, fp16, bf16, fp8, got \"bf32\"");
-  EXPECT_EQ(ErrorOf(Minimal("globalBatchSize: 256", "globalBatchSzie: 256")),
+  EXPECT_EQ(
+      TrainJobErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: 256\n    precision: bf32")),
+      "spec.training.precision: must be one of fp32, tf32, fp16, bf16, fp8, got \"bf32\"");
+  EXPECT_EQ(TrainJobErrorOf(Minimal("globalBatchSize: 256", "globalBatchSzie: 256")),
             "spec.training.globalBatchSzie: unknown field; did you mean globalBatchSize?");
-  EXPECT_EQ(ErrorOf(Minimal("    layers: 24\n    hiddenSize: 1024\n    attentionHeads: 16\n",
-                            "    sequenceLength: 2048\n")),
-            "spec.model: give parameters (e.g. \"6.7B\") or the architecture (layers, "
-            "hiddenSize, attentionHeads)");
-  EXPECT_EQ(ErrorOf(Minimal("hiddenSize: 1024", "hiddenSize: 1000")),
+  EXPECT_EQ(
+      TrainJobErrorOf(Minimal("    layers: 24\n    hiddenSize: 1024\n    attentionHeads: 16\n",
+                              "    sequenceLength: 2048\n")),
+      "spec.model: give parameters (e.g. \"6.7B\") or the architecture (layers, "
+      "hiddenSize, attentionHeads)");
+  EXPECT_EQ(TrainJobErrorOf(Minimal("hiddenSize: 1024", "hiddenSize: 1000")),
             "spec.model.hiddenSize: must be divisible by attentionHeads (16), got 1000");
-  EXPECT_EQ(ErrorOf(Minimal("attentionHeads: 16", "attentionHeads: 16\n    kvHeads: 5")),
+  EXPECT_EQ(TrainJobErrorOf(Minimal("attentionHeads: 16", "attentionHeads: 16\n    kvHeads: 5")),
             "spec.model.kvHeads: must divide attentionHeads (16), got 5");
-  EXPECT_THAT(ErrorOf(Minimal("    layers: 24\n", "")),
+  EXPECT_THAT(TrainJobErrorOf(Minimal("    layers: 24\n", "")),
               HasSubstr("spec.model.layers: required with the architecture"));
-  EXPECT_EQ(ErrorOf(Minimal("tokens: 2e9", "tokens: 2e9\n    samples: 5")),
+  EXPECT_EQ(TrainJobErrorOf(Minimal("tokens: 2e9", "tokens: 2e9\n    samples: 5")),
             "spec.data: give tokens or samples, not both");
-  EXPECT_EQ(ErrorOf(Minimal("tokens: 2e9", "tokens: lots")),
+  EXPECT_EQ(TrainJobErrorOf(Minimal("tokens: 2e9", "tokens: lots")),
             "spec.data.tokens: expected a count such as 6.7B, 350M or 2e12, got \"lots\"");
-  EXPECT_THAT(ErrorOf(Minimal("tokens: 2e9", "tokens: 1e20")),
+  EXPECT_THAT(TrainJobErrorOf(Minimal("tokens: 2e9", "tokens: 1e20")),
               HasSubstr("spec.data.tokens: must be in [1, 1e16], got 1e20"));
-  EXPECT_EQ(ErrorOf(Minimal("name: tiny", "name: My_Job")).substr(0, 48),
+  EXPECT_EQ(TrainJobErrorOf(Minimal("name: tiny", "name: My_Job")).substr(0, 48),
             "metadata.name: must be a DNS-1123 subdomain (low");
-  EXPECT_EQ(ErrorOf(Minimal("kind: TrainJob", "kind: Job")), "kind: must be TrainJob, got \"Job\"");
-  EXPECT_EQ(ErrorOf(Minimal("pacer.dev/v1alpha1", "pacer.dev/v1")),
+  EXPECT_EQ(TrainJobErrorOf(Minimal("kind: TrainJob", "kind: Job")),
+            "kind: must be TrainJob, got \"Job\"");
+  EXPECT_EQ(TrainJobErrorOf(Minimal("pacer.dev/v1alpha1", "pacer.dev/v1")),
             "apiVersion: must be pacer.dev/v1alpha1, got \"pacer.dev/v1\"");
 }
 
@@ -405,12 +408,14 @@ TEST(JobParserTest, Fp32GradientsDefaultsToTrueAndParsesABool) {
       "globalBatchSize: 256", "globalBatchSize: 256\n    stack:\n      fp32Gradients: false"));
   ASSERT_TRUE(half.ok()) << half.status().ToString();
   EXPECT_FALSE(half->training.stack.fp32_gradients);
-  EXPECT_THAT(ErrorOf(Minimal("globalBatchSize: 256",
+  EXPECT_THAT(
+      TrainJobErrorOf(Minimal("globalBatchSize: 256",
                               "globalBatchSize: 256\n    stack:\n      fp32Gradients: maybe")),
-              HasSubstr("spec.training.stack.fp32Gradients"));
-  EXPECT_THAT(ErrorOf(Minimal("globalBatchSize: 256",
+      HasSubstr("spec.training.stack.fp32Gradients"));
+  EXPECT_THAT(
+      TrainJobErrorOf(Minimal("globalBatchSize: 256",
                               "globalBatchSize: 256\n    stack:\n      fp32Gradient: true")),
-              HasSubstr("did you mean fp32Gradients?"));
+      HasSubstr("did you mean fp32Gradients?"));
 }
 
 // spec.model.causalAttention: a causal decoder unless the job says full
@@ -430,24 +435,25 @@ TEST(JobParserTest, CausalAttentionDefaultsToTrueAndParsesABool) {
   ASSERT_TRUE(inferred.ok()) << inferred.status().ToString();
   EXPECT_TRUE(inferred->model.architecture_inferred);
   EXPECT_FALSE(inferred->model.causal_attention);
-  EXPECT_THAT(ErrorOf(Minimal("attentionHeads: 16", "attentionHeads: 16\n    causalAttention: no")),
-              HasSubstr("spec.model.causalAttention"));
   EXPECT_THAT(
-      ErrorOf(Minimal("attentionHeads: 16", "attentionHeads: 16\n    causalAtention: false")),
-      HasSubstr("did you mean causalAttention?"));
+      TrainJobErrorOf(Minimal("attentionHeads: 16", "attentionHeads: 16\n    causalAttention: no")),
+      HasSubstr("spec.model.causalAttention"));
+  EXPECT_THAT(TrainJobErrorOf(
+                  Minimal("attentionHeads: 16", "attentionHeads: 16\n    causalAtention: false")),
+              HasSubstr("did you mean causalAttention?"));
 }
 
 // b x k x d = globalBatchSize: a micro-batch list without a divisor of it
 // allows no layout, which the search used to report as "no layout is
 // possible" blaming whatever else it rejected (exit 4, not 2).
 TEST(JobParserTest, MicroBatchSizesNeedADivisorOfTheGlobalBatch) {
-  const std::string error =
-      ErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: 256\n    microBatchSizes: [3, 5]"));
+  const std::string error = TrainJobErrorOf(
+      Minimal("globalBatchSize: 256", "globalBatchSize: 256\n    microBatchSizes: [3, 5]"));
   EXPECT_THAT(error, HasSubstr("spec.training.microBatchSizes"));
   EXPECT_THAT(error, HasSubstr("none of these divides training.globalBatchSize (256)"));
-  EXPECT_EQ(
-      ErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: 256\n    microBatchSizes: [3, 4]")),
-      "OK");
+  EXPECT_EQ(TrainJobErrorOf(Minimal("globalBatchSize: 256",
+                                    "globalBatchSize: 256\n    microBatchSizes: [3, 4]")),
+            "OK");
 }
 
 // What the worker cannot run is refused when the spec is read, naming the
@@ -457,16 +463,16 @@ TEST(JobParserTest, MicroBatchSizesNeedADivisorOfTheGlobalBatch) {
 // InvalidWorkerConfig, naming the worker's variables.
 TEST(JobParserTest, ModelsAndMicroBatchesTheWorkerCannotRunAreRefused) {
   const std::string architecture = "layers: 24\n    hiddenSize: 1024\n    attentionHeads: 16";
-  const std::string huge = ErrorOf(Minimal(architecture, "parameters: 1e14"));
+  const std::string huge = TrainJobErrorOf(Minimal(architecture, "parameters: 1e14"));
   EXPECT_THAT(huge, HasSubstr("spec.model.parameters"));
   EXPECT_THAT(huge, HasSubstr("more than 1000"));
   EXPECT_THAT(huge, HasSubstr("give the architecture"));
-  EXPECT_EQ(ErrorOf(Minimal(architecture, "parameters: 1e12")), "OK");
-  const std::string mbs = ErrorOf(
+  EXPECT_EQ(TrainJobErrorOf(Minimal(architecture, "parameters: 1e12")), "OK");
+  const std::string mbs = TrainJobErrorOf(
       Minimal("globalBatchSize: 256", "globalBatchSize: 131072\n    microBatchSizes: [65537]"));
   EXPECT_THAT(mbs, HasSubstr("spec.training.microBatchSizes[0]"));
-  EXPECT_EQ(ErrorOf(Minimal("globalBatchSize: 256",
-                            "globalBatchSize: 131072\n    microBatchSizes: [65536]")),
+  EXPECT_EQ(TrainJobErrorOf(Minimal("globalBatchSize: 256",
+                                    "globalBatchSize: 131072\n    microBatchSizes: [65536]")),
             "OK");
 }
 
@@ -476,7 +482,7 @@ TEST(JobParserTest, OptimizerStepsAreBounded) {
   std::string doc = Minimal("tokens: 2e9", "tokens: 1e16\n    epochs: 10000");
   const std::size_t at = doc.find("globalBatchSize: 256");
   doc.replace(at, 20, "globalBatchSize: 1");
-  const std::string error = ErrorOf(doc);
+  const std::string error = TrainJobErrorOf(doc);
   EXPECT_THAT(error, HasSubstr("spec.data"));
   EXPECT_THAT(error, HasSubstr("optimizer steps"));
   EXPECT_THAT(error, HasSubstr("at most 1e12"));
@@ -485,23 +491,24 @@ TEST(JobParserTest, OptimizerStepsAreBounded) {
 // A global batch larger than one epoch of data was planned as one step
 // over sequences that do not exist (samples: 1000 at globalBatchSize 1e8).
 TEST(JobParserTest, AGlobalBatchLargerThanTheDataIsRefused) {
-  EXPECT_EQ(ErrorOf(Minimal("tokens: 2e9", "samples: 1000")), "OK");
+  EXPECT_EQ(TrainJobErrorOf(Minimal("tokens: 2e9", "samples: 1000")), "OK");
   const std::string doc = Minimal("tokens: 2e9", "samples: 100");
-  const std::string error = ErrorOf(doc);
+  const std::string error = TrainJobErrorOf(doc);
   EXPECT_THAT(error, HasSubstr("spec.training.globalBatchSize"));
   EXPECT_THAT(error, HasSubstr("more than the 100 in one epoch"));
   // With tokens: 1e5 tokens of 2048-token sequences are 49 samples.
-  EXPECT_THAT(ErrorOf(Minimal("tokens: 2e9", "tokens: 1e5")), HasSubstr("more than the 49"));
+  EXPECT_THAT(TrainJobErrorOf(Minimal("tokens: 2e9", "tokens: 1e5")),
+              HasSubstr("more than the 49"));
   // Exactly one epoch per step is allowed.
-  EXPECT_EQ(ErrorOf(Minimal("tokens: 2e9", "samples: 256")), "OK");
+  EXPECT_EQ(TrainJobErrorOf(Minimal("tokens: 2e9", "samples: 256")), "OK");
 }
 
 // The name is the pacer.dev/job label value of the job's pods, which
 // Kubernetes limits to 63 characters: a longer (valid subdomain) name made
 // every pod and the Service invalid.
 TEST(JobParserTest, NamesAreAtMost63Characters) {
-  EXPECT_EQ(ErrorOf(Minimal("name: tiny", "name: " + std::string(63, 'a'))), "OK");
-  EXPECT_EQ(ErrorOf(Minimal("name: tiny", "name: " + std::string(70, 'a'))),
+  EXPECT_EQ(TrainJobErrorOf(Minimal("name: tiny", "name: " + std::string(63, 'a'))), "OK");
+  EXPECT_EQ(TrainJobErrorOf(Minimal("name: tiny", "name: " + std::string(70, 'a'))),
             "metadata.name: must be at most 63 characters (it is the pacer.dev/job label of the "
             "job's pods and Service), got 70");
 }
@@ -513,17 +520,17 @@ TEST(JobParserTest, EnvNamesAreThoseThePodApiTakes) {
     return Minimal("globalBatchSize: 256",
                    "globalBatchSize: 256\n  worker: {env: [{name: \"" + name + "\", value: x}]}");
   };
-  EXPECT_EQ(ErrorOf(with_env("NCCL_DEBUG")), "OK");
-  EXPECT_EQ(ErrorOf(with_env("my.var-2")), "OK");
-  EXPECT_EQ(ErrorOf(with_env("1FOO")),
+  EXPECT_EQ(TrainJobErrorOf(with_env("NCCL_DEBUG")), "OK");
+  EXPECT_EQ(TrainJobErrorOf(with_env("my.var-2")), "OK");
+  EXPECT_EQ(TrainJobErrorOf(with_env("1FOO")),
             "spec.worker.env[0].name: must be an environment variable name: letters, digits, "
             "'_', '-' and '.', not starting with a digit or \"..\", not \".\", at most 256 "
             "characters, got \"1FOO\"");
-  EXPECT_NE(ErrorOf(with_env(".")), "OK");
-  EXPECT_NE(ErrorOf(with_env("..FOO")), "OK");
-  EXPECT_EQ(ErrorOf(with_env(".FOO")), "OK");
-  EXPECT_NE(ErrorOf(with_env("A=B")), "OK");
-  EXPECT_NE(ErrorOf(with_env("TAB\there")), "OK");
+  EXPECT_NE(TrainJobErrorOf(with_env(".")), "OK");
+  EXPECT_NE(TrainJobErrorOf(with_env("..FOO")), "OK");
+  EXPECT_EQ(TrainJobErrorOf(with_env(".FOO")), "OK");
+  EXPECT_NE(TrainJobErrorOf(with_env("A=B")), "OK");
+  EXPECT_NE(TrainJobErrorOf(with_env("TAB\there")), "OK");
 }
 
 // The CRD's list and length bounds: a file `kubectl apply` would refuse
@@ -541,62 +548,64 @@ TEST(JobParserTest, ListsAndStringsAreBoundedAsTheCrdBoundsThem) {
   std::string env256 = "[";
   for (int i = 0; i < 256; ++i) env256 += (i ? ", " : "") + ("{name: V" + std::to_string(i) + "}");
   env256 += "]";
-  EXPECT_EQ(ErrorOf(with("  worker: {env: " + env256 + "}")), "OK");
-  EXPECT_EQ(
-      ErrorOf(with("  worker: {env: " + env256.substr(0, env256.size() - 1) + ", {name: V256}]}")),
-      "spec.worker.env: must have at most 256 entries, got 257");
-  EXPECT_EQ(ErrorOf(with("  worker: {env: [{name: A, value: x}, {name: A, value: y}]}")),
+  EXPECT_EQ(TrainJobErrorOf(with("  worker: {env: " + env256 + "}")), "OK");
+  EXPECT_EQ(TrainJobErrorOf(with("  worker: {env: " + env256.substr(0, env256.size() - 1) +
+                                 ", {name: V256}]}")),
+            "spec.worker.env: must have at most 256 entries, got 257");
+  EXPECT_EQ(TrainJobErrorOf(with("  worker: {env: [{name: A, value: x}, {name: A, value: y}]}")),
             "spec.worker.env[1].name: is set twice; give each variable once, got \"A\"");
-  EXPECT_EQ(ErrorOf(with("  worker: {command: " + list(256, "x") + "}")), "OK");
-  EXPECT_EQ(ErrorOf(with("  worker: {command: " + list(257, "x") + "}")),
+  EXPECT_EQ(TrainJobErrorOf(with("  worker: {command: " + list(256, "x") + "}")), "OK");
+  EXPECT_EQ(TrainJobErrorOf(with("  worker: {command: " + list(257, "x") + "}")),
             "spec.worker.command: must have at most 256 entries, got 257");
-  EXPECT_EQ(ErrorOf(with("  worker: {command: [" + std::string(32769, 'x') + "]}")),
+  EXPECT_EQ(TrainJobErrorOf(with("  worker: {command: [" + std::string(32769, 'x') + "]}")),
             "spec.worker.command[0]: must be at most 32768 characters, got 32769");
-  EXPECT_EQ(ErrorOf(with("  worker: {env: [{name: A, value: " + std::string(32769, 'x') + "}]}")),
-            "spec.worker.env[0].value: must be at most 32768 characters, got 32769");
+  EXPECT_EQ(
+      TrainJobErrorOf(with("  worker: {env: [{name: A, value: " + std::string(32769, 'x') + "}]}")),
+      "spec.worker.env[0].value: must be at most 32768 characters, got 32769");
   // Characters as the CRD counts them: a 2-byte letter is one.
   std::string letters;
   for (int i = 0; i < 32768; ++i) letters += "\u00e9";
-  EXPECT_EQ(ErrorOf(with("  worker: {env: [{name: A, value: " + letters + "}]}")), "OK");
-  EXPECT_EQ(ErrorOf(with("  worker: {env: [{name: A, value: " + letters + "\u00e9}]}")),
+  EXPECT_EQ(TrainJobErrorOf(with("  worker: {env: [{name: A, value: " + letters + "}]}")), "OK");
+  EXPECT_EQ(TrainJobErrorOf(with("  worker: {env: [{name: A, value: " + letters + "\u00e9}]}")),
             "spec.worker.env[0].value: must be at most 32768 characters, got 32769");
   // A byte of no well-formed sequence counts one, as the API server counts it.
-  EXPECT_EQ(ErrorOf(with("  worker: {command: [" + std::string(32768, 'x') + "\x80]}")),
+  EXPECT_EQ(TrainJobErrorOf(with("  worker: {command: [" + std::string(32768, 'x') + "\x80]}")),
             "spec.worker.command[0]: must be at most 32768 characters, got 32769");
-  EXPECT_EQ(ErrorOf(with("  worker: {image: " + std::string(1024, 'i') + "}")), "OK");
-  EXPECT_EQ(ErrorOf(with("  worker: {image: " + std::string(1025, 'i') + "}")),
+  EXPECT_EQ(TrainJobErrorOf(with("  worker: {image: " + std::string(1024, 'i') + "}")), "OK");
+  EXPECT_EQ(TrainJobErrorOf(with("  worker: {image: " + std::string(1025, 'i') + "}")),
             "spec.worker.image: must be at most 1024 characters, got 1025");
-  EXPECT_EQ(ErrorOf(with("  resources: {gpuTypes: [" + std::string(65, 'g') + "]}")),
+  EXPECT_EQ(TrainJobErrorOf(with("  resources: {gpuTypes: [" + std::string(65, 'g') + "]}")),
             "spec.resources.gpuTypes[0]: must be at most 64 characters, got 65");
-  EXPECT_EQ(ErrorOf(with("    microBatchSizes: " + list(65, "1"))),
+  EXPECT_EQ(TrainJobErrorOf(with("    microBatchSizes: " + list(65, "1"))),
             "spec.training.microBatchSizes: must have at most 64 entries, got 65");
 }
 
 TEST(JobParserTest, DeadlineAndMaxDurationConflict) {
   std::string doc = kMinimalYaml;
   doc += "  deadline: \"2026-12-24T00:00:00Z\"\n  maxDuration: 72h\n";
-  EXPECT_THAT(ErrorOf(doc), HasSubstr("spec.maxDuration: cannot be combined with spec.deadline; "
-                                      "pick one"));
+  EXPECT_THAT(TrainJobErrorOf(doc),
+              HasSubstr("spec.maxDuration: cannot be combined with spec.deadline; "
+                        "pick one"));
 }
 
 TEST(JobParserTest, DurationErrorsQuoteTheInput) {
   std::string doc = kMinimalYaml;
   doc += "  maxDuration: abc\n";
-  EXPECT_EQ(ErrorOf(doc),
+  EXPECT_EQ(TrainJobErrorOf(doc),
             "spec.maxDuration: expected a duration such as 72h or 1h30m, got \"abc\"");
 }
 
 TEST(JobParserTest, MinGpusAboveMaxGpus) {
   std::string doc = kMinimalYaml;
   doc += "  resources: {minGPUs: 16, maxGPUs: 8}\n";
-  EXPECT_EQ(ErrorOf(doc), "spec.resources.maxGPUs: must be at least minGPUs (16), got 8");
+  EXPECT_EQ(TrainJobErrorOf(doc), "spec.resources.maxGPUs: must be at least minGPUs (16), got 8");
 }
 
 TEST(JobParserTest, SlackRange) {
   std::string doc = kMinimalYaml;
-  EXPECT_THAT(ErrorOf(doc + "  replan: {slack: 100%}\n"), HasSubstr("spec.replan.slack"));
-  EXPECT_THAT(ErrorOf(doc + "  replan: {slack: -1}\n"), HasSubstr("spec.replan.slack"));
-  EXPECT_THAT(ErrorOf(doc + "  replan: {interval: 500ms}\n"),
+  EXPECT_THAT(TrainJobErrorOf(doc + "  replan: {slack: 100%}\n"), HasSubstr("spec.replan.slack"));
+  EXPECT_THAT(TrainJobErrorOf(doc + "  replan: {slack: -1}\n"), HasSubstr("spec.replan.slack"));
+  EXPECT_THAT(TrainJobErrorOf(doc + "  replan: {interval: 500ms}\n"),
               HasSubstr("spec.replan.interval: must be at least 1s"));
   StatusOr<JobSpec> job = ParseTrainJob(doc + "  replan: {slack: 0}\n");
   ASSERT_TRUE(job.ok());
@@ -619,18 +628,19 @@ TEST(JobParserTest, GpuTypesAreDeduplicatedAndBounded) {
 
   std::string many = "  resources:\n    gpuTypes:\n";
   for (int i = 0; i < 101; ++i) many += "      - T" + std::to_string(i) + "\n";
-  EXPECT_EQ(ErrorOf(kMinimalYaml + many),
+  EXPECT_EQ(TrainJobErrorOf(kMinimalYaml + many),
             "spec.resources.gpuTypes: must have at most 100 entries, got 101");
 }
 
 TEST(JobParserTest, DocumentLevelErrors) {
-  EXPECT_EQ(ErrorOf(""), "TrainJob: the document is empty");
-  EXPECT_EQ(ErrorOf("# only a comment\n"), "TrainJob: the document is empty");
-  EXPECT_THAT(ErrorOf("- a\n- b\n"), HasSubstr("expected a map"));
-  EXPECT_THAT(ErrorOf("spec: {model: [\n"), HasSubstr("malformed YAML at line"));
-  EXPECT_THAT(ErrorOf(std::string(kMinimalYaml) + "---\n" + kMinimalYaml),
+  EXPECT_EQ(TrainJobErrorOf(""), "TrainJob: the document is empty");
+  EXPECT_EQ(TrainJobErrorOf("# only a comment\n"), "TrainJob: the document is empty");
+  EXPECT_THAT(TrainJobErrorOf("- a\n- b\n"), HasSubstr("expected a map"));
+  EXPECT_THAT(TrainJobErrorOf("spec: {model: [\n"), HasSubstr("malformed YAML at line"));
+  EXPECT_THAT(TrainJobErrorOf(std::string(kMinimalYaml) + "---\n" + kMinimalYaml),
               HasSubstr("more than one YAML document"));
-  EXPECT_THAT(ErrorOf(Minimal("spec:", "extra: 1\nspec:")), HasSubstr("extra: unknown field"));
+  EXPECT_THAT(TrainJobErrorOf(Minimal("spec:", "extra: 1\nspec:")),
+              HasSubstr("extra: unknown field"));
 }
 
 TEST(JobParserTest, TrailingEmptyDocumentIsHarmless) {
@@ -646,21 +656,21 @@ TEST(JobParserTest, FuzzRegressions) {
     ASSERT_FALSE(job.ok()) << input;
     EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument) << input;
   }
-  EXPECT_EQ(ErrorOf("{},"),
+  EXPECT_EQ(TrainJobErrorOf("{},"),
             "TrainJob: malformed YAML at line 1, column 3: unexpected content "
             "after the document");
 }
 
 TEST(JobParserTest, MalformedYamlReportsLineAndColumn) {
   const std::string doc = Minimal("    globalBatchSize: 256\n", "    globalBatchSize: [256\n");
-  EXPECT_THAT(ErrorOf(doc), HasSubstr("line "));
-  EXPECT_THAT(ErrorOf(doc), HasSubstr("column "));
+  EXPECT_THAT(TrainJobErrorOf(doc), HasSubstr("line "));
+  EXPECT_THAT(TrainJobErrorOf(doc), HasSubstr("column "));
 }
 
 TEST(JobParserTest, DuplicateKeysAreErrors) {
-  EXPECT_EQ(
-      ErrorOf(Minimal("globalBatchSize: 256", "globalBatchSize: 256\n    globalBatchSize: 8")),
-      "spec.training.globalBatchSize: given more than once");
+  EXPECT_EQ(TrainJobErrorOf(
+                Minimal("globalBatchSize: 256", "globalBatchSize: 256\n    globalBatchSize: 8")),
+            "spec.training.globalBatchSize: given more than once");
 }
 
 TEST(JobParserTest, OversizedDocumentIsResourceExhausted) {

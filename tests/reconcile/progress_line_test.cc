@@ -11,7 +11,7 @@
 namespace pacer::controller {
 namespace {
 
-constexpr int64_t kNow = 1795852800;  // 2026-11-28T08:00:00Z
+constexpr int64_t kNowUnixSeconds = 1795852800;  // 2026-11-28T08:00:00Z
 
 JobView RunningView() {
   JobView v;
@@ -23,8 +23,8 @@ JobView RunningView() {
   v.steps_completed = 108;
   v.total_steps = 150;
   v.measured_step_seconds = 0.19;
-  v.projected_completion_unix_seconds = kNow + 8;
-  v.deadline_unix_seconds = kNow + 9 * 60 + 32;
+  v.projected_completion_unix_seconds = kNowUnixSeconds + 8;
+  v.deadline_unix_seconds = kNowUnixSeconds + 9 * 60 + 32;
   v.slack_seconds = 9 * 60 + 24;
   v.replans = 1;
   v.restarts = 2;
@@ -32,8 +32,8 @@ JobView RunningView() {
 }
 
 TEST(ProgressLineTest, WideTerminalShowsEveryField) {
-  ASSERT_EQ(planner::FormatRfc3339(kNow), "2026-11-28T08:00:00Z");
-  const std::string line = ProgressLine::Render(RunningView(), kNow, 200);
+  ASSERT_EQ(planner::FormatRfc3339(kNowUnixSeconds), "2026-11-28T08:00:00Z");
+  const std::string line = ProgressLine::Render(RunningView(), kNowUnixSeconds, 200);
   EXPECT_LT(line.size(), 200u);
   for (const char* field : {"[##############------]", "72%", "step 108/150", "0.19 s/step",
                             "(predicted 0.79 s)", "ETA 08:00:08", "deadline 08:09:32",
@@ -44,12 +44,12 @@ TEST(ProgressLineTest, WideTerminalShowsEveryField) {
 
 TEST(ProgressLineTest, NarrowTerminalsDropTheLeastUsefulFieldsFirst) {
   for (int columns : {40, 60, 80, 100, 120}) {
-    const std::string line = ProgressLine::Render(RunningView(), kNow, columns);
+    const std::string line = ProgressLine::Render(RunningView(), kNowUnixSeconds, columns);
     // The last column stays empty, so the terminal never wraps the line.
     EXPECT_LT(line.size(), static_cast<size_t>(columns)) << line;
     EXPECT_NE(line.find("step 108/150"), std::string::npos) << line;
   }
-  const std::string line80 = ProgressLine::Render(RunningView(), kNow, 80);
+  const std::string line80 = ProgressLine::Render(RunningView(), kNowUnixSeconds, 80);
   for (const char* kept : {"72%", "ETA 08:00:08", "slack +9m24s", "Running", "0.19 s/step"}) {
     EXPECT_NE(line80.find(kept), std::string::npos) << kept << " in " << line80;
   }
@@ -62,18 +62,18 @@ TEST(ProgressLineTest, NarrowTerminalsDropTheLeastUsefulFieldsFirst) {
 TEST(ProgressLineTest, TheBarStaysFullOrEmptyPastItsEnds) {
   JobView v = RunningView();
   v.steps_completed = 200;
-  std::string line = ProgressLine::Render(v, kNow, 200);
+  std::string line = ProgressLine::Render(v, kNowUnixSeconds, 200);
   EXPECT_NE(line.find("[####################] 100%"), std::string::npos) << line;
   v.steps_completed = -5;
-  line = ProgressLine::Render(v, kNow, 200);
+  line = ProgressLine::Render(v, kNowUnixSeconds, 200);
   EXPECT_NE(line.find("[--------------------]   0%"), std::string::npos) << line;
 }
 
 TEST(ProgressLineTest, TimesOnAnotherDayCarryTheirDate) {
   JobView v = RunningView();
-  v.deadline_unix_seconds = kNow + 26 * 3600;  // tomorrow 10:00
+  v.deadline_unix_seconds = kNowUnixSeconds + 26 * 3600;  // tomorrow 10:00
   v.slack_seconds = 26 * 3600 - 8;
-  const std::string line = ProgressLine::Render(v, kNow, 200);
+  const std::string line = ProgressLine::Render(v, kNowUnixSeconds, 200);
   EXPECT_NE(line.find("deadline Nov 29 10:00:00"), std::string::npos) << line;
   EXPECT_NE(line.find("ETA 08:00:08"), std::string::npos) << line;  // today: no date
 }
@@ -84,8 +84,10 @@ TEST(RunSummaryTest, AStepTimeNoWorkerCouldTakeIsNotQuotedAsMeasured) {
   const JobView view = RunningView();
   const RunSummary summary;
   std::ostringstream plausible, absurd;
-  summary.Print(view, nlohmann::json::object(), kNow - 60, kNow, "/tmp/w", 0.19, plausible);
-  summary.Print(view, nlohmann::json::object(), kNow - 60, kNow, "/tmp/w", 1e300, absurd);
+  summary.Print(view, nlohmann::json::object(), kNowUnixSeconds - 60, kNowUnixSeconds, "/tmp/w",
+                0.19, plausible);
+  summary.Print(view, nlohmann::json::object(), kNowUnixSeconds - 60, kNowUnixSeconds, "/tmp/w",
+                1e300, absurd);
   EXPECT_NE(plausible.str().find("measured/predicted 0.24"), std::string::npos) << plausible.str();
   EXPECT_EQ(absurd.str().find("step time"), std::string::npos) << absurd.str();
   EXPECT_LT(absurd.str().size(), plausible.str().size());

@@ -21,7 +21,7 @@ using testing::FakeMetrics;
 using testing::H100Cluster;
 using testing::LlamaJob;
 
-constexpr char kKey[] = "research/llama";
+constexpr char kJobKey[] = "research/llama";
 
 Allocation Admitted(int gpus) {
   Allocation a;
@@ -43,9 +43,9 @@ class ScheduledReconcileTest : public ::testing::Test {
       ReconcilerDeps deps{&store_, &launcher_, &metrics_, &inventory_, &clock_, &board_};
       reconciler_ = std::make_unique<Reconciler>(deps, ReconcilerOptions{});
     }
-    return reconciler_->Reconcile(kKey);
+    return reconciler_->Reconcile(kJobKey);
   }
-  nlohmann::json Status() { return store_.StatusOf(kKey); }
+  nlohmann::json Status() { return store_.StatusOf(kJobKey); }
   std::string ConditionReason(const std::string& type) {
     const nlohmann::json status = Status();
     for (const auto& c : status["conditions"]) {
@@ -54,7 +54,7 @@ class ScheduledReconcileTest : public ::testing::Test {
     }
     return "";
   }
-  void Allocate(const Allocation& a) { board_.Publish({{kKey, a}}); }
+  void Allocate(const Allocation& a) { board_.Publish({{kJobKey, a}}); }
 
   FakeClock clock_;
   FakeJobStore store_;
@@ -96,10 +96,10 @@ TEST_F(ScheduledReconcileTest, ARestartPastTheDeadlineRunsOnLateAndSaysSo) {
   Allocate(Admitted(32));
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(launcher_.launches.size(), 1u);
-  launcher_.SetAll(kKey, WorkerPhase::kRunning);
-  store_.jobs[kKey]["spec"]["maxDuration"] = "6h";
+  launcher_.SetAll(kJobKey, WorkerPhase::kRunning);
+  store_.jobs[kJobKey]["spec"]["maxDuration"] = "6h";
   clock_.Advance(std::chrono::hours(7));
-  launcher_.SetAll(kKey, WorkerPhase::kFailed, 4);
+  launcher_.SetAll(kJobKey, WorkerPhase::kFailed, 4);
   for (int i = 0; i < 3 && launcher_.launches.size() < 2; ++i) ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(launcher_.launches.size(), 2u) << Status().dump();
   EXPECT_EQ(launcher_.launches[1].plan.layout.gpus(), 32);
@@ -170,7 +170,7 @@ TEST_F(ScheduledReconcileTest, AnAdmittedJobWithNoNodeLeftWaitsAdmittedAndSaysWh
   Allocate(Admitted(16));
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(launcher_.launches.size(), 1u);
-  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  launcher_.SetAll(kJobKey, WorkerPhase::kRunning);
   ASSERT_TRUE(Pass().status.ok());
   Allocate(none);
   ASSERT_TRUE(Pass().status.ok());
@@ -207,7 +207,7 @@ TEST_F(ScheduledReconcileTest, AShrunkAllocationStopsAtACheckpointAndRelaunchesO
   Allocate(Admitted(32));
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(launcher_.launches.size(), 1u);
-  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  launcher_.SetAll(kJobKey, WorkerPhase::kRunning);
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(Status()["phase"], "Running");
 
@@ -223,7 +223,7 @@ TEST_F(ScheduledReconcileTest, AShrunkAllocationStopsAtACheckpointAndRelaunchesO
 
   // The workers checkpoint and exit (code 6); the old gang is removed, then
   // the new size launches from the checkpoint.
-  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  launcher_.SetAll(kJobKey, WorkerPhase::kFailed, 6);
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
   EXPECT_EQ(launcher_.launches.size(), 1u);
@@ -235,7 +235,7 @@ TEST_F(ScheduledReconcileTest, AShrunkAllocationStopsAtACheckpointAndRelaunchesO
   EXPECT_EQ(Status()["restarts"], 0) << "a resize is not a failure";
 
   // Grown back later: a Growing event.
-  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  launcher_.SetAll(kJobKey, WorkerPhase::kRunning);
   ASSERT_TRUE(Pass().status.ok());
   Allocate(Admitted(32));
   ASSERT_TRUE(Pass().status.ok());
@@ -248,7 +248,7 @@ TEST_F(ScheduledReconcileTest, AShrunkAllocationStopsAtACheckpointAndRelaunchesO
 TEST_F(ScheduledReconcileTest, AResizeWhoseStatusWriteFailedIsStillCountedAfterItsPodsAreGone) {
   Allocate(Admitted(32));
   ASSERT_TRUE(Pass().status.ok());
-  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  launcher_.SetAll(kJobKey, WorkerPhase::kRunning);
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(Status()["phase"], "Running");
   ASSERT_FALSE(Status().contains("lastReplanTime"));
@@ -258,7 +258,7 @@ TEST_F(ScheduledReconcileTest, AResizeWhoseStatusWriteFailedIsStillCountedAfterI
   (void)Pass();
   ASSERT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
   ASSERT_EQ(Status()["phase"], "Running") << "the status write was lost";
-  launcher_.groups.erase(kKey);  // checkpointed, exited and removed meanwhile
+  launcher_.groups.erase(kJobKey);  // checkpointed, exited and removed meanwhile
 
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(launcher_.launches.size(), 2u);
@@ -281,7 +281,7 @@ TEST_F(ScheduledReconcileTest, AnAllocationOfAnotherGpuTypeMovesTheJobEvenAtTheS
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(launcher_.launches.size(), 1u);
   ASSERT_EQ(launcher_.launches[0].plan.layout.gpu_type, "H100-SXM");
-  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  launcher_.SetAll(kJobKey, WorkerPhase::kRunning);
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(Status()["phase"], "Running");
 
@@ -298,7 +298,7 @@ TEST_F(ScheduledReconcileTest, AnAllocationOfAnotherGpuTypeMovesTheJobEvenAtTheS
             std::string::npos)
       << store_.events.back().message;
 
-  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  launcher_.SetAll(kJobKey, WorkerPhase::kFailed, 6);
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(launcher_.launches.size(), 2u);
@@ -306,7 +306,7 @@ TEST_F(ScheduledReconcileTest, AnAllocationOfAnotherGpuTypeMovesTheJobEvenAtTheS
   EXPECT_EQ(launcher_.launches[1].plan.layout.gpus(), 32);
 
   // Running there, the same type in another spelling is no move.
-  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  launcher_.SetAll(kJobKey, WorkerPhase::kRunning);
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
@@ -321,16 +321,16 @@ TEST_F(ScheduledReconcileTest, AnAllocationOfAnotherGpuTypeMovesTheJobEvenAtTheS
 TEST_F(ScheduledReconcileTest, AdmissionSurvivesThePassWhileTheOldWorkersTerminate) {
   Allocate(Admitted(32));
   ASSERT_TRUE(Pass().status.ok());
-  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  launcher_.SetAll(kJobKey, WorkerPhase::kRunning);
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(ConditionReason("Admitted"), "True/Admitted");
 
   Allocate(Admitted(16));
   ASSERT_TRUE(Pass().status.ok());  // a graceful stop at a checkpoint
-  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  launcher_.SetAll(kJobKey, WorkerPhase::kFailed, 6);
   ASSERT_TRUE(Pass().status.ok());  // the old gang is removed
   ASSERT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
-  launcher_.terminating[kKey] = 2;  // ... and its pods are not gone yet
+  launcher_.terminating[kJobKey] = 2;  // ... and its pods are not gone yet
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(ConditionReason("Planned"), "False/PreviousWorkersTerminating");
   EXPECT_EQ(ConditionReason("Admitted"), "True/Admitted");
@@ -347,9 +347,9 @@ TEST_F(ScheduledReconcileTest, AdmissionSurvivesThePassWhileTheOldWorkersTermina
 TEST_F(ScheduledReconcileTest, ASlowJobIsNotReplannedAloneUnderTheScheduler) {
   Allocate(Admitted(16));
   ASSERT_TRUE(Pass().status.ok());
-  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  launcher_.SetAll(kJobKey, WorkerPhase::kRunning);
   const double predicted = launcher_.launches[0].plan.step.step_seconds;
-  metrics_.measurements[kKey] = Measurement{predicted * 2.0, 500, 1.0};
+  metrics_.measurements[kJobKey] = Measurement{predicted * 2.0, 500, 1.0};
   clock_.Advance(std::chrono::hours(3));
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(launcher_.stops.size(), 0u);

@@ -188,7 +188,8 @@ TEST(ScrapedMetricsSourceTest, EndpointsClosingAsTheWorkersExitAreNotAnOutage) {
 // A process on a worker's metrics port that sends an endless page costs
 // local mode at most kMaxScrapeBytes, and the scrape is refused.
 TEST(HttpScraperTest, APageOverTheLimitIsRefusedWhileItIsRead) {
-  testing::BulkHttpServer server(64 * kMaxScrapeBytes, testing::BulkHttpServer::Framing::kChunked);
+  pacer::testing::BulkHttpServer server(64 * kMaxScrapeBytes,
+                                        pacer::testing::BulkHttpServer::Framing::kChunked);
   {
     const ScrapeFn scrape = HttpScraper(std::chrono::seconds(60));
     StatusOr<std::string> page = scrape(server.port());

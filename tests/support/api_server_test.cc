@@ -16,10 +16,6 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 
 std::string Name(const json& object) { return object["metadata"]["name"].get<std::string>(); }
-std::string Version(const json& object) {
-  return object["metadata"]["resourceVersion"].get<std::string>();
-}
-
 TEST_F(ApiServerTest, RequiresTheBearerToken) {
   HttpsTestClient anonymous(server_->url(), server_->ca_pem(), "");
   auto r = anonymous.Get(kTrainJobs);
@@ -77,7 +73,7 @@ TEST_F(ApiServerTest, CreateGetUpdateDelete) {
   EXPECT_EQ(got, created);
 
   json stale = got;
-  stale["metadata"]["resourceVersion"] = "1" + Version(got);
+  stale["metadata"]["resourceVersion"] = "1" + VersionOf(got);
   stale["spec"]["deadline"] = "2031-01-01T00:00:00Z";
   HttpResponse conflict = Call("PUT", path, stale);
   EXPECT_EQ(conflict.status, 409);
@@ -88,7 +84,7 @@ TEST_F(ApiServerTest, CreateGetUpdateDelete) {
   HttpResponse updated = Call("PUT", path, fresh);
   ASSERT_EQ(updated.status, 200) << updated.body;
   EXPECT_EQ(updated.Json()["metadata"]["generation"], 2);
-  EXPECT_GT(std::stoll(Version(updated.Json())), std::stoll(Version(got)));
+  EXPECT_GT(std::stoll(VersionOf(updated.Json())), std::stoll(VersionOf(got)));
   EXPECT_EQ(updated.Json()["metadata"]["uid"], created["metadata"]["uid"]);
 
   HttpResponse deleted = Call("DELETE", path);
@@ -200,7 +196,7 @@ TEST_F(ApiServerTest, NoOpUpdateKeepsTheResourceVersion) {
   json created = MustCreate(kTrainJobs, TrainJob("j"));
   HttpResponse same = Call("PUT", std::string(kTrainJobs) + "/j", created);
   ASSERT_EQ(same.status, 200);
-  EXPECT_EQ(Version(same.Json()), Version(created));
+  EXPECT_EQ(VersionOf(same.Json()), VersionOf(created));
 }
 
 TEST_F(ApiServerTest, FinalizersDelayRemoval) {

@@ -29,6 +29,11 @@ inline nlohmann::json TrainJob(const std::string& name) {
           {"spec", {{"deadline", "2030-01-01T00:00:00Z"}, {"model", {{"parameters", "1.3B"}}}}}};
 }
 
+// metadata.resourceVersion of an object the server returned.
+inline std::string VersionOf(const nlohmann::json& object) {
+  return object["metadata"]["resourceVersion"].get<std::string>();
+}
+
 inline nlohmann::json Pod(const std::string& name,
                           nlohmann::json labels = nlohmann::json::object()) {
   return {{"apiVersion", "v1"},

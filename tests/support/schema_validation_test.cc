@@ -34,7 +34,7 @@ std::string Check(const json& field, const json& x) {
   return errors.empty() ? "" : AggregateMessage(errors);
 }
 
-struct RuleCase {
+struct SchemaRuleCase {
   const char* rule;
   json field;
   json valid;
@@ -42,15 +42,15 @@ struct RuleCase {
   const char* message;
 };
 
-class RuleTest : public ::testing::TestWithParam<RuleCase> {};
+class RuleTest : public ::testing::TestWithParam<SchemaRuleCase> {};
 
 TEST_P(RuleTest, AcceptsTheValidAndRejectsTheInvalidValue) {
-  const RuleCase& c = GetParam();
+  const SchemaRuleCase& c = GetParam();
   EXPECT_EQ(Check(c.field, c.valid), "") << c.rule;
   EXPECT_EQ(Check(c.field, c.invalid), c.message) << c.rule;
 }
 
-const RuleCase kRules[] = {
+const SchemaRuleCase kRules[] = {
     {"type integer",
      {{"type", "integer"}},
      3,
@@ -406,7 +406,7 @@ TEST(SchemaValidationTest, CelRulesAreListedNotEvaluated) {
   EXPECT_THAT(ValidateObject({{"spec", {{"minGPUs", 8}, {"maxGPUs", 1}}}}, schema), IsEmpty());
 }
 
-json Crd(const json& schema) {
+json V1Crd(const json& schema) {
   json version = {{"name", "v1"}, {"served", true}, {"storage", true}};
   if (!schema.is_null()) version["schema"] = {{"openAPIV3Schema", schema}};
   return {{"apiVersion", "apiextensions.k8s.io/v1"},
@@ -420,7 +420,7 @@ json Crd(const json& schema) {
 }
 
 std::string CrdErrors(const json& schema) {
-  const std::vector<FieldError> errors = ValidateCustomResourceDefinition(Crd(schema));
+  const std::vector<FieldError> errors = ValidateCustomResourceDefinition(V1Crd(schema));
   return errors.empty() ? "" : AggregateMessage(errors);
 }
 
@@ -475,7 +475,7 @@ TEST(SchemaValidationTest, NonStructuralSchemasAreRejected) {
             root +
                 ".properties[spec].properties[x].default: Invalid value: 0:  in body should "
                 "be greater than or equal to 1");
-  json misnamed = Crd(SchemaWith({{"type", "string"}}));
+  json misnamed = V1Crd(SchemaWith({{"type", "string"}}));
   misnamed["metadata"]["name"] = "gadgets";
   EXPECT_EQ(
       AggregateMessage(ValidateCustomResourceDefinition(misnamed)),

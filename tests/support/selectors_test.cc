@@ -7,7 +7,7 @@ namespace {
 
 using nlohmann::json;
 
-json Pod(json labels, std::string phase) {
+json LabelledPod(json labels, std::string phase) {
   return {{"metadata", {{"name", "p"}, {"namespace", "ns"}, {"labels", labels}}},
           {"spec", {{"nodeName", "node-1"}}},
           {"status", {{"phase", phase}}}};
@@ -26,7 +26,7 @@ bool FieldsMatch(const std::string& selector, const json& object) {
 }
 
 TEST(LabelSelectorTest, EqualityForms) {
-  json pod = Pod({{"app", "train"}, {"tier", "worker"}}, "Running");
+  json pod = LabelledPod({{"app", "train"}, {"tier", "worker"}}, "Running");
   EXPECT_TRUE(LabelsMatch("app=train", pod));
   EXPECT_TRUE(LabelsMatch("app==train", pod));
   EXPECT_FALSE(LabelsMatch("app=serve", pod));
@@ -39,7 +39,7 @@ TEST(LabelSelectorTest, EqualityForms) {
 }
 
 TEST(LabelSelectorTest, ExistenceAndSets) {
-  json pod = Pod({{"app", "train"}, {"env", "prod"}}, "Running");
+  json pod = LabelledPod({{"app", "train"}, {"env", "prod"}}, "Running");
   EXPECT_TRUE(LabelsMatch("app", pod));
   EXPECT_FALSE(LabelsMatch("!app", pod));
   EXPECT_TRUE(LabelsMatch("!canary", pod));
@@ -59,7 +59,7 @@ TEST(LabelSelectorTest, RejectsMalformed) {
 }
 
 TEST(FieldSelectorTest, DottedPaths) {
-  json pod = Pod(json::object(), "Running");
+  json pod = LabelledPod(json::object(), "Running");
   EXPECT_TRUE(FieldsMatch("metadata.name=p", pod));
   EXPECT_TRUE(FieldsMatch("metadata.name=p,metadata.namespace=ns", pod));
   EXPECT_FALSE(FieldsMatch("metadata.namespace=other", pod));

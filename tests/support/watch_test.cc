@@ -8,10 +8,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string Version(const json& object) {
-  return object["metadata"]["resourceVersion"].get<std::string>();
-}
-
 class WatchTest : public ApiServerTest {
  protected:
   std::unique_ptr<WatchStream> Watch(const std::string& target) {
@@ -34,7 +30,7 @@ class WatchTest : public ApiServerTest {
 TEST_F(WatchTest, ResumingReplaysExactlyTheLaterEventsInOrder) {
   MustCreate(kPods, Pod("before"));
   json a = MustCreate(kPods, Pod("a"));
-  const std::string from = Version(a);
+  const std::string from = VersionOf(a);
   json b = MustCreate(kPods, Pod("b"));
   HttpResponse patched =
       Call("PATCH", std::string(kPods) + "/a", {{"metadata", {{"labels", {{"x", "1"}}}}}},
@@ -53,7 +49,7 @@ TEST_F(WatchTest, ResumingReplaysExactlyTheLaterEventsInOrder) {
     ASSERT_TRUE(event.has_value());
     EXPECT_EQ((*event)["type"], type);
     EXPECT_EQ((*event)["object"]["metadata"]["name"], name);
-    const int64_t version = std::stoll(Version((*event)["object"]));
+    const int64_t version = std::stoll(VersionOf((*event)["object"]));
     EXPECT_GT(version, last_version);
     last_version = version;
   }
@@ -103,21 +99,21 @@ TEST_F(WatchTest, FieldSelectorOnName) {
 TEST_F(WatchTest, BookmarksCarryTheCurrentVersion) {
   json job = MustCreate(kTrainJobs, TrainJob("j"));
   auto stream = Watch(std::string(kTrainJobs) +
-                      "?watch=true&allowWatchBookmarks=true&resourceVersion=" + Version(job));
+                      "?watch=true&allowWatchBookmarks=true&resourceVersion=" + VersionOf(job));
   ASSERT_NE(stream, nullptr);
   std::optional<json> event = stream->Next();
   ASSERT_TRUE(event.has_value());
   EXPECT_EQ((*event)["type"], "BOOKMARK");
   EXPECT_EQ((*event)["object"]["kind"], "TrainJob");
   EXPECT_EQ((*event)["object"]["apiVersion"], "pacer.dev/v1alpha1");
-  EXPECT_GE(std::stoll(Version((*event)["object"])), std::stoll(Version(job)));
+  EXPECT_GE(std::stoll(VersionOf((*event)["object"])), std::stoll(VersionOf(job)));
 }
 
 TEST_F(WatchTest, CompactedHistoryAnswersExpired) {
   json a = MustCreate(kTrainJobs, TrainJob("a"));
   MustCreate(kTrainJobs, TrainJob("b"));
   server_->CompactHistory();
-  auto stream = Watch(std::string(kTrainJobs) + "?watch=true&resourceVersion=" + Version(a));
+  auto stream = Watch(std::string(kTrainJobs) + "?watch=true&resourceVersion=" + VersionOf(a));
   ASSERT_NE(stream, nullptr);
   std::optional<json> event = stream->Next();
   ASSERT_TRUE(event.has_value());
@@ -125,7 +121,7 @@ TEST_F(WatchTest, CompactedHistoryAnswersExpired) {
   EXPECT_EQ((*event)["object"]["code"], 410);
   EXPECT_EQ((*event)["object"]["reason"], "Expired");
   EXPECT_THAT((*event)["object"]["message"].get<std::string>(),
-              ::testing::StartsWith("too old resource version: " + Version(a)));
+              ::testing::StartsWith("too old resource version: " + VersionOf(a)));
   EXPECT_FALSE(stream->Next().has_value());
   // The current version is still fine.
   auto current =
@@ -150,7 +146,7 @@ class SmallHistoryTest : public WatchTest {
 TEST_F(SmallHistoryTest, VersionsOlderThanTheHistoryAreExpired) {
   json first = MustCreate(kPods, Pod("p0"));
   for (int i = 1; i < 6; ++i) MustCreate(kPods, Pod("p" + std::to_string(i)));
-  auto old = Watch(std::string(kPods) + "?watch=true&resourceVersion=" + Version(first));
+  auto old = Watch(std::string(kPods) + "?watch=true&resourceVersion=" + VersionOf(first));
   ASSERT_NE(old, nullptr);
   std::optional<json> event = old->Next();
   ASSERT_TRUE(event.has_value());
@@ -191,7 +187,7 @@ TEST_F(WatchTest, DropWatchesClosesStreamsAbruptly) {
 
 TEST_F(WatchTest, DirectUpdatesAreWatched) {
   json pod = MustCreate(kPods, Pod("p"));
-  auto stream = Watch(std::string(kPods) + "?watch=true&resourceVersion=" + Version(pod));
+  auto stream = Watch(std::string(kPods) + "?watch=true&resourceVersion=" + VersionOf(pod));
   ASSERT_NE(stream, nullptr);
   pod["status"]["phase"] = "Running";
   ASSERT_TRUE(server_->UpdateObject(std::string(kPods) + "/p", pod).ok());

@@ -35,14 +35,14 @@ constexpr unsigned kRankWatchdogSeconds = 120;
 // SIGALRM from the watchdog shows up as this "exit code".
 constexpr int kKilledBySignalBase = 1000;
 
-class TempDir {
+class SupervisorDir {
  public:
-  TempDir() {
+  SupervisorDir() {
     std::string pattern = (std::filesystem::temp_directory_path() / "pacer-supervisor-XXXXXX");
     if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     path_ = pattern;
   }
-  ~TempDir() { std::filesystem::remove_all(path_); }
+  ~SupervisorDir() { std::filesystem::remove_all(path_); }
   std::string File(const std::string& name) const { return path_ + "/" + name; }
 
  private:
@@ -167,7 +167,7 @@ void TakeSigterm(const Pipe& ready, const Pipe* got_sigterm) {
 // running, wait for SIGTERM (blocked, then taken with sigwait, so there is no
 // window in which it could kill the rank), leave a marker that proves it got
 // it, and report a clean stop.
-int WaitForSigterm(const TempDir& dir, const Pipe& ready, int local_rank) {
+int WaitForSigterm(const SupervisorDir& dir, const Pipe& ready, int local_rank) {
   alarm(kRankWatchdogSeconds);
   TakeSigterm(ready, nullptr);
   Touch(dir.File("sigterm-" + std::to_string(local_rank)));
@@ -175,7 +175,7 @@ int WaitForSigterm(const TempDir& dir, const Pipe& ready, int local_rank) {
 }
 
 TEST(SupervisorTest, AllRanksSucceed) {
-  TempDir dir;
+  SupervisorDir dir;
   const int code = RunAndWait(4, [&](int local_rank) -> int {
     Touch(dir.File("ran-" + std::to_string(local_rank)));
     return kExitSuccess;
@@ -185,7 +185,7 @@ TEST(SupervisorTest, AllRanksSucceed) {
 }
 
 TEST(SupervisorTest, FailingRankStopsTheOthersAndDecidesTheExitCode) {
-  TempDir dir;
+  SupervisorDir dir;
   Pipe ready;
   const int code = RunAndWait(4, [&](int local_rank) -> int {
     if (local_rank == 2) {
@@ -204,7 +204,7 @@ TEST(SupervisorTest, FailingRankStopsTheOthersAndDecidesTheExitCode) {
 }
 
 TEST(SupervisorTest, RankKilledBySignalIsAFailureAndStopsTheOthers) {
-  TempDir dir;
+  SupervisorDir dir;
   Pipe ready;
   const int code = RunAndWait(4, [&](int local_rank) -> int {
     if (local_rank == 1) {
@@ -222,7 +222,7 @@ TEST(SupervisorTest, RankKilledBySignalIsAFailureAndStopsTheOthers) {
 }
 
 TEST(SupervisorTest, SigtermIsForwardedAndCleanStopsAreReported) {
-  TempDir dir;
+  SupervisorDir dir;
   Pipe ready;
   const pid_t supervisor = StartSupervisor(
       4, [&](int local_rank) -> int { return WaitForSigterm(dir, ready, local_rank); });
@@ -239,7 +239,7 @@ TEST(SupervisorTest, SigtermIsForwardedAndCleanStopsAreReported) {
 }
 
 TEST(SupervisorTest, RankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
-  TempDir dir;
+  SupervisorDir dir;
   Pipe ready;
   const int code = RunAndWait(
       2,
@@ -266,7 +266,7 @@ TEST(SupervisorTest, RankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
 }
 
 TEST(SupervisorTest, SecondStopSignalKillsRanksWithoutWaitingForTheGrace) {
-  TempDir dir;
+  SupervisorDir dir;
   Pipe ready;
   Pipe got_sigterm;
   // A 1000 s grace: the test can only finish if the second signal cuts it short.
@@ -419,7 +419,7 @@ TEST(SupervisorTest, AParentNamedBehindAWrapperIsWatchedToo) {
 // fraction of one, which two busy cores under a sanitizer can spend before
 // a rank wakes. Rank 0 is killed at its end whatever its length.
 TEST(SupervisorTest, RankThatNeverTakesTheForwardedSigtermIsNotACleanStop) {
-  TempDir dir;
+  SupervisorDir dir;
   Pipe ready;
   const pid_t supervisor = StartSupervisor(
       3,
