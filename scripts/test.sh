@@ -25,7 +25,12 @@ scripts/build.sh -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 stage "sanitizers (ASan + UBSan)"
+# A unity build: each target's files compile in batches of 16, so shared
+# headers and their templates compile once a batch (about 10 minutes here
+# instead of 17). Stage 1 built file by file, so includes are checked there.
+# File-scope names must be unique within a target (docs/development.md).
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g1" -DPACER_SANITIZE=ON \
+  -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 \
   -DPACER_BUILD_BENCHMARKS=OFF -DPACER_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 # tests/lsan.supp: leaks inside cpprestsdk itself (not instrumented), not ours.
