@@ -62,6 +62,15 @@ std::size_t EditDistance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+// Whether argv[1] is an option the top level does not have (`--bogus`,
+// `-o`, `--bogus=1`): those belong after a subcommand.
+bool UnknownLeadingOption(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2) return false;
+  const std::string first = argv[1];
+  if (first.size() < 2 || first.front() != '-') return false;
+  return app.get_option_no_throw(first.substr(0, first.find('='))) == nullptr;
+}
+
 // What is wrong when the command line has no subcommand that parsed: CLI11
 // said "A subcommand is required" for `pacer plna job.yaml` and for
 // `pacer --bogus` alike, naming neither the word nor the choices.
@@ -313,9 +322,14 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err,
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e, out, err);
   } catch (const CLI::ParseError& e) {
-    // Once a subcommand parsed, CLI11 names what is wrong with its arguments.
+    // Once a subcommand parsed, CLI11 names what is wrong with its arguments;
+    // but an option before it that the top level does not know is the error
+    // (CLI11 complained of the subcommand instead: `pacer --bogus plan x.yaml`
+    // said "job is required").
     const std::string message =
-        app.get_subcommands().empty() ? NoSubcommandMessage(argc, argv, all_commands) : e.what();
+        app.get_subcommands().empty() || UnknownLeadingOption(app, argc, argv)
+            ? NoSubcommandMessage(argc, argv, all_commands)
+            : e.what();
     err << "error: " << message << "\nRun 'pacer --help' for usage.\n";
     return kExitInvalidInput;
   }

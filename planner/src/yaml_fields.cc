@@ -1,5 +1,7 @@
 #include "yaml_fields.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -425,6 +427,10 @@ StatusOr<YAML::Node> Load(const std::string& document, std::string_view what) {
     YAML::Parser parser(in);
     DocumentProbe first;
     if (parser.HandleNextDocument(first)) parser.HandleNextDocument(after_first);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp says only "bad file" here.
+    return malformed(e.mark, "nested too deeply (the parser stops at " + std::to_string(e.depth()) +
+                                 " levels of [ ] and { }); a real document nests a few");
   } catch (const YAML::Exception& e) {
     return malformed(e.mark, e.msg);
   } catch (const std::exception& e) {

@@ -329,6 +329,21 @@ TEST(InvalidInputTest, AnUnknownSubcommandOrOptionIsNamedWithTheSubcommands) {
       << run.err;
   EXPECT_NE(run.err.find("plan, explain, sweep"), std::string::npos) << run.err;
 
+  // Before a subcommand that parses, the option is still what is wrong (it
+  // said "job is required").
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--bogus", "plan"},
+        std::vector<std::string>{"--bogus=1", "plan", CliTestData("llama-7b.yaml")},
+        std::vector<std::string>{"-o", "json", "plan", CliTestData("llama-7b.yaml")}}) {
+    run = RunPacer(args);
+    EXPECT_EQ(run.exit_code, kExitInvalidInput) << args[0];
+    EXPECT_NE(run.err.find("error: unknown option " + args[0] +
+                           " before a subcommand; give one of the subcommands first"),
+              std::string::npos)
+        << run.err;
+    EXPECT_EQ(run.err.find("is required"), std::string::npos) << run.err;
+  }
+
   run = RunPacer({});
   EXPECT_EQ(run.exit_code, kExitInvalidInput);
   EXPECT_NE(run.err.find("error: no subcommand given; give one of: plan,"), std::string::npos)

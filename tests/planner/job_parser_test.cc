@@ -11,6 +11,7 @@ namespace pacer::planner {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // The 7B example of the TrainJob reference, with every field given.
 constexpr char kFullYaml[] = R"(apiVersion: pacer.dev/v1alpha1
@@ -641,6 +642,15 @@ TEST(JobParserTest, DocumentLevelErrors) {
               HasSubstr("more than one YAML document"));
   EXPECT_THAT(TrainJobErrorOf(Minimal("spec:", "extra: 1\nspec:")),
               HasSubstr("extra: unknown field"));
+}
+
+// yaml-cpp's depth guard said only "bad file".
+TEST(JobParserTest, NestingTooDeepSaysSo) {
+  const std::string deep = "spec: " + std::string(600, '[') + std::string(600, ']') + "\n";
+  const std::string error = TrainJobErrorOf(deep);
+  EXPECT_THAT(error, HasSubstr("TrainJob: malformed YAML at line 1, column "));
+  EXPECT_THAT(error, HasSubstr("nested too deeply"));
+  EXPECT_THAT(error, Not(HasSubstr("bad file")));
 }
 
 TEST(JobParserTest, TrailingEmptyDocumentIsHarmless) {
