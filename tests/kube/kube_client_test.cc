@@ -190,7 +190,10 @@ TEST_F(KubeClientTest, ARequestDeadlineBoundsTheBodyAsWellAsTheHeaders) {
   using HangPoint = pacer::testing::TestApiServer::HangPoint;
   ASSERT_TRUE(server_->CreateObject(TrainJobsPath(), TrainJob("stalled")).ok());
   KubeClientOptions options;
-  options.request_timeout = std::chrono::seconds(8);
+  // Far above the deadlines, so that what ends a wait is the deadline; a
+  // loaded machine (the ASan stage, e2e tests beside it) once took more than
+  // 8 s to deliver the headers.
+  options.request_timeout = std::chrono::seconds(30);
   const std::unique_ptr<void, std::function<void(void*)>> release(
       this, [this](void*) { server_->StopHanging(); });
   for (HangPoint at : {HangPoint::kBeforeAnswer, HangPoint::kAfterHeaders}) {
@@ -211,7 +214,7 @@ TEST_F(KubeClientTest, ARequestDeadlineBoundsTheBodyAsWellAsTheHeaders) {
       // machine (300 ms did not, once, under ASan). Set once the server has
       // sent the headers, it can end only the wait for the body: Get waits
       // for the headers without one and reads it again for the body. The
-      // 2 s, far below the 8 s timeout, are for the headers' last hop should
+      // 2 s, far below the 30 s timeout, are for the headers' last hop should
       // the calling thread reach its first read of the deadline only after
       // the server sent them.
       std::future<StatusOr<json>> pending = std::async(
@@ -220,7 +223,7 @@ TEST_F(KubeClientTest, ARequestDeadlineBoundsTheBodyAsWellAsTheHeaders) {
           << "the server never sent the headers";
       client->SetRequestDeadline(std::chrono::steady_clock::now() +
                                  std::chrono::milliseconds(2000));
-      return pending.get();  // by the deadline, or at worst the 8 s timeout
+      return pending.get();  // by the deadline, or at worst the 30 s timeout
     }();
     EXPECT_EQ(got.status().code(), StatusCode::kDeadlineExceeded) << got.status().ToString();
     // Which wait the deadline ended: for the headers, or for the body.
@@ -236,6 +239,10 @@ TEST_F(KubeClientTest, ARequestDeadlineBoundsTheBodyAsWellAsTheHeaders) {
       EXPECT_EQ(AbandonedBodyReadsInFlight(), 1u) << "the body read is left running";
     }
     server_->StopHanging();
+    // The released request leaves the count only when its server thread
+    // wakes: without this wait, the next pass's HungRequestCount() >= 1
+    // could count it and set the deadline before its own request hung.
+    EXPECT_TRUE(server_->WaitFor([&] { return server_->HungRequestCount() == 0; }, kWait));
     // The abandoned read ends once the server answers: it neither leaks nor
     // outlives the test.
     EXPECT_TRUE(Eventually([] { return AbandonedBodyReadsInFlight() == 0; }))
