@@ -39,11 +39,18 @@ for f in "$worker" "$smoke" "$pacer"; do
   [ -x "$f" ] || { echo "gpu-validate: $f missing: build with CUDA first (scripts/build.sh)"; exit 2; }
 done
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || exit 2
+# The catalog's type, for the plan's peak and memory (a GH200 has 96 GB, not
+# an H200's 141; a PCIe or NVL H100 has a lower peak than the SXM part).
 case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
+  *GH200*) gpu_type="" ;;
+  *H200*NVL*) gpu_type="" ;;
   *H200*) gpu_type=H200 ;;
+  *H100*PCIe*) gpu_type=H100-PCIe ;;
+  *H100*NVL*) gpu_type=H100-NVL ;;
   *H100*) gpu_type=H100-SXM ;;
-  *) echo "gpu-validate: the 7B-shaped jobs are written for H100/H200"; gpu_type="" ;;
+  *) gpu_type="" ;;
 esac
+[ -n "$gpu_type" ] || echo "gpu-validate: the 7B-shaped jobs are written for the catalog's H100s and H200 (SXM); skipped"
 
 budget=${PACER_VALIDATE_BUDGET_SECONDS:-0}  # 0: no budget
 # budgeted WANT: sets `limit` to WANT seconds, or to what is left of the
@@ -107,7 +114,11 @@ run() {
   shift 3
   typed="$out/$(basename "$job")"
   sed "s/gpuTypes: \[H200\]/gpuTypes: [$gpu_type]/" "$job" >"$typed"
-  plan=$("$pacer" plan "$typed" -o json 2>/dev/null | jq -c .plan) || { echo "no plan for $job"; return; }
+  plan=$("$pacer" plan "$typed" -o json 2>"$out/plan-error.txt" | jq -c .plan)
+  if [ -z "$plan" ] || [ "$plan" = null ]; then
+    echo "no plan for $job: $(cat "$out/plan-error.txt")"
+    return
+  fi
   echo "== $(basename "$job") $precision $* on $gpu_type: $plan"
   budgeted 300 || return 0
   local begin=$SECONDS
@@ -123,9 +134,18 @@ run() {
     PACER_PRECISION="$precision" PACER_TOTAL_STEPS="$steps" \
     PACER_PREDICTED_STEP_SECONDS="$(jq -r .predictedStepSeconds <<<"$plan")" \
     PACER_PREDICTED_MEMORY_BYTES="$(jq -r '.predictedMemoryGiB * 1073741824 | floor' <<<"$plan")" \
-    "$@" timeout "$limit" "$worker" run --backend gpu 2>&1 | grep -E "event=(start|done|failed)|op_times|fused attention runs|stored in bf16"
-  echo "rc=${PIPESTATUS[0]} ($((SECONDS - begin)) s)"
+    "$@" timeout "$limit" "$worker" run --backend gpu >"$out/worker.txt" 2>&1
+  local rc=$?
+  # The summary lines here, and on a failure the last lines too (a
+  # configuration error is a `pacer-worker: PACER_...` line, not an event);
+  # the whole output in worker-N.txt.
+  grep -E "event=(start|done|failed)|op_times|fused attention runs|stored in bf16" "$out/worker.txt"
+  runs=$((runs + 1))
+  cp "$out/worker.txt" "$out/worker-$runs.txt"
+  [ "$rc" -eq 0 ] || { tail -n 5 "$out/worker.txt"; echo "whole output: $out/worker-$runs.txt"; }
+  echo "rc=$rc ($((SECONDS - begin)) s)"
 }
+runs=0
 yq_get() { sed -n "s/^ *$2: *\([0-9]*\).*/\1/p" "$1" | head -1; }
 if [ -n "$gpu_type" ]; then
   l8=tests/testdata/gpu/llama7b-shape-l8-h200.yaml

@@ -46,12 +46,14 @@ exit "\${STUB_SMOKE_EXIT:-0}"
 STUB
 cat >"$tmp/repo/build/worker/pacer-worker" <<STUB
 #!/bin/sh
+if [ -n "\${STUB_WORKER_ERROR:-}" ]; then echo "pacer-worker: \$STUB_WORKER_ERROR" >&2; exit 2; fi
 echo "worker \$1 layers=\${PACER_MODEL_LAYERS:-} \${PACER_PRECISION:-} \${PACER_ATTENTION_KERNEL:-} mb=\${PACER_MICRO_BATCH_SIZE:-} k=\${PACER_GRAD_ACCUM_STEPS:-} ckpt=\${PACER_ACTIVATION_CHECKPOINTING:-} type=\${PACER_GPU_TYPE:-} op_times=\${PACER_GPU_OP_TIMES:-0} cudnn=\${PACER_CUDNN_ATTENTION:-} bf16act=\${PACER_GPU_BF16_ACTIVATIONS:-} causal=\${PACER_MODEL_CAUSAL_ATTENTION:-}" >>"$calls"
 echo "pacer-worker: event=done mean_step_seconds=0.5"
 STUB
 # The stub planner answers with the layout pinned in the job file.
 cat >"$tmp/repo/build/controller/pacer" <<STUB
 #!/bin/sh
+if [ -n "\${STUB_PLAN_ERROR:-}" ]; then echo "error: \$STUB_PLAN_ERROR" >&2; exit 3; fi
 echo "pacer \$1 \$(sed -n 's/^ *gpuTypes: *//p' "\$2")" >>"$calls"
 mb=\$(sed -n 's/^ *microBatchSizes: \[\([0-9]*\)\]/\1/p' "\$2")
 ckpt=\$(sed -n 's/^ *activationCheckpointing: *//p' "\$2")
@@ -135,6 +137,23 @@ validate "H100 80GB HBM3" 0
 grep -q "^pacer plan \[H100-SXM\]" "$calls" || fail "jobs not planned for the H100: $(grep '^pacer' "$calls")"
 ! grep -q "layers=32" "$tmp/runs" || fail "the 6.7B job ran on an H100"
 grep -q "layers=8 bf16 unfused .*type=H100-SXM" "$tmp/runs" || fail "the 8-layer job did not run on the H100"
+
+# Other parts are planned as what they are: a PCIe H100's peak is not the
+# SXM part's, and a GH200 (96 GB) is no H200 (141 GB).
+validate "H100 PCIe" 0
+grep -q "layers=8 bf16 unfused .*type=H100-PCIe" "$tmp/runs" || fail "a PCIe H100 ran as: $(grep layers=8 "$tmp/runs" | head -1)"
+validate "GH200 480GB" 0
+! grep -q "worker run" "$tmp/runs" || fail "the 7B-shaped jobs ran on a GH200: $(grep "worker run" "$tmp/runs" | head -1)"
+grep -q "written for the catalog's H100s and H200" "$tmp/out" || fail "a GH200 is not said to be skipped"
+
+# Why a step failed is in the log: the planner's error, and a worker's own
+# message (which is no event= line).
+STUB_PLAN_ERROR="no layout fits" validate H200 0
+grep -q "^no plan for .*: error: no layout fits$" "$tmp/out" || fail "the planner's reason is not in the log: $(grep "no plan" "$tmp/out" | head -1)"
+STUB_WORKER_ERROR="PACER_MICRO_BATCH_SIZE: must be positive" validate H200 0
+grep -q "^pacer-worker: PACER_MICRO_BATCH_SIZE: must be positive$" "$tmp/out" || fail "the worker's message is not in the log"
+[ "$(grep -c "^rc=2 ([0-9]* s)$" "$tmp/out")" -ge 1 ] || fail "no 'rc=2' line: $(grep rc= "$tmp/out")"
+grep -q "whole output: .*worker-1.txt" "$tmp/out" || fail "the whole output's file is not named"
 
 # A budget already spent: nothing runs, every step says it was skipped.
 validate H200 1

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gpu/cuda_check.h"
+#include "gpu/device_info.h"
 #include "gpu/gpu_kernels.h"
 
 namespace pacer::worker {
@@ -287,6 +288,8 @@ Status MeasureAllReduce(const GpuCalibrationOptions& o, GpuCalibrationReport* re
 
 StatusOr<GpuCalibrationReport> CalibrateGpu(const GpuCalibrationOptions& o) {
   GpuCalibrationReport report;
+  // A driver too old for this build says so (not "no device").
+  RETURN_IF_ERROR(QueryDevices().status());
   const cudaError_t count_error = cudaGetDeviceCount(&report.device_count);
   if (count_error == cudaErrorNoDevice || count_error == cudaErrorInsufficientDriver ||
       (count_error == cudaSuccess && report.device_count == 0)) {

@@ -53,7 +53,9 @@ inline std::string GpuErrorWhere(const char* file, int line) {
 // a peer died or the network failed, which a restart from the last
 // checkpoint may fix (step_backend.h maps it onto kExitCollectiveFailure).
 // Invalid usage or an invalid argument is a bug in this program, which a
-// restart would only repeat: Internal (kExitInternalError), never retried.
+// restart would only repeat: Internal (kExitInternalError), not Unavailable
+// (a collective failure, whose exit code puts a strike on the node). The
+// controller still relaunches exit 1 until the job's restarts run out.
 // ncclInProgress is not an error for nonblocking communicators: callers
 // that use them wait on it (nccl_comms.h).
 namespace pacer::worker {
@@ -64,7 +66,7 @@ inline ::pacer::Status NcclError(ncclResult_t result, const char* file, int line
   std::string message = GpuErrorWhere(file, line) + ": NCCL error: " + ncclGetErrorString(result);
   if (last != nullptr && last[0] != '\0') message += std::string(" (") + last + ")";
   message += std::string(" in ") + call;
-  if (bug) message += "; invalid use of NCCL is a bug in pacer-worker, not retried";
+  if (bug) message += "; invalid use of NCCL is a bug in pacer-worker (please report it)";
   return ::pacer::Status(bug ? ::pacer::StatusCode::kInternal : ::pacer::StatusCode::kUnavailable,
                          message);
 }

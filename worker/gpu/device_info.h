@@ -23,7 +23,9 @@ struct DeviceInfo {
 };
 
 // Every visible device; an empty list (not an error) when the driver reports
-// none. Errors carry host, file and line (CUDACHECK).
+// none or there is no driver. A driver older than the CUDA runtime this was
+// built with is FailedPrecondition, naming both versions. Other errors carry
+// host, file and line (CUDACHECK).
 StatusOr<std::vector<DeviceInfo>> QueryDevices();
 
 }  // namespace pacer::worker

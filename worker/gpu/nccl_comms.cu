@@ -183,9 +183,16 @@ Status NcclCommunicators::PollErrors(const std::string& what) {
     const ncclResult_t r = ncclCommGetAsyncError(c, &state);
     if (r != ncclSuccess) state = r;
     if (state != ncclSuccess && state != ncclInProgress) {
-      return Fail(UnavailableError(Where(__FILE__, __LINE__, what) +
-                                   ": NCCL asynchronous error: " + ncclGetErrorString(state) +
-                                   LastError(c)));
+      const std::string message = Where(__FILE__, __LINE__, what) +
+                                  ": NCCL asynchronous error: " + ncclGetErrorString(state) +
+                                  LastError(c);
+      // As NcclError: invalid usage is a bug, not a failure of this node
+      // (Unavailable is exit 4, a strike against it).
+      if (state == ncclInvalidUsage || state == ncclInvalidArgument) {
+        return Fail(InternalError(message + "; invalid use of NCCL is a bug in pacer-worker "
+                                            "(please report it)"));
+      }
+      return Fail(UnavailableError(message));
     }
   }
   return Status::Ok();
@@ -200,7 +207,11 @@ Status NcclCommunicators::WaitForStream(cudaStream_t stream, Deadline deadline,
     if (q == cudaSuccess) return Status::Ok();
     if (q != cudaErrorNotReady) {
       AbortAll();
-      CUDACHECK(q);
+      // A fault of any kernel queued before this wait surfaces here; `what`
+      // names the operation and step, which CUDACHECK(q) alone lost.
+      return Status(StatusCode::kInternal, Where(__FILE__, __LINE__, what) +
+                                               ": CUDA error: " + cudaGetErrorString(q) +
+                                               " (a kernel queued before this wait failed)");
     }
     RETURN_IF_ERROR(PollErrors(what));
     if (std::chrono::steady_clock::now() > deadline) {

@@ -22,7 +22,8 @@
 // Errors: every NCCL failure aborts all communicators (ncclCommAbort, so no
 // peer waits for this rank) before it returns. A system, remote or internal
 // error is Unavailable with ncclGetLastError's text and the file:line of the
-// call; invalid usage is Internal (a bug, not retried), as cuda_check.h says.
+// call; invalid usage is Internal (a bug, not the node's fault), as
+// cuda_check.h says, here and in the asynchronous errors the waits poll.
 //
 // Waiting: WaitForStream() polls cudaStreamQuery and ncclCommGetAsyncError on
 // every communicator until the stream drains, an asynchronous NCCL error
