@@ -190,52 +190,50 @@ TEST_F(KubeClientTest, ARequestDeadlineBoundsTheBodyAsWellAsTheHeaders) {
   using HangPoint = pacer::testing::TestApiServer::HangPoint;
   ASSERT_TRUE(server_->CreateObject(TrainJobsPath(), TrainJob("stalled")).ok());
   KubeClientOptions options;
-  // Far above the deadlines, so that what ends a wait is the deadline; a
-  // loaded machine (the ASan stage, e2e tests beside it) once took more than
-  // 8 s to deliver the headers.
+  // Far above the deadlines, so that what ends a wait is the deadline.
   options.request_timeout = std::chrono::seconds(30);
   const std::unique_ptr<void, std::function<void(void*)>> release(
       this, [this](void*) { server_->StopHanging(); });
-  for (HangPoint at : {HangPoint::kBeforeAnswer, HangPoint::kAfterHeaders}) {
-    SCOPED_TRACE(at == HangPoint::kBeforeAnswer ? "before the answer" : "after the headers");
+  for (HangPoint at : {HangPoint::kBeforeAnswer, HangPoint::kAfterHeadersOnSignal}) {
+    const bool body = at == HangPoint::kAfterHeadersOnSignal;
+    SCOPED_TRACE(body ? "after the headers" : "before the answer");
     auto client = NewClient(Config(), options);
     ASSERT_NE(client, nullptr);
     server_->HangRequests("GET", "/trainjobs/stalled", "", at);
     const StatusOr<json> got = [&]() -> StatusOr<json> {
-      if (at == HangPoint::kBeforeAnswer) {
+      if (!body) {
         // No answer ever comes: whenever it passes, the deadline ends the
         // wait for the headers.
         client->SetRequestDeadline(std::chrono::steady_clock::now() +
                                    std::chrono::milliseconds(300));
         return client->Get(kTrainJobs, "default", "stalled");
       }
-      // A deadline set before the request would have to outlast a new TLS
-      // connection and the headers, which no fixed figure does on a loaded
-      // machine (300 ms did not, once, under ASan). Set once the server has
-      // sent the headers, it can end only the wait for the body: Get waits
-      // for the headers without one and reads it again for the body. The
-      // 2 s, far below the 30 s timeout, are for the headers' last hop should
-      // the calling thread reach its first read of the deadline only after
-      // the server sent them.
+      // The deadline is set while the server holds the request and before
+      // it sends the headers, so Get's read of it for the body comes after
+      // it is set. (Set once the server had sent them, the client could
+      // start reading the body before it was set, with no deadline: that
+      // read waited out the whole timeout in CI.) One set before the
+      // request would have to outlast a new TLS connection, which no fixed
+      // figure does on a loaded machine.
       std::future<StatusOr<json>> pending = std::async(
           std::launch::async, [&] { return client->Get(kTrainJobs, "default", "stalled"); });
       EXPECT_TRUE(server_->WaitFor([&] { return server_->HungRequestCount() >= 1; }, kWait))
-          << "the server never sent the headers";
+          << "the request never reached the server";
       client->SetRequestDeadline(std::chrono::steady_clock::now() +
                                  std::chrono::milliseconds(2000));
+      server_->SendHeldHeaders();
       return pending.get();  // by the deadline, or at worst the 30 s timeout
     }();
     EXPECT_EQ(got.status().code(), StatusCode::kDeadlineExceeded) << got.status().ToString();
     // Which wait the deadline ended: for the headers, or for the body.
-    EXPECT_NE(got.status().message().find(at == HangPoint::kBeforeAnswer
-                                              ? "no answer from the API server by the request "
-                                                "deadline"
-                                              : "did not arrive whole by the request deadline"),
+    EXPECT_NE(got.status().message().find(body ? "did not arrive whole by the request deadline"
+                                               : "no answer from the API server by the request "
+                                                 "deadline"),
               std::string::npos)
         << got.status().message();
     EXPECT_TRUE(server_->WaitFor([&] { return server_->HungRequestCount() >= 1; }, kWait))
         << "the server held it";
-    if (at == HangPoint::kAfterHeaders) {
+    if (body) {
       EXPECT_EQ(AbandonedBodyReadsInFlight(), 1u) << "the body read is left running";
     }
     server_->StopHanging();

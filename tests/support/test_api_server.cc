@@ -396,6 +396,13 @@ class TestApiServer::Impl {
     }
     hang_cv_.notify_all();
   }
+  void SendHeldHeaders() {
+    {
+      std::lock_guard<std::mutex> lock(hang_mu_);
+      ++headers_release_seq_;
+    }
+    hang_cv_.notify_all();
+  }
   int HungRequestCount() const {
     std::lock_guard<std::mutex> lock(hang_mu_);
     return hung_;
@@ -547,20 +554,28 @@ class TestApiServer::Impl {
              user_agent.find(r.user_agent) != std::string::npos;
     });
     if (rule == hangs_.end()) return false;
-    if (rule->at == TestApiServer::HangPoint::kAfterHeaders) {
-      // Headers that promise a body, and the first bytes of it.
+    const TestApiServer::HangPoint at = rule->at;  // StopHanging() clears the rules
+    const uint64_t seq = hang_release_seq_;
+    const auto released = [&] { return hang_release_seq_ != seq || stopping_.load(); };
+    // Headers that promise a body, and the first bytes of it.
+    const auto send_partial_answer = [&] {
       static constexpr std::string_view kPartial =
           "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n"
           "{\"kind\":";
       beast::error_code ec;
       net::write(stream, net::buffer(kPartial.data(), kPartial.size()), ec);
-    }
+    };
+    if (at == TestApiServer::HangPoint::kAfterHeaders) send_partial_answer();
     ++hung_;
-    const uint64_t seq = hang_release_seq_;
     lock.unlock();
     NotifyChange();  // WaitFor(HungRequestCount() ...) sees it
     lock.lock();
-    hang_cv_.wait(lock, [&] { return hang_release_seq_ != seq || stopping_.load(); });
+    if (at == TestApiServer::HangPoint::kAfterHeadersOnSignal) {
+      const uint64_t headers_seq = headers_release_seq_;
+      hang_cv_.wait(lock, [&] { return headers_release_seq_ != headers_seq || released(); });
+      if (!released()) send_partial_answer();
+    }
+    hang_cv_.wait(lock, released);
     --hung_;
     return true;
   }
@@ -1172,6 +1187,7 @@ class TestApiServer::Impl {
   std::condition_variable hang_cv_;  // StopHanging() or Stop()
   std::vector<HangRule> hangs_;      // guarded by hang_mu_
   uint64_t hang_release_seq_ = 0;    // guarded by hang_mu_
+  uint64_t headers_release_seq_ = 0;  // guarded by hang_mu_; SendHeldHeaders()
   int hung_ = 0;                     // guarded by hang_mu_
   net::io_context ioc_;
   ssl::context ssl_ctx_;
@@ -1226,6 +1242,7 @@ void TestApiServer::HangRequests(const std::string& method, const std::string& p
   impl_->HangRequests(method, path_substring, user_agent, at);
 }
 void TestApiServer::StopHanging() { impl_->StopHanging(); }
+void TestApiServer::SendHeldHeaders() { impl_->SendHeldHeaders(); }
 void TestApiServer::SetPodAdmissionHook(
     const std::string& name, std::function<std::string(const nlohmann::json& pod)> deny) {
   impl_->SetPodAdmissionHook(name, std::move(deny));

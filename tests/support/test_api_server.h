@@ -124,10 +124,13 @@ class TestApiServer {
   // timeout is all that ends the wait.
   // At kAfterHeaders the answer's headers (200, a Content-Length) and the
   // first bytes of its body are sent before the hold: a server that stalls
-  // mid-answer.
-  enum class HangPoint { kBeforeAnswer, kAfterHeaders };
+  // mid-answer. At kAfterHeadersOnSignal they are sent only when
+  // SendHeldHeaders() is called (the request counts as hung from its
+  // arrival): a test can act between the request and the headers.
+  enum class HangPoint { kBeforeAnswer, kAfterHeaders, kAfterHeadersOnSignal };
   void HangRequests(const std::string& method, const std::string& path_substring,
                     const std::string& user_agent = "", HangPoint at = HangPoint::kBeforeAnswer);
+  void SendHeldHeaders();  // for requests held at kAfterHeadersOnSignal
   void StopHanging();
   // Requests held by HangRequests right now.
   int HungRequestCount() const;
