@@ -6,11 +6,6 @@ int64_t Clock::WallUnixSeconds() const {
   return std::chrono::floor<std::chrono::seconds>(WallNow().time_since_epoch()).count();
 }
 
-SystemClock& SystemClock::Default() {
-  static SystemClock* const kClock = new SystemClock;
-  return *kClock;
-}
-
 FakeClock::FakeClock(int64_t wall_unix_seconds)
     : steady_(std::chrono::hours(1000)), wall_(std::chrono::seconds(wall_unix_seconds)) {}
 

@@ -35,8 +35,12 @@ class SystemClock final : public Clock {
   SteadyTime Now() const override { return std::chrono::steady_clock::now(); }
   WallTime WallNow() const override { return std::chrono::system_clock::now(); }
 
-  // A process-wide instance.
-  static SystemClock& Default();
+  // A process-wide instance. Inline, so that the HTTP clients (kube/,
+  // promql/) take it without linking the controller's core library.
+  static SystemClock& Default() {
+    static SystemClock* const kClock = new SystemClock;
+    return *kClock;
+  }
 };
 
 // Starts at an arbitrary steady time and at wall time `wall_unix_seconds`;

@@ -50,16 +50,14 @@ Status RedirectNotFollowed(const web::http::http_response& response, std::string
 
 StatusOr<std::string> ReadBoundedBody(
     web::http::http_response& response, const AnswerLimit& limit, std::string_view what,
-    std::string_view remedy, pplx::cancellation_token_source& cancel,
-    std::optional<std::chrono::steady_clock::time_point> deadline) {
+    std::string_view remedy, std::optional<std::chrono::steady_clock::time_point> deadline) {
   const std::size_t max_bytes = limit.max_bytes();
-  // Not cancelled: the progress handler StopReadingPast installs ends
-  // cpprestsdk's read within one block past the limit. Cancelling too raced
-  // with that read on TLS connections: a SIGSEGV in boost::asio's SSL read
-  // in about 1 of 20 runs of a client refused several answers in a row
-  // (InformerTest.ListsInSmallerPagesWhileAPageIsOverTheAnswerLimit; none
-  // in 90 runs without the cancel).
-  (void)cancel;
+  // The request is not cancelled: the progress handler StopReadingPast
+  // installs ends cpprestsdk's read within one block past the limit.
+  // Cancelling too raced with that read on TLS connections: a SIGSEGV in
+  // boost::asio's SSL read in about 1 of 20 runs of a client refused several
+  // answers in a row (InformerTest.ListsInSmallerPagesWhileAPageIsOverTheAnswerLimit;
+  // none in 90 runs without the cancel).
   const auto too_big = [&] {
     return ResourceExhaustedError(std::string(what) + ": the answer is over " +
                                   std::to_string(max_bytes) + " bytes" + std::string(remedy));

@@ -66,7 +66,7 @@ class AnswerLimit {
 // as it passes the limit. A refusal is ResourceExhausted("<what>: the answer
 // is over N bytes<remedy>"; the request must have had
 // limit.StopReadingPast(), which ends cpprestsdk's read of the rest within
-// one block past the limit (`cancel` is not cancelled: that raced with the
+// one block past the limit (the request is not cancelled: that raced with the
 // read on TLS connections and crashed in boost::asio). A request stopped by
 // StopReadingPast is refused the same way, whatever the reader had taken by
 // then.
@@ -76,7 +76,7 @@ class AnswerLimit {
 // cancelled, as the request is; see KubeClient::SetRequestDeadline).
 StatusOr<std::string> ReadBoundedBody(
     web::http::http_response& response, const AnswerLimit& limit, std::string_view what,
-    std::string_view remedy, pplx::cancellation_token_source& cancel,
+    std::string_view remedy,
     std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
 // The error for a 3xx `response`: the controller's clients set

@@ -233,12 +233,11 @@ struct KubeClient::Impl {
 
   // Reads a whole answer, at most max_response_bytes.
   StatusOr<std::string> ReadBody(http::http_response& response, const std::string& verb,
-                                 const std::string& path, pplx::cancellation_token_source& cts,
-                                 const AnswerLimit& limit) {
+                                 const std::string& path, const AnswerLimit& limit) {
     return ReadBoundedBody(response, limit, verb + " " + path,
                            " (KubeClientOptions::max_response_bytes); use paging or a narrower "
                            "selector",
-                           cts, RequestDeadline());
+                           RequestDeadline());
   }
 
   StatusOr<json> Call(const http::method& method, const std::string& path, const std::string& query,
@@ -252,13 +251,12 @@ struct KubeClient::Impl {
       // A 401 after the token file changed (a bound token rotated): retry
       // once with the new token.
       if (response.status_code() == 401 && tokens->RefreshAfterUnauthorized()) {
-        (void)ReadBody(response, verb, path, cts, limit);  // frees the connection for the retry
-        cts = pplx::cancellation_token_source();           // the read may have cancelled the first
+        (void)ReadBody(response, verb, path, limit);       // frees the connection for the retry
         limit = AnswerLimit(options.max_response_bytes);   // and the first may have passed it
         response = Await(client->request(
             NewLimitedRequest(method, path + query, body, content_type, limit), cts.get_token()));
       }
-      ASSIGN_OR_RETURN(std::string text, ReadBody(response, verb, path, cts, limit));
+      ASSIGN_OR_RETURN(std::string text, ReadBody(response, verb, path, limit));
       const int code = response.status_code();
       if (code >= 300 && code < 400) {
         return RedirectNotFollowed(response, verb + " " + path + ": the API server",
@@ -505,9 +503,9 @@ Status KubeClient::Watch(const ResourceRef& resource, const std::string& ns,
       // The caller watches again; by then it sends the rotated token.
       if (response.status_code() == 401) impl_->tokens->RefreshAfterUnauthorized();
       // Read, not stopped: the request's limit would count the whole watch.
-      ASSIGN_OR_RETURN(std::string text,
-                       impl_->ReadBody(response, "WATCH", path, cts,
-                                       AnswerLimit(impl_->options.max_response_bytes)));
+      ASSIGN_OR_RETURN(
+          std::string text,
+          impl_->ReadBody(response, "WATCH", path, AnswerLimit(impl_->options.max_response_bytes)));
       return StatusFromHttp("WATCH", path, response.status_code(), text,
                             RetryAfterHeader(response));
     }

@@ -95,7 +95,7 @@ ScrapeFn HttpScraper(std::chrono::milliseconds timeout) {
         return UnavailableError("GET " + url + "/metrics: HTTP " +
                                 std::to_string(response.status_code()));
       }
-      return ReadBoundedBody(response, limit, "GET " + url + "/metrics", "", cancel);
+      return ReadBoundedBody(response, limit, "GET " + url + "/metrics", "");
     } catch (const std::exception& e) {
       return UnavailableError("GET " + url + "/metrics: " + e.what());
     }

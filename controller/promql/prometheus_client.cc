@@ -159,10 +159,10 @@ StatusOr<std::vector<PromSample>> PrometheusClient::Query(std::string_view promq
       return RedirectNotFollowed(response, "Prometheus at " + base_url_,
                                  ": set --prometheus-url to the address it names");
     }
-    ASSIGN_OR_RETURN(const std::string body, ReadBoundedBody(response, limit,
-                                                             "Prometheus at " + base_url_ +
-                                                                 ", query " + std::string(promql),
-                                                             "", cancel));
+    ASSIGN_OR_RETURN(
+        const std::string body,
+        ReadBoundedBody(response, limit,
+                        "Prometheus at " + base_url_ + ", query " + std::string(promql), ""));
     return ParsePromAnswer(body, response.status_code(), promql);
   } catch (const std::exception& e) {
     // Connection refused, DNS, timeouts: cpprestsdk throws http_exception.

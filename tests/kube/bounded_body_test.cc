@@ -33,7 +33,7 @@ StatusOr<std::string> Get(const BulkHttpServer& server, std::size_t max_bytes) {
   pplx::cancellation_token_source cancel;
   const AnswerLimit limit(max_bytes);
   web::http::http_response response = Send(server, limit, cancel);
-  return ReadBoundedBody(response, limit, "GET /", "; a remedy", cancel);
+  return ReadBoundedBody(response, limit, "GET /", "; a remedy");
 }
 
 TEST(BoundedBodyTest, AChunkedAnswerWithinTheLimitIsReadWhole) {
@@ -68,7 +68,7 @@ TEST(BoundedBodyTest, TheLimitStopsTheReadBeforeTheReaderTakesAnything) {
     web::http::http_response response = Send(server, limit, cancel);
     EXPECT_LT(server.WaitForBodyBytesSent(), 64 * kMiB);
     EXPECT_TRUE(limit.passed());
-    StatusOr<std::string> body = ReadBoundedBody(response, limit, "GET /", "", cancel);
+    StatusOr<std::string> body = ReadBoundedBody(response, limit, "GET /", "");
     EXPECT_EQ(body.status().code(), StatusCode::kResourceExhausted);
   }
 }
