@@ -566,12 +566,14 @@ class TestApiServer::Impl {
       net::write(stream, net::buffer(kPartial.data(), kPartial.size()), ec);
     };
     if (at == TestApiServer::HangPoint::kAfterHeaders) send_partial_answer();
+    // Taken before the request counts as hung: a SendHeldHeaders() that
+    // follows a caller's seeing it is always after this.
+    const uint64_t headers_seq = headers_release_seq_;
     ++hung_;
     lock.unlock();
     NotifyChange();  // WaitFor(HungRequestCount() ...) sees it
     lock.lock();
     if (at == TestApiServer::HangPoint::kAfterHeadersOnSignal) {
-      const uint64_t headers_seq = headers_release_seq_;
       hang_cv_.wait(lock, [&] { return headers_release_seq_ != headers_seq || released(); });
       if (!released()) send_partial_answer();
     }
