@@ -24,7 +24,21 @@ inline std::string GpuErrorWhere(const char* file, int line) {
   return std::string(host) + " " + file + ":" + std::to_string(line);
 }
 
+// The error of the kernel launch just made (a bad launch configuration, no
+// kernel image for this GPU), naming the launch site `file`:`line`; use
+// through CUDA_LAUNCH_STATUS(). A fault while the kernel runs shows at the
+// next call that waits for the stream.
+inline ::pacer::Status LaunchStatus(const char* file, int line) {
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) return ::pacer::Status::Ok();
+  return ::pacer::Status(
+      ::pacer::StatusCode::kInternal,
+      GpuErrorWhere(file, line) + ": CUDA error: " + cudaGetErrorString(err) + " (kernel launch)");
+}
+
 }  // namespace pacer::worker
+
+#define CUDA_LAUNCH_STATUS() ::pacer::worker::LaunchStatus(__FILE__, __LINE__)
 
 #define CUDACHECK(cmd)                                                                    \
   do {                                                                                    \

@@ -52,11 +52,6 @@ unsigned int GridFor(int64_t n) {
   return static_cast<unsigned int>(std::max<int64_t>(1, std::min<int64_t>(blocks, 65535 * 8)));
 }
 
-Status Launched() {
-  CUDACHECK(cudaGetLastError());
-  return Status::Ok();
-}
-
 Status CheckRows(int64_t rows) {
   if (rows > 0x7fffffff) {
     return InvalidArgumentError("GPU device: " + std::to_string(rows) +
@@ -323,7 +318,7 @@ Status SoftmaxRowsBf16(void* x, int64_t rows, int64_t cols, float scale, const C
   RETURN_IF_ERROR(CheckRows(rows));
   SoftmaxRowsBf16Kernel<<<Rows(rows), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(x), cols,
                                                              scale, mask, out.lse, out.rows);
-  return Launched();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status ProbsFromLseBf16(void* x, const float* lse, const StatsRows& lse_rows, int64_t rows,
@@ -333,7 +328,7 @@ Status ProbsFromLseBf16(void* x, const float* lse, const StatsRows& lse_rows, in
   RETURN_IF_ERROR(CheckRows(rows));
   ProbsFromLseBf16Kernel<<<Rows(rows), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(x), lse,
                                                               lse_rows, cols, scale, mask);
-  return Launched();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status SoftmaxBackwardBf16(const void* p, const float* dp, void* ds, int64_t rows, int64_t cols,
@@ -342,7 +337,7 @@ Status SoftmaxBackwardBf16(const void* p, const float* dp, void* ds, int64_t row
   RETURN_IF_ERROR(CheckRows(rows));
   SoftmaxBackwardBf16Kernel<<<Rows(rows), kThreads, 0, stream>>>(
       static_cast<const __nv_bfloat16*>(p), dp, static_cast<__nv_bfloat16*>(ds), cols, scale);
-  return Launched();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status ToBf16(const float* x, size_t n, void* y, cudaStream_t stream) {
@@ -369,7 +364,7 @@ Status RmsNormForward(const void* x, DType x_type, int64_t rows, int64_t cols, v
         static_cast<const TX*>(x), cols, static_cast<TY*>(y), inv_rms);
   });
   if (!known) return UnsupportedStorage("RMS norm");
-  return Launched();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status RmsNormBackward(const float* x, const float* inv_rms, const float* dy, int64_t rows,
@@ -388,7 +383,7 @@ Status RmsNormBackward(const void* x, DType x_type, const float* inv_rms, const 
         static_cast<const TX*>(x), inv_rms, static_cast<const TDY*>(dy), cols, dx);
   });
   if (!known) return UnsupportedStorage("RMS norm backward");
-  return Launched();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status Convert(const void* x, DType x_type, size_t n, void* y, DType y_type, bool add,
@@ -402,7 +397,7 @@ Status Convert(const void* x, DType x_type, size_t n, void* y, DType y_type, boo
                                                                    static_cast<TY*>(y), add);
   });
   if (!known) return UnsupportedStorage("conversion");
-  return Launched();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale, const CausalRows& mask,
@@ -410,7 +405,7 @@ Status SoftmaxRows(float* x, int64_t rows, int64_t cols, float scale, const Caus
   if (rows <= 0 || cols <= 0) return Status::Ok();
   RETURN_IF_ERROR(CheckRows(rows));
   SoftmaxRowsKernel<<<Rows(rows), kThreads, 0, stream>>>(x, cols, scale, mask);
-  return Launched();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols, float scale,
@@ -418,7 +413,7 @@ Status SoftmaxBackward(const float* p, float* dp, int64_t rows, int64_t cols, fl
   if (rows <= 0 || cols <= 0) return Status::Ok();
   RETURN_IF_ERROR(CheckRows(rows));
   SoftmaxBackwardKernel<<<Rows(rows), kThreads, 0, stream>>>(p, dp, cols, scale);
-  return Launched();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status EmbeddingForward(const void* table, DType table_type, const int32_t* tokens, int64_t rows,
@@ -431,7 +426,7 @@ Status EmbeddingForward(const void* table, DType table_type, const int32_t* toke
         <<<Rows(rows), kThreads, 0, stream>>>(static_cast<const TT*>(table), tokens, cols, out);
   });
   if (!known) return UnsupportedStorage("the embedding");
-  return Launched();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows, int64_t cols,
@@ -439,7 +434,7 @@ Status EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows,
   if (rows <= 0 || cols <= 0) return Status::Ok();
   RETURN_IF_ERROR(CheckRows(rows));
   EmbeddingBackwardKernel<<<Rows(rows), kThreads, 0, stream>>>(dout, tokens, cols, table_grad);
-  return Launched();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status CrossEntropyGrad(float* logits, const int32_t* labels, int64_t rows, int64_t cols,
@@ -449,7 +444,7 @@ Status CrossEntropyGrad(float* logits, const int32_t* labels, int64_t rows, int6
   RETURN_IF_ERROR(CheckRows(rows));
   CrossEntropyGradKernel<<<Rows(rows), kThreads, 0, stream>>>(logits, labels, cols, grad_scale,
                                                               row_lse, row_loss);
-  return Launched();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status LogitRowStats(const float* logits, const int32_t* labels, int64_t rows, int64_t cols,
@@ -457,7 +452,7 @@ Status LogitRowStats(const float* logits, const int32_t* labels, int64_t rows, i
   if (rows <= 0 || cols <= 0) return Status::Ok();
   RETURN_IF_ERROR(CheckRows(rows));
   LogitRowStatsKernel<<<Rows(rows), kThreads, 0, stream>>>(logits, labels, rows, cols, stats);
-  return Launched();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status AdamW(float* w, const float* g, float* m, float* v, size_t n, float grad_scale,
@@ -467,7 +462,7 @@ Status AdamW(float* w, const float* g, float* m, float* v, size_t n, float grad_
   const km::AdamWScales scales = km::AdamWBiasCorrections(step, p);
   const int64_t count = static_cast<int64_t>(n);
   AdamWKernel<<<GridFor(count), kThreads, 0, stream>>>(w, g, m, v, count, grad_scale, scales, p);
-  return Launched();
+  return CUDA_LAUNCH_STATUS();
 }
 
 }  // namespace pacer::worker::gpu

@@ -106,11 +106,6 @@ const T* As(const void* p) {
   return static_cast<const T*>(p);
 }
 
-Status LaunchResult() {
-  CUDACHECK(cudaGetLastError());
-  return Status::Ok();
-}
-
 }  // namespace
 
 int DTypeBytes(DType t) { return t == DType::kFp32 ? 4 : 2; }
@@ -123,7 +118,7 @@ Status FillUniform(void* p, DType t, int64_t n, uint64_t seed, int64_t index_off
     FillUniformKernel<T><<<GridFor(n), kThreads, 0, stream>>>(As<T>(p), n, seed, index_offset,
                                                                scale);
   });
-  return LaunchResult();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status Add(const void* a, const void* b, void* out, int64_t n, DType t, cudaStream_t stream) {
@@ -132,7 +127,7 @@ Status Add(const void* a, const void* b, void* out, int64_t n, DType t, cudaStre
     using T = std::remove_pointer_t<decltype(tag)>;
     AddKernel<T><<<GridFor(n), kThreads, 0, stream>>>(As<T>(a), As<T>(b), As<T>(out), n);
   });
-  return LaunchResult();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status GeluForward(const void* in, void* out, int64_t n, DType t, cudaStream_t stream) {
@@ -141,7 +136,7 @@ Status GeluForward(const void* in, void* out, int64_t n, DType t, cudaStream_t s
     using T = std::remove_pointer_t<decltype(tag)>;
     GeluForwardKernel<T><<<GridFor(n), kThreads, 0, stream>>>(As<T>(in), As<T>(out), n);
   });
-  return LaunchResult();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status GeluBackward(const void* dout, const void* in, void* din, int64_t n, DType t,
@@ -152,7 +147,7 @@ Status GeluBackward(const void* dout, const void* in, void* din, int64_t n, DTyp
     GeluBackwardKernel<T><<<GridFor(n), kThreads, 0, stream>>>(As<T>(dout), As<T>(in),
                                                                 As<T>(din), n);
   });
-  return LaunchResult();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status SwigluForward(const void* in, void* out, int64_t rows, int64_t ffn, DType t,
@@ -163,7 +158,7 @@ Status SwigluForward(const void* in, void* out, int64_t rows, int64_t ffn, DType
     SwigluForwardKernel<T><<<GridFor(rows * ffn), kThreads, 0, stream>>>(As<T>(in), As<T>(out),
                                                                           rows, ffn);
   });
-  return LaunchResult();
+  return CUDA_LAUNCH_STATUS();
 }
 
 Status SwigluBackward(const void* dout, const void* in, void* din, int64_t rows, int64_t ffn,
@@ -174,7 +169,7 @@ Status SwigluBackward(const void* dout, const void* in, void* din, int64_t rows,
     SwigluBackwardKernel<T><<<GridFor(rows * ffn), kThreads, 0, stream>>>(
         As<T>(dout), As<T>(in), As<T>(din), rows, ffn);
   });
-  return LaunchResult();
+  return CUDA_LAUNCH_STATUS();
 }
 
 }  // namespace pacer::worker
