@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <string>
-#include <thread>
 
 #include "daemon/worker_pods.h"
 #include "kube/informer.h"
@@ -120,16 +119,14 @@ TEST_F(PodLauncherTest, WithoutTheRightToReadTheServiceItIsReusedAsBefore) {
 TEST_F(PodLauncherTest, AGracefulStopThatFailedHalfWayIsStoppingBeforeTheCacheShowsIt) {
   Informer pods(client_.get(), kPods, "", InformerOptions{});
   pods.Start();
-  ASSERT_TRUE(pods.WaitForSync(std::chrono::seconds(10)));
+  ASSERT_TRUE(pods.WaitForSync(kWait));
   PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{});
   LaunchSpec spec = Launch("uid-now");
   spec.plan.layout.nodes = 2;
   spec.plan.layout.gradient_accumulation_steps = 4;
   ASSERT_TRUE(launcher.Launch(spec).ok());
   // The cache shows both pods, then lags: it sees no deletion after this.
-  for (int i = 0; i < 500 && pods.ListByLabel(kJobLabel, "llama").size() < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_TRUE(Eventually([&] { return pods.ListByLabel(kJobLabel, "llama").size() >= 2; }));
   ASSERT_EQ(pods.ListByLabel(kJobLabel, "llama").size(), 2u);
   pods.Stop();
   StatusOr<std::optional<WorkerGroup>> before = launcher.Observe(spec.job);
@@ -152,7 +149,7 @@ TEST_F(PodLauncherTest, AGracefulStopThatFailedHalfWayIsStoppingBeforeTheCacheSh
 TEST_F(PodLauncherTest, ALaunchBesideAGangTheCacheMissedIsRefused) {
   Informer pods(client_.get(), kPods, "", InformerOptions{});
   pods.Start();
-  ASSERT_TRUE(pods.WaitForSync(std::chrono::seconds(10)));
+  ASSERT_TRUE(pods.WaitForSync(kWait));
   pods.Stop();  // it sees nothing from now on
   PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{});
   LaunchSpec first = Launch("uid-now");

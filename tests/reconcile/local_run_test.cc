@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -171,33 +172,6 @@ bool StartQuickstart(const std::filesystem::path& dir, Child* c, std::string* ou
        "--work-dir", dir.string(), "--progress", "plain", "--cpu-devices", "2"},
       ignore_hangup);
   return ReadUntil(*c, out, std::regex(R"(step [1-9][0-9]*/150)"), std::chrono::seconds(240));
-}
-
-TEST(LocalRunTest, SecondCtrlCForceQuits) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("pacer-force-quit-" + std::to_string(::getpid()));
-  Child c;
-  std::string out;
-  ASSERT_TRUE(StartQuickstart(dir, &c, &out)) << out;
-  // The first press starts a clean stop; the second, while the workers are
-  // still finishing their step and checkpoint, must not wait for them. (Two
-  // signals sent at once would merge into one: wait for the first to land.)
-  ::kill(c.pid, SIGINT);
-  ASSERT_TRUE(ReadUntil(c, &out, std::regex("stopping the workers"), std::chrono::seconds(30)))
-      << out;
-  ::kill(c.pid, SIGINT);
-  EXPECT_EQ(Wait(c, &out), 130) << out;
-  EXPECT_NE(out.find("force-quit: workers killed"), std::string::npos) << out;
-  EXPECT_EQ(out.find("stopped at step"), std::string::npos) << out;
-  // Killed, not signalled again: a second SIGTERM within a second of the
-  // first is the same stop to the worker, which then finished its
-  // checkpoint while pacer run waited up to 20 s to SIGKILL it.
-  for (const auto& log : std::filesystem::directory_iterator(dir / "logs")) {
-    std::stringstream text;
-    text << std::ifstream(log.path()).rdbuf();
-    EXPECT_EQ(text.str().find("the same stop"), std::string::npos) << text.str();
-  }
-  std::filesystem::remove_all(dir);
 }
 
 // The terminal or ssh session gone while `| tee` has ended: a hang-up with
@@ -518,18 +492,38 @@ TEST(LocalRunTest, ASecondSigtermIsTheSameCleanStop) {
 }
 
 // A worker standing in for pacer-worker: it says it started (`ready`), then
-// waits for SIGTERM and exits with `exit_on_term` (ignores it when negative),
-// having written nothing.
-std::filesystem::path StopExitingWorker(const std::filesystem::path& dir, int exit_on_term) {
+// waits for SIGTERM and exits with `exit_on_term` (ignores it when negative).
+// Each SIGTERM it gets adds its pid as a line to `terms`. With a
+// `checkpoint_step` it first leaves that step's checkpoint in the run's work
+// dir (dir/work, RunWithWorker's), as a worker that checkpointed would;
+// otherwise it writes nothing.
+std::filesystem::path StopExitingWorker(const std::filesystem::path& dir, int exit_on_term,
+                                        int checkpoint_step = -1) {
   std::filesystem::create_directories(dir);
   const std::filesystem::path script = dir / "worker.sh";
+  const std::string record = "echo $$ >> \"" + (dir / "terms").string() + "\"";
   const std::string trap =
-      exit_on_term < 0 ? "trap '' TERM" : "trap 'exit " + std::to_string(exit_on_term) + "' TERM";
-  std::ofstream(script) << "#!/bin/sh\n"
-                        << trap << "\n: > '" << (dir / "ready").string()
-                        << "'\nwhile :; do /bin/sleep 1 & wait $!; done\n";
+      exit_on_term < 0 ? "trap '" + record + "' TERM"
+                       : "trap '" + record + "; exit " + std::to_string(exit_on_term) + "' TERM";
+  std::ofstream out(script);
+  out << "#!/bin/sh\n" << trap << "\n";
+  if (checkpoint_step >= 0) {
+    const std::filesystem::path rank = dir / "work" / "checkpoints" / "rank-0";
+    out << "mkdir -p '" << rank.string() << "' && : > '"
+        << (rank / ("step-" + std::to_string(checkpoint_step) + ".ckpt")).string() << "'\n";
+  }
+  out << ": > '" << (dir / "ready").string() << "'\nwhile :; do /bin/sleep 1 & wait $!; done\n";
+  out.close();
   std::filesystem::permissions(script, std::filesystem::perms::owner_all);
   return script;
+}
+
+// The pids in `dir`/terms, a line per SIGTERM a stand-in worker got.
+std::vector<std::string> TermsReceived(const std::filesystem::path& dir) {
+  std::vector<std::string> pids;
+  std::ifstream in(dir / "terms");
+  for (std::string line; std::getline(in, line);) pids.push_back(line);
+  return pids;
 }
 
 Child RunWithWorker(const std::filesystem::path& dir, const std::filesystem::path& worker,
@@ -580,6 +574,43 @@ TEST(LocalRunTest, AForceQuitBeforeAnyCheckpointDoesNotClaimOne) {
   EXPECT_NE(out.find("force-quit: workers killed before any checkpoint was written"),
             std::string::npos)
       << out;
+  std::filesystem::remove_all(dir);
+}
+
+// The first Ctrl-C starts a clean stop; the second, while the workers are
+// still stopping, must not wait for them: it kills them, and says which
+// checkpoint the next run resumes from. The stand-in worker ignores SIGTERM,
+// so no clean stop can end first: the real worker's takes milliseconds, and
+// on a loaded machine it could end before the test's second press came
+// ("stopped at step", exit 130, no force-quit).
+TEST(LocalRunTest, SecondCtrlCForceQuits) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-force-quit-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::string out;
+  Child c = RunWithWorker(dir, StopExitingWorker(dir, -1, /*checkpoint_step=*/40), &out);
+  ASSERT_TRUE(std::filesystem::exists(dir / "ready")) << out;
+  ::kill(c.pid, SIGINT);
+  ASSERT_TRUE(ReadUntil(c, &out, std::regex("stopping the workers"), std::chrono::seconds(30)))
+      << out;
+  // Two signals sent at once would merge into one: the second press comes
+  // once the first stop reached a worker.
+  for (int i = 0; i < 1200 && TermsReceived(dir).empty(); ++i) ::poll(nullptr, 0, 50);
+  ASSERT_FALSE(TermsReceived(dir).empty()) << out;
+  ::kill(c.pid, SIGINT);
+  EXPECT_EQ(Wait(c, &out), 130) << out;
+  EXPECT_NE(out.find("force-quit: workers killed; the next run resumes from the last "
+                     "checkpoint written (step 40)"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("stopped at step"), std::string::npos) << out;
+  // Killed, not signalled again: a second SIGTERM within a second of the
+  // first is the same stop to pacer-worker, which then finished its
+  // checkpoint while pacer run waited up to 20 s to SIGKILL it.
+  std::vector<std::string> terms = TermsReceived(dir);
+  std::sort(terms.begin(), terms.end());
+  EXPECT_EQ(std::adjacent_find(terms.begin(), terms.end()), terms.end())
+      << "a worker got SIGTERM twice";
   std::filesystem::remove_all(dir);
 }
 
