@@ -184,15 +184,19 @@ class ControlPlaneGracefulE2eTest : public ControlPlaneE2eTest {
 TEST_F(ControlPlaneGracefulE2eTest, ARelaunchWaitsUntilThePreviousAttemptsPodsAreGone) {
   StartController("c1", {"--pod-termination-grace-seconds", "3"});
   // Two pods: one fails, the other must be stopped; re-planning hourly, so
-  // that the failure alone relaunches.
+  // that the failure alone relaunches. The failure is set up before the
+  // job: killed once the job's steps had begun, a fast attempt 1 could end
+  // first.
+  kubelet_->KillWorkerWhenStarted("research", "relaunch-a1-n0");
   Apply(std::regex_replace(std::regex_replace(TinyJobYaml("relaunch", 150, "1h"),
                                               std::regex("interval: 2s"), "interval: 1h"),
                            std::regex("gpuTypes: \\[H100-SXM\\]"),
                            "gpuTypes: [H100-SXM], minGPUs: 4, maxGPUs: 4"));
-  ASSERT_TRUE(WaitFor([&] { return kubelet_->RunningWorkers() == 2; }, seconds(120)))
+  ASSERT_TRUE(
+      WaitFor([&] { return kubelet_->WorkerExitCode("research", "relaunch-a1-n0").has_value(); },
+              seconds(120)))
       << Job("research", "relaunch").dump(2);
-  ASSERT_TRUE(kubelet_->KillWorker("research", "relaunch-a1-n0").ok())
-      << "attempt 1 ended before its worker could be killed; give the job more steps";
+  EXPECT_EQ(kubelet_->WorkerExitCode("research", "relaunch-a1-n0").value_or(-1), 137);
 
   // Re-evaluated on every change of the store: a pod of a later attempt
   // beside one of an earlier attempt is seen.

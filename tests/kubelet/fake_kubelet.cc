@@ -372,6 +372,11 @@ void FakeKubelet::RunPod(const json& pod, const std::string& node) {
       w.exited = true;
       w.exit_code = 128;  // what Kubernetes reports for a container that never started
     }
+    if (started.ok() && kill_when_started_.erase(ns + "/" + name) > 0) {
+      ::kill(-w.pid, SIGKILL);
+      ::kill(w.pid, SIGKILL);
+      w.sigkilled = true;
+    }
     workers_[uid] = w;
     started_pod_names_.push_back(name);
     WriteFileSdLocked();
@@ -613,6 +618,11 @@ Status FakeKubelet::KillWorker(const std::string& ns, const std::string& pod) {
   }
   return NotFoundError("pod " + ns + "/" + pod +
                        " has no running worker; wait until it is Running before killing it");
+}
+
+void FakeKubelet::KillWorkerWhenStarted(const std::string& ns, const std::string& pod) {
+  std::lock_guard<std::mutex> lock(mu_);
+  kill_when_started_.insert(ns + "/" + pod);
 }
 
 int FakeKubelet::RunningWorkers() const {

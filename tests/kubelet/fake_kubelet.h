@@ -100,6 +100,10 @@ class FakeKubelet {
   // SIGKILLs the worker (its whole process group) of the pod; the pod then
   // fails with exit code 137. NotFound when the pod has no running worker.
   Status KillWorker(const std::string& ns, const std::string& pod);
+  // SIGKILLs the next worker started for the pod as soon as it starts: a
+  // worker that dies running, however fast its steps are (KillWorker on a
+  // short job races the job's end).
+  void KillWorkerWhenStarted(const std::string& ns, const std::string& pod);
 
   int RunningWorkers() const;
   int StartedWorkers() const;  // total ever started (duplicate detection in tests)
@@ -164,6 +168,7 @@ class FakeKubelet {
   std::vector<std::string> started_pod_names_;
   std::string file_sd_path_;
   std::map<std::string, std::string> unschedulable_;  // pod uid -> last message written
+  std::set<std::string> kill_when_started_;           // "ns/pod"
 
   std::mutex thread_mu_;  // guards thread_ (Start/Stop from any thread)
   std::atomic<bool> stop_{false};

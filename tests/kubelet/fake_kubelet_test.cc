@@ -325,6 +325,18 @@ TEST_F(FakeKubeletTest, AKilledWorkerFailsItsPodWith137AndFreesItsGpus) {
   EXPECT_EQ(kubelet_->KillWorker(kNs, "k1-a1-n0").code(), StatusCode::kNotFound);
 }
 
+// A fault set before the pod exists: its worker dies as it starts; other
+// pods run.
+TEST_F(FakeKubeletTest, AWorkerKilledWhenStartedFailsItsPodOnce) {
+  kubelet_->KillWorkerWhenStarted(kNs, "doomed-a1-n0");
+  Create(WorkerPod("doomed", 0, 2, PlanEnv("doomed", 100000000)));
+  const json failed = WaitForPhase("doomed-a1-n0", "Failed");
+  EXPECT_EQ(ExitCode(failed), 137) << failed.dump(2);
+  Create(WorkerPod("spared", 0, 2, PlanEnv("spared", 100000000)));
+  WaitForPhase("spared-a1-n0", "Running");
+  EXPECT_EQ(kubelet_->StartedWorkers(), 2);
+}
+
 TEST_F(FakeKubeletTest, TwoPodsOfOneJobRendezvousAndBothSucceed) {
   for (int node_rank = 0; node_rank < 2; ++node_rank) {
     std::map<std::string, std::string> env = PlanEnv("pair", 20);
