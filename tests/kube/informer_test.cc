@@ -162,15 +162,21 @@ TEST_F(InformerTest, RelistsAfterCompactionAndReportsDeletionsInTheGap) {
   ASSERT_TRUE(informer.WaitForSync(kWait));
   ASSERT_TRUE(server_->WaitFor([&] { return server_->OpenWatchCount() == 1; }, kWait));
 
-  // Keep the informer from watching again (3 failures, backing off 300 +
-  // 600 + 1200 ms) while the store changes and forgets its history.
-  server_->FailNextRequests("GET", "trainjobs", 503, 3);
+  // Hold the informer's next watch while the store changes and forgets its
+  // history; released, it ends without an answer, and the watch after it
+  // starts from a version the store no longer has. (Failures that made the
+  // informer back off left a window of about 2 s: a test thread stalled
+  // past it, 3 s, still passed, but the deletion then came as a watch event,
+  // and the gap this test is about was never there.)
+  server_->HangRequests("GET", "/trainjobs");
   server_->DropWatches();
   ASSERT_TRUE(server_->WaitFor([&] { return server_->OpenWatchCount() == 0; }, kWait));
+  ASSERT_TRUE(server_->WaitFor([&] { return server_->HungRequestCount() == 1; }, kWait));
   ASSERT_TRUE(server_->DeleteObject(TrainJobsPath() + "/goes").ok());
   Put("stays", "m2");
   Put("new", "m1");
   server_->CompactHistory();
+  server_->StopHanging();
 
   ASSERT_TRUE(recorder.WaitFor("default/goes", [](const auto& o) { return !o.has_value(); }));
   ASSERT_TRUE(recorder.WaitFor("default/stays", [](const auto& o) { return ModelIs(o, "m2"); }));
@@ -314,11 +320,13 @@ TEST_F(InformerTest, ListsInSmallerPagesWhileAPageIsOverTheAnswerLimit) {
   };
   ASSERT_TRUE(server_->WaitFor([&] { return server_->OpenWatchCount() == 1; }, kWait));
   const int64_t lists_before = lists();
-  server_->FailNextRequests("GET", "trainjobs", 503, 3);  // hold the re-watch off
+  server_->HangRequests("GET", "/trainjobs");  // hold the re-watch (as above)
   server_->DropWatches();
   ASSERT_TRUE(server_->WaitFor([&] { return server_->OpenWatchCount() == 0; }, kWait));
+  ASSERT_TRUE(server_->WaitFor([&] { return server_->HungRequestCount() == 1; }, kWait));
   create_big("late");
   server_->CompactHistory();
+  server_->StopHanging();
   ASSERT_TRUE(recorder.WaitFor("default/late", [](const auto& o) { return o.has_value(); }));
   EXPECT_EQ(informer.relists(), 2);
   EXPECT_EQ(lists() - lists_before, 7) << "21 objects in pages of 3, none refused";
