@@ -30,10 +30,7 @@
 namespace web::http {
 class http_request;
 class http_response;
-}
-namespace pplx {
-class cancellation_token_source;
-}
+}  // namespace web::http
 
 namespace pacer::controller {
 

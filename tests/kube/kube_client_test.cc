@@ -219,8 +219,11 @@ TEST_F(KubeClientTest, ARequestDeadlineBoundsTheBodyAsWellAsTheHeaders) {
           std::launch::async, [&] { return client->Get(kTrainJobs, "default", "stalled"); });
       EXPECT_TRUE(server_->WaitFor([&] { return server_->HungRequestCount() >= 1; }, kWait))
           << "the request never reached the server";
+      // 5 s, not less: should the calling thread read the deadline for the
+      // headers only now (descheduled since its request left), the headers
+      // must still arrive by it.
       client->SetRequestDeadline(std::chrono::steady_clock::now() +
-                                 std::chrono::milliseconds(2000));
+                                 std::chrono::milliseconds(5000));
       server_->SendHeldHeaders();
       return pending.get();  // by the deadline, or at worst the 30 s timeout
     }();

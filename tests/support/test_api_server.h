@@ -126,7 +126,10 @@ class TestApiServer {
   // first bytes of its body are sent before the hold: a server that stalls
   // mid-answer. At kAfterHeadersOnSignal they are sent only when
   // SendHeldHeaders() is called (the request counts as hung from its
-  // arrival): a test can act between the request and the headers.
+  // arrival; the call releases the requests held then, not later ones): a
+  // test can act between the request and the headers. `path_substring` is
+  // matched against the path without the query: a rule that holds a watch
+  // holds a list of the same resource too.
   enum class HangPoint { kBeforeAnswer, kAfterHeaders, kAfterHeadersOnSignal };
   void HangRequests(const std::string& method, const std::string& path_substring,
                     const std::string& user_agent = "", HangPoint at = HangPoint::kBeforeAnswer);

@@ -26,14 +26,17 @@ inline std::string GpuErrorWhere(const char* file, int line) {
 
 // The error of the kernel launch just made (a bad launch configuration, no
 // kernel image for this GPU), naming the launch site `file`:`line`; use
-// through CUDA_LAUNCH_STATUS(). A fault while the kernel runs shows at the
-// next call that waits for the stream.
+// through CUDA_LAUNCH_STATUS(). A fault while an earlier kernel ran (an
+// illegal address) is sticky: it shows at the next call that waits for the
+// stream, or at the next launch, whichever comes first, so the message
+// says the launch is where it was seen, not its cause.
 inline ::pacer::Status LaunchStatus(const char* file, int line) {
   const cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) return ::pacer::Status::Ok();
-  return ::pacer::Status(
-      ::pacer::StatusCode::kInternal,
-      GpuErrorWhere(file, line) + ": CUDA error: " + cudaGetErrorString(err) + " (kernel launch)");
+  return ::pacer::Status(::pacer::StatusCode::kInternal,
+                         GpuErrorWhere(file, line) + ": CUDA error: " + cudaGetErrorString(err) +
+                             " (seen at this kernel launch: its own launch error, or a fault "
+                             "of a kernel run before it)");
 }
 
 }  // namespace pacer::worker
