@@ -99,8 +99,10 @@ StatusOr<Measurement> PrometheusMetricsSource::Measure(const JobRef& job) {
   if (!client_) {
     return UnavailableError("no Prometheus configured (--prometheus-url)");
   }
-  ASSIGN_OR_RETURN(JobMeasurement m,
-                   client_->MeasureJob(job.namespace_name, job.name, window_, job.attempt));
+  ASSIGN_OR_RETURN(
+      JobMeasurement m,
+      client_->MeasureJob(job.namespace_name, job.name,
+                          MeasurementWindow(window_, job.expected_step_seconds), job.attempt));
   Measurement out;
   out.step_seconds = m.step_seconds;
   out.steps_completed = m.steps_completed;

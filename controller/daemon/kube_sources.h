@@ -63,6 +63,8 @@ class KubeInventory final : public InventorySource {
 class PrometheusMetricsSource final : public MetricsSource {
  public:
   // An empty `base_url` means no Prometheus: every job is Degraded.
+  // `window`: the step-time rate window, widened for a job whose steps are
+  // expected to be longer (MeasurementWindow).
   PrometheusMetricsSource(const std::string& base_url, std::chrono::seconds window);
   StatusOr<Measurement> Measure(const JobRef& job) override;
 

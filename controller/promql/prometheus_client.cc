@@ -188,9 +188,15 @@ JobMeasurementQueries MeasureJobQueries(const std::string& namespace_name,
     return "rate(pacer_worker_step_duration_seconds_sum" + selector + range +
            ") / rate(pacer_worker_step_duration_seconds_count" + selector + range + ")";
   };
+  auto whole_run_mean = [&](const std::string& selector) {
+    return "pacer_worker_step_duration_seconds_sum" + selector +
+           " / pacer_worker_step_duration_seconds_count" + selector;
+  };
   JobMeasurementQueries q;
   // The slowest rank sets the pace of a synchronous job.
   q.step_seconds = "max(" + mean_step(current) + " or " + mean_step(legacy) + ")";
+  q.step_seconds_whole_run =
+      "max(" + whole_run_mean(current) + " or " + whole_run_mean(legacy) + ")";
   // Counts outside [0, kMaxSampleCount] (a broken rank's 1e30, -5, NaN) are dropped
   // before the max, so that one such rank does not hide the others'
   // progress (CountFromSample then refuses only what is left).
@@ -216,16 +222,39 @@ JobMeasurement JobMeasurementFromAnswers(const std::vector<PromSample>& step_sec
   return m;
 }
 
+StatusOr<JobMeasurement> MeasureJobWith(const JobMeasurementQueries& q, const PromQuery& query) {
+  ASSIGN_OR_RETURN(auto step, query(q.step_seconds));
+  ASSIGN_OR_RETURN(auto steps, query(q.steps_completed));
+  ASSIGN_OR_RETURN(auto total, query(q.total_steps));
+  ASSIGN_OR_RETURN(auto ranks, query(q.ranks_reporting));
+  JobMeasurement m = JobMeasurementFromAnswers(step, steps, total, ranks);
+  if (!m.step_seconds) {
+    // Steps longer than the window, or a window without two scrapes yet.
+    ASSIGN_OR_RETURN(auto whole_run, query(q.step_seconds_whole_run));
+    m.step_seconds = FirstFinite(whole_run);
+  }
+  return m;
+}
+
 StatusOr<JobMeasurement> PrometheusClient::MeasureJob(const std::string& namespace_name,
                                                       const std::string& job_name,
                                                       std::chrono::seconds window,
                                                       std::optional<int64_t> attempt) const {
-  const JobMeasurementQueries q = MeasureJobQueries(namespace_name, job_name, window, attempt);
-  ASSIGN_OR_RETURN(auto step, Query(q.step_seconds));
-  ASSIGN_OR_RETURN(auto steps, Query(q.steps_completed));
-  ASSIGN_OR_RETURN(auto total, Query(q.total_steps));
-  ASSIGN_OR_RETURN(auto ranks, Query(q.ranks_reporting));
-  return JobMeasurementFromAnswers(step, steps, total, ranks);
+  return MeasureJobWith(MeasureJobQueries(namespace_name, job_name, window, attempt),
+                        [this](std::string_view promql) { return Query(promql); });
+}
+
+std::chrono::seconds MeasurementWindow(std::chrono::seconds configured,
+                                       std::optional<double> expected_step_seconds) {
+  if (!expected_step_seconds || !std::isfinite(*expected_step_seconds) ||
+      *expected_step_seconds <= 0) {
+    return configured;
+  }
+  const double wanted = std::ceil(kStepsPerMeasurementWindow * *expected_step_seconds);
+  if (wanted >= static_cast<double>(kMaxMeasurementWindow.count())) {
+    return std::max(configured, kMaxMeasurementWindow);
+  }
+  return std::max(configured, std::chrono::seconds(static_cast<int64_t>(wanted)));
 }
 
 }  // namespace pacer::controller

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,7 +42,9 @@ struct PromSample {
 
 // What the workers of one job have measured, as the re-plan loop needs it.
 struct JobMeasurement {
-  std::optional<double> step_seconds;      // mean step time over the window; none before a step
+  // Mean step time over the window; when the window held no step (steps
+  // longer than it), each process's mean over all its steps; none before a step.
+  std::optional<double> step_seconds;
   std::optional<int64_t> steps_completed;  // the furthest any rank got
   std::optional<int64_t> total_steps;
   int ranks_reporting = 0;
@@ -80,6 +83,9 @@ class PrometheusClient {
 
   // The job's mean step time over `window` (rate of the step histogram's sum
   // over the rate of its count, slowest rank), furthest step and total steps.
+  // When no rank completed a step in `window`, the step time is the slowest
+  // rank's mean over every step its process measured (a fifth query; see
+  // MeasureJobWith).
   // `attempt` (when given): only that launch attempt's series (see
   // MeasureJobQueries).
   StatusOr<JobMeasurement> MeasureJob(const std::string& namespace_name,
@@ -107,6 +113,9 @@ std::string PromQuote(std::string_view value);
 // layout) was read as the new attempt's.
 struct JobMeasurementQueries {
   std::string step_seconds;
+  // Without a window: _sum / _count of each process's whole run (its first,
+  // warm-up step excluded, as from the histogram), slowest rank.
+  std::string step_seconds_whole_run;
   std::string steps_completed;
   std::string total_steps;
   std::string ranks_reporting;
@@ -114,6 +123,24 @@ struct JobMeasurementQueries {
 JobMeasurementQueries MeasureJobQueries(const std::string& namespace_name,
                                         const std::string& job_name, std::chrono::seconds window,
                                         std::optional<int64_t> attempt = std::nullopt);
+
+// MeasureJob over any query function (a test's answers): the four queries'
+// answers read by JobMeasurementFromAnswers; when they hold no step time,
+// the fifth, step_seconds_whole_run, asked only then. The first error of
+// `query` is returned.
+using PromQuery = std::function<StatusOr<std::vector<PromSample>>(std::string_view promql)>;
+StatusOr<JobMeasurement> MeasureJobWith(const JobMeasurementQueries& q, const PromQuery& query);
+
+// The rate window in which to measure a job whose steps are expected to take
+// `expected_step_seconds`: `configured`, or kStepsPerMeasurementWindow steps
+// when that is longer, at most kMaxMeasurementWindow. A window shorter than
+// one step holds no completed step, and the job then had no measured step
+// time, so a slow job's deadline risk went unseen. No expectation, or one
+// that is not a positive finite number, leaves `configured`. Pure.
+inline constexpr int kStepsPerMeasurementWindow = 3;
+inline constexpr std::chrono::seconds kMaxMeasurementWindow{6 * 3600};
+std::chrono::seconds MeasurementWindow(std::chrono::seconds configured,
+                                       std::optional<double> expected_step_seconds);
 
 }  // namespace pacer::controller
 

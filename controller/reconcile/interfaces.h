@@ -36,6 +36,9 @@ struct JobRef {
   // The launch attempt whose workers a measurement is of (MetricsSource);
   // absent: any.
   std::optional<int64_t> attempt;
+  // Seconds a step of that attempt is expected to take (MetricsSource: a
+  // rate window must be longer than a step to see one); absent: unknown.
+  std::optional<double> expected_step_seconds;
   std::string key() const { return namespace_name + "/" + name; }
 };
 
@@ -126,7 +129,7 @@ class Launcher {
 };
 
 struct Measurement {
-  std::optional<double> step_seconds;      // mean over the recent window
+  std::optional<double> step_seconds;      // mean over the recent window (or run)
   std::optional<int64_t> steps_completed;  // the furthest any rank got
   std::optional<double> model_scale;       // < 1: a shrunk CPU run, never re-planned from
 };

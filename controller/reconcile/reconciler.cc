@@ -942,6 +942,10 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
   // in a metrics backend's rate window for a while after a relaunch.
   JobRef measured = pass.ref;
   measured.attempt = pass.state.attempt;
+  // The longer of the prediction and the last measurement: a job slower than
+  // planned is measured in a window that holds its steps.
+  measured.expected_step_seconds =
+      std::max(pass.plan->step.step_seconds, pass.state.measured_step_seconds.value_or(0.0));
   StatusOr<Measurement> measurement = deps_.metrics->Measure(measured);
   if (measurement.ok()) {
     if (measurement->steps_completed) {

@@ -19,7 +19,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -269,6 +271,105 @@ TEST(PrometheusClientTest, AnAttemptsQueriesIgnoreThePreviousAttemptsPods) {
   expect(MeasureJobQueries("research", "resized", std::chrono::seconds(300), 1).step_seconds, 2);
   test.close();
   ExpectPromtoolPasses(dir);
+}
+
+// A job whose steps are longer than the 120 s window: no step completes in
+// it, so the windowed answer is NaN (no finite sample) and the job had no
+// measured step time at all. The window widened to 3 expected steps sees
+// them; the whole-run fallback reads each process's mean over every step.
+TEST(PrometheusClientTest, AStepLongerThanTheWindowIsStillMeasured) {
+  if (!OnPath("promtool")) GTEST_SKIP() << "no promtool binary (scripts/install-deps.sh)";
+  const fs::path dir = fs::temp_directory_path() / ("pacer-long-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  // Steps of 260, 260, 200, 200, 200 and 200 s, scraped every 20 s up to 1300 s
+  // (step 6 ends at 1320 s: the last 120 s hold no step end).
+  const std::vector<double> step_seconds = {260, 260, 200, 200, 200, 200};
+  std::string sums, counts;
+  for (int t = 0; t <= 1300; t += 20) {
+    double sum = 0, ended = 0, end = 0;
+    for (double d : step_seconds) {
+      end += d;
+      if (end > t) break;
+      sum += d;
+      ++ended;
+    }
+    sums += std::to_string(sum) + " ";
+    counts += std::to_string(ended) + " ";
+  }
+  const std::string job = R"(job="pacer-workers",trainjob="slow",namespace="research",rank="0")";
+  std::ofstream test(dir / "queries_test.yaml");
+  test << "evaluation_interval: 20s\ntests:\n  - interval: 20s\n    input_series:\n"
+       << "      - series: 'pacer_worker_step_duration_seconds_sum{" << job << "}'\n"
+       << "        values: '" << sums << "'\n"
+       << "      - series: 'pacer_worker_step_duration_seconds_count{" << job << "}'\n"
+       << "        values: '" << counts << "'\n"
+       << "    promql_expr_test:\n";
+  auto expect = [&](const std::string& expr, std::optional<double> value) {
+    test << "      - expr: '" << expr << "'\n        eval_time: 1300s\n";
+    if (!value) {
+      test << "        exp_samples: []\n";
+      return;
+    }
+    test << "        exp_samples:\n          - labels: '{}'\n            value: " << *value << "\n";
+  };
+  const std::chrono::seconds fixed(120);
+  // The fixed window's answer has no finite sample (`>= 0` drops NaN).
+  expect("(" + MeasureJobQueries("research", "slow", fixed).step_seconds + ") >= 0", std::nullopt);
+  // 600 s back from 1300 s: steps 4 and 5, 200 s each.
+  expect(MeasureJobQueries("research", "slow", MeasurementWindow(fixed, 200.0)).step_seconds, 200);
+  // Steps 1 to 5: 1120 s / 5.
+  expect(MeasureJobQueries("research", "slow", fixed).step_seconds_whole_run, 224);
+  test.close();
+  ExpectPromtoolPasses(dir);
+}
+
+// MeasureJob asks for the whole-run mean only when the window's answer has
+// no step time, and then reports it; a failure of that fifth query is the
+// measurement's error, as any other query's.
+TEST(PrometheusClientTest, TheWholeRunMeanAnswersOnlyWhenTheWindowHasNoStep) {
+  const JobMeasurementQueries q = MeasureJobQueries("research", "slow", std::chrono::seconds(120));
+  std::map<std::string, double> answers = {{q.step_seconds, std::nan("")},
+                                           {q.steps_completed, 5},
+                                           {q.total_steps, 100},
+                                           {q.ranks_reporting, 2},
+                                           {q.step_seconds_whole_run, 224}};
+  std::vector<std::string> asked;
+  std::optional<Status> whole_run_error;
+  const PromQuery query = [&](std::string_view promql) -> StatusOr<std::vector<PromSample>> {
+    asked.emplace_back(promql);
+    if (promql == q.step_seconds_whole_run && whole_run_error) return *whole_run_error;
+    return std::vector<PromSample>{PromSample{{}, answers.at(std::string(promql)), 0}};
+  };
+  StatusOr<JobMeasurement> slow = MeasureJobWith(q, query);
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  EXPECT_EQ(slow->step_seconds, 224);
+  EXPECT_EQ(slow->steps_completed, 5);
+  EXPECT_EQ(asked.size(), 5u);
+
+  answers[q.step_seconds] = 3.5;  // a step in the window: its mean, no fifth query
+  asked.clear();
+  StatusOr<JobMeasurement> fast = MeasureJobWith(q, query);
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  EXPECT_EQ(fast->step_seconds, 3.5);
+  EXPECT_EQ(asked.size(), 4u);
+
+  answers[q.step_seconds] = std::nan("");
+  whole_run_error = UnavailableError("Prometheus timed out");
+  EXPECT_EQ(MeasureJobWith(q, query).status().code(), StatusCode::kUnavailable);
+}
+
+TEST(PrometheusClientTest, TheWindowHoldsThreeExpectedStepsUpToSixHours) {
+  const std::chrono::seconds fixed(120);
+  EXPECT_EQ(MeasurementWindow(fixed, std::nullopt), fixed);
+  EXPECT_EQ(MeasurementWindow(fixed, 10.0), fixed);  // 30 s: the fixed window is longer
+  EXPECT_EQ(MeasurementWindow(fixed, 200.0), std::chrono::seconds(600));
+  EXPECT_EQ(MeasurementWindow(fixed, 40.5), std::chrono::seconds(122));  // 121.5, rounded up
+  EXPECT_EQ(MeasurementWindow(fixed, 1e9), std::chrono::hours(6));
+  EXPECT_EQ(MeasurementWindow(std::chrono::hours(8), 1e9), std::chrono::hours(8));
+  for (double bad : {0.0, -5.0, std::numeric_limits<double>::quiet_NaN(),
+                     std::numeric_limits<double>::infinity()}) {
+    EXPECT_EQ(MeasurementWindow(fixed, bad), fixed) << bad;
+  }
 }
 
 // A real pacer-worker (a small CPU model that never finishes) scraped by a

@@ -32,7 +32,7 @@ spec:
 )");
     EXPECT_TRUE(job.ok()) << job.status().ToString();
     LaunchSpec launch;
-    launch.job = JobRef{"default", "llama", uid, std::nullopt};
+    launch.job = JobRef{"default", "llama", uid, std::nullopt, std::nullopt};
     launch.spec = *job;
     planner::Layout& l = launch.plan.layout;
     l.gpu_type = "H100-SXM";

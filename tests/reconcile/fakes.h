@@ -156,7 +156,9 @@ class FakeMetrics : public MetricsSource {
  public:
   std::map<std::string, Measurement> measurements;
   std::optional<Status> error;
+  std::vector<JobRef> asked;  // every Measure call's job, in order
   StatusOr<Measurement> Measure(const JobRef& job) override {
+    asked.push_back(job);
     if (error) return *error;
     auto it = measurements.find(job.key());
     if (it == measurements.end()) return Measurement{};

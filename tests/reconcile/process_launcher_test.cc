@@ -23,7 +23,7 @@ namespace {
 
 LaunchSpec OneNodeLaunch() {
   LaunchSpec launch;
-  launch.job = JobRef{"research", "envjob", "uid-1", std::nullopt};
+  launch.job = JobRef{"research", "envjob", "uid-1", std::nullopt, std::nullopt};
   launch.spec.name = "envjob";
   launch.spec.namespace_name = "research";
   planner::Layout& l = launch.plan.layout;

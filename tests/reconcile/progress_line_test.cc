@@ -15,7 +15,7 @@ constexpr int64_t kNowUnixSeconds = 1795852800;  // 2026-11-28T08:00:00Z
 
 JobView RunningView() {
   JobView v;
-  v.job = JobRef{"default", "quickstart", "", std::nullopt};
+  v.job = JobRef{"default", "quickstart", "", std::nullopt, std::nullopt};
   v.phase = Phase::kRunning;
   planner::Evaluation plan;
   plan.step.step_seconds = 0.79;

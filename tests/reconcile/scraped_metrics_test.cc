@@ -43,7 +43,7 @@ struct TwoRanks {
                                 return std::vector<int>{1, 2};
                               },
                               [this](int port) -> StatusOr<std::string> { return pages[port]; }};
-  JobRef job{"default", "q", "", std::nullopt};
+  JobRef job{"default", "q", "", std::nullopt, std::nullopt};
 };
 
 TEST(ScrapedMetricsSourceTest, ProgressIsTheFurthestRankAndStepTimeTheSlowestRecentMean) {
@@ -126,18 +126,18 @@ TEST(ScrapedMetricsSourceTest, NoReachableRankIsUnavailableButNoRanksIsNoMeasure
                             },
                             std::chrono::milliseconds(0));
   // A worker still starting (its endpoint never answered): not an outage.
-  StatusOr<Measurement> starting = down.Measure(JobRef{"d", "q", "", std::nullopt});
+  StatusOr<Measurement> starting = down.Measure(JobRef{"d", "q", "", std::nullopt, std::nullopt});
   ASSERT_TRUE(starting.ok()) << starting.status().ToString();
   EXPECT_FALSE(starting->step_seconds.has_value());
   // It answered, then stopped answering while still running: an outage.
   up = true;
-  ASSERT_TRUE(down.Measure(JobRef{"d", "q", "", std::nullopt}).ok());
+  ASSERT_TRUE(down.Measure(JobRef{"d", "q", "", std::nullopt, std::nullopt}).ok());
   up = false;
-  EXPECT_EQ(down.Measure(JobRef{"d", "q", "", std::nullopt}).status().code(),
+  EXPECT_EQ(down.Measure(JobRef{"d", "q", "", std::nullopt, std::nullopt}).status().code(),
             StatusCode::kUnavailable);
   ScrapedMetricsSource none([](const JobRef&) { return std::vector<int>{}; },
                             [](int) -> StatusOr<std::string> { return std::string(); });
-  StatusOr<Measurement> m = none.Measure(JobRef{"d", "q", "", std::nullopt});
+  StatusOr<Measurement> m = none.Measure(JobRef{"d", "q", "", std::nullopt, std::nullopt});
   ASSERT_TRUE(m.ok());
   EXPECT_FALSE(m->step_seconds.has_value());
 }
@@ -146,7 +146,7 @@ TEST(ScrapedMetricsSourceTest, RunMeanCoversEveryStepNotTheLastWindow) {
   std::string page;
   ScrapedMetricsSource source([](const JobRef&) { return std::vector<int>{1}; },
                               [&page](int) -> StatusOr<std::string> { return page; });
-  JobRef job{"default", "q", "", std::nullopt};
+  JobRef job{"default", "q", "", std::nullopt, std::nullopt};
   EXPECT_FALSE(source.RunMeanStepSeconds().has_value());
   page = Exposition(10, 10.0, 10);  // 10 steps at 1 s
   ASSERT_TRUE(source.Measure(job).ok());
@@ -177,9 +177,9 @@ TEST(ScrapedMetricsSourceTest, EndpointsClosingAsTheWorkersExitAreNotAnOutage) {
         return UnavailableError("connection refused");
       },
       std::chrono::milliseconds(5000));
-  ASSERT_TRUE(finishing.Measure(JobRef{"d", "q", "", std::nullopt}).ok());
+  ASSERT_TRUE(finishing.Measure(JobRef{"d", "q", "", std::nullopt, std::nullopt}).ok());
   finished = true;
-  StatusOr<Measurement> m = finishing.Measure(JobRef{"d", "q", "", std::nullopt});
+  StatusOr<Measurement> m = finishing.Measure(JobRef{"d", "q", "", std::nullopt, std::nullopt});
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_FALSE(m->step_seconds.has_value());
   EXPECT_EQ(lookups_after_finish, 2);  // asked again, and the workers were gone

@@ -24,7 +24,7 @@ spec:
 )");
   EXPECT_TRUE(job.ok()) << job.status().ToString();
   LaunchSpec launch;
-  launch.job = JobRef{"research", "llama", "uid-1", std::nullopt};
+  launch.job = JobRef{"research", "llama", "uid-1", std::nullopt, std::nullopt};
   launch.spec = *job;
   planner::Layout& l = launch.plan.layout;
   l.gpu_type = "H100-SXM";
