@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <regex>
 
+#include "cli/yaml_json.h"
 #include "core/node_inventory.h"
 #include "daemon/worker_pods.h"
 #include "deploy_util.h"
-#include "local/yaml_json.h"
 
 namespace pacer::deploy {
 namespace {
@@ -365,7 +365,7 @@ TEST_F(ChartTest, ThePrometheusRuleCarriesTheRulesFileGroupsUnchanged) {
   ASSERT_TRUE(rule.is_object());
   EXPECT_EQ(rule["metadata"]["labels"]["release"], "kube-prometheus-stack");
   StatusOr<json> file =
-      controller::YamlToJson(ReadFile(SourcePath("manifests/prometheus/pacer-rules.yaml")));
+      cli::YamlToJson(ReadFile(SourcePath("manifests/prometheus/pacer-rules.yaml")));
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   ASSERT_TRUE((*file)["groups"].is_array());
   EXPECT_FALSE((*file)["groups"].empty());

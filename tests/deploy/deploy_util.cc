@@ -9,7 +9,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "local/yaml_json.h"
+#include "cli/yaml_json.h"
 
 namespace pacer::deploy {
 namespace fs = std::filesystem;
@@ -80,7 +80,7 @@ std::vector<nlohmann::json> YamlDocuments(const std::string& yaml) {
   }
   std::vector<nlohmann::json> objects;
   for (const std::string& document : documents) {
-    StatusOr<nlohmann::json> json = controller::YamlToJson(document);
+    StatusOr<nlohmann::json> json = cli::YamlToJson(document);
     EXPECT_TRUE(json.ok()) << json.status().ToString() << "\n" << document;
     if (json.ok() && json->is_object() && !json->empty()) objects.push_back(std::move(*json));
   }

@@ -1,7 +1,7 @@
-// YamlToJson (controller/local/yaml_json.h): the TrainJob file as the object
+// YamlToJson (controller/cli/yaml_json.h): the TrainJob file as the object
 // `pacer run` hands to the reconciler. It must read what the planner's parser
 // read, and no input may make it run out of memory.
-#include "local/yaml_json.h"
+#include "cli/yaml_json.h"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +9,8 @@
 
 namespace pacer::controller {
 namespace {
+
+using cli::YamlToJson;
 
 TEST(YamlToJsonTest, ScalarsTakeTheirYamlTypes) {
   auto doc = YamlToJson("a: 12\nb: '12'\nc: 1.5e3\nd: true\ne: ~\nf: text\n");
