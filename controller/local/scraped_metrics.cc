@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <thread>
 
 #include "http/bounded_body.h"
@@ -110,6 +111,15 @@ StatusOr<Measurement> ScrapedMetricsSource::Measure(const JobRef& job) {
   const std::vector<int> ports = ports_(job);
   Measurement m;
   if (ports.empty()) return m;
+  // A relaunch may put the next attempt's worker on a port the last one
+  // used: its counters start again and are no continuation, so each
+  // attempt has its own history (and older attempts' is dropped).
+  const int64_t attempt = job.attempt.value_or(0);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    history_.erase(history_.begin(),
+                   history_.lower_bound({attempt, std::numeric_limits<int>::min()}));
+  }
   int reached = 0;
   Status last_error = Status::Ok();
   double slowest_steps = 0, slowest_seconds = 0;
@@ -119,13 +129,13 @@ StatusOr<Measurement> ScrapedMetricsSource::Measure(const JobRef& job) {
       // A worker still starting has not opened its endpoint yet: only one
       // that answered before and stopped answering is an outage.
       std::lock_guard<std::mutex> lock(mu_);
-      if (history_.count(port) > 0) last_error = text.status();
+      if (history_.count({attempt, port}) > 0) last_error = text.status();
       continue;
     }
     ++reached;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      history_.try_emplace(port);  // answered once
+      history_.try_emplace({attempt, port});  // answered once
     }
     double sum = 0, count = 0;
     bool has_histogram = false;
@@ -150,7 +160,7 @@ StatusOr<Measurement> ScrapedMetricsSource::Measure(const JobRef& job) {
       continue;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    RankHistory& h = history_[port];
+    RankHistory& h = history_[{attempt, port}];
     double mean = sum / count;
     if (count > h.count && h.count > 0) {
       mean = (sum - h.sum_seconds) / (count - h.count);

@@ -8,6 +8,8 @@
 // No endpoint answering is Unavailable (endpoints that never answered yet
 // belong to workers still starting and do not count), unless every worker exits within
 // `exit_grace` (a finished worker closes its endpoint just before it exits).
+// Each launch attempt (JobRef::attempt) keeps its own per-rank history: the
+// next attempt's worker may get a port the last one had, with new counters.
 // RunMeanStepSeconds: the slowest rank's mean over every step scraped in this
 // run (the summary's "measured"), not just the last window.
 //
@@ -24,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "reconcile/interfaces.h"
@@ -71,7 +74,7 @@ class ScrapedMetricsSource final : public MetricsSource {
   ScrapeFn scrape_;
   std::chrono::milliseconds exit_grace_;
   mutable std::mutex mu_;
-  std::map<int, RankHistory> history_;  // by port
+  std::map<std::pair<int64_t, int>, RankHistory> history_;  // by (attempt, port)
   double run_steps_ = 0;                // the run's measured steps and seconds
   double run_seconds_ = 0;
 };

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 
 #include "bulk_http_server.h"
@@ -66,6 +67,43 @@ TEST(ScrapedMetricsSourceTest, ProgressIsTheFurthestRankAndStepTimeTheSlowestRec
   EXPECT_EQ(m->steps_completed, 20);
   EXPECT_DOUBLE_EQ(*m->step_seconds, 0.5);
   EXPECT_DOUBLE_EQ(*m->model_scale, 1.0);
+}
+
+// A relaunch (the next attempt) may reuse a port: the new process's
+// counters are not a continuation of the old one's, even when they have
+// caught up with them. Its mean was a difference across two processes
+// ((10 - 30) / (5 - 3): negative, so the job had no step time), and until
+// the new worker answered, the port that answered before counted as an
+// outage.
+TEST(ScrapedMetricsSourceTest, AnAttemptOnTheSamePortStartsItsOwnHistory) {
+  std::map<int, std::string> pages;
+  ScrapedMetricsSource source(
+      [](const JobRef&) {
+        return std::vector<int>{1, 2};
+      },
+      [&pages](int port) -> StatusOr<std::string> {
+        auto it = pages.find(port);
+        if (it == pages.end()) return UnavailableError("not listening");
+        return it->second;
+      },
+      std::chrono::milliseconds(0));
+  const JobRef first{"default", "q", "", 1, std::nullopt};
+  pages[1] = Exposition(3, 30.0, 3);  // 10 s steps
+  pages[2] = Exposition(3, 30.0, 3);
+  ASSERT_TRUE(source.Measure(first).ok());
+  const JobRef second{"default", "q", "", 2, std::nullopt};
+  // Attempt 2's worker on port 1 is not up yet (no outage: it never
+  // answered in this attempt); port 2's is, 5 steps of 2 s in.
+  pages.erase(1);
+  pages[2] = Exposition(5, 10.0, 5);
+  StatusOr<Measurement> m = source.Measure(second);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_TRUE(m->step_seconds.has_value());
+  EXPECT_DOUBLE_EQ(*m->step_seconds, 2.0);
+  EXPECT_EQ(m->steps_completed, 5);
+  // With both down, port 2 answered in this attempt: an outage.
+  pages.erase(2);
+  EXPECT_EQ(source.Measure(second).status().code(), StatusCode::kUnavailable);
 }
 
 // A step gauge that is no count (a broken or hostile exporter) is no
