@@ -12,7 +12,12 @@
 #   2. the same under compute-sanitizer (memcheck, leak check), if installed,
 #      with fp32 and with bf16 activations, and with the unfused attention;
 #   3. pacer-worker calibrate --backend gpu (GEMM TFLOP/s, copy bandwidth);
-#   4. 7B-shaped single-GPU steps (tests/testdata/gpu/*.yaml) run by
+#   4. two checks of pacer-worker on one GPU, each ending in a "PASS: ..." or
+#      "FAIL: ...: why" line: two local ranks with one GPU visible are refused
+#      at start (exit 2, the message naming both counts), and a small job
+#      checkpointed at step 2 with its weights (--checkpoint-buffers)
+#      resumes there when run again;
+#   5. 7B-shaped single-GPU steps (tests/testdata/gpu/*.yaml) run by
 #      pacer-worker with the planner's prediction beside the measurement:
 #      its `event=done` line prints mean_step_seconds, mfu, peak_memory_bytes
 #      and the predicted values; an fp8 plan must be refused (exit 2); then
@@ -61,18 +66,19 @@ budgeted() {
   [ "$limit" -ge 20 ] || { echo "skipped: the budget of ${budget} s is spent"; return 1; }
 }
 # step NAME SECONDS COMMAND...: COMMAND with a limit of SECONDS (less if the
-# budget has less), its exit status after it; its output is kept in
-# $out/step.txt for `expect`.
+# budget has less), its exit status after it (also in step_rc); its output
+# is kept in $out/step.txt for `expect` and the checks.
 step() {
   local limit begin=$SECONDS
   echo "== $1"
   : >"$out/step.txt"
-  step_ran=0
+  step_ran=0 step_rc=""
   budgeted "$2" || return 0
   step_ran=1
   shift 2
   timeout "$limit" "$@" 2>&1 | tee "$out/step.txt"
-  echo "rc=${PIPESTATUS[0]} ($((SECONDS - begin)) s)"
+  step_rc=${PIPESTATUS[0]}
+  echo "rc=$step_rc ($((SECONDS - begin)) s)"
 }
 # expect PATTERN: whether the last step's device said it ran what the step
 # is meant to check (its "fused attention runs ...", "unfused attention
@@ -88,7 +94,15 @@ expect() {
     echo "PATH NOT TAKEN: wanted \"$1\""
   fi
 }
-step_ran=0
+# verdict CHECK WHY [EVIDENCE]: a check's outcome on one line that the log
+# can be searched for: "PASS: CHECK (EVIDENCE)" when WHY is empty, else
+# "FAIL: CHECK: WHY". A failed check does not end the script.
+verdict() {
+  if [ -z "$2" ]; then echo "PASS: $1${3:+ ($3)}"; else echo "FAIL: $1: $2"; fi
+}
+# exit_text RC: "exit RC", saying so when it is timeout's (the step's limit).
+exit_text() { if [ "$1" = 124 ]; then echo "exit 124 (timed out)"; else echo "exit $1"; fi; }
+step_ran=0 step_rc=""
 
 step smoke 120 "$smoke"
 step "smoke against the CPU device" 300 "$smoke" --compare-cpu
@@ -105,6 +119,72 @@ step "smoke against the CPU device, unfused attention" 300 "$smoke" --compare-cp
 expect "unfused attention runs in bf16"
 step calibrate 300 "$worker" calibrate --backend gpu --gpu-type "${gpu_type:-H100-SXM}" \
   -o "$out/calibration.json"
+
+# Two local ranks with one GPU visible must be refused before either touches
+# the device (docs/worker.md, "GPU backend"), not share it or wait for a peer.
+# The exit status alone proves nothing: a missing GPU plugin or driver exits
+# 2 too, so the device's own message must be there. One GPU is made visible
+# so that the counts are the same on a machine with more.
+check="two local ranks on one GPU fail fast"
+lone_gpu=${CUDA_VISIBLE_DEVICES:-0}
+check_begin=$SECONDS
+step "$check" 60 env CUDA_VISIBLE_DEVICES="${lone_gpu%%,*}" LOCAL_WORLD_SIZE=2 WORLD_SIZE=2 \
+  PACER_DATA_PARALLEL=2 PACER_GLOBAL_BATCH_SIZE=2 PACER_METRICS_PORT=0 "$worker" run --backend gpu
+if [ "$step_ran" = 1 ]; then
+  said=$(grep -m1 -oE 'GPU backend: [0-9]+ local ranks but only [0-9]+ CUDA devices visible' \
+    "$out/step.txt")
+  why=""
+  [ "$step_rc" = 2 ] || why="$(exit_text "$step_rc"), want exit 2 (invalid-config)"
+  want="GPU backend: 2 local ranks but only 1 CUDA devices visible"
+  [ "$said" = "$want" ] || why="${why:+$why; }no \"$want\" line${said:+ (got \"$said\")}"
+  verdict "$check" "$why" "exit 2 in $((SECONDS - check_begin)) s: $said"
+fi
+
+# Checkpoint save and resume on the GPU: the smoke's layer shape (2 layers,
+# a 1024-token vocabulary: about 80 MB a checkpoint) for 4 steps, a
+# checkpoint every 2, with the weights and optimizer state, so that the
+# device's copies to the host and back are part of it. A run saves nothing
+# at its last step, so the same command again must start at step 2 and end
+# at step 4 (docs/worker.md, "Checkpoints, resume and stopping").
+check="checkpoint save and resume on the GPU"
+if [ "$budget" -gt 0 ] && [ $((budget - SECONDS)) -lt 40 ]; then
+  echo "== $check"
+  echo "skipped: $((budget - SECONDS)) s of the budget left, under the 40 s its two runs need"
+else
+  ckpt_dir=$(mktemp -d "${TMPDIR:-/tmp}/pacer-gpu-ckpt.XXXXXX")
+  ckpt_job=(env PACER_METRICS_PORT=0 PACER_PRECISION=bf16 PACER_MODEL_LAYERS=2
+    PACER_MODEL_HIDDEN_SIZE=512 PACER_MODEL_ATTENTION_HEADS=8 PACER_MODEL_KV_HEADS=4
+    PACER_MODEL_FFN_HIDDEN_SIZE=1408 PACER_MODEL_FFN_KIND=swiglu PACER_MODEL_VOCAB_SIZE=1024
+    PACER_SEQUENCE_LENGTH=256 PACER_MICRO_BATCH_SIZE=2 PACER_GRAD_ACCUM_STEPS=2
+    PACER_GLOBAL_BATCH_SIZE=4 PACER_TOTAL_STEPS=4
+    "$worker" run --backend gpu --checkpoint-dir "$ckpt_dir" --checkpoint-interval 2
+    --checkpoint-buffers)
+  step "$check: first run" 60 "${ckpt_job[@]}"
+  saved=$step_ran why=""
+  if [ "$step_ran" = 1 ]; then
+    [ "$step_rc" = 0 ] || why="the first run: $(exit_text "$step_rc"), want 0"
+    grep -q "event=checkpoint step=2 " "$out/step.txt" ||
+      why="${why:+$why; }the first run logged no \"event=checkpoint step=2\""
+    [ -s "$ckpt_dir/rank-0/step-000000000002.ckpt" ] ||
+      why="${why:+$why; }the first run left no rank-0/step-000000000002.ckpt"
+    [ -z "$why" ] || { verdict "$check" "$why"; saved=0; }
+  fi
+  if [ "$saved" = 1 ]; then
+    step "$check: the same run again" 60 "${ckpt_job[@]}"
+    if [ "$step_ran" = 1 ]; then
+      [ "$step_rc" = 0 ] || why="the second run: $(exit_text "$step_rc"), want 0"
+      began=$(grep -m1 -o "resume_step=[0-9]*" "$out/step.txt" || echo "no event=start line")
+      grep -q "event=start backend=gpu resume_step=2 " "$out/step.txt" ||
+        why="${why:+$why; }the second run did not start at step 2 ($began)"
+      ! grep -qE "event=(resume-fallback|checkpoint-unusable)" "$out/step.txt" ||
+        why="${why:+$why; }the step-2 checkpoint was refused"
+      grep -q "event=done steps=4" "$out/step.txt" ||
+        why="${why:+$why; }the second run did not end at step 4"
+      verdict "$check" "$why" "saved at step 2, resumed there, done at step 4"
+    fi
+  fi
+  rm -rf "$ckpt_dir"
+fi
 
 # run JOB PRECISION STEPS [VAR=VALUE...]: pacer-worker with the plan
 # `pacer plan` makes for JOB on this GPU type (layout pinned in the file),
