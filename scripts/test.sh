@@ -34,11 +34,12 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g1" 
   -DPACER_BUILD_BENCHMARKS=OFF -DPACER_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 # tests/lsan.supp: leaks inside cpprestsdk itself (not instrumented), not ours.
-# Not again under ASan (stage 1 ran them): the Dockerfile checks and
-# promtool's rule tests run no code of ours, and progress_line_tmux checks
+# Not again under ASan (stage 1 ran them): the Dockerfile checks,
+# promtool's rule tests and gpu-validate.sh's (stub binaries) run no code of
+# ours, and progress_line_tmux checks
 # the terminal rendering of `pacer run` (two 60-step runs, ~75 s unsanitized)
 # whose code LocalRunTest and ProgressLineTest run under ASan anyway.
-ASAN_SKIP='^(docker_.*|monitoring_rules_.*|progress_line_tmux)$'
+ASAN_SKIP='^(docker_.*|monitoring_rules_.*|progress_line_tmux|scripts_gpu_validate)$'
 # handle_abort, handle_sigill: ASan's stack for an abort() or SIGILL too
 # (off by default), as tests/crash_trace.cc prints one in the other stages.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:handle_abort=1:handle_sigill=1 UBSAN_OPTIONS=print_stacktrace=1 \
