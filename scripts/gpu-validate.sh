@@ -13,7 +13,8 @@
 #      with fp32 and with bf16 activations, and with the unfused attention;
 #   3. pacer-worker calibrate --backend gpu (GEMM TFLOP/s, copy bandwidth);
 #   4. two checks of pacer-worker on one GPU, each ending in a "PASS: ..." or
-#      "FAIL: ...: why" line: two local ranks with one GPU visible are refused
+#      "FAIL: ...: why" line (or "skipped" when the budget runs out before
+#      it is done): two local ranks with one GPU visible are refused
 #      at start (exit 2, the message naming both counts), and a small job
 #      checkpointed at step 2 with its weights (--checkpoint-buffers)
 #      resumes there when run again;
@@ -178,7 +179,7 @@ else
         why="${why:+$why; }the second run did not start at step 2 ($began)"
       ! grep -qE "event=(resume-fallback|checkpoint-unusable)" "$out/step.txt" ||
         why="${why:+$why; }the step-2 checkpoint was refused"
-      grep -q "event=done steps=4" "$out/step.txt" ||
+      grep -q "event=done steps=4 " "$out/step.txt" ||
         why="${why:+$why; }the second run did not end at step 4"
       verdict "$check" "$why" "saved at step 2, resumed there, done at step 4"
     fi

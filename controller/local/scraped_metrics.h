@@ -10,6 +10,8 @@
 // `exit_grace` (a finished worker closes its endpoint just before it exits).
 // Each launch attempt (JobRef::attempt) keeps its own per-rank history: the
 // next attempt's worker may get a port the last one had, with new counters.
+// Attempts only move forward: a Measure for attempt N drops the history of
+// those before it (a concurrent Measure of an older attempt starts afresh).
 // RunMeanStepSeconds: the slowest rank's mean over every step scraped in this
 // run (the summary's "measured"), not just the last window.
 //

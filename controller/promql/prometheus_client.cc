@@ -229,9 +229,11 @@ StatusOr<JobMeasurement> MeasureJobWith(const JobMeasurementQueries& q, const Pr
   ASSIGN_OR_RETURN(auto ranks, query(q.ranks_reporting));
   JobMeasurement m = JobMeasurementFromAnswers(step, steps, total, ranks);
   if (!m.step_seconds) {
-    // Steps longer than the window, or a window without two scrapes yet.
-    ASSIGN_OR_RETURN(auto whole_run, query(q.step_seconds_whole_run));
-    m.step_seconds = FirstFinite(whole_run);
+    // Steps longer than the window, or a window without two scrapes yet. A
+    // failure here leaves the other answers a measurement without a step
+    // time, as before this query was asked.
+    StatusOr<std::vector<PromSample>> whole_run = query(q.step_seconds_whole_run);
+    if (whole_run.ok()) m.step_seconds = FirstFinite(*whole_run);
   }
   return m;
 }

@@ -43,7 +43,8 @@ struct PromSample {
 // What the workers of one job have measured, as the re-plan loop needs it.
 struct JobMeasurement {
   // Mean step time over the window; when the window held no step (steps
-  // longer than it), each process's mean over all its steps; none before a step.
+  // longer than it), the slowest process's mean over all its steps; none
+  // before a step.
   std::optional<double> step_seconds;
   std::optional<int64_t> steps_completed;  // the furthest any rank got
   std::optional<int64_t> total_steps;
@@ -102,7 +103,8 @@ class PrometheusClient {
 // Quotes a label value for a PromQL selector (backslash, quote, newline).
 std::string PromQuote(std::string_view value);
 
-// The instant queries MeasureJob sends, one per field of JobMeasurement.
+// The instant queries MeasureJob sends: one per field of JobMeasurement, and
+// step_seconds_whole_run for when the window holds no step.
 // Workers name their TrainJob in the `trainjob` label; workers built before
 // that named it in `job` (which collides with Prometheus' own scrape job
 // label). Each query matches both: `trainjob` = the name, or `trainjob`
@@ -126,17 +128,18 @@ JobMeasurementQueries MeasureJobQueries(const std::string& namespace_name,
 
 // MeasureJob over any query function (a test's answers): the four queries'
 // answers read by JobMeasurementFromAnswers; when they hold no step time,
-// the fifth, step_seconds_whole_run, asked only then. The first error of
-// `query` is returned.
+// the fifth, step_seconds_whole_run, asked only then. The first error of the
+// four is returned; an error of the fifth leaves the step time none.
 using PromQuery = std::function<StatusOr<std::vector<PromSample>>(std::string_view promql)>;
 StatusOr<JobMeasurement> MeasureJobWith(const JobMeasurementQueries& q, const PromQuery& query);
 
 // The rate window in which to measure a job whose steps are expected to take
 // `expected_step_seconds`: `configured`, or kStepsPerMeasurementWindow steps
-// when that is longer, at most kMaxMeasurementWindow. A window shorter than
-// one step holds no completed step, and the job then had no measured step
-// time, so a slow job's deadline risk went unseen. No expectation, or one
-// that is not a positive finite number, leaves `configured`. Pure.
+// when that is longer, widened no further than kMaxMeasurementWindow (a
+// `configured` window longer than that stays). A window shorter than a step
+// holds no completed step, so the rate says nothing about a slow job. No
+// expectation, or one that is not a positive finite number, leaves
+// `configured`. Pure.
 inline constexpr int kStepsPerMeasurementWindow = 3;
 inline constexpr std::chrono::seconds kMaxMeasurementWindow{6 * 3600};
 std::chrono::seconds MeasurementWindow(std::chrono::seconds configured,

@@ -92,9 +92,13 @@ TEST(ScrapedMetricsSourceTest, AnAttemptOnTheSamePortStartsItsOwnHistory) {
   pages[2] = Exposition(3, 30.0, 3);
   ASSERT_TRUE(source.Measure(first).ok());
   const JobRef second{"default", "q", "", 2, std::nullopt};
-  // Attempt 2's worker on port 1 is not up yet (no outage: it never
-  // answered in this attempt); port 2's is, 5 steps of 2 s in.
-  pages.erase(1);
+  // Attempt 2's workers are starting: neither port answers yet, and neither
+  // answered in this attempt, so that is no outage.
+  pages.clear();
+  StatusOr<Measurement> starting = source.Measure(second);
+  ASSERT_TRUE(starting.ok()) << starting.status().ToString();
+  EXPECT_FALSE(starting->step_seconds.has_value());
+  // Port 2's worker is up, 5 steps of 2 s in; port 1's is not yet.
   pages[2] = Exposition(5, 10.0, 5);
   StatusOr<Measurement> m = source.Measure(second);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
