@@ -178,10 +178,12 @@ TEST(MonitoringFilesTest, EveryMetricUsedIsDocumentedInMetricsMd) {
 // non-empty, or trainjob empty and then job), and every expression over
 // metrics that older workers exported reads both kinds, so that their
 // series still match. Expressions joined with a metric only current workers
-// export (the checkpoint age) cannot match older workers and need not try.
+// export (the checkpoint age, the last step's time) cannot match older
+// workers and need not try.
 bool IsNewWorkerMetric(const std::string& name) {
   return name == "pacer_worker_last_checkpoint_timestamp_seconds" ||
-         name == "pacer_worker_checkpoint_interval_steps";
+         name == "pacer_worker_checkpoint_interval_steps" ||
+         name == "pacer_worker_last_step_timestamp_seconds";
 }
 
 TEST(MonitoringFilesTest, SelectorsFollowTheLabelContract) {

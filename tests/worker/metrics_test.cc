@@ -296,10 +296,11 @@ TEST(WorkerMetricsTest, TheTrainJobIsTheTrainjobLabelNotJob) {
   EXPECT_EQ(text.find(R"({job=)"), std::string::npos) << text;
 }
 
-// Before the first checkpoint the age counts from the worker's start, so the
-// overdue alert also sees a worker that never saves; the interval is exported
-// for the alert's expected age.
-TEST(WorkerMetricsTest, CheckpointAgeStartsAtCreationAndIntervalIsExported) {
+// Before the first checkpoint (and the first step) the age counts from the
+// worker's start, so the overdue (and stall) alert also sees a worker that
+// never saves (or steps); the interval is exported for the alert's expected
+// age.
+TEST(WorkerMetricsTest, CheckpointAndStepAgesStartAtCreationAndIntervalIsExported) {
   const double before =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   auto metrics = Start();
@@ -308,12 +309,37 @@ TEST(WorkerMetricsTest, CheckpointAgeStartsAtCreationAndIntervalIsExported) {
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   metrics->SetCheckpointIntervalSteps(250);
   const std::string text = HttpGet(metrics->port(), "/metrics");
-  const double started = Sample(text, "pacer_worker_last_checkpoint_timestamp_seconds");
-  EXPECT_GE(started, std::floor(before));
-  EXPECT_LE(started, std::ceil(after));
+  // A worker that never saves, or never completes a step, looks ever more
+  // overdue or stalled.
+  for (const char* name : {"pacer_worker_last_checkpoint_timestamp_seconds",
+                           "pacer_worker_last_step_timestamp_seconds"}) {
+    const double started = Sample(text, name);
+    EXPECT_GE(started, std::floor(before)) << name;
+    EXPECT_LE(started, std::ceil(after)) << name;
+  }
   EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_checkpoint_interval_steps"), 250);
   EXPECT_NE(text.find("# TYPE pacer_worker_last_checkpoint_timestamp_seconds gauge"),
             std::string::npos);
+}
+
+// The stall alert compares the time since the last step with the step time:
+// the end of the warm-up step counts, then every measured step's (before any,
+// the worker's start, checked above).
+TEST(WorkerMetricsTest, TheLastStepTimestampIsEachStepsEnd) {
+  auto metrics = Start();
+  ASSERT_NE(metrics, nullptr);
+  metrics->ObserveWarmUpStep(41, 2e9);
+  std::string text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_last_step_timestamp_seconds"), 2e9);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_step"), 41);
+  StepMeasurement step = Step(42, 300.0);
+  step.finished_unix_seconds = 2e9 + 300;
+  metrics->ObserveStep(step);
+  // A step without its end time (0) leaves the last one's.
+  metrics->ObserveStep(Step(43, 300.0));
+  text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_last_step_timestamp_seconds"), 2e9 + 300);
+  EXPECT_NE(text.find("# TYPE pacer_worker_last_step_timestamp_seconds gauge"), std::string::npos);
 }
 
 TEST(WorkerMetricsTest, ANewPlanReplacesTheInfoSeries) {

@@ -172,6 +172,9 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabe
                            .Add({}, StepDurationBuckets());
   m->last_step_seconds_ =
       gauge("pacer_worker_last_step_seconds", "Wall time of the last training step.");
+  m->last_step_timestamp_seconds_ =
+      gauge("pacer_worker_last_step_timestamp_seconds",
+            "Unix time the last training step ended; before the first, the worker's start.");
   m->predicted_step_seconds_ = gauge("pacer_worker_predicted_step_seconds",
                                      "Step time the planner predicted for this plan (NaN: none).");
   m->steps_completed_total_ = counter("pacer_worker_steps_completed_total",
@@ -232,9 +235,12 @@ StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Create(const MetricsLabe
   m->mfu_catalog_->Set(kNaN);
   m->mfu_calibrated_->Set(kNaN);
   m->model_scale_->Set(1);
-  // The age of "no checkpoint yet" counts from now (see ObserveCheckpoint).
-  m->last_checkpoint_timestamp_seconds_->Set(
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  // The ages of "no checkpoint yet" and "no step yet" count from now (see
+  // ObserveCheckpoint, ObserveWarmUpStep).
+  const double started_unix_seconds =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  m->last_checkpoint_timestamp_seconds_->Set(started_unix_seconds);
+  m->last_step_timestamp_seconds_->Set(started_unix_seconds);
 
   static const CivetCallbacks callbacks = [] {
     CivetCallbacks c{};
@@ -278,9 +284,19 @@ WorkerMetrics::~WorkerMetrics() {
   if (port_ != 0 && !published_.exchange(true)) UnmarkUnpublished(port_);
 }
 
+void WorkerMetrics::ObserveWarmUpStep(int64_t step, double finished_unix_seconds) {
+  step_->Set(static_cast<double>(step));
+  if (std::isfinite(finished_unix_seconds) && finished_unix_seconds > 0) {
+    last_step_timestamp_seconds_->Set(finished_unix_seconds);
+  }
+}
+
 void WorkerMetrics::ObserveStep(const StepMeasurement& m) {
   step_->Set(static_cast<double>(m.step));
   steps_completed_total_->Increment();
+  if (std::isfinite(m.finished_unix_seconds) && m.finished_unix_seconds > 0) {
+    last_step_timestamp_seconds_->Set(m.finished_unix_seconds);
+  }
   // A broken clock reading must not poison the histogram's sum forever.
   if (!std::isfinite(m.step_seconds) || m.step_seconds < 0) return;
   step_duration_->Observe(m.step_seconds);

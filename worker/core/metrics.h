@@ -91,6 +91,9 @@ struct StepMeasurement {
   double collective_bytes = 0;
   double collective_bus_factor = 1;
   double exposed_communication_seconds = 0;  // communication not hidden behind compute
+  // Wall clock (seconds since the Unix epoch) when the step ended; 0: not
+  // given, pacer_worker_last_step_timestamp_seconds keeps its value.
+  double finished_unix_seconds = 0;
 };
 
 class WorkerMetrics {
@@ -121,6 +124,12 @@ class WorkerMetrics {
   // step gauge and the counter; derived values whose denominator is 0 are
   // left unchanged rather than set to inf.
   void ObserveStep(const StepMeasurement& m);
+
+  // The first step of a process (its warm-up, no measurement of the step
+  // time): the step gauge and pacer_worker_last_step_timestamp_seconds.
+  // Until a step ended, that gauge reads the time Create() ran, so a worker
+  // that never completes one looks ever more stalled.
+  void ObserveWarmUpStep(int64_t step, double finished_unix_seconds);
 
   void SetTotalSteps(int64_t total_steps);
   // Sets pacer_worker_step on resume (the counter of steps this process ran
@@ -160,6 +169,7 @@ class WorkerMetrics {
 
   prometheus::Histogram* step_duration_ = nullptr;
   prometheus::Gauge* last_step_seconds_ = nullptr;
+  prometheus::Gauge* last_step_timestamp_seconds_ = nullptr;
   prometheus::Gauge* predicted_step_seconds_ = nullptr;
   prometheus::Counter* steps_completed_total_ = nullptr;
   prometheus::Gauge* step_ = nullptr;

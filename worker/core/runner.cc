@@ -39,6 +39,12 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Wall clock for the timestamps the metrics export (alerts compare them
+// with Prometheus' time()).
+double UnixSecondsNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 std::chrono::milliseconds Timeout(const WorkerConfig& c) {
   return std::chrono::milliseconds(static_cast<int64_t>(c.timeout_seconds * 1000));
 }
@@ -250,9 +256,7 @@ Status SaveCheckpoint(const WorkerConfig& c, int rank, const std::string& run_id
   RETURN_IF_ERROR(CheckpointStore(c.checkpoint_dir, rank).Save(state));
   const double seconds = SecondsSince(start);
   if (metrics) {
-    metrics->ObserveCheckpoint(
-        seconds,
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    metrics->ObserveCheckpoint(seconds, UnixSecondsNow());
   }
   char fields[128];
   std::snprintf(fields, sizeof(fields), "event=checkpoint step=%lld seconds=%.3f",
@@ -627,7 +631,7 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
       // warm-up (cuBLAS handles, NCCL connections, first-touch allocations):
       // it counts as progress but not as a measurement of the step time.
       warmed_up = true;
-      metrics.SetStepsCompleted(step);
+      metrics.ObserveWarmUpStep(step, UnixSecondsNow());
     } else {
       measured_seconds_sum += timing->step_seconds;
       ++measured_steps;
@@ -641,6 +645,7 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
       m.collective_bytes = timing->collective_bus_bytes;  // already bus bytes
       m.collective_bus_factor = 1;
       m.exposed_communication_seconds = timing->exposed_communication_seconds;
+      m.finished_unix_seconds = UnixSecondsNow();
       metrics.ObserveStep(m);
     }
     if (c.checkpoint_interval_steps > 0 && step % c.checkpoint_interval_steps == 0 &&
