@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -335,8 +336,15 @@ TEST(WorkerMetricsTest, TheLastStepTimestampIsEachStepsEnd) {
   StepMeasurement step = Step(42, 300.0);
   step.finished_unix_seconds = 2e9 + 300;
   metrics->ObserveStep(step);
-  // A step without its end time (0) leaves the last one's.
+  // A step without its end time (0), or with one that is no time, leaves the
+  // last one's.
   metrics->ObserveStep(Step(43, 300.0));
+  for (double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    StepMeasurement broken = Step(44, 300.0);
+    broken.finished_unix_seconds = bad;
+    metrics->ObserveStep(broken);
+    metrics->ObserveWarmUpStep(45, bad);
+  }
   text = HttpGet(metrics->port(), "/metrics");
   EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_last_step_timestamp_seconds"), 2e9 + 300);
   EXPECT_NE(text.find("# TYPE pacer_worker_last_step_timestamp_seconds gauge"), std::string::npos);
