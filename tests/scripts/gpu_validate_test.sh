@@ -3,9 +3,10 @@
 # checked here against stub binaries that record how they were called: the
 # order (smoke, CPU comparisons, calibrate, the one-GPU checks, the
 # 7B-shaped jobs with fp32 and bf16 activations, the time breakdowns, the
-# memory checker last), the plan's layout reaching the worker, the 6.7B job only on an H200, PACER_VALIDATE_BUDGET_SECONDS
-# skipping what no longer fits instead of overrunning, each CPU
-# comparison reporting whether the device ran the attention path it checks,
+# memory checker last), the plan's layout reaching the worker, the 6.7B
+# job only on an H200, PACER_VALIDATE_BUDGET_SECONDS skipping what no
+# longer fits instead of overrunning, each CPU comparison reporting
+# whether the device ran the attention path it checks,
 # and the one-GPU checks (two local ranks refused, checkpoint and resume)
 # passing only on what the worker says, not on its exit status alone.
 #   gpu_validate_test.sh SOURCE_DIR

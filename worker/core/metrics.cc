@@ -284,19 +284,22 @@ WorkerMetrics::~WorkerMetrics() {
   if (port_ != 0 && !published_.exchange(true)) UnmarkUnpublished(port_);
 }
 
-void WorkerMetrics::ObserveWarmUpStep(int64_t step, double finished_unix_seconds) {
-  step_->Set(static_cast<double>(step));
+void WorkerMetrics::NoteStepEnded(double finished_unix_seconds) {
+  // 0 (not given) or no time at all keeps the last step's end.
   if (std::isfinite(finished_unix_seconds) && finished_unix_seconds > 0) {
     last_step_timestamp_seconds_->Set(finished_unix_seconds);
   }
 }
 
+void WorkerMetrics::ObserveWarmUpStep(int64_t step, double finished_unix_seconds) {
+  step_->Set(static_cast<double>(step));
+  NoteStepEnded(finished_unix_seconds);
+}
+
 void WorkerMetrics::ObserveStep(const StepMeasurement& m) {
   step_->Set(static_cast<double>(m.step));
   steps_completed_total_->Increment();
-  if (std::isfinite(m.finished_unix_seconds) && m.finished_unix_seconds > 0) {
-    last_step_timestamp_seconds_->Set(m.finished_unix_seconds);
-  }
+  NoteStepEnded(m.finished_unix_seconds);
   // A broken clock reading must not poison the histogram's sum forever.
   if (!std::isfinite(m.step_seconds) || m.step_seconds < 0) return;
   step_duration_->Observe(m.step_seconds);

@@ -161,6 +161,8 @@ class WorkerMetrics {
 
  private:
   WorkerMetrics() = default;
+  // pacer_worker_last_step_timestamp_seconds, when the time is one.
+  void NoteStepEnded(double finished_unix_seconds);
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
