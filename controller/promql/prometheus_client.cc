@@ -188,15 +188,11 @@ JobMeasurementQueries MeasureJobQueries(const std::string& namespace_name,
     return "rate(pacer_worker_step_duration_seconds_sum" + selector + range +
            ") / rate(pacer_worker_step_duration_seconds_count" + selector + range + ")";
   };
-  auto whole_run_mean = [&](const std::string& selector) {
-    return "pacer_worker_step_duration_seconds_sum" + selector +
-           " / pacer_worker_step_duration_seconds_count" + selector;
-  };
   JobMeasurementQueries q;
   // The slowest rank sets the pace of a synchronous job.
   q.step_seconds = "max(" + mean_step(current) + " or " + mean_step(legacy) + ")";
-  q.step_seconds_whole_run =
-      "max(" + whole_run_mean(current) + " or " + whole_run_mean(legacy) + ")";
+  // `> 0` drops the gauge's 0 of a process without a measured step yet.
+  q.step_seconds_last_step = "max((" + either("pacer_worker_last_step_seconds") + ") > 0)";
   // Counts outside [0, kMaxSampleCount] (a broken rank's 1e30, -5, NaN) are dropped
   // before the max, so that one such rank does not hide the others'
   // progress (CountFromSample then refuses only what is left).
@@ -232,8 +228,8 @@ StatusOr<JobMeasurement> MeasureJobWith(const JobMeasurementQueries& q, const Pr
     // Steps longer than the window, or a window without two scrapes yet. A
     // failure here leaves the other answers a measurement without a step
     // time, as before this query was asked.
-    StatusOr<std::vector<PromSample>> whole_run = query(q.step_seconds_whole_run);
-    if (whole_run.ok()) m.step_seconds = FirstFinite(*whole_run);
+    StatusOr<std::vector<PromSample>> last_step = query(q.step_seconds_last_step);
+    if (last_step.ok()) m.step_seconds = FirstFinite(*last_step);
   }
   return m;
 }

@@ -104,7 +104,7 @@ class PrometheusClient {
 std::string PromQuote(std::string_view value);
 
 // The instant queries MeasureJob sends: one per field of JobMeasurement, and
-// step_seconds_whole_run for when the window holds no step.
+// step_seconds_last_step for when the window holds no step.
 // Workers name their TrainJob in the `trainjob` label; workers built before
 // that named it in `job` (which collides with Prometheus' own scrape job
 // label). Each query matches both: `trainjob` = the name, or `trainjob`
@@ -115,9 +115,13 @@ std::string PromQuote(std::string_view value);
 // layout) was read as the new attempt's.
 struct JobMeasurementQueries {
   std::string step_seconds;
-  // Without a window: _sum / _count of each process's whole run (its first,
-  // warm-up step excluded, as from the histogram), slowest rank.
-  std::string step_seconds_whole_run;
+  // Without a window: the slowest rank's last measured step
+  // (pacer_worker_last_step_seconds; its warm-up step is not one, and the
+  // gauge's 0 before the first measured step is dropped). The last step,
+  // not the mean of the process's whole run: a job that slowed down part way
+  // through is as slow as its newest steps, and its older fast steps held
+  // the whole-run mean down for as many slow steps as they were.
+  std::string step_seconds_last_step;
   std::string steps_completed;
   std::string total_steps;
   std::string ranks_reporting;
@@ -128,7 +132,7 @@ JobMeasurementQueries MeasureJobQueries(const std::string& namespace_name,
 
 // MeasureJob over any query function (a test's answers): the four queries'
 // answers read by JobMeasurementFromAnswers; when they hold no step time,
-// the fifth, step_seconds_whole_run, asked only then. The first error of the
+// the fifth, step_seconds_last_step, asked only then. The first error of the
 // four is returned; an error of the fifth leaves the step time none.
 using PromQuery = std::function<StatusOr<std::vector<PromSample>>(std::string_view promql)>;
 StatusOr<JobMeasurement> MeasureJobWith(const JobMeasurementQueries& q, const PromQuery& query);

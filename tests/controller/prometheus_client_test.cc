@@ -273,71 +273,128 @@ TEST(PrometheusClientTest, AnAttemptsQueriesIgnoreThePreviousAttemptsPods) {
   ExpectPromtoolPasses(dir);
 }
 
-// A job whose steps are longer than the 120 s window: no step completes in
-// it, so the windowed answer is NaN (no finite sample) and the job had no
-// measured step time at all. The window widened to 3 expected steps sees
-// them; the whole-run fallback reads each process's mean over every step.
-TEST(PrometheusClientTest, AStepLongerThanTheWindowIsStillMeasured) {
-  if (!OnPath("promtool")) GTEST_SKIP() << "no promtool binary (scripts/install-deps.sh)";
-  const fs::path dir = fs::temp_directory_path() / ("pacer-long-" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  // Steps of 260, 260, 200, 200, 200 and 200 s, scraped every 20 s up to 1300 s
-  // (step 6 ends at 1320 s: the last 120 s hold no step end).
-  const std::vector<double> step_seconds = {260, 260, 200, 200, 200, 200};
-  std::string sums, counts;
-  for (int t = 0; t <= 1300; t += 20) {
-    double sum = 0, ended = 0, end = 0;
+// A worker's step series, scraped every 20 s from 0 to `until_seconds`: the
+// histogram's sum and count and pacer_worker_last_step_seconds (0 until the
+// first step ends), for steps of `step_seconds` one after the other.
+struct StepSeries {
+  std::string sums, counts, last_step;
+};
+StepSeries SeriesOfSteps(const std::vector<double>& step_seconds, int until_seconds) {
+  StepSeries out;
+  for (int t = 0; t <= until_seconds; t += 20) {
+    double sum = 0, ended = 0, end = 0, last = 0;
     for (double d : step_seconds) {
       end += d;
       if (end > t) break;
       sum += d;
       ++ended;
+      last = d;
     }
-    sums += std::to_string(sum) + " ";
-    counts += std::to_string(ended) + " ";
+    out.sums += std::to_string(sum) + " ";
+    out.counts += std::to_string(ended) + " ";
+    out.last_step += std::to_string(last) + " ";
   }
-  const std::string job = R"(job="pacer-workers",trainjob="slow",namespace="research",rank="0")";
-  std::ofstream test(dir / "queries_test.yaml");
-  test << "evaluation_interval: 20s\ntests:\n  - interval: 20s\n    input_series:\n"
-       << "      - series: 'pacer_worker_step_duration_seconds_sum{" << job << "}'\n"
-       << "        values: '" << sums << "'\n"
-       << "      - series: 'pacer_worker_step_duration_seconds_count{" << job << "}'\n"
-       << "        values: '" << counts << "'\n"
-       << "    promql_expr_test:\n";
-  auto expect = [&](const std::string& expr, std::optional<double> value) {
-    test << "      - expr: '" << expr << "'\n        eval_time: 1300s\n";
-    if (!value) {
-      test << "        exp_samples: []\n";
-      return;
+  return out;
+}
+
+// Starts a promtool test of each job's series (rank 0 of TrainJob `trainjob` in
+// "research"), every 20 s; WriteExpectation adds the expressions.
+void WriteStepSeries(std::ofstream& test, const std::map<std::string, StepSeries>& jobs) {
+  test << "evaluation_interval: 20s\ntests:\n  - interval: 20s\n    input_series:\n";
+  for (const auto& [trainjob, series] : jobs) {
+    const std::string labels =
+        R"(job="pacer-workers",trainjob=")" + trainjob + R"(",namespace="research",rank="0")";
+    for (const auto& [name, values] :
+         {std::pair{"pacer_worker_step_duration_seconds_sum", series.sums},
+          std::pair{"pacer_worker_step_duration_seconds_count", series.counts},
+          std::pair{"pacer_worker_last_step_seconds", series.last_step}}) {
+      test << "      - series: '" << name << "{" << labels << "}'\n"
+           << "        values: '" << values << "'\n";
     }
-    test << "        exp_samples:\n          - labels: '{}'\n            value: " << *value << "\n";
-  };
+  }
+  test << "    promql_expr_test:\n";
+}
+void WriteExpectation(std::ofstream& test, const std::string& expr, int eval_seconds,
+                      std::optional<double> value) {
+  test << "      - expr: '" << expr << "'\n        eval_time: " << eval_seconds << "s\n";
+  if (!value) {
+    test << "        exp_samples: []\n";
+    return;
+  }
+  test << "        exp_samples:\n          - labels: '{}'\n            value: " << *value << "\n";
+}
+
+// A job whose steps are longer than the 120 s window: no step completes in
+// it, so the windowed answer is NaN (no finite sample) and the job had no
+// measured step time at all. The window widened to 3 expected steps sees
+// them; the fallback reads the slowest rank's last step.
+TEST(PrometheusClientTest, AStepLongerThanTheWindowIsStillMeasured) {
+  if (!OnPath("promtool")) GTEST_SKIP() << "no promtool binary (scripts/install-deps.sh)";
+  const fs::path dir = fs::temp_directory_path() / ("pacer-long-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream test(dir / "queries_test.yaml");
+  // Steps of 260, 260, 200, 200, 200 and 200 s (step 6 ends at 1320 s: the
+  // last 120 s before 1300 s hold no step end).
+  WriteStepSeries(test, {{"slow", SeriesOfSteps({260, 260, 200, 200, 200, 200}, 1300)}});
   const std::chrono::seconds fixed(120);
   // The fixed window's answer has no finite sample (`>= 0` drops NaN).
-  expect("(" + MeasureJobQueries("research", "slow", fixed).step_seconds + ") >= 0", std::nullopt);
+  WriteExpectation(test, "(" + MeasureJobQueries("research", "slow", fixed).step_seconds + ") >= 0",
+                   1300, std::nullopt);
   // 600 s back from 1300 s: steps 4 and 5, 200 s each.
-  expect(MeasureJobQueries("research", "slow", MeasurementWindow(fixed, 200.0)).step_seconds, 200);
-  // Steps 1 to 5: 1120 s / 5.
-  expect(MeasureJobQueries("research", "slow", fixed).step_seconds_whole_run, 224);
+  WriteExpectation(
+      test, MeasureJobQueries("research", "slow", MeasurementWindow(fixed, 200.0)).step_seconds,
+      1300, 200);
+  // Step 5, which ended at 1120 s.
+  WriteExpectation(test, MeasureJobQueries("research", "slow", fixed).step_seconds_last_step, 1300,
+                   200);
   test.close();
   ExpectPromtoolPasses(dir);
 }
 
-// MeasureJob asks for the whole-run mean only when the window's answer has
+// A job that slowed down 10 times part way through (20 steps of 100 s, then
+// steps of 1000 s), measured between two slow step ends with the window of
+// its earlier pace (3 x 100 s): the window holds no step end, and the
+// fallback must say 1000 s. The mean of the process's whole run, the
+// earlier fallback, said 3000 s / 21 = 143 s, and it moved towards 1000 s
+// only as slow steps outnumbered the fast ones: a job missing its deadline
+// by far looked on time. A process whose first step has not ended (the
+// gauge's 0) gives no step time.
+TEST(PrometheusClientTest, AJobThatSlowedDownIsMeasuredByItsNewestStep) {
+  if (!OnPath("promtool")) GTEST_SKIP() << "no promtool binary (scripts/install-deps.sh)";
+  const fs::path dir = fs::temp_directory_path() / ("pacer-slowed-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::vector<double> steps(20, 100.0);
+  steps.insert(steps.end(), 3, 1000.0);  // slow steps end at 3000, 4000 and 5000 s
+  std::ofstream test(dir / "queries_test.yaml");
+  WriteStepSeries(
+      test, {{"slowed", SeriesOfSteps(steps, 3400)}, {"starting", SeriesOfSteps({5000}, 3400)}});
+  const JobMeasurementQueries q =
+      MeasureJobQueries("research", "slowed", MeasurementWindow(std::chrono::seconds(120), 100.0));
+  WriteExpectation(test, "(" + q.step_seconds + ") >= 0", 3400, std::nullopt);
+  WriteExpectation(test, q.step_seconds_last_step, 3400, 1000);
+  WriteExpectation(
+      test,
+      MeasureJobQueries("research", "starting", std::chrono::seconds(120)).step_seconds_last_step,
+      3400, std::nullopt);
+  test.close();
+  ExpectPromtoolPasses(dir);
+}
+
+// MeasureJob asks for the last step only when the window's answer has
 // no step time, and then reports it; a failure of that fifth query leaves a
 // measurement without a step time (progress still counts), not an outage.
-TEST(PrometheusClientTest, TheWholeRunMeanAnswersOnlyWhenTheWindowHasNoStep) {
+TEST(PrometheusClientTest, TheLastStepAnswersOnlyWhenTheWindowHasNoStep) {
   const JobMeasurementQueries q = MeasureJobQueries("research", "slow", std::chrono::seconds(120));
   std::map<std::string, double> answers = {{q.step_seconds, std::nan("")},
                                            {q.steps_completed, 5},
                                            {q.total_steps, 100},
                                            {q.ranks_reporting, 2},
-                                           {q.step_seconds_whole_run, 224}};
+                                           {q.step_seconds_last_step, 224}};
   std::vector<std::string> asked;
-  std::optional<Status> whole_run_error;
+  std::optional<Status> last_step_error;
   const PromQuery query = [&](std::string_view promql) -> StatusOr<std::vector<PromSample>> {
     asked.emplace_back(promql);
-    if (promql == q.step_seconds_whole_run && whole_run_error) return *whole_run_error;
+    if (promql == q.step_seconds_last_step && last_step_error) return *last_step_error;
     return std::vector<PromSample>{PromSample{{}, answers.at(std::string(promql)), 0}};
   };
   StatusOr<JobMeasurement> slow = MeasureJobWith(q, query);
@@ -354,7 +411,7 @@ TEST(PrometheusClientTest, TheWholeRunMeanAnswersOnlyWhenTheWindowHasNoStep) {
   EXPECT_EQ(asked.size(), 4u);
 
   answers[q.step_seconds] = std::nan("");
-  whole_run_error = UnavailableError("Prometheus timed out");
+  last_step_error = UnavailableError("Prometheus timed out");
   StatusOr<JobMeasurement> unanswered = MeasureJobWith(q, query);
   ASSERT_TRUE(unanswered.ok()) << unanswered.status().ToString();
   EXPECT_FALSE(unanswered->step_seconds.has_value());
@@ -457,6 +514,14 @@ TEST(PrometheusClientTest, MeasuresARunningWorkerThroughARealPrometheus) {
   EXPECT_GE(*m->steps_completed, 3);
   EXPECT_EQ(m->total_steps, 100000);
   EXPECT_EQ(m->ranks_reporting, 1);
+  // The fallback for a window without a step reads the real worker's last
+  // step under the same selectors.
+  auto last_step = scraped.client().Query(
+      MeasureJobQueries("research", "measured", std::chrono::seconds(10)).step_seconds_last_step);
+  ASSERT_TRUE(last_step.ok()) << last_step.status().ToString();
+  ASSERT_EQ(last_step->size(), 1u);
+  EXPECT_GT(last_step->front().value, 0);
+  EXPECT_LT(last_step->front().value, 60);
 
   // Another job's selector finds nothing: no measurement, not an error.
   auto other = scraped.client().MeasureJob("research", "someone-else", std::chrono::seconds(10));
