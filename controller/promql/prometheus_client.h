@@ -85,8 +85,7 @@ class PrometheusClient {
   // The job's mean step time over `window` (rate of the step histogram's sum
   // over the rate of its count, slowest rank), furthest step and total steps.
   // When no rank completed a step in `window`, the step time is the slowest
-  // rank's mean over every step its process measured (a fifth query; see
-  // MeasureJobWith).
+  // rank's last measured step (a fifth query; see MeasureJobWith).
   // `attempt` (when given): only that launch attempt's series (see
   // MeasureJobQueries).
   StatusOr<JobMeasurement> MeasureJob(const std::string& namespace_name,

@@ -36,8 +36,9 @@ struct JobRef {
   // The launch attempt whose workers a measurement is of (MetricsSource);
   // absent: any.
   std::optional<int64_t> attempt;
-  // Seconds a step of that attempt is expected to take (MetricsSource: a
-  // rate window must be longer than a step to see one); absent: unknown.
+  // Seconds a step of that attempt is expected to take: the plan's
+  // prediction (MetricsSource: a rate window must be longer than a step to
+  // see one); absent: unknown.
   std::optional<double> expected_step_seconds;
   std::string key() const { return namespace_name + "/" + name; }
 };

@@ -942,10 +942,12 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
   // in a metrics backend's rate window for a while after a relaunch.
   JobRef measured = pass.ref;
   measured.attempt = pass.state.attempt;
-  // The longer of the prediction and the last measurement: a job slower than
-  // planned is measured in a window that holds its steps.
-  measured.expected_step_seconds =
-      std::max(pass.plan->step.step_seconds, pass.state.measured_step_seconds.value_or(0.0));
+  // The prediction, not the last measurement: a window widened to 3 of a
+  // slowed-down job's steps still held the fast steps before the slowdown,
+  // and its mean (143 s after 20 steps of 100 s and one of 1000 s) narrowed
+  // the next window again, so the readings flapped between the two paces.
+  // Steps longer than the plan's window are read from the last step.
+  measured.expected_step_seconds = pass.plan->step.step_seconds;
   StatusOr<Measurement> measurement = deps_.metrics->Measure(measured);
   if (measurement.ok()) {
     if (measurement->steps_completed) {

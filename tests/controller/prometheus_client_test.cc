@@ -321,6 +321,7 @@ void WriteExpectation(std::ofstream& test, const std::string& expr, int eval_sec
     test << "        exp_samples: []\n";
     return;
   }
+  test.precision(17);  // 6 digits (the default) differ from promtool's answer
   test << "        exp_samples:\n          - labels: '{}'\n            value: " << *value << "\n";
 }
 
@@ -357,8 +358,10 @@ TEST(PrometheusClientTest, AStepLongerThanTheWindowIsStillMeasured) {
 // fallback must say 1000 s. The mean of the process's whole run, the
 // earlier fallback, said 3000 s / 21 = 143 s, and it moved towards 1000 s
 // only as slow steps outnumbered the fast ones: a job missing its deadline
-// by far looked on time. A process whose first step has not ended (the
-// gauge's 0) gives no step time.
+// by far looked on time. A window sized from the measured 1000 s, not from
+// the plan's 100 s, holds the fast steps too just after the first slow one
+// (143 s at 3060 s), so the reconciler sizes it from the plan. A process
+// whose first step has not ended (the gauge's 0) gives no step time.
 TEST(PrometheusClientTest, AJobThatSlowedDownIsMeasuredByItsNewestStep) {
   if (!OnPath("promtool")) GTEST_SKIP() << "no promtool binary (scripts/install-deps.sh)";
   const fs::path dir = fs::temp_directory_path() / ("pacer-slowed-" + std::to_string(getpid()));
@@ -372,6 +375,13 @@ TEST(PrometheusClientTest, AJobThatSlowedDownIsMeasuredByItsNewestStep) {
       MeasureJobQueries("research", "slowed", MeasurementWindow(std::chrono::seconds(120), 100.0));
   WriteExpectation(test, "(" + q.step_seconds + ") >= 0", 3400, std::nullopt);
   WriteExpectation(test, q.step_seconds_last_step, 3400, 1000);
+  // Just after the first slow step ended, the plan's window holds it alone.
+  WriteExpectation(test, q.step_seconds, 3060, 1000);
+  WriteExpectation(
+      test,
+      MeasureJobQueries("research", "slowed", MeasurementWindow(std::chrono::seconds(120), 1000.0))
+          .step_seconds,
+      3060, (20 * 100.0 + 1000) / 21);
   WriteExpectation(
       test,
       MeasureJobQueries("research", "starting", std::chrono::seconds(120)).step_seconds_last_step,
