@@ -428,6 +428,15 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
     if (feasible_on_whole_cluster()) {
       return ReconcileWaiting(pass, "InsufficientGpus", error.message());
     }
+    // A job that has run fitted this cluster before: a node it needs is
+    // gone (drained, deleted, NotReady, excluded). Infeasible would be final
+    // until the spec changes, and the node's return would never wake it.
+    if (HasRun(pass)) {
+      return ReconcileWaiting(pass, "InsufficientGpus",
+                              error.message() +
+                                  "; the job has run on this cluster before and waits for "
+                                  "nodes to return (or for a spec change)");
+    }
     // Busy GPUs are not the reason when even the idle cluster misses the
     // deadline: say that, with what would meet it.
     const StatusOr<planner::PlanResult>& idle = plan_on_whole_cluster();

@@ -1210,6 +1210,31 @@ TEST_F(ReconcilerTest, ExcludedNodesAreLeftOutOfTheInventoryTheJobIsPlannedOn) {
   EXPECT_EQ(Status()["excludedNodes"], nlohmann::json::array({"gpu-node-0"}));
 }
 
+// A job that has run and lost a node it needs (drained, deleted, NotReady)
+// waits for GPUs instead of turning Infeasible: Infeasible is final until the
+// spec changes, so the node's return never woke it and the job, with its
+// checkpoint, was lost.
+TEST_F(ReconcilerTest, AJobThatHasRunWaitsForTheNodeItLost) {
+  inventory_.inventory = H100Cluster(2);
+  nlohmann::json job = LlamaJob();
+  job["spec"]["resources"]["minGPUs"] = 16;
+  store_.Put(job);
+  LaunchAndRun();
+  ASSERT_EQ(launcher_.launches[0].plan.layout.gpus(), 16);
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 137);
+  inventory_.inventory = H100Cluster(1);  // its second node is gone
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_NE(Status()["phase"], "Infeasible") << Status().dump(2);
+  EXPECT_EQ(ConditionReason("Infeasible"), "");
+  EXPECT_EQ(ConditionReason("Planned"), "False/InsufficientGpus");
+
+  inventory_.inventory = H100Cluster(2);  // the node is back
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(launcher_.launches[1].plan.layout.gpus(), 16);
+}
+
 // Exit code 6 without a stop from the controller: something else (a node
 // drain) stopped the workers cleanly at a checkpoint. Not their fault.
 TEST_F(ReconcilerTest, AStopTheControllerDidNotAskForRelaunchesWithoutCountingARestart) {
