@@ -947,6 +947,9 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
                  " workers running");
   }
   std::optional<double> usable_step_seconds;
+  // No progress is known while metrics are out: an outage's stale progress
+  // is no reason to relaunch.
+  bool metrics_unavailable = false;
   // Of this attempt's workers only: the last attempt's (another layout) stay
   // in a metrics backend's rate window for a while after a relaunch.
   JobRef measured = pass.ref;
@@ -997,15 +1000,23 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     // The endpoints went away with the workers: not a metrics outage. The
     // next pass sees how they ended.
     pass.measured_step_seconds = pass.state.measured_step_seconds;
+    usable_step_seconds = pass.state.measured_step_seconds;
   } else {
+    // This attempt's last measurement (a launch clears it; a shrunk run's is
+    // never kept): the prediction moved the ETA by days for a job measured
+    // at half its predicted step.
     pass.measured_step_seconds = pass.state.measured_step_seconds;
+    usable_step_seconds = pass.state.measured_step_seconds;
+    metrics_unavailable = true;
     if (!pass.Had(kConditionDegraded, "MetricsUnavailable")) {
       deps_.store->RecordEvent(pass.object, "Warning", "MetricsUnavailable",
                                measurement.status().message());
     }
     pass.Set(kConditionDegraded, kConditionTrue, "MetricsUnavailable",
-             measurement.status().message() +
-                 "; progress and ETA use the plan's predictions until metrics return");
+             measurement.status().message() + "; progress is the last known, the ETA uses " +
+                 (usable_step_seconds ? "the last measured step time"
+                                      : std::string("the plan's predicted step time")) +
+                 ", and no re-plan is made until metrics return");
   }
 
   const double step_seconds = usable_step_seconds.value_or(pass.plan->step.step_seconds);
@@ -1080,7 +1091,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       // measured step time): a re-plan of one job alone could take GPUs
       // reserved for another's deadline.
       if (decision->action == Decision::Action::kReplan && decision->new_plan &&
-          deps_.allocations == nullptr) {
+          deps_.allocations == nullptr && !metrics_unavailable) {
         ++pass.state.replans;
         pass.state.last_replan_unix_seconds = pass.now;
         if (decision->step_time_ratio) {

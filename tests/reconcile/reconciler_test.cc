@@ -13,6 +13,7 @@
 #include "pacer/planner/inventory.h"
 #include "pacer/planner/job_parser.h"
 #include "pacer/planner/search.h"
+#include "pacer/planner/units.h"
 #include "reconcile/job_object.h"
 #include "test_jobs.h"
 
@@ -694,6 +695,40 @@ TEST_F(ReconcilerTest, UnreachableMetricsAreDegradedButTheJobRunsOnPredictions) 
   metrics_.error.reset();
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(ConditionReason("Degraded"), "");
+}
+
+// During a metrics outage the ETA keeps the last measured pace (it used the
+// prediction, twice the measured step here, and moved days later), and no
+// re-plan acts on a projection whose progress is days old: progress is the
+// last known, so an outage long enough made an on-track job look late and
+// relaunched it.
+TEST_F(ReconcilerTest, AnOutageKeepsTheLastMeasuredPaceAndRelaunchesNothing) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  const double predicted = launcher_.launches[0].plan.step.step_seconds;
+  metrics_.measurements[kKey] = Measurement{predicted * 0.5, 1000, 1.0};
+  clock_.Advance(std::chrono::hours(1));
+  ASSERT_TRUE(Pass().status.ok());
+  const std::string measured_eta = Status()["projectedCompletionTime"];
+  ASSERT_EQ(ConditionReason("DeadlineAtRisk"), "False/OnTrack");
+
+  metrics_.error = UnavailableError("prometheus at http://prom:9090: connection refused");
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("Degraded"), "True/MetricsUnavailable");
+  // Within the rounding of the kept step time (6 significant digits, x 32k steps).
+  const int64_t eta_shift_seconds =
+      *planner::ParseRfc3339(Status()["projectedCompletionTime"].get<std::string>()) -
+      *planner::ParseRfc3339(measured_eta);
+  EXPECT_LE(std::abs(eta_shift_seconds), 10) << Status()["projectedCompletionTime"];
+  EXPECT_NEAR(Status()["measuredStepSeconds"].get<double>(), predicted * 0.5, predicted * 1e-5);
+  EXPECT_NE(ConditionMessage("Degraded").find("last measured step time"), std::string::npos)
+      << ConditionMessage("Degraded");
+
+  clock_.Advance(std::chrono::hours(24 * 12));  // no progress seen for 12 days
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.stops.size(), 0u);
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(Status()["phase"], "Running");
 }
 
 TEST_F(ReconcilerTest, WaitsForGpusWhenTheClusterIsBusy) {
