@@ -246,6 +246,28 @@ TEST(ScheduleTest, HysteresisKeepsASizeWhenGrowingDoesNotPay) {
   EXPECT_EQ(Schedule(large, 4, 0, options)->decisions[0].gpus, 4);
 }
 
+// A free GPU that no running job's growth pays for stays free, however many
+// jobs it is offered to in turn: each revert handed it to the next job, and
+// after 8 rounds the ninth job's growth was never checked (it was resized
+// from 1 to 2 GPUs for 0.01% more throughput, a relaunch for nothing).
+TEST(ScheduleTest, HysteresisHoldsForEveryJobAFreeGpuIsOfferedTo) {
+  SchedOptions options;
+  options.restart = RestartModel::ElasticFlow(8);
+  options.decision_interval_seconds = 0;
+  for (int running : {8, 9, 12}) {
+    std::vector<SchedJob> jobs;
+    for (int i = 0; i < running; ++i) {
+      jobs.push_back(
+          Job("j" + std::to_string(i), 1000, std::nullopt, Curve({{1, 1}, {2, 1.0001}}), 1, true));
+    }
+    StatusOr<ScheduleResult> result = Schedule(jobs, running + 1, 0, options);
+    ASSERT_TRUE(result.ok()) << result.status().message();
+    for (const JobDecision& decision : result->decisions) {
+      EXPECT_EQ(decision.gpus, 1) << decision.id << " of " << running << " grew";
+    }
+  }
+}
+
 // Two admitted jobs on 8 GPUs. `later` keeps its reservation, 4 GPUs on
 // [30, 230), which covers its 800 iterations exactly (its curve stops at 4
 // GPUs). `sooner` (deadline 60) has none and is planned afresh. Alone it would

@@ -270,7 +270,10 @@ void AllocateClass(std::vector<Slot>::iterator begin, std::vector<Slot>::iterato
     }
   }
   GrowGreedy(slots, free);
-  for (int round = 0; round < 8; ++round) {
+  // Until no growth is undone: each round that undoes one freezes at least
+  // one slot, so there are at most slots.size() + 1 rounds. (A cap of 8 left
+  // the growth of the ninth job a free GPU was offered to unchecked.)
+  while (true) {
     bool reverted = false;
     for (Slot& slot : slots) {
       if (slot.frozen || GrowthPays(slot, options)) continue;
