@@ -97,6 +97,12 @@ const char* ActionName(Decision::Action action) {
   return "Keep";
 }
 
+double AtRiskThreshold(double deadline_unix_seconds, double now_unix_seconds,
+                       double slack_fraction) {
+  return deadline_unix_seconds -
+         slack_fraction * std::max(0.0, deadline_unix_seconds - now_unix_seconds);
+}
+
 StatusOr<Decision> DecideReplan(const ReplanInputs& in, const ReplanOptions& options) {
   RETURN_IF_ERROR(Validate(in));
   Decision d;
@@ -119,7 +125,7 @@ StatusOr<Decision> DecideReplan(const ReplanInputs& in, const ReplanOptions& opt
   // From the clamped completion: the unclamped projection of an absurd
   // measurement is -inf slack, which no status field can hold.
   d.slack_seconds = deadline - static_cast<double>(d.projected_completion_unix_seconds);
-  const double threshold = deadline - in.slack_fraction * std::max(0.0, deadline - now);
+  const double threshold = AtRiskThreshold(deadline, now, in.slack_fraction);
   d.at_risk = remaining_steps > 0 && projected > threshold;
 
   const std::string pace = in.measured_step_seconds

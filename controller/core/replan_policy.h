@@ -109,6 +109,12 @@ const char* ActionName(Decision::Action action);  // "Keep", "Replan", "Infeasib
 double ProjectCompletion(double now_unix_seconds, int64_t remaining_steps, double step_seconds,
                          const planner::Evaluation& plan);
 
+// The at-risk threshold: `deadline - slack_fraction x max(0, deadline -
+// now)` (Unix seconds, fractional). A projection past it is at risk; the
+// launch and every re-plan plan to finish by it.
+double AtRiskThreshold(double deadline_unix_seconds, double now_unix_seconds,
+                       double slack_fraction);
+
 // Errors: InvalidArgument for inconsistent inputs (no steps, completed >
 // total, a non-positive step time or slack outside [0, 1)). Planner failures
 // are not errors: the decision keeps the plan in force and says why.

@@ -473,6 +473,24 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
     return Finish(pass, std::nullopt);
   }
 
+  // Aim at the re-plan policy's at-risk threshold, as a re-plan does: the
+  // cheapest plan for the deadline itself (8.94 of 9 days) was at risk on its
+  // own prediction and relaunched on twice the GPUs at its first pass. When
+  // nothing keeps the slack, the plan that meets the deadline runs.
+  if (pass.deadline) {
+    const double threshold =
+        AtRiskThreshold(static_cast<double>(*pass.deadline), static_cast<double>(pass.now),
+                        pass.spec.replan.slack_fraction);
+    const auto keeping_deadline = static_cast<int64_t>(std::floor(threshold));
+    if (keeping_deadline > pass.now &&
+        static_cast<double>(pass.now) + result->plan->total.total_seconds > threshold) {
+      planner::JobSpec keeping = job;
+      keeping.deadline_unix_seconds = keeping_deadline;
+      const StatusOr<planner::PlanResult> kept =
+          planner::Plan(keeping, inventory->inventory, calibration, plan_options);
+      if (kept.ok() && kept->feasible && kept->plan) return LaunchPlan(pass, *kept->plan);
+    }
+  }
   return LaunchPlan(pass, *result->plan);
 }
 

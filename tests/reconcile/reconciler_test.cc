@@ -697,6 +697,33 @@ TEST_F(ReconcilerTest, UnreachableMetricsAreDegradedButTheJobRunsOnPredictions) 
   EXPECT_EQ(ConditionReason("Degraded"), "");
 }
 
+// The launch aims at the re-plan policy's at-risk threshold (the deadline
+// minus the slack), as a re-plan does: the cheapest plan for the deadline
+// itself (16 GPUs, 8.94 of 9 days) was at risk on its own prediction and
+// relaunched on twice the GPUs at its first Running pass.
+TEST_F(ReconcilerTest, ALaunchedPlanKeepsTheReplanSlack) {
+  store_.Put(LlamaJob("llama", "9d"));
+  LaunchAndRun();
+  EXPECT_LE(launcher_.launches[0].plan.total.total_seconds, 0.95 * 9 * 86400)
+      << launcher_.launches[0].plan.layout.ToString();
+  clock_.Advance(std::chrono::minutes(1));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(launcher_.stops.size(), 0u);
+  EXPECT_EQ(ConditionReason("DeadlineAtRisk"), "False/OnTrack");
+}
+
+// When only the deadline itself can be met (16 GPUs in all), that plan is
+// launched, not refused for the slack.
+TEST_F(ReconcilerTest, APlanInsideTheSlackIsLaunchedWhenNoneKeepsIt) {
+  inventory_.inventory = H100Cluster(2);
+  store_.Put(LlamaJob("llama", "9d"));
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(launcher_.launches[0].plan.layout.gpus(), 16);
+  EXPECT_GT(launcher_.launches[0].plan.total.total_seconds, 0.95 * 9 * 86400);
+}
+
 // During a metrics outage the ETA keeps the last measured pace (it used the
 // prediction, twice the measured step here, and moved days later), and no
 // re-plan acts on a projection whose progress is days old: progress is the
