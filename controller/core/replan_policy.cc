@@ -97,6 +97,11 @@ const char* ActionName(Decision::Action action) {
   return "Keep";
 }
 
+double StepTimeRatio(double measured_step_seconds, const planner::Evaluation& plan) {
+  const double applied = plan.step.calibration_ratio > 0 ? plan.step.calibration_ratio : 1.0;
+  return measured_step_seconds / (plan.step.step_seconds / applied);
+}
+
 double AtRiskThreshold(double deadline_unix_seconds, double now_unix_seconds,
                        double slack_fraction) {
   return deadline_unix_seconds -
@@ -174,9 +179,7 @@ StatusOr<Decision> DecideReplan(const ReplanInputs& in, const ReplanOptions& opt
   // prediction may already include a ratio: measure against the raw model.
   planner::Calibration calibration = in.calibration;
   if (in.measured_step_seconds) {
-    const double applied =
-        in.current_plan.step.calibration_ratio > 0 ? in.current_plan.step.calibration_ratio : 1.0;
-    d.step_time_ratio = *in.measured_step_seconds / (predicted / applied);
+    d.step_time_ratio = StepTimeRatio(*in.measured_step_seconds, in.current_plan);
     calibration.by_gpu_type[in.current_plan.layout.gpu_type].step_time_ratio = d.step_time_ratio;
   }
 

@@ -109,6 +109,11 @@ const char* ActionName(Decision::Action action);  // "Keep", "Replan", "Infeasib
 double ProjectCompletion(double now_unix_seconds, int64_t remaining_steps, double step_seconds,
                          const planner::Evaluation& plan);
 
+// The ratio of a measured step time to `plan`'s raw prediction (its step
+// time without the calibration ratio it was planned with): the
+// stepTimeRatio a plan on the same GPU type is calibrated with.
+double StepTimeRatio(double measured_step_seconds, const planner::Evaluation& plan);
+
 // The at-risk threshold: `deadline - slack_fraction x max(0, deadline -
 // now)` (Unix seconds, fractional). A projection past it is at risk; the
 // launch and every re-plan plan to finish by it.

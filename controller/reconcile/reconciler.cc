@@ -250,6 +250,15 @@ void Reconciler::Forget(const std::string& key) {
   fifo_launches_.erase(key);
 }
 
+void Reconciler::KeepMeasuredPace(Pass& pass) {
+  // Written when the attempt's workers stop, not every pass: the plan in
+  // force is evaluated with the status' calibration, so a ratio written
+  // while it runs would move its own prediction.
+  if (!pass.plan || !pass.state.measured_step_seconds) return;
+  pass.state.calibration.by_gpu_type[pass.plan->layout.gpu_type].step_time_ratio =
+      StepTimeRatio(*pass.state.measured_step_seconds, *pass.plan);
+}
+
 Status Reconciler::StopToRelaunch(const Pass& pass, int64_t attempt) {
   {
     // Before the deletions, as controllers set expectations: a stop that
@@ -1057,6 +1066,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     // The shared schedule resized the job (it decided the gain pays for the
     // relaunch): checkpoint, stop, and relaunch on the new allocation.
     const int from = pass.plan->layout.gpus(), to = pass.allocation->gpus;
+    KeepMeasuredPace(pass);
     ++pass.state.replans;
     pass.state.last_replan_unix_seconds = pass.now;
     RETURN_IF_ERROR_RESULT(StopToRelaunch(pass, group.attempt));
@@ -1151,6 +1161,7 @@ ReconcileResult Reconciler::ReconcileFailedWorkers(Pass& pass, const WorkerGroup
   const FailureAction action = DecideWorkerFailure(failed, pass.state.failures);
   pass.state.failures = action.history;
   pass.state.failure_counted_attempt = group.attempt;
+  KeepMeasuredPace(pass);
   for (const std::string& node : action.newly_excluded_nodes) {
     deps_.store->RecordEvent(pass.object, "Warning", "NodeExcluded",
                              "node " + node + " excluded from the job's plans and pods after " +

@@ -160,6 +160,11 @@ class Reconciler {
   // Drops everything kept for job `key` (it is gone). Takes mu_, then fifo_mu_.
   void Forget(const std::string& key);
   ReconcileResult ReconcileWithoutWorkers(Pass& pass);
+  // Before an attempt's workers stop for a failure or a resize: the plan's
+  // GPU type gets the step-time ratio this attempt measured
+  // (status.measuredStepSeconds against the plan's raw prediction), so the
+  // next launch plans with it, as a re-plan does.
+  void KeepMeasuredPace(Pass& pass);
   // Stops attempt `attempt`'s workers at a checkpoint for a re-plan or a
   // resize whose decision is already in pass.state, remembering both in
   // graceful_stops_.

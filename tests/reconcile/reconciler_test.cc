@@ -724,6 +724,25 @@ TEST_F(ReconcilerTest, APlanInsideTheSlackIsLaunchedWhenNoneKeepsIt) {
   EXPECT_GT(launcher_.launches[0].plan.total.total_seconds, 0.95 * 9 * 86400);
 }
 
+// A relaunch after a failure plans with the step-time ratio measured on the
+// attempt before: it was kept only when a re-plan fired, so a restart of a
+// job measured 1.3 times slower (on track) planned on the raw model again.
+TEST_F(ReconcilerTest, ARestartPlansWithTheMeasuredStepTimeRatio) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  const planner::Evaluation first = launcher_.launches[0].plan;
+  metrics_.measurements[kKey] = Measurement{first.step.step_seconds * 1.3, 1000, 1.0};
+  clock_.Advance(std::chrono::hours(3));
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(ConditionReason("DeadlineAtRisk"), "False/OnTrack");
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 1);
+  for (int i = 0; i < 3 && launcher_.launches.size() < 2; ++i) ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_NEAR(launcher_.launches[1].plan.step.calibration_ratio, 1.3, 1e-4);
+}
+
 // During a metrics outage the ETA keeps the last measured pace (it used the
 // prediction, twice the measured step here, and moved days later), and no
 // re-plan acts on a projection whose progress is days old: progress is the
