@@ -21,7 +21,28 @@ KubeJobStore::KubeJobStore(KubeClient* client, EventRecorder* events)
 
 StatusOr<nlohmann::json> KubeJobStore::Get(const std::string& key) {
   const auto [ns, name] = SplitKey(key);
-  return client_->Get(kTrainJobs, ns, name);
+  StatusOr<nlohmann::json> got = client_->Get(kTrainJobs, ns, name);
+  if (got.ok() || got.status().code() != StatusCode::kNotFound) return got;
+  // NotFound makes the reconciler delete the job's workers. A 404 also comes
+  // from an API server that does not serve TrainJobs at that moment (one
+  // restarting before it has loaded the CRD; a proxy): confirmed by a list,
+  // which answers 200 only when the resource is served, and empty only when
+  // the TrainJob is gone.
+  ListOptions only;
+  only.field_selector = "metadata.name=" + name;
+  const StatusOr<ListPage> listed = client_->ListPage(kTrainJobs, ns, only);
+  if (!listed.ok()) {
+    return UnavailableError("TrainJob " + key + ": the API server answered 404, and listing " +
+                            "TrainJobs failed too (" + listed.status().message() +
+                            "): it may not serve TrainJobs right now (the CRD missing or still "
+                            "loading); its workers are kept, retrying");
+  }
+  if (!listed->items.empty()) {
+    return UnavailableError("TrainJob " + key +
+                            ": the API server answered 404, but a list finds it; its workers are "
+                            "kept, retrying");
+  }
+  return got;
 }
 
 Status KubeJobStore::WriteStatus(const nlohmann::json& job, const nlohmann::json& status) {
