@@ -41,6 +41,15 @@ Json TrimMetadata(Json& object) {
   Json& source = object["metadata"];
   Json metadata = Keep(source, {"name", "namespace", "uid", "resourceVersion", "generation",
                                 "labels", "deletionTimestamp"});
+  // Owners' uids only: a pod of an earlier TrainJob of the same name (deleted
+  // and re-created while its pods terminate) is told apart by them.
+  if (source.contains("ownerReferences") && source["ownerReferences"].is_array()) {
+    Json owners = Json::array();
+    for (Json& owner : source["ownerReferences"]) {
+      if (owner.is_object()) owners.push_back(Keep(owner, {"uid", "kind", "controller"}));
+    }
+    metadata["ownerReferences"] = std::move(owners);
+  }
   if (source.contains("annotations") && source["annotations"].is_object()) {
     Json pacer = Json::object();
     for (auto& [key, value] : source["annotations"].items()) {

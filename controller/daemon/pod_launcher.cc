@@ -60,6 +60,7 @@ WorkerState StateOf(const nlohmann::json& pod, const nlohmann::json* labels) {
 // every pass was most of a pass's own time at 10,000 pods).
 struct PodFacts {
   std::string name;
+  std::string owner_uid;  // the controlling owner's (a TrainJob's); "" when none
   int attempt = 0;
   bool deleting = false;
   int nodes = 0;           // the pacer.dev/nodes annotation
@@ -72,6 +73,15 @@ PodFacts FactsOf(const nlohmann::json& pod) {
   const nlohmann::json* metadata = Member(pod, "metadata");
   if (metadata == nullptr) return f;
   f.name = StringMember(metadata, "name");
+  if (const nlohmann::json* owners = Member(*metadata, "ownerReferences");
+      owners != nullptr && owners->is_array()) {
+    for (const nlohmann::json& owner : *owners) {
+      const nlohmann::json* controller = Member(owner, "controller");
+      if (controller != nullptr && controller->is_boolean() && controller->get<bool>()) {
+        f.owner_uid = StringMember(&owner, "uid");
+      }
+    }
+  }
   const nlohmann::json* labels = Member(*metadata, "labels");
   f.attempt = IntOr(StringMember(labels, kAttemptLabel), 0);
   const nlohmann::json* deletion = Member(*metadata, "deletionTimestamp");
@@ -219,7 +229,17 @@ Status PodLauncher::Launch(const LaunchSpec& spec) {
 }
 
 StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
-  const std::vector<PodFacts> pods = JobPods(*pods_, job);
+  std::vector<PodFacts> pods = JobPods(*pods_, job);
+  // Another TrainJob's pods (an earlier one of the same name, deleted and
+  // re-created while they terminate) are no workers of this one: taken for
+  // a launch whose status write was lost, finished ones made the new job
+  // Succeeded with no step run. They still count as terminating
+  // (TerminatingWorkers), so the launch waits for them.
+  if (!job.uid.empty()) {
+    std::erase_if(pods, [&](const PodFacts& pod) {
+      return !pod.owner_uid.empty() && pod.owner_uid != job.uid;
+    });
+  }
   std::lock_guard<std::mutex> lock(mu_);
   Expectations* e = nullptr;
   if (auto it = expectations_.find(job.key()); it != expectations_.end()) {

@@ -95,6 +95,24 @@ TEST(CacheTransformsTest, AWorkerPodKeepsWhatTheLauncherReadsAndLosesTheRest) {
   EXPECT_FALSE(pod["status"]["containerStatuses"][0].contains("imageID"));
 }
 
+// The owners' uids stay (a re-created TrainJob's launcher tells its pods
+// from an earlier one's by them), nothing else of them.
+TEST(CacheTransformsTest, APodKeepsItsOwnersUids) {
+  Json pod = {{"metadata",
+               {{"name", "llama-a1-n0"},
+                {"ownerReferences", Json::array({{{"apiVersion", "pacer.dev/v1alpha1"},
+                                                  {"kind", "TrainJob"},
+                                                  {"name", "llama"},
+                                                  {"uid", "uid-1"},
+                                                  {"controller", true},
+                                                  {"blockOwnerDeletion", true}},
+                                                 "not an object"})}}}};
+  TrimPodForCache(pod);
+  ASSERT_EQ(pod["metadata"]["ownerReferences"].size(), 1u);
+  EXPECT_EQ(pod["metadata"]["ownerReferences"][0],
+            (Json{{"uid", "uid-1"}, {"kind", "TrainJob"}, {"controller", true}}));
+}
+
 TEST(CacheTransformsTest, ObjectsOfTheWrongShapeDoNotThrow) {
   Json odd = {{"metadata", "not an object"}, {"spec", {{"containers", "nope"}}}, {"status", 3}};
   EXPECT_NO_THROW(TrimPodForCache(odd));

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <string>
 
+#include "core/cache_transforms.h"
 #include "daemon/worker_pods.h"
 #include "kube/informer.h"
 #include "kube/resources.h"
@@ -171,6 +172,49 @@ TEST_F(PodLauncherTest, ALaunchBesideAGangTheCacheMissedIsRefused) {
   // Once the first gang is being deleted, the next attempt may start.
   ASSERT_TRUE(launcher.Stop(first.job, StopMode::kRemove).ok());
   EXPECT_TRUE(launcher.Launch(second).ok());
+}
+
+// Pods of an earlier TrainJob of the same name (deleted and re-created while
+// they terminate) are not the new TrainJob's workers: after its launch
+// expectations expired, the new job took finished ones over as a launch
+// whose status write was lost, and was Succeeded with no step run. Read
+// through the controller's own pod cache (TrimPodForCache kept no owner).
+TEST_F(PodLauncherTest, AnEarlierTrainJobsPodsAreNotTheWorkersOfANewOne) {
+  const nlohmann::json pod = {{"apiVersion", "v1"},
+                              {"kind", "Pod"},
+                              {"metadata",
+                               {{"name", WorkerPodName("llama", 3, 0)},
+                                {"namespace", "default"},
+                                {"labels", {{kJobLabel, "llama"}, {kAttemptLabel, "3"}}},
+                                {"annotations", {{kNodesAnnotation, "1"}}},
+                                {"ownerReferences",
+                                 {{{"apiVersion", "pacer.dev/v1alpha1"},
+                                   {"kind", "TrainJob"},
+                                   {"name", "llama"},
+                                   {"uid", "uid-old"},
+                                   {"controller", true}}}}}},
+                              {"spec", {{"containers", {{{"name", "worker"}, {"image", "w"}}}}}},
+                              {"status", {{"phase", "Succeeded"}}}};
+  ASSERT_TRUE(server_->CreateObject("/api/v1/namespaces/default/pods", pod).ok());
+  InformerOptions options;
+  options.index_label = kJobLabel;
+  options.transform = TrimPodForCache;
+  Informer pods(client_.get(), kPods, "", options);
+  pods.Start();
+  ASSERT_TRUE(pods.WaitForSync(std::chrono::seconds(30)));
+  PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{});
+
+  StatusOr<std::optional<WorkerGroup>> mine =
+      launcher.Observe(JobRef{"default", "llama", "uid-new", std::nullopt, std::nullopt});
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  EXPECT_FALSE(mine->has_value()) << "the new TrainJob took the old one's pods over";
+
+  StatusOr<std::optional<WorkerGroup>> theirs =
+      launcher.Observe(JobRef{"default", "llama", "uid-old", std::nullopt, std::nullopt});
+  ASSERT_TRUE(theirs.ok() && theirs->has_value());
+  EXPECT_EQ((*theirs)->attempt, 3);
+  EXPECT_EQ((*theirs)->Count(WorkerPhase::kSucceeded), 1);
+  pods.Stop();
 }
 
 }  // namespace
