@@ -341,11 +341,25 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
           allowed.emplace_back(-gpus, type);
       }
       std::sort(allowed.begin(), allowed.end());
-      for (const auto& [minus_gpus, type] : allowed) {
-        if (type != waited_in && Curve(job, cluster, type, now_unix_seconds).ok()) {
-          chosen = type;
-          break;
+      // A new job that its pool rejected is tested in the next allowed pool
+      // at the next pass: tested in the largest one only, it was rejected
+      // at every pass while a smaller allowed pool stood idle.
+      const bool arrival = holds_nothing && !job.admitted;
+      std::set<std::string>* tried = nullptr;
+      if (auto it = rejected_in_.find(job.key); arrival && it != rejected_in_.end()) {
+        tried = &it->second;
+      }
+      for (int round = 0; round < 2 && chosen.empty(); ++round) {
+        for (const auto& [minus_gpus, type] : allowed) {
+          if (tried != nullptr && tried->count(type) > 0) continue;
+          if (type != waited_in && Curve(job, cluster, type, now_unix_seconds).ok()) {
+            chosen = type;
+            break;
+          }
         }
+        if (tried == nullptr) break;
+        tried->clear();  // every pool that runs it has rejected it: again
+        tried = nullptr;
       }
       if (chosen.empty() && !allowed.empty()) chosen = allowed.front().second;
     }
@@ -577,6 +591,11 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       }
       reserved_[d.id] = d.reservation;
       shares_[d.id] = {type, a.gpus};
+      if (a.admitted || held_levels[i] > 0) {
+        rejected_in_.erase(d.id);
+      } else {
+        rejected_in_[d.id].insert(type);
+      }
       out[scheduled[i]->key] = a;
     }
   }
@@ -589,6 +608,9 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
   }
   for (auto it = shares_.begin(); it != shares_.end();) {
     it = live.count(it->first) ? std::next(it) : shares_.erase(it);
+  }
+  for (auto it = rejected_in_.begin(); it != rejected_in_.end();) {
+    it = live.count(it->first) ? std::next(it) : rejected_in_.erase(it);
   }
   return out;
 }

@@ -45,6 +45,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -196,6 +197,11 @@ class ClusterScheduler {
   std::map<std::string, std::map<std::string, CachedCurve>> curves_;
   std::map<std::string, std::pair<std::string, int>> shares_;         // by job key: type, GPUs
   std::map<std::string, std::vector<sched::ReservedSpan>> reserved_;  // by job key
+  // By job key: the GPU types whose pools rejected the job, while it holds
+  // nothing and is not admitted. The next pass tests it in another allowed
+  // pool (the largest not tried yet); once every one has rejected it, the
+  // round starts again.
+  std::map<std::string, std::set<std::string>> rejected_in_;
   std::optional<int64_t> next_wakeup_;
 };
 

@@ -685,6 +685,52 @@ TEST(ClusterSchedulerTest, AJobGoesToTheLargestPoolThatRunsIt) {
       << pass->at("team/anywhere").message;
 }
 
+// A new job is tested in its allowed pools in turn: tested in the largest
+// only (16 A100s, taken by a job with a deadline), it was rejected at every
+// pass while an allowed H100 pool that meets its deadline stood idle.
+TEST(ClusterSchedulerTest, ANewJobRejectedInTheLargestPoolIsTestedInTheNextOne) {
+  ClusterInventory inventory = H100Pool(1, 8);
+  AddPool(inventory, "a100", "A100-80GB", 2);
+  ClusterScheduler scheduler({});
+  nlohmann::json probe = SmallJob("probe", 40e9, std::nullopt, "time");
+  probe["spec"]["resources"]["gpuTypes"] = {"A100-80GB"};
+  StatusOr<sched::ThroughputCurve> curve =
+      scheduler.Curve(Read(probe), inventory, "A100-80GB", kNow);
+  ASSERT_TRUE(curve.ok()) << curve.status().ToString();
+  const int64_t steps = TotalSteps(Read(probe).spec);
+  const auto whole_pool_seconds =
+      static_cast<int64_t>(static_cast<double>(steps) / curve->IterationsPerSecond(16));
+
+  nlohmann::json running = SmallJob("running", 40e9, kNow + whole_pool_seconds * 13 / 10);
+  running["spec"]["resources"]["gpuTypes"] = {"A100-80GB"};
+  running["status"] = {{"phase", "Running"},
+                       {"conditions", {{{"type", "Admitted"}, {"status", "True"}}}},
+                       {"schedule", {{"allocatedGpus", 16}, {"gpuType", "A100-80GB"}}}};
+  inventory.trainjob_gpus["team/running"]["A100-80GB"] = 16;
+  inventory.inventory.node_pools.at(1).free_gpus = 0;
+  for (auto& node : inventory.nodes_by_pool["a100"]) node.free_gpus = 0;
+
+  nlohmann::json newcomer = SmallJob("newcomer", 40e9, kNow + whole_pool_seconds * 12 / 10);
+  newcomer["spec"]["resources"]["gpuTypes"] = {"A100-80GB", "H100-SXM"};
+  const ScheduledJob arrival = Read(newcomer);
+  ASSERT_TRUE(scheduler.Curve(arrival, inventory, "H100-SXM", kNow).ok());
+
+  StatusOr<std::map<std::string, Allocation>> pass =
+      scheduler.Pass({Read(running), arrival}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  ASSERT_FALSE(pass->at("team/newcomer").admitted) << pass->at("team/newcomer").message;
+  ASSERT_EQ(pass->at("team/newcomer").gpu_type, "A100-80GB");
+
+  pass = scheduler.Pass({Read(running), arrival}, inventory, kNow + 60);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  const Allocation& next = pass->at("team/newcomer");
+  EXPECT_TRUE(next.admitted) << next.message;
+  EXPECT_EQ(next.gpu_type, "H100-SXM") << next.message;
+  EXPECT_GT(next.gpus, 0);
+  EXPECT_TRUE(pass->at("team/running").admitted);
+  EXPECT_EQ(pass->at("team/running").gpus, 16);
+}
+
 // An admitted job whose pool no longer runs it moves to another pool through
 // that pool's admission test, as an arrival would: entered as admitted, it
 // took GPUs that pool's admitted jobs were promised and made them late. Until
