@@ -685,30 +685,44 @@ TEST(ClusterSchedulerTest, AJobGoesToTheLargestPoolThatRunsIt) {
       << pass->at("team/anywhere").message;
 }
 
-// A new job is tested in its allowed pools in turn: tested in the largest
-// only (16 A100s, taken by a job with a deadline), it was rejected at every
-// pass while an allowed H100 pool that meets its deadline stood idle.
-TEST(ClusterSchedulerTest, ANewJobRejectedInTheLargestPoolIsTestedInTheNextOne) {
-  ClusterInventory inventory = H100Pool(1, 8);
-  AddPool(inventory, "a100", "A100-80GB", 2);
-  ClusterScheduler scheduler({});
+// One node of 8 free H100s and two of A100s (pool 1) whose 16 GPUs the pods
+// of `*running` hold: an admitted job due 1.3 times `*whole_pool_seconds`
+// from now, the time the 40e9-token SmallJob takes on the whole A100 pool,
+// so that another such job cannot meet the same deadline there.
+void H100AndFullA100Pools(ClusterScheduler& scheduler, ClusterInventory* cluster,
+                          int64_t* whole_pool_seconds, nlohmann::json* running) {
+  *cluster = H100Pool(1, 8);
+  AddPool(*cluster, "a100", "A100-80GB", 2);
+  ClusterInventory& inventory = *cluster;
   nlohmann::json probe = SmallJob("probe", 40e9, std::nullopt, "time");
   probe["spec"]["resources"]["gpuTypes"] = {"A100-80GB"};
   StatusOr<sched::ThroughputCurve> curve =
       scheduler.Curve(Read(probe), inventory, "A100-80GB", kNow);
   ASSERT_TRUE(curve.ok()) << curve.status().ToString();
+  ASSERT_EQ(curve->max_gpus(), 16);
   const int64_t steps = TotalSteps(Read(probe).spec);
-  const auto whole_pool_seconds =
+  *whole_pool_seconds =
       static_cast<int64_t>(static_cast<double>(steps) / curve->IterationsPerSecond(16));
-
-  nlohmann::json running = SmallJob("running", 40e9, kNow + whole_pool_seconds * 13 / 10);
-  running["spec"]["resources"]["gpuTypes"] = {"A100-80GB"};
-  running["status"] = {{"phase", "Running"},
-                       {"conditions", {{{"type", "Admitted"}, {"status", "True"}}}},
-                       {"schedule", {{"allocatedGpus", 16}, {"gpuType", "A100-80GB"}}}};
+  *running = SmallJob("running", 40e9, kNow + *whole_pool_seconds * 13 / 10);
+  (*running)["spec"]["resources"]["gpuTypes"] = {"A100-80GB"};
+  (*running)["status"] = {{"phase", "Pending"},
+                          {"conditions", {{{"type", "Admitted"}, {"status", "True"}}}},
+                          {"schedule", {{"allocatedGpus", 16}, {"gpuType", "A100-80GB"}}}};
   inventory.trainjob_gpus["team/running"]["A100-80GB"] = 16;
   inventory.inventory.node_pools.at(1).free_gpus = 0;
   for (auto& node : inventory.nodes_by_pool["a100"]) node.free_gpus = 0;
+}
+
+// A new job is tested in its allowed pools in turn: tested in the largest
+// only (16 A100s, taken by a job with a deadline), it was rejected at every
+// pass while an allowed H100 pool that meets its deadline stood idle.
+TEST(ClusterSchedulerTest, ANewJobRejectedInTheLargestPoolIsTestedInTheNextOne) {
+  ClusterScheduler scheduler({});
+  ClusterInventory inventory;
+  int64_t whole_pool_seconds = 0;
+  nlohmann::json running;
+  ASSERT_NO_FATAL_FAILURE(
+      H100AndFullA100Pools(scheduler, &inventory, &whole_pool_seconds, &running));
 
   nlohmann::json newcomer = SmallJob("newcomer", 40e9, kNow + whole_pool_seconds * 12 / 10);
   newcomer["spec"]["resources"]["gpuTypes"] = {"A100-80GB", "H100-SXM"};
@@ -736,29 +750,14 @@ TEST(ClusterSchedulerTest, ANewJobRejectedInTheLargestPoolIsTestedInTheNextOne) 
 // took GPUs that pool's admitted jobs were promised and made them late. Until
 // the new pool admits it, it waits admitted in the old one, saying why.
 TEST(ClusterSchedulerTest, AnAdmittedJobMovingPoolsPassesTheNewPoolsAdmissionTest) {
-  ClusterInventory inventory = H100Pool(1, 8);
-  AddPool(inventory, "a100", "A100-80GB", 2);
   ClusterScheduler scheduler({});
   // Sized on the A100 curve: each job needs the whole 16-GPU pool for most
   // of the time to its deadline, so the two cannot both meet theirs.
-  nlohmann::json probe = SmallJob("probe", 40e9, std::nullopt, "time");
-  probe["spec"]["resources"]["gpuTypes"] = {"A100-80GB"};
-  StatusOr<sched::ThroughputCurve> curve =
-      scheduler.Curve(Read(probe), inventory, "A100-80GB", kNow);
-  ASSERT_TRUE(curve.ok()) << curve.status().ToString();
-  ASSERT_EQ(curve->max_gpus(), 16);
-  const int64_t steps = TotalSteps(Read(probe).spec);
-  const auto whole_pool_seconds =
-      static_cast<int64_t>(static_cast<double>(steps) / curve->IterationsPerSecond(16));
-
-  nlohmann::json running = SmallJob("running", 40e9, kNow + whole_pool_seconds * 13 / 10);
-  running["spec"]["resources"]["gpuTypes"] = {"A100-80GB"};
-  running["status"] = {{"phase", "Pending"},
-                       {"conditions", {{{"type", "Admitted"}, {"status", "True"}}}},
-                       {"schedule", {{"allocatedGpus", 16}, {"gpuType", "A100-80GB"}}}};
-  inventory.trainjob_gpus["team/running"]["A100-80GB"] = 16;
-  inventory.inventory.node_pools.at(1).free_gpus = 0;
-  for (auto& node : inventory.nodes_by_pool["a100"]) node.free_gpus = 0;
+  ClusterInventory inventory;
+  int64_t whole_pool_seconds = 0;
+  nlohmann::json running;
+  ASSERT_NO_FATAL_FAILURE(
+      H100AndFullA100Pools(scheduler, &inventory, &whole_pool_seconds, &running));
 
   // Admitted in the H100 pool, which runs it no more (16 GPUs at least).
   nlohmann::json mover = SmallJob("mover", 40e9, kNow + whole_pool_seconds * 13 / 10);
