@@ -267,8 +267,16 @@ int ClusterScheduler::RememberedShare(const ScheduledJob& job, const std::string
 }
 
 StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
-    const std::vector<ScheduledJob>& jobs, const ClusterInventory& cluster,
+    const std::vector<ScheduledJob>& read_jobs, const ClusterInventory& cluster,
     int64_t now_unix_seconds) {
+  // Admitted by an earlier pass of this scheduler, though the status does not
+  // say so yet (its write not in the informer's cache): read as an arrival,
+  // it was tested again after older arrivals and could be rejected, an
+  // admitted job dropped.
+  std::vector<ScheduledJob> jobs = read_jobs;
+  for (ScheduledJob& job : jobs) {
+    if (!job.uid.empty() && admitted_uids_.count(job.uid) > 0) job.admitted = true;
+  }
   const planner::Inventory& inventory = cluster.inventory;
   // Pools by catalog GPU type (canonical name), with their GPUs in all.
   const std::map<std::string, int> all_type_gpus = GpusByType(inventory);
@@ -612,6 +620,12 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
   for (auto it = rejected_in_.begin(); it != rejected_in_.end();) {
     it = live.count(it->first) ? std::next(it) : rejected_in_.erase(it);
   }
+  std::set<std::string> admitted_now;
+  for (const ScheduledJob& job : jobs) {
+    auto a = out.find(job.key);
+    if (!job.uid.empty() && a != out.end() && a->second.admitted) admitted_now.insert(job.uid);
+  }
+  admitted_uids_ = std::move(admitted_now);  // jobs gone or finished are forgotten
   return out;
 }
 

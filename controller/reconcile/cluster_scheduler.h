@@ -202,6 +202,10 @@ class ClusterScheduler {
   // pool (the largest not tried yet); once every one has rejected it, the
   // round starts again.
   std::map<std::string, std::set<std::string>> rejected_in_;
+  // The uids of the jobs the last pass admitted: a job's Admitted condition
+  // reaches the informer's cache a reconcile later, and until then Pass
+  // takes it for admitted from here.
+  std::set<std::string> admitted_uids_;
   std::optional<int64_t> next_wakeup_;
 };
 

@@ -590,9 +590,10 @@ TEST(ClusterSchedulerTest, AJobsExcludedNodesAreNotItsCapacity) {
   EXPECT_GT(pass->at("team/struck").gpus, 0);
   EXPECT_LE(pass->at("team/struck").gpus, 8) << "only h100-0 is the job's";
 
-  // Every node excluded: rejected, saying why, rather than never decided.
+  // Every node excluded: rejected, saying why, rather than never decided (a
+  // new arrival: a scheduler that admitted it keeps it admitted).
   object["status"]["excludedNodes"] = {"h100-0", "h100-1"};
-  pass = scheduler.Pass({Read(object)}, inventory, kNow);
+  pass = ClusterScheduler({}).Pass({Read(object)}, inventory, kNow);
   ASSERT_TRUE(pass.ok()) << pass.status().ToString();
   ASSERT_EQ(pass->count("team/struck"), 1U);
   EXPECT_FALSE(pass->at("team/struck").admitted);
@@ -675,14 +676,56 @@ TEST(ClusterSchedulerTest, AJobGoesToTheLargestPoolThatRunsIt) {
   EXPECT_EQ(a.gpu_type, "A100-80GB") << a.message;
   EXPECT_GT(a.gpus, 0);
 
-  // No allowed pool runs it: the largest one's reason is the message.
+  // No allowed pool runs a new arrival: the largest one's reason is the message.
   object["spec"]["resources"]["gpuTypes"] = {"V100-SXM2"};
   object["metadata"]["generation"] = 2;
-  pass = scheduler.Pass({Read(object)}, inventory, kNow);
+  pass = ClusterScheduler({}).Pass({Read(object)}, inventory, kNow);
   ASSERT_TRUE(pass.ok()) << pass.status().ToString();
   EXPECT_FALSE(pass->at("team/anywhere").admitted);
   EXPECT_NE(pass->at("team/anywhere").message.find("no layout of V100-SXM2"), std::string::npos)
       << pass->at("team/anywhere").message;
+}
+
+// A job this scheduler admitted stays admitted while its status does not
+// say so yet (the write a reconcile behind in the informer's cache): read
+// as an arrival, it was tested again after an older one that fits now that
+// a third job finished, and rejected: an admitted job dropped.
+TEST(ClusterSchedulerTest, AJobItAdmittedStaysAdmittedBeforeItsStatusSaysSo) {
+  ClusterInventory inventory = H100Pool(1, 0);
+  ClusterScheduler scheduler({});
+  nlohmann::json probe = SmallJob("probe", 40e9, std::nullopt, "time");
+  StatusOr<sched::ThroughputCurve> curve =
+      scheduler.Curve(Read(probe), inventory, "H100-SXM", kNow);
+  ASSERT_TRUE(curve.ok()) << curve.status().ToString();
+  // The 40e9-token job's time on all 8 GPUs.
+  const double t8 =
+      static_cast<double>(TotalSteps(Read(probe).spec)) / curve->IterationsPerSecond(8);
+  auto at = [&](double fraction) { return kNow + static_cast<int64_t>(fraction * t8); };
+
+  // `holder` holds the 8 GPUs for about half of t8; the older arrival needs
+  // all of t8 by 1.2 t8 and cannot wait for it; the newer one, t8 by 1.9 t8,
+  // can. Once `holder` is gone both fit alone, not together.
+  nlohmann::json holder = SmallJob("holder", 20e9, at(0.65));
+  holder["status"] = {{"phase", "Running"},
+                      {"conditions", {{{"type", "Admitted"}, {"status", "True"}}}}};
+  Hold(inventory, "team/holder", 8);
+  nlohmann::json older = SmallJob("older", 40e9, at(1.2));
+  older["metadata"]["creationTimestamp"] = planner::FormatRfc3339(kNow - 100);
+  nlohmann::json newer = SmallJob("newer", 40e9, at(1.9));
+  newer["metadata"]["creationTimestamp"] = planner::FormatRfc3339(kNow - 50);
+
+  StatusOr<std::map<std::string, Allocation>> pass =
+      scheduler.Pass({Read(holder), Read(older), Read(newer)}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  ASSERT_FALSE(pass->at("team/older").admitted) << pass->at("team/older").message;
+  ASSERT_TRUE(pass->at("team/newer").admitted) << pass->at("team/newer").message;
+
+  // `holder` finished; `newer`'s status still reads as before (no Admitted).
+  inventory = H100Pool(1, 8);
+  pass = scheduler.Pass({Read(older), Read(newer)}, inventory, kNow + 60);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_TRUE(pass->at("team/newer").admitted) << pass->at("team/newer").message;
+  EXPECT_FALSE(pass->at("team/older").admitted) << pass->at("team/older").message;
 }
 
 // One node of 8 free H100s and two of A100s (pool 1) whose 16 GPUs the pods
