@@ -527,6 +527,10 @@ Status ControllerManager::Start() {
                        if (impl->stopped) return;
                      }
                      Log(LogLevel::kError, "lost the leader lease; stopping");
+                     // Before anything else: a pass in flight must not change
+                     // what the new leader manages.
+                     impl->client->FenceWrites(
+                         "this controller lost the leader lease; the new leader acts");
                      impl->leading.store(false);
                      impl->metrics->SetLeader(false);
                      std::lock_guard<std::mutex> lock(impl->mu);

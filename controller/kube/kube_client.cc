@@ -156,6 +156,18 @@ struct KubeClient::Impl {
   std::unique_ptr<BearerTokenSource> tokens;  // rotates with KubeConfig::token_file
   // SetRequestDeadline's point in steady nanoseconds since the clock's epoch; 0 = none.
   std::atomic<int64_t> request_deadline_ns{0};
+  // FenceWrites: set once, never cleared.
+  std::atomic<bool> writes_fenced{false};
+  std::mutex fence_mu;
+  std::string fence_reason;  // guarded by fence_mu
+
+  // Unavailable for a write of anything but a Lease once writes are fenced.
+  Status CheckFence(const ResourceRef& resource, const char* verb) {
+    if (!writes_fenced.load() || resource.plural == kLeases.plural) return Status::Ok();
+    std::lock_guard<std::mutex> lock(fence_mu);
+    return UnavailableError(std::string(verb) + " " + resource.plural +
+                            " refused: " + fence_reason);
+  }
 
   http::client::http_client_config MakeClientConfig(std::chrono::milliseconds timeout) const {
     http::client::http_client_config c;
@@ -437,20 +449,32 @@ StatusOr<ListPage> KubeClient::ListAll(const ResourceRef& resource, const std::s
   return all;
 }
 
+void KubeClient::FenceWrites(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->fence_mu);
+    if (impl_->writes_fenced.load()) return;
+    impl_->fence_reason = reason;
+  }
+  impl_->writes_fenced.store(true);
+}
+
 StatusOr<nlohmann::json> KubeClient::Create(const ResourceRef& resource, const std::string& ns,
                                             const nlohmann::json& object) {
+  RETURN_IF_ERROR(impl_->CheckFence(resource, "POST"));
   ASSIGN_OR_RETURN(std::string namespace_name, impl_->NamespaceFor(resource, ns, object, "POST"));
   return impl_->Call(http::methods::POST, CollectionPath(resource, namespace_name), "", &object);
 }
 
 StatusOr<nlohmann::json> KubeClient::Update(const ResourceRef& resource, const std::string& ns,
                                             const nlohmann::json& object) {
+  RETURN_IF_ERROR(impl_->CheckFence(resource, "PUT"));
   return impl_->Put(resource, ns, object, "");
 }
 
 StatusOr<nlohmann::json> KubeClient::UpdateStatus(const ResourceRef& resource,
                                                   const std::string& ns,
                                                   const nlohmann::json& object) {
+  RETURN_IF_ERROR(impl_->CheckFence(resource, "PUT"));
   return impl_->Put(resource, ns, object, "/status");
 }
 
@@ -458,6 +482,7 @@ StatusOr<nlohmann::json> KubeClient::MergePatch(const ResourceRef& resource, con
                                                 const std::string& name,
                                                 const nlohmann::json& patch,
                                                 bool status_subresource) {
+  RETURN_IF_ERROR(impl_->CheckFence(resource, "PATCH"));
   return impl_->Call(http::methods::PATCH,
                      ObjectPath(resource, ns, name) + (status_subresource ? "/status" : ""), "",
                      &patch, "application/merge-patch+json");
@@ -466,6 +491,7 @@ StatusOr<nlohmann::json> KubeClient::MergePatch(const ResourceRef& resource, con
 Status KubeClient::Delete(const ResourceRef& resource, const std::string& ns,
                           const std::string& name, std::optional<int64_t> grace_period_seconds,
                           const std::string& propagation_policy) {
+  RETURN_IF_ERROR(impl_->CheckFence(resource, "DELETE"));
   json options = {{"kind", "DeleteOptions"}, {"apiVersion", "v1"}};
   if (!propagation_policy.empty()) options["propagationPolicy"] = propagation_policy;
   if (grace_period_seconds) options["gracePeriodSeconds"] = *grace_period_seconds;

@@ -118,6 +118,13 @@ class KubeClient {
   StatusOr<nlohmann::json> MergePatch(const ResourceRef& resource, const std::string& ns,
                                       const std::string& name, const nlohmann::json& patch,
                                       bool status_subresource = false);
+  // From now on Create, Update, UpdateStatus, MergePatch and Delete of
+  // anything but a Lease fail with Unavailable naming `reason`, without a
+  // request: a controller that lost its leader lease makes no change after
+  // the standby may have taken over (a pass in flight would go on
+  // launching pods and writing status). Reads go on. Thread-safe; the
+  // first reason stays.
+  void FenceWrites(const std::string& reason);
   // NotFound is returned as NotFound (callers decide whether that is success).
   Status Delete(const ResourceRef& resource, const std::string& ns, const std::string& name,
                 std::optional<int64_t> grace_period_seconds = std::nullopt,

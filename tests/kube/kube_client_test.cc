@@ -59,6 +59,40 @@ TEST_F(KubeClientTest, TrainJobCrudAndStatusRoundTrip) {
   EXPECT_EQ(client_->Get(kTrainJobs, "default", "llama").status().code(), StatusCode::kNotFound);
 }
 
+// After FenceWrites (the controller lost its lease) no write but a Lease's
+// reaches the server; reads go on.
+TEST_F(KubeClientTest, FencedWritesNeverReachTheServer) {
+  auto created = client_->Create(kTrainJobs, "default", TrainJob("llama"));
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  client_->FenceWrites("this controller lost the leader lease");
+  const int64_t writes_before =
+      server_->RequestCount("POST", "") + server_->RequestCount("PUT", "") +
+      server_->RequestCount("PATCH", "") + server_->RequestCount("DELETE", "");
+  const std::vector<Status> refused = {
+      client_->Create(kTrainJobs, "default", TrainJob("other")).status(),
+      client_->Update(kTrainJobs, "default", *created).status(),
+      client_->UpdateStatus(kTrainJobs, "default", *created).status(),
+      client_
+          ->MergePatch(kTrainJobs, "default", "llama", {{"metadata", {{"labels", {{"a", "b"}}}}}})
+          .status(),
+      client_->Delete(kTrainJobs, "default", "llama")};
+  for (const Status& status : refused) {
+    EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
+    EXPECT_NE(status.message().find("lost the leader lease"), std::string::npos)
+        << status.ToString();
+  }
+  EXPECT_EQ(server_->RequestCount("POST", "") + server_->RequestCount("PUT", "") +
+                server_->RequestCount("PATCH", "") + server_->RequestCount("DELETE", ""),
+            writes_before);
+  EXPECT_TRUE(client_->Get(kTrainJobs, "default", "llama").ok());
+  const nlohmann::json lease = {
+      {"apiVersion", "coordination.k8s.io/v1"},
+      {"kind", "Lease"},
+      {"metadata", {{"name", "pacer-controller"}, {"namespace", "default"}}},
+      {"spec", {{"holderIdentity", "someone"}}}};
+  EXPECT_TRUE(client_->Create(kLeases, "default", lease).ok());
+}
+
 TEST_F(KubeClientTest, StaleUpdateIsAbortedAndDuplicateCreateIsAlreadyExists) {
   auto created = client_->Create(kTrainJobs, "default", TrainJob("a"));
   ASSERT_TRUE(created.ok()) << created.status().ToString();
