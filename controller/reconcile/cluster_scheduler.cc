@@ -623,7 +623,11 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
   std::set<std::string> admitted_now;
   for (const ScheduledJob& job : jobs) {
     auto a = out.find(job.key);
-    if (!job.uid.empty() && a != out.end() && a->second.admitted) admitted_now.insert(job.uid);
+    // An admitted job is never dropped: one that got no allocation this pass
+    // (no allowed pool has GPUs for a moment) stays remembered too.
+    if (!job.uid.empty() && (job.admitted || (a != out.end() && a->second.admitted))) {
+      admitted_now.insert(job.uid);
+    }
   }
   admitted_uids_ = std::move(admitted_now);  // jobs gone or finished are forgotten
   return out;

@@ -110,6 +110,15 @@ std::string ShortNumber(double value) {
   return text;
 }
 
+// Every GPU of `gpu_type` on the inventory's nodes, busy or free.
+int GpusOfType(const planner::Inventory& inventory, const std::string& gpu_type) {
+  int gpus = 0;
+  for (const planner::NodePool& pool : inventory.node_pools) {
+    if (inventory.catalog.Same(pool.gpu_type, gpu_type)) gpus += pool.nodes * pool.gpus_per_node;
+  }
+  return gpus;
+}
+
 }  // namespace
 
 Reconciler::Reconciler(ReconcilerDeps deps, ReconcilerOptions options)
@@ -437,10 +446,16 @@ ReconcileResult Reconciler::ReconcileWithoutWorkers(Pass& pass) {
     if (feasible_on_whole_cluster()) {
       return ReconcileWaiting(pass, "InsufficientGpus", error.message());
     }
-    // A job that has run fitted this cluster before: a node it needs is
-    // gone (drained, deleted, NotReady, excluded). Infeasible would be final
-    // until the spec changes, and the node's return would never wake it.
-    if (HasRun(pass)) {
+    // A job that has run on more GPUs of its type than the cluster has now
+    // (or whose last layout is not known: the status drops a plan that no
+    // longer fits): a node it needs is gone (drained, deleted, NotReady,
+    // excluded). Infeasible would be final until the spec changes, and the
+    // node's return would never wake it. With its GPUs all there, no layout
+    // fits for another reason (a spec edit, a raised memory margin) that no
+    // node's return changes: Infeasible, as before.
+    if (HasRun(pass) &&
+        (!pass.state.layout || GpusOfType(inventory->inventory, pass.state.layout->gpu_type) <
+                                   pass.state.layout->gpus())) {
       return ReconcileWaiting(pass, "InsufficientGpus",
                               error.message() +
                                   "; the job has run on this cluster before and waits for "
@@ -915,6 +930,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       if (group.attempt != pass.state.stopped_externally_attempt) {
         deps_.store->RecordEvent(pass.object, "Normal", "StoppedExternally", message);
         pass.state.stopped_externally_attempt = group.attempt;
+        KeepMeasuredPace(pass);  // the relaunch plans afresh
       }
       pass.Set(kConditionWorkerFailure, kConditionTrue, "StoppedExternally", message);
     } else if (group.attempt != pass.state.failure_counted_attempt) {
@@ -1015,6 +1031,12 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       }
       pass.Set(kConditionDegraded, kConditionTrue, "MetricsImplausible", message);
       measurement->step_seconds.reset();
+    } else if (!measurement->step_seconds && scale >= 1.0) {
+      // No step time in this answer (the last-step query failed, or no step
+      // ended since the window began): the attempt's last measurement, as
+      // in an outage, not the prediction (a job 3 times slower than
+      // predicted depends on that query at every pass).
+      measurement->step_seconds = pass.state.measured_step_seconds;
     }
     pass.measured_step_seconds = measurement->step_seconds;
     // A shrunk CPU run's time says nothing about the planned model.

@@ -132,9 +132,7 @@ TEST_F(ReconcilerTest, StartingJobsEtaIsThePlansCompletionLessStartUp) {
 }
 
 // The metrics backend is told how long a step should take, so that its rate
-// window holds steps: the plan's prediction, then the measured step time
-// once that is longer (a job slower than planned).
-// The measurement window is sized from the plan's prediction whatever was
+// window holds steps. The measurement window is sized from the plan's prediction whatever was
 // measured: sized from a slow measurement it held the fast steps before a
 // slowdown and flapped (PrometheusClientTest.AJobThatSlowedDownIsMeasuredByItsNewestStep).
 TEST_F(ReconcilerTest, MeasurementsExpectThePredictedStep) {
@@ -724,9 +722,10 @@ TEST_F(ReconcilerTest, APlanInsideTheSlackIsLaunchedWhenNoneKeepsIt) {
   EXPECT_GT(launcher_.launches[0].plan.total.total_seconds, 0.95 * 9 * 86400);
 }
 
-// A relaunch after a failure plans with the step-time ratio measured on the
-// attempt before: it was kept only when a re-plan fired, so a restart of a
-// job measured 1.3 times slower (on track) planned on the raw model again.
+// A relaunch plans with the step-time ratio measured on the attempt before:
+// it was kept only when a re-plan fired, so the restart of a job measured
+// 1.3 times slower (on track) after a failure, or after a drain deleted its
+// pods, planned on the raw model again.
 TEST_F(ReconcilerTest, ARestartPlansWithTheMeasuredStepTimeRatio) {
   store_.Put(LlamaJob());
   LaunchAndRun();
@@ -736,11 +735,56 @@ TEST_F(ReconcilerTest, ARestartPlansWithTheMeasuredStepTimeRatio) {
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(ConditionReason("DeadlineAtRisk"), "False/OnTrack");
   ASSERT_EQ(launcher_.launches.size(), 1u);
+  for (const bool drained : {false, true}) {
+    if (drained) {
+      // The relaunched attempt, measured as slow, loses its pods to a drain.
+      launcher_.SetAll(kKey, WorkerPhase::kRunning);
+      const planner::Evaluation second = launcher_.launches.back().plan;
+      metrics_.measurements[kKey] =
+          Measurement{second.step.step_seconds / second.step.calibration_ratio * 1.3, 2000, 1.0};
+      clock_.Advance(std::chrono::hours(3));
+      ASSERT_TRUE(Pass().status.ok());
+      // The ratio kept from the failure is written again from this attempt's
+      // measurement: cleared first, so that only the drain's path sets it.
+      nlohmann::json object = store_.jobs[kKey];
+      object["status"].erase("calibration");
+      store_.Put(object);
+      launcher_.groups.at(kKey).stopping = true;  // a node drain deletes the pods
+      ASSERT_TRUE(Pass().status.ok());
+      ASSERT_EQ(ConditionReason("WorkerFailure"), "True/StoppedExternally");
+      launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+    } else {
+      launcher_.SetAll(kKey, WorkerPhase::kFailed, 1);
+    }
+    const size_t launched = launcher_.launches.size();
+    for (int i = 0; i < 3 && launcher_.launches.size() == launched; ++i) {
+      ASSERT_TRUE(Pass().status.ok());
+    }
+    ASSERT_EQ(launcher_.launches.size(), launched + 1) << (drained ? "drained" : "failed");
+    EXPECT_NEAR(launcher_.launches.back().plan.step.calibration_ratio, 1.3, 1e-4)
+        << (drained ? "drained" : "failed");
+  }
+}
 
-  launcher_.SetAll(kKey, WorkerPhase::kFailed, 1);
-  for (int i = 0; i < 3 && launcher_.launches.size() < 2; ++i) ASSERT_TRUE(Pass().status.ok());
-  ASSERT_EQ(launcher_.launches.size(), 2u);
-  EXPECT_NEAR(launcher_.launches[1].plan.step.calibration_ratio, 1.3, 1e-4);
+// An answer without a step time (the last-step query failed; no step ended
+// in the window) keeps the attempt's last measured pace, as an outage does:
+// the prediction, twice the measured step here, moved the ETA by days.
+TEST_F(ReconcilerTest, AnAnswerWithoutAStepTimeKeepsTheLastMeasuredPace) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  const double predicted = launcher_.launches[0].plan.step.step_seconds;
+  metrics_.measurements[kKey] = Measurement{predicted * 0.5, 1000, 1.0};
+  clock_.Advance(std::chrono::hours(1));
+  ASSERT_TRUE(Pass().status.ok());
+  const std::string measured_eta = Status()["projectedCompletionTime"];
+  metrics_.measurements[kKey] = Measurement{std::nullopt, 1000, 1.0};
+  ASSERT_TRUE(Pass().status.ok());
+  const int64_t eta_shift_seconds =
+      *planner::ParseRfc3339(Status()["projectedCompletionTime"].get<std::string>()) -
+      *planner::ParseRfc3339(measured_eta);
+  EXPECT_LE(std::abs(eta_shift_seconds), 10) << Status()["projectedCompletionTime"];
+  ASSERT_TRUE(Status().contains("measuredStepSeconds"));
+  EXPECT_NEAR(Status()["measuredStepSeconds"].get<double>(), predicted * 0.5, predicted * 1e-5);
 }
 
 // During a metrics outage the ETA keeps the last measured pace (it used the
@@ -1314,6 +1358,25 @@ TEST_F(ReconcilerTest, AJobThatHasRunWaitsForTheNodeItLost) {
   ASSERT_TRUE(Pass().status.ok());
   ASSERT_EQ(launcher_.launches.size(), 2u);
   EXPECT_EQ(launcher_.launches[1].plan.layout.gpus(), 16);
+}
+
+// With every GPU it ran on still there, a job that has run and fits no
+// layout (here a spec edit: at least 32 GPUs on 16) is Infeasible, not left
+// waiting for nodes whose return would change nothing.
+TEST_F(ReconcilerTest, AJobThatHasRunAndFitsNoLayoutOnItsGpusIsInfeasible) {
+  inventory_.inventory = H100Cluster(2);
+  nlohmann::json job = LlamaJob();
+  job["spec"]["resources"]["minGPUs"] = 16;
+  store_.Put(job);
+  LaunchAndRun();
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 137);
+  job = store_.jobs[kKey];
+  job["spec"]["resources"]["minGPUs"] = 32;
+  job["metadata"]["generation"] = 2;
+  store_.Put(job);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(ConditionReason("Infeasible"), "True/NoLayoutFits") << Status().dump(2);
 }
 
 // Exit code 6 without a stop from the controller: something else (a node
