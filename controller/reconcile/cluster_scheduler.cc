@@ -76,17 +76,6 @@ std::vector<int> CandidateCounts(const std::vector<planner::NodePool>& pools, in
   return out;
 }
 
-// GPUs of each catalog type (canonical name) in `inventory`, idle or not.
-std::map<std::string, int> GpusByType(const planner::Inventory& inventory) {
-  std::map<std::string, int> type_gpus;
-  for (const planner::NodePool& pool : inventory.node_pools) {
-    const planner::GpuType* type = inventory.catalog.Find(pool.gpu_type);
-    if (type == nullptr) continue;
-    type_gpus[type->name] += pool.nodes * pool.gpus_per_node;
-  }
-  return type_gpus;
-}
-
 // The cluster as `job` may use it: without its excluded nodes. Points at
 // `cluster` itself when the job excludes none (no copy), else at `*trimmed`.
 const ClusterInventory& ClusterForJob(const ClusterInventory& cluster, const ScheduledJob& job,
@@ -279,7 +268,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
   }
   const planner::Inventory& inventory = cluster.inventory;
   // Pools by catalog GPU type (canonical name), with their GPUs in all.
-  const std::map<std::string, int> all_type_gpus = GpusByType(inventory);
+  const std::map<std::string, int> all_type_gpus = planner::GpusByType(inventory);
 
   // Each job on one type: the one it runs on, else the pool an admitted job
   // waits in, else the allowed type with the most GPUs that some layout
@@ -296,7 +285,7 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
   for (const ScheduledJob& job : jobs) {
     std::map<std::string, int> own_type_gpus;
     if (!job.excluded_nodes.empty()) {
-      own_type_gpus = GpusByType(WithoutNodes(cluster, job.excluded_nodes).inventory);
+      own_type_gpus = planner::GpusByType(WithoutNodes(cluster, job.excluded_nodes).inventory);
     }
     const std::map<std::string, int>& type_gpus =
         job.excluded_nodes.empty() ? all_type_gpus : own_type_gpus;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <utility>
 
 #include "core/json_fields.h"
@@ -112,11 +113,11 @@ std::string ShortNumber(double value) {
 
 // Every GPU of `gpu_type` on the inventory's nodes, busy or free.
 int GpusOfType(const planner::Inventory& inventory, const std::string& gpu_type) {
-  int gpus = 0;
-  for (const planner::NodePool& pool : inventory.node_pools) {
-    if (inventory.catalog.Same(pool.gpu_type, gpu_type)) gpus += pool.nodes * pool.gpus_per_node;
-  }
-  return gpus;
+  const planner::GpuType* type = inventory.catalog.Find(gpu_type);
+  if (type == nullptr) return 0;
+  const std::map<std::string, int> type_gpus = planner::GpusByType(inventory);
+  const auto it = type_gpus.find(type->name);
+  return it == type_gpus.end() ? 0 : it->second;
 }
 
 }  // namespace

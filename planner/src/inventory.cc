@@ -226,6 +226,16 @@ void NodePool::MarkAllFree() {
   free_gpus_by_node.clear();  // all free: the whole-node count above is exact
 }
 
+std::map<std::string, int> GpusByType(const Inventory& inventory) {
+  std::map<std::string, int> type_gpus;
+  for (const NodePool& pool : inventory.node_pools) {
+    const GpuType* type = inventory.catalog.Find(pool.gpu_type);
+    if (type == nullptr) continue;
+    type_gpus[type->name] += pool.nodes * pool.gpus_per_node;
+  }
+  return type_gpus;
+}
+
 Inventory DefaultInventory() {
   Inventory inventory;
   struct PoolRow {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "pacer/planner/job_parser.h"
@@ -79,6 +80,22 @@ TEST(InventoryTest, ParsesPoolsAndGpuTypes) {
   EXPECT_EQ(a100->price_per_gpu_hour, 1.1);
   EXPECT_EQ(a100->bf16_tflops, 312);
   EXPECT_EQ(a100->memory_gb, 80);
+}
+
+// The controller compares a job's last layout with these counts: two pools of
+// one type in different spellings are one count, busy GPUs count, and a pool
+// of a type the catalog lacks counts for no type.
+TEST(InventoryTest, GpusByTypeCountsEveryGpuUnderItsCanonicalName) {
+  Inventory inv;
+  inv.node_pools.push_back(
+      {.name = "a", .gpu_type = "H100-SXM", .nodes = 2, .gpus_per_node = 8, .free_gpus = 0});
+  inv.node_pools.push_back(
+      {.name = "b", .gpu_type = "h100-sxm", .nodes = 1, .gpus_per_node = 4, .free_gpus = 4});
+  inv.node_pools.push_back({.name = "c", .gpu_type = "A100-80GB", .nodes = 3, .gpus_per_node = 8});
+  inv.node_pools.push_back(
+      {.name = "d", .gpu_type = "no-such-gpu", .nodes = 5, .gpus_per_node = 8});
+  const std::map<std::string, int> counts = GpusByType(inv);
+  EXPECT_EQ(counts, (std::map<std::string, int>{{"A100-80GB", 24}, {"H100-SXM", 20}}));
 }
 
 TEST(InventoryTest, OverrideKeepsCanonicalName) {

@@ -9,6 +9,7 @@
 #ifndef PACER_PLANNER_INVENTORY_H_
 #define PACER_PLANNER_INVENTORY_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,11 @@ struct Inventory {
   std::vector<NodePool> node_pools;
   GpuCatalog catalog = GpuCatalog::BuiltIn();
 };
+
+// Every GPU of each catalog type on the inventory's nodes, busy or free,
+// keyed by the type's canonical name. Pools of a type the catalog lacks are
+// left out.
+std::map<std::string, int> GpusByType(const Inventory& inventory);
 
 // The inventory used when the CLI gets no --cluster: documented in
 // docs/inventory.md (one pool of each common datacenter GPU type, all free).
