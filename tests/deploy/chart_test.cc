@@ -114,7 +114,11 @@ TEST_F(ChartTest, ValuesTheSchemaDoesNotKnowAreRefused) {
   }
   // Wrong types and values are refused too, not only unknown keys.
   for (const char* wrong : {"--set controller.logFormat=yaml", "--set controller.workers=0",
-                            "--set-string replicaCount=two", "--set image.pullPolicy=Sometimes"}) {
+                            "--set-string replicaCount=two", "--set image.pullPolicy=Sometimes",
+                            // A selector label would part the pods from their Deployment.
+                            R"(--set 'podLabels.app\.kubernetes\.io/component=x')",
+                            // A password would be written into TrainJob conditions.
+                            "--set prometheus.url=http://alice:s3cret@prometheus:9090"}) {
     CommandResult r = HelmTemplate(helm_, wrong);
     EXPECT_NE(r.exit_code, 0) << wrong;
     EXPECT_THAT(r.err, HasSubstr("values don't meet the specifications")) << wrong;
@@ -358,6 +362,17 @@ TEST_F(ChartTest, MonitorsAreOptInAndFollowTheLabelContract) {
   // By default every namespace's workers are scraped.
   const json any = FindObject(Render("--set podMonitor.enabled=true"), "PodMonitor");
   EXPECT_EQ(any["spec"]["namespaceSelector"], json::parse(R"({"any":true})"));
+  // An installation that watches one namespace scrapes that one's workers
+  // only (docs/operations.md splits work across such installations), unless
+  // told otherwise.
+  const json watched = FindObject(
+      Render("--set podMonitor.enabled=true --set controller.watchNamespace=team-a"), "PodMonitor");
+  EXPECT_EQ(watched["spec"]["namespaceSelector"], json::parse(R"({"matchNames":["team-a"]})"));
+  const json told = FindObject(Render("--set podMonitor.enabled=true --set "
+                                      "controller.watchNamespace=team-a --set "
+                                      "podMonitor.namespaces={team-b}"),
+                               "PodMonitor");
+  EXPECT_EQ(told["spec"]["namespaceSelector"], json::parse(R"({"matchNames":["team-b"]})"));
 }
 
 TEST_F(ChartTest, ThePrometheusRuleCarriesTheRulesFileGroupsUnchanged) {

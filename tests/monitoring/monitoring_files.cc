@@ -16,6 +16,9 @@ std::string DashboardPath() {
 std::string RulesPath() {
   return std::string(PACER_SOURCE_DIR) + "/manifests/prometheus/pacer-rules.yaml";
 }
+std::string SourcePath(const std::string& relative) {
+  return std::string(PACER_SOURCE_DIR) + "/" + relative;
+}
 std::string RulesTestPath() {
   return std::string(PACER_SOURCE_DIR) + "/tests/monitoring/pacer-rules_test.yaml";
 }

@@ -40,6 +40,8 @@ struct Rule {
 std::string DashboardPath();
 std::string RulesPath();
 std::string RulesTestPath();
+// `relative` ("docs/metrics.md") under the source tree.
+std::string SourcePath(const std::string& relative);
 
 nlohmann::json LoadDashboard();
 // Every panel target and annotation query of the dashboard, in file order.

@@ -5,15 +5,16 @@
 // docs/metrics.md ("Dashboard and alerts"); every alert has a severity,
 // annotations and a runbook, and a firing and a quiet case in the promtool
 // tests. promql_e2e_test.cc runs the same expressions on a real Prometheus.
+#include "monitoring_files.h"
+
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
-
-#include "monitoring_files.h"
 
 namespace pacer::monitoring {
 namespace {
@@ -278,6 +279,62 @@ TEST(MonitoringFilesTest, EveryAlertFiresAndStaysQuietInThePromtoolTests) {
     EXPECT_GE(cases[r.alert].first, 1) << r.alert << " never fires in " << RulesTestPath();
     EXPECT_GE(cases[r.alert].second, 1) << r.alert << " has no quiet case";
   }
+}
+
+// The first ```yaml block of `markdown` that starts with "scrape_configs:".
+std::string ScrapeConfigsBlock(const std::string& markdown_path) {
+  std::ifstream in(markdown_path);
+  EXPECT_TRUE(in.good()) << markdown_path;
+  std::string line;
+  std::string block;
+  bool in_block = false;
+  while (std::getline(in, line)) {
+    if (!in_block && line == "```yaml") {
+      in_block = true;
+      block.clear();
+    } else if (in_block && line == "```") {
+      if (StartsWith(block, "scrape_configs:")) return block;
+      in_block = false;
+    } else if (in_block) {
+      block += line + "\n";
+    }
+  }
+  return "";
+}
+
+// Users without the Prometheus Operator copy these configs. The controller
+// keeps a Succeeded job's pods until the TrainJob is deleted; a target kept
+// at such a pod's address would scrape whichever pod gets the address next,
+// under the finished job's namespace and trainjob labels.
+TEST(MonitoringFilesTest, TheDocumentedWorkerScrapeConfigDropsFinishedPods) {
+  const std::string chart_readme = ScrapeConfigsBlock(SourcePath("charts/README.md"));
+  const std::string metrics_md = ScrapeConfigsBlock(SourcePath("docs/metrics.md"));
+  ASSERT_FALSE(chart_readme.empty());
+  EXPECT_EQ(chart_readme, metrics_md) << "the two documents show one config";
+  const YAML::Node config = YAML::Load(chart_readme);
+  YAML::Node workers;
+  for (const YAML::Node& job : config["scrape_configs"]) {
+    if (job["job_name"].as<std::string>() == "pacer-workers") workers.reset(job);
+  }
+  ASSERT_TRUE(workers.IsDefined());
+  std::vector<std::regex> dropped_phases;
+  for (const YAML::Node& rule : workers["relabel_configs"]) {
+    // No action is "replace".
+    if (!rule["action"] || rule["action"].as<std::string>() != "drop") continue;
+    if (rule["source_labels"].size() != 1 ||
+        rule["source_labels"][0].as<std::string>() != "__meta_kubernetes_pod_phase") {
+      continue;
+    }
+    dropped_phases.emplace_back(rule["regex"].as<std::string>());
+  }
+  const auto dropped = [&](const std::string& phase) {
+    return std::any_of(dropped_phases.begin(), dropped_phases.end(),
+                       [&](const std::regex& r) { return std::regex_match(phase, r); });
+  };
+  EXPECT_TRUE(dropped("Succeeded"));
+  EXPECT_TRUE(dropped("Failed"));
+  EXPECT_FALSE(dropped("Running"));
+  EXPECT_FALSE(dropped("Pending")) << "a starting worker's first steps are scraped";
 }
 
 }  // namespace
