@@ -20,6 +20,30 @@ sigset_t StopSignals() {
   return set;
 }
 
+// --prometheus-url: empty (no Prometheus), or an http(s) URL without user
+// information. Pacer sends no credentials to Prometheus
+// (docs/operations.md), and the URL is written into TrainJob conditions and
+// Events when Prometheus fails: a password in it would be published in every
+// job's namespace. The message never repeats the value.
+CLI::Validator PrometheusUrl() {
+  return CLI::Validator(
+      [](std::string& url) -> std::string {
+        if (url.empty()) return "";
+        if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
+          return "must start with http:// or https://, e.g. "
+                 "http://prometheus-operated.monitoring:9090";
+        }
+        if (url.find('@') != std::string::npos) {
+          return "must not hold user information (user:password@): Pacer sends no credentials "
+                 "to Prometheus, and the URL appears in TrainJob conditions; put an "
+                 "authenticating proxy in front of Prometheus instead";
+        }
+        if (url.find_first_of(" \t\r\n") != std::string::npos) return "must not hold whitespace";
+        return "";
+      },
+      "URL");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -45,7 +69,8 @@ int main(int argc, char** argv) {
   app.add_option("--context", context, "Kubeconfig context (default: its current-context)");
   app.add_option("--namespace", options.watch_namespace, "Watch TrainJobs in this namespace only");
   app.add_option("--prometheus-url", options.prometheus_url,
-                 "Prometheus HTTP API base URL, e.g. http://prometheus-operated.monitoring:9090");
+                 "Prometheus HTTP API base URL, e.g. http://prometheus-operated.monitoring:9090")
+      ->check(PrometheusUrl());
   app.add_option("--workers", options.workers, "Concurrent reconciles")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();

@@ -24,7 +24,8 @@ TEST(ControllerFlagsTest, BadFlagsExitTwoAndSayWhich) {
   for (const auto& [args, words] : {std::pair<std::string, std::string>{"--bogus", "--bogus"},
                                     {"--workers 0", "--workers"},
                                     {"--scheduling sometimes", "--scheduling"},
-                                    {"--relaunch-seconds nan", "not a finite number"}}) {
+                                    {"--relaunch-seconds nan", "not a finite number"},
+                                    {"--prometheus-url prometheus:9090", "http://"}}) {
     std::string out;
     EXPECT_EQ(RunController(args, &out), 2) << args << ": " << out;
     EXPECT_NE(out.find(words), std::string::npos) << args << ": " << out;
@@ -33,6 +34,19 @@ TEST(ControllerFlagsTest, BadFlagsExitTwoAndSayWhich) {
   std::string help;
   EXPECT_EQ(RunController("--help", &help), 0) << help;
   EXPECT_NE(help.find("2 invalid flags"), std::string::npos) << help;
+}
+
+// A password in the Prometheus URL would be written into every TrainJob's
+// conditions and Events when Prometheus fails: it is refused, and the
+// refusal does not print it.
+TEST(ControllerFlagsTest, APrometheusUrlWithAPasswordIsRefusedWithoutPrintingIt) {
+  std::string out;
+  EXPECT_EQ(RunController("--prometheus-url http://alice:s3cret@prometheus:9090", &out), 2) << out;
+  EXPECT_NE(out.find("--prometheus-url"), std::string::npos) << out;
+  EXPECT_NE(out.find("user information"), std::string::npos) << out;
+  EXPECT_EQ(out.find("s3cret"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(RunController("--prometheus-url http://prometheus:9090 --help", &out), 0) << out;
 }
 
 // A flag given twice (the chart's controller.extraArgs after the flags it

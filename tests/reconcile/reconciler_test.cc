@@ -973,6 +973,27 @@ TEST_F(ReconcilerTest, WorkerPodsRequestHostCpuAndMemoryPerGpu) {
   EXPECT_FALSE(pod["spec"]["containers"][0]["resources"]["requests"].contains("memory"));
 }
 
+// The worker's root filesystem is read-only and its user has no home: HOME
+// points at the writable /tmp, unless the TrainJob sets its own.
+TEST_F(ReconcilerTest, WorkerPodsHaveAWritableHomeUnlessTheJobSetsOne) {
+  store_.Put(LlamaJob());
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  LaunchSpec launch = launcher_.launches[0];
+  const auto homes = [](const nlohmann::json& pod) {
+    std::vector<std::string> values;
+    for (const auto& e : pod["spec"]["containers"][0]["env"]) {
+      if (e["name"] == "HOME") values.push_back(e["value"].get<std::string>());
+    }
+    return values;
+  };
+  EXPECT_EQ(homes(WorkerPodObject(launch, 0, PodTemplateOptions{})),
+            std::vector<std::string>{"/tmp"});
+  launch.spec.worker.env.push_back({.name = "HOME", .value = "/checkpoints/home"});
+  EXPECT_EQ(homes(WorkerPodObject(launch, 0, PodTemplateOptions{})),
+            std::vector<std::string>{"/checkpoints/home"});
+}
+
 // A status written with the wrong types (here by hand: phase a number) is
 // read as no phase, not a type_error thrown out of the reconcile.
 TEST_F(ReconcilerTest, StatusPhaseOfTheWrongTypeIsIgnored) {
