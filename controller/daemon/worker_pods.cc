@@ -105,6 +105,13 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
   env_options.master_port = options.rendezvous_port;
   env_options.checkpoint_dir = options.checkpoint_mount;
   env_options.metrics_port = options.metrics_port;
+  env_options.stop_grace_seconds = WorkerStopGraceSeconds(options.termination_grace_seconds);
+  // Every cluster plan is a GPU plan. With "auto", a worker whose image lacks
+  // the GPU backend or whose node shows no driver fell back to the CPU
+  // without a word, trained the full model there and reported CPU step times
+  // (or ran out of memory) that the controller re-planned from; "gpu" makes
+  // it exit 2 and say which is missing.
+  env_options.backend = "gpu";
   const std::map<std::string, std::string> contract =
       WorkerEnvironment(launch, node_rank, env_options);
   nlohmann::json env = nlohmann::json::array();

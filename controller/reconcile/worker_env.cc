@@ -32,6 +32,11 @@ int64_t CheckpointIntervalSteps(const planner::Evaluation& plan) {
   return std::max<int64_t>(1, static_cast<int64_t>(interval / plan.step.step_seconds));
 }
 
+int64_t WorkerStopGraceSeconds(int64_t termination_grace_seconds) {
+  const int64_t margin = std::max<int64_t>(5, termination_grace_seconds / 10);
+  return std::max<int64_t>(1, termination_grace_seconds - margin);
+}
+
 std::map<std::string, std::string> WorkerEnvironment(const LaunchSpec& launch, int node_rank,
                                                      const WorkerEnvOptions& options) {
   const planner::Layout& l = launch.plan.layout;
@@ -83,6 +88,9 @@ std::map<std::string, std::string> WorkerEnvironment(const LaunchSpec& launch, i
   env["PACER_ATTEMPT"] = std::to_string(launch.attempt);
   if (!options.backend.empty()) env["PACER_BACKEND"] = options.backend;
   if (options.scale < 1.0) env["PACER_SCALE"] = Number(options.scale);
+  if (options.stop_grace_seconds > 0) {
+    env["PACER_STOP_GRACE_SECONDS"] = std::to_string(options.stop_grace_seconds);
+  }
   env["PACER_PREDICTED_STEP_SECONDS"] = Number(launch.plan.step.step_seconds);
   env["PACER_PREDICTED_MEMORY_BYTES"] = Number(launch.plan.memory.total_bytes());
   return env;

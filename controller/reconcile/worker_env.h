@@ -26,7 +26,15 @@ struct WorkerEnvOptions {
   int metrics_port = 9400;     // 0 = any free port (local mode)
   std::string backend;         // "", "cpu" or "gpu": PACER_BACKEND when set
   double scale = 1.0;          // PACER_SCALE when < 1 (shrunk CPU runs)
+  // PACER_STOP_GRACE_SECONDS when > 0: what the worker leaves its ranks to
+  // stop at a checkpoint (WorkerStopGraceSeconds of the pod's grace).
+  int64_t stop_grace_seconds = 0;
 };
+
+// The worker's stop grace inside a pod's terminationGracePeriodSeconds: 10 %
+// (at least 5 s) is left for the supervisor to see the ranks exit and write
+// its exit code before the kubelet's SIGKILL; at least 1 s.
+int64_t WorkerStopGraceSeconds(int64_t termination_grace_seconds);
 
 // The environment of the worker on node `node_rank` (0 .. plan nodes - 1).
 // RANK is the global rank of the node's local rank 0, as torchrun sets it for

@@ -10,17 +10,22 @@
 namespace pacer::controller {
 namespace {
 
-// The order of the table in worker_failure.h: lower wins.
+// Lower wins (worker_failure.h). A communication failure comes last: when a
+// rank dies (a crash, a signal, the host's OOM killer, a lost pod) its peers
+// fail with 3 or 4 waiting for it, and those are not their nodes' fault.
 int Precedence(const std::optional<int>& code) {
-  if (!code) return 6;
+  if (!code) return 4;  // the pod failed without an exit code (evicted, node lost)
   switch (*code) {
     case worker::kExitInvalidConfig: return 0;
     case worker::kExitDataLoss: return 1;
-    case worker::kExitOutOfMemory: return 2;
-    case worker::kExitRendezvousTimeout:
-    case worker::kExitCollectiveFailure: return 3;
+    case worker::kExitOutOfMemory:
+      return 2;
     case worker::kExitStoppedAfterCheckpoint: return 5;
-    default: return 4;  // internal error, checkpoint failure, killed by a signal
+    case worker::kExitRendezvousTimeout:
+    case worker::kExitCollectiveFailure:
+      return 6;
+    default:
+      return 3;  // internal error, checkpoint failure, killed by a signal
   }
 }
 

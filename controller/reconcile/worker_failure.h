@@ -10,22 +10,24 @@
 //                                is usable; a person must decide
 //   5 out of memory           -> re-plan with a larger memory margin (+0.1 of
 //                                GPU memory per OOM, at most 0.5), a restart
+//   any other code (1, 7, a
+//     signal's), or none      -> relaunch from the checkpoint, a restart
+//   6 stopped after a
+//     checkpoint, not asked   -> relaunch without counting a restart (a node
+//                                drain or an eviction stopped it cleanly)
 //   3 rendezvous timeout,
 //   4 collective failure      -> relaunch, a restart; each node whose worker
 //                                failed so gets a strike, and a node with
 //                                kStrikesToExclude strikes is excluded from
 //                                the job's later plans and pods
-//   6 stopped after a
-//     checkpoint, not asked   -> relaunch without counting a restart (a node
-//                                drain or an eviction stopped it cleanly)
-//   anything else             -> relaunch from the checkpoint, a restart
 //
-// When workers failed for different causes, the most specific wins in the
-// order of the table (an OOM on one node makes its peers fail with 4, which
-// is not their nodes' fault). Strikes go only to the nodes of the workers that
-// failed with 3 or 4; the reconciler acts on the first failure it sees and
-// removes the rest of the gang, so these are usually the first to fail, not
-// the peers that timed out waiting for them.
+// When workers failed for different causes, the first in the order of the
+// table wins: a rank that dies (an OOM, a crash, a signal, a lost pod) makes
+// its peers fail with 3 or 4 waiting for it, which is not their nodes' fault.
+// Strikes go only to the nodes of workers that failed with 3 or 4 when no
+// worker failed otherwise; the reconciler acts on the first failures it sees
+// and removes the rest of the gang, so these are usually the first to fail,
+// not the peers that timed out waiting for them.
 //
 // Units: fractions of GPU memory (0..1). Thread-safety: pure functions.
 #ifndef PACER_CONTROLLER_RECONCILE_WORKER_FAILURE_H_

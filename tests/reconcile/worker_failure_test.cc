@@ -49,6 +49,26 @@ TEST(WorkerFailureTest, AnOomOnOneNodeIsTheCauseNotItsPeersCollectiveFailures) {
   EXPECT_TRUE(a.history.collective_failures_by_node.empty()) << "the peers are not to blame";
 }
 
+// A rank killed by a signal (a segfault, the host's OOM killer) makes its
+// node exit 1 and its peers exit 4 a moment later: the peers' nodes were
+// struck, and after two such crashes the healthy nodes were excluded. The
+// same for a pod lost without an exit code, and for a clean stop.
+TEST(WorkerFailureTest, ARankThatDiedIsTheCauseNotItsPeersCollectiveFailures) {
+  for (std::optional<int> cause : {std::optional<int>(1), std::optional<int>(137),
+                                   std::optional<int>(7), std::optional<int>()}) {
+    const FailureAction a =
+        DecideWorkerFailure({Worker(0, 4, "n0"), Worker(1, cause, "n1"), Worker(2, 3, "n2")}, {});
+    EXPECT_EQ(a.reason, "WorkerFailed") << cause.value_or(-1);
+    EXPECT_EQ(a.kind, FailureAction::Kind::kRelaunch);
+    EXPECT_NE(a.message.find("worker 1 on node n1"), std::string::npos) << a.message;
+    EXPECT_TRUE(a.history.collective_failures_by_node.empty()) << cause.value_or(-1);
+  }
+  const FailureAction stopped = DecideWorkerFailure({Worker(0, 4, "n0"), Worker(1, 6, "n1")}, {});
+  EXPECT_EQ(stopped.reason, "StoppedExternally");
+  EXPECT_FALSE(stopped.counts_as_restart);
+  EXPECT_TRUE(stopped.history.collective_failures_by_node.empty());
+}
+
 TEST(WorkerFailureTest, CollectiveFailuresStrikeNodesAndTwoStrikesExclude) {
   const FailureAction first = DecideWorkerFailure({Worker(1, 4, "n1")}, {});
   EXPECT_EQ(first.kind, FailureAction::Kind::kRelaunch);

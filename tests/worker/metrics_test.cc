@@ -333,9 +333,14 @@ TEST(WorkerMetricsTest, TheLastStepTimestampIsEachStepsEnd) {
   std::string text = HttpGet(metrics->port(), "/metrics");
   EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_last_step_timestamp_seconds"), 2e9);
   EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_step"), 41);
+  // The warm-up step is a completed step, only not a timing sample.
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_steps_completed_total"), 1);
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_step_duration_seconds_count"), 0);
   StepMeasurement step = Step(42, 300.0);
   step.finished_unix_seconds = 2e9 + 300;
   metrics->ObserveStep(step);
+  text = HttpGet(metrics->port(), "/metrics");
+  EXPECT_DOUBLE_EQ(Sample(text, "pacer_worker_steps_completed_total"), 2);
   // A step without its end time (0), or with one that is no time, leaves the
   // last one's.
   metrics->ObserveStep(Step(43, 300.0));

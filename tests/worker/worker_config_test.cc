@@ -84,6 +84,55 @@ TEST(WorkerConfigTest, EnvironmentRoundTrips) {
   EXPECT_EQ(EnvironmentForConfig(*parsed), env);
 }
 
+// The stop grace reaches the supervisor: a fixed 25 s killed every rank
+// whose step and checkpoint took longer, on every drain and re-plan.
+TEST(WorkerConfigTest, TheStopGraceAndTheParentReachTheSupervisor) {
+  auto env = EnvironmentForConfig(ExampleConfig());
+  env["PACER_STOP_GRACE_SECONDS"] = "270";
+  env["PACER_PARENT_PID"] = "4242";
+  auto parsed = ConfigFromEnvironment(FromMap(env));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_DOUBLE_EQ(parsed->stop_grace_seconds, 270);
+  const SupervisorOptions options = SupervisorOptionsFor(*parsed);
+  EXPECT_DOUBLE_EQ(options.stop_grace_seconds, 270);
+  EXPECT_EQ(options.parent_pid, 4242);
+  env.erase("PACER_STOP_GRACE_SECONDS");
+  parsed = ConfigFromEnvironment(FromMap(env));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_DOUBLE_EQ(SupervisorOptionsFor(*parsed).stop_grace_seconds, 25);
+}
+
+// Node 0's store on a metrics port failed its listen as a network error
+// (exit 4: retried, and the node blamed); it is this configuration (exit 2).
+// Other nodes serve no store: the same port numbers are theirs to use.
+TEST(WorkerConfigTest, ARendezvousPortOnAMetricsPortOfNodeZeroIsRefused) {
+  WorkerConfig c = ExampleConfig();
+  c.node_rank = 0;
+  c.rank = 0;
+  c.metrics_port = 9400;
+  for (int port : {9400, 9403, 9407}) {
+    c.master_port = port;
+    const Status s = ValidateConfig(c);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << port;
+    EXPECT_NE(s.message().find("MASTER_PORT: " + std::to_string(port) +
+                               " is one of this node's metrics ports"),
+              std::string::npos)
+        << s.message();
+  }
+  for (int port : {9399, 9408}) {
+    c.master_port = port;
+    EXPECT_TRUE(ValidateConfig(c).ok()) << port;
+  }
+  c.master_port = 9400;
+  c.metrics_port = 0;  // any free port: the OS never hands out a bound one
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  c.metrics_port = 9400;
+  c.node_rank = 1;
+  c.rank = 8;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+}
+
+// Without RANK the node's first rank is NODE_RANK x LOCAL_WORLD_SIZE.
 TEST(WorkerConfigTest, TorchrunPrefixedNamesAreAccepted) {
   std::map<std::string, std::string> env = {{"PET_WORLD_SIZE", "2"}, {"PET_NNODES", "2"},
                                             {"PET_NODE_RANK", "1"}, {"PACER_DATA_PARALLEL", "2"},
@@ -93,6 +142,7 @@ TEST(WorkerConfigTest, TorchrunPrefixedNamesAreAccepted) {
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->world_size, 2);
   EXPECT_EQ(parsed->node_rank, 1);
+  EXPECT_EQ(parsed->rank, 1);
   EXPECT_TRUE(parsed->model.causal_attention);  // a decoder's mask unless told otherwise
 }
 
@@ -130,11 +180,18 @@ TEST(WorkerConfigTest, ErrorsNameTheVariable) {
       {"PACER_GPU_OP_TIMES", "yes", "PACER_GPU_OP_TIMES: must be 0 or 1, got \"yes\""},
       {"PACER_CUDNN_ATTENTION", "off", "PACER_CUDNN_ATTENTION: must be 0 or 1, got \"off\""},
       {"PACER_GPU_CAUSAL_TILES", "false", "PACER_GPU_CAUSAL_TILES: must be 0 or 1, got \"false\""},
+      {"PACER_STOP_GRACE_SECONDS", "0", "PACER_STOP_GRACE_SECONDS: must be a number in [1, 86400]"},
+      {"PACER_STOP_GRACE_SECONDS", "nan", "PACER_STOP_GRACE_SECONDS: must be"},
+      // Node 1 of 8 ranks a node starts at global rank 8: RANK 7 is a node
+      // that forgot NODE_RANK, whose ranks would collide with node 0's.
+      {"RANK", "7", "RANK: must be NODE_RANK x LOCAL_WORLD_SIZE (1 x 8 = 8"},
+      {"RANK", "0", "set NODE_RANK for this node"},
   };
   for (const Case& c : cases) {
     auto env = EnvironmentForConfig(ExampleConfig());
     env[c.variable] = c.value;
     if (c.variable == "WORLD_SIZE") env.erase("PET_WORLD_SIZE");
+    if (c.variable == "RANK") env.erase("PET_RANK");
     auto parsed = ConfigFromEnvironment(FromMap(env));
     ASSERT_FALSE(parsed.ok()) << c.variable;
     EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);

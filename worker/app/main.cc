@@ -93,11 +93,7 @@ int Run(const RunFlags& flags) {
   return pw::RunSupervised(
       config.local_world_size,
       [&](int local_rank) { return pw::RunRank(config, local_rank, factory, options); },
-      [&] {
-        pw::SupervisorOptions supervisor;
-        supervisor.parent_pid = config.parent_pid;
-        return supervisor;
-      }());
+      pw::SupervisorOptionsFor(config));
 }
 
 }  // namespace

@@ -293,6 +293,8 @@ void WorkerMetrics::NoteStepEnded(double finished_unix_seconds) {
 
 void WorkerMetrics::ObserveWarmUpStep(int64_t step, double finished_unix_seconds) {
   step_->Set(static_cast<double>(step));
+  // Completed, only not a timing sample (it holds one-time start-up work).
+  steps_completed_total_->Increment();
   NoteStepEnded(finished_unix_seconds);
 }
 

@@ -126,7 +126,8 @@ class WorkerMetrics {
   void ObserveStep(const StepMeasurement& m);
 
   // The first step of a process (its warm-up, no measurement of the step
-  // time): the step gauge and pacer_worker_last_step_timestamp_seconds.
+  // time): the step gauge, pacer_worker_steps_completed_total and
+  // pacer_worker_last_step_timestamp_seconds.
   // Until a step ended, that gauge reads the time Create() ran, so a worker
   // that never completes one looks ever more stalled.
   void ObserveWarmUpStep(int64_t step, double finished_unix_seconds);

@@ -220,6 +220,7 @@ StatusOr<WorkerConfig> ConfigFromEnvironment(const EnvLookup& getenv) {
                            BackendName, &c.backend));
   RETURN_IF_ERROR(ReadDouble(getenv, "PACER_SCALE", 1e-6, 1.0, &c.scale));
   RETURN_IF_ERROR(ReadDouble(getenv, "PACER_TIMEOUT_SECONDS", 1, 86400, &c.timeout_seconds));
+  RETURN_IF_ERROR(ReadDouble(getenv, "PACER_STOP_GRACE_SECONDS", 1, 86400, &c.stop_grace_seconds));
   // Linux's PID_MAX_LIMIT is 2^22.
   RETURN_IF_ERROR(ReadInt(getenv, "PACER_PARENT_PID", 0, 1 << 22, &c.parent_pid));
   ASSIGN_OR_RETURN(c.gpu, GpuSwitchesFromEnvironment(getenv));
@@ -232,8 +233,29 @@ StatusOr<WorkerConfig> ConfigFromEnvironment(const EnvLookup& getenv) {
     RETURN_IF_ERROR(ReadDouble(getenv, "PACER_PREDICTED_MEMORY_BYTES", 0, 1e15, &predicted));
     c.predicted_memory_bytes = predicted;
   }
+  // RANK is the global rank of this node's first rank (or, as torchrun sets
+  // it for one process per rank, of this rank). A RANK that disagrees with
+  // NODE_RANK is a hand-set run that forgot NODE_RANK: every node would be
+  // node 0 and their ranks would collide until a timeout.
+  const int64_t first_rank = int64_t{c.node_rank} * c.local_world_size;
+  if (Lookup(getenv, "RANK", true) == nullptr) {
+    c.rank = static_cast<int>(first_rank);  // checked by ValidateConfig below
+  } else if (c.rank != first_rank && c.rank != first_rank + c.local_rank) {
+    return InvalidArgumentError(
+        "RANK: must be NODE_RANK x LOCAL_WORLD_SIZE (" + std::to_string(c.node_rank) + " x " +
+        std::to_string(c.local_world_size) + " = " + std::to_string(first_rank) +
+        ", the global rank of this node's first rank), got " + std::to_string(c.rank) +
+        "; set NODE_RANK for this node");
+  }
   RETURN_IF_ERROR(ValidateConfig(c));
   return c;
+}
+
+SupervisorOptions SupervisorOptionsFor(const WorkerConfig& config) {
+  SupervisorOptions options;
+  options.parent_pid = config.parent_pid;
+  options.stop_grace_seconds = config.stop_grace_seconds;
+  return options;
 }
 
 Status ValidateConfig(const WorkerConfig& c) {
@@ -257,6 +279,22 @@ Status ValidateConfig(const WorkerConfig& c) {
     return fail(
         "--timeout / PACER_TIMEOUT_SECONDS: must be a number of seconds in [1, 86400], got " +
         std::to_string(c.timeout_seconds));
+  }
+  if (!(c.stop_grace_seconds >= 1 && c.stop_grace_seconds <= 86400)) {
+    return fail("PACER_STOP_GRACE_SECONDS: must be a number of seconds in [1, 86400], got " +
+                std::to_string(c.stop_grace_seconds));
+  }
+  // Node 0's rank 0 serves the rendezvous store on MASTER_PORT and each local
+  // rank its metrics on PACER_METRICS_PORT + r: a clash would fail the
+  // store's listen as if the network had failed (exit 4, retried, the node
+  // blamed) when it is this configuration.
+  if (c.node_rank == 0 && c.metrics_port > 0 && c.master_port >= c.metrics_port &&
+      c.master_port <= c.metrics_port + c.local_world_size - 1) {
+    return fail("MASTER_PORT: " + std::to_string(c.master_port) +
+                " is one of this node's metrics ports (PACER_METRICS_PORT " +
+                std::to_string(c.metrics_port) + " + local rank 0.." +
+                std::to_string(c.local_world_size - 1) +
+                "); give the rendezvous store and the metrics different ports");
   }
   if (c.metrics_port > 0 && c.metrics_port + c.local_world_size - 1 > 65535) {
     // Each local rank exports on PACER_METRICS_PORT + its local rank.
@@ -412,6 +450,8 @@ std::map<std::string, std::string> EnvironmentForConfig(const WorkerConfig& c) {
   set("PACER_SCALE", buffer);
   std::snprintf(buffer, sizeof(buffer), "%.17g", c.timeout_seconds);
   set("PACER_TIMEOUT_SECONDS", buffer);
+  std::snprintf(buffer, sizeof(buffer), "%.17g", c.stop_grace_seconds);
+  set("PACER_STOP_GRACE_SECONDS", buffer);
   if (c.parent_pid > 0) set("PACER_PARENT_PID", std::to_string(c.parent_pid));
   // The GPU switches only where they differ from the defaults.
   const GpuSwitches defaults;

@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/supervisor.h"
 #include "pacer/planner/job_spec.h"
 #include "pacer/planner/layout.h"
 #include "pacer/status.h"
@@ -107,6 +108,11 @@ struct WorkerConfig {
   // export it, so a scaled run is never mistaken for the real one.
   double scale = 1.0;
   double timeout_seconds = 300;  // rendezvous and collective timeout
+  // Seconds a stop signal leaves the ranks to finish their step and write
+  // the checkpoint before the supervisor kills them
+  // (PACER_STOP_GRACE_SECONDS). The controller sets it inside the pod's
+  // terminationGracePeriodSeconds; the default suits Kubernetes' 30 s.
+  double stop_grace_seconds = 25;
   // The process that started this worker and whose end stops it (local
   // mode's `pacer run`); 0 = none (a pod's worker outlives no parent).
   int parent_pid = 0;
@@ -117,6 +123,10 @@ struct WorkerConfig {
   // The global rank of `local` on this node.
   int GlobalRank(int local) const { return node_rank * local_world_size + local; }
 };
+
+// The supervisor's options for this worker: its stop grace and the parent
+// it outlives no longer.
+SupervisorOptions SupervisorOptionsFor(const WorkerConfig& config);
 
 // Reads the contract through `getenv` (returns nullptr for unset). Errors are
 // InvalidArgument naming the variable, e.g.

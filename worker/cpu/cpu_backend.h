@@ -17,12 +17,14 @@
 
 namespace pacer::worker {
 
-// The CPU backend, as the runner sees it.
+// The CPU backend, as the runner sees it: without the test hooks' host
+// copies (host memory outside the tracker, time inside the step).
 std::unique_ptr<StepBackend> MakeCpuBackend();
 
 namespace cpu {
 
-// The executor over a CPU device, with the executor's test hooks.
+// The executor over a CPU device, with the executor's test hooks (for the
+// tests, not pacer-worker).
 class CpuBackend : public StepExecutor {
  public:
   CpuBackend() : StepExecutor(MakeCpuDevice()) {}

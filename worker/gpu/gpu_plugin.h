@@ -101,6 +101,7 @@ inline constexpr uint64_t kGpuPluginLayout = gpu_plugin_internal::FoldLayout({
     offsetof(WorkerConfig, backend),
     offsetof(WorkerConfig, scale),
     offsetof(WorkerConfig, timeout_seconds),
+    offsetof(WorkerConfig, stop_grace_seconds),
     offsetof(WorkerConfig, parent_pid),
     offsetof(WorkerConfig, predicted_step_seconds),
     offsetof(WorkerConfig, predicted_memory_bytes),
