@@ -165,6 +165,15 @@ Status PodLauncher::Launch(const LaunchSpec& spec) {
   if (!live.ok()) return live.status().WithContext("listing the job's worker pods");
   for (const nlohmann::json& pod : live->items) {
     const PodFacts facts = FactsOf(pod);
+    // An earlier TrainJob of the same name (deleted and re-created) has the
+    // same pod names: a Create would answer AlreadyExists, counted as
+    // created below, and its pods would be taken for this job's workers.
+    if (!spec.job.uid.empty() && !facts.owner_uid.empty() && facts.owner_uid != spec.job.uid) {
+      return UnavailableError("worker pod " + facts.name +
+                              " belongs to an earlier TrainJob of this name (uid " +
+                              facts.owner_uid + "); attempt " + std::to_string(spec.attempt) +
+                              " waits until it is gone");
+    }
     if (!facts.deleting && facts.attempt != spec.attempt) {
       return UnavailableError("worker pod " + facts.name + " of attempt " +
                               std::to_string(facts.attempt) +

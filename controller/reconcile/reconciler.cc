@@ -67,8 +67,6 @@ struct Reconciler::Pass {
     c.observed_generation = generation;
     conditions.push_back(std::move(c));
   }
-  // Whether the previous status already had this condition with this reason
-  // (events are recorded on transitions only, so a requeue never repeats one).
   // Whether the previous status had condition `type` with `reason` and
   // `status` (events fire on transitions only).
   bool Had(const char* type, const std::string& reason, const char* status = kConditionTrue) const {
@@ -103,6 +101,16 @@ Millis Seconds(double seconds) {
 }
 
 std::string GpuSummary(const planner::Evaluation& plan) { return plan.layout.ToString(); }
+
+// The previous status' projectedCompletionTime, when it has one.
+std::optional<int64_t> PreviousProjection(const nlohmann::json& previous_status) {
+  if (!previous_status.is_object()) return std::nullopt;
+  const auto it = previous_status.find("projectedCompletionTime");
+  if (it == previous_status.end() || !it->is_string()) return std::nullopt;
+  StatusOr<int64_t> when = planner::ParseRfc3339(it->get<std::string>());
+  if (!when.ok()) return std::nullopt;
+  return *when;
+}
 
 // Three significant digits: a measured 1e300 is quoted as such, not in full.
 std::string ShortNumber(double value) {
@@ -1066,13 +1074,30 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
              measurement.status().message() + "; progress is the last known, the ETA uses " +
                  (usable_step_seconds ? "the last measured step time"
                                       : std::string("the plan's predicted step time")) +
-                 ", and no re-plan is made until metrics return");
+                 " (the projection and DeadlineAtRisk from before the outage stand), and no "
+                 "re-plan is made until metrics return");
   }
 
   const double step_seconds = usable_step_seconds.value_or(pass.plan->step.step_seconds);
   const int64_t remaining = pass.state.total_steps - pass.state.steps_completed;
   pass.projected = planner::CeilUnixSeconds(
       ProjectCompletion(static_cast<double>(pass.now), remaining, step_seconds, *pass.plan));
+  if (metrics_unavailable) {
+    // Progress stays at the last known step while time moves on: a
+    // projection from it slid later by the outage's length, and after two
+    // days an on-track job was DeadlineAtRisk, naming a re-plan that is not
+    // made. The workers run on unseen: the projection from before the outage
+    // stands (not in the past: past it the job may end at any moment), and
+    // so does DeadlineAtRisk, until metrics return.
+    if (const auto before = PreviousProjection(pass.previous_status)) {
+      pass.projected = std::max(*before, pass.now);
+    }
+    const std::vector<Condition> previous = ParseConditions(pass.previous_status);
+    if (const Condition* at_risk = FindCondition(previous, kConditionDeadlineAtRisk)) {
+      pass.Set(kConditionDeadlineAtRisk, at_risk->status.c_str(), at_risk->reason,
+               at_risk->message);
+    }
+  }
   if (pass.deadline) pass.slack = static_cast<double>(*pass.deadline - *pass.projected);
 
   const Millis replan_interval = Seconds(pass.spec.replan.interval_seconds);
@@ -1116,7 +1141,8 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     pass.Set(kConditionReplanning, kConditionTrue, "Resizing", message);
     return Finish(pass, options_.transition_poll);
   }
-  if (pass.phase == Phase::kRunning && pass.spec.replan.enabled && remaining > 0) {
+  if (pass.phase == Phase::kRunning && pass.spec.replan.enabled && remaining > 0 &&
+      !metrics_unavailable) {
     ReplanInputs in;
     in.job = pass.spec;
     in.deadline_unix_seconds = pass.deadline;
@@ -1142,7 +1168,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       // measured step time): a re-plan of one job alone could take GPUs
       // reserved for another's deadline.
       if (decision->action == Decision::Action::kReplan && decision->new_plan &&
-          deps_.allocations == nullptr && !metrics_unavailable) {
+          deps_.allocations == nullptr) {
         ++pass.state.replans;
         pass.state.last_replan_unix_seconds = pass.now;
         if (decision->step_time_ratio) {

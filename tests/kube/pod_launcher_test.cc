@@ -174,6 +174,25 @@ TEST_F(PodLauncherTest, ALaunchBesideAGangTheCacheMissedIsRefused) {
   EXPECT_TRUE(launcher.Launch(second).ok());
 }
 
+// A re-created TrainJob's first attempt has the pod names of the earlier
+// one's first attempt: their Create answered AlreadyExists, which counted as
+// created, and the new job adopted the earlier job's pods while the cache
+// lagged. The launch waits until they are gone.
+TEST_F(PodLauncherTest, ALaunchBesideAnEarlierTrainJobsPodsOfTheSameNameWaits) {
+  ASSERT_TRUE(LaunchAs("uid-old").ok());
+  ASSERT_EQ(PodCount(), 1u);
+  const Status refused = LaunchAs("uid-new");
+  EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
+  EXPECT_NE(refused.message().find(WorkerPodName("llama", Launch("uid-new").attempt, 0) +
+                                   " belongs to an earlier TrainJob"),
+            std::string::npos)
+      << refused.message();
+  StatusOr<nlohmann::json> pod = server_->GetObject(
+      "/api/v1/namespaces/default/pods/" + WorkerPodName("llama", Launch("uid-new").attempt, 0));
+  ASSERT_TRUE(pod.ok());
+  EXPECT_EQ((*pod)["metadata"]["ownerReferences"][0]["uid"], "uid-old");
+}
+
 // Pods of an earlier TrainJob of the same name (deleted and re-created while
 // they terminate) are not the new TrainJob's workers: after its launch
 // expectations expired, the new job took finished ones over as a launch

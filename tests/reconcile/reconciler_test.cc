@@ -15,6 +15,7 @@
 #include "pacer/planner/search.h"
 #include "pacer/planner/units.h"
 #include "reconcile/job_object.h"
+#include "reconcile/worker_env.h"
 #include "test_jobs.h"
 
 namespace pacer::controller {
@@ -801,11 +802,23 @@ TEST_F(ReconcilerTest, AnOutageKeepsTheLastMeasuredPaceAndRelaunchesNothing) {
   EXPECT_NE(ConditionMessage("Degraded").find("last measured step time"), std::string::npos)
       << ConditionMessage("Degraded");
 
+  // Two days without metrics: the job runs on, unseen. Progress frozen at
+  // the last known step slid the projection two days later and turned the
+  // on-track job DeadlineAtRisk, naming a re-plan that was never made; the
+  // projection from before the outage stands.
+  clock_.Advance(std::chrono::hours(48));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_LE(std::abs(eta_shift_seconds()), 10) << Status()["projectedCompletionTime"];
+  EXPECT_EQ(ConditionReason("DeadlineAtRisk"), "False/OnTrack");
+
   clock_.Advance(std::chrono::hours(24 * 12));  // no progress seen for 12 days
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(launcher_.stops.size(), 0u);
   EXPECT_EQ(launcher_.launches.size(), 1u);
   EXPECT_EQ(Status()["phase"], "Running");
+  // Past the projection the job may finish at any moment: never in the past.
+  EXPECT_GE(*planner::ParseRfc3339(Status()["projectedCompletionTime"].get<std::string>()),
+            clock_.WallUnixSeconds());
 }
 
 TEST_F(ReconcilerTest, WaitsForGpusWhenTheClusterIsBusy) {
@@ -992,6 +1005,43 @@ TEST_F(ReconcilerTest, WorkerPodsHaveAWritableHomeUnlessTheJobSetsOne) {
   launch.spec.worker.env.push_back({.name = "HOME", .value = "/checkpoints/home"});
   EXPECT_EQ(homes(WorkerPodObject(launch, 0, PodTemplateOptions{})),
             std::vector<std::string>{"/checkpoints/home"});
+}
+
+// The worker's stop grace fits inside the pod's: the worker kills ranks that
+// have not stopped before the kubelet kills the worker, and the rest of the
+// pod's grace is theirs to finish a step and write the checkpoint (a fixed
+// 25 s inside the default 300 s killed every long-step job's stop).
+TEST_F(ReconcilerTest, WorkersGetTheStopGraceOfThePodLessAMargin) {
+  EXPECT_EQ(WorkerStopGraceSeconds(300), 270);
+  EXPECT_EQ(WorkerStopGraceSeconds(30), 25);
+  EXPECT_EQ(WorkerStopGraceSeconds(3600), 3240);
+  EXPECT_EQ(WorkerStopGraceSeconds(6), 1);
+  EXPECT_EQ(WorkerStopGraceSeconds(1), 1);
+  store_.Put(LlamaJob());
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  PodTemplateOptions options;
+  options.termination_grace_seconds = 600;
+  const nlohmann::json pod = WorkerPodObject(launcher_.launches[0], 0, options);
+  EXPECT_EQ(pod["spec"]["terminationGracePeriodSeconds"], 600);
+  std::string grace;
+  for (const auto& e : pod["spec"]["containers"][0]["env"]) {
+    if (e["name"] == "PACER_STOP_GRACE_SECONDS") grace = e["value"].get<std::string>();
+  }
+  EXPECT_EQ(grace, "540");
+}
+
+// A cluster plan is a GPU plan: the worker may not fall back to the CPU.
+TEST_F(ReconcilerTest, WorkerPodsRunTheGpuBackend) {
+  store_.Put(LlamaJob());
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  const nlohmann::json pod = WorkerPodObject(launcher_.launches[0], 0, PodTemplateOptions{});
+  std::string backend;
+  for (const auto& e : pod["spec"]["containers"][0]["env"]) {
+    if (e["name"] == "PACER_BACKEND") backend = e["value"].get<std::string>();
+  }
+  EXPECT_EQ(backend, "gpu");
 }
 
 // A status written with the wrong types (here by hand: phase a number) is
