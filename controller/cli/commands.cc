@@ -10,6 +10,7 @@
 
 #include "cli/explain_output.h"
 #include "cli/inputs.h"
+#include "cli/non_empty.h"
 #include "cli/plan_output.h"
 #include "cli/plan_report.h"
 #include "cli/simulate_command.h"
@@ -142,11 +143,13 @@ void AddInputOptions(CLI::App* command, InputFlags& flags) {
       ->add_option("--cluster", flags.cluster_path,
                    "Cluster inventory (node pools, free GPUs, prices); default: the built-in "
                    "inventory of one pool per common GPU type, all free")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(NonEmpty());
   command
       ->add_option("--calibration", flags.calibration_path,
                    "Calibration measured by `pacer-worker calibrate` or the controller")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(NonEmpty());
   // A callback, not a string: `--now ""` (an unset shell variable) must
   // read as given and empty, not as left out.
   command
@@ -285,6 +288,7 @@ int Run(int argc, char** argv, std::ostream& out, std::ostream& err,
       ->type_name("COUNTS")
       ->required();
   sweep->add_option("--svg", sweep_flags.svg_path, "Also write the chart as an SVG file")
+      ->check(NonEmpty())
       ->type_name("FILE");
   sweep->add_option("-o,--output", sweep_flags.output, "Output format: table, json or yaml")
       ->type_name("FORMAT")

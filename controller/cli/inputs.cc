@@ -1,5 +1,6 @@
 #include "cli/inputs.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -13,6 +14,7 @@
 
 #include "cli/yaml_json.h"
 #include "pacer/planner/job_parser.h"
+#include "pacer/planner/layout.h"
 #include "pacer/planner/units.h"
 #include "pacer/strings.h"
 
@@ -107,6 +109,23 @@ StatusOr<std::string> ReadDocument(const std::string& path, std::size_t max_byte
     return InvalidArgumentError(path + ": the file is not valid UTF-8: byte " + byte + " at " +
                                 WhereIs(document, *bad) +
                                 "; save it as UTF-8 (from Latin-1: iconv -f latin1 -t utf-8)");
+  }
+  // YAML and JSON allow no control character but tab, line feed and
+  // carriage return, not even in a comment; yaml-cpp took a NUL in a comment
+  // and misread one elsewhere ("unknown escape character" a line later), and
+  // kubectl refuses them.
+  const auto control = std::find_if(document.begin(), document.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return (byte < 0x20 && byte != '\t' && byte != '\n' && byte != '\r') || byte == 0x7F;
+  });
+  if (control != document.end()) {
+    const auto offset = static_cast<std::size_t>(control - document.begin());
+    char byte[8];
+    std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned char>(*control));
+    return InvalidArgumentError(path + ": the file holds the control character " + byte + " at " +
+                                WhereIs(document, offset) +
+                                "; YAML and JSON allow only tab, line feed and carriage return: "
+                                "delete it");
   }
   return document;
 }
@@ -219,6 +238,21 @@ StatusOr<LoadedInputs> LoadInputs(const InputFlags& flags) {
   return inputs;
 }
 
+namespace {
+
+// Past the largest layout the planner searches: such a point only ever got a
+// false reason ("layout-indivisible").
+StatusOr<std::vector<int>> WithinLayoutLimit(const std::set<int>& counts) {
+  if (!counts.empty() && *counts.rbegin() > planner::kMaxLayoutGpus) {
+    return InvalidArgumentError("--gpus: " + std::to_string(*counts.rbegin()) + " is above the " +
+                                std::to_string(planner::kMaxLayoutGpus) +
+                                " GPUs one layout may use; give smaller counts");
+  }
+  return std::vector<int>(counts.begin(), counts.end());
+}
+
+}  // namespace
+
 StatusOr<std::vector<int>> ParseGpuCounts(std::string_view text) {
   std::set<int> counts;
   const std::size_t dots = text.find("..");
@@ -229,7 +263,7 @@ StatusOr<std::vector<int>> ParseGpuCounts(std::string_view text) {
       counts.insert(count);
       if (counts.size() > kMaxSweepPoints) return TooManyPoints();
     }
-    return std::vector<int>(counts.begin(), counts.end());
+    return WithinLayoutLimit(counts);
   }
 
   const std::string_view lo_text = text.substr(0, dots);
@@ -261,7 +295,7 @@ StatusOr<std::vector<int>> ParseGpuCounts(std::string_view text) {
       counts.insert(static_cast<int>(gpus));
     }
   }
-  return std::vector<int>(counts.begin(), counts.end());
+  return WithinLayoutLimit(counts);
 }
 
 }  // namespace pacer::cli

@@ -7,6 +7,7 @@
 #include "cli/default_tables.h"
 #include "cli/finite_range.h"
 #include "cli/inputs.h"
+#include "cli/non_empty.h"
 #include "cli/simulate_chart.h"
 #include "cli/simulate_output.h"
 #include "pacer/sched/trace_csv.h"
@@ -49,12 +50,14 @@ void SimulateCommand::AddOptions(CLI::App* command) {
       ->add_option("--throughput", throughput_path_,
                    "Long-format throughput CSV (gpu_type,model,global_batch_size,num_gpus,"
                    "iters_per_sec); default: the built-in ElasticFlow A100/T4 table")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(NonEmpty());
   command
       ->add_option("--max-gpus", max_gpus_path_,
                    "Per-model GPU caps CSV (ef_max_gpus for pacer, baseline_max_gpus for "
                    "edf/fifo); default: built in with the built-in table, none otherwise")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(NonEmpty());
   command
       ->add_option("--hysteresis", hysteresis_,
                    "pacer grows a running job only if it then finishes this many restart "
@@ -73,7 +76,8 @@ void SimulateCommand::AddOptions(CLI::App* command) {
       ->type_name("FORMAT")
       ->capture_default_str();
   command->add_option("--svg", svg_path_, "Also write GPUs per job over time as an SVG file")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(NonEmpty());
   command->footer(
       "Exit codes:\n"
       "  0  the simulation ran\n"

@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "cli/inputs.h"
+#include "cli/non_empty.h"
 #include "cli/yaml_output.h"
 #include "core/inventory_document.h"
 #include "core/node_inventory.h"
@@ -154,7 +155,8 @@ void InventoryCommand::AddOptions(CLI::App* command) {
       ->add_option("--kubeconfig", options_.kubeconfig,
                    "Kubeconfig file (default, as kubectl: $KUBECONFIG, ~/.kube/config, then the "
                    "in-cluster service account)")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(cli::NonEmpty());
   command
       ->add_option("--context", options_.context,
                    "Kubeconfig context (default: its current-context)")
@@ -165,7 +167,8 @@ void InventoryCommand::AddOptions(CLI::App* command) {
   command
       ->add_option("--output-file", options_.output_file,
                    "Write the document to FILE instead of stdout")
-      ->type_name("FILE");
+      ->type_name("FILE")
+      ->check(cli::NonEmpty());
   command
       ->add_option("--timeout-seconds", timeout_seconds_,
                    "Give up when the API server has not finished answering after this long")

@@ -11,10 +11,12 @@
 #include <filesystem>
 #include <functional>
 #include <iomanip>
+#include <optional>
 #include <sstream>
 
 #include "cli/finite_range.h"
 #include "cli/inputs.h"
+#include "cli/non_empty.h"
 #include "core/clock.h"
 #include "local/local_inventory.h"
 #include "local/local_store.h"
@@ -173,11 +175,13 @@ void RunCommand::AddOptions(CLI::App* command) {
       ->add_option("--worker-binary", options_.worker_binary,
                    "The pacer-worker program (default: $PACER_WORKER_BINARY, else next to "
                    "pacer, else on PATH)")
-      ->type_name("PATH");
+      ->type_name("PATH")
+      ->check(cli::NonEmpty());
   command
       ->add_option("--work-dir", options_.work_dir,
-                   "Checkpoints and logs (default: .pacer/<namespace>-<name>)")
-      ->type_name("DIR");
+                   "Checkpoints and logs (default: .pacer/<namespace>/<name>)")
+      ->type_name("DIR")
+      ->check(cli::NonEmpty());
   command->add_option("--backend", options_.backend, "auto, cpu or gpu")
       ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
       ->capture_default_str();
@@ -212,6 +216,28 @@ void RunCommand::AddOptions(CLI::App* command) {
       "  130  stopped by Ctrl-C at a checkpoint (run again to resume)");
 }
 
+StatusOr<std::string> ChooseLocalBackend(const std::string& requested, bool gpus_found,
+                                         bool gpu_backend_installed, const std::string& plugin_path,
+                                         std::string* note) {
+  if (requested == "cpu" || (requested == "auto" && !gpus_found)) return std::string("cpu");
+  if (requested == "gpu" && !gpus_found) {
+    return InvalidArgumentError("--backend gpu: no NVIDIA GPU found on this machine");
+  }
+  if (gpu_backend_installed) return std::string("gpu");
+  if (requested == "gpu") {
+    return InvalidArgumentError("--backend gpu: pacer-worker's GPU backend " + plugin_path +
+                                " is missing (built without nvcc?); build with the CUDA "
+                                "toolkit installed, or use --backend cpu");
+  }
+  *note = "this machine has NVIDIA GPUs, but pacer-worker's GPU backend " + plugin_path +
+          " is missing (built without nvcc?): training on the CPU";
+  return std::string("cpu");
+}
+
+std::string DefaultWorkDir(const std::string& namespace_name, const std::string& name) {
+  return ".pacer/" + namespace_name + "/" + name;
+}
+
 int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   // The arguments first, before the file is planned: a worker that cannot
   // start failed only at the first launch, after the plan, as six retried
@@ -242,7 +268,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   metadata["namespace"] = parsed.namespace_name;
   const std::string work_dir = !options.work_dir.empty()
                                    ? options.work_dir
-                                   : ".pacer/" + parsed.namespace_name + "-" + parsed.name;
+                                   : DefaultWorkDir(parsed.namespace_name, parsed.name);
   // Two runs of one job would share checkpoints and logs: one at a time.
   StatusOr<WorkDirLock> lock = WorkDirLock::Acquire(work_dir);
   if (!lock.ok()) {
@@ -258,8 +284,9 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
     inventory_options.cuda_visible_devices = visible;
   }
-  LocalInventory inventory(inventory_options);
-  if (options.backend == "gpu" && !inventory.uses_gpus()) {
+  std::optional<LocalInventory> inventory_or;
+  inventory_or.emplace(inventory_options);
+  if (options.backend == "gpu" && !inventory_or->uses_gpus()) {
     err << "error: --backend gpu: no NVIDIA GPU found on this machine (nothing under "
         << inventory_options.proc_nvidia_dir;
     if (inventory_options.cuda_visible_devices) {
@@ -269,6 +296,27 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
     err << "); run with --backend cpu (or auto, the default) to train on the CPU\n";
     return 2;
   }
+  // The GPU backend the worker loads (worker/app/backend_choice.cc): the
+  // PACER_GPU_PLUGIN file, else the one beside pacer-worker.
+  std::string plugin_path =
+      (std::filesystem::path(worker.path).parent_path() / "libpacer_worker_gpu.so").string();
+  if (const char* env = std::getenv("PACER_GPU_PLUGIN"); env != nullptr && *env != '\0') {
+    plugin_path = env;
+  }
+  std::string backend_note;
+  StatusOr<std::string> backend =
+      ChooseLocalBackend(options.backend, inventory_or->uses_gpus(),
+                         ::access(plugin_path.c_str(), R_OK) == 0, plugin_path, &backend_note);
+  if (!backend.ok()) {
+    err << "error: " << backend.status().message() << '\n';
+    return 2;
+  }
+  if (*backend == "cpu" && inventory_or->uses_gpus()) {
+    err << "pacer run: " << backend_note << '\n';
+    inventory_options.use_gpus = false;
+    inventory_or.emplace(inventory_options);
+  }
+  LocalInventory& inventory = *inventory_or;
 
   // maxDuration counts from the job's first start, kept across Ctrl-C and
   // resume (a resumed run does not get a fresh deadline).

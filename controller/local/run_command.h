@@ -20,13 +20,14 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "pacer/status.h"
 
 namespace pacer::controller {
 
 struct RunOptions {
   std::string job_path;
   std::string worker_binary;      // "" = $PACER_WORKER_BINARY, next to `pacer`, on PATH
-  std::string work_dir;           // "" = .pacer/<namespace>-<name>
+  std::string work_dir;           // "" = DefaultWorkDir(namespace, name)
   std::string backend = "auto";   // auto, cpu or gpu
   int cpu_devices = 0;            // 0 = min(cores, 4)
   double cpu_tflops = 0.02;       // per CPU device, for the planner
@@ -35,6 +36,23 @@ struct RunOptions {
 };
 
 int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err);
+
+// The backend `pacer run` trains with, "gpu" or "cpu", from --backend
+// (`requested`: auto, cpu or gpu), whether this machine shows NVIDIA GPUs
+// and whether pacer-worker's GPU backend (`plugin_path`) is installed. A
+// machine with a driver but a build without nvcc has GPUs and no GPU
+// backend: auto trains on the CPU and says why in `*note`; gpu is
+// InvalidArgument saying what is missing (the worker refused it with exit 2
+// and the job ended Failed).
+StatusOr<std::string> ChooseLocalBackend(const std::string& requested, bool gpus_found,
+                                         bool gpu_backend_installed, const std::string& plugin_path,
+                                         std::string* note);
+
+// A job's work directory when --work-dir is not given:
+// .pacer/<namespace>/<name>. One directory per job: a namespace is a DNS
+// label and holds no '/', so no two jobs share one (".pacer/<ns>-<name>"
+// gave team-a/llama and team/a-llama the same checkpoints).
+std::string DefaultWorkDir(const std::string& namespace_name, const std::string& name);
 
 // `pacer run` for the CLI (cli::RunCli's extension point).
 class RunCommand final : public cli::CommandExtension {

@@ -1,4 +1,4 @@
-// Local mode's work directory (.pacer/<namespace>-<name>): one `pacer run` at
+// Local mode's work directory (.pacer/<namespace>/<name>): one `pacer run` at
 // a time (an flock on <dir>/lock, released when the process ends, however it
 // ends), the step the checkpoints can resume from, and when the job first
 // started, so that maxDuration keeps counting across Ctrl-C and resume.

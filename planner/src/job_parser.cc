@@ -6,6 +6,7 @@
 #include <set>
 #include <string_view>
 
+#include "pacer/planner/layout.h"
 #include "pacer/planner/model_math.h"
 #include "pacer/planner/units.h"
 #include "text.h"
@@ -33,7 +34,6 @@ constexpr double kMaxTokens = 1e16;
 constexpr double kMaxSamples = 1e14;
 constexpr int kMaxEpochs = 10000;
 constexpr int kMaxMicroBatchSize = 65536;  // the worker's PACER_MICRO_BATCH_SIZE bound
-constexpr int kMaxGpus = 1'000'000;
 constexpr std::size_t kMaxAllowedGpuTypes = 100;
 // The CRD's maxItems and maxLength (manifests/crd): a file the API server
 // would refuse is refused by `pacer plan` too, with the same bound.
@@ -57,12 +57,25 @@ const char* const kModelHint =
 
 bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
-// Kubernetes object names (RFC 1123 subdomains) and namespaces (labels).
+// Kubernetes object names (RFC 1123 subdomains) and namespaces (labels), as
+// the API server checks them: dot-separated parts, each of lowercase letters,
+// digits and '-' that starts and ends with a letter or digit. ("a..b" and
+// "a.-b" passed a check of the two ends alone; kubectl apply refuses them.)
 bool IsDns1123Subdomain(std::string_view s) {
   if (s.empty() || s.size() > 253) return false;
-  if (!IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return IsLowerAlnum(c) || c == '-' || c == '.'; });
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = s.find('.', start);
+    const std::string_view part =
+        s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (part.empty() || !IsLowerAlnum(part.front()) || !IsLowerAlnum(part.back())) return false;
+    if (!std::all_of(part.begin(), part.end(),
+                     [](char c) { return IsLowerAlnum(c) || c == '-'; })) {
+      return false;
+    }
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
 }
 
 bool IsDns1123Label(std::string_view s) {
@@ -99,8 +112,9 @@ Status ParseMetadata(const Field& f, JobSpec* job) {
   ASSIGN_OR_RETURN(job->name, name.String());
   if (!IsDns1123Subdomain(job->name)) {
     return name.ErrorGot(
-        "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and "
-        "ending with a letter or digit, at most 63 characters: it labels the job's pods)");
+        "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', each "
+        "dot-separated part starting and ending with a letter or digit, at most 63 "
+        "characters: it labels the job's pods)");
   }
   if (job->name.size() > 63) {
     // The name is the value of the pacer.dev/job label on the job's pods
@@ -349,10 +363,10 @@ Status ParseResources(const Field& f, ResourcesSpec* r) {
     }
   }
   if (const Field min = f.Get("minGPUs"); min.present()) {
-    ASSIGN_OR_RETURN(r->min_gpus, min.Int(1, kMaxGpus));
+    ASSIGN_OR_RETURN(r->min_gpus, min.Int(1, kMaxLayoutGpus));
   }
   if (const Field max = f.Get("maxGPUs"); max.present()) {
-    ASSIGN_OR_RETURN(r->max_gpus, max.Int(1, kMaxGpus));
+    ASSIGN_OR_RETURN(r->max_gpus, max.Int(1, kMaxLayoutGpus));
     if (*r->max_gpus < r->min_gpus) {
       return max.ErrorGot("must be at least minGPUs (" + std::to_string(r->min_gpus) + ")");
     }

@@ -100,7 +100,11 @@ const char* Fp8RecipeName(Fp8Recipe r) {
 std::optional<int64_t> EffectiveDeadline(const JobSpec& job, int64_t now_unix_seconds) {
   if (job.deadline_unix_seconds) return job.deadline_unix_seconds;
   if (!job.max_duration_seconds) return std::nullopt;
-  const int64_t start = job.creation_unix_seconds.value_or(now_unix_seconds);
+  // Counted from creation, but never from a time after now: a creation time
+  // in the future (written by hand, or an API server's clock ahead of ours)
+  // would move the deadline as far.
+  const int64_t start =
+      std::min(job.creation_unix_seconds.value_or(now_unix_seconds), now_unix_seconds);
   // The parser bounds maxDuration far below int64's range; the clamp only
   // keeps a hand-built JobSpec from overflowing.
   const double end = static_cast<double>(start) + std::floor(*job.max_duration_seconds);

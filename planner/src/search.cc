@@ -34,10 +34,6 @@ namespace pacer::planner {
 namespace internal {
 namespace {
 
-// The most GPUs a layout may use: the largest spec.resources.maxGPUs a job
-// may give (job_parser.cc).
-constexpr int64_t kMaxLayoutGpus = 1'000'000;
-
 std::vector<int> Divisors(int64_t n, int64_t limit) {
   // Pairs (i, n / i) up to sqrt(n): a global batch of 1e8 takes 1e4 tries,
   // not 1e8, for each (t, p, v, b) the search visits.

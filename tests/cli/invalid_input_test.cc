@@ -235,6 +235,27 @@ TEST(InvalidInputTest, AFileThatIsNotUtf8ExitsWithTwoNamingWhereTheByteIs) {
   }
 }
 
+// A NUL was taken in a comment and misread elsewhere ("unknown escape
+// character: g" a line later); an escape sequence in a name reached the
+// terminal. Control characters are refused with where they are.
+TEST(InvalidInputTest, AControlCharacterExitsWithTwoNamingWhereItIs) {
+  testing::TempDir dir;
+  const std::string job = testing::ReadFile(CliTestData("llama-7b.yaml"));
+  for (const auto& [bytes, name] : {std::pair{std::string(1, '\0'), std::string("0x00")},
+                                    std::pair{std::string("\x1b[31m"), std::string("0x1B")},
+                                    std::pair{std::string("\x7f"), std::string("0x7F")}}) {
+    const std::string path = dir.File("control-" + name + ".yaml");
+    std::ofstream(path) << "# a comment " << bytes << "\n" << job;
+    const CliRun run = RunPacer({"plan", path, "--now", kNow});
+    EXPECT_EQ(run.exit_code, kExitInvalidInput) << run.out << run.err;
+    EXPECT_NE(run.err.find(path + ": the file holds the control character " + name +
+                           " at line 1, column 13 (byte offset 12)"),
+              std::string::npos)
+        << run.err;
+    EXPECT_TRUE(run.out.empty()) << run.out;
+  }
+}
+
 // UTF-8 as RFC 3629 has it: what nlohmann::json refuses to write (overlong
 // forms, surrogates, code points past U+10FFFF, cut-off sequences) is
 // refused before it gets that far.
@@ -304,6 +325,29 @@ TEST(InvalidInputTest, AnEmptyNowExitsWithTwo) {
       RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "8..64", "--now", ""});
   EXPECT_EQ(sweep.exit_code, kExitInvalidInput) << sweep.out << sweep.err;
   EXPECT_NE(sweep.err.find("--now is empty"), std::string::npos) << sweep.err;
+}
+
+// `--cluster "$UNSET"` planned against the built-in example inventory and
+// exited 0; `--svg ""` wrote nothing. A path flag given empty is refused.
+TEST(InvalidInputTest, AnEmptyPathFlagExitsWithTwo) {
+  const std::string job = CliTestData("llama-7b.yaml");
+  const std::string trace = testing::SourcePath("tests/testdata/elasticflow/cluster10.csv");
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"plan", job, "--cluster", "", "--now", kNow},
+           {"explain", job, "--calibration", "", "--now", kNow},
+           {"sweep", job, "--gpus", "8..64", "--now", kNow, "--svg", ""},
+           {"simulate", trace, "--gpus", "32", "--throughput", ""},
+           {"simulate", trace, "--gpus", "32", "--svg", ""}}) {
+    const CliRun run = RunPacer(args);
+    std::string flag;
+    for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+      if (args[i + 1].empty()) flag = args[i];
+    }
+    EXPECT_EQ(run.exit_code, kExitInvalidInput) << flag << ": " << run.out << run.err;
+    EXPECT_NE(run.err.find(flag), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("is empty"), std::string::npos) << run.err;
+    EXPECT_TRUE(run.out.empty()) << flag << ": " << run.out;
+  }
 }
 
 // A misspelt subcommand and an option before any subcommand both said "A
@@ -393,10 +437,29 @@ TEST(GpuCountsTest, RejectsMalformedCounts) {
   }
 }
 
-TEST(GpuCountsTest, DoublingNearIntMaxDoesNotOverflow) {
+// The doubling is computed in 64 bits (it overflowed near INT_MAX); such
+// counts are then refused: past the largest layout the planner searches.
+TEST(GpuCountsTest, DoublingNearIntMaxDoesNotOverflowAndIsRefused) {
   StatusOr<std::vector<int>> counts = ParseGpuCounts("1073741824..2147483647");
+  ASSERT_FALSE(counts.ok());
+  EXPECT_NE(counts.status().message().find("1073741824 is above the 1000000 GPUs"),
+            std::string::npos)
+      << counts.status().message();
+}
+
+// A count past the largest layout got a false reason ("layout-indivisible").
+TEST(GpuCountsTest, CountsAboveTheLargestLayoutAreRefused) {
+  StatusOr<std::vector<int>> counts = ParseGpuCounts("1000000");
   ASSERT_TRUE(counts.ok()) << counts.status().ToString();
-  EXPECT_EQ(*counts, std::vector<int>{1073741824});
+  for (const char* text : {"1000000,2000000", "500000..2000000", "999999..1000001:2"}) {
+    counts = ParseGpuCounts(text);
+    ASSERT_FALSE(counts.ok()) << text;
+    EXPECT_EQ(counts.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(counts.status().message().find("--gpus: "), std::string::npos);
+    EXPECT_NE(counts.status().message().find("is above the 1000000 GPUs one layout may use"),
+              std::string::npos)
+        << counts.status().message();
+  }
 }
 
 }  // namespace

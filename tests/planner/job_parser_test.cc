@@ -393,6 +393,15 @@ TEST(JobParserTest, ErrorMessagesNameThePathAndTheValue) {
               HasSubstr("spec.data.tokens: must be in [1, 1e16], got 1e20"));
   EXPECT_EQ(TrainJobErrorOf(Minimal("name: tiny", "name: My_Job")).substr(0, 48),
             "metadata.name: must be a DNS-1123 subdomain (low");
+  // Kubernetes checks each dot-separated part of a name.
+  for (const char* claim : {"a..b", "a.-b", "a-.b", ".a", "-a"}) {
+    EXPECT_THAT(TrainJobErrorOf(Minimal("globalBatchSize: 256",
+                                        std::string("globalBatchSize: 256\n  checkpoint:\n    "
+                                                    "volumeClaimName: \"") +
+                                            claim + "\"")),
+                HasSubstr("spec.checkpoint.volumeClaimName: must be a PersistentVolumeClaim name"))
+        << claim;
+  }
   EXPECT_EQ(TrainJobErrorOf(Minimal("kind: TrainJob", "kind: Job")),
             "kind: must be TrainJob, got \"Job\"");
   EXPECT_EQ(TrainJobErrorOf(Minimal("pacer.dev/v1alpha1", "pacer.dev/v1")),
@@ -704,6 +713,11 @@ TEST(JobSpecTest, EffectiveDeadlineCountsMaxDurationFromCreation) {
   EXPECT_EQ(EffectiveDeadline(job, 1000), 4600);
   job.creation_unix_seconds = 500;
   EXPECT_EQ(EffectiveDeadline(job, 1000), 4100);
+  // A creation time after now (a hand-written one, or the API server's clock
+  // ahead of ours) counts from now: a 1-hour job created "in 2031" was
+  // planned against a deadline years away.
+  job.creation_unix_seconds = 1'000'000'000;
+  EXPECT_EQ(EffectiveDeadline(job, 1000), 4600);
   job.max_duration_seconds.reset();
   job.deadline_unix_seconds = 99;
   EXPECT_EQ(EffectiveDeadline(job, 1000), 99);

@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "local/run_command.h"
+
 namespace {
 
 #if defined(PACER_BINARY)
@@ -335,7 +337,7 @@ int RunQuickstartDueIn5s(const std::string& tag, const std::string& name, std::s
     EXPECT_NE(yaml.find("name: " + name), std::string::npos) << yaml;
   }
   std::ofstream(file) << yaml << extra_yaml;
-  // Its own work dir: the default one (.pacer/<namespace>-<name> in the
+  // Its own work dir: the default one (.pacer/<namespace>/<name> in the
   // working directory) is locked by any other quickstart run ctest runs beside it.
   const std::filesystem::path dir = std::filesystem::temp_directory_path() /
                                     ("pacer-" + tag + "-run-" + std::to_string(::getpid()));
@@ -411,6 +413,52 @@ TEST(LocalRunTest, ANumericNameRunsUnderThatName) {
   // Exit 3 (the deadline) comes after the job was read and planned.
   EXPECT_EQ(RunQuickstartDueIn5s("numeric", "123", &out), 3) << out;
   EXPECT_NE(out.find("/123"), std::string::npos) << out;
+}
+
+// Two jobs never share a default work directory: with
+// ".pacer/<namespace>-<name>", team-a/llama and team/a-llama did, and the
+// second resumed the first one's checkpoint and deadline.
+TEST(LocalRunTest, EveryJobHasItsOwnDefaultWorkDir) {
+  using pacer::controller::DefaultWorkDir;
+  EXPECT_NE(DefaultWorkDir("team-a", "llama"), DefaultWorkDir("team", "a-llama"));
+  EXPECT_EQ(DefaultWorkDir("default", "quickstart"), ".pacer/default/quickstart");
+}
+
+// A machine with an NVIDIA driver but a build without nvcc has GPUs and no
+// GPU backend: the workers were told to use the GPU, refused (exit 2) and the
+// job ended Failed. Auto trains on the CPU and says why; gpu says what is
+// missing.
+TEST(LocalRunTest, WithoutTheGpuBackendAutoTrainsOnTheCpuAndGpuSaysWhatIsMissing) {
+  using pacer::controller::ChooseLocalBackend;
+  const std::string plugin = "/opt/pacer/libpacer_worker_gpu.so";
+  std::string note;
+  EXPECT_EQ(*ChooseLocalBackend("auto", true, true, plugin, &note), "gpu");
+  EXPECT_EQ(*ChooseLocalBackend("auto", false, false, plugin, &note), "cpu");
+  EXPECT_EQ(*ChooseLocalBackend("cpu", true, true, plugin, &note), "cpu");
+  EXPECT_TRUE(note.empty()) << note;
+  EXPECT_EQ(*ChooseLocalBackend("auto", true, false, plugin, &note), "cpu");
+  EXPECT_NE(note.find(plugin + " is missing (built without nvcc?): training on the CPU"),
+            std::string::npos)
+      << note;
+  const auto gpu = ChooseLocalBackend("gpu", true, false, plugin, &note);
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_NE(gpu.status().message().find("--backend gpu: pacer-worker's GPU backend " + plugin +
+                                        " is missing"),
+            std::string::npos)
+      << gpu.status().message();
+  EXPECT_FALSE(ChooseLocalBackend("gpu", false, true, plugin, &note).ok());
+}
+
+// `--work-dir "$UNSET"` ran in the default directory without a word.
+TEST(LocalRunTest, AnEmptyPathFlagExitsTwo) {
+  const std::string quickstart =
+      std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml";
+  for (const char* flag : {"--work-dir", "--worker-binary"}) {
+    std::string out;
+    Child c = Spawn({PACER_BINARY, "run", quickstart, "--progress", "none", flag, ""});
+    EXPECT_EQ(Wait(c, &out), 2) << flag << ": " << out;
+    EXPECT_NE(out.find(std::string(flag) + ": is empty"), std::string::npos) << out;
+  }
 }
 
 TEST(LocalRunTest, JobNeedingGpusThisMachineLacksExitsFourInsteadOfWaiting) {

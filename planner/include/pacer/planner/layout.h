@@ -22,6 +22,10 @@ namespace pacer::planner {
 // list at 24 MiB, far above a real plan's; the search never plans more.
 inline constexpr int64_t kMaxMicroBatchPassesPerStep = int64_t{1} << 20;
 
+// The most GPUs one layout may use: past any cluster, and the largest
+// spec.resources.minGPUs / maxGPUs a TrainJob and `pacer sweep --gpus` take.
+inline constexpr int kMaxLayoutGpus = 1'000'000;
+
 struct Layout {
   std::string pool;      // node pool name
   std::string gpu_type;  // catalog name
