@@ -117,16 +117,9 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
   nlohmann::json env = nlohmann::json::array();
   for (const auto& [k, v] : contract) env.push_back({{"name", k}, {"value", v}});
   // The user's variables, except where they would break the contract.
-  bool home_set = false;
   for (const planner::EnvVar& var : launch.spec.worker.env) {
     if (contract.count(var.name) == 0) env.push_back({{"name", var.name}, {"value", var.value}});
-    home_set = home_set || var.name == "HOME";
   }
-  // The root filesystem is read-only and user 65532 has no passwd entry, so
-  // HOME would be "/": a user image's caches under $HOME (compilers, kernel
-  // autotuners, dataset libraries) would fail to write. /tmp is the pod's
-  // writable emptyDir. The user's own HOME wins.
-  if (!home_set) env.push_back({{"name", "HOME"}, {"value", "/tmp"}});
 
   nlohmann::json labels = Labels(launch);
   labels[kAttemptLabel] = std::to_string(launch.attempt);

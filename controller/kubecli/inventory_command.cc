@@ -155,8 +155,7 @@ void InventoryCommand::AddOptions(CLI::App* command) {
       ->add_option("--kubeconfig", options_.kubeconfig,
                    "Kubeconfig file (default, as kubectl: $KUBECONFIG, ~/.kube/config, then the "
                    "in-cluster service account)")
-      ->type_name("FILE")
-      ->check(cli::NonEmpty());
+      ->type_name("FILE");
   command
       ->add_option("--context", options_.context,
                    "Kubeconfig context (default: its current-context)")

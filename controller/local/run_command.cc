@@ -298,8 +298,12 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   }
   // The GPU backend the worker loads (worker/app/backend_choice.cc): the
   // PACER_GPU_PLUGIN file, else the one beside pacer-worker.
-  std::string plugin_path =
-      (std::filesystem::path(worker.path).parent_path() / "libpacer_worker_gpu.so").string();
+  // Beside the program itself, as the worker resolves /proc/self/exe: a
+  // symlinked pacer-worker's plugin is beside its target.
+  std::error_code resolve_error;
+  std::filesystem::path worker_program = std::filesystem::canonical(worker.path, resolve_error);
+  if (resolve_error) worker_program = worker.path;
+  std::string plugin_path = (worker_program.parent_path() / "libpacer_worker_gpu.so").string();
   if (const char* env = std::getenv("PACER_GPU_PLUGIN"); env != nullptr && *env != '\0') {
     plugin_path = env;
   }

@@ -1093,7 +1093,11 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       pass.projected = std::max(*before, pass.now);
     }
     const std::vector<Condition> previous = ParseConditions(pass.previous_status);
-    if (const Condition* at_risk = FindCondition(previous, kConditionDeadlineAtRisk)) {
+    const bool deadline_passed = pass.deadline && pass.now > *pass.deadline;
+    const Condition* at_risk = FindCondition(previous, kConditionDeadlineAtRisk);
+    // Past the deadline DeadlineExceeded says it all: an OnTrack kept from
+    // before would contradict it.
+    if (at_risk != nullptr && !deadline_passed) {
       pass.Set(kConditionDeadlineAtRisk, at_risk->status.c_str(), at_risk->reason,
                at_risk->message);
     }

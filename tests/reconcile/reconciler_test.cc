@@ -819,6 +819,9 @@ TEST_F(ReconcilerTest, AnOutageKeepsTheLastMeasuredPaceAndRelaunchesNothing) {
   // Past the projection the job may finish at any moment: never in the past.
   EXPECT_GE(*planner::ParseRfc3339(Status()["projectedCompletionTime"].get<std::string>()),
             clock_.WallUnixSeconds());
+  // Past the deadline: DeadlineExceeded, and no OnTrack kept from before.
+  EXPECT_EQ(ConditionReason("DeadlineExceeded"), "True/DeadlinePassed");
+  EXPECT_NE(ConditionReason("DeadlineAtRisk"), "False/OnTrack");
 }
 
 TEST_F(ReconcilerTest, WaitsForGpusWhenTheClusterIsBusy) {
@@ -984,27 +987,6 @@ TEST_F(ReconcilerTest, WorkerPodsRequestHostCpuAndMemoryPerGpu) {
   pod = WorkerPodObject(launch, 0, options);
   EXPECT_FALSE(pod["spec"]["containers"][0]["resources"]["requests"].contains("cpu"));
   EXPECT_FALSE(pod["spec"]["containers"][0]["resources"]["requests"].contains("memory"));
-}
-
-// The worker's root filesystem is read-only and its user has no home: HOME
-// points at the writable /tmp, unless the TrainJob sets its own.
-TEST_F(ReconcilerTest, WorkerPodsHaveAWritableHomeUnlessTheJobSetsOne) {
-  store_.Put(LlamaJob());
-  ASSERT_TRUE(Pass().status.ok());
-  ASSERT_EQ(launcher_.launches.size(), 1u);
-  LaunchSpec launch = launcher_.launches[0];
-  const auto homes = [](const nlohmann::json& pod) {
-    std::vector<std::string> values;
-    for (const auto& e : pod["spec"]["containers"][0]["env"]) {
-      if (e["name"] == "HOME") values.push_back(e["value"].get<std::string>());
-    }
-    return values;
-  };
-  EXPECT_EQ(homes(WorkerPodObject(launch, 0, PodTemplateOptions{})),
-            std::vector<std::string>{"/tmp"});
-  launch.spec.worker.env.push_back({.name = "HOME", .value = "/checkpoints/home"});
-  EXPECT_EQ(homes(WorkerPodObject(launch, 0, PodTemplateOptions{})),
-            std::vector<std::string>{"/checkpoints/home"});
 }
 
 // The worker's stop grace fits inside the pod's: the worker kills ranks that

@@ -265,6 +265,34 @@ TEST(SupervisorTest, RankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
   EXPECT_EQ(code, kExitCheckpointFailure) << ExitCodeName(code);
 }
 
+// After a rank failed its siblings cannot finish a step: the failure grace
+// applies, not the stop grace the controller sets to minutes (a crash was
+// reported minutes late, and peers on other nodes failed first and were
+// blamed).
+TEST(SupervisorTest, ARankFailureKillsAStragglerAfterTheFailureGraceNotTheStopGrace) {
+  Pipe ready;
+  SupervisorOptions options = Options(/*stop_grace_seconds=*/1000.0);
+  options.failure_grace_seconds = 0.2;
+  const int code = WaitForSupervisor(StartSupervisorWith(
+      2,
+      [&](int local_rank) -> int {
+        if (local_rank == 0) {
+          alarm(kRankWatchdogSeconds);
+          if (!ready.AwaitInRank(1)) return kExitInternalError;
+          return kExitCheckpointFailure;
+        }
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &term, nullptr);
+        ready.Signal();
+        for (;;) pause();
+      },
+      options));
+  // Returning at all (before the watchdog) proves the straggler was killed.
+  EXPECT_EQ(code, kExitCheckpointFailure) << ExitCodeName(code);
+}
+
 TEST(SupervisorTest, SecondStopSignalKillsRanksWithoutWaitingForTheGrace) {
   SupervisorDir dir;
   Pipe ready;

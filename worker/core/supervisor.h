@@ -58,6 +58,11 @@ struct SupervisorOptions {
   // Below Kubernetes' default 30 s termination grace period so that the
   // supervisor, not the kubelet, has the last word and exits with a code.
   double stop_grace_seconds = 25.0;
+  // The same after a rank failed (or could not be started): the others
+  // cannot finish a step without it, so nothing is gained by waiting the
+  // stop grace, which the controller sets to minutes (its peers on other
+  // nodes would fail first, and be blamed). The lesser of the two applies.
+  double failure_grace_seconds = 25.0;
   // Stop signals within this many seconds of the first are the same stop,
   // not the second one that kills the ranks at once: a service manager or
   // batch system signals every process of a job (`pacer run` and its
