@@ -18,6 +18,7 @@
 #include <iostream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "core/exit_codes.h"
 #include "core/signals.h"
@@ -238,59 +239,41 @@ TEST(SupervisorTest, SigtermIsForwardedAndCleanStopsAreReported) {
   }
 }
 
+// A rank fails; its sibling ignores SIGTERM and is killed after the grace:
+// the lesser of the stop grace and the failure grace. After a rank failed its
+// siblings cannot finish a step, so the stop grace the controller sets to
+// minutes does not apply (a crash was reported minutes late, and peers on
+// other nodes failed first and were blamed).
 TEST(SupervisorTest, RankThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
-  SupervisorDir dir;
-  Pipe ready;
-  const int code = RunAndWait(
-      2,
-      [&](int local_rank) -> int {
-        if (local_rank == 0) {
-          alarm(kRankWatchdogSeconds);
-          if (!ready.AwaitInRank(1)) return kExitInternalError;
-          return kExitCheckpointFailure;
-        }
-        // No alarm here: only the supervisor's SIGKILL (or, should the
-        // supervisor hang and die of its watchdog, the parent-death signal)
-        // ends this rank.
-        sigset_t term;
-        sigemptyset(&term);
-        sigaddset(&term, SIGTERM);
-        pthread_sigmask(SIG_BLOCK, &term, nullptr);
-        ready.Signal();
-        for (;;) pause();
-      },
-      /*stop_grace_seconds=*/0.2);
-  // RunSupervised returns only after reaping every rank, so returning at all
-  // proves the straggler was killed; the code is still the first failure's.
-  EXPECT_EQ(code, kExitCheckpointFailure) << ExitCodeName(code);
-}
-
-// After a rank failed its siblings cannot finish a step: the failure grace
-// applies, not the stop grace the controller sets to minutes (a crash was
-// reported minutes late, and peers on other nodes failed first and were
-// blamed).
-TEST(SupervisorTest, ARankFailureKillsAStragglerAfterTheFailureGraceNotTheStopGrace) {
-  Pipe ready;
-  SupervisorOptions options = Options(/*stop_grace_seconds=*/1000.0);
-  options.failure_grace_seconds = 0.2;
-  const int code = WaitForSupervisor(StartSupervisorWith(
-      2,
-      [&](int local_rank) -> int {
-        if (local_rank == 0) {
-          alarm(kRankWatchdogSeconds);
-          if (!ready.AwaitInRank(1)) return kExitInternalError;
-          return kExitCheckpointFailure;
-        }
-        sigset_t term;
-        sigemptyset(&term);
-        sigaddset(&term, SIGTERM);
-        pthread_sigmask(SIG_BLOCK, &term, nullptr);
-        ready.Signal();
-        for (;;) pause();
-      },
-      options));
-  // Returning at all (before the watchdog) proves the straggler was killed.
-  EXPECT_EQ(code, kExitCheckpointFailure) << ExitCodeName(code);
+  for (const auto& [stop_grace, failure_grace] : {std::pair{0.2, 25.0}, std::pair{1000.0, 0.2}}) {
+    SCOPED_TRACE(stop_grace);
+    Pipe ready;
+    SupervisorOptions options = Options(stop_grace);
+    options.failure_grace_seconds = failure_grace;
+    const int code = WaitForSupervisor(StartSupervisorWith(
+        2,
+        [&](int local_rank) -> int {
+          if (local_rank == 0) {
+            alarm(kRankWatchdogSeconds);
+            if (!ready.AwaitInRank(1)) return kExitInternalError;
+            return kExitCheckpointFailure;
+          }
+          // No alarm here: only the supervisor's SIGKILL (or, should the
+          // supervisor hang and die of its watchdog, the parent-death
+          // signal) ends this rank.
+          sigset_t term;
+          sigemptyset(&term);
+          sigaddset(&term, SIGTERM);
+          pthread_sigmask(SIG_BLOCK, &term, nullptr);
+          ready.Signal();
+          for (;;) pause();
+        },
+        options));
+    // RunSupervised returns only after reaping every rank, so returning at
+    // all (before the watchdog) proves the straggler was killed; the code is
+    // still the first failure's.
+    EXPECT_EQ(code, kExitCheckpointFailure) << ExitCodeName(code);
+  }
 }
 
 TEST(SupervisorTest, SecondStopSignalKillsRanksWithoutWaitingForTheGrace) {
