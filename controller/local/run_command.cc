@@ -286,16 +286,6 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   }
   std::optional<LocalInventory> inventory_or;
   inventory_or.emplace(inventory_options);
-  if (options.backend == "gpu" && !inventory_or->uses_gpus()) {
-    err << "error: --backend gpu: no NVIDIA GPU found on this machine (nothing under "
-        << inventory_options.proc_nvidia_dir;
-    if (inventory_options.cuda_visible_devices) {
-      err << " that CUDA_VISIBLE_DEVICES=\"" << *inventory_options.cuda_visible_devices
-          << "\" leaves visible";
-    }
-    err << "); run with --backend cpu (or auto, the default) to train on the CPU\n";
-    return 2;
-  }
   // The GPU backend the worker loads (worker/app/backend_choice.cc): the
   // PACER_GPU_PLUGIN file, else the one beside pacer-worker.
   // Beside the program itself, as the worker resolves /proc/self/exe: a
@@ -312,7 +302,16 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
       ChooseLocalBackend(options.backend, inventory_or->uses_gpus(),
                          ::access(plugin_path.c_str(), R_OK) == 0, plugin_path, &backend_note);
   if (!backend.ok()) {
-    err << "error: " << backend.status().message() << '\n';
+    err << "error: " << backend.status().message();
+    if (!inventory_or->uses_gpus()) {
+      err << " (nothing under " << inventory_options.proc_nvidia_dir;
+      if (inventory_options.cuda_visible_devices) {
+        err << " that CUDA_VISIBLE_DEVICES=\"" << *inventory_options.cuda_visible_devices
+            << "\" leaves visible";
+      }
+      err << "); run with --backend cpu (or auto, the default) to train on the CPU";
+    }
+    err << '\n';
     return 2;
   }
   if (*backend == "cpu" && inventory_or->uses_gpus()) {

@@ -187,8 +187,9 @@ int RunSupervised(int local_world_size, const std::function<int(int local_rank)>
         std::chrono::duration<double>(std::max(s, 0.0)));
   };
   const auto grace = seconds(options.stop_grace_seconds);
-  const auto failure_grace =
-      seconds(std::min(options.stop_grace_seconds, options.failure_grace_seconds));
+  const double failure_grace_seconds =
+      std::min(options.stop_grace_seconds, options.failure_grace_seconds);
+  const auto failure_grace = seconds(failure_grace_seconds);
   const auto repeat_window = seconds(options.repeat_signal_window_seconds);
   const int parent_poll_ms =
       static_cast<int>(std::clamp(options.parent_poll_seconds * 1000.0, 1.0, 3'600'000.0));
@@ -254,8 +255,7 @@ int RunSupervised(int local_world_size, const std::function<int(int local_rank)>
     kill_at = Clock::now() + (failed ? failure_grace : grace);
     Log("warn", "event=stopping-ranks cause=%s signal=SIGTERM running=%d grace_s=%g", cause,
         static_cast<int>(running_count()),
-        failed ? std::min(options.stop_grace_seconds, options.failure_grace_seconds)
-               : options.stop_grace_seconds);
+        failed ? failure_grace_seconds : options.stop_grace_seconds);
     for (const Child& c : children) {
       if (c.running) kill(c.pid, SIGTERM);
     }
