@@ -1,7 +1,9 @@
 #include "kube/informer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
+#include <utility>
 
 #include "core/json_fields.h"
 #include "observe/log.h"
@@ -318,6 +320,10 @@ void Informer::Loop() {
     return WaitStop(delay);
   };
   bool need_list = true;
+  bool first_watch = false;  // the next watch is the first since a list
+  // The last watch was Gone at once after a list (see the Gone case below):
+  // the list that follows does not reset the backoff, a watch that holds does.
+  bool relisted_after_quick_gone = false;
   while (!stop_) {
     if (need_list) {
       Status listed = ListAndReplace();
@@ -326,8 +332,10 @@ void Informer::Loop() {
         continue;
       }
       need_list = false;
-      backoff = options_.min_backoff;
+      first_watch = true;
+      if (!relisted_after_quick_gone) backoff = options_.min_backoff;
     }
+    const bool watch_after_list = std::exchange(first_watch, false);
     bool saw_event = false;
     const auto started = std::chrono::steady_clock::now();
     Status watched = WatchOnce(&saw_event);
@@ -350,8 +358,20 @@ void Informer::Loop() {
       Resync();
       resynced = true;
     }
+    relisted_after_quick_gone = false;
     if (IsGone(watched)) {
-      need_list = true;  // our resourceVersion is too old: list again now
+      need_list = true;  // our resourceVersion is too old: list again
+      // Gone at once, from the version the list just gave: the next round
+      // is likely to go the same way (a watch cache that lags the list, a
+      // proxy that drops the version). Listing again at once was a hot loop
+      // of full lists; it backs off as any failure does. A Gone that ends a
+      // watch resumed from a stream's version is the usual compaction and
+      // lists again now.
+      if (watch_after_list && !resynced && !saw_event &&
+          std::chrono::steady_clock::now() - started <= kShortWatch) {
+        relisted_after_quick_gone = true;
+        if (!back_off(watched)) return;
+      }
     } else if (!watched.ok()) {
       if (!back_off(watched)) return;
     } else if (resynced || saw_event || std::chrono::steady_clock::now() - started > kShortWatch) {

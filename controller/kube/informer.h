@@ -2,7 +2,9 @@
 // reflector + store + indexer). It lists (in pages), then watches from the
 // list's resourceVersion with bookmarks; when a watch ends it watches again
 // from the last resourceVersion seen, lists again only when the server says
-// that version is gone (410), and backs off exponentially on errors. A list
+// that version is gone (410), and backs off exponentially on errors (and on
+// a 410 that answers the first watch after a list, which would otherwise
+// list again and again in a hot loop). A list
 // page whose answer is over the client's KubeClientOptions::max_response_bytes
 // (ResourceExhausted) is asked for again with half the page size, down to
 // one object, and the smaller size is kept for later lists: 500 pods of

@@ -186,6 +186,27 @@ TEST_F(InformerTest, RelistsAfterCompactionAndReportsDeletionsInTheGap) {
   EXPECT_EQ(informer.List().size(), 2u);
 }
 
+// An API server whose watch is Gone at once after every list (a watch cache
+// that lags the list it serves, a proxy that drops resourceVersion) must not
+// be re-listed in a hot loop: each round is a full list of the resource.
+TEST_F(InformerTest, AWatchGoneAtOnceAfterEveryListIsRelistedWithBackoff) {
+  Put("a", "m1");
+  InformerOptions options;
+  options.min_backoff = std::chrono::milliseconds(100);
+  options.max_backoff = std::chrono::milliseconds(400);
+  Informer informer(client_.get(), kTrainJobs, "default", options);
+  server_->FailNextRequests("watch", "trainjobs", 410, 5);
+  const auto started = std::chrono::steady_clock::now();
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  ASSERT_TRUE(server_->WaitFor([&] { return server_->OpenWatchCount() == 1; }, kWait));
+  // Each Gone was followed by a list: the first and one per Gone.
+  EXPECT_EQ(informer.relists(), 6);
+  // ...but not at once: 100 + 200 + 400 + 400 + 400 ms of backoff at least.
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(1500));
+  EXPECT_TRUE(informer.Get("default/a").has_value());
+}
+
 TEST_F(InformerTest, BacksOffUnderServerErrorsAndRecovers) {
   Put("a", "m1");
   InformerOptions options;

@@ -670,10 +670,13 @@ class TestApiServer::Impl {
     return QuotaRefusal(pod, quotas, list("pods"));
   }
 
-  std::optional<Fault> TakeFault(const std::string& method, const std::string& path) {
+  // `verb` is the audit verb ("list", "watch", ...): a fault named by verb
+  // fails only that kind of GET.
+  std::optional<Fault> TakeFault(const std::string& method, const std::string& verb,
+                                 const std::string& path) {
     std::lock_guard<std::mutex> lock(fault_mu_);
     for (auto it = faults_.begin(); it != faults_.end(); ++it) {
-      if ((it->method.empty() || it->method == method) &&
+      if ((it->method.empty() || it->method == method || it->method == verb) &&
           path.find(it->path_substring) != std::string::npos) {
         Fault fault = *it;
         if (--it->remaining <= 0) faults_.erase(it);
@@ -712,7 +715,7 @@ class TestApiServer::Impl {
       audit(0);      // never answered
       return false;  // close the connection without an answer
     }
-    if (std::optional<Fault> fault = TakeFault(method, path)) {
+    if (std::optional<Fault> fault = TakeFault(method, request_info.verb, path)) {
       std::string reason = ReasonForCode(fault->code);
       std::string message = "injected failure for " + method + " " + path;
       if (fault->code == 409) {

@@ -102,7 +102,8 @@ class TestApiServer {
   std::vector<nlohmann::json> ListObjects(const std::string& collection_path) const;
 
   // Fault injection. The next `count` requests whose method matches
-  // (`method` "" = any) and whose path contains `path_substring` get
+  // (`method` "" = any; or a verb in lower case, "watch" or "list", to tell
+  // the GETs apart) and whose path contains `path_substring` get
   // `http_code` with a metav1 Status (429 with Retry-After:
   // `retry_after_seconds`).
   void FailNextRequests(const std::string& method, const std::string& path_substring, int http_code,
