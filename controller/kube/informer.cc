@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <iostream>
+#include <unordered_set>
 #include <utility>
 
 #include "core/json_fields.h"
@@ -177,7 +178,14 @@ Status Informer::ListAndReplace() {
   std::map<std::string, json> fresh;
   std::string list_version;  // the first page's: later pages come from its snapshot
   bool first_page = true;
+  // A pager that never ends (a token given twice, an API server or proxy
+  // fault) is an error, backed off as any other, as in KubeClient::ListAll:
+  // followed, it was a hot loop of list requests that also never saw
+  // stop_, so Stop() never returned.
+  std::unordered_set<std::string> tokens_seen;
+  std::size_t pages = 0;
   do {
+    if (stop_) return Status(StatusCode::kAborted, "informer stopping");
     list.limit = page_size_.load();
     StatusOr<controller::ListPage> page = client_->ListPage(resource_, namespace_name_, list);
     if (!page.ok()) {
@@ -211,6 +219,16 @@ Status Informer::ListAndReplace() {
       if (key.empty()) continue;
       if (options_.transform) options_.transform(item);
       fresh[std::move(key)] = std::move(item);
+    }
+    if (++pages > KubeClient::kMaxListAllPages) {
+      return InternalError("listing " + resource_.plural + ": more than " +
+                           std::to_string(KubeClient::kMaxListAllPages) +
+                           " pages; the API server's pager does not end");
+    }
+    if (!page->continue_token.empty() && !tokens_seen.insert(page->continue_token).second) {
+      return InternalError("listing " + resource_.plural +
+                           ": the API server gave a continue token it had given before; its "
+                           "pager would never end (an API server or proxy fault)");
     }
     list.continue_token = page->continue_token;
     list.resource_version.clear();
@@ -373,6 +391,13 @@ void Informer::Loop() {
         if (!back_off(watched)) return;
       }
     } else if (!watched.ok()) {
+      // A watch that held (it saw events, or ran past kShortWatch) before a
+      // proxy cut it starts a new series of failures: without the reset,
+      // healthy watches cut one after another grew the wait to max_backoff,
+      // and the cache was blind that long after every cut.
+      if (saw_event || std::chrono::steady_clock::now() - started > kShortWatch) {
+        backoff = options_.min_backoff;
+      }
       if (!back_off(watched)) return;
     } else if (resynced || saw_event || std::chrono::steady_clock::now() - started > kShortWatch) {
       backoff = options_.min_backoff;

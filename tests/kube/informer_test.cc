@@ -207,6 +207,56 @@ TEST_F(InformerTest, AWatchGoneAtOnceAfterEveryListIsRelistedWithBackoff) {
   EXPECT_TRUE(informer.Get("default/a").has_value());
 }
 
+// A pager whose continue token never changes is an error the informer backs
+// off from, not a hot loop of list requests (which also never saw Stop()).
+TEST_F(InformerTest, APagerThatNeverEndsIsAnErrorNotAHotLoop) {
+  Put("a", "m1");
+  Put("b", "m1");
+  Put("c", "m1");
+  InformerOptions options;
+  options.page_size = 1;
+  options.min_backoff = std::chrono::milliseconds(100);
+  options.max_backoff = std::chrono::milliseconds(400);
+  Informer informer(client_.get(), kTrainJobs, "default", options);
+  server_->RepeatListContinueToken("trainjobs");
+  const auto started = std::chrono::steady_clock::now();
+  informer.Start();
+  // Four lists of two pages each (the first page, then its token again):
+  // 100 + 200 + 400 ms of backoff between them at least.
+  ASSERT_TRUE(
+      server_->WaitFor([&] { return server_->RequestCount("GET", "trainjobs") >= 8; }, kWait));
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(700));
+  EXPECT_FALSE(informer.HasSynced());
+  server_->RepeatListContinueToken("");  // the old code's loop ends on the refused token
+  informer.Stop();
+}
+
+// Watches that each saw an event before the connection was cut are healthy:
+// the wait before the next watch starts from min_backoff every time, not
+// doubled up to max_backoff across cuts.
+TEST_F(InformerTest, AWatchThatHeldBeforeItWasCutIsRetriedAfterTheShortestBackoff) {
+  Put("a", "m0");
+  InformerOptions options;
+  options.min_backoff = std::chrono::milliseconds(100);
+  options.max_backoff = std::chrono::seconds(20);
+  Informer informer(client_.get(), kTrainJobs, "default", options);
+  Recorder recorder;
+  informer.OnChange(recorder.Handler());
+  informer.Start();
+  ASSERT_TRUE(informer.WaitForSync(kWait));
+  const auto started = std::chrono::steady_clock::now();
+  for (int cut = 1; cut <= 8; ++cut) {
+    ASSERT_TRUE(server_->WaitFor([&] { return server_->OpenWatchCount() == 1; }, kWait));
+    const std::string model = "m" + std::to_string(cut);
+    Put("a", model);
+    ASSERT_TRUE(recorder.WaitFor("default/a", [&](const auto& o) { return ModelIs(o, model); }));
+    server_->DropWatches();
+  }
+  ASSERT_TRUE(server_->WaitFor([&] { return server_->OpenWatchCount() == 1; }, kWait));
+  // Doubled across the cuts, the waits would sum to 100 ms x (2^8 - 1) = 25.5 s.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+}
+
 TEST_F(InformerTest, BacksOffUnderServerErrorsAndRecovers) {
   Put("a", "m1");
   InformerOptions options;
