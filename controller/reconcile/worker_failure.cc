@@ -14,23 +14,40 @@ namespace {
 // rank dies (a crash, a signal, the host's OOM killer, a lost pod) its peers
 // fail with 3 or 4 waiting for it, and those are not their nodes' fault.
 int Precedence(const std::optional<int>& code) {
-  if (!code) return 4;  // the pod failed without an exit code (evicted, node lost)
+  if (!code) return 5;  // the pod failed without an exit code (evicted, node lost)
   switch (*code) {
     case worker::kExitInvalidConfig: return 0;
     case worker::kExitDataLoss: return 1;
-    case worker::kExitOutOfMemory:
+    case worker::kExitDeviceFault:
       return 2;
-    case worker::kExitStoppedAfterCheckpoint: return 5;
+    case worker::kExitOutOfMemory:
+      return 3;
+    case worker::kExitStoppedAfterCheckpoint:
+      return 6;
     case worker::kExitRendezvousTimeout:
     case worker::kExitCollectiveFailure:
-      return 6;
+      return 7;
     default:
-      return 3;  // internal error, checkpoint failure, killed by a signal
+      return 4;  // internal error, checkpoint failure, killed by a signal
   }
 }
 
 bool IsCommunication(const std::optional<int>& code) {
   return code == worker::kExitRendezvousTimeout || code == worker::kExitCollectiveFailure;
+}
+
+// Adds `node` to `excluded` (and to `action`'s newly excluded nodes) unless
+// it is there already or the bounded status list is full.
+void Exclude(const std::string& node, std::set<std::string>* excluded, FailureAction* action) {
+  if (excluded->contains(node) || static_cast<int>(excluded->size()) >= kMaxTrackedNodes) return;
+  excluded->insert(node);
+  action->newly_excluded_nodes.push_back(node);
+}
+
+std::string JoinNodes(const std::vector<std::string>& nodes) {
+  std::string joined;
+  for (const std::string& n : nodes) joined += (joined.empty() ? "" : ", ") + n;
+  return joined;
 }
 
 std::string Describe(const FailedWorker& w) {
@@ -83,6 +100,28 @@ FailureAction DecideWorkerFailure(const std::vector<FailedWorker>& failed,
                      "discard the training done: inspect the checkpoint volume";
     return action;
   }
+  if (code == worker::kExitDeviceFault) {
+    // The GPU itself failed (an uncorrectable ECC or NVLink error): every
+    // relaunch on it would fail the same way until someone resets or
+    // replaces it, so its node is excluded at the first fault, not after
+    // kStrikesToExclude as for a collective failure, which may be a peer's.
+    action.reason = "DeviceFault";
+    std::set<std::string> excluded(history.excluded_nodes.begin(), history.excluded_nodes.end());
+    for (const FailedWorker& w : failed) {
+      if (w.exit_code == worker::kExitDeviceFault && !w.node_name.empty()) {
+        Exclude(w.node_name, &excluded, &action);
+      }
+    }
+    action.history.excluded_nodes.assign(excluded.begin(), excluded.end());
+    action.message = why + "; the GPU failed";
+    if (!action.newly_excluded_nodes.empty()) {
+      action.message += "; relaunching without node(s) " + JoinNodes(action.newly_excluded_nodes) +
+                        " (the node's GPU needs a reset or a replacement)";
+    } else {
+      action.message += "; relaunching";
+    }
+    return action;
+  }
   if (code == worker::kExitOutOfMemory) {
     const double before = history.memory_margin_fraction;
     const double after = std::min(kMaxMemoryMarginFraction, before + kMemoryMarginStepFraction);
@@ -113,20 +152,13 @@ FailureAction DecideWorkerFailure(const std::vector<FailedWorker>& failed,
         continue;  // bounded status; the list is already far beyond a useful size
       }
       const int count = ++strikes[w.node_name];
-      if (count >= kStrikesToExclude && static_cast<int>(excluded.size()) < kMaxTrackedNodes) {
-        excluded.insert(w.node_name);
-        action.newly_excluded_nodes.push_back(w.node_name);
-      }
+      if (count >= kStrikesToExclude) Exclude(w.node_name, &excluded, &action);
     }
     action.history.excluded_nodes.assign(excluded.begin(), excluded.end());
     action.message = why + "; relaunching";
     if (!action.newly_excluded_nodes.empty()) {
-      std::string nodes;
-      for (const std::string& n : action.newly_excluded_nodes) {
-        nodes += (nodes.empty() ? "" : ", ") + n;
-      }
-      action.message += " without node(s) " + nodes + " (" + std::to_string(kStrikesToExclude) +
-                        " communication failures each)";
+      action.message += " without node(s) " + JoinNodes(action.newly_excluded_nodes) + " (" +
+                        std::to_string(kStrikesToExclude) + " communication failures each)";
     }
     return action;
   }

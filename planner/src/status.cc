@@ -16,6 +16,8 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
     case StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
     case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kHardwareFault:
+      return "HARDWARE_FAULT";
   }
   return "UNKNOWN";
 }

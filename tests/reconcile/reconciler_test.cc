@@ -1362,6 +1362,28 @@ TEST_F(ReconcilerTest, ANodeWithTwoCollectiveFailuresIsExcluded) {
   EXPECT_EQ(term["matchFields"][0]["values"], nlohmann::json::array({"gpu-node-7"}));
 }
 
+// A GPU fault (worker exit 9: an uncorrectable ECC error) excludes its node
+// at the first fault, and the event says why.
+TEST_F(ReconcilerTest, AGpuFaultExcludesItsNodeAtOnce) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  WorkerGroup& group = launcher_.groups.at(kKey);
+  ASSERT_GE(group.workers.size(), 1u);
+  group.workers[0].phase = WorkerPhase::kFailed;
+  group.workers[0].exit_code = 9;
+  group.workers[0].node_name = "gpu-node-3";
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("WorkerFailure"), "True/DeviceFault");
+  EXPECT_EQ(Status()["excludedNodes"], nlohmann::json::array({"gpu-node-3"}));
+  EXPECT_EQ(Status()["restarts"], 1);
+  ASSERT_EQ(store_.CountEvents("NodeExcluded"), 1);
+  EXPECT_NE(store_.LastEventMessage("NodeExcluded").find("a GPU fault"), std::string::npos)
+      << store_.LastEventMessage("NodeExcluded");
+  ASSERT_TRUE(Pass().status.ok());  // relaunch
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(launcher_.launches[1].excluded_nodes, std::vector<std::string>{"gpu-node-3"});
+}
+
 // The planner is handed an inventory without the excluded nodes.
 TEST_F(ReconcilerTest, ExcludedNodesAreLeftOutOfTheInventoryTheJobIsPlannedOn) {
   inventory_.inventory = testing::H100Cluster(1);

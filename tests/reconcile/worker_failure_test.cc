@@ -87,6 +87,33 @@ TEST(WorkerFailureTest, CollectiveFailuresStrikeNodesAndTwoStrikesExclude) {
   EXPECT_NE(second.message.find("without node(s) n1"), std::string::npos) << second.message;
 }
 
+// An uncorrectable ECC or NVLink error (exit 9): the GPU is broken until it
+// is reset, so its node is excluded at the first fault, and the peers that
+// then failed waiting for it get no strike.
+TEST(WorkerFailureTest, AGpuFaultExcludesItsNodeAtOnce) {
+  FailureHistory history;
+  history.excluded_nodes = {"n0"};
+  const FailureAction a = DecideWorkerFailure(
+      {Worker(0, 4, "n2"), Worker(1, 9, "n1", "CUDA error: uncorrectable ECC error encountered"),
+       Worker(2, 1, "n3")},
+      history);
+  EXPECT_EQ(a.kind, FailureAction::Kind::kRelaunch);
+  EXPECT_TRUE(a.counts_as_restart);
+  EXPECT_EQ(a.reason, "DeviceFault");
+  EXPECT_EQ(a.history.excluded_nodes, (std::vector<std::string>{"n0", "n1"}));
+  EXPECT_EQ(a.newly_excluded_nodes, std::vector<std::string>{"n1"});
+  EXPECT_TRUE(a.history.collective_failures_by_node.empty());
+  EXPECT_NE(a.message.find("worker 1 on node n1"), std::string::npos) << a.message;
+  EXPECT_NE(a.message.find("without node(s) n1"), std::string::npos) << a.message;
+  // It outranks an out-of-memory elsewhere: that re-plan can come next time.
+  EXPECT_EQ(DecideWorkerFailure({Worker(0, 5, "n2"), Worker(1, 9, "n1")}, {}).reason,
+            "DeviceFault");
+  // Without a node name (local mode) nothing is excluded.
+  const FailureAction local = DecideWorkerFailure({Worker(0, 9)}, {});
+  EXPECT_EQ(local.reason, "DeviceFault");
+  EXPECT_TRUE(local.newly_excluded_nodes.empty());
+}
+
 TEST(WorkerFailureTest, TwoWorkersOnOneNodeAreOneStrike) {
   const FailureAction a = DecideWorkerFailure({Worker(0, 4, "n1"), Worker(1, 4, "n1")}, {});
   EXPECT_EQ(a.history.collective_failures_by_node.at("n1"), 1);

@@ -21,6 +21,9 @@ enum ExitCode : int {
   kExitStoppedAfterCheckpoint = 6,
   kExitCheckpointFailure = 7,  // a checkpoint could not be written or read
   kExitDataLoss = 8,           // checkpoints exist but none is usable: not starting fresh
+  // The GPU failed (an uncorrectable ECC or NVLink error, an error the GPU
+  // contained, a hardware exception): the node's fault, not the program's.
+  kExitDeviceFault = 9,
 };
 
 // "success", "invalid-config", ... for logs and metrics.
@@ -35,6 +38,8 @@ inline const char* ExitCodeName(int code) {
     case kExitStoppedAfterCheckpoint: return "stopped-after-checkpoint";
     case kExitCheckpointFailure: return "checkpoint-failure";
     case kExitDataLoss: return "data-loss";
+    case kExitDeviceFault:
+      return "device-fault";
     default: return "unknown";
   }
 }

@@ -343,6 +343,8 @@ int ExitCodeFor(const Status& status) {
       return kExitInvalidConfig;
     case StatusCode::kResourceExhausted:
       return kExitOutOfMemory;
+    case StatusCode::kHardwareFault:
+      return kExitDeviceFault;
     case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded:
     case StatusCode::kAborted:

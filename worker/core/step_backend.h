@@ -9,6 +9,7 @@
 //   Unavailable / DeadlineExceeded / Aborted -> kExitCollectiveFailure (a
 //   peer died or a collective timed out; the backend has already aborted its
 //   communicators so no rank hangs), InvalidArgument -> kExitInvalidConfig,
+//   HardwareFault -> kExitDeviceFault (the GPU failed: ECC, NVLink),
 //   anything else -> kExitInternalError.
 //
 // Units: seconds, bytes, FLOPs (multiply-add = 2).

@@ -183,16 +183,18 @@ Status NcclCommunicators::PollErrors(const std::string& what) {
     const ncclResult_t r = ncclCommGetAsyncError(c, &state);
     if (r != ncclSuccess) state = r;
     if (state != ncclSuccess && state != ncclInProgress) {
+      const std::string last = LastError(c);
       const std::string message = Where(__FILE__, __LINE__, what) +
-                                  ": NCCL asynchronous error: " + ncclGetErrorString(state) +
-                                  LastError(c);
-      // As NcclError: invalid usage is a bug, not a failure of this node
-      // (Unavailable is exit 4, a strike against it).
-      if (state == ncclInvalidUsage || state == ncclInvalidArgument) {
+                                  ": NCCL asynchronous error: " + ncclGetErrorString(state) + last;
+      // Classified as NcclError does (cuda_check.h): invalid usage is a bug,
+      // not a failure of this node (Unavailable is exit 4, a strike against
+      // it); a failed CUDA allocation is out of memory.
+      const StatusCode code = NcclErrorStatusCode(state, last);
+      if (code == StatusCode::kInternal) {
         return Fail(InternalError(message + "; invalid use of NCCL is a bug in pacer-worker "
                                             "(please report it)"));
       }
-      return Fail(UnavailableError(message));
+      return Fail(Status(code, message));
     }
   }
   return Status::Ok();
@@ -209,9 +211,9 @@ Status NcclCommunicators::WaitForStream(cudaStream_t stream, Deadline deadline,
       AbortAll();
       // A fault of any kernel queued before this wait surfaces here; `what`
       // names the operation and step, which CUDACHECK(q) alone lost.
-      return Status(StatusCode::kInternal, Where(__FILE__, __LINE__, what) +
-                                               ": CUDA error: " + cudaGetErrorString(q) +
-                                               " (a kernel queued before this wait failed)");
+      return Status(CudaErrorStatusCode(q), Where(__FILE__, __LINE__, what) +
+                                                ": CUDA error: " + cudaGetErrorString(q) +
+                                                " (a kernel queued before this wait failed)");
     }
     RETURN_IF_ERROR(PollErrors(what));
     if (std::chrono::steady_clock::now() > deadline) {

@@ -13,6 +13,8 @@
 //   kDeadlineExceeded   an operation timed out; retry with backoff.
 //   kResourceExhausted  a limit was hit (size limit, quota); terminal for this input.
 //   kInternal           a bug; not retryable.
+//   kHardwareFault      the hardware failed (a GPU's uncorrectable ECC or NVLink
+//                       error): not retryable on it; another device may work.
 //
 // Thread-safety: Status and StatusOr are values; distinct objects may be used
 // from different threads, a shared one needs external synchronization.
@@ -41,6 +43,7 @@ enum class StatusCode {
   kPermissionDenied,
   kUnauthenticated,
   kInternal,
+  kHardwareFault,
 };
 
 // "INVALID_ARGUMENT", "UNAVAILABLE", ...
