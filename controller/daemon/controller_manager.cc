@@ -77,6 +77,7 @@ struct ControllerManager::Impl {
   std::mutex mu;
   std::condition_variable cv;
   bool stopped = false;
+  bool releasing = false;  // Stop() has joined the workers and hands the lease back
   bool lost_leadership = false;
   std::atomic<bool> leading{false};
   std::atomic<bool> workers_started{false};
@@ -522,9 +523,13 @@ Status ControllerManager::Start() {
                    [impl] {
                      if (!impl->workers_started.load()) return;
                      {
-                       // Stop() releases the lease on purpose: not a loss.
+                       // Stop() releases the lease on purpose, once its
+                       // workers are joined: not a loss. A loss while Stop()
+                       // still joins them (a pass in flight) is one: it was
+                       // taken for the release, so that pass went on writing
+                       // after the standby took over.
                        std::lock_guard<std::mutex> lock(impl->mu);
-                       if (impl->stopped) return;
+                       if (impl->releasing) return;
                      }
                      Log(LogLevel::kError, "lost the leader lease; stopping");
                      // Before anything else: a pass in flight must not change
@@ -550,6 +555,10 @@ void ControllerManager::Stop() {
   }
   m.leading.store(false);
   m.StopWorkers();
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.releasing = true;
+  }
   if (m.elector) m.elector->Stop();  // releases the lease: a standby takes over at once
   if (m.trainjobs) m.trainjobs->Stop();
   if (m.pods) m.pods->Stop();

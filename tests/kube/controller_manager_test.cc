@@ -42,6 +42,25 @@ ManagerOptions TestOptions(const KubeConfig& kube) {
   return options;
 }
 
+// The value of the sample `name` (no labels) on the manager's /metrics; -1
+// when it is missing or no answer came.
+double MetricValue(const ControllerManager& manager, const std::string& name) {
+  web::http::client::http_client_config config;
+  config.set_timeout(std::chrono::seconds(30));
+  try {
+    web::http::client::http_client client(
+        "http://127.0.0.1:" + std::to_string(manager.metrics_port()), config);
+    const std::string body =
+        client.request(web::http::methods::GET, "/metrics").get().extract_string().get();
+    const std::string prefix = "\n" + name + " ";
+    const std::size_t at = body.find(prefix);
+    if (at == std::string::npos) return -1;
+    return std::stod(body.substr(at + prefix.size()));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
 ManagerOptions LivenessOptions(const KubeConfig& kube) {
   ManagerOptions options = TestOptions(kube);
   options.leader_elect = false;
@@ -163,6 +182,39 @@ TEST_F(KubeTest, TheLeaseIsRenewedWhileTheFirstSchedulerPassRuns) {
   EXPECT_TRUE(manager.IsLeader());
   manager.Stop();
   EXPECT_EQ(manager.Wait(), ControllerManager::Exit::kStopped);
+}
+
+// The Lease lost while Stop() still joins the workers (a scheduler pass in
+// flight) is a loss, not Stop()'s own release: the client is fenced before
+// anything else, so the pass cannot write after the standby took over. It
+// used to be taken for the release, and nothing was fenced.
+TEST_F(KubeTest, ALeaseLostWhileStoppingIsALossAndFencesTheClient) {
+  ManagerOptions options = TestOptions(Config());
+  options.lease_duration = std::chrono::seconds(3);
+  options.renew_deadline = std::chrono::seconds(1);
+  options.retry_period = std::chrono::milliseconds(100);
+  std::atomic<bool> first{true};
+  std::promise<void> in_pass;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  options.scheduler_pass_hook = [&] {
+    if (!first.exchange(false)) return;
+    in_pass.set_value();
+    released.wait_for(2 * kWait);
+  };
+  ControllerManager manager(options);
+  ASSERT_TRUE(manager.Start().ok());
+  ASSERT_EQ(in_pass.get_future().wait_for(2 * kWait), std::future_status::ready);
+  ASSERT_EQ(MetricValue(manager, "pacer_controller_leader"), 1);
+  std::future<void> stopping = std::async(std::launch::async, [&] { manager.Stop(); });
+  server_->FailNextRequests("", "leases", 503, 1000000);
+  // Past the renew deadline the elector steps down; the pass still runs.
+  const bool lost =
+      Eventually([&] { return MetricValue(manager, "pacer_controller_leader") == 0; });
+  release.set_value();
+  ASSERT_EQ(stopping.wait_for(2 * kWait), std::future_status::ready);
+  EXPECT_TRUE(lost) << "the lost-lease path (the fence first) did not run";
+  EXPECT_EQ(manager.Wait(), ControllerManager::Exit::kLostLeadership);
 }
 
 // A reconcile that failed because the API server throttled it (429 with
