@@ -45,6 +45,40 @@ TEST(TraceCsvTest, ReadsThePolluxColumns) {
   EXPECT_EQ((*jobs)[0].deadline_seconds, 3719996.0);
 }
 
+// As a spreadsheet saves it: a byte order mark before the header, and a
+// field with a comma (or a quote) in double quotes.
+TEST(TraceCsvTest, ReadsASpreadsheetsByteOrderMarkAndQuotedFields) {
+  StatusOr<std::vector<TraceJob>> jobs = ParseTraceCsv(
+      "\xEF\xBB\xBFjob_id,submit_time,iteration,model_name,ddl,batch_size\n"
+      "\"team-a, run 1\",10,500,\"bert\" ,900,64\n"
+      "\"say \"\"hi\"\"\",20,50,bert,,\"64\"\n"
+      "plain,30,50,bert,\"\",64\n",
+      "sheet.csv");
+  ASSERT_TRUE(jobs.ok()) << jobs.status().message();
+  ASSERT_EQ(jobs->size(), 3u);
+  EXPECT_EQ((*jobs)[0].id, "team-a, run 1");
+  EXPECT_EQ((*jobs)[0].model, "bert");
+  EXPECT_EQ((*jobs)[0].deadline_seconds, 900.0);
+  EXPECT_EQ((*jobs)[1].id, "say \"hi\"");
+  EXPECT_EQ((*jobs)[1].batch_size, 64);
+  EXPECT_FALSE((*jobs)[2].deadline_seconds.has_value());  // "" is empty: best effort
+
+  const StatusOr<std::vector<TraceJob>> open = ParseTraceCsv(
+      "job_id,submit_time,iteration,model_name,ddl,batch_size\n\"a,10,500,bert,900,64\n", "t.csv");
+  ASSERT_FALSE(open.ok());
+  EXPECT_EQ(open.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(open.status().message().find("t.csv:2: column 1: a quoted field is not closed"),
+            std::string::npos)
+      << open.status().message();
+  const StatusOr<std::vector<TraceJob>> after = ParseTraceCsv(
+      "job_id,submit_time,iteration,model_name,ddl,batch_size\n\"a\"x,10,500,bert,900,64\n",
+      "t.csv");
+  ASSERT_FALSE(after.ok());
+  EXPECT_NE(after.status().message().find("t.csv:2: column 4: text after a quoted field"),
+            std::string::npos)
+      << after.status().message();
+}
+
 TEST(TraceCsvTest, ErrorsNameTheLineAndColumn) {
   const std::string header = "job_id,submit_time,iteration,model_name,ddl,batch_size\n";
   StatusOr<std::vector<TraceJob>> bad_number =

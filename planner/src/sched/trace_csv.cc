@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <deque>
 #include <set>
 
 #include "pacer/strings.h"
@@ -9,20 +10,83 @@
 namespace pacer::sched {
 namespace {
 
-std::vector<std::string_view> SplitFields(std::string_view line) {
-  std::vector<std::string_view> fields = SplitOn(line, ',');
-  for (std::string_view& field : fields) field = TrimBlanks(field);
-  return fields;
-}
-
 // A CSV file as a header and rows, with the line number of each row.
 struct Csv {
   std::vector<std::string_view> header;
   std::vector<std::pair<int, std::vector<std::string_view>>> rows;
+  // Quoted fields with a doubled quote, unescaped; a deque, so the views
+  // into it stay valid as it grows.
+  std::deque<std::string> unescaped;
 };
+
+// The fields of one line, blanks around each trimmed. A field in double
+// quotes (RFC 4180, as spreadsheets write a name with a comma) may hold
+// commas, and "" stands for one quote; the quotes are not part of the
+// value. A quoted field may not span lines.
+StatusOr<std::vector<std::string_view>> SplitFields(std::string_view line, Csv* csv,
+                                                    std::string_view where) {
+  std::vector<std::string_view> fields;
+  size_t pos = 0;
+  while (true) {
+    while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t')) ++pos;
+    if (pos < line.size() && line[pos] == '"') {
+      const size_t open = pos;
+      size_t close = open;
+      std::string value;
+      bool doubled = false;
+      ++pos;
+      while (true) {
+        const size_t quote = line.find('"', pos);
+        if (quote == std::string_view::npos) {
+          return InvalidArgumentError(std::string(where) + ": column " + std::to_string(open + 1) +
+                                      ": a quoted field is not closed on its line (close it "
+                                      "with \"; a quote inside is written \"\")");
+        }
+        value.append(line.substr(pos, quote - pos));
+        pos = quote + 1;
+        if (pos < line.size() && line[pos] == '"') {
+          value.push_back('"');
+          doubled = true;
+          ++pos;
+          continue;
+        }
+        close = quote;
+        break;
+      }
+      while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t')) ++pos;
+      if (pos < line.size() && line[pos] != ',') {
+        return InvalidArgumentError(std::string(where) + ": column " + std::to_string(pos + 1) +
+                                    ": text after a quoted field's closing quote (a quote "
+                                    "inside a field is written \"\")");
+      }
+      if (doubled) {
+        csv->unescaped.push_back(std::move(value));
+        fields.push_back(csv->unescaped.back());
+      } else {
+        fields.push_back(line.substr(open + 1, close - open - 1));
+      }
+    } else {
+      size_t comma = line.find(',', pos);
+      if (comma == std::string_view::npos) comma = line.size();
+      fields.push_back(TrimBlanks(line.substr(pos, comma - pos)));
+      pos = comma;
+    }
+    if (pos >= line.size()) break;
+    ++pos;  // the comma
+    if (pos == line.size()) {
+      fields.emplace_back();  // a trailing comma: one more, empty field
+      break;
+    }
+  }
+  return fields;
+}
 
 StatusOr<Csv> SplitCsv(std::string_view text, std::string_view source) {
   Csv csv;
+  // A UTF-8 byte order mark (spreadsheets write one) is not part of the
+  // first column's name.
+  constexpr std::string_view kBom = "\xEF\xBB\xBF";
+  if (text.substr(0, kBom.size()) == kBom) text.remove_prefix(kBom.size());
   int line_number = 0;
   size_t start = 0;
   while (start < text.size()) {
@@ -32,7 +96,9 @@ StatusOr<Csv> SplitCsv(std::string_view text, std::string_view source) {
     start = end + 1;
     ++line_number;
     if (line.empty()) continue;
-    std::vector<std::string_view> fields = SplitFields(line);
+    ASSIGN_OR_RETURN(
+        std::vector<std::string_view> fields,
+        SplitFields(line, &csv, std::string(source) + ":" + std::to_string(line_number)));
     if (csv.header.empty()) {
       csv.header = std::move(fields);
       continue;
