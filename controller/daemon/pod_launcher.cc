@@ -168,11 +168,17 @@ Status PodLauncher::Launch(const LaunchSpec& spec) {
     // An earlier TrainJob of the same name (deleted and re-created) has the
     // same pod names: a Create would answer AlreadyExists, counted as
     // created below, and its pods would be taken for this job's workers.
+    // FailedPrecondition, as for the earlier job's Service: the reconciler
+    // says so on the TrainJob (Planned False LaunchRefused, an event) and
+    // backs off, where Unavailable was a silent reconcile error.
     if (!spec.job.uid.empty() && !facts.owner_uid.empty() && facts.owner_uid != spec.job.uid) {
-      return UnavailableError("worker pod " + facts.name +
-                              " belongs to an earlier TrainJob of this name (uid " +
-                              facts.owner_uid + "); attempt " + std::to_string(spec.attempt) +
-                              " waits until it is gone");
+      return FailedPreconditionError(
+          "worker pod " + facts.name + " belongs to an earlier TrainJob of this name (uid " +
+          facts.owner_uid + "), deleted and not yet cleaned up; attempt " +
+          std::to_string(spec.attempt) +
+          " waits until the garbage collector deletes it (if it stays, delete it: kubectl "
+          "delete pod -n " +
+          ns + " " + facts.name + ")");
     }
     if (!facts.deleting && facts.attempt != spec.attempt) {
       return UnavailableError("worker pod " + facts.name + " of attempt " +

@@ -177,12 +177,14 @@ TEST_F(PodLauncherTest, ALaunchBesideAGangTheCacheMissedIsRefused) {
 // A re-created TrainJob's first attempt has the pod names of the earlier
 // one's first attempt: their Create answered AlreadyExists, which counted as
 // created, and the new job adopted the earlier job's pods while the cache
-// lagged. The launch waits until they are gone.
+// lagged. The launch waits until they are gone, and says so on the TrainJob
+// (FailedPrecondition is the reconciler's LaunchRefused: a condition and an
+// event; Unavailable was a reconcile error only the controller's log showed).
 TEST_F(PodLauncherTest, ALaunchBesideAnEarlierTrainJobsPodsOfTheSameNameWaits) {
   ASSERT_TRUE(LaunchAs("uid-old").ok());
   ASSERT_EQ(PodCount(), 1u);
   const Status refused = LaunchAs("uid-new");
-  EXPECT_EQ(refused.code(), StatusCode::kUnavailable) << refused.ToString();
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition) << refused.ToString();
   EXPECT_NE(refused.message().find(WorkerPodName("llama", Launch("uid-new").attempt, 0) +
                                    " belongs to an earlier TrainJob"),
             std::string::npos)
