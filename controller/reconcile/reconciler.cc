@@ -618,6 +618,9 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
   {
     std::unique_lock<std::mutex> lock(mu_);
     auto it = refusals_.find(pass.key);
+    if (it != refusals_.end() && it->second.generation != pass.generation) {
+      it->second.retry_at = now;  // the spec changed since: ask again now (the count stays)
+    }
     if (it != refusals_.end() && now < it->second.retry_at) {
       // Refused lately: a pod event is no reason to ask again before the backoff ends.
       const std::string message = it->second.message;
@@ -653,6 +656,7 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
     delay = std::min(delay, options_.launch_refusal_max_delay);
     r.retry_at = now + delay;
     r.attempt = launch.attempt;
+    r.generation = pass.generation;
     switch (launched.code()) {
       case StatusCode::kPermissionDenied:
         r.message = "the API server refused the workers: " + launched.message();

@@ -221,6 +221,9 @@ class Reconciler {
     Clock::SteadyTime retry_at;
     std::string message;  // the server's, e.g. `exceeded quota: gpus, requested: ...`
     int64_t attempt = 0;  // the refused launch's, whose created pods the launcher removed
+    // The spec generation refused: an edit (the documented fix of a 400 or
+    // 422) is asked about at once, not after the backoff.
+    std::optional<int64_t> generation;
   };
 
   mutable std::mutex mu_;

@@ -1136,6 +1136,25 @@ TEST_F(ReconcilerTest, WorkersTheServerFindsInvalidAreShownAndRetriedWithBackoff
   EXPECT_EQ(r.requeue_after, 2 * backoff);
 }
 
+// The fix of a 400/422 is a spec edit: the job launches at that edit's
+// pass, not when the backoff (up to minutes by then) ends.
+TEST_F(ReconcilerTest, ASpecEditAfterARefusedLaunchIsTriedAtOnce) {
+  store_.Put(LlamaJob());
+  launcher_.refuse = ::pacer::Status(
+      StatusCode::kInvalidArgument,
+      "POST /api/v1/namespaces/research/pods: 422 Unprocessable Entity: Pod \"llama-a1-n0\" is "
+      "invalid: spec.containers[0].env[0].name: Invalid value: \"1BAD\"");
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u) << "the backoff holds without an edit";
+  launcher_.refuse.reset();
+  store_.jobs[kKey]["metadata"]["generation"] = 2;  // the user fixed spec.worker.env
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 2u);
+  EXPECT_EQ(ConditionReason("Planned"), "True/Planned");
+}
+
 // Another object holding the workers' Service name (an earlier TrainJob's,
 // waiting for the garbage collector, or a user's) is shown and retried.
 TEST_F(ReconcilerTest, AServiceInTheWayIsShownAndRetriedWithBackoff) {
