@@ -346,6 +346,7 @@ void Informer::Loop() {
     if (need_list) {
       Status listed = ListAndReplace();
       if (!listed.ok()) {
+        if (stop_) return;  // the list ended for Stop(): no failure to report
         if (!back_off(listed)) return;
         continue;
       }

@@ -127,9 +127,10 @@ inline ::pacer::Status LaunchStatus(const char* file, int line) {
   } while (0)
 
 // NCCL errors carry ncclGetLastError's text (what NCCL says went wrong, as
-// nccl-tests prints it) and NcclErrorStatusCode's code. The controller still
-// relaunches exit 1 until the job's restarts run out. ncclInProgress is not an error for
-// nonblocking communicators: callers that use them wait on it (nccl_comms.h).
+// nccl-tests prints it) and NcclErrorStatusCode's code; invalid usage says
+// it is a bug (exit 1, which the controller relaunches until the job's
+// restarts run out). ncclInProgress is not an error for nonblocking
+// communicators: callers that use them wait on it (nccl_comms.h).
 namespace pacer::worker {
 inline ::pacer::Status NcclError(ncclResult_t result, const char* file, int line,
                                  const char* call) {
