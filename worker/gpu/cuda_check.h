@@ -136,7 +136,7 @@ inline ::pacer::Status NcclError(ncclResult_t result, const char* file, int line
                                  const char* call) {
   const char* last = ncclGetLastError(nullptr);
   const ::pacer::StatusCode code = NcclErrorStatusCode(result, last != nullptr ? last : "");
-  const bool bug = result == ncclInvalidUsage || result == ncclInvalidArgument;
+  const bool bug = code == ::pacer::StatusCode::kInternal;
   std::string message = GpuErrorWhere(file, line) + ": NCCL error: " + ncclGetErrorString(result);
   if (last != nullptr && last[0] != '\0') message += std::string(" (") + last + ")";
   message += std::string(" in ") + call;
