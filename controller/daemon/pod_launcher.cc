@@ -65,6 +65,8 @@ struct PodFacts {
   bool deleting = false;
   int nodes = 0;           // the pacer.dev/nodes annotation
   std::string layout_json;  // the pacer.dev/layout annotation
+  std::string spec_hash;    // the pacer.dev/spec-hash annotation
+  int64_t total_steps = 0;  // the pacer.dev/total-steps annotation; 0 when absent
   WorkerState state;
 };
 
@@ -89,6 +91,13 @@ PodFacts FactsOf(const nlohmann::json& pod) {
   const nlohmann::json* annotations = Member(*metadata, "annotations");
   f.nodes = IntOr(StringMember(annotations, kNodesAnnotation), 0);
   f.layout_json = StringMember(annotations, kLayoutAnnotation);
+  f.spec_hash = StringMember(annotations, kSpecHashAnnotation);
+  try {
+    const std::string total = StringMember(annotations, kTotalStepsAnnotation);
+    f.total_steps = total.empty() ? 0 : std::max<int64_t>(0, std::stoll(total));
+  } catch (const std::exception&) {
+    f.total_steps = 0;  // hand-edited: taken as unknown
+  }
   f.state = StateOf(pod, labels);
   return f;
 }
@@ -233,6 +242,8 @@ Status PodLauncher::Launch(const LaunchSpec& spec) {
   e.attempt = spec.attempt;
   e.nodes = spec.plan.layout.nodes;
   e.layout = spec.plan.layout;
+  e.spec_hash = spec.spec_hash;
+  e.total_steps = spec.total_steps;
   e.created.clear();
   for (int node = 0; node < spec.plan.layout.nodes; ++node) {
     e.created.insert(WorkerPodName(spec.job.name, spec.attempt, node));
@@ -304,6 +315,8 @@ StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
         // A hand-edited annotation: the status's plan is used instead.
       }
     }
+    if (group.spec_hash.empty()) group.spec_hash = pod.spec_hash;
+    if (!group.total_steps && pod.total_steps > 0) group.total_steps = pod.total_steps;
   }
   if (e != nullptr && e->attempt == attempt) {
     for (const std::string& name : e->created) {
@@ -313,6 +326,8 @@ StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
     }
     group.expected_workers = std::max(group.expected_workers, e->nodes);
     if (!group.layout) group.layout = e->layout;
+    if (group.spec_hash.empty()) group.spec_hash = e->spec_hash;
+    if (!group.total_steps && e->total_steps > 0) group.total_steps = e->total_steps;
   }
   if (group.expected_workers == 0) group.expected_workers = static_cast<int>(group.workers.size());
   return std::optional<WorkerGroup>(std::move(group));

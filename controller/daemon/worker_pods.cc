@@ -189,7 +189,9 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
           // rank 0 only), and beside the PodMonitor or the documented
           // pacer-workers job an annotation scrape job scraped that rank
           // twice (docs/metrics.md, "Scraping").
-          {kNodesAnnotation, std::to_string(l.nodes)}}},
+          {kNodesAnnotation, std::to_string(l.nodes)},
+          {kSpecHashAnnotation, launch.spec_hash},
+          {kTotalStepsAnnotation, std::to_string(launch.total_steps)}}},
         {"ownerReferences", nlohmann::json::array({OwnerReference(launch)})}}},
       {"spec",
        {{"hostname", name},

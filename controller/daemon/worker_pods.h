@@ -34,6 +34,10 @@ inline constexpr const char* kNodeRankLabel = "pacer.dev/node-rank";
 inline constexpr const char* kManagedByLabel = "app.kubernetes.io/managed-by";
 inline constexpr const char* kLayoutAnnotation = "pacer.dev/layout";  // status.plan's JSON
 inline constexpr const char* kNodesAnnotation = "pacer.dev/nodes";    // pods in the launch
+// WorkerSpecHash of the spec the pod was launched with, and that launch's
+// PACER_TOTAL_STEPS: the reconciler compares them with the current spec.
+inline constexpr const char* kSpecHashAnnotation = "pacer.dev/spec-hash";
+inline constexpr const char* kTotalStepsAnnotation = "pacer.dev/total-steps";
 
 struct PodTemplateOptions {
   int rendezvous_port = 29500;

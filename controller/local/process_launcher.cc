@@ -74,6 +74,8 @@ Status ProcessLauncher::Launch(const LaunchSpec& spec) {
   Group group;
   group.attempt = spec.attempt;
   group.layout = layout;
+  group.spec_hash = spec.spec_hash;
+  group.total_steps = spec.total_steps;
   for (int node = 0; node < layout.nodes; ++node) {
     WorkerEnvOptions env_options;
     env_options.master_addr = "127.0.0.1";
@@ -235,6 +237,8 @@ StatusOr<std::optional<WorkerGroup>> ProcessLauncher::Observe(const JobRef& job)
   out.expected_workers = static_cast<int>(g.processes.size());
   out.stopping = g.stopping;
   out.layout = g.layout;
+  out.spec_hash = g.spec_hash;
+  if (g.total_steps > 0) out.total_steps = g.total_steps;
   for (const Process& p : g.processes) {
     WorkerState w;
     w.node_rank = p.node_rank;

@@ -80,6 +80,8 @@ class ProcessLauncher final : public Launcher {
     int attempt = 0;
     bool stopping = false;
     planner::Layout layout;
+    std::string spec_hash;  // what it was launched with (WorkerGroup)
+    int64_t total_steps = 0;
     std::vector<Process> processes;
   };
 

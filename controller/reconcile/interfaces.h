@@ -77,6 +77,9 @@ struct LaunchSpec {
   // communication failures there); a launcher that places workers on named
   // nodes keeps them off these.
   std::vector<std::string> excluded_nodes;
+  // WorkerSpecHash(spec): what the workers were launched with, so a later
+  // spec edit is seen to not have reached them.
+  std::string spec_hash;
 };
 
 enum class WorkerPhase { kPending, kRunning, kSucceeded, kFailed };
@@ -100,6 +103,12 @@ struct WorkerGroup {
   // as an annotation): lets a restarted controller adopt workers whose plan
   // never reached the status.
   std::optional<planner::Layout> layout;
+  // What the attempt was launched with, when the launcher recorded it (pods:
+  // annotations pacer.dev/spec-hash and pacer.dev/total-steps). Empty or
+  // nullopt for workers of an older controller: the reconciler then takes
+  // them as running the current spec.
+  std::string spec_hash;
+  std::optional<int64_t> total_steps;
   int Count(WorkerPhase phase) const;
 };
 

@@ -146,6 +146,13 @@ PersistedState ReadPersistedState(const nlohmann::json& status) {
   if (status.is_object() && status.contains("progress")) {
     s.steps_completed =
         std::max<int64_t>(0, Field<int64_t>(status["progress"], "stepsCompleted").value_or(0));
+    s.total_steps =
+        std::max<int64_t>(0, Field<int64_t>(status["progress"], "totalSteps").value_or(0));
+  }
+  if (status.is_object() && status.contains("stepUnit")) {
+    const int64_t batch = Field<int64_t>(status["stepUnit"], "globalBatchSize").value_or(0);
+    const int sequence = Field<int>(status["stepUnit"], "sequenceLength").value_or(0);
+    if (batch > 0 && sequence > 0) s.step_unit = PersistedState::StepUnit{batch, sequence};
   }
   s.measured_step_seconds = Field<double>(status, "measuredStepSeconds");
   s.failures.memory_margin_fraction = std::clamp(
@@ -181,6 +188,10 @@ void WritePersistedState(const PersistedState& state, nlohmann::ordered_json* st
   }
   if (state.last_replan_unix_seconds) {
     (*status)["lastReplanTime"] = planner::FormatRfc3339(*state.last_replan_unix_seconds);
+  }
+  if (state.step_unit) {
+    (*status)["stepUnit"] = {{"globalBatchSize", state.step_unit->global_batch_size},
+                             {"sequenceLength", state.step_unit->sequence_length}};
   }
   if (state.next_layout) (*status)["nextPlan"] = cli::LayoutJson(*state.next_layout);
   nlohmann::ordered_json calibration = nlohmann::ordered_json::object();

@@ -56,7 +56,16 @@ struct PersistedState {
   std::optional<planner::Layout> next_layout;
   planner::Calibration calibration;  // status.calibration
   int64_t steps_completed = 0;       // status.progress.stepsCompleted
-  int64_t total_steps = 0;
+  int64_t total_steps = 0;           // status.progress.totalSteps
+  // status.stepUnit: the global batch and sequence length the steps of
+  // status.progress were counted at (written at each launch). A job with
+  // steps done refuses an edit of either (InvalidSpec StepUnitChanged):
+  // checkpoints count optimizer steps, which would then mean other samples.
+  struct StepUnit {
+    int64_t global_batch_size = 0;
+    int sequence_length = 0;
+  };
+  std::optional<StepUnit> step_unit;
   std::optional<double> measured_step_seconds;  // status.measuredStepSeconds
   // status.memoryMarginFraction, status.collectiveFailuresByNode,
   // status.excludedNodes: what worker failures taught (worker_failure.h).
@@ -66,8 +75,7 @@ struct PersistedState {
 // Lenient: a field that is missing or malformed keeps its default.
 PersistedState ReadPersistedState(const nlohmann::json& status);
 // Adds attempt, failureCountedAttempt, stoppedExternallyAttempt, launchTime,
-// lastReplanTime,
-// calibration, nextPlan and the
+// lastReplanTime, stepUnit, calibration, nextPlan and the
 // failure history (memoryMarginFraction, collectiveFailuresByNode,
 // excludedNodes), each only when set, to `status`.
 void WritePersistedState(const PersistedState& state, nlohmann::ordered_json* status);

@@ -43,6 +43,9 @@ struct Reconciler::Pass {
   Phase phase = Phase::kPending;
   std::vector<Condition> conditions;
   std::optional<planner::Evaluation> plan;
+  // status.plan carried over while no plan can be made (a refused spec, a
+  // finished job): the layout a fix resumes with.
+  nlohmann::json carried_plan;
   std::optional<double> measured_step_seconds;
   // Measured on a model shrunk by PACER_SCALE < 1: shown, never kept in the
   // status, where the cluster scheduler would scale the full model's curve
@@ -128,6 +131,27 @@ int GpusOfType(const planner::Inventory& inventory, const std::string& gpu_type)
   return it == type_gpus.end() ? 0 : it->second;
 }
 
+// What of the step unit (status.stepUnit) `spec` changes after steps were
+// done, in words; nullopt when nothing.
+std::optional<std::string> StepUnitChange(const PersistedState& state,
+                                          const planner::JobSpec& spec) {
+  if (!state.step_unit || state.steps_completed <= 0) return std::nullopt;
+  std::string changed;
+  if (state.step_unit->global_batch_size != spec.training.global_batch_size) {
+    changed = "spec.training.globalBatchSize changed from " +
+              std::to_string(state.step_unit->global_batch_size) + " to " +
+              std::to_string(spec.training.global_batch_size);
+  }
+  if (state.step_unit->sequence_length != spec.model.sequence_length) {
+    if (!changed.empty()) changed += " and ";
+    changed += "spec.model.sequenceLength changed from " +
+               std::to_string(state.step_unit->sequence_length) + " to " +
+               std::to_string(spec.model.sequence_length);
+  }
+  if (changed.empty()) return std::nullopt;
+  return changed;
+}
+
 }  // namespace
 
 Reconciler::Reconciler(ReconcilerDeps deps, ReconcilerOptions options)
@@ -175,30 +199,37 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
   }
 
   StatusOr<planner::JobSpec> spec = ParseJobObject(pass.object);
-  if (!spec.ok()) {
-    // A spec the planner cannot read is the user's to fix: terminal until
-    // they edit it (the edit bumps metadata.generation and wakes us).
-    pass.phase = Phase::kFailed;
-    const std::string message = spec.status().message();
-    if (!pass.Had(kConditionInvalidSpec, "InvalidSpec")) {
-      deps_.store->RecordEvent(pass.object, "Warning", "InvalidSpec", message);
-    }
-    pass.Set(kConditionInvalidSpec, kConditionTrue, "InvalidSpec", message);
-    pass.Set(kConditionFailed, kConditionTrue, "InvalidSpec", message);
-    // Running workers stop at a checkpoint, not killed: removed, they lost
-    // every step since the last periodic checkpoint to a typo in an edit.
-    // Fixing the spec relaunches the job from that checkpoint; deleting it
-    // removes them.
-    Status stopped = deps_.launcher->Stop(pass.ref, StopMode::kGraceful);
-    if (!stopped.ok()) return {stopped, std::nullopt};
-    return Finish(pass, std::nullopt);
-  }
+  if (!spec.ok()) return ReconcileInvalidSpec(pass, "InvalidSpec", spec.status().message());
   pass.spec = std::move(*spec);
   pass.spec.namespace_name = pass.ref.namespace_name;
   pass.spec.name = pass.ref.name;
   // Raised by out-of-memory failures; every plan of the job reserves it.
   pass.spec.memory_margin_fraction = pass.state.failures.memory_margin_fraction;
   pass.deadline = planner::EffectiveDeadline(pass.spec, pass.now);
+  // Whether the previous status was written for this generation of the spec.
+  const nlohmann::json* observed_generation = Member(pass.previous_status, "observedGeneration");
+  const bool observed_known =
+      observed_generation != nullptr && observed_generation->is_number_integer();
+  const bool spec_observed =
+      observed_known ? pass.generation.has_value() &&
+                           observed_generation->get<int64_t>() == pass.generation.value()
+                     : !pass.generation.has_value();
+  const int64_t steps_recorded = pass.state.steps_completed;  // before the clamp below
+  if (!pass.state.step_unit && pass.state.attempt > 0 && spec_observed) {
+    // A status of a controller before stepUnit: its steps were counted at
+    // the spec it last observed, which is this one.
+    pass.state.step_unit = PersistedState::StepUnit{pass.spec.training.global_batch_size,
+                                                    pass.spec.model.sequence_length};
+  }
+  if (std::optional<std::string> changed = StepUnitChange(pass.state, pass.spec)) {
+    pass.state.total_steps = std::max(pass.state.total_steps, steps_recorded);
+    return ReconcileInvalidSpec(
+        pass, "StepUnitChanged",
+        *changed + " after " + std::to_string(steps_recorded) +
+            " steps were trained at the old value: checkpoints count optimizer steps, which "
+            "would then count as steps of the new batch. Set it back (the job resumes from its "
+            "checkpoint), or create a new TrainJob for the new batch");
+  }
   pass.state.total_steps = TotalSteps(pass.spec);
   // A status written for a larger spec (its data shrunk since, or a copied
   // `kubectl get -o yaml`) can say more steps are done than there are now.
@@ -207,12 +238,7 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
   // A finished job stays finished until its spec changes.
   const std::optional<Phase> previous_phase =
       PhaseFromName(StringMember(&pass.previous_status, "phase"));
-  const std::optional<int64_t> observed =
-      pass.previous_status.contains("observedGeneration") &&
-              pass.previous_status["observedGeneration"].is_number_integer()
-          ? std::optional<int64_t>(pass.previous_status["observedGeneration"].get<int64_t>())
-          : std::nullopt;
-  if (previous_phase && IsTerminal(*previous_phase) && observed == pass.generation) {
+  if (previous_phase && IsTerminal(*previous_phase) && spec_observed) {
     if (*previous_phase == Phase::kFailed && pass.state.failure_counted_attempt > 0) {
       // A failure that failed the job is written before its pods are
       // removed; a removal that failed then is retried here.
@@ -229,6 +255,21 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
     pass.keep_status = true;  // nothing changed: no write
     return Finish(pass, std::nullopt);
   }
+  if (previous_phase == Phase::kSucceeded && pass.state.total_steps <= steps_recorded) {
+    // Edited after it finished, with nothing left to train (fewer tokens, or
+    // a field the workers never saw): finished work stays finished, with or
+    // without its pods, and what it trained stays its total.
+    pass.phase = Phase::kSucceeded;
+    for (const Condition& c : ParseConditions(pass.previous_status)) {
+      if (c.type != kConditionInvalidSpec && c.type != kConditionFailed) {
+        pass.conditions.push_back(c);
+      }
+    }
+    pass.state.total_steps = pass.state.steps_completed = steps_recorded;
+    pass.measured_step_seconds = pass.state.measured_step_seconds;
+    if (pass.previous_status.contains("plan")) pass.carried_plan = pass.previous_status["plan"];
+    return Finish(pass, std::nullopt);  // written: observedGeneration moves on
+  }
 
   if (deps_.allocations != nullptr) pass.allocation = deps_.allocations->Get(key);
   StatusOr<std::optional<WorkerGroup>> group = deps_.launcher->Observe(pass.ref);
@@ -236,6 +277,37 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
   RecallLostStopDecision(pass, *group);
   if (!group->has_value()) return ReconcileWithoutWorkers(pass);
   return ReconcileWithWorkers(pass, **group);
+}
+
+ReconcileResult Reconciler::ReconcileInvalidSpec(Pass& pass, const std::string& reason,
+                                                 const std::string& message) {
+  // What the job has done stays in the status (progress, plan, pace), so
+  // that the fix resumes from it instead of planning the whole job again.
+  pass.measured_step_seconds = pass.state.measured_step_seconds;
+  if (pass.previous_status.contains("plan")) pass.carried_plan = pass.previous_status["plan"];
+  if (!pass.Had(kConditionInvalidSpec, reason)) {
+    deps_.store->RecordEvent(pass.object, "Warning", reason, message);
+  }
+  if (PhaseFromName(StringMember(&pass.previous_status, "phase")) == Phase::kSucceeded) {
+    // Finished work is not undone by an edit; its workers have exited.
+    pass.phase = Phase::kSucceeded;
+    for (const Condition& c : ParseConditions(pass.previous_status)) {
+      if (c.type != kConditionInvalidSpec) pass.conditions.push_back(c);
+    }
+    pass.Set(kConditionInvalidSpec, kConditionTrue, reason, message);
+    return Finish(pass, std::nullopt);
+  }
+  // Terminal until the user edits the spec (the edit bumps
+  // metadata.generation and wakes us).
+  pass.phase = Phase::kFailed;
+  pass.Set(kConditionInvalidSpec, kConditionTrue, reason, message);
+  pass.Set(kConditionFailed, kConditionTrue, reason, message);
+  // Running workers stop at a checkpoint, not killed: removed, they lost
+  // every step since the last periodic checkpoint to a typo in an edit.
+  // Fixing the spec relaunches the job from that checkpoint; deleting it
+  // removes them.
+  RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kGraceful));
+  return Finish(pass, std::nullopt);
 }
 
 ReconcileResult Reconciler::ReconcileDeleted(Pass& pass) {
@@ -638,6 +710,7 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
   launch.checkpoint_interval_steps = CheckpointIntervalSteps(launch.plan);
   launch.plan_unix_seconds = pass.now;
   launch.excluded_nodes = pass.state.failures.excluded_nodes;
+  launch.spec_hash = WorkerSpecHash(pass.spec);
   Status launched = deps_.launcher->Launch(launch);
   if (launched.code() == StatusCode::kPermissionDenied ||
       launched.code() == StatusCode::kInvalidArgument ||
@@ -693,6 +766,8 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
   pass.state.attempt = launch.attempt;
   pass.state.next_layout.reset();
   pass.state.plan_unix_seconds = pass.now;
+  pass.state.step_unit = PersistedState::StepUnit{pass.spec.training.global_batch_size,
+                                                  pass.spec.model.sequence_length};
   pass.plan = launch.plan;
   pass.phase = Phase::kPlanning;
   const std::string message = "launched " + GpuSummary(launch.plan) + ", predicted " +
@@ -897,6 +972,25 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
   const int pending = group.Count(WorkerPhase::kPending);
 
   if (group.expected_workers > 0 && succeeded == group.expected_workers) {
+    // What the workers trained: the total they were launched with (an edit
+    // since then did not reach them).
+    const int64_t trained = group.total_steps.value_or(pass.state.total_steps);
+    if (trained < pass.state.total_steps) {
+      pass.state.steps_completed = trained;
+      RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kRemove));
+      const std::string message = "the workers finished the " + std::to_string(trained) +
+                                  " steps attempt " + std::to_string(group.attempt) +
+                                  " was launched with; the edited spec has " +
+                                  std::to_string(pass.state.total_steps) +
+                                  ": relaunching for the rest from the last checkpoint";
+      if (!pass.Had(kConditionReplanning, "SpecChanged")) {
+        deps_.store->RecordEvent(pass.object, "Normal", "SpecChanged", message);
+      }
+      pass.phase = Phase::kPending;
+      pass.Set(kConditionReplanning, kConditionTrue, "SpecChanged", message);
+      return Finish(pass, Millis(0));
+    }
+    pass.state.total_steps = trained;
     pass.phase = Phase::kSucceeded;
     pass.measured_step_seconds = pass.state.measured_step_seconds;
     pass.state.steps_completed = pass.state.total_steps;
@@ -956,6 +1050,25 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
   }
 
   if (failed > 0) return ReconcileFailedWorkers(pass, group);
+
+  if (!group.spec_hash.empty() && group.spec_hash != WorkerSpecHash(pass.spec)) {
+    // An edit the workers use (data, batch, model, image, env): running
+    // workers never see it. Stop them at a checkpoint and relaunch with it.
+    // Not a re-plan (replans unchanged) and not a failure. Workers of an
+    // older controller (no hash) run on as before.
+    std::string message = "the spec was edited: attempt " + std::to_string(group.attempt) +
+                          "'s workers run the spec they were launched with";
+    if (group.total_steps && *group.total_steps != pass.state.total_steps) {
+      message += " (" + std::to_string(*group.total_steps) + " steps; the edited spec has " +
+                 std::to_string(pass.state.total_steps) + ")";
+    }
+    message += "; stopping them at a checkpoint to relaunch with the edit";
+    RETURN_IF_ERROR_RESULT(StopToRelaunch(pass, group.attempt));
+    deps_.store->RecordEvent(pass.object, "Normal", "SpecChanged", message);
+    pass.phase = Phase::kReplanning;
+    pass.Set(kConditionReplanning, kConditionTrue, "SpecChanged", message);
+    return Finish(pass, options_.transition_poll);
+  }
 
   const int present = static_cast<int>(group.workers.size());
   if (group.expected_workers > 0 && present < group.expected_workers) {
@@ -1319,6 +1432,7 @@ ReconcileResult Reconciler::Finish(Pass& pass, std::optional<Millis> requeue_aft
   in.restarts = pass.state.restarts;
   in.observed_generation = pass.generation;
   StatusJson built = BuildTrainJobStatus(in, pass.previous_status, pass.now);
+  if (!pass.plan && pass.carried_plan.is_object()) built["plan"] = pass.carried_plan;
   if (pass.deadline) built["deadline"] = planner::FormatRfc3339(*pass.deadline);
   if (pass.allocation) {
     const Allocation& a = *pass.allocation;

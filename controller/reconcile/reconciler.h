@@ -3,6 +3,13 @@
 // reads the TrainJob, its workers and their metrics, and
 //
 //   invalid spec            -> phase Failed, condition InvalidSpec, Warning event
+//                              (progress, plan and pace kept for the fix)
+//   globalBatchSize or      -> the same, reason StepUnitChanged: steps done
+//   sequenceLength edited      are counted at the old batch (status.stepUnit)
+//   after steps were done
+//   spec edited while       -> workers stopped at a checkpoint and relaunched
+//   workers run                with the edit (Replanning SpecChanged) when it
+//                              changes what they run (WorkerSpecHash)
 //   being deleted           -> workers removed, then the finalizer
 //   no workers yet          -> plan the remaining steps on the GPUs free now:
 //                                fits and meets the deadline -> launch
@@ -28,7 +35,10 @@
 //                              checkpoint (with more memory margin after an
 //                              OOM, without nodes whose collectives keep
 //                              failing), up to max_restarts; then Failed
-//   all workers succeeded   -> Succeeded
+//   all workers succeeded   -> Succeeded (after the total they were launched
+//                              with; an edit that added steps relaunches for
+//                              the rest; a later edit leaves a Succeeded job
+//                              Succeeded unless it adds steps)
 //
 // With the cluster scheduler (ReconcilerDeps::allocations), a job without
 // workers launches only when admitted, on exactly its allocated GPUs; a
@@ -157,6 +167,14 @@ class Reconciler {
   struct Pass;  // one pass's working state (reconciler.cc)
 
   ReconcileResult ReconcileDeleted(Pass& pass);
+  // A spec the controller refuses (unparsable, or StepUnitChanged): phase
+  // Failed (a Succeeded job stays Succeeded), InvalidSpec=True/`reason`
+  // (and Failed=True/`reason`), a Warning event on the transition, running
+  // workers stopped at a checkpoint. The previous status's progress, plan and
+  // measuredStepSeconds are kept, so that the fix relaunches for the steps
+  // left.
+  ReconcileResult ReconcileInvalidSpec(Pass& pass, const std::string& reason,
+                                       const std::string& message);
   // Drops everything kept for job `key` (it is gone). Takes mu_, then fifo_mu_.
   void Forget(const std::string& key);
   ReconcileResult ReconcileWithoutWorkers(Pass& pass);

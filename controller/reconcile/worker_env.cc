@@ -26,6 +26,45 @@ int64_t TotalSteps(const planner::JobSpec& job) {
   return std::max<int64_t>(1, static_cast<int64_t>(per_epoch) * std::max(1, job.data.epochs));
 }
 
+std::string WorkerSpecHash(const planner::JobSpec& job) {
+  const planner::ModelSpec& m = job.model;
+  const planner::TrainingSpec& t = job.training;
+  std::string canonical;
+  auto add = [&canonical](const std::string& field) {
+    canonical += field;
+    canonical += '\x1f';  // unit separator: no field can fake a boundary
+  };
+  add(std::to_string(TotalSteps(job)));
+  add(std::to_string(t.global_batch_size));
+  add(planner::PrecisionName(t.precision));
+  add(planner::OptimizerName(t.optimizer));
+  add(planner::AttentionKernelName(t.stack.attention));
+  for (int value : {m.layers, m.hidden_size, m.attention_heads, m.kv_heads, m.ffn_hidden_size,
+                    m.vocab_size, m.sequence_length}) {
+    add(std::to_string(value));
+  }
+  add(planner::FfnKindName(m.ffn_kind));
+  add(m.causal_attention ? "causal" : "full");
+  add(m.tied_embeddings ? "tied" : "untied");
+  add(job.worker.image);
+  add(std::to_string(job.worker.command.size()));
+  for (const std::string& argument : job.worker.command) add(argument);
+  add(std::to_string(job.worker.env.size()));
+  for (const planner::EnvVar& var : job.worker.env) {
+    add(var.name);
+    add(var.value);
+  }
+  add(job.checkpoint.volume_claim_name);
+  uint64_t hash = 14695981039346656037ULL;  // FNV-1a 64 offset basis
+  for (const unsigned char c : canonical) {
+    hash ^= c;
+    hash *= 1099511628211ULL;  // FNV-1a 64 prime
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
+}
+
 int64_t CheckpointIntervalSteps(const planner::Evaluation& plan) {
   const double interval = plan.total.checkpoint_interval_seconds;
   if (!(interval > 0) || !(plan.step.step_seconds > 0)) return 0;

@@ -45,6 +45,18 @@ std::map<std::string, std::string> WorkerEnvironment(const LaunchSpec& launch, i
 // Optimizer steps in the whole job: ceil(total sequences / global batch).
 int64_t TotalSteps(const planner::JobSpec& job);
 
+// A fingerprint (16 hex digits, FNV-1a 64) of what a worker pod takes from
+// the spec: TotalSteps(job), the global batch, precision, optimizer,
+// attention kernel, the model's architecture and sequence length,
+// worker.image, worker.command, worker.env (in order) and
+// checkpoint.volumeClaimName. Not the deadline, objective, resources,
+// parallelism pins, replan or checkpoint interval: they change the next plan,
+// not what running workers compute. Pods carry it (pacer.dev/spec-hash) so
+// the reconciler sees that an edit does not reach running workers.
+// Stable across builds (no std::hash): a change to the canonical string
+// stops every running job once after an upgrade, so a test pins it.
+std::string WorkerSpecHash(const planner::JobSpec& job);
+
 // Steps between checkpoints for the plan (its Young/Daly interval over its
 // step time), at least 1; 0 when the plan has no interval.
 int64_t CheckpointIntervalSteps(const planner::Evaluation& plan);

@@ -270,6 +270,45 @@ TEST_F(E2eTest, AForceDeletedWorkerPodRelaunchesItsJob) {
       << Job("research", "orphaned").dump(2);
 }
 
+// `kubectl patch` of a running job's data reaches its workers: they are
+// stopped and relaunched with the new step total (the pods say what they
+// were launched with), neither a re-plan nor a restart; status.stepUnit
+// survives the CRD's structural schema.
+TEST_F(E2eTest, AnEditOfARunningJobsDataRelaunchesItsWorkersWithIt) {
+  StartController("c1");
+  // Re-planning hourly: nothing but the edit relaunches the job soon.
+  Apply(std::regex_replace(TinyJobYaml("edited", 100000, "2h"), std::regex("interval: 2s"),
+                           "interval: 1h"));
+  ASSERT_TRUE(WaitFor([&] { return Phase(Job("research", "edited")) == "Running"; }, seconds(90)))
+      << Job("research", "edited").dump(2);
+  const nlohmann::json launched = Job("research", "edited")["status"];
+  EXPECT_EQ(launched["stepUnit"]["globalBatchSize"], 16) << launched.dump(2);
+  EXPECT_EQ(launched["stepUnit"]["sequenceLength"], 128);
+  auto pod_total_steps = [&](const std::string& attempt) {
+    for (const nlohmann::json& p : Pods("research")) {
+      if (p["metadata"]["labels"].value("pacer.dev/attempt", "") == attempt) {
+        return p["metadata"]["annotations"].value("pacer.dev/total-steps", "");
+      }
+    }
+    return std::string();
+  };
+  EXPECT_EQ(pod_total_steps("1"), "100000");
+
+  std::string out;
+  ASSERT_EQ(Kubectl({"patch", "trainjob", "edited", "-n", "research", "--type", "merge", "-p",
+                     R"({"spec":{"data":{"samples":3200000}}})"},
+                    &out),
+            0)
+      << out;
+  ASSERT_TRUE(WaitFor([&] { return pod_total_steps("2") == "200000"; }, seconds(60)))
+      << Job("research", "edited").dump(2);
+  const nlohmann::json status = Job("research", "edited")["status"];
+  EXPECT_EQ(status.value("replans", -1), 0) << status.dump(2);
+  EXPECT_EQ(status.value("restarts", -1), 0);
+  EXPECT_EQ(Kubectl({"describe", "trainjob", "edited", "-n", "research"}, &out), 0);
+  EXPECT_NE(out.find("SpecChanged"), std::string::npos) << out;
+}
+
 TEST_F(E2eTest, ApiFaultsConvergeWithoutDuplicatePods) {
   StartController("c1");
   // A failed pod create (the gang is rolled back and retried), conflicts on

@@ -143,6 +143,30 @@ TEST_F(PodLauncherTest, AGracefulStopThatFailedHalfWayIsStoppingBeforeTheCacheSh
   EXPECT_EQ(launcher.TerminatingWorkers(spec.job), 1);
 }
 
+// Observe says what the workers were launched with: from the launch's
+// expectations before the cache shows the pods, then from their annotations
+// (a restarted controller has only those).
+TEST_F(PodLauncherTest, ObserveSaysWhatSpecTheWorkersWereLaunchedWith) {
+  Informer pods(client_.get(), kPods, "", InformerOptions{});
+  PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{});
+  LaunchSpec spec = Launch("uid-now");
+  spec.spec_hash = "0123456789abcdef";
+  ASSERT_TRUE(launcher.Launch(spec).ok());
+  StatusOr<std::optional<WorkerGroup>> early = launcher.Observe(spec.job);
+  ASSERT_TRUE(early.ok() && early->has_value());
+  EXPECT_EQ((*early)->spec_hash, "0123456789abcdef");
+  EXPECT_EQ((*early)->total_steps, std::optional<int64_t>(100));
+
+  pods.Start();
+  ASSERT_TRUE(pods.WaitForSync(kWait));
+  PodLauncher restarted(client_.get(), &pods, PodTemplateOptions{});  // no expectations
+  StatusOr<std::optional<WorkerGroup>> seen = restarted.Observe(spec.job);
+  ASSERT_TRUE(seen.ok() && seen->has_value());
+  EXPECT_EQ((*seen)->spec_hash, "0123456789abcdef");
+  EXPECT_EQ((*seen)->total_steps, std::optional<int64_t>(100));
+  pods.Stop();
+}
+
 // The pod cache can lag: a watch whose connection died without a word is
 // noticed only at its inactivity limit, after the launch's expectations
 // expired. A launch decided on that cache started a second gang beside the

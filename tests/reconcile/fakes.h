@@ -109,6 +109,8 @@ class FakeLauncher : public Launcher {
     g.attempt = spec.attempt;
     g.expected_workers = spec.plan.layout.nodes;
     g.layout = spec.plan.layout;
+    g.spec_hash = spec.spec_hash;
+    g.total_steps = spec.total_steps;
     for (int n = 0; n < spec.plan.layout.nodes; ++n)
       g.workers.push_back({n, WorkerPhase::kPending, std::nullopt, "", ""});
     groups[spec.job.key()] = g;

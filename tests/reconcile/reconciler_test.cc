@@ -64,6 +64,25 @@ class ReconcilerTest : public ::testing::Test {
     ASSERT_EQ(launcher_.launches.size(), 1u);
     launcher_.SetAll(kKey, WorkerPhase::kRunning);
   }
+  // The Llama job launched, running an hour at its predicted step time with
+  // 1000 steps done.
+  void LaunchAndRunThousandSteps() {
+    store_.Put(LlamaJob());
+    LaunchAndRun();
+    metrics_.measurements[kKey] =
+        Measurement{launcher_.launches.at(0).plan.step.step_seconds, 1000, 1.0};
+    clock_.Advance(std::chrono::hours(1));
+    ASSERT_TRUE(Pass().status.ok());
+    ASSERT_EQ(Status()["phase"], "Running");
+  }
+  // The Llama job launched and run to Succeeded; its pods stay.
+  void RunToSuccess() {
+    store_.Put(LlamaJob());
+    LaunchAndRun();
+    launcher_.SetAll(kKey, WorkerPhase::kSucceeded, 0);
+    ASSERT_TRUE(Pass().status.ok());
+    ASSERT_EQ(Status()["phase"], "Succeeded");
+  }
   // The Llama job launched and running, three hours later measured at twice
   // its predicted step time: the next pass re-plans it. Returns the plan.
   planner::Evaluation LaunchAndRunSlowerThanPredicted() {
@@ -572,6 +591,199 @@ TEST_F(ReconcilerTest, AnInvalidEditStopsTheWorkersAtACheckpointAndAFixRelaunche
   EXPECT_EQ(Status().value("restarts", 0), 0) << "a stop at a checkpoint is no failure";
 }
 
+// The invalid edit keeps what the job has done: progress, plan and measured
+// pace stay in the status, and the fix resumes from them instead of planning
+// the whole job again (it used to write a status without them).
+TEST_F(ReconcilerTest, AnInvalidEditKeepsTheProgressPlanAndPaceAndTheFixResumesFromThem) {
+  LaunchAndRunThousandSteps();
+  const double predicted = launcher_.launches[0].plan.step.step_seconds;
+  nlohmann::json& job = store_.jobs[kKey];
+  job["spec"]["training"]["globalBatchSize"] = -4;
+  job["metadata"]["generation"] = 2;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Failed");
+  EXPECT_EQ(Status()["progress"]["stepsCompleted"], 1000) << Status().dump();
+  EXPECT_EQ(Status()["progress"]["totalSteps"], 33379);
+  EXPECT_EQ(Status()["plan"]["gpus"], launcher_.launches[0].plan.layout.gpus());
+  EXPECT_NEAR(Status().value("measuredStepSeconds", 0.0), predicted, predicted * 0.01);
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  job["spec"]["training"]["globalBatchSize"] = 1024;
+  job["metadata"]["generation"] = 3;
+  for (int i = 0; i < 3 && launcher_.launches.size() < 2; ++i) ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u) << Status().dump();
+  EXPECT_EQ(Status()["progress"]["stepsCompleted"], 1000) << Status().dump();
+  EXPECT_EQ(Status().value("restarts", 0), 0);
+}
+
+// An edit of a field the workers use reaches them: they stop at a
+// checkpoint and are relaunched with it (they used to run the old spec to
+// its end). An edit of a planning-only field does not stop them.
+TEST_F(ReconcilerTest, ASpecEditTheWorkersSeeStopsThemAtACheckpointAndRelaunchesWithIt) {
+  LaunchAndRunThousandSteps();
+  nlohmann::json& job = store_.jobs[kKey];
+  job["spec"]["maxDuration"] = "20d";
+  job["metadata"]["generation"] = 2;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_TRUE(launcher_.stops.empty()) << "the deadline applies at the next plan";
+  EXPECT_EQ(Status()["phase"], "Running");
+
+  job["spec"]["data"]["tokens"] = 280e9;
+  job["metadata"]["generation"] = 3;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 0);
+  EXPECT_EQ(Status()["phase"], "Replanning");
+  EXPECT_EQ(ConditionReason("Replanning"), "True/SpecChanged");
+  EXPECT_EQ(store_.CountEvents("SpecChanged"), 1);
+  EXPECT_THAT(store_.LastEventMessage("SpecChanged"), ::testing::HasSubstr("66758"));
+  EXPECT_EQ(Status().value("replans", 0), 0) << "an edit is no re-plan";
+
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);  // stopped at a checkpoint
+  for (int i = 0; i < 3 && launcher_.launches.size() < 2; ++i) ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u) << Status().dump();
+  EXPECT_EQ(launcher_.launches[1].total_steps, 66758);
+  EXPECT_EQ(launcher_.launches[1].attempt, 2);
+  EXPECT_NE(launcher_.launches[1].spec_hash, launcher_.launches[0].spec_hash);
+  EXPECT_EQ(launcher_.launches[1].spec_hash, WorkerSpecHash(launcher_.launches[1].spec));
+  EXPECT_EQ(Status().value("restarts", 0), 0);
+  EXPECT_EQ(ConditionReason("WorkerFailure"), "") << "the controller's own stop";
+  EXPECT_EQ(Status()["progress"]["stepsCompleted"], 1000);
+}
+
+// Workers that exit 0 after the total they were launched with, when the spec
+// has been edited to more steps meanwhile (before a pass saw the edit), have
+// not finished the job: the rest is relaunched. It used to be Succeeded with
+// "all 66758 steps completed" after 33379.
+TEST_F(ReconcilerTest,
+       WorkersThatFinishTheTotalTheyWereLaunchedWithAreNotSucceededWhenTheSpecHasMore) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  launcher_.SetAll(kKey, WorkerPhase::kSucceeded, 0);
+  nlohmann::json& job = store_.jobs[kKey];
+  job["spec"]["data"]["tokens"] = 280e9;
+  job["metadata"]["generation"] = 2;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_NE(Status()["phase"], "Succeeded") << Status().dump();
+  EXPECT_EQ(store_.CountEvents("Completed"), 0);
+  EXPECT_EQ(ConditionReason("Replanning"), "True/SpecChanged");
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
+  EXPECT_EQ(Status()["progress"]["stepsCompleted"], 33379);
+
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u) << Status().dump();
+  EXPECT_EQ(launcher_.launches[1].total_steps, 66758);
+  EXPECT_EQ(reconciler().View(kKey)->steps_completed, 33379);
+
+  launcher_.SetAll(kKey, WorkerPhase::kSucceeded, 0);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Succeeded");
+  EXPECT_EQ(Status()["progress"]["totalSteps"], 66758);
+  EXPECT_EQ(Status()["progress"]["stepsCompleted"], 66758);
+}
+
+// A finished job stays finished after an edit that leaves nothing to train,
+// with its pods or without: it used to take the new, smaller total as what
+// it trained, and with its pods gone any edit relaunched it for one step.
+TEST_F(ReconcilerTest, ASucceededJobStaysSucceededAfterAnEditThatLeavesNothingToTrain) {
+  RunToSuccess();
+  nlohmann::json& job = store_.jobs[kKey];
+  job["spec"]["data"]["tokens"] = 14e9;
+  job["metadata"]["generation"] = 2;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Succeeded");
+  EXPECT_EQ(launcher_.launches.size(), 1u);
+  EXPECT_EQ(Status()["progress"]["totalSteps"], 33379) << Status().dump();
+  EXPECT_EQ(Status()["progress"]["stepsCompleted"], 33379);
+  EXPECT_EQ(Status()["observedGeneration"], 2);
+  EXPECT_EQ(ConditionReason("Succeeded"), "True/Completed");
+
+  launcher_.groups.erase(kKey);  // the pods are gone
+  job["spec"]["maxDuration"] = "20d";
+  job["metadata"]["generation"] = 3;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u) << Status().dump();
+  EXPECT_EQ(Status()["phase"], "Succeeded");
+  EXPECT_EQ(store_.CountEvents("Completed"), 1);
+  EXPECT_EQ(Status()["plan"]["gpus"], launcher_.launches[0].plan.layout.gpus());
+}
+
+// A finished job whose data grows trains the new steps only.
+TEST_F(ReconcilerTest, ASucceededJobWhoseDataGrewTrainsOnlyTheRest) {
+  RunToSuccess();
+  nlohmann::json& job = store_.jobs[kKey];
+  job["spec"]["data"]["tokens"] = 280e9;
+  job["metadata"]["generation"] = 2;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Pending") << Status().dump();
+  EXPECT_EQ(ConditionReason("Replanning"), "True/SpecChanged");
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 1);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u) << Status().dump();
+  EXPECT_EQ(launcher_.launches[1].total_steps, 66758);
+  EXPECT_EQ(Status()["progress"]["stepsCompleted"], 33379);
+  // Planned for the 33379 steps left, not all 66758.
+  const planner::Evaluation& plan = launcher_.launches[1].plan;
+  EXPECT_LT(plan.total.training_seconds, 0.6 * 66758 * plan.step.step_seconds);
+}
+
+// Steps are counted at the global batch and sequence length they were
+// trained at (status.stepUnit): an edit of either after steps were done is
+// refused, and setting it back resumes. It used to relaunch and count the
+// old batch's steps as steps of the new one.
+TEST_F(ReconcilerTest, AGlobalBatchSizeEditAfterStepsWereDoneIsRefusedAndARevertResumes) {
+  LaunchAndRunThousandSteps();
+  ASSERT_EQ(Status()["stepUnit"]["globalBatchSize"], 1024) << Status().dump();
+  ASSERT_EQ(Status()["stepUnit"]["sequenceLength"], 4096);
+  nlohmann::json& job = store_.jobs[kKey];
+  job["spec"]["training"]["globalBatchSize"] = 2048;
+  job["metadata"]["generation"] = 2;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Failed");
+  EXPECT_EQ(ConditionReason("InvalidSpec"), "True/StepUnitChanged");
+  const std::string message = ConditionMessage("InvalidSpec");
+  EXPECT_THAT(message, ::testing::HasSubstr("globalBatchSize"));
+  EXPECT_THAT(message, ::testing::HasSubstr("1024"));
+  EXPECT_THAT(message, ::testing::HasSubstr("2048"));
+  EXPECT_THAT(message, ::testing::Not(::testing::HasSubstr("sequenceLength")));
+  EXPECT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
+  EXPECT_EQ(launcher_.CountStops(StopMode::kRemove), 0);
+  EXPECT_EQ(Status()["progress"]["stepsCompleted"], 1000);
+  EXPECT_EQ(Status()["progress"]["totalSteps"], 33379);
+  EXPECT_TRUE(Status()["plan"].is_object());
+  EXPECT_EQ(Status()["stepUnit"]["globalBatchSize"], 1024);
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(store_.CountEvents("StepUnitChanged"), 1) << "one event per transition";
+
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  job["spec"]["training"]["globalBatchSize"] = 1024;
+  job["metadata"]["generation"] = 3;
+  for (int i = 0; i < 3 && launcher_.launches.size() < 2; ++i) ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u) << Status().dump();
+  EXPECT_EQ(launcher_.launches[1].total_steps, 33379);
+  EXPECT_NE(Status()["phase"], "Failed");
+  EXPECT_EQ(Status()["progress"]["stepsCompleted"], 1000);
+}
+
+// Before any step was counted the batch may change: the workers are
+// relaunched with it.
+TEST_F(ReconcilerTest, AGlobalBatchSizeEditBeforeAnyStepRelaunchesWithIt) {
+  store_.Put(LlamaJob());
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  nlohmann::json& job = store_.jobs[kKey];
+  job["spec"]["training"]["globalBatchSize"] = 2048;
+  job["metadata"]["generation"] = 2;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("InvalidSpec"), "");
+  EXPECT_EQ(ConditionReason("Replanning"), "True/SpecChanged");
+  EXPECT_EQ(launcher_.CountStops(StopMode::kGraceful), 1);
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  for (int i = 0; i < 3 && launcher_.launches.size() < 2; ++i) ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(launcher_.launches.size(), 2u) << Status().dump();
+  EXPECT_EQ(launcher_.launches[1].plan.layout.global_batch(), 2048);
+  EXPECT_EQ(Status()["stepUnit"]["globalBatchSize"], 2048);
+}
+
 // Local mode resuming a checkpoint (the status did not outlive the last
 // run) continues a job that has run: past its deadline it runs on late
 // instead of failing with "in the past" beside its checkpoints.
@@ -949,6 +1161,9 @@ TEST_F(ReconcilerTest, PodLayoutAnnotationPredictsTheSameCompletionAsStatus) {
   const std::string predicted = layout["predictedCompletionTime"].get<std::string>();
   EXPECT_EQ(predicted, Status()["plan"]["predictedCompletionTime"]);
   EXPECT_EQ(predicted.rfind("2026-", 0), 0u) << predicted;  // ~7.7 days after the plan
+  // What the workers were launched with, for the reconciler to see an edit.
+  EXPECT_EQ(pod["metadata"]["annotations"]["pacer.dev/spec-hash"], WorkerSpecHash(launch.spec));
+  EXPECT_EQ(pod["metadata"]["annotations"]["pacer.dev/total-steps"], "33379");
   // No prometheus.io/scrape annotations: an annotation scrape job beside
   // the PodMonitor scraped local rank 0 twice, and the other ranks never.
   for (const auto& [key, value] : pod["metadata"]["annotations"].items()) {

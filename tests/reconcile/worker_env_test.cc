@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "core/worker_config.h"
 #include "pacer/planner/gpu_catalog.h"
 #include "pacer/planner/job_parser.h"
@@ -126,6 +128,53 @@ TEST(WorkerEnvTest, TotalStepsRoundUpAndCheckpointIntervalFollowsThePlan) {
   EXPECT_EQ(CheckpointIntervalSteps(launch.plan), 480);
   launch.plan.total.checkpoint_interval_seconds = 0;
   EXPECT_EQ(CheckpointIntervalSteps(launch.plan), 0);
+}
+
+// The spec hash the pods carry (pacer.dev/spec-hash) changes with what the
+// workers run and only with that: a planning-only edit must not stop a
+// running job, and a changed canonical form stops every running job once on
+// upgrade, so its value is pinned.
+TEST(WorkerEnvTest, TheSpecHashFollowsWhatTheWorkersRun) {
+  const planner::JobSpec base = TwoNodeLaunch().spec;
+  const std::string hash = WorkerSpecHash(base);
+  // Pinned: FNV-1a 64 of "4769\x1f512\x1fbf16\x1fadamw\x1ffused\x1f32\x1f4096\x1f32\x1f8\x1f
+  // 11008\x1f32000\x1f4096\x1fswiglu\x1fcausal\x1funtied\x1f\x1f0\x1f0\x1f\x1f", computed
+  // apart from this code (Python, the FNV reference constants).
+  EXPECT_EQ(hash, "015adbc1cd9699fe");
+  EXPECT_EQ(hash.size(), 16u);
+
+  planner::JobSpec same = base;
+  same.max_duration_seconds = 3600;  // planning only
+  same.deadline_unix_seconds = 1'900'000'000;
+  same.resources.min_gpus = 64;
+  same.parallelism.tensor_parallel = 4;
+  same.replan.enabled = false;
+  same.checkpoint.interval_seconds = 600;
+  same.objective = planner::Objective::kTime;
+  same.data.tokens = *base.data.tokens + 1;  // the same step total
+  EXPECT_EQ(TotalSteps(same), TotalSteps(base));
+  EXPECT_EQ(WorkerSpecHash(same), hash);
+
+  auto differs = [&](const std::function<void(planner::JobSpec&)>& edit) {
+    planner::JobSpec edited = base;
+    edit(edited);
+    return WorkerSpecHash(edited) != hash;
+  };
+  EXPECT_TRUE(differs([](planner::JobSpec& j) { j.data.tokens = 2e10; }));
+  EXPECT_TRUE(differs([](planner::JobSpec& j) { j.training.global_batch_size = 1024; }));
+  EXPECT_TRUE(
+      differs([](planner::JobSpec& j) { j.training.precision = planner::Precision::kFp8; }));
+  EXPECT_TRUE(differs([](planner::JobSpec& j) { j.model.sequence_length = 2048; }));
+  EXPECT_TRUE(differs([](planner::JobSpec& j) { j.worker.image = "registry.example/w:2"; }));
+  EXPECT_TRUE(differs([](planner::JobSpec& j) { j.worker.env.push_back({"A", "1"}); }));
+  EXPECT_TRUE(differs([](planner::JobSpec& j) { j.worker.command = {"train", "--x"}; }));
+  EXPECT_TRUE(differs([](planner::JobSpec& j) { j.checkpoint.volume_claim_name = "ckpt"; }));
+  // Field boundaries count: one argument "a b" is not two.
+  planner::JobSpec one = base;
+  one.worker.command = {"ab"};
+  planner::JobSpec two = base;
+  two.worker.command = {"a", "b"};
+  EXPECT_NE(WorkerSpecHash(one), WorkerSpecHash(two));
 }
 
 }  // namespace
