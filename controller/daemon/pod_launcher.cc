@@ -7,6 +7,7 @@
 #include "core/json_fields.h"
 #include "kube/resources.h"
 #include "observe/log.h"
+#include "pacer/planner/units.h"
 #include "reconcile/job_object.h"
 
 namespace pacer::controller {
@@ -67,6 +68,7 @@ struct PodFacts {
   std::string layout_json;  // the pacer.dev/layout annotation
   std::string spec_hash;    // the pacer.dev/spec-hash annotation
   int64_t total_steps = 0;  // the pacer.dev/total-steps annotation; 0 when absent
+  std::optional<int64_t> launch_unix_seconds;  // the pacer.dev/launch-time annotation
   WorkerState state;
 };
 
@@ -97,6 +99,10 @@ PodFacts FactsOf(const nlohmann::json& pod) {
     f.total_steps = total.empty() ? 0 : std::max<int64_t>(0, std::stoll(total));
   } catch (const std::exception&) {
     f.total_steps = 0;  // hand-edited: taken as unknown
+  }
+  if (StatusOr<int64_t> t = planner::ParseRfc3339(StringMember(annotations, kLaunchTimeAnnotation));
+      t.ok() && *t > 0) {
+    f.launch_unix_seconds = *t;
   }
   f.state = StateOf(pod, labels);
   return f;
@@ -244,6 +250,7 @@ Status PodLauncher::Launch(const LaunchSpec& spec) {
   e.layout = spec.plan.layout;
   e.spec_hash = spec.spec_hash;
   e.total_steps = spec.total_steps;
+  e.launch_unix_seconds = spec.plan_unix_seconds;
   e.created.clear();
   for (int node = 0; node < spec.plan.layout.nodes; ++node) {
     e.created.insert(WorkerPodName(spec.job.name, spec.attempt, node));
@@ -317,6 +324,7 @@ StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
     }
     if (group.spec_hash.empty()) group.spec_hash = pod.spec_hash;
     if (!group.total_steps && pod.total_steps > 0) group.total_steps = pod.total_steps;
+    if (!group.launch_unix_seconds) group.launch_unix_seconds = pod.launch_unix_seconds;
   }
   if (e != nullptr && e->attempt == attempt) {
     for (const std::string& name : e->created) {
@@ -328,6 +336,9 @@ StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
     if (!group.layout) group.layout = e->layout;
     if (group.spec_hash.empty()) group.spec_hash = e->spec_hash;
     if (!group.total_steps && e->total_steps > 0) group.total_steps = e->total_steps;
+    if (!group.launch_unix_seconds && e->launch_unix_seconds > 0) {
+      group.launch_unix_seconds = e->launch_unix_seconds;
+    }
   }
   if (group.expected_workers == 0) group.expected_workers = static_cast<int>(group.workers.size());
   return std::optional<WorkerGroup>(std::move(group));

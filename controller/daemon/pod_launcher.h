@@ -46,6 +46,7 @@ class PodLauncher final : public Launcher {
     planner::Layout layout;
     std::string spec_hash;
     int64_t total_steps = 0;
+    int64_t launch_unix_seconds = 0;
     std::set<std::string> created;  // pod names not yet in the cache
     std::set<std::string> deleted;  // pod names the cache still shows
     // Pod names deleted gracefully (a stop at a checkpoint) that the cache

@@ -7,6 +7,7 @@
 
 #include "cli/plan_output.h"
 #include "core/node_inventory.h"
+#include "pacer/planner/units.h"
 #include "reconcile/worker_env.h"
 
 namespace pacer::controller {
@@ -191,7 +192,8 @@ nlohmann::json WorkerPodObject(const LaunchSpec& launch, int node_rank,
           // twice (docs/metrics.md, "Scraping").
           {kNodesAnnotation, std::to_string(l.nodes)},
           {kSpecHashAnnotation, launch.spec_hash},
-          {kTotalStepsAnnotation, std::to_string(launch.total_steps)}}},
+          {kTotalStepsAnnotation, std::to_string(launch.total_steps)},
+          {kLaunchTimeAnnotation, planner::FormatRfc3339(launch.plan_unix_seconds)}}},
         {"ownerReferences", nlohmann::json::array({OwnerReference(launch)})}}},
       {"spec",
        {{"hostname", name},

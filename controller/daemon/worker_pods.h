@@ -38,6 +38,8 @@ inline constexpr const char* kNodesAnnotation = "pacer.dev/nodes";    // pods in
 // PACER_TOTAL_STEPS: the reconciler compares them with the current spec.
 inline constexpr const char* kSpecHashAnnotation = "pacer.dev/spec-hash";
 inline constexpr const char* kTotalStepsAnnotation = "pacer.dev/total-steps";
+// When the launch's plan was made (RFC 3339; status.launchTime of the attempt).
+inline constexpr const char* kLaunchTimeAnnotation = "pacer.dev/launch-time";
 
 struct PodTemplateOptions {
   int rendezvous_port = 29500;

@@ -76,6 +76,7 @@ Status ProcessLauncher::Launch(const LaunchSpec& spec) {
   group.layout = layout;
   group.spec_hash = spec.spec_hash;
   group.total_steps = spec.total_steps;
+  group.launch_unix_seconds = spec.plan_unix_seconds;
   for (int node = 0; node < layout.nodes; ++node) {
     WorkerEnvOptions env_options;
     env_options.master_addr = "127.0.0.1";
@@ -239,6 +240,7 @@ StatusOr<std::optional<WorkerGroup>> ProcessLauncher::Observe(const JobRef& job)
   out.layout = g.layout;
   out.spec_hash = g.spec_hash;
   if (g.total_steps > 0) out.total_steps = g.total_steps;
+  if (g.launch_unix_seconds > 0) out.launch_unix_seconds = g.launch_unix_seconds;
   for (const Process& p : g.processes) {
     WorkerState w;
     w.node_rank = p.node_rank;

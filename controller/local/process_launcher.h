@@ -82,6 +82,7 @@ class ProcessLauncher final : public Launcher {
     planner::Layout layout;
     std::string spec_hash;  // what it was launched with (WorkerGroup)
     int64_t total_steps = 0;
+    int64_t launch_unix_seconds = 0;
     std::vector<Process> processes;
   };
 

@@ -109,6 +109,9 @@ struct WorkerGroup {
   // them as running the current spec.
   std::string spec_hash;
   std::optional<int64_t> total_steps;
+  // When its plan was made (Unix s; pods: pacer.dev/launch-time): the
+  // launchTime of an attempt adopted after its status write was lost.
+  std::optional<int64_t> launch_unix_seconds;
   int Count(WorkerPhase phase) const;
 };
 

@@ -947,7 +947,10 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     pass.state.attempt = group.attempt;
     if (group.layout) pass.state.layout = group.layout;
     pass.state.next_layout.reset();  // that launch used it
-    if (pass.state.plan_unix_seconds == 0) pass.state.plan_unix_seconds = pass.now;
+    // Its plan's time, not the previous attempt's launchTime still in the
+    // status (its predicted completion counts from it); pods of an older
+    // controller do not say: now, a pass after the launch.
+    pass.state.plan_unix_seconds = group.launch_unix_seconds.value_or(pass.now);
   }
 
   StatusOr<ClusterInventory> inventory = deps_.inventory->Current();

@@ -151,11 +151,13 @@ TEST_F(PodLauncherTest, ObserveSaysWhatSpecTheWorkersWereLaunchedWith) {
   PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{});
   LaunchSpec spec = Launch("uid-now");
   spec.spec_hash = "0123456789abcdef";
+  spec.plan_unix_seconds = 1'795'000'000;
   ASSERT_TRUE(launcher.Launch(spec).ok());
   StatusOr<std::optional<WorkerGroup>> early = launcher.Observe(spec.job);
   ASSERT_TRUE(early.ok() && early->has_value());
   EXPECT_EQ((*early)->spec_hash, "0123456789abcdef");
   EXPECT_EQ((*early)->total_steps, std::optional<int64_t>(100));
+  EXPECT_EQ((*early)->launch_unix_seconds, std::optional<int64_t>(1'795'000'000));
 
   pods.Start();
   ASSERT_TRUE(pods.WaitForSync(kWait));
@@ -164,6 +166,7 @@ TEST_F(PodLauncherTest, ObserveSaysWhatSpecTheWorkersWereLaunchedWith) {
   ASSERT_TRUE(seen.ok() && seen->has_value());
   EXPECT_EQ((*seen)->spec_hash, "0123456789abcdef");
   EXPECT_EQ((*seen)->total_steps, std::optional<int64_t>(100));
+  EXPECT_EQ((*seen)->launch_unix_seconds, std::optional<int64_t>(1'795'000'000));
   pods.Stop();
 }
 

@@ -111,6 +111,7 @@ class FakeLauncher : public Launcher {
     g.layout = spec.plan.layout;
     g.spec_hash = spec.spec_hash;
     g.total_steps = spec.total_steps;
+    if (spec.plan_unix_seconds > 0) g.launch_unix_seconds = spec.plan_unix_seconds;
     for (int n = 0; n < spec.plan.layout.nodes; ++n)
       g.workers.push_back({n, WorkerPhase::kPending, std::nullopt, "", ""});
     groups[spec.job.key()] = g;

@@ -437,10 +437,16 @@ TEST_F(ReconcilerTest, AnAdoptedRelaunchClearsTheNextPlanItUsed) {
   ASSERT_EQ(launcher_.launches[1].plan.layout.ToString(), chosen.ToString());
   ASSERT_TRUE(Status().contains("nextPlan")) << "the launch's write was lost";
 
+  clock_.Advance(std::chrono::seconds(30));
   launcher_.SetAll(kKey, WorkerPhase::kRunning);
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(Status()["attempt"], 2);
   EXPECT_FALSE(Status().contains("nextPlan")) << Status().dump(2);
+  // Its own launch time (it used to keep attempt 1's, and its predicted
+  // completion counted from there).
+  ASSERT_NE(launcher_.launches[1].plan_unix_seconds, launcher_.launches[0].plan_unix_seconds);
+  EXPECT_EQ(Status()["launchTime"],
+            planner::FormatRfc3339(launcher_.launches[1].plan_unix_seconds));
 }
 
 // The GPUs the re-plan counted on were taken while its workers stopped: the
