@@ -1335,14 +1335,10 @@ ReconcileResult Reconciler::ReconcileFailedWorkers(Pass& pass, const WorkerGroup
   pass.state.failures = action.history;
   pass.state.failure_counted_attempt = group.attempt;
   KeepMeasuredPace(pass);
-  const std::string excluded_after =
-      action.reason == "DeviceFault"
-          ? "a GPU fault there (worker exit code 9)"
-          : std::to_string(kStrikesToExclude) + " communication failures";
   for (const std::string& node : action.newly_excluded_nodes) {
     deps_.store->RecordEvent(
         pass.object, "Warning", "NodeExcluded",
-        "node " + node + " excluded from the job's plans and pods after " + excluded_after);
+        "node " + node + " excluded from the job's plans and pods after " + action.exclusion_cause);
   }
   // The status (restarts, the memory margin, strikes) is written before the
   // failed pods are removed: with the pods gone first, a status write that

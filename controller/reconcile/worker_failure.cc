@@ -115,6 +115,7 @@ FailureAction DecideWorkerFailure(const std::vector<FailedWorker>& failed,
     action.history.excluded_nodes.assign(excluded.begin(), excluded.end());
     action.message = why + "; the GPU failed";
     if (!action.newly_excluded_nodes.empty()) {
+      action.exclusion_cause = "a GPU fault there (worker exit code 9)";
       action.message += "; relaunching without node(s) " + JoinNodes(action.newly_excluded_nodes) +
                         " (the node's GPU needs a reset or a replacement)";
     } else {
@@ -157,8 +158,9 @@ FailureAction DecideWorkerFailure(const std::vector<FailedWorker>& failed,
     action.history.excluded_nodes.assign(excluded.begin(), excluded.end());
     action.message = why + "; relaunching";
     if (!action.newly_excluded_nodes.empty()) {
+      action.exclusion_cause = std::to_string(kStrikesToExclude) + " communication failures";
       action.message += " without node(s) " + JoinNodes(action.newly_excluded_nodes) + " (" +
-                        std::to_string(kStrikesToExclude) + " communication failures each)";
+                        action.exclusion_cause + " each)";
     }
     return action;
   }

@@ -72,12 +72,15 @@ struct FailureAction {
   Kind kind = Kind::kRelaunch;
   bool counts_as_restart = true;  // against ReconcilerOptions::max_restarts
   // The condition reason and the event reason: InvalidWorkerConfig, DataLoss,
-  // OutOfMemory, CollectiveFailure, RendezvousTimeout, StoppedExternally,
-  // WorkerFailed.
+  // DeviceFault, OutOfMemory, CollectiveFailure, RendezvousTimeout,
+  // StoppedExternally, WorkerFailed.
   std::string reason;
   std::string message;  // for the event and the condition
   FailureHistory history;  // the history to persist (margin, strikes, exclusions)
   std::vector<std::string> newly_excluded_nodes;  // excluded by this failure
+  // Why they were excluded, for their NodeExcluded events ("a GPU fault
+  // there (worker exit code 9)"); empty when none was.
+  std::string exclusion_cause;
 };
 
 // The action for `failed` (non-empty) given the job's `history`.

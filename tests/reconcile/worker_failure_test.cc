@@ -84,6 +84,8 @@ TEST(WorkerFailureTest, CollectiveFailuresStrikeNodesAndTwoStrikesExclude) {
   EXPECT_EQ(second.history.collective_failures_by_node.at("n2"), 1);
   EXPECT_EQ(second.history.excluded_nodes, std::vector<std::string>{"n1"});
   EXPECT_EQ(second.newly_excluded_nodes, std::vector<std::string>{"n1"});
+  EXPECT_EQ(second.exclusion_cause, "2 communication failures");
+  EXPECT_TRUE(first.exclusion_cause.empty()) << "nothing excluded";
   EXPECT_NE(second.message.find("without node(s) n1"), std::string::npos) << second.message;
 }
 
@@ -102,6 +104,7 @@ TEST(WorkerFailureTest, AGpuFaultExcludesItsNodeAtOnce) {
   EXPECT_EQ(a.reason, "DeviceFault");
   EXPECT_EQ(a.history.excluded_nodes, (std::vector<std::string>{"n0", "n1"}));
   EXPECT_EQ(a.newly_excluded_nodes, std::vector<std::string>{"n1"});
+  EXPECT_EQ(a.exclusion_cause, "a GPU fault there (worker exit code 9)");
   EXPECT_TRUE(a.history.collective_failures_by_node.empty());
   EXPECT_NE(a.message.find("worker 1 on node n1"), std::string::npos) << a.message;
   EXPECT_NE(a.message.find("without node(s) n1"), std::string::npos) << a.message;
