@@ -189,10 +189,12 @@ JobMeasurementQueries MeasureJobQueries(const std::string& namespace_name,
            ") / rate(pacer_worker_step_duration_seconds_count" + selector + range + ")";
   };
   JobMeasurementQueries q;
-  // The slowest rank sets the pace of a synchronous job.
-  q.step_seconds = "max(" + mean_step(current) + " or " + mean_step(legacy) + ")";
+  // The slowest rank sets the pace of a synchronous job. `< +Inf` drops a
+  // broken rank's infinite time (a sum that grows while its count does not)
+  // before the max, where it hid every other rank's; NaN never wins a max.
+  q.step_seconds = "max((" + mean_step(current) + " or " + mean_step(legacy) + ") < +Inf)";
   // `> 0` drops the gauge's 0 of a process without a measured step yet.
-  q.step_seconds_last_step = "max((" + either("pacer_worker_last_step_seconds") + ") > 0)";
+  q.step_seconds_last_step = "max((" + either("pacer_worker_last_step_seconds") + ") > 0 < +Inf)";
   // Counts outside [0, kMaxSampleCount] (a broken rank's 1e30, -5, NaN) are dropped
   // before the max, so that one such rank does not hide the others'
   // progress (CountFromSample then refuses only what is left).

@@ -390,6 +390,39 @@ TEST(PrometheusClientTest, AJobThatSlowedDownIsMeasuredByItsNewestStep) {
   ExpectPromtoolPasses(dir);
 }
 
+// One rank whose series give an infinite step time (a sum that grows while
+// its count does not: a broken exporter, or a reset of one series and not
+// the other; a gauge of +Inf) does not hide the others' pace: it used to
+// win the max, and with no finite step time the job had none at all.
+TEST(PrometheusClientTest, ARankWithAnInfiniteStepTimeDoesNotHideTheOthers) {
+  if (!OnPath("promtool")) GTEST_SKIP() << "no promtool binary (scripts/install-deps.sh)";
+  const fs::path dir = fs::temp_directory_path() / ("pacer-inf-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream test(dir / "queries_test.yaml");
+  const std::string rank0 = R"(job="pacer-workers",trainjob="inf",namespace="research",rank="0")";
+  const std::string rank1 = R"(job="pacer-workers",trainjob="inf",namespace="research",rank="1")";
+  // Rank 0: two 10 s steps per 20 s scrape interval.
+  test << "evaluation_interval: 20s\ntests:\n  - interval: 20s\n    input_series:\n"
+       << "      - series: 'pacer_worker_step_duration_seconds_sum{" << rank0 << "}'\n"
+       << "        values: '0+20x20'\n"
+       << "      - series: 'pacer_worker_step_duration_seconds_count{" << rank0 << "}'\n"
+       << "        values: '0+2x20'\n"
+       << "      - series: 'pacer_worker_last_step_seconds{" << rank0 << "}'\n"
+       << "        values: '10x20'\n"
+       << "      - series: 'pacer_worker_step_duration_seconds_sum{" << rank1 << "}'\n"
+       << "        values: '0+20x20'\n"
+       << "      - series: 'pacer_worker_step_duration_seconds_count{" << rank1 << "}'\n"
+       << "        values: '5x20'\n"
+       << "      - series: 'pacer_worker_last_step_seconds{" << rank1 << "}'\n"
+       << "        values: 'Inf Inf Inf Inf Inf Inf Inf Inf Inf Inf Inf Inf Inf Inf Inf Inf'\n"
+       << "    promql_expr_test:\n";
+  const JobMeasurementQueries q = MeasureJobQueries("research", "inf", std::chrono::seconds(120));
+  WriteExpectation(test, q.step_seconds, 300, 10);
+  WriteExpectation(test, q.step_seconds_last_step, 300, 10);
+  test.close();
+  ExpectPromtoolPasses(dir);
+}
+
 // MeasureJob asks for the last step only when the window's answer has
 // no step time, and then reports it; a failure of that fifth query leaves a
 // measurement without a step time (progress still counts), not an outage.
