@@ -60,6 +60,9 @@ struct Reconciler::Pass {
   const ClusterInventory* fifo_inventory = nullptr;
   bool deleted = false;
   bool keep_status = false;
+  // A Succeeded job an edit gave more steps: the scheduler's admission from
+  // before it finished does not cover them (it is a new arrival).
+  bool reopened = false;
 
   void Set(const char* type, const char* status, std::string reason, std::string message) {
     Condition c;
@@ -221,7 +224,12 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
     pass.state.step_unit = PersistedState::StepUnit{pass.spec.training.global_batch_size,
                                                     pass.spec.model.sequence_length};
   }
-  if (std::optional<std::string> changed = StepUnitChange(pass.state, pass.spec)) {
+  // Only for an edit: a spec already observed was checked then (a refusal
+  // is terminal until the next edit), and a later parser default must not
+  // refuse a job nobody edited.
+  std::optional<std::string> changed;
+  if (!spec_observed) changed = StepUnitChange(pass.state, pass.spec);
+  if (changed) {
     pass.state.total_steps = std::max(pass.state.total_steps, steps_recorded);
     return ReconcileInvalidSpec(
         pass, "StepUnitChanged",
@@ -271,7 +279,10 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
     return Finish(pass, std::nullopt);  // written: observedGeneration moves on
   }
 
-  if (deps_.allocations != nullptr) pass.allocation = deps_.allocations->Get(key);
+  pass.reopened = previous_phase == Phase::kSucceeded;  // with steps added (above)
+  if (deps_.allocations != nullptr && !pass.reopened) {
+    pass.allocation = deps_.allocations->Get(key);
+  }
   StatusOr<std::optional<WorkerGroup>> group = deps_.launcher->Observe(pass.ref);
   if (!group.ok()) return {group.status(), std::nullopt};
   RecallLostStopDecision(pass, *group);
@@ -782,6 +793,9 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
 
 void Reconciler::NoteAdmission(Pass& pass) {
   if (!pass.allocation) {
+    // Reopened after it succeeded: the admission was for the finished work,
+    // and the scheduler tests the added steps as a new arrival.
+    if (pass.reopened) return;
     // Not in the scheduler's last pass yet: keep what the status said.
     const std::vector<Condition> previous = ParseConditions(pass.previous_status);
     if (const Condition* c = FindCondition(previous, kConditionAdmitted)) {
@@ -951,6 +965,13 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     // status (its predicted completion counts from it); pods of an older
     // controller do not say: now, a pass after the launch.
     pass.state.plan_unix_seconds = group.launch_unix_seconds.value_or(pass.now);
+    if (!group.spec_hash.empty() && group.spec_hash == WorkerSpecHash(pass.spec)) {
+      // Launched with this spec: its steps count at this batch (the status
+      // still holds the previous launch's unit, which an edit before any
+      // step may have changed).
+      pass.state.step_unit = PersistedState::StepUnit{pass.spec.training.global_batch_size,
+                                                      pass.spec.model.sequence_length};
+    }
   }
 
   StatusOr<ClusterInventory> inventory = deps_.inventory->Current();

@@ -45,7 +45,6 @@ std::string WorkerSpecHash(const planner::JobSpec& job) {
   }
   add(planner::FfnKindName(m.ffn_kind));
   add(m.causal_attention ? "causal" : "full");
-  add(m.tied_embeddings ? "tied" : "untied");
   add(job.worker.image);
   add(std::to_string(job.worker.command.size()));
   for (const std::string& argument : job.worker.command) add(argument);

@@ -759,6 +759,8 @@ TEST_F(ReconcilerTest, AGlobalBatchSizeEditAfterStepsWereDoneIsRefusedAndARevert
   EXPECT_EQ(Status()["stepUnit"]["globalBatchSize"], 1024);
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(store_.CountEvents("StepUnitChanged"), 1) << "one event per transition";
+  EXPECT_EQ(launcher_.CountStops(StopMode::kGraceful), 1) << "checked once, for the edit";
+  EXPECT_EQ(ConditionReason("InvalidSpec"), "True/StepUnitChanged");
 
   launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
   job["spec"]["training"]["globalBatchSize"] = 1024;
@@ -788,6 +790,39 @@ TEST_F(ReconcilerTest, AGlobalBatchSizeEditBeforeAnyStepRelaunchesWithIt) {
   ASSERT_EQ(launcher_.launches.size(), 2u) << Status().dump();
   EXPECT_EQ(launcher_.launches[1].plan.layout.global_batch(), 2048);
   EXPECT_EQ(Status()["stepUnit"]["globalBatchSize"], 2048);
+}
+
+// A batch edit before any step relaunches; that launch's status write is
+// lost and the attempt adopted: its steps count at the new batch. The
+// adoption kept the old stepUnit, and the next edit of anything refused the
+// job as StepUnitChanged, telling the user to set back a batch it never ran.
+TEST_F(ReconcilerTest, AnAdoptedLaunchAfterABatchEditCountsItsStepsAtTheNewBatch) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  nlohmann::json& job = store_.jobs[kKey];
+  job["spec"]["training"]["globalBatchSize"] = 2048;
+  job["metadata"]["generation"] = 2;
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(ConditionReason("Replanning"), "True/SpecChanged");
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);
+  ASSERT_TRUE(Pass().status.ok());  // the stopped gang is removed
+  ASSERT_EQ(launcher_.launches.size(), 1u);
+  store_.fail_next_status_writes = 1;
+  (void)Pass();  // attempt 2 launches; its status write is lost
+  ASSERT_EQ(launcher_.launches.size(), 2u);
+  ASSERT_EQ(Status()["stepUnit"]["globalBatchSize"], 1024) << "the lost write";
+
+  launcher_.SetAll(kKey, WorkerPhase::kRunning);
+  metrics_.measurements[kKey] = Measurement{launcher_.launches[1].plan.step.step_seconds, 50, 1.0};
+  clock_.Advance(std::chrono::minutes(10));
+  ASSERT_TRUE(Pass().status.ok());  // adopted
+  EXPECT_EQ(Status()["attempt"], 2);
+  EXPECT_EQ(Status()["stepUnit"]["globalBatchSize"], 2048) << Status().dump();
+  job["spec"]["maxDuration"] = "20d";
+  job["metadata"]["generation"] = 3;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("InvalidSpec"), "") << Status().dump();
+  EXPECT_EQ(Status()["phase"], "Running");
 }
 
 // Local mode resuming a checkpoint (the status did not outlive the last

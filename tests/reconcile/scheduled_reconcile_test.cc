@@ -342,6 +342,36 @@ TEST_F(ScheduledReconcileTest, AdmissionSurvivesThePassWhileTheOldWorkersTermina
   EXPECT_EQ(store_.CountEvents("Admitted"), 1) << "no second Admitted event";
 }
 
+// A Succeeded job whose data grows is a new arrival for the scheduler: the
+// admission it had covered the finished work, and carried over, it let any
+// amount of added work take GPUs reserved for other deadlines untested.
+TEST_F(ScheduledReconcileTest, ASucceededJobGivenMoreStepsIsANewArrivalForTheScheduler) {
+  Allocate(Admitted(32));
+  ASSERT_TRUE(Pass().status.ok());
+  launcher_.SetAll(kJobKey, WorkerPhase::kRunning);
+  ASSERT_TRUE(Pass().status.ok());
+  launcher_.SetAll(kJobKey, WorkerPhase::kSucceeded, 0);
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_EQ(Status()["phase"], "Succeeded");
+  ASSERT_EQ(ConditionReason("Admitted"), "True/Admitted");
+  board_.Publish({});  // the scheduler's next pass leaves finished jobs out
+
+  nlohmann::json& job = store_.jobs[kJobKey];
+  job["spec"]["data"]["tokens"] = 280e9;
+  job["metadata"]["generation"] = 2;
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("Replanning"), "True/SpecChanged");
+  EXPECT_EQ(ConditionReason("Admitted"), "") << Status().dump(2);
+  nlohmann::json object = job;
+  object["status"] = Status();
+  const std::optional<ScheduledJob> seen = ClusterScheduler::JobFromObject(object, 1795305600);
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_FALSE(seen->admitted) << "the added steps are tested for admission";
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(launcher_.launches.size(), 1u) << "nothing launches before the scheduler admits it";
+  EXPECT_EQ(ConditionReason("Planned"), "False/AwaitingSchedule");
+}
+
 // The shared schedule sizes jobs: a job measured slower than predicted is
 // not re-planned alone onto GPUs that may be reserved for another deadline.
 TEST_F(ScheduledReconcileTest, ASlowJobIsNotReplannedAloneUnderTheScheduler) {
