@@ -45,6 +45,7 @@ std::string WorkerSpecHash(const planner::JobSpec& job) {
   }
   add(planner::FfnKindName(m.ffn_kind));
   add(m.causal_attention ? "causal" : "full");
+  add(m.tied_embeddings ? "tied" : "untied");
   add(job.worker.image);
   add(std::to_string(job.worker.command.size()));
   for (const std::string& argument : job.worker.command) add(argument);
@@ -116,6 +117,7 @@ std::map<std::string, std::string> WorkerEnvironment(const LaunchSpec& launch, i
   env["PACER_MODEL_FFN_KIND"] = planner::FfnKindName(m.ffn_kind);
   env["PACER_MODEL_VOCAB_SIZE"] = std::to_string(m.vocab_size);
   env["PACER_MODEL_CAUSAL_ATTENTION"] = m.causal_attention ? "true" : "false";
+  env["PACER_MODEL_TIED_EMBEDDINGS"] = m.tied_embeddings ? "true" : "false";
   env["PACER_SEQUENCE_LENGTH"] = std::to_string(m.sequence_length);
   if (!options.checkpoint_dir.empty()) env["PACER_CHECKPOINT_DIR"] = options.checkpoint_dir;
   env["PACER_CHECKPOINT_INTERVAL_STEPS"] = std::to_string(launch.checkpoint_interval_steps);

@@ -47,9 +47,7 @@ int64_t TotalSteps(const planner::JobSpec& job);
 
 // A fingerprint (16 hex digits, FNV-1a 64) of what a worker pod takes from
 // the spec: TotalSteps(job), the global batch, precision, optimizer,
-// attention kernel, the model's architecture and sequence length (not
-// tiedEmbeddings: the worker environment does not carry it, so an edit of it
-// changes nothing the workers run),
+// attention kernel, the model's architecture and sequence length,
 // worker.image, worker.command, worker.env (in order) and
 // checkpoint.volumeClaimName. Not the deadline, objective, resources,
 // parallelism pins, replan or checkpoint interval: they change the next plan,

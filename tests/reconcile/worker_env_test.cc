@@ -120,6 +120,23 @@ TEST(WorkerEnvTest, TheWorkerRunsTheModelsAttentionMask) {
   }
 }
 
+// The planner counts one embedding table for a tied model on one pipeline
+// stage; the workers ran two (the variable did not exist), so their memory
+// and step time were not the plan's.
+TEST(WorkerEnvTest, TheWorkerRunsTheModelsTiedEmbeddings) {
+  for (const bool tied : {true, false}) {
+    LaunchSpec launch = TwoNodeLaunch();
+    launch.spec.model.tied_embeddings = tied;
+    const auto env = WorkerEnvironment(launch, 0, WorkerEnvOptions{});
+    StatusOr<worker::WorkerConfig> c = worker::ConfigFromEnvironment([&env](const char* name) {
+      auto it = env.find(name);
+      return it == env.end() ? nullptr : it->second.c_str();
+    });
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->model.tied_embeddings, tied);
+  }
+}
+
 TEST(WorkerEnvTest, TotalStepsRoundUpAndCheckpointIntervalFollowsThePlan) {
   LaunchSpec launch = TwoNodeLaunch();
   // 1e10 tokens / 4096 per sequence = 2441407 sequences (rounded up) / 512.
@@ -138,9 +155,9 @@ TEST(WorkerEnvTest, TheSpecHashFollowsWhatTheWorkersRun) {
   const planner::JobSpec base = TwoNodeLaunch().spec;
   const std::string hash = WorkerSpecHash(base);
   // Pinned: FNV-1a 64 of "4769\x1f512\x1fbf16\x1fadamw\x1ffused\x1f32\x1f4096\x1f32\x1f8\x1f
-  // 11008\x1f32000\x1f4096\x1fswiglu\x1fcausal\x1f\x1f0\x1f0\x1f\x1f", computed apart
-  // from this code (Python, the FNV reference constants).
-  EXPECT_EQ(hash, "e0b559a083997ad4");
+  // 11008\x1f32000\x1f4096\x1fswiglu\x1fcausal\x1funtied\x1f\x1f0\x1f0\x1f\x1f", computed
+  // apart from this code (Python, the FNV reference constants).
+  EXPECT_EQ(hash, "015adbc1cd9699fe");
   EXPECT_EQ(hash.size(), 16u);
 
   planner::JobSpec same = base;
@@ -152,7 +169,6 @@ TEST(WorkerEnvTest, TheSpecHashFollowsWhatTheWorkersRun) {
   same.checkpoint.interval_seconds = 600;
   same.objective = planner::Objective::kTime;
   same.data.tokens = *base.data.tokens + 1;  // the same step total
-  same.model.tied_embeddings = !base.model.tied_embeddings;  // no worker variable carries it
   EXPECT_EQ(TotalSteps(same), TotalSteps(base));
   EXPECT_EQ(WorkerSpecHash(same), hash);
 
@@ -166,6 +182,7 @@ TEST(WorkerEnvTest, TheSpecHashFollowsWhatTheWorkersRun) {
   EXPECT_TRUE(
       differs([](planner::JobSpec& j) { j.training.precision = planner::Precision::kFp8; }));
   EXPECT_TRUE(differs([](planner::JobSpec& j) { j.model.sequence_length = 2048; }));
+  EXPECT_TRUE(differs([](planner::JobSpec& j) { j.model.tied_embeddings = true; }));
   EXPECT_TRUE(differs([](planner::JobSpec& j) { j.worker.image = "registry.example/w:2"; }));
   EXPECT_TRUE(differs([](planner::JobSpec& j) { j.worker.env.push_back({"A", "1"}); }));
   EXPECT_TRUE(differs([](planner::JobSpec& j) { j.worker.command = {"train", "--x"}; }));

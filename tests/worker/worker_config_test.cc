@@ -158,6 +158,8 @@ TEST(WorkerConfigTest, ErrorsNameTheVariable) {
       {"PACER_ATTENTION_KERNEL", "flash", "PACER_ATTENTION_KERNEL: must be one of fused, unfused"},
       {"PACER_MODEL_CAUSAL_ATTENTION", "yes",
        "PACER_MODEL_CAUSAL_ATTENTION: must be one of true, false, got \"yes\""},
+      {"PACER_MODEL_TIED_EMBEDDINGS", "1",
+       "PACER_MODEL_TIED_EMBEDDINGS: must be one of true, false, got \"1\""},
       {"MASTER_PORT", "70000", "MASTER_PORT: must be in [1, 65535]"},
       // Local rank r exports on PACER_METRICS_PORT + r: the last ranks'
       // ports would not exist (they failed after rendezvous and restore).

@@ -206,6 +206,8 @@ StatusOr<WorkerConfig> ConfigFromEnvironment(const EnvLookup& getenv) {
   RETURN_IF_ERROR(ReadInt(getenv, "PACER_MODEL_VOCAB_SIZE", 1, 10'000'000, &m.vocab_size));
   RETURN_IF_ERROR(ReadEnum(getenv, "PACER_MODEL_CAUSAL_ATTENTION", {true, false}, BoolName,
                            &m.causal_attention));
+  RETURN_IF_ERROR(
+      ReadEnum(getenv, "PACER_MODEL_TIED_EMBEDDINGS", {true, false}, BoolName, &m.tied_embeddings));
   RETURN_IF_ERROR(ReadInt(getenv, "PACER_SEQUENCE_LENGTH", 1, 10'000'000, &m.sequence_length));
 
   ReadString(getenv, "PACER_CHECKPOINT_DIR", &c.checkpoint_dir);
@@ -436,6 +438,7 @@ std::map<std::string, std::string> EnvironmentForConfig(const WorkerConfig& c) {
   set("PACER_MODEL_FFN_KIND", planner::FfnKindName(c.model.ffn_kind));
   set("PACER_MODEL_VOCAB_SIZE", std::to_string(c.model.vocab_size));
   set("PACER_MODEL_CAUSAL_ATTENTION", BoolName(c.model.causal_attention));
+  set("PACER_MODEL_TIED_EMBEDDINGS", BoolName(c.model.tied_embeddings));
   set("PACER_SEQUENCE_LENGTH", std::to_string(c.model.sequence_length));
   if (!c.checkpoint_dir.empty()) set("PACER_CHECKPOINT_DIR", c.checkpoint_dir);
   set("PACER_CHECKPOINT_INTERVAL_STEPS", std::to_string(c.checkpoint_interval_steps));
