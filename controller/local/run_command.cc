@@ -321,6 +321,15 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   }
   LocalInventory& inventory = *inventory_or;
 
+  // A run that resumes a checkpoint continues a job that has run: past its
+  // deadline it runs on late (as in a cluster) instead of exiting 2 with
+  // "in the past" beside the checkpoints.
+  const std::string checkpoints = work_dir + "/checkpoints";
+  const std::optional<int64_t> resume_step = ResumableCheckpointStep(checkpoints);
+  // An earlier run that kept no checkpoint left nothing to resume: this run
+  // starts from step 0, as that run said it would, and its maxDuration from
+  // now. Kept, the earlier start put the unchanged job "in the past" (exit 2).
+  if (!resume_step) ForgetStart(work_dir);
   // maxDuration counts from the job's first start, kept across Ctrl-C and
   // resume (a resumed run does not get a fresh deadline).
   bool start_recorded_now = false;
@@ -357,11 +366,6 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   // called infeasible, and the first ETA was 5 minutes late.
   reconciler_options.replan.constants.startup_seconds = kLocalStartupSeconds;
   reconciler_options.use_finalizer = false;
-  // A run that resumes a checkpoint continues a job that has run: past its
-  // deadline it runs on late (as in a cluster) instead of exiting 2 with
-  // "in the past" beside the checkpoints.
-  const std::string checkpoints = work_dir + "/checkpoints";
-  const std::optional<int64_t> resume_step = ResumableCheckpointStep(checkpoints);
   reconciler_options.resumes_earlier_run = resume_step.has_value();
   reconciler_options.max_restarts = options.max_restarts;
   reconciler_options.transition_poll = std::chrono::milliseconds(500);

@@ -375,6 +375,32 @@ TEST(LocalRunTest, AJobDueInThreeMinutesIsPlannedWithLocalStartup) {
   std::filesystem::remove_all(dir);
 }
 
+// A run stopped before any checkpoint says the next run starts from step 0;
+// the next run of the unchanged file, an hour later, used to count the
+// 10-minute maxDuration from the first start and exit 2 ("in the past").
+TEST(LocalRunTest, ARunAfterOneThatKeptNoCheckpointCountsItsDeadlineFromNow) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-restart-run-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto hour_ago = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count() -
+                        3600;
+  std::ofstream(dir / "started-at") << hour_ago << "\n";
+  Child c = Spawn({PACER_BINARY, "run",
+                   std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
+                   "--progress", "plain", "--cpu-devices", "2", "--work-dir", dir.string()});
+  std::string out;
+  const bool launched = ReadUntil(c, &out, std::regex("Launched"), std::chrono::seconds(120));
+  ::kill(c.pid, SIGINT);
+  const int code = Wait(c, &out);
+  EXPECT_TRUE(launched) << out;
+  EXPECT_NE(code, 2) << out;
+  EXPECT_EQ(out.find("in the past"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(LocalRunTest, ImpossibleDeadlineExitsThreeWithTheReason) {
   std::string out;
   EXPECT_EQ(RunQuickstartDueIn5s("late", "", &out), 3) << out;
