@@ -1,7 +1,11 @@
 #include "daemon/pod_launcher.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <future>
+#include <string>
+#include <system_error>
 #include <utility>
 
 #include "core/json_fields.h"
@@ -17,12 +21,14 @@ namespace {
 // watch outage longer than this is covered by the informer's relist).
 constexpr std::chrono::seconds kExpectationTimeout{120};
 
-int IntOr(const std::string& text, int fallback) {
-  try {
-    return text.empty() ? fallback : std::stoi(text);
-  } catch (const std::exception&) {
-    return fallback;
-  }
+// A label or annotation read as a number; `fallback` when it is absent or
+// was edited into something else (taken as unknown, never an exception).
+template <typename Int>
+Int IntOr(const std::string& text, Int fallback) {
+  Int value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  return ec == std::errc() && ptr == end && !text.empty() ? value : fallback;
 }
 
 WorkerState StateOf(const nlohmann::json& pod, const nlohmann::json* labels) {
@@ -94,12 +100,8 @@ PodFacts FactsOf(const nlohmann::json& pod) {
   f.nodes = IntOr(StringMember(annotations, kNodesAnnotation), 0);
   f.layout_json = StringMember(annotations, kLayoutAnnotation);
   f.spec_hash = StringMember(annotations, kSpecHashAnnotation);
-  try {
-    const std::string total = StringMember(annotations, kTotalStepsAnnotation);
-    f.total_steps = total.empty() ? 0 : std::max<int64_t>(0, std::stoll(total));
-  } catch (const std::exception&) {
-    f.total_steps = 0;  // hand-edited: taken as unknown
-  }
+  f.total_steps =
+      std::max<int64_t>(0, IntOr<int64_t>(StringMember(annotations, kTotalStepsAnnotation), 0));
   if (StatusOr<int64_t> t = planner::ParseRfc3339(StringMember(annotations, kLaunchTimeAnnotation));
       t.ok() && *t > 0) {
     f.launch_unix_seconds = *t;

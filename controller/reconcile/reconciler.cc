@@ -86,6 +86,21 @@ struct Reconciler::Pass {
     const Condition* c = FindCondition(previous, type);
     return c != nullptr && c->status == kConditionTrue;
   }
+  // The unit the spec's steps are counted in (status.stepUnit).
+  PersistedState::StepUnit SpecStepUnit() const {
+    return PersistedState::StepUnit{spec.training.global_batch_size, spec.model.sequence_length};
+  }
+  // A Succeeded job an edit does not reopen stays as it finished: phase,
+  // conditions (but InvalidSpec, and Failed when `drop_failed`), plan, pace.
+  void KeepSucceeded(bool drop_failed) {
+    phase = Phase::kSucceeded;
+    for (const Condition& c : ParseConditions(previous_status)) {
+      if (c.type == kConditionInvalidSpec || (drop_failed && c.type == kConditionFailed)) continue;
+      conditions.push_back(c);
+    }
+    measured_step_seconds = state.measured_step_seconds;
+    if (previous_status.contains("plan")) carried_plan = previous_status["plan"];
+  }
 };
 
 namespace {
@@ -210,6 +225,8 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
   pass.spec.memory_margin_fraction = pass.state.failures.memory_margin_fraction;
   pass.deadline = planner::EffectiveDeadline(pass.spec, pass.now);
   // Whether the previous status was written for this generation of the spec.
+  // Spelled out: comparing two std::optional<int64_t> here made g++ 12 -O2
+  // warn -Wmaybe-uninitialized (an error under -Werror).
   const nlohmann::json* observed_generation = Member(pass.previous_status, "observedGeneration");
   const bool observed_known =
       observed_generation != nullptr && observed_generation->is_number_integer();
@@ -221,8 +238,7 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
   if (!pass.state.step_unit && pass.state.attempt > 0 && spec_observed) {
     // A status of a controller before stepUnit: its steps were counted at
     // the spec it last observed, which is this one.
-    pass.state.step_unit = PersistedState::StepUnit{pass.spec.training.global_batch_size,
-                                                    pass.spec.model.sequence_length};
+    pass.state.step_unit = pass.SpecStepUnit();
   }
   // Only for an edit: a spec already observed was checked then (a refusal
   // is terminal until the next edit), and a later parser default must not
@@ -267,15 +283,8 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
     // Edited after it finished, with nothing left to train (fewer tokens, or
     // a field the workers never saw): finished work stays finished, with or
     // without its pods, and what it trained stays its total.
-    pass.phase = Phase::kSucceeded;
-    for (const Condition& c : ParseConditions(pass.previous_status)) {
-      if (c.type != kConditionInvalidSpec && c.type != kConditionFailed) {
-        pass.conditions.push_back(c);
-      }
-    }
+    pass.KeepSucceeded(/*drop_failed=*/true);
     pass.state.total_steps = pass.state.steps_completed = steps_recorded;
-    pass.measured_step_seconds = pass.state.measured_step_seconds;
-    if (pass.previous_status.contains("plan")) pass.carried_plan = pass.previous_status["plan"];
     return Finish(pass, std::nullopt);  // written: observedGeneration moves on
   }
 
@@ -292,22 +301,19 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
 
 ReconcileResult Reconciler::ReconcileInvalidSpec(Pass& pass, const std::string& reason,
                                                  const std::string& message) {
-  // What the job has done stays in the status (progress, plan, pace), so
-  // that the fix resumes from it instead of planning the whole job again.
-  pass.measured_step_seconds = pass.state.measured_step_seconds;
-  if (pass.previous_status.contains("plan")) pass.carried_plan = pass.previous_status["plan"];
   if (!pass.Had(kConditionInvalidSpec, reason)) {
     deps_.store->RecordEvent(pass.object, "Warning", reason, message);
   }
   if (PhaseFromName(StringMember(&pass.previous_status, "phase")) == Phase::kSucceeded) {
     // Finished work is not undone by an edit; its workers have exited.
-    pass.phase = Phase::kSucceeded;
-    for (const Condition& c : ParseConditions(pass.previous_status)) {
-      if (c.type != kConditionInvalidSpec) pass.conditions.push_back(c);
-    }
+    pass.KeepSucceeded(/*drop_failed=*/false);
     pass.Set(kConditionInvalidSpec, kConditionTrue, reason, message);
     return Finish(pass, std::nullopt);
   }
+  // What the job has done stays in the status (progress, plan, pace), so
+  // that the fix resumes from it instead of planning the whole job again.
+  pass.measured_step_seconds = pass.state.measured_step_seconds;
+  if (pass.previous_status.contains("plan")) pass.carried_plan = pass.previous_status["plan"];
   // Terminal until the user edits the spec (the edit bumps
   // metadata.generation and wakes us).
   pass.phase = Phase::kFailed;
@@ -777,8 +783,7 @@ ReconcileResult Reconciler::LaunchPlan(Pass& pass, const planner::Evaluation& pl
   pass.state.attempt = launch.attempt;
   pass.state.next_layout.reset();
   pass.state.plan_unix_seconds = pass.now;
-  pass.state.step_unit = PersistedState::StepUnit{pass.spec.training.global_batch_size,
-                                                  pass.spec.model.sequence_length};
+  pass.state.step_unit = pass.SpecStepUnit();
   pass.plan = launch.plan;
   pass.phase = Phase::kPlanning;
   const std::string message = "launched " + GpuSummary(launch.plan) + ", predicted " +
@@ -969,8 +974,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       // Launched with this spec: its steps count at this batch (the status
       // still holds the previous launch's unit, which an edit before any
       // step may have changed).
-      pass.state.step_unit = PersistedState::StepUnit{pass.spec.training.global_batch_size,
-                                                      pass.spec.model.sequence_length};
+      pass.state.step_unit = pass.SpecStepUnit();
     }
   }
 
