@@ -6,5 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Extra arguments go to the configure step (scripts/test.sh passes its flags).
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPACER_ENABLE_CUDA=ON "$@" >/dev/null
+# Tests and benchmarks on, explicitly: scripts/run-local.sh turns them off in
+# the same build/.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPACER_ENABLE_CUDA=ON \
+  -DPACER_BUILD_TESTS=ON -DPACER_BUILD_BENCHMARKS=ON "$@" >/dev/null
 cmake --build build -j"$(nproc)"

