@@ -56,7 +56,8 @@ StatusOr<int> FindFreePortRun(int count, const std::set<int>& taken) {
 
 StatusOr<pid_t> SpawnProcess(const std::string& binary, const std::vector<std::string>& args,
                              const std::map<std::string, std::string>& env,
-                             const std::string& log_path, LogMode log_mode) {
+                             const std::string& log_path, LogMode log_mode,
+                             const std::vector<int>& inherited_fds) {
   std::vector<std::string> entries;
   entries.reserve(env.size());
   for (const auto& [name, value] : env) entries.push_back(name + "=" + value);
@@ -77,6 +78,9 @@ StatusOr<pid_t> SpawnProcess(const std::string& binary, const std::vector<std::s
       &actions, STDOUT_FILENO, log_path.c_str(),
       O_WRONLY | O_CREAT | (log_mode == LogMode::kAppend ? O_APPEND : O_TRUNC), 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  for (const int fd : inherited_fds) {
+    if (fd > STDERR_FILENO) posix_spawn_file_actions_adddup2(&actions, fd, fd);
+  }
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // SIGPIPE back to its default: `pacer run` ignores it for itself, and an

@@ -31,10 +31,13 @@ enum class LogMode { kAppend, kTruncate };
 // Starts `binary args...` with exactly `env`, stdin from /dev/null, stdout
 // and stderr written to `log_path`, in a process group of its own (so that
 // the whole group, ranks included, can be killed at once, and a terminal's
-// Ctrl-C reaches only the parent).
+// Ctrl-C reaches only the parent). The descriptors in `inherited_fds` stay
+// open in the child under their numbers, close-on-exec or not (a
+// posix_spawn dup2 onto itself clears the flag: POSIX.1-2024, glibc >= 2.29).
 StatusOr<pid_t> SpawnProcess(const std::string& binary, const std::vector<std::string>& args,
                              const std::map<std::string, std::string>& env,
-                             const std::string& log_path, LogMode log_mode = LogMode::kAppend);
+                             const std::string& log_path, LogMode log_mode = LogMode::kAppend,
+                             const std::vector<int>& inherited_fds = {});
 
 // The last non-empty line of the file, cut to 300 characters; "" if none.
 std::string LastLogLine(const std::string& path);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -131,10 +132,18 @@ LocalInventory::LocalInventory(const LocalInventoryOptions& options) {
     // see failed its ranks past the visible count with exit 2.
     if (options.cuda_visible_devices) gpus = Visible(gpus, *options.cuda_visible_devices);
     std::map<std::string, int> by_type;
+    // By model, so that an L4 or a PCIe A100 is named, not passed over.
+    std::map<std::string, int> uncataloged;
     for (const ProcGpu& gpu : gpus) {
       if (const std::optional<std::string> type = CatalogNameForProduct(gpu.model)) {
         ++by_type[*type];
+      } else {
+        ++uncataloged[gpu.model.empty() ? std::string("an unnamed model") : gpu.model];
       }
+    }
+    for (const auto& [model, count] : uncataloged) {
+      if (!uncataloged_gpus_.empty()) uncataloged_gpus_ += ", ";
+      uncataloged_gpus_ += std::to_string(count) + " x " + model;
     }
     if (!by_type.empty()) {
       // One type per machine in practice; take the most numerous.

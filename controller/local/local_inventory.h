@@ -45,11 +45,16 @@ class LocalInventory final : public InventorySource {
   explicit LocalInventory(const LocalInventoryOptions& options);
   StatusOr<ClusterInventory> Current() override { return inventory_; }
   bool uses_gpus() const { return uses_gpus_; }
+  // The visible NVIDIA GPUs the catalog has no row for, as "2 x NVIDIA-L4"
+  // (models joined by ", "); empty when there are none. They are not planned
+  // for: without a catalog row there is no peak, memory or bandwidth.
+  const std::string& uncataloged_gpus() const { return uncataloged_gpus_; }
   std::string Describe() const;  // "2 x CPU (local)" for the banner
 
  private:
   ClusterInventory inventory_;
   bool uses_gpus_ = false;
+  std::string uncataloged_gpus_;
 };
 
 }  // namespace pacer::controller

@@ -123,8 +123,8 @@ Status ProcessLauncher::Launch(const LaunchSpec& spec) {
                               std::strerror(errno) + "; make " + logs.string() +
                               " a writable directory, or run with another --work-dir");
     }
-    StatusOr<pid_t> pid =
-        SpawnProcess(options_.worker_binary, {"run"}, env, p.log_path, LogMode::kAppend);
+    StatusOr<pid_t> pid = SpawnProcess(options_.worker_binary, {"run"}, env, p.log_path,
+                                       LogMode::kAppend, options_.inherited_fds);
     if (!pid.ok()) {
       KillLocked(group);
       return Status(pid.status().code(),

@@ -37,6 +37,10 @@ struct ProcessLauncherOptions {
   double scale = 1.0;         // PACER_SCALE (< 1 shrinks the model)
   // After a SIGTERM, how long Remove waits before SIGKILL.
   std::chrono::milliseconds kill_grace{20000};
+  // Descriptors every worker inherits: `pacer run` passes its work-directory
+  // lock (WorkDirLock::fd), so that workers outliving a killed `pacer run`
+  // hold the directory until they have saved their checkpoint and exited.
+  std::vector<int> inherited_fds;
 };
 
 class ProcessLauncher final : public Launcher {

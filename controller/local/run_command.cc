@@ -217,9 +217,22 @@ void RunCommand::AddOptions(CLI::App* command) {
 }
 
 StatusOr<std::string> ChooseLocalBackend(const std::string& requested, bool gpus_found,
+                                         const std::string& uncataloged_gpus,
                                          bool gpu_backend_installed, const std::string& plugin_path,
                                          std::string* note) {
-  if (requested == "cpu" || (requested == "auto" && !gpus_found)) return std::string("cpu");
+  if (requested == "cpu") return std::string("cpu");
+  if (!gpus_found && !uncataloged_gpus.empty()) {
+    const std::string why = "this machine's NVIDIA GPUs (" + uncataloged_gpus +
+                            ") are not in Pacer's GPU catalog, so no plan can be made for them "
+                            "(docs/controller.md lists the GPU models it knows)";
+    if (requested == "gpu") {
+      return InvalidArgumentError("--backend gpu: " + why +
+                                  "; run with --backend cpu (or auto) to train on the CPU");
+    }
+    *note = why + ": training on the CPU";
+    return std::string("cpu");
+  }
+  if (!gpus_found && requested == "auto") return std::string("cpu");
   if (requested == "gpu" && !gpus_found) {
     return InvalidArgumentError("--backend gpu: no NVIDIA GPU found on this machine");
   }
@@ -270,7 +283,13 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
                                    ? options.work_dir
                                    : DefaultWorkDir(parsed.namespace_name, parsed.name);
   // Two runs of one job would share checkpoints and logs: one at a time.
-  StatusOr<WorkDirLock> lock = WorkDirLock::Acquire(work_dir);
+  // The workers hold the lock too: those of a run killed with SIGKILL stop
+  // at a checkpoint within their stop grace (25 s) once they see it gone,
+  // and this run waits for them rather than start beside them.
+  OrphanedWorkersWait orphans;
+  orphans.timeout = std::chrono::seconds(60);
+  orphans.on_wait = [&err](const std::string& message) { err << "pacer run: " << message << '\n'; };
+  StatusOr<WorkDirLock> lock = WorkDirLock::Acquire(work_dir, orphans);
   if (!lock.ok()) {
     err << "error: " << lock.status().message() << '\n';
     // A path that is no directory is a bad argument (2); another run
@@ -298,12 +317,12 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
     plugin_path = env;
   }
   std::string backend_note;
-  StatusOr<std::string> backend =
-      ChooseLocalBackend(options.backend, inventory_or->uses_gpus(),
-                         ::access(plugin_path.c_str(), R_OK) == 0, plugin_path, &backend_note);
+  StatusOr<std::string> backend = ChooseLocalBackend(
+      options.backend, inventory_or->uses_gpus(), inventory_or->uncataloged_gpus(),
+      ::access(plugin_path.c_str(), R_OK) == 0, plugin_path, &backend_note);
   if (!backend.ok()) {
     err << "error: " << backend.status().message();
-    if (!inventory_or->uses_gpus()) {
+    if (!inventory_or->uses_gpus() && inventory_or->uncataloged_gpus().empty()) {
       err << " (nothing under " << inventory_options.proc_nvidia_dir;
       if (inventory_options.cuda_visible_devices) {
         err << " that CUDA_VISIBLE_DEVICES=\"" << *inventory_options.cuda_visible_devices
@@ -314,8 +333,8 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
     err << '\n';
     return 2;
   }
+  if (!backend_note.empty()) err << "pacer run: " << backend_note << '\n';
   if (*backend == "cpu" && inventory_or->uses_gpus()) {
-    err << "pacer run: " << backend_note << '\n';
     inventory_options.use_gpus = false;
     inventory_or.emplace(inventory_options);
   }
@@ -325,7 +344,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   // deadline it runs on late (as in a cluster) instead of exiting 2 with
   // "in the past" beside the checkpoints.
   const std::string checkpoints = work_dir + "/checkpoints";
-  const std::optional<int64_t> resume_step = ResumableCheckpointStep(checkpoints);
+  const std::optional<int64_t> resume_step = ResumableCheckpointStep(checkpoints, parsed.name);
   // An earlier run that kept no checkpoint left nothing to resume: this run
   // starts from step 0, as that run said it would, and its maxDuration from
   // now. Kept, the earlier start put the unchanged job "in the past" (exit 2).
@@ -354,6 +373,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   launcher_options.worker_binary = worker.path;
   launcher_options.work_dir = work_dir;
   launcher_options.backend = inventory.uses_gpus() ? "gpu" : "cpu";
+  launcher_options.inherited_fds = {lock->fd()};
   ProcessLauncher launcher(launcher_options);
   ScrapedMetricsSource metrics(
       [&launcher](const JobRef& job) { return launcher.MetricsPorts(job); },
@@ -437,7 +457,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
           // A second Ctrl-C: the user will not wait for the checkpoint.
           (void)launcher.Stop(ref, StopMode::kRemove);
           progress.Finish();
-          if (std::optional<int64_t> step = ResumableCheckpointStep(checkpoints)) {
+          if (std::optional<int64_t> step = ResumableCheckpointStep(checkpoints, parsed.name)) {
             out << "force-quit: workers killed; the next run resumes from the last checkpoint "
                    "written (step "
                 << *step << ")\n";
@@ -471,7 +491,7 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
       // The step the workers agreed to stop at and checkpointed (they finish
       // the step they are in): the step the next run resumes from, not the
       // last progress scraped before Ctrl-C.
-      const std::optional<int64_t> stopped = ResumableCheckpointStep(checkpoints);
+      const std::optional<int64_t> stopped = ResumableCheckpointStep(checkpoints, parsed.name);
       if (stopped) {
         out << "stopped at step " << *stopped << " with a checkpoint in " << checkpoints
             << "; run the same command again to resume\n";

@@ -38,13 +38,16 @@ struct RunOptions {
 int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err);
 
 // The backend `pacer run` trains with, "gpu" or "cpu", from --backend
-// (`requested`: auto, cpu or gpu), whether this machine shows NVIDIA GPUs
-// and whether pacer-worker's GPU backend (`plugin_path`) is installed. A
-// machine with a driver but a build without nvcc has GPUs and no GPU
-// backend: auto trains on the CPU and says why in `*note`; gpu is
-// InvalidArgument saying what is missing (the worker refused it with exit 2
-// and the job ended Failed).
+// (`requested`: auto, cpu or gpu), whether this machine shows NVIDIA GPUs the
+// catalog knows (`gpus_found`), the visible ones it does not
+// (`uncataloged_gpus`, LocalInventory::uncataloged_gpus()) and whether
+// pacer-worker's GPU backend (`plugin_path`) is installed. A machine with a
+// driver but a build without nvcc has GPUs and no GPU backend; one with an L4
+// has a GPU no plan can be made for: auto trains on the CPU and says why in
+// `*note`; gpu is InvalidArgument saying what is missing (the worker refused
+// it with exit 2 and the job ended Failed; an L4 was "no NVIDIA GPU found").
 StatusOr<std::string> ChooseLocalBackend(const std::string& requested, bool gpus_found,
+                                         const std::string& uncataloged_gpus,
                                          bool gpu_backend_installed, const std::string& plugin_path,
                                          std::string* note);
 

@@ -1,16 +1,20 @@
 #include "local/work_dir.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
+#include <limits>
 #include <optional>
-#include <set>
+
+#include "core/resume_point.h"
 
 namespace pacer::controller {
 namespace {
@@ -31,9 +35,23 @@ std::optional<std::filesystem::path> FileInTheWay(const std::filesystem::path& d
   return std::nullopt;
 }
 
+// Whether the process whose pid a lock file holds has ended. Not when the
+// text is no pid (an older lock file), or the process lives as another
+// user's (EPERM).
+bool HolderHasEnded(const std::string& pid_text) {
+  int64_t pid = 0;
+  const char* end = pid_text.data() + pid_text.size();
+  const auto [ptr, ec] = std::from_chars(pid_text.data(), end, pid);
+  if (ec != std::errc() || ptr != end || pid <= 0 || pid > std::numeric_limits<pid_t>::max()) {
+    return false;
+  }
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
 }  // namespace
 
-StatusOr<WorkDirLock> WorkDirLock::Acquire(const std::string& dir) {
+StatusOr<WorkDirLock> WorkDirLock::Acquire(const std::string& dir,
+                                           const OrphanedWorkersWait& orphans) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   // Said here, by its cause: ignored, a file named as the work directory
@@ -67,11 +85,38 @@ StatusOr<WorkDirLock> WorkDirLock::Acquire(const std::string& dir) {
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char buffer[32] = {};
     const ssize_t n = ::pread(fd, buffer, sizeof(buffer) - 1, 0);
-    ::close(fd);
     const std::string pid = n > 0 ? std::string(buffer, static_cast<size_t>(n)) : "?";
-    return FailedPreconditionError("another `pacer run` (pid " + pid + ") is using " + dir +
-                                   ": wait for it to end, stop it, or give this run its own "
-                                   "--work-dir");
+    if (!HolderHasEnded(pid)) {
+      ::close(fd);
+      return FailedPreconditionError("another `pacer run` (pid " + pid + ") is using " + dir +
+                                     ": wait for it to end, stop it, or give this run its own "
+                                     "--work-dir");
+    }
+    // The run that wrote its pid is gone, its workers (which inherited the
+    // lock) are not: they are saving a checkpoint this run will resume.
+    const std::string who = "the workers of an earlier `pacer run` (pid " + pid +
+                            ", which has ended) are still using " + dir;
+    bool locked = false;
+    if (orphans.timeout.count() > 0) {
+      if (orphans.on_wait) {
+        orphans.on_wait(who +
+                        "; they stop at a checkpoint when their `pacer run` is gone: "
+                        "waiting up to " +
+                        std::to_string(orphans.timeout.count() / 1000) + " s for them to exit");
+      }
+      const auto give_up = std::chrono::steady_clock::now() + orphans.timeout;
+      while (!locked && std::chrono::steady_clock::now() < give_up) {
+        ::poll(nullptr, 0, 100);
+        locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+      }
+    }
+    if (!locked) {
+      ::close(fd);
+      return FailedPreconditionError(
+          who +
+          ": wait for them to exit (pgrep -a pacer-worker lists them), or stop them, and "
+          "run again; or give this run its own --work-dir");
+    }
   }
   const std::string pid = std::to_string(::getpid());
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
@@ -84,31 +129,20 @@ WorkDirLock::~WorkDirLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the flock
 }
 
-std::optional<int64_t> ResumableCheckpointStep(const std::string& checkpoints_dir) {
-  std::error_code ec;
-  std::map<std::string, std::set<int64_t>> steps_by_rank;
-  for (const auto& rank : std::filesystem::directory_iterator(checkpoints_dir, ec)) {
-    if (!rank.is_directory() || !rank.path().filename().string().starts_with("rank-")) continue;
-    std::set<int64_t>& steps = steps_by_rank[rank.path().filename().string()];
-    std::error_code inner;
-    for (const auto& file : std::filesystem::directory_iterator(rank.path(), inner)) {
-      const std::string name = file.path().filename().string();
-      if (!name.starts_with("step-") || !name.ends_with(".ckpt")) continue;
-      try {
-        steps.insert(std::stoll(name.substr(5, name.size() - 10)));
-      } catch (const std::exception&) {
-        // not a checkpoint of ours
-      }
-    }
+std::optional<int64_t> ResumableCheckpointStep(const std::string& checkpoints_dir,
+                                               const std::string& job_name) {
+  // The workers' own choice (worker/core/resume_point.h), not a second rule:
+  // intersecting the steps of every rank-* directory counted the directories
+  // a run with more ranks left behind, and after --cpu-devices shrank it
+  // said "no checkpoint" (and restarted maxDuration) while the workers
+  // resumed. Weights are not asked for: `pacer run` only reports the step.
+  worker::ResumeRequirements want;
+  want.job_name = job_name;
+  StatusOr<worker::ResumeChoice> choice = worker::ChooseResumePoint(checkpoints_dir, want);
+  if (!choice.ok() || choice->outcome != worker::ResumeChoice::Outcome::kResume) {
+    return std::nullopt;
   }
-  if (steps_by_rank.empty()) return std::nullopt;
-  const std::set<int64_t>& first = steps_by_rank.begin()->second;
-  for (auto step = first.rbegin(); step != first.rend(); ++step) {
-    bool everywhere = true;
-    for (const auto& [rank, steps] : steps_by_rank) everywhere = everywhere && steps.count(*step);
-    if (everywhere) return *step;
-  }
-  return std::nullopt;
+  return choice->step;
 }
 
 int64_t FirstStartUnixSeconds(const std::string& dir, int64_t now_unix_seconds,

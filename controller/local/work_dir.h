@@ -8,7 +8,9 @@
 #ifndef PACER_CONTROLLER_LOCAL_WORK_DIR_H_
 #define PACER_CONTROLLER_LOCAL_WORK_DIR_H_
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -16,15 +18,31 @@
 
 namespace pacer::controller {
 
-// Holds <dir>/lock exclusively while it lives (creates <dir>).
+// When the lock is held by the workers of a `pacer run` that has ended
+// (killed, so it could not wait for them): they stop at a checkpoint once
+// they see it gone, and Acquire waits up to `timeout` for them, after
+// calling `on_wait` once with what it waits for. Zero: it does not wait.
+struct OrphanedWorkersWait {
+  std::chrono::milliseconds timeout{0};
+  std::function<void(const std::string& message)> on_wait;
+};
+
+// Holds <dir>/lock exclusively while it lives (creates <dir>). The lock is
+// an flock on the open file: every process that inherits fd() (the
+// workers, ProcessLauncherOptions::inherited_fds) holds it with this one,
+// so a `pacer run` killed with SIGKILL leaves the directory locked until
+// its workers have exited, and a new run cannot start beside them.
 class WorkDirLock {
  public:
   // InvalidArgument when `dir` is not a directory and cannot be made one (a
   // file in its place or in its path; the message names it), cannot be
   // created, or its lock file cannot be opened (`pacer run` exits 2: the
   // argument's fault); FailedPrecondition naming the other process when it
-  // holds the lock.
-  static StatusOr<WorkDirLock> Acquire(const std::string& dir);
+  // holds the lock, or the ended `pacer run` whose workers still do
+  // (after `orphans.timeout`).
+  static StatusOr<WorkDirLock> Acquire(const std::string& dir,
+                                       const OrphanedWorkersWait& orphans = {});
+  int fd() const { return fd_; }
   WorkDirLock(WorkDirLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   WorkDirLock& operator=(WorkDirLock&&) = delete;
   WorkDirLock(const WorkDirLock&) = delete;
@@ -35,10 +53,14 @@ class WorkDirLock {
   int fd_;
 };
 
-// The newest step every rank has a checkpoint for
-// (<checkpoints_dir>/rank-<R>/step-<N>.ckpt, docs/worker.md), the step the
-// workers resume from; nullopt when there is none.
-std::optional<int64_t> ResumableCheckpointStep(const std::string& checkpoints_dir);
+// The step the workers of job `job_name` (metadata.name) resume from: the
+// newest checkpoint (<checkpoints_dir>/rank-<R>/step-<N>.ckpt, docs/worker.md)
+// that every rank of the world that wrote it holds intact, chosen by the
+// workers' own rule (worker/core/resume_point.h); nullopt when there is none
+// (or none usable, or the directory cannot be read). Reads the files whole
+// (their CRCs), as the workers do.
+std::optional<int64_t> ResumableCheckpointStep(const std::string& checkpoints_dir,
+                                               const std::string& job_name);
 
 // When the job in `dir` first started: read from <dir>/started-at, or
 // `now_unix_seconds`, written there (atomically: a crash leaves the old

@@ -81,5 +81,32 @@ TEST_F(LocalInventoryTest, TheListIsReadAsCudaReadsIt) {
   EXPECT_EQ(VisibleGpus("99999999999999999999"), 0);
 }
 
+// An L4 (or a PCIe A100) has no catalog row: it was passed over without a
+// word, and `pacer run --backend gpu` then said "no NVIDIA GPU found".
+TEST_F(LocalInventoryTest, GpusTheCatalogDoesNotKnowAreNamedNotPassedOver) {
+  for (const char* bus : {"0000:30:00.0", "0000:31:00.0", "0000:32:00.0"}) {
+    const std::filesystem::path gpu = dir_ / bus;
+    std::filesystem::create_directories(gpu);
+    std::ofstream(gpu / "information")
+        << "Model: \t\t " << (bus[6] == '2' ? "NVIDIA A100-PCIE-40GB" : "NVIDIA L4") << "\n"
+        << "GPU UUID: \t GPU-" << bus[6] << "bbbbbbb-0000-0000-0000-000000000000\n";
+  }
+  LocalInventoryOptions options;
+  options.proc_nvidia_dir = dir_.string();
+  {
+    // Beside the H100s, the plan is for the H100s; the others are named.
+    LocalInventory inventory(options);
+    EXPECT_TRUE(inventory.uses_gpus());
+    EXPECT_EQ(inventory.uncataloged_gpus(), "1 x NVIDIA-A100-PCIE-40GB, 2 x NVIDIA-L4");
+  }
+  options.cuda_visible_devices = "GPU-0bbb,GPU-1bbb";  // the two L4s only
+  LocalInventory inventory(options);
+  EXPECT_FALSE(inventory.uses_gpus());
+  EXPECT_EQ(inventory.uncataloged_gpus(), "2 x NVIDIA-L4");
+  EXPECT_EQ(inventory.Current()->inventory.node_pools.at(0).gpu_type, kCpuDeviceType);
+  options.cuda_visible_devices = "0,1";  // H100s: nothing uncataloged
+  EXPECT_EQ(LocalInventory(options).uncataloged_gpus(), "");
+}
+
 }  // namespace
 }  // namespace pacer::controller

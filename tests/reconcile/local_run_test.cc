@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/checkpoint.h"
 #include "local/run_command.h"
 
 namespace {
@@ -458,21 +459,41 @@ TEST(LocalRunTest, WithoutTheGpuBackendAutoTrainsOnTheCpuAndGpuSaysWhatIsMissing
   using pacer::controller::ChooseLocalBackend;
   const std::string plugin = "/opt/pacer/libpacer_worker_gpu.so";
   std::string note;
-  EXPECT_EQ(*ChooseLocalBackend("auto", true, true, plugin, &note), "gpu");
-  EXPECT_EQ(*ChooseLocalBackend("auto", false, false, plugin, &note), "cpu");
-  EXPECT_EQ(*ChooseLocalBackend("cpu", true, true, plugin, &note), "cpu");
+  EXPECT_EQ(*ChooseLocalBackend("auto", true, "", true, plugin, &note), "gpu");
+  EXPECT_EQ(*ChooseLocalBackend("auto", false, "", false, plugin, &note), "cpu");
+  EXPECT_EQ(*ChooseLocalBackend("cpu", true, "", true, plugin, &note), "cpu");
   EXPECT_TRUE(note.empty()) << note;
-  EXPECT_EQ(*ChooseLocalBackend("auto", true, false, plugin, &note), "cpu");
+  EXPECT_EQ(*ChooseLocalBackend("auto", true, "", false, plugin, &note), "cpu");
   EXPECT_NE(note.find(plugin + " is missing (built without nvcc?): training on the CPU"),
             std::string::npos)
       << note;
-  const auto gpu = ChooseLocalBackend("gpu", true, false, plugin, &note);
+  const auto gpu = ChooseLocalBackend("gpu", true, "", false, plugin, &note);
   ASSERT_FALSE(gpu.ok());
   EXPECT_NE(gpu.status().message().find("--backend gpu: pacer-worker's GPU backend " + plugin +
                                         " is missing"),
             std::string::npos)
       << gpu.status().message();
-  EXPECT_FALSE(ChooseLocalBackend("gpu", false, true, plugin, &note).ok());
+  EXPECT_FALSE(ChooseLocalBackend("gpu", false, "", true, plugin, &note).ok());
+}
+
+// An L4 has no catalog row: `--backend gpu` said "no NVIDIA GPU found on this
+// machine", which is false, and auto trained on the CPU without saying why.
+TEST(LocalRunTest, AGpuTheCatalogDoesNotKnowIsNamedWhenTrainingOnTheCpu) {
+  using pacer::controller::ChooseLocalBackend;
+  const std::string plugin = "/opt/pacer/libpacer_worker_gpu.so";
+  const std::string l4 = "1 x NVIDIA-L4";
+  std::string note;
+  const auto gpu = ChooseLocalBackend("gpu", false, l4, true, plugin, &note);
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_NE(gpu.status().message().find("GPUs (1 x NVIDIA-L4) are not in Pacer's GPU catalog"),
+            std::string::npos)
+      << gpu.status().message();
+  EXPECT_NE(gpu.status().message().find("--backend cpu"), std::string::npos);
+  EXPECT_EQ(*ChooseLocalBackend("cpu", false, l4, true, plugin, &note), "cpu");
+  EXPECT_TRUE(note.empty()) << note;
+  EXPECT_EQ(*ChooseLocalBackend("auto", false, l4, true, plugin, &note), "cpu");
+  EXPECT_NE(note.find("(1 x NVIDIA-L4) are not in Pacer's GPU catalog"), std::string::npos) << note;
+  EXPECT_NE(note.find("training on the CPU"), std::string::npos) << note;
 }
 
 // `--work-dir "$UNSET"` ran in the default directory without a word.
@@ -565,7 +586,8 @@ TEST(LocalRunTest, ASecondSigtermIsTheSameCleanStop) {
   std::filesystem::remove_all(dir);
 }
 
-// A worker standing in for pacer-worker: it says it started (`ready`), then
+// A worker standing in for pacer-worker: it says it started (`ready`, its
+// pid), then
 // waits for SIGTERM and exits with `exit_on_term` (ignores it when negative).
 // Each SIGTERM it gets adds its pid as a line to `terms`. With a
 // `checkpoint_step` it first leaves that step's checkpoint in the run's work
@@ -582,11 +604,21 @@ std::filesystem::path StopExitingWorker(const std::filesystem::path& dir, int ex
   std::ofstream out(script);
   out << "#!/bin/sh\n" << trap << "\n";
   if (checkpoint_step >= 0) {
+    // A real one, as the quickstart's one worker writes it: `pacer run`
+    // reads checkpoints by the workers' rule, CRCs included.
+    const std::filesystem::path staged = dir / "staged";
+    pacer::worker::CheckpointState state;
+    state.step = checkpoint_step;
+    state.job_name = "quickstart";
+    state.run_id = "stand-in";
+    const pacer::worker::CheckpointStore store(staged.string(), 0);
+    EXPECT_TRUE(store.Save(state).ok());
     const std::filesystem::path rank = dir / "work" / "checkpoints" / "rank-0";
-    out << "mkdir -p '" << rank.string() << "' && : > '"
-        << (rank / ("step-" + std::to_string(checkpoint_step) + ".ckpt")).string() << "'\n";
+    out << "mkdir -p '" << rank.string() << "' && cp '" << store.PathForStep(checkpoint_step)
+        << "' '" << rank.string() << "/'\n";
   }
-  out << ": > '" << (dir / "ready").string() << "'\nwhile :; do /bin/sleep 1 & wait $!; done\n";
+  out << "echo $$ > '" << (dir / "ready").string()
+      << "'\nwhile :; do /bin/sleep 1 & wait $!; done\n";
   out.close();
   std::filesystem::permissions(script, std::filesystem::perms::owner_all);
   return script;
@@ -685,6 +717,47 @@ TEST(LocalRunTest, SecondCtrlCForceQuits) {
   std::sort(terms.begin(), terms.end());
   EXPECT_EQ(std::adjacent_find(terms.begin(), terms.end()), terms.end())
       << "a worker got SIGTERM twice";
+  std::filesystem::remove_all(dir);
+}
+
+// `pacer run` killed with SIGKILL (the OOM killer, `kill -9`) leaves its
+// workers stopping at a checkpoint. The work-directory lock died with it,
+// and the next run started at once beside them, on the same rank
+// directories. The workers hold the lock now: the next run says it waits
+// for them, and starts once they have exited.
+TEST(LocalRunTest, TheRunAfterAKilledOneWaitsForItsWorkers) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-killed-run-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::filesystem::path worker = StopExitingWorker(dir, 6);
+  std::string first_out;
+  Child first = RunWithWorker(dir, worker, &first_out);
+  ASSERT_TRUE(std::filesystem::exists(dir / "ready")) << first_out;
+  int orphan = 0;
+  std::ifstream(dir / "ready") >> orphan;
+  ASSERT_GT(orphan, 0);
+  std::filesystem::remove(dir / "ready");
+  ::kill(first.pid, SIGKILL);
+  Wait(first, &first_out);
+
+  std::string out;
+  Child second = Spawn({PACER_BINARY, "run",
+                        std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
+                        "--backend", "cpu", "--progress", "plain", "--max-restarts", "0",
+                        "--worker-binary", worker.string(), "--work-dir", (dir / "work").string()});
+  ASSERT_TRUE(ReadUntil(second, &out, std::regex("waiting up to 60 s for them to exit"),
+                        std::chrono::seconds(30)))
+      << out;
+  EXPECT_NE(out.find("the workers of an earlier `pacer run` (pid " + std::to_string(first.pid) +
+                     ", which has ended)"),
+            std::string::npos)
+      << out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "ready")) << "a worker started beside the orphan";
+  ::kill(orphan, SIGTERM);  // it saves and exits
+  ASSERT_TRUE(ReadUntil(second, &out, std::regex("Launched"), std::chrono::seconds(60))) << out;
+  for (int i = 0; i < 1200 && !std::filesystem::exists(dir / "ready"); ++i) ::poll(nullptr, 0, 50);
+  ::kill(second.pid, SIGINT);
+  EXPECT_EQ(Wait(second, &out), 130) << out;
   std::filesystem::remove_all(dir);
 }
 

@@ -3,12 +3,18 @@
 #include "local/work_dir.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+
+#include "core/checkpoint.h"
+#include "local/child_process.h"
 
 namespace pacer::controller {
 namespace {
@@ -25,6 +31,22 @@ class WorkDirTest : public ::testing::Test {
   void Touch(const std::string& relative) {
     std::filesystem::create_directories((dir_ / relative).parent_path());
     std::ofstream(dir_ / relative) << "x";
+  }
+  // A checkpoint as a worker of job `job` writes it: rank `rank` of
+  // `world_size`, under <dir>/<checkpoints>.
+  void Save(int rank, int world_size, int64_t step, const std::string& run_id = "run-1",
+            const std::string& checkpoints = "checkpoints", const std::string& job = "llama") {
+    worker::CheckpointState state;
+    state.step = step;
+    state.rank = rank;
+    state.world_size = world_size;
+    state.job_name = job;
+    state.run_id = run_id;
+    const Status saved = worker::CheckpointStore((dir_ / checkpoints).string(), rank).Save(state);
+    ASSERT_TRUE(saved.ok()) << saved.ToString();
+  }
+  std::optional<int64_t> Resumable(const std::string& checkpoints = "checkpoints") {
+    return ResumableCheckpointStep((dir_ / checkpoints).string(), "llama");
   }
   std::filesystem::path dir_;
 };
@@ -46,15 +68,80 @@ TEST_F(WorkDirTest, TheLockIsHeldUntilReleased) {
   EXPECT_TRUE(WorkDirLock::Acquire(dir_.string()).ok());
 }
 
+// `pacer run` killed with SIGKILL leaves its workers saving a checkpoint
+// (they stop once their parent is gone). The lock was close-on-exec and died
+// with `pacer run`: the next run started beside them, on the same rank
+// directories. Now the workers hold it until they exit, and the next run
+// waits for them.
+TEST_F(WorkDirTest, WorkersOfAKilledRunHoldTheDirectoryUntilTheyExit) {
+  StatusOr<WorkDirLock> run = WorkDirLock::Acquire(dir_.string());
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  // A "worker" that lives until the FIFO is opened for writing and closed.
+  const std::string fifo = (dir_ / "release").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  StatusOr<pid_t> worker =
+      SpawnProcess("/bin/sh", {"-c", "read line < " + fifo}, {}, (dir_ / "worker.log").string(),
+                   LogMode::kTruncate, {run->fd()});
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  // The killed `pacer run`: a pid that has ended, in the lock file.
+  StatusOr<pid_t> ended = SpawnProcess("/bin/true", {}, {}, (dir_ / "true.log").string());
+  ASSERT_TRUE(ended.ok());
+  ASSERT_EQ(::waitpid(*ended, nullptr, 0), *ended);
+  std::ofstream(dir_ / "lock", std::ios::trunc) << *ended;
+  { WorkDirLock killed = std::move(*run); }
+
+  StatusOr<WorkDirLock> at_once = WorkDirLock::Acquire(dir_.string());
+  ASSERT_FALSE(at_once.ok()) << "the next run got the directory beside the workers";
+  EXPECT_EQ(at_once.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(at_once.status().message().find("the workers of an earlier `pacer run` (pid " +
+                                            std::to_string(*ended) + ", which has ended)"),
+            std::string::npos)
+      << at_once.status().message();
+
+  OrphanedWorkersWait wait;
+  wait.timeout = std::chrono::seconds(60);
+  int waits = 0;
+  wait.on_wait = [&](const std::string& message) {
+    ++waits;
+    EXPECT_NE(message.find("waiting up to 60 s"), std::string::npos) << message;
+    std::ofstream(fifo) << "exit\n";  // the worker saves and exits
+  };
+  StatusOr<WorkDirLock> after = WorkDirLock::Acquire(dir_.string(), wait);
+  EXPECT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(waits, 1);
+  int wstatus = -1;
+  ASSERT_EQ(::waitpid(*worker, &wstatus, 0), *worker);
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << wstatus;
+}
+
 TEST_F(WorkDirTest, ResumesFromTheNewestStepEveryRankHas) {
-  EXPECT_FALSE(ResumableCheckpointStep((dir_ / "checkpoints").string()).has_value());
-  Touch("checkpoints/rank-0/step-40.ckpt");
-  Touch("checkpoints/rank-0/step-49.ckpt");
-  Touch("checkpoints/rank-1/step-40.ckpt");
-  Touch("checkpoints/rank-1/step-49.ckpt.tmp");  // torn: not a checkpoint
-  EXPECT_EQ(ResumableCheckpointStep((dir_ / "checkpoints").string()), 40);
-  Touch("checkpoints/rank-1/step-49.ckpt");
-  EXPECT_EQ(ResumableCheckpointStep((dir_ / "checkpoints").string()), 49);
+  EXPECT_FALSE(Resumable().has_value());
+  Save(0, 2, 40);
+  Save(0, 2, 49);
+  Save(1, 2, 40);
+  Touch("checkpoints/rank-1/step-000000000049.ckpt.tmp");  // torn: not a checkpoint
+  EXPECT_EQ(Resumable(), 40);
+  Save(1, 2, 49);
+  EXPECT_EQ(Resumable(), 49);
+  // Another job's checkpoints are not this job's to resume.
+  EXPECT_FALSE(ResumableCheckpointStep((dir_ / "checkpoints").string(), "gpt").has_value());
+}
+
+// A run of 4 ranks left rank-2 and rank-3 behind; the next run, with
+// --cpu-devices 2, checkpointed steps 50 and 60 on ranks 0 and 1 and
+// resumed from 60. Every rank-* directory was intersected: "no
+// checkpoint", and `pacer run` restarted maxDuration and said step 0.
+TEST_F(WorkDirTest, RankDirectoriesOfAnEarlierLargerRunDoNotHideTheCheckpoint) {
+  for (int rank = 0; rank < 4; ++rank) {
+    Save(rank, 4, 20, "run-1");
+    Save(rank, 4, 30, "run-1");
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    Save(rank, 2, 50, "run-2");
+    Save(rank, 2, 60, "run-2");
+  }
+  ASSERT_TRUE(std::filesystem::exists(dir_ / "checkpoints/rank-3"));
+  EXPECT_EQ(Resumable(), 60);
 }
 
 // A finished job's checkpoints are set aside: left in place, the next run
@@ -64,15 +151,16 @@ TEST_F(WorkDirTest, AFinishedJobsCheckpointsAreSetAsideSoTheNextRunStartsAtStepZ
   StatusOr<std::string> none = SetAsideFinishedCheckpoints(dir_.string());
   ASSERT_TRUE(none.ok()) << none.status().ToString();
   EXPECT_EQ(*none, "");                               // nothing to move
-  Touch("checkpoints-finished/rank-0/step-10.ckpt");  // an older finished job's
-  Touch("checkpoints/rank-0/step-140.ckpt");
-  Touch("checkpoints/rank-1/step-140.ckpt");
+  Save(0, 1, 10, "run-0", "checkpoints-finished");    // an older finished job's
+  Save(0, 2, 140);
+  Save(1, 2, 140);
   StatusOr<std::string> moved = SetAsideFinishedCheckpoints(dir_.string());
   ASSERT_TRUE(moved.ok()) << moved.status().ToString();
   EXPECT_EQ(*moved, (dir_ / "checkpoints-finished").string());
-  EXPECT_FALSE(ResumableCheckpointStep((dir_ / "checkpoints").string()).has_value());
-  EXPECT_EQ(ResumableCheckpointStep(*moved), 140);
-  EXPECT_FALSE(std::filesystem::exists(dir_ / "checkpoints-finished/rank-0/step-10.ckpt"));
+  EXPECT_FALSE(Resumable().has_value());
+  EXPECT_EQ(Resumable("checkpoints-finished"), 140);
+  EXPECT_FALSE(
+      std::filesystem::exists(dir_ / "checkpoints-finished/rank-0/step-000000000010.ckpt"));
 }
 
 TEST_F(WorkDirTest, TheFirstStartIsKeptUntilForgotten) {
