@@ -135,9 +135,11 @@ std::optional<int64_t> ResumableCheckpointStep(const std::string& checkpoints_di
   // intersecting the steps of every rank-* directory counted the directories
   // a run with more ranks left behind, and after --cpu-devices shrank it
   // said "no checkpoint" (and restarted maxDuration) while the workers
-  // resumed. Weights are not asked for: `pacer run` only reports the step.
+  // resumed. Weights are not asked for: `pacer run` only reports the step,
+  // so each file's identity is read, not its gigabytes of weights.
   worker::ResumeRequirements want;
   want.job_name = job_name;
+  want.verification = worker::CheckpointVerification::kHeader;
   StatusOr<worker::ResumeChoice> choice = worker::ChooseResumePoint(checkpoints_dir, want);
   if (!choice.ok() || choice->outcome != worker::ResumeChoice::Outcome::kResume) {
     return std::nullopt;

@@ -57,8 +57,10 @@ class WorkDirLock {
 // newest checkpoint (<checkpoints_dir>/rank-<R>/step-<N>.ckpt, docs/worker.md)
 // that every rank of the world that wrote it holds intact, chosen by the
 // workers' own rule (worker/core/resume_point.h); nullopt when there is none
-// (or none usable, or the directory cannot be read). Reads the files whole
-// (their CRCs), as the workers do.
+// (or none usable, or the directory cannot be read). Reads each file's
+// identity and checks its header and size (CheckpointStore::LoadIdentity),
+// not its payload CRC: a checkpoint torn inside its weights is named here
+// and skipped by the workers, who check it in full.
 std::optional<int64_t> ResumableCheckpointStep(const std::string& checkpoints_dir,
                                                const std::string& job_name);
 

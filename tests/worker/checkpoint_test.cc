@@ -103,6 +103,33 @@ TEST_F(CheckpointTest, RoundTripsStepRngMetadataAndBuffers) {
   EXPECT_EQ(*by_step, saved);
 }
 
+// `pacer run` asks whose checkpoint a file is, without the weights: it
+// loaded every rank's buffers (gigabytes for a 7B model) into its own memory.
+TEST_F(CheckpointTest, TheIdentityIsReadWithoutTheBuffersAndCheckedAsTheHeaderIs) {
+  CheckpointStore store(dir_, 3);
+  CheckpointState saved = StateAt(1200, 3, 8);
+  saved.buffers.push_back({"adam.exp_avg", std::vector<std::byte>(3 << 20, std::byte{0x7e})});
+  ASSERT_TRUE(store.Save(saved).ok());
+  StatusOr<CheckpointState> identity = store.LoadIdentity(1200);
+  ASSERT_TRUE(identity.ok()) << identity.status().ToString();
+  EXPECT_EQ(identity->step, 1200);
+  EXPECT_EQ(identity->rank, 3);
+  EXPECT_EQ(identity->world_size, 8);
+  EXPECT_EQ(identity->job_name, saved.job_name);
+  EXPECT_EQ(identity->plan_fingerprint, saved.plan_fingerprint);
+  EXPECT_EQ(identity->run_id, saved.run_id);
+  EXPECT_TRUE(identity->buffers.empty());
+  EXPECT_TRUE(identity->rng_state.empty());
+  // Damage inside the weights is the full load's to find (kHeader's rule);
+  // a truncated file is caught by both.
+  FlipByte(store.PathForStep(1200), (3 << 20) / 2);
+  EXPECT_TRUE(store.LoadIdentity(1200).ok());
+  EXPECT_EQ(store.Load(1200).status().code(), StatusCode::kFailedPrecondition);
+  Truncate(store.PathForStep(1200), 4000);
+  EXPECT_EQ(store.LoadIdentity(1200).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.LoadIdentity(1100).status().code(), StatusCode::kNotFound);
+}
+
 // A file of format version 1, written by a worker before run ids, byte by
 // byte as that worker laid it out: a job whose workers were upgraded resumes
 // from the checkpoints the old ones wrote.

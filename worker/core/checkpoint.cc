@@ -336,10 +336,13 @@ struct FileCloser {
 
 // Validates the checkpoint at `path` and, unless `state` is null (the
 // kHeader verification, which does not read the payload), parses it into
-// `*state`. Errors: kFailedPrecondition saying why the file is invalid,
-// kNotFound when it does not exist, kUnavailable when it cannot be opened.
+// `*state`. `identity_only`: the kHeader verification, then only the fields
+// that say whose checkpoint it is (step, rank, world size, job, plan, run):
+// neither the generator state nor the buffers are read, nor the payload CRC.
+// Errors: kFailedPrecondition saying why the file is invalid, kNotFound when
+// it does not exist, kUnavailable when it cannot be opened.
 Status ReadCheckpoint(const std::string& path, int64_t expected_step, int expected_rank,
-                      CheckpointState* state) {
+                      CheckpointState* state, bool identity_only = false) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return NotFoundError("no checkpoint " + path);
@@ -389,8 +392,20 @@ Status ReadCheckpoint(const std::string& path, int64_t expected_step, int expect
   uint64_t step = 0;
   uint32_t rank = 0, world_size = 0, buffer_count = 0;
   bool ok = in.U64(step) && in.U32(rank) && in.U32(world_size) && in.Str(state->job_name) &&
-            in.Str(state->plan_fingerprint) && (version < 2 || in.Str(state->run_id)) &&
-            in.Blob(state->rng_state) && in.U32(buffer_count);
+            in.Str(state->plan_fingerprint) && (version < 2 || in.Str(state->run_id));
+  if (identity_only) {
+    if (!ok) return failed(in);
+    state->step = static_cast<int64_t>(step);
+    state->rank = static_cast<int>(rank);
+    state->world_size = static_cast<int>(world_size);
+    if (state->step != expected_step || state->rank != expected_rank) {
+      return corrupt("holds step " + std::to_string(state->step) + " of rank " +
+                     std::to_string(state->rank) + ", its path says step " +
+                     std::to_string(expected_step) + " of rank " + std::to_string(expected_rank));
+    }
+    return Status::Ok();
+  }
+  ok = ok && in.Blob(state->rng_state) && in.U32(buffer_count);
   uint64_t buffer_bytes = 0;
   for (uint32_t i = 0; ok && i < buffer_count; ++i) {
     std::pair<std::string, std::vector<std::byte>> buffer;
@@ -662,6 +677,12 @@ StatusOr<std::optional<CheckpointState>> CheckpointStore::LoadNewest() const {
 StatusOr<CheckpointState> CheckpointStore::Load(int64_t step) const {
   CheckpointState state;
   RETURN_IF_ERROR(ReadCheckpoint(PathForStep(step), step, rank_, &state));
+  return state;
+}
+
+StatusOr<CheckpointState> CheckpointStore::LoadIdentity(int64_t step) const {
+  CheckpointState state;
+  RETURN_IF_ERROR(ReadCheckpoint(PathForStep(step), step, rank_, &state, /*identity_only=*/true));
   return state;
 }
 

@@ -117,6 +117,12 @@ class CheckpointStore {
   // This rank's checkpoint of `step` (normally NewestCommonStep's answer).
   // kNotFound if there is no such file; kFailedPrecondition if it is corrupt.
   StatusOr<CheckpointState> Load(int64_t step) const;
+  // The same file's identity only (step, rank, world size, job, plan, run;
+  // no generator state, no buffers), checked as kHeader checks it: its
+  // header CRC and size, not the payload CRC. For a reader that only asks
+  // whose checkpoint it is (`pacer run`), without reading gigabytes of
+  // weights into memory.
+  StatusOr<CheckpointState> LoadIdentity(int64_t step) const;
 
   // Steps of this rank's valid checkpoints, newest first. Ranks that do not
   // share a volume agree on a resume step by exchanging these lists.

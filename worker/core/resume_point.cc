@@ -14,7 +14,12 @@ namespace {
 // that the weights are intact.
 StatusOr<std::optional<std::string>> WhyUnusable(const std::string& dir, int64_t step,
                                                   const ResumeRequirements& want) {
-  StatusOr<CheckpointState> rank0 = CheckpointStore(dir, 0).Load(step);
+  const bool full = want.verification == CheckpointVerification::kFull || want.needs_same_plan;
+  auto load = [&](int rank) {
+    const CheckpointStore store(dir, rank);
+    return full ? store.Load(step) : store.LoadIdentity(step);
+  };
+  StatusOr<CheckpointState> rank0 = load(0);
   if (!rank0.ok()) {
     if (rank0.status().code() == StatusCode::kUnavailable) return rank0.status();
     return std::optional<std::string>("rank 0: " + rank0.status().message());
@@ -25,8 +30,7 @@ StatusOr<std::optional<std::string>> WhyUnusable(const std::string& dir, int64_t
     return std::optional<std::string>("rank 0 records world size " + std::to_string(world_size));
   }
   for (int rank = 0; rank < world_size; ++rank) {
-    StatusOr<CheckpointState> state =
-        rank == 0 ? std::move(rank0) : CheckpointStore(dir, rank).Load(step);
+    StatusOr<CheckpointState> state = rank == 0 ? std::move(rank0) : load(rank);
     const std::string who = "rank " + std::to_string(rank) + ": ";
     if (!state.ok()) {
       if (state.status().code() == StatusCode::kUnavailable) return state.status();

@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checkpoint.h"
 #include "pacer/status.h"
 
 namespace pacer::worker {
@@ -43,6 +44,11 @@ struct ResumeRequirements {
   // of the current plan; the first is the current one).
   std::vector<std::string> plan_fingerprints;
   bool needs_same_plan = false;  // true when model buffers will be restored
+  // kHeader: each file's identity only (CheckpointStore::LoadIdentity), for
+  // a caller that reports the step (`pacer run`); the workers, which
+  // restore from it, use kFull. needs_same_plan always reads in full (it
+  // checks that the file holds weights).
+  CheckpointVerification verification = CheckpointVerification::kFull;
 };
 
 struct ResumeChoice {
