@@ -548,8 +548,11 @@ void EvaluateInto(const PoolContext& ctx, const Layout& l, Evaluation* out) {
           ? *ctx.job->checkpoint.interval_seconds
           : std::sqrt(2.0 * tot.checkpoint_write_seconds * tot.job_mtbf_seconds);
   tot.checkpoint_interval_seconds = std::max(interval, st.step_seconds);
+  // One write per interval begun: the periodic ones and the workers' final
+  // one after the last step (where a periodic one would fall on the last
+  // step, the final one is it).
   tot.checkpoint_overhead_seconds =
-      std::floor(tot.training_seconds / tot.checkpoint_interval_seconds) *
+      std::ceil(tot.training_seconds / tot.checkpoint_interval_seconds) *
       tot.checkpoint_write_seconds;
   // Each failure loses half an interval of work on average, plus a restart.
   const double exposed = tot.training_seconds + tot.checkpoint_overhead_seconds;

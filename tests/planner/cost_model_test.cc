@@ -620,6 +620,11 @@ TEST(TotalTimeTest, YoungDalyIntervalAndOverheads) {
   EXPECT_NEAR(e.gpu_hours, 64 * t.total_seconds / 3600, 1e-9);
   // Llama 3: one interruption every ~3.1 h on 16,384 GPUs.
   EXPECT_NEAR(ModelConstants{}.gpu_mtbf_seconds / 16384 / 3600, 3.1, 0.05);
+  // One write per interval begun: the periodic ones and the workers' final
+  // one after the last step (floor() missed the final one).
+  const double writes = t.checkpoint_overhead_seconds / t.checkpoint_write_seconds;
+  EXPECT_NEAR(writes, std::ceil(t.training_seconds / t.checkpoint_interval_seconds), 1e-9);
+  EXPECT_GT(writes, t.training_seconds / t.checkpoint_interval_seconds);
 }
 
 }  // namespace

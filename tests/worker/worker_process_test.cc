@@ -197,7 +197,7 @@ TEST_F(WorkerProcessTest, SigtermCheckpointsAndARestartContinuesAtTheRightStep) 
 
 TEST_F(WorkerProcessTest, ATornCheckpointIsIgnored) {
   auto env = BaseEnv(Path("ckpt"), NextPort());
-  env["PACER_TOTAL_STEPS"] = "7";  // checkpoints at 3 and 6
+  env["PACER_TOTAL_STEPS"] = "6";  // checkpoints at 3 and 6 (the final one)
   Worker first = Start(env);
   ASSERT_EQ(WaitExit(first, std::chrono::seconds(60)), kExitSuccess) << first.log;
   // Tear rank 1's newest checkpoint, as a crash in the middle of a write would.
@@ -213,8 +213,36 @@ TEST_F(WorkerProcessTest, ATornCheckpointIsIgnored) {
   // what that cost.
   EXPECT_EQ(NumberAfter(second.log, "resume_step"), 3);
   EXPECT_NE(second.log.find("checkpoint at step 6 unreadable ("), std::string::npos) << second.log;
-  EXPECT_NE(second.log.find("resuming from step 3, 3 steps lost"), std::string::npos)
-      << second.log;
+  EXPECT_NE(second.log.find("resuming from step 3, 3 steps lost"), std::string::npos) << second.log;
+}
+
+// The last step is checkpointed: a job given more steps after it finished
+// (an edit that adds data) resumed from the last periodic checkpoint (6 of
+// 7) and trained step 7 again; with --checkpoint-buffers the final weights
+// were never saved.
+TEST_F(WorkerProcessTest, TheLastStepIsCheckpointedAndMoreStepsResumeThere) {
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["PACER_TOTAL_STEPS"] = "7";  // periodic checkpoints at 3 and 6, the final at 7
+  Worker first = Start(env, {"run", "--checkpoint-buffers"});
+  ASSERT_EQ(WaitExit(first, std::chrono::seconds(60)), kExitSuccess) << first.log;
+  for (const char* rank : {"rank-0", "rank-1"}) {
+    EXPECT_TRUE(fs::exists(fs::path(Path("ckpt")) / rank / "step-000000000007.ckpt")) << rank;
+  }
+  env["PACER_TOTAL_STEPS"] = "9";
+  env["MASTER_PORT"] = std::to_string(NextPort());
+  Worker second = Start(env, {"run", "--checkpoint-buffers"});
+  ASSERT_EQ(WaitExit(second, std::chrono::seconds(60)), kExitSuccess) << second.log;
+  EXPECT_EQ(NumberAfter(second.log, "resume_step"), 7) << second.log;
+  // A run that trains nothing (resumed at its total) writes nothing.
+  const auto written =
+      fs::last_write_time(fs::path(Path("ckpt")) / "rank-0" / "step-000000000009.ckpt");
+  env["MASTER_PORT"] = std::to_string(NextPort());
+  Worker third = Start(env, {"run", "--checkpoint-buffers"});
+  ASSERT_EQ(WaitExit(third, std::chrono::seconds(60)), kExitSuccess) << third.log;
+  EXPECT_EQ(NumberAfter(third.log, "resume_step"), 9) << third.log;
+  EXPECT_EQ(third.log.find("event=checkpoint "), std::string::npos) << third.log;
+  EXPECT_EQ(fs::last_write_time(fs::path(Path("ckpt")) / "rank-0" / "step-000000000009.ckpt"),
+            written);
 }
 
 // Run A's step 6 is torn on rank 1, so run B resumes from 3 and saves step 6
@@ -223,7 +251,7 @@ TEST_F(WorkerProcessTest, ATornCheckpointIsIgnored) {
 // restore that mix as one checkpoint: it resumes from 3.
 TEST_F(WorkerProcessTest, AStepWhoseFilesTwoRunsWroteIsNotResumedFrom) {
   auto env = BaseEnv(Path("ckpt"), NextPort());
-  env["PACER_TOTAL_STEPS"] = "7";  // checkpoints at 3 and 6
+  env["PACER_TOTAL_STEPS"] = "6";  // checkpoints at 3 and 6 (the final one)
   Worker a = Start(env);
   ASSERT_EQ(WaitExit(a, std::chrono::seconds(60)), kExitSuccess) << a.log;
   const fs::path rank0_step6 = fs::path(Path("ckpt")) / "rank-0" / "step-000000000006.ckpt";
@@ -250,7 +278,7 @@ TEST_F(WorkerProcessTest, AStepWhoseFilesTwoRunsWroteIsNotResumedFrom) {
 // silently discard the job's progress, so every rank exits with data loss.
 TEST_F(WorkerProcessTest, CheckpointsNoneOfWhichIsUsableAreDataLoss) {
   auto env = BaseEnv(Path("ckpt"), NextPort());
-  env["PACER_TOTAL_STEPS"] = "7";  // checkpoints at 3 and 6
+  env["PACER_TOTAL_STEPS"] = "6";  // checkpoints at 3 and 6 (the final one)
   Worker first = Start(env);
   ASSERT_EQ(WaitExit(first, std::chrono::seconds(60)), kExitSuccess) << first.log;
   for (const char* name : {"step-000000000003.ckpt", "step-000000000006.ckpt"}) {
@@ -340,7 +368,8 @@ TEST_F(WorkerProcessTest, ASigtermWhileTheRanksStartStopsCleanly) {
   kill(w.pid, SIGTERM);
   const int code = WaitExit(w, std::chrono::seconds(60));
   EXPECT_TRUE(code == kExitStoppedAfterCheckpoint || code == kExitSuccess)
-      << ExitCodeName(code) << "\n" << w.log;
+      << ExitCodeName(code) << "\n"
+      << w.log;
   EXPECT_EQ(w.log.find("event=rank-killed"), std::string::npos) << w.log;
 }
 
@@ -458,11 +487,11 @@ TEST_F(WorkerProcessTest, TheDoneLineReportsTheRunsMeasurementBesideThePredictio
   Worker w = Start(env);
   ASSERT_EQ(WaitExit(w, std::chrono::seconds(60)), kExitSuccess) << w.log;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(
-      w.log, m,
-      std::regex("rank=0 event=done steps=4 mean_step_seconds=([0-9.e-]+) "
-                 "predicted_step_seconds=0.5 peak_memory_bytes=([0-9]+) "
-                 "predicted_memory_bytes=123456789")))
+  ASSERT_TRUE(
+      std::regex_search(w.log, m,
+                        std::regex("rank=0 event=done steps=4 mean_step_seconds=([0-9.e-]+) "
+                                   "predicted_step_seconds=0.5 peak_memory_bytes=([0-9]+) "
+                                   "predicted_memory_bytes=123456789")))
       << w.log;
   EXPECT_GT(std::stod(m[1]), 0.0);
   EXPECT_GT(std::stod(m[2]), 0.0);

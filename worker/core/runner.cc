@@ -659,6 +659,17 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
       saved_once = true;
     }
   }
+  // The last step's checkpoint too (the periodic ones stop before it): a
+  // job given more steps later (an edit that adds data to a Succeeded job)
+  // resumes here instead of training again since the last periodic one,
+  // and --checkpoint-buffers keeps the final weights. Not when this run
+  // trained nothing: it resumed from the file for this step.
+  if (step > first_step) {
+    if (Status s = SaveCheckpoint(c, rank, resume->run_id, step, *backend, options, &metrics);
+        !s.ok()) {
+      return CheckpointFailed(c, rank, s, saved_once);
+    }
+  }
   Log(c, rank,
       "event=done steps=" + std::to_string(step) +
           DoneSummary(c, *backend, options, model_flops_per_rank, measured_seconds_sum,
