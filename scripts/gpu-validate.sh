@@ -16,8 +16,8 @@
 #      "FAIL: ...: why" line (or "skipped" when the budget runs out before
 #      it is done): two local ranks with one GPU visible are refused
 #      at start (exit 2, the message naming both counts), and a small job
-#      checkpointed at step 2 with its weights (--checkpoint-buffers)
-#      resumes there when run again;
+#      of 2 steps, checkpointed after its last step with its weights
+#      (--checkpoint-buffers), resumes there when given 4 steps;
 #   5. 7B-shaped single-GPU steps (tests/testdata/gpu/*.yaml) run by
 #      pacer-worker with the planner's prediction beside the measurement:
 #      its `event=done` line prints mean_step_seconds, mfu, peak_memory_bytes
@@ -157,10 +157,12 @@ else
     PACER_MODEL_HIDDEN_SIZE=512 PACER_MODEL_ATTENTION_HEADS=8 PACER_MODEL_KV_HEADS=4
     PACER_MODEL_FFN_HIDDEN_SIZE=1408 PACER_MODEL_FFN_KIND=swiglu PACER_MODEL_VOCAB_SIZE=1024
     PACER_SEQUENCE_LENGTH=256 PACER_MICRO_BATCH_SIZE=2 PACER_GRAD_ACCUM_STEPS=2
-    PACER_GLOBAL_BATCH_SIZE=4 PACER_TOTAL_STEPS=4
+    PACER_GLOBAL_BATCH_SIZE=4
     "$worker" run --backend gpu --checkpoint-dir "$ckpt_dir" --checkpoint-interval 2
     --checkpoint-buffers)
-  step "$check: first run" 60 "${ckpt_job[@]}"
+  # Two steps, then the checkpoint of the last one (with the weights); the
+  # second run is the job given two more steps, which resumes there.
+  step "$check: first run" 60 env PACER_TOTAL_STEPS=2 "${ckpt_job[@]}"
   saved=$step_ran why=""
   if [ "$step_ran" = 1 ]; then
     [ "$step_rc" = 0 ] || why="the first run: $(exit_text "$step_rc"), want 0"
@@ -171,7 +173,7 @@ else
     [ -z "$why" ] || { verdict "$check" "$why"; saved=0; }
   fi
   if [ "$saved" = 1 ]; then
-    step "$check: the same run again" 60 "${ckpt_job[@]}"
+    step "$check: the same job with 4 steps" 60 env PACER_TOTAL_STEPS=4 "${ckpt_job[@]}"
     if [ "$step_ran" = 1 ]; then
       [ "$step_rc" = 0 ] || why="the second run: $(exit_text "$step_rc"), want 0"
       began=$(grep -m1 -o "resume_step=[0-9]*" "$out/step.txt" || echo "no event=start line")
