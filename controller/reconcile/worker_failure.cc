@@ -13,8 +13,12 @@ namespace {
 // Lower wins (worker_failure.h). A communication failure comes last: when a
 // rank dies (a crash, a signal, the host's OOM killer, a lost pod) its peers
 // fail with 3 or 4 waiting for it, and those are not their nodes' fault.
+// A pod without an exit code comes after a clean stop: beside workers that
+// stopped at a checkpoint nobody here asked for (a drain), it is a pod of
+// the same drain whose status went with it, not a crash (the peers of a
+// crashed rank fail with 3 or 4, they do not stop cleanly).
 int Precedence(const std::optional<int>& code) {
-  if (!code) return 5;  // the pod failed without an exit code (evicted, node lost)
+  if (!code) return 6;  // the pod failed without an exit code (evicted, node lost)
   switch (*code) {
     case worker::kExitInvalidConfig: return 0;
     case worker::kExitDataLoss: return 1;
@@ -23,7 +27,7 @@ int Precedence(const std::optional<int>& code) {
     case worker::kExitOutOfMemory:
       return 3;
     case worker::kExitStoppedAfterCheckpoint:
-      return 6;
+      return 5;
     case worker::kExitRendezvousTimeout:
     case worker::kExitCollectiveFailure:
       return 7;

@@ -11,10 +11,12 @@
 //   5 out of memory           -> re-plan with a larger memory margin (+0.1 of
 //                                GPU memory per OOM, at most 0.5), a restart
 //   any other code (1, 7, a
-//     signal's), or none      -> relaunch from the checkpoint, a restart
+//     signal's)               -> relaunch from the checkpoint, a restart
 //   6 stopped after a
 //     checkpoint, not asked   -> relaunch without counting a restart (a node
 //                                drain or an eviction stopped it cleanly)
+//   none (the pod failed
+//     without an exit code)   -> relaunch from the checkpoint, a restart
 //   3 rendezvous timeout,
 //   4 collective failure      -> relaunch, a restart; each node whose worker
 //                                failed so gets a strike, and a node with

@@ -69,6 +69,24 @@ TEST(WorkerFailureTest, ARankThatDiedIsTheCauseNotItsPeersCollectiveFailures) {
   EXPECT_TRUE(stopped.history.collective_failures_by_node.empty());
 }
 
+// A drain: one worker stopped at a checkpoint, another's pod went without
+// an exit code (deleted before its status showed one). It was WorkerFailed
+// and counted a restart against maxRestarts; it is the drain's stop.
+TEST(WorkerFailureTest, APodWithoutAnExitCodeBesideACleanStopIsTheSameStop) {
+  const FailureAction a =
+      DecideWorkerFailure({Worker(0, std::nullopt, "n0"), Worker(1, 6, "n1")}, {});
+  EXPECT_EQ(a.reason, "StoppedExternally") << a.message;
+  EXPECT_FALSE(a.counts_as_restart);
+  // A crash still outranks it, and it still outranks its peers' waits.
+  EXPECT_EQ(DecideWorkerFailure({Worker(0, 137, "n0"), Worker(1, 6, "n1")}, {}).reason,
+            "WorkerFailed");
+  const FailureAction lost =
+      DecideWorkerFailure({Worker(0, std::nullopt, "n0"), Worker(1, 4, "n1")}, {});
+  EXPECT_EQ(lost.reason, "WorkerFailed");
+  EXPECT_TRUE(lost.counts_as_restart);
+  EXPECT_TRUE(lost.history.collective_failures_by_node.empty());
+}
+
 TEST(WorkerFailureTest, CollectiveFailuresStrikeNodesAndTwoStrikesExclude) {
   const FailureAction first = DecideWorkerFailure({Worker(1, 4, "n1")}, {});
   EXPECT_EQ(first.kind, FailureAction::Kind::kRelaunch);
