@@ -8,7 +8,7 @@
 # Builds `pacer` and `pacer-worker` only (the GPU plugin too when this machine
 # has an NVIDIA GPU): not the tests, benchmarks or the test API server, which
 # scripts/build.sh and scripts/test.sh build. First run on a fresh clone:
-# about 10 CPU-minutes of building, i.e. about 5 minutes on 2 idle cores
+# 6 to 10 CPU-minutes of building, i.e. 3 to 5 minutes on 2 idle cores
 # without ccache (docs/benchmarks.md, "First run"); later runs rebuild nothing
 # and start the job at once; the job itself takes
 # about a minute on 2 cores. Extra arguments go to `pacer run` (e.g. --progress plain);
@@ -34,7 +34,7 @@ if has_gpu; then cuda=ON; fi
 targets=(pacer pacer-worker)
 jobs=$(nproc 2>/dev/null || echo 2)
 echo "run-local: [2/3] building ${targets[*]} (GPU code: $cuda) with $jobs jobs into build/;" \
-  "the first time takes about 5 minutes on 2 cores, later runs only what changed"
+  "the first time takes 3 to 5 minutes on 2 cores, later runs only what changed"
 # Tests and benchmarks off: their packages are not installed here
 # (scripts/build.sh turns them on again in the same build/).
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPACER_ENABLE_CUDA="$cuda" \
