@@ -164,8 +164,31 @@ std::optional<ScheduledJob> ClusterScheduler::JobFromObject(const nlohmann::json
     // Also with no GPUs now: the pool an admitted job waits in.
     job.allocated_gpu_type = std::move(type);
   }
+  bool metrics_unavailable = false;
   for (const Condition& c : ParseConditions(status != nullptr ? *status : empty)) {
     if (c.type == kConditionAdmitted && c.status == kConditionTrue) job.admitted = true;
+    if (c.type == kConditionDegraded && c.status == kConditionTrue &&
+        c.reason == "MetricsUnavailable") {
+      metrics_unavailable = true;
+    }
+  }
+  // While metrics are out, progress stays at the last scraped step as time
+  // moves on: counted from it, an on-track job looked further behind at
+  // every pass, and the schedule grew it (a relaunch) or refused others for
+  // it. The reconciler keeps the projection from before the outage; the
+  // schedule takes the same view: the steps that projection leaves, at the
+  // measured pace (never more than the status says are left).
+  if (metrics_unavailable && state.measured_step_seconds && *state.measured_step_seconds > 0) {
+    if (StatusOr<int64_t> projected =
+            planner::ParseRfc3339(StringMember(status, "projectedCompletionTime"));
+        projected.ok()) {
+      const double left_seconds =
+          static_cast<double>(std::max<int64_t>(0, *projected - now_unix_seconds));
+      const double steps = std::ceil(left_seconds / *state.measured_step_seconds);
+      if (steps < static_cast<double>(job.remaining_steps)) {
+        job.remaining_steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
+      }
+    }
   }
   // Launched before the scheduler ran (or by an older controller): it holds
   // GPUs, so it is in; admitted jobs are never dropped.

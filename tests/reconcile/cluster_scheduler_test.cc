@@ -931,6 +931,22 @@ TEST(ClusterSchedulerTest, JobFromObjectReadsProgressHoldingsAndAdmissionFromSta
   EXPECT_EQ(job->remaining_steps,
             Read(SmallJob("fresh", 4e9, std::nullopt)).remaining_steps - 1000);
 
+  // A metrics outage: progress stays at step 1000 while time moves on. The
+  // schedule counted the steps from it (an on-track job looked further
+  // behind at every pass); it takes the projection the reconciler keeps.
+  nlohmann::json outage = object;
+  outage["status"]["projectedCompletionTime"] = planner::FormatRfc3339(kNow + 600);
+  outage["status"]["conditions"] = {
+      {{"type", "Degraded"}, {"status", "True"}, {"reason", "MetricsUnavailable"}}};
+  EXPECT_EQ(Read(outage).remaining_steps, 200) << "600 s left at the measured 3 s a step";
+  outage["status"]["projectedCompletionTime"] = planner::FormatRfc3339(kNow + 86400 * 30);
+  EXPECT_EQ(Read(outage).remaining_steps, job->remaining_steps) << "never more than the status";
+  outage["status"]["projectedCompletionTime"] = planner::FormatRfc3339(kNow - 60);
+  EXPECT_EQ(Read(outage).remaining_steps, 1) << "past its projection: it may end any moment";
+  nlohmann::json projected_only = object;  // metrics fine: progress counts
+  projected_only["status"]["projectedCompletionTime"] = planner::FormatRfc3339(kNow + 600);
+  EXPECT_EQ(Read(projected_only).remaining_steps, job->remaining_steps);
+
   nlohmann::json done = object;
   done["status"]["phase"] = "Succeeded";
   EXPECT_FALSE(ClusterScheduler::JobFromObject(done, kNow).has_value());
