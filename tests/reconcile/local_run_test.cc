@@ -736,6 +736,14 @@ TEST(LocalRunTest, TheRunAfterAKilledOneWaitsForItsWorkers) {
   int orphan = 0;
   std::ifstream(dir / "ready") >> orphan;
   ASSERT_GT(orphan, 0);
+  // However the test ends, the stand-in (which loops until a SIGTERM and
+  // has no parent to watch) does not outlive it.
+  struct KillAtExit {
+    int pid;
+    ~KillAtExit() {
+      if (pid > 0) ::kill(pid, SIGKILL);
+    }
+  } cleanup{orphan};
   std::filesystem::remove(dir / "ready");
   ::kill(first.pid, SIGKILL);
   Wait(first, &first_out);
@@ -755,6 +763,7 @@ TEST(LocalRunTest, TheRunAfterAKilledOneWaitsForItsWorkers) {
   EXPECT_FALSE(std::filesystem::exists(dir / "ready")) << "a worker started beside the orphan";
   ::kill(orphan, SIGTERM);  // it saves and exits
   ASSERT_TRUE(ReadUntil(second, &out, std::regex("Launched"), std::chrono::seconds(60))) << out;
+  cleanup.pid = 0;  // gone: the lock it held is free (its pid may be reused)
   for (int i = 0; i < 1200 && !std::filesystem::exists(dir / "ready"); ++i) ::poll(nullptr, 0, 50);
   ::kill(second.pid, SIGINT);
   EXPECT_EQ(Wait(second, &out), 130) << out;
