@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -83,6 +84,13 @@ TEST_F(WorkDirTest, WorkersOfAKilledRunHoldTheDirectoryUntilTheyExit) {
       SpawnProcess("/bin/sh", {"-c", "read line < " + fifo}, {}, (dir_ / "worker.log").string(),
                    LogMode::kTruncate, {run->fd()});
   ASSERT_TRUE(worker.ok()) << worker.status().ToString();
+  // However the test ends, the "worker" does not wait on its FIFO forever.
+  struct KillAtExit {
+    pid_t pid;
+    ~KillAtExit() {
+      if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
+    }
+  } cleanup{*worker};
   // The killed `pacer run`: a pid that has ended, in the lock file.
   StatusOr<pid_t> ended = SpawnProcess("/bin/true", {}, {}, (dir_ / "true.log").string());
   ASSERT_TRUE(ended.ok());
@@ -111,6 +119,7 @@ TEST_F(WorkDirTest, WorkersOfAKilledRunHoldTheDirectoryUntilTheyExit) {
   EXPECT_EQ(waits, 1);
   int wstatus = -1;
   ASSERT_EQ(::waitpid(*worker, &wstatus, 0), *worker);
+  cleanup.pid = 0;  // reaped
   EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << wstatus;
 }
 
