@@ -39,6 +39,10 @@ inline constexpr const char* kConditionReplanning = "Replanning";
 inline constexpr const char* kConditionSucceeded = "Succeeded";
 inline constexpr const char* kConditionFailed = "Failed";
 
+// Degraded's reason while the job's metrics cannot be read: the reconciler
+// writes it, the cluster scheduler reads it (progress is stale meanwhile).
+inline constexpr const char* kReasonMetricsUnavailable = "MetricsUnavailable";
+
 inline constexpr const char* kConditionTrue = "True";
 inline constexpr const char* kConditionFalse = "False";
 inline constexpr const char* kConditionUnknown = "Unknown";

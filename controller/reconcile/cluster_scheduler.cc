@@ -168,7 +168,7 @@ std::optional<ScheduledJob> ClusterScheduler::JobFromObject(const nlohmann::json
   for (const Condition& c : ParseConditions(status != nullptr ? *status : empty)) {
     if (c.type == kConditionAdmitted && c.status == kConditionTrue) job.admitted = true;
     if (c.type == kConditionDegraded && c.status == kConditionTrue &&
-        c.reason == "MetricsUnavailable") {
+        c.reason == kReasonMetricsUnavailable) {
       metrics_unavailable = true;
     }
   }
@@ -179,9 +179,8 @@ std::optional<ScheduledJob> ClusterScheduler::JobFromObject(const nlohmann::json
   // schedule takes the same view: the steps that projection leaves, at the
   // measured pace (never more than the status says are left).
   if (metrics_unavailable && state.measured_step_seconds && *state.measured_step_seconds > 0) {
-    if (StatusOr<int64_t> projected =
-            planner::ParseRfc3339(StringMember(status, "projectedCompletionTime"));
-        projected.ok()) {
+    if (const std::optional<int64_t> projected =
+            ProjectedCompletionOf(status != nullptr ? *status : empty)) {
       const double left_seconds =
           static_cast<double>(std::max<int64_t>(0, *projected - now_unix_seconds));
       const double steps = std::ceil(left_seconds / *state.measured_step_seconds);

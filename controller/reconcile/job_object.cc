@@ -118,6 +118,15 @@ std::optional<planner::Layout> LayoutFromPlanJson(const nlohmann::json& plan) {
   return l;
 }
 
+std::optional<int64_t> ProjectedCompletionOf(const nlohmann::json& status) {
+  if (!status.is_object()) return std::nullopt;
+  const auto it = status.find("projectedCompletionTime");
+  if (it == status.end() || !it->is_string()) return std::nullopt;
+  StatusOr<int64_t> when = planner::ParseRfc3339(it->get<std::string>());
+  if (!when.ok()) return std::nullopt;
+  return *when;
+}
+
 PersistedState ReadPersistedState(const nlohmann::json& status) {
   PersistedState s;
   s.attempt = std::max(0, Field<int>(status, "attempt").value_or(0));

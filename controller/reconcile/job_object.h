@@ -80,6 +80,9 @@ PersistedState ReadPersistedState(const nlohmann::json& status);
 // excludedNodes), each only when set, to `status`.
 void WritePersistedState(const PersistedState& state, nlohmann::ordered_json* status);
 
+// status.projectedCompletionTime (Unix seconds), when it has one.
+std::optional<int64_t> ProjectedCompletionOf(const nlohmann::json& status);
+
 // The layout of a status.plan object (cli::PlanJson's field names); nullopt
 // when a field is missing. The inverse of cli::LayoutJson.
 std::optional<planner::Layout> LayoutFromPlanJson(const nlohmann::json& plan);

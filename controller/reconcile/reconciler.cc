@@ -123,16 +123,6 @@ Millis Seconds(double seconds) {
 
 std::string GpuSummary(const planner::Evaluation& plan) { return plan.layout.ToString(); }
 
-// The previous status' projectedCompletionTime, when it has one.
-std::optional<int64_t> PreviousProjection(const nlohmann::json& previous_status) {
-  if (!previous_status.is_object()) return std::nullopt;
-  const auto it = previous_status.find("projectedCompletionTime");
-  if (it == previous_status.end() || !it->is_string()) return std::nullopt;
-  StatusOr<int64_t> when = planner::ParseRfc3339(it->get<std::string>());
-  if (!when.ok()) return std::nullopt;
-  return *when;
-}
-
 // Three significant digits: a measured 1e300 is quoted as such, not in full.
 std::string ShortNumber(double value) {
   char text[32];
@@ -1211,11 +1201,11 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     pass.measured_step_seconds = pass.state.measured_step_seconds;
     usable_step_seconds = pass.state.measured_step_seconds;
     metrics_unavailable = true;
-    if (!pass.Had(kConditionDegraded, "MetricsUnavailable")) {
-      deps_.store->RecordEvent(pass.object, "Warning", "MetricsUnavailable",
+    if (!pass.Had(kConditionDegraded, kReasonMetricsUnavailable)) {
+      deps_.store->RecordEvent(pass.object, "Warning", kReasonMetricsUnavailable,
                                measurement.status().message());
     }
-    pass.Set(kConditionDegraded, kConditionTrue, "MetricsUnavailable",
+    pass.Set(kConditionDegraded, kConditionTrue, kReasonMetricsUnavailable,
              measurement.status().message() + "; progress is the last known, the ETA uses " +
                  (usable_step_seconds ? "the last measured step time"
                                       : std::string("the plan's predicted step time")) +
@@ -1234,7 +1224,7 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     // made. The workers run on unseen: the projection from before the outage
     // stands (not in the past: past it the job may end at any moment), and
     // so does DeadlineAtRisk, until metrics return.
-    if (const auto before = PreviousProjection(pass.previous_status)) {
+    if (const auto before = ProjectedCompletionOf(pass.previous_status)) {
       pass.projected = std::max(*before, pass.now);
     }
     const std::vector<Condition> previous = ParseConditions(pass.previous_status);

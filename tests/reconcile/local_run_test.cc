@@ -632,12 +632,18 @@ std::vector<std::string> TermsReceived(const std::filesystem::path& dir) {
   return pids;
 }
 
+// `pacer run` of the quickstart with `worker` as pacer-worker, in dir/work.
+Child SpawnRunWithWorker(const std::filesystem::path& dir, const std::filesystem::path& worker) {
+  return Spawn({PACER_BINARY, "run",
+                std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml", "--backend",
+                "cpu", "--progress", "plain", "--max-restarts", "0", "--worker-binary",
+                worker.string(), "--work-dir", (dir / "work").string()});
+}
+
+// The same, once it launched and the worker said it runs.
 Child RunWithWorker(const std::filesystem::path& dir, const std::filesystem::path& worker,
                     std::string* out) {
-  Child c = Spawn({PACER_BINARY, "run",
-                   std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
-                   "--backend", "cpu", "--progress", "plain", "--max-restarts", "0",
-                   "--worker-binary", worker.string(), "--work-dir", (dir / "work").string()});
+  Child c = SpawnRunWithWorker(dir, worker);
   EXPECT_TRUE(ReadUntil(c, out, std::regex("Launched"), std::chrono::seconds(120))) << *out;
   // The worker's own sign that it runs, so the stop finds its trap set.
   for (int i = 0; i < 1200 && !std::filesystem::exists(dir / "ready"); ++i) ::poll(nullptr, 0, 50);
@@ -749,10 +755,7 @@ TEST(LocalRunTest, TheRunAfterAKilledOneWaitsForItsWorkers) {
   Wait(first, &first_out);
 
   std::string out;
-  Child second = Spawn({PACER_BINARY, "run",
-                        std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml",
-                        "--backend", "cpu", "--progress", "plain", "--max-restarts", "0",
-                        "--worker-binary", worker.string(), "--work-dir", (dir / "work").string()});
+  Child second = SpawnRunWithWorker(dir, worker);
   ASSERT_TRUE(ReadUntil(second, &out, std::regex("waiting up to 60 s for them to exit"),
                         std::chrono::seconds(30)))
       << out;

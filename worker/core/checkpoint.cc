@@ -393,18 +393,22 @@ Status ReadCheckpoint(const std::string& path, int64_t expected_step, int expect
   uint32_t rank = 0, world_size = 0, buffer_count = 0;
   bool ok = in.U64(step) && in.U32(rank) && in.U32(world_size) && in.Str(state->job_name) &&
             in.Str(state->plan_fingerprint) && (version < 2 || in.Str(state->run_id));
-  if (identity_only) {
-    if (!ok) return failed(in);
+  // The identity read, whether the file's name and directory agree with it.
+  auto identity = [&]() -> Status {
     state->step = static_cast<int64_t>(step);
     state->rank = static_cast<int>(rank);
     state->world_size = static_cast<int>(world_size);
-    if (state->step != expected_step || state->rank != expected_rank) {
-      return corrupt("holds step " + std::to_string(state->step) + " of rank " +
-                     std::to_string(state->rank) + ", its path says step " +
-                     std::to_string(expected_step) + " of rank " + std::to_string(expected_rank));
+    if (state->step != expected_step) {
+      return corrupt("holds step " + std::to_string(state->step) + ", its name says " +
+                     std::to_string(expected_step));
+    }
+    if (state->rank != expected_rank) {  // copied from another rank's directory
+      return corrupt("holds rank " + std::to_string(state->rank) + ", its directory says " +
+                     std::to_string(expected_rank));
     }
     return Status::Ok();
-  }
+  };
+  if (identity_only) return ok ? identity() : failed(in);
   ok = ok && in.Blob(state->rng_state) && in.U32(buffer_count);
   uint64_t buffer_bytes = 0;
   for (uint32_t i = 0; ok && i < buffer_count; ++i) {
@@ -419,18 +423,7 @@ Status ReadCheckpoint(const std::string& path, int64_t expected_step, int expect
   if (!ok) return failed(in);
   if (in.remaining() != 0) return corrupt(std::to_string(in.remaining()) + " trailing bytes");
   if (in.crc() != payload_crc) return corrupt("payload CRC32 mismatch");
-  state->step = static_cast<int64_t>(step);
-  state->rank = static_cast<int>(rank);
-  state->world_size = static_cast<int>(world_size);
-  if (state->step != expected_step) {
-    return corrupt("holds step " + std::to_string(state->step) + ", its name says " +
-                   std::to_string(expected_step));
-  }
-  if (state->rank != expected_rank) {  // copied from another rank's directory
-    return corrupt("holds rank " + std::to_string(state->rank) + ", its directory says " +
-                   std::to_string(expected_rank));
-  }
-  return Status::Ok();
+  return identity();
 }
 
 // Checkpoint steps present in `rank_dir` (valid or not), newest first, and
