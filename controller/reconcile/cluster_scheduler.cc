@@ -174,16 +174,21 @@ std::optional<ScheduledJob> ClusterScheduler::JobFromObject(const nlohmann::json
   }
   // While metrics are out, progress stays at the last scraped step as time
   // moves on: counted from it, an on-track job looked further behind at
-  // every pass, and the schedule grew it (a relaunch) or refused others for
-  // it. The reconciler keeps the projection from before the outage; the
-  // schedule takes the same view: the steps that projection leaves, at the
-  // measured pace (never more than the status says are left).
+  // every pass, and the schedule refused others for it. The reconciler
+  // keeps the projection from before the outage; the schedule takes the
+  // same view: the steps that projection leaves, at the measured pace
+  // (never more than the status says are left). Past that projection with
+  // its workers still running, nothing says how far it is: what the status
+  // says is left, an upper bound. Counted as one step, the others were
+  // admitted onto GPUs it still held, and their reservations slid a pass
+  // later at every pass, past their deadlines.
+  job.progress_unseen = metrics_unavailable;
   if (metrics_unavailable && state.measured_step_seconds && *state.measured_step_seconds > 0) {
     if (const std::optional<int64_t> projected =
-            ProjectedCompletionOf(status != nullptr ? *status : empty)) {
-      const double left_seconds =
-          static_cast<double>(std::max<int64_t>(0, *projected - now_unix_seconds));
-      const double steps = std::ceil(left_seconds / *state.measured_step_seconds);
+            ProjectedCompletionOf(status != nullptr ? *status : empty);
+        projected && *projected > now_unix_seconds) {
+      const double steps = std::ceil(static_cast<double>(*projected - now_unix_seconds) /
+                                     *state.measured_step_seconds);
       if (steps < static_cast<double>(job.remaining_steps)) {
         job.remaining_steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
       }
@@ -502,6 +507,16 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       // and both relaunch again.
       const bool mover = moving.count(job->key) > 0;
       const int share = job->admitted && !mover ? RememberedShare(*job, type) : 0;
+      if (const int holds = std::max(held, share); job->progress_unseen && holds > 0) {
+        // No growth on progress nobody has seen (ScheduledJob::progress_unseen).
+        std::vector<sched::ThroughputPoint> kept;
+        for (const sched::ThroughputPoint& point : curve->levels()) {
+          if (point.gpus <= holds) kept.push_back(point);
+        }
+        StatusOr<sched::ThroughputCurve> held_curve =
+            sched::ThroughputCurve::Create(std::move(kept), holds, /*drop_past_peak=*/false);
+        if (held_curve.ok()) curve = std::move(held_curve);
+      }
       // A count between the curve's levels (launched before the scheduler
       // ran) counts as the level below it.
       held_levels.push_back(held > 0 ? curve->FloorLevel(held) : 0);

@@ -130,6 +130,11 @@ struct ScheduledJob {
   // GPUs are not capacity for this job.
   std::vector<std::string> excluded_nodes;
   int64_t remaining_steps = 0;
+  // Condition Degraded/MetricsUnavailable: its progress is not seen. It is
+  // never grown then (Pass ends its curve at what it holds): a job grown on
+  // progress nobody has seen relaunched for nothing, or for a slowdown
+  // nobody measured. Others' deadlines may still shrink it.
+  bool progress_unseen = false;
   std::optional<int64_t> deadline_unix_seconds;
   // status.plan while it has workers: its type and its admission. What it
   // holds now, Pass reads from its pods (ClusterInventory::trainjob_gpus).

@@ -425,6 +425,37 @@ TEST(ClusterSchedulerTest, AJobInItsLastMinuteIsNotLateAndKeepsItsGpus) {
   EXPECT_EQ(a.message.find("its deadline has passed"), std::string::npos) << a.message;
 }
 
+// A job behind its deadline on half the pool, the other half free: the
+// schedule grows it. While its metrics are out, its progress is not seen
+// (the behind may be the outage's stale step): it is never grown then, a
+// relaunch for a slowdown nobody measured. Metrics back, it grows.
+TEST(ClusterSchedulerTest, AJobWhoseProgressIsNotSeenIsNotGrown) {
+  ClusterInventory inventory = H100Pool(2, 8);
+  Hold(inventory, "team/blind", 8);
+  ClusterScheduler probe({});
+  ScheduledJob job = Read(SmallJob("blind", 40e9, std::nullopt, "time"));
+  const double at_8 = SecondsAt(probe, job, inventory, 8, job.remaining_steps);
+  const double at_16 = SecondsAt(probe, job, inventory, 16, job.remaining_steps);
+  ASSERT_LT(at_16 * 1.3, at_8) << "16 GPUs must be much faster for this test";
+  // Met on 16 GPUs, not on 8.
+  job.deadline_unix_seconds = kNow + static_cast<int64_t>((at_16 * 1.3 + at_8) / 2);
+  job.current_gpus = 8;
+  job.current_gpu_type = "H100-SXM";
+  job.admitted = true;
+
+  ClusterScheduler seen_scheduler({});
+  StatusOr<std::map<std::string, Allocation>> seen = seen_scheduler.Pass({job}, inventory, kNow);
+  ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+  EXPECT_EQ(seen->at("team/blind").gpus, 16) << "behind, with free GPUs: grown";
+
+  job.progress_unseen = true;
+  ClusterScheduler blind_scheduler({});
+  StatusOr<std::map<std::string, Allocation>> blind = blind_scheduler.Pass({job}, inventory, kNow);
+  ASSERT_TRUE(blind.ok()) << blind.status().ToString();
+  EXPECT_TRUE(blind->at("team/blind").admitted);
+  EXPECT_EQ(blind->at("team/blind").gpus, 8) << "not grown on progress nobody has seen";
+}
+
 // A curve is kept until what it was planned on changes, the pool's links
 // included: a network corrected by a node annotation keeps the pool's name,
 // and the cached curve kept the old speed until the controller restarted.
@@ -939,13 +970,19 @@ TEST(ClusterSchedulerTest, JobFromObjectReadsProgressHoldingsAndAdmissionFromSta
   outage["status"]["conditions"] = {
       {{"type", "Degraded"}, {"status", "True"}, {"reason", "MetricsUnavailable"}}};
   EXPECT_EQ(Read(outage).remaining_steps, 200) << "600 s left at the measured 3 s a step";
+  EXPECT_TRUE(Read(outage).progress_unseen);
+  EXPECT_FALSE(job->progress_unseen);
   outage["status"]["projectedCompletionTime"] = planner::FormatRfc3339(kNow + 86400 * 30);
   EXPECT_EQ(Read(outage).remaining_steps, job->remaining_steps) << "never more than the status";
+  // Past its projection with its workers still running: how far it is, no
+  // one knows. Counted as one step, others were admitted onto its GPUs.
   outage["status"]["projectedCompletionTime"] = planner::FormatRfc3339(kNow - 60);
-  EXPECT_EQ(Read(outage).remaining_steps, 1) << "past its projection: it may end any moment";
+  EXPECT_EQ(Read(outage).remaining_steps, job->remaining_steps)
+      << "past its projection: what the status says is left, an upper bound";
   nlohmann::json projected_only = object;  // metrics fine: progress counts
   projected_only["status"]["projectedCompletionTime"] = planner::FormatRfc3339(kNow + 600);
   EXPECT_EQ(Read(projected_only).remaining_steps, job->remaining_steps);
+  EXPECT_FALSE(Read(projected_only).progress_unseen);
 
   nlohmann::json done = object;
   done["status"]["phase"] = "Succeeded";
