@@ -195,11 +195,12 @@ struct RankRun {
   std::chrono::steady_clock::duration took{};
 };
 
-RankRun RunOneRank(const WorkerConfig& c, const BackendFactory& factory) {
+RankRun RunOneRank(const WorkerConfig& c, const BackendFactory& factory,
+                   const RunOptions& options = {}) {
   RankRun run;
   const auto start = std::chrono::steady_clock::now();
   ::testing::internal::CaptureStderr();
-  run.code = RunRank(c, 0, factory, RunOptions{});
+  run.code = RunRank(c, 0, factory, options);
   run.log = ::testing::internal::GetCapturedStderr();
   run.took = std::chrono::steady_clock::now() - start;
   return run;
@@ -353,6 +354,23 @@ TEST(RunnerCheckpointDirectoryTest, ADirectoryThatIsAFileIsAnInvalidConfig) {
   }
 }
 
+// A backend whose step `at_step` replaces the checkpoint directory `dir`
+// with a file (the tests run as root, whom permission bits would not stop):
+// every save after that step fails.
+BackendFactory DirectoryBecomesAFileAtStep(const std::string& dir, int64_t at_step) {
+  return Scripted([dir, at_step](ScriptedBackend& b) {
+    b.step = [dir, at_step](int64_t step) -> StatusOr<StepTiming> {
+      if (step == at_step) {
+        std::filesystem::remove_all(dir);
+        std::ofstream(dir) << "not a directory";
+      }
+      StepTiming t;
+      t.step_seconds = 1e-3;
+      return t;
+    };
+  });
+}
+
 // The same misconfiguration met only by a save (here the directory is
 // replaced by a file after the start; the tests run as root, whom the
 // permission bits of a foreign-owned rank directory would not stop) exited
@@ -365,14 +383,7 @@ TEST(RunnerCheckpointDirectoryTest, ASaveIntoADirectoryThatIsAFileIsAnInvalidCon
   c.total_steps = 3;
   c.checkpoint_dir = dir;
   c.checkpoint_interval_steps = 1;
-  const RankRun run = RunOneRank(c, Scripted([dir](ScriptedBackend& b) {
-                                   b.step = [dir](int64_t step) -> StatusOr<StepTiming> {
-                                     if (step == 0) std::ofstream(dir) << "not a directory";
-                                     StepTiming t;
-                                     t.step_seconds = 1e-3;
-                                     return t;
-                                   };
-                                 }));
+  const RankRun run = RunOneRank(c, DirectoryBecomesAFileAtStep(dir, 0));
   EXPECT_EQ(run.code, kExitInvalidConfig) << ExitCodeName(run.code) << "\n" << run.log;
   EXPECT_NE(run.log.find("rank=0 event=failed during=checkpoint exit=invalid-config"),
             std::string::npos)
@@ -392,22 +403,45 @@ TEST(RunnerCheckpointDirectoryTest, ASaveThatFailsAfterOneWorkedIsACheckpointFai
   c.total_steps = 4;
   c.checkpoint_dir = dir;
   c.checkpoint_interval_steps = 1;
-  const RankRun run = RunOneRank(c, Scripted([dir](ScriptedBackend& b) {
-                                   b.step = [dir](int64_t step) -> StatusOr<StepTiming> {
-                                     if (step == 1) {  // after the save at step 1
-                                       std::filesystem::remove_all(dir);
-                                       std::ofstream(dir) << "not a directory";
-                                     }
-                                     StepTiming t;
-                                     t.step_seconds = 1e-3;
-                                     return t;
-                                   };
-                                 }));
+  const RankRun run =
+      RunOneRank(c, DirectoryBecomesAFileAtStep(dir, 1));  // after the save at step 1
   EXPECT_EQ(run.code, kExitCheckpointFailure) << ExitCodeName(run.code) << "\n" << run.log;
   EXPECT_NE(run.log.find("event=checkpoint step=1"), std::string::npos) << run.log;
   EXPECT_NE(run.log.find("rank=0 event=failed during=checkpoint exit=checkpoint-failure"),
             std::string::npos)
       << run.log;
+}
+
+// The last step's checkpoint fails (the volume filled up at the very end):
+// without --checkpoint-buffers every step is trained and the file only
+// spares a later, longer run some steps, so the run succeeds and says so.
+// It exited 7, and each relaunch from the last periodic checkpoint failed
+// again at its end. With --checkpoint-buffers the final weights are the
+// product: exit 7.
+TEST(RunnerCheckpointDirectoryTest, AFailedFinalCheckpointFailsOnlyARunThatKeepsWeights) {
+  for (const bool buffers : {false, true}) {
+    SCOPED_TRACE(buffers ? "with --checkpoint-buffers" : "identity only");
+    const TempDir temp;
+    ASSERT_FALSE(temp.path().empty());
+    const std::string dir = temp.path() + "/ckpt";
+    WorkerConfig c = TinyWorld(1, 0, RankZeroPort(), 60);
+    c.total_steps = 4;
+    c.checkpoint_dir = dir;
+    c.checkpoint_interval_steps = 2;
+    RunOptions options;
+    options.checkpoint_buffers = buffers;
+    // The last step, after the save at step 2.
+    const RankRun run = RunOneRank(c, DirectoryBecomesAFileAtStep(dir, 3), options);
+    EXPECT_NE(run.log.find("event=checkpoint step=2"), std::string::npos) << run.log;
+    if (buffers) {
+      EXPECT_EQ(run.code, kExitCheckpointFailure) << ExitCodeName(run.code) << "\n" << run.log;
+    } else {
+      EXPECT_EQ(run.code, kExitSuccess) << ExitCodeName(run.code) << "\n" << run.log;
+      EXPECT_NE(run.log.find("rank=0 event=final-checkpoint-failed step=4"), std::string::npos)
+          << run.log;
+      EXPECT_NE(run.log.find("event=done steps=4"), std::string::npos) << run.log;
+    }
+  }
 }
 
 }  // namespace

@@ -667,7 +667,18 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   if (step > first_step) {
     if (Status s = SaveCheckpoint(c, rank, resume->run_id, step, *backend, options, &metrics);
         !s.ok()) {
-      return CheckpointFailed(c, rank, s, saved_once);
+      // With --checkpoint-buffers the final weights are the run's product:
+      // a failure fails the run. Without, the file only saves a later edit
+      // that adds steps from training since the last periodic checkpoint
+      // again; failing the run for it (a volume full at the very end)
+      // relaunched the whole job from that checkpoint, to fail again at its
+      // end, restart after restart.
+      if (options.checkpoint_buffers) return CheckpointFailed(c, rank, s, saved_once);
+      Log(c, rank,
+          "event=final-checkpoint-failed step=" + std::to_string(step) + " error=\"" +
+              s.ToString() +
+              "\" message=\"every step is trained; a later run given more steps resumes from "
+              "the last checkpoint before this one\"");
     }
   }
   Log(c, rank,
