@@ -48,6 +48,19 @@ bool HolderHasEnded(const std::string& pid_text) {
   return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
+// The pid the lock file holds ("?" when it is empty).
+std::string HolderPid(int fd) {
+  char buffer[32] = {};
+  const ssize_t n = ::pread(fd, buffer, sizeof(buffer) - 1, 0);
+  return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : "?";
+}
+
+Status HeldByAnotherRun(const std::string& pid, const std::string& dir) {
+  return FailedPreconditionError("another `pacer run` (pid " + pid + ") is using " + dir +
+                                 ": wait for it to end, stop it, or give this run its own "
+                                 "--work-dir");
+}
+
 }  // namespace
 
 StatusOr<WorkDirLock> WorkDirLock::Acquire(const std::string& dir,
@@ -83,14 +96,10 @@ StatusOr<WorkDirLock> WorkDirLock::Acquire(const std::string& dir,
                                 "--work-dir");
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    char buffer[32] = {};
-    const ssize_t n = ::pread(fd, buffer, sizeof(buffer) - 1, 0);
-    const std::string pid = n > 0 ? std::string(buffer, static_cast<size_t>(n)) : "?";
+    const std::string pid = HolderPid(fd);
     if (!HolderHasEnded(pid)) {
       ::close(fd);
-      return FailedPreconditionError("another `pacer run` (pid " + pid + ") is using " + dir +
-                                     ": wait for it to end, stop it, or give this run its own "
-                                     "--work-dir");
+      return HeldByAnotherRun(pid, dir);
     }
     // The run that wrote its pid is gone, its workers (which inherited the
     // lock) are not: they are saving a checkpoint this run will resume.
@@ -108,6 +117,15 @@ StatusOr<WorkDirLock> WorkDirLock::Acquire(const std::string& dir,
       while (!locked && std::chrono::steady_clock::now() < give_up) {
         ::poll(nullptr, 0, 100);
         locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+        // A live run's pid now: the ended one was the last holder's, read
+        // in the instant between a new run's lock and its pid's write (or
+        // that run started once the workers left). Waiting the whole
+        // timeout for it, then naming workers, told the wrong story.
+        if (const std::string now_pid = HolderPid(fd);
+            !locked && now_pid != pid && now_pid != "?" && !HolderHasEnded(now_pid)) {
+          ::close(fd);
+          return HeldByAnotherRun(now_pid, dir);
+        }
       }
     }
     if (!locked) {

@@ -123,6 +123,33 @@ TEST_F(WorkDirTest, WorkersOfAKilledRunHoldTheDirectoryUntilTheyExit) {
   EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << wstatus;
 }
 
+// A run that reads the lock file in the instant between another run's
+// lock and that run's pid (the file still names the last, ended holder)
+// took the live run for orphaned workers: it waited its whole timeout,
+// then named workers that do not exist. It reads the pid again as it
+// waits, and a live run's is the other run's.
+TEST_F(WorkDirTest, AnEndedPidReplacedByALiveRunsIsAnotherRun) {
+  StatusOr<WorkDirLock> live_run = WorkDirLock::Acquire(dir_.string());
+  ASSERT_TRUE(live_run.ok()) << live_run.status().ToString();
+  StatusOr<pid_t> ended = SpawnProcess("/bin/true", {}, {}, (dir_ / "true.log").string());
+  ASSERT_TRUE(ended.ok());
+  ASSERT_EQ(::waitpid(*ended, nullptr, 0), *ended);
+  std::ofstream(dir_ / "lock", std::ios::trunc) << *ended;  // not yet its own pid
+
+  OrphanedWorkersWait wait;
+  wait.timeout = std::chrono::seconds(20);
+  wait.on_wait = [&](const std::string&) {
+    std::ofstream(dir_ / "lock", std::ios::trunc) << ::getpid();  // the live run writes its pid
+  };
+  StatusOr<WorkDirLock> second = WorkDirLock::Acquire(dir_.string(), wait);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("another `pacer run` (pid " +
+                                           std::to_string(::getpid()) + ") is using"),
+            std::string::npos)
+      << second.status().message();
+}
+
 TEST_F(WorkDirTest, ResumesFromTheNewestStepEveryRankHas) {
   EXPECT_FALSE(Resumable().has_value());
   Save(0, 2, 40);
