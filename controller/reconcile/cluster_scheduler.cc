@@ -177,20 +177,21 @@ std::optional<ScheduledJob> ClusterScheduler::JobFromObject(const nlohmann::json
   // every pass, and the schedule refused others for it. The reconciler
   // keeps the projection from before the outage; the schedule takes the
   // same view: the steps that projection leaves, at the measured pace
-  // (never more than the status says are left). Past that projection with
-  // its workers still running, nothing says how far it is: what the status
-  // says is left, an upper bound. Counted as one step, the others were
-  // admitted onto GPUs it still held, and their reservations slid a pass
-  // later at every pass, past their deadlines.
+  // (never more than the status says are left). Past that projection,
+  // what the status says is left, an upper bound (Pass caps a deadline
+  // job's at what its GPUs train by its deadline).
   job.progress_unseen = metrics_unavailable;
   if (metrics_unavailable && state.measured_step_seconds && *state.measured_step_seconds > 0) {
     if (const std::optional<int64_t> projected =
-            ProjectedCompletionOf(status != nullptr ? *status : empty);
-        projected && *projected > now_unix_seconds) {
-      const double steps = std::ceil(static_cast<double>(*projected - now_unix_seconds) /
-                                     *state.measured_step_seconds);
-      if (steps < static_cast<double>(job.remaining_steps)) {
-        job.remaining_steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
+            ProjectedCompletionOf(status != nullptr ? *status : empty)) {
+      if (*projected > now_unix_seconds) {
+        const double steps = std::ceil(static_cast<double>(*projected - now_unix_seconds) /
+                                       *state.measured_step_seconds);
+        if (steps < static_cast<double>(job.remaining_steps)) {
+          job.remaining_steps = std::max<int64_t>(1, static_cast<int64_t>(steps));
+        }
+      } else {
+        job.past_held_projection = true;
       }
     }
   }
@@ -497,6 +498,21 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
       s.id = job->key;
       s.arrival_seconds = static_cast<double>(job->arrival_unix_seconds);
       s.remaining_iterations = static_cast<double>(job->remaining_steps);
+      if (job->past_held_projection && job->deadline_unix_seconds && held > 0) {
+        // Unseen past its projection (ScheduledJob::past_held_projection):
+        // it holds what it holds until its deadline, on time (the policy's
+        // need is the work over 1 - headroom, sched/min_share.h), so no one
+        // is planned onto those GPUs sooner and it is not taken for late.
+        const double seconds = static_cast<double>(*job->deadline_unix_seconds) -
+                               options_.deadline_guard_seconds - now;
+        const double until_deadline =
+            std::floor(curve->IterationsPerSecond(held) * seconds *
+                       (1.0 - std::clamp(options_.plan_headroom_fraction, 0.0, 0.5))) -
+            1;
+        if (until_deadline >= 1 && until_deadline < s.remaining_iterations) {
+          s.remaining_iterations = until_deadline;
+        }
+      }
       if (job->deadline_unix_seconds) {
         s.deadline_seconds = static_cast<double>(*job->deadline_unix_seconds);
       }

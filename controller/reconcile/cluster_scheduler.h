@@ -135,6 +135,12 @@ struct ScheduledJob {
   // progress nobody has seen relaunched for nothing, or for a slowdown
   // nobody measured. Others' deadlines may still shrink it.
   bool progress_unseen = false;
+  // Unseen and past the projection the reconciler holds, its workers still
+  // running: how far it is, nothing says. A deadline job is taken to hold
+  // its GPUs until its deadline (Pass): counted as one step left, others
+  // were admitted onto GPUs it still held, and their reservations slid a
+  // pass later at every pass, past their deadlines.
+  bool past_held_projection = false;
   std::optional<int64_t> deadline_unix_seconds;
   // status.plan while it has workers: its type and its admission. What it
   // holds now, Pass reads from its pods (ClusterInventory::trainjob_gpus).

@@ -456,6 +456,49 @@ TEST(ClusterSchedulerTest, AJobWhoseProgressIsNotSeenIsNotGrown) {
   EXPECT_EQ(blind->at("team/blind").gpus, 8) << "not grown on progress nobody has seen";
 }
 
+// A deadline job whose metrics are out and whose held projection has
+// passed, its workers still running, on every GPU of the pool; a job with
+// an earlier deadline arrives. Counted as one step left, the blind job
+// "ended" within a pass at every pass: the arrival was admitted onto GPUs
+// it still held. It is taken to hold them until its deadline, on time:
+// the arrival is rejected, and the blind job keeps its GPUs.
+TEST(ClusterSchedulerTest, AJobUnseenPastItsProjectionHoldsItsGpusUntilItsDeadline) {
+  ClusterInventory inventory = H100Pool(1, 0);
+  Hold(inventory, "team/blind", 8);
+  ClusterScheduler probe({});
+  ScheduledJob blind = Read(SmallJob("blind", 40e9, std::nullopt));
+  const double blind_at_8 = SecondsAt(probe, blind, inventory, 8, blind.remaining_steps);
+  blind.deadline_unix_seconds = kNow + static_cast<int64_t>(blind_at_8 / 2);  // behind, by status
+  blind.current_gpus = 8;
+  blind.current_gpu_type = "H100-SXM";
+  blind.admitted = true;
+  blind.progress_unseen = true;
+  blind.past_held_projection = true;
+  ScheduledJob arrival = Read(SmallJob("arrival", 4e9, std::nullopt));
+  const double arrival_at_8 = SecondsAt(probe, arrival, inventory, 8, arrival.remaining_steps);
+  arrival.deadline_unix_seconds = kNow + static_cast<int64_t>(arrival_at_8 * 2 + 600);
+  ASSERT_LT(*arrival.deadline_unix_seconds, *blind.deadline_unix_seconds);
+
+  ClusterScheduler scheduler({});
+  StatusOr<std::map<std::string, Allocation>> pass =
+      scheduler.Pass({blind, arrival}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_TRUE(pass->at("team/blind").admitted);
+  EXPECT_EQ(pass->at("team/blind").gpus, 8);
+  EXPECT_FALSE(pass->at("team/arrival").admitted)
+      << "admitted onto GPUs the blind job may hold until its deadline";
+
+  // The one-step view it had: the arrival was admitted behind it.
+  ScheduledJob one_step = blind;
+  one_step.past_held_projection = false;
+  one_step.remaining_steps = 1;
+  ClusterScheduler old_view({});
+  StatusOr<std::map<std::string, Allocation>> before =
+      old_view.Pass({one_step, arrival}, inventory, kNow);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_TRUE(before->at("team/arrival").admitted);
+}
+
 // A curve is kept until what it was planned on changes, the pool's links
 // included: a network corrected by a node annotation keeps the pool's name,
 // and the cached curve kept the old speed until the controller restarted.
@@ -979,10 +1022,12 @@ TEST(ClusterSchedulerTest, JobFromObjectReadsProgressHoldingsAndAdmissionFromSta
   outage["status"]["projectedCompletionTime"] = planner::FormatRfc3339(kNow - 60);
   EXPECT_EQ(Read(outage).remaining_steps, job->remaining_steps)
       << "past its projection: what the status says is left, an upper bound";
+  EXPECT_TRUE(Read(outage).past_held_projection);
   nlohmann::json projected_only = object;  // metrics fine: progress counts
   projected_only["status"]["projectedCompletionTime"] = planner::FormatRfc3339(kNow + 600);
   EXPECT_EQ(Read(projected_only).remaining_steps, job->remaining_steps);
   EXPECT_FALSE(Read(projected_only).progress_unseen);
+  EXPECT_FALSE(Read(projected_only).past_held_projection);
 
   nlohmann::json done = object;
   done["status"]["phase"] = "Succeeded";
