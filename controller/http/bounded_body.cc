@@ -28,9 +28,10 @@ void AnswerLimit::StopReadingPast(web::http::http_request& request) const {
   // response's buffer, for a Content-Length body before the next 64 KiB
   // block. A throw there fails the request and ends the read.
   request.set_progress_handler(
-      [max_bytes = max_bytes_, passed = passed_](web::http::message_direction::direction direction,
-                                                 utility::size64_t so_far_bytes) {
-        if (direction != web::http::message_direction::download || so_far_bytes <= max_bytes) {
+      [max_bytes = max_bytes_, passed = passed_, armed = armed_](
+          web::http::message_direction::direction direction, utility::size64_t so_far_bytes) {
+        if (direction != web::http::message_direction::download || so_far_bytes <= max_bytes ||
+            !armed->load()) {
           return;
         }
         passed->store(true);

@@ -38,16 +38,23 @@ namespace pacer::controller {
 // when cpprestsdk was stopped for passing the limit.
 class AnswerLimit {
  public:
-  explicit AnswerLimit(std::size_t max_bytes)
-      : max_bytes_(max_bytes), passed_(std::make_shared<std::atomic<bool>>(false)) {}
+  // Not `armed`: StopReadingPast stops nothing until Arm() (a watch, whose
+  // answer has no end when it is 200 and is bounded as an error's).
+  explicit AnswerLimit(std::size_t max_bytes, bool armed = true)
+      : max_bytes_(max_bytes),
+        passed_(std::make_shared<std::atomic<bool>>(false)),
+        armed_(std::make_shared<std::atomic<bool>>(armed)) {}
 
   // Makes cpprestsdk stop reading `request`'s answer (and fail it) once more
   // than max_bytes of its body arrived, before it buffers more: what the
   // controller holds is then at most max_bytes, one read (64 KiB, or one
   // chunk of a chunked answer: cpprestsdk reads a chunk whole) and the
-  // socket's buffer. Call before the request is sent; not for a watch, whose
-  // answer has no end.
+  // socket's buffer. Call before the request is sent; for a watch, whose
+  // answer has no end, with a limit not armed, armed once its status is not
+  // 200 (it counts from the body's first byte, so what was read before is
+  // counted too).
   void StopReadingPast(web::http::http_request& request) const;
+  void Arm() const { armed_->store(true); }
 
   std::size_t max_bytes() const { return max_bytes_; }
   // Whether cpprestsdk was stopped: the answer was over max_bytes.
@@ -56,6 +63,7 @@ class AnswerLimit {
  private:
   std::size_t max_bytes_;
   std::shared_ptr<std::atomic<bool>> passed_;
+  std::shared_ptr<std::atomic<bool>> armed_;
 };
 
 // The body of `response`, at most `limit.max_bytes()`: refused before reading when

@@ -521,17 +521,22 @@ Status KubeClient::Watch(const ResourceRef& resource, const std::string& ns,
     http::client::http_client client(
         web::uri(impl_->config.server),
         impl_->MakeClientConfig(std::chrono::duration_cast<std::chrono::milliseconds>(timeout)));
-    pplx::task<http::http_response> answer = client.request(
-        impl_->NewRequest(http::methods::GET, path + query.str(), nullptr, ""), cts.get_token());
+    // Armed only for an error: a 200's stream has no end. Read without it,
+    // an error's body (a proxy's page, a broken server's endless answer)
+    // was buffered by cpprestsdk whole, however long, behind the limited
+    // read.
+    const AnswerLimit error_limit(impl_->options.max_response_bytes, /*armed=*/false);
+    http::http_request request =
+        impl_->NewRequest(http::methods::GET, path + query.str(), nullptr, "");
+    error_limit.StopReadingPast(request);
+    pplx::task<http::http_response> answer = client.request(request, cts.get_token());
     if (!WaitUnlessCancelled(answer, &cancel, cts)) return Status::Ok();
     http::http_response response = answer.get();
     if (response.status_code() != 200) {
+      error_limit.Arm();
       // The caller watches again; by then it sends the rotated token.
       if (response.status_code() == 401) impl_->tokens->RefreshAfterUnauthorized();
-      // Read, not stopped: the request's limit would count the whole watch.
-      ASSIGN_OR_RETURN(
-          std::string text,
-          impl_->ReadBody(response, "WATCH", path, AnswerLimit(impl_->options.max_response_bytes)));
+      ASSIGN_OR_RETURN(std::string text, impl_->ReadBody(response, "WATCH", path, error_limit));
       return StatusFromHttp("WATCH", path, response.status_code(), text,
                             RetryAfterHeader(response));
     }

@@ -9,8 +9,12 @@
 #include <cpprest/http_client.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "bulk_http_server.h"
+#include "kube/kube_client.h"
 #include "promql/prometheus_client.h"
+#include "tls_certs.h"
 
 namespace pacer::controller {
 namespace {
@@ -94,6 +98,38 @@ TEST(BoundedBodyTest, APrometheusAnswerOverTheLimitIsRefusedWhileItIsRead) {
         << answer.status().message();
   }
   EXPECT_LT(server.WaitForBodyBytesSent(), 4 * PrometheusClient::kMaxResponseBytes);
+}
+
+// A watch answered with an error and an endless body (a proxy's error page,
+// a broken API server): the limit counted only what the reader took, and
+// cpprestsdk read the rest behind it, whole. A watch's request cannot carry
+// the limit from the start (a 200's stream has no end): it is armed when the
+// status is an error, and stops cpprestsdk from there.
+TEST(BoundedBodyTest, AWatchAnsweredWithAnEndlessErrorIsRefusedWhileItIsRead) {
+  StatusOr<testing::TlsMaterial> tls = testing::GenerateTlsMaterial("");
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  BulkHttpServer::Options options;
+  options.status_code = 500;
+  options.tls_cert_pem = tls->cert_pem;
+  options.tls_key_pem = tls->key_pem;
+  BulkHttpServer server(256 * kMiB, BulkHttpServer::Framing::kChunked, options);
+  {
+    KubeConfig config;
+    config.server = server.url();
+    config.ca_pem = tls->ca_pem;
+    config.bearer_token = "token";
+    KubeClientOptions client_options;
+    client_options.max_response_bytes = kMiB;
+    StatusOr<std::unique_ptr<KubeClient>> client = KubeClient::Create(config, client_options);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    const std::atomic<bool> cancel{false};
+    const Status watched = (*client)->Watch(
+        kTrainJobs, "default", WatchOptions{}, [](const WatchEvent&) {}, cancel);
+    EXPECT_EQ(watched.code(), StatusCode::kResourceExhausted) << watched.ToString();
+    EXPECT_NE(watched.message().find("the answer is over 1048576 bytes"), std::string::npos)
+        << watched.message();
+  }
+  EXPECT_LT(server.WaitForBodyBytesSent(), 64 * kMiB);
 }
 
 // A redirect is not followed: cpprestsdk's redirected request drops the

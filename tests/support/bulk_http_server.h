@@ -1,8 +1,10 @@
-// BulkHttpServer: an HTTP/1.1 server on 127.0.0.1 that answers each request
-// with a body of `body_bytes` bytes ('x'), chunked (no Content-Length) or
-// with a Content-Length, and counts how much of it the client took before
-// hanging up. Tests of clients that must not read an answer whole (the
-// controller's bounded bodies) assert on that count.
+// BulkHttpServer: an HTTP/1.1 server on 127.0.0.1 that answers its first
+// request with a body of `body_bytes` bytes ('x'), chunked (no
+// Content-Length) or with a Content-Length, and counts how much of it the
+// client took before hanging up. Tests of clients that must not read an
+// answer whole (the controller's bounded bodies) assert on that count. Over
+// TLS too (the Kubernetes client speaks nothing else), and with an error
+// status (an answer the client reads outside its usual path).
 //
 // Units: bytes. Thread-safety: serves on a thread of its own; the methods
 // may be called from any thread.
@@ -21,14 +23,26 @@ class BulkHttpServer {
  public:
   enum class Framing { kChunked, kContentLength };
 
+  struct Options {
+    std::string redirect_to;  // non-empty: a 307 to that URL (its body as above)
+    int status_code = 200;    // when not a redirect
+    // Both set: HTTPS with this certificate and key (PEM).
+    std::string tls_cert_pem;
+    std::string tls_key_pem;
+  };
+
   // With `redirect_to`, the answer is a 307 to that URL (its body as above).
   BulkHttpServer(std::size_t body_bytes, Framing framing, std::string redirect_to = "");
+  BulkHttpServer(std::size_t body_bytes, Framing framing, Options options);
   ~BulkHttpServer();  // closes the listener and joins
   BulkHttpServer(const BulkHttpServer&) = delete;
   BulkHttpServer& operator=(const BulkHttpServer&) = delete;
 
   int port() const { return port_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const {
+    return (options_.tls_cert_pem.empty() ? "http://" : "https://") + std::string("127.0.0.1:") +
+           std::to_string(port_);
+  }
 
   // Blocks until the first connection has ended (the client hung up, or it
   // read the whole body and closed); the body bytes the kernel accepted for
@@ -42,7 +56,7 @@ class BulkHttpServer {
 
   const std::size_t body_bytes_;
   const Framing framing_;
-  const std::string redirect_to_;
+  const Options options_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::mutex mu_;
