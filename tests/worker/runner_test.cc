@@ -325,6 +325,17 @@ class TempDir {
   std::string path_;
 };
 
+// One rank of `total_steps` that checkpoints into `dir` every
+// `interval_steps` steps.
+WorkerConfig CheckpointingRank(const std::string& dir, int64_t total_steps,
+                               int64_t interval_steps) {
+  WorkerConfig c = TinyWorld(1, 0, RankZeroPort(), 60);
+  c.total_steps = total_steps;
+  c.checkpoint_dir = dir;
+  c.checkpoint_interval_steps = interval_steps;
+  return c;
+}
+
 // `pacer-worker run --checkpoint-dir /etc/passwd` (or /dev/null, or a file
 // the volume mount left) exited 4, a collective failure, which the
 // controller counts against the node: a misconfigured volume got healthy
@@ -337,10 +348,7 @@ TEST(RunnerCheckpointDirectoryTest, ADirectoryThatIsAFileIsAnInvalidConfig) {
   const std::string file = temp.path() + "/ckpt";
   std::ofstream(file) << "not a directory";
   for (const std::string& dir : {file, std::string("/dev/null")}) {
-    WorkerConfig c = TinyWorld(1, 0, RankZeroPort(), 60);
-    c.total_steps = 3;
-    c.checkpoint_dir = dir;
-    c.checkpoint_interval_steps = 1;
+    const WorkerConfig c = CheckpointingRank(dir, 3, 1);
     const RankRun run = RunOneRank(c, Scripted([](ScriptedBackend&) {}));
     EXPECT_EQ(run.code, kExitInvalidConfig) << ExitCodeName(run.code) << "\n" << run.log;
     EXPECT_NE(run.log.find("rank=0 event=failed during=resume exit=invalid-config"),
@@ -379,10 +387,7 @@ TEST(RunnerCheckpointDirectoryTest, ASaveIntoADirectoryThatIsAFileIsAnInvalidCon
   const TempDir temp;
   ASSERT_FALSE(temp.path().empty());
   const std::string dir = temp.path() + "/ckpt";
-  WorkerConfig c = TinyWorld(1, 0, RankZeroPort(), 60);
-  c.total_steps = 3;
-  c.checkpoint_dir = dir;
-  c.checkpoint_interval_steps = 1;
+  const WorkerConfig c = CheckpointingRank(dir, 3, 1);
   const RankRun run = RunOneRank(c, DirectoryBecomesAFileAtStep(dir, 0));
   EXPECT_EQ(run.code, kExitInvalidConfig) << ExitCodeName(run.code) << "\n" << run.log;
   EXPECT_NE(run.log.find("rank=0 event=failed during=checkpoint exit=invalid-config"),
@@ -399,10 +404,7 @@ TEST(RunnerCheckpointDirectoryTest, ASaveThatFailsAfterOneWorkedIsACheckpointFai
   const TempDir temp;
   ASSERT_FALSE(temp.path().empty());
   const std::string dir = temp.path() + "/ckpt";
-  WorkerConfig c = TinyWorld(1, 0, RankZeroPort(), 60);
-  c.total_steps = 4;
-  c.checkpoint_dir = dir;
-  c.checkpoint_interval_steps = 1;
+  const WorkerConfig c = CheckpointingRank(dir, 4, 1);
   const RankRun run =
       RunOneRank(c, DirectoryBecomesAFileAtStep(dir, 1));  // after the save at step 1
   EXPECT_EQ(run.code, kExitCheckpointFailure) << ExitCodeName(run.code) << "\n" << run.log;
@@ -424,10 +426,7 @@ TEST(RunnerCheckpointDirectoryTest, AFailedFinalCheckpointFailsOnlyARunThatKeeps
     const TempDir temp;
     ASSERT_FALSE(temp.path().empty());
     const std::string dir = temp.path() + "/ckpt";
-    WorkerConfig c = TinyWorld(1, 0, RankZeroPort(), 60);
-    c.total_steps = 4;
-    c.checkpoint_dir = dir;
-    c.checkpoint_interval_steps = 2;
+    const WorkerConfig c = CheckpointingRank(dir, 4, 2);
     RunOptions options;
     options.checkpoint_buffers = buffers;
     // The last step, after the save at step 2.
