@@ -66,11 +66,13 @@ std::string JoinNames(std::initializer_list<std::string_view> names) {
 }
 
 // Records what the event parser saw of one document: whether it had any
-// content, or only an empty (null) root and where.
+// content, or only an empty (null) root and where; where its last scalar
+// starts.
 class DocumentProbe : public YAML::EventHandler {
  public:
   bool has_content = false;
   std::optional<YAML::Mark> null_mark;
+  std::optional<YAML::Mark> last_scalar;
 
   void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
@@ -78,9 +80,10 @@ class DocumentProbe : public YAML::EventHandler {
     if (!null_mark) null_mark = mark;
   }
   void OnAlias(const YAML::Mark&, YAML::anchor_t) override { has_content = true; }
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
                 const std::string&) override {
     has_content = true;
+    last_scalar = mark;
   }
   void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
                        YAML::EmitterStyle::value) override {
@@ -120,6 +123,28 @@ bool OnlyMarkersAndComments(const std::string& text, int pos) {
     i = end + 1;
   }
   return true;
+}
+
+// yaml-cpp accepts a quoted string left open at the end of the file when a
+// line break follows it: the string takes in every line after the quote
+// (`image: "trainer:1.0` swallowed the `parallelism:` block after it, which
+// then planned without it). Without the trailing line break yaml-cpp refuses
+// it ("illegal EOF in scalar"), so parse the document again with its trailing
+// blanks cut off; an open string can only be the last scalar (it runs to the
+// end).
+bool QuoteOpenAtTheEnd(const std::string& document) {
+  std::size_t end = document.size();
+  while (end > 0 && (document[end - 1] == '\n' || document[end - 1] == '\r' ||
+                     document[end - 1] == ' ' || document[end - 1] == '\t')) {
+    --end;
+  }
+  if (end == document.size()) return false;
+  try {
+    (void)YAML::Load(document.substr(0, end));
+    return false;
+  } catch (const YAML::Exception& e) {
+    return e.msg == YAML::ErrorMsg::EOF_IN_SCALAR;
+  }
 }
 
 }  // namespace
@@ -417,6 +442,7 @@ StatusOr<YAML::Node> Load(const std::string& document, std::string_view what) {
     return InvalidArgumentError(std::string(what) + ": malformed YAML" + where + ": " + message);
   };
   YAML::Node root;
+  DocumentProbe first;
   DocumentProbe after_first;
   try {
     root = YAML::Load(document);
@@ -425,7 +451,6 @@ StatusOr<YAML::Node> Load(const std::string& document, std::string_view what) {
     // the event parser, one document at a time and at most once.
     std::istringstream in(document);
     YAML::Parser parser(in);
-    DocumentProbe first;
     if (parser.HandleNextDocument(first)) parser.HandleNextDocument(after_first);
   } catch (const YAML::DeepRecursion& e) {
     // yaml-cpp says only "bad file" here.
@@ -443,6 +468,11 @@ StatusOr<YAML::Node> Load(const std::string& document, std::string_view what) {
   }
   if (after_first.null_mark && !OnlyMarkersAndComments(document, after_first.null_mark->pos)) {
     return malformed(*after_first.null_mark, "unexpected content after the document");
+  }
+  if (QuoteOpenAtTheEnd(document)) {
+    return malformed(first.last_scalar.value_or(YAML::Mark::null_mark()),
+                     "a quoted string starts here and is never closed: it runs to the end of the "
+                     "file and takes in every line after it; close the quote");
   }
   if (!root.IsDefined() || root.IsNull()) {
     return InvalidArgumentError(std::string(what) + ": the document is empty");

@@ -680,6 +680,29 @@ TEST(JobParserTest, FuzzRegressions) {
             "after the document");
 }
 
+// yaml-cpp reads a quote left open before the file's last line break as a
+// string running to the end: `name: "tiny` took in the spec below it, and
+// the job planned with the rest of the file as its name (or, with an image
+// left open, without the settings after it).
+TEST(JobParserTest, AQuoteLeftOpenIsRefusedWhereItStarts) {
+  for (const std::string& ending : {std::string(""), std::string("\n\n  \n")}) {
+    const std::string doc = Minimal("  name: tiny", "  name: \"tiny") + ending;
+    EXPECT_EQ(TrainJobErrorOf(doc),
+              "TrainJob: malformed YAML at line 4, column 9: a quoted string starts here and is "
+              "never closed: it runs to the end of the file and takes in every line after it; "
+              "close the quote")
+        << "ending " << testing::PrintToString(ending);
+  }
+  const std::string single = std::string(kMinimalYaml) + "  maxDuration: '72h\n";
+  EXPECT_THAT(TrainJobErrorOf(single), HasSubstr("at line 14, column 16: a quoted string starts"));
+  // A string that spans lines and is closed is read as a string (this name
+  // is then refused for its space, not for a quote).
+  const std::string spanning =
+      TrainJobErrorOf(Minimal("  name: tiny", "  name: \"ti\n    ny\"") + "\n\n");
+  EXPECT_THAT(spanning, HasSubstr("metadata.name"));
+  EXPECT_THAT(spanning, Not(HasSubstr("quoted string")));
+}
+
 TEST(JobParserTest, MalformedYamlReportsLineAndColumn) {
   const std::string doc = Minimal("    globalBatchSize: 256\n", "    globalBatchSize: [256\n");
   EXPECT_THAT(TrainJobErrorOf(doc), HasSubstr("line "));
