@@ -84,6 +84,17 @@ double StageParameters(const internal::PoolContext& ctx, const Layout& l) {
          tables * TableParametersPerRank(m, l.tensor_parallel);
 }
 
+// The mean work lost to a failure at a uniformly random instant of a run of
+// `run_seconds` checkpointed every `interval_seconds`: the time since the
+// last checkpoint. Whole intervals lose half an interval on average, the
+// last partial one half of itself.
+double MeanWorkLostSeconds(double run_seconds, double interval_seconds) {
+  if (!(run_seconds > 0) || !(interval_seconds > 0)) return 0;
+  const double whole = std::floor(run_seconds / interval_seconds);
+  const double rest = run_seconds - whole * interval_seconds;
+  return (whole * interval_seconds * interval_seconds + rest * rest) / (2.0 * run_seconds);
+}
+
 }  // namespace
 
 double GemmSizeFactor(double flops_per_gemm) {
@@ -554,11 +565,15 @@ void EvaluateInto(const PoolContext& ctx, const Layout& l, Evaluation* out) {
   tot.checkpoint_overhead_seconds =
       std::ceil(tot.training_seconds / tot.checkpoint_interval_seconds) *
       tot.checkpoint_write_seconds;
-  // Each failure loses half an interval of work on average, plus a restart.
+  // Each failure loses the work since the last checkpoint, plus a restart.
+  // With failures uniform over the run: half an interval on average, but no
+  // more than the run has done; an interval longer than the run (a user's
+  // 365d) loses half the run, not half a year.
   const double exposed = tot.training_seconds + tot.checkpoint_overhead_seconds;
   const double failures = exposed / tot.job_mtbf_seconds;
   tot.failure_rework_seconds =
-      failures * (tot.checkpoint_interval_seconds / 2.0 + c.restart_seconds);
+      failures *
+      (MeanWorkLostSeconds(exposed, tot.checkpoint_interval_seconds) + c.restart_seconds);
   tot.total_seconds = tot.startup_seconds + tot.training_seconds + tot.checkpoint_overhead_seconds +
                       tot.failure_rework_seconds;
 

@@ -627,5 +627,51 @@ TEST(TotalTimeTest, YoungDalyIntervalAndOverheads) {
   EXPECT_GT(writes, t.training_seconds / t.checkpoint_interval_seconds);
 }
 
+// A checkpoint interval longer than the run (spec.checkpoint.interval up to
+// 36500d): a failure loses what the run has done since it began, half the
+// run on average, not half the interval. Half of a 365-day interval made a
+// 27-hour job take 13 days and called others infeasible.
+TEST(TotalTimeTest, AFailureLosesNoMoreWorkThanTheRunHasDone) {
+  JobSpec job = SeedJob();
+  job.model = Llama2_7B();
+  job.data.tokens = 1e10;
+  job.data.samples.reset();
+  job.training.global_batch_size = 512;
+  const GpuType* gpu = GpuCatalog::BuiltIn().Find("H100-SXM");
+  NodePool pool = OneNode("H100-SXM", 8);
+  Layout l;
+  l.nodes = 1;
+  l.gpus_per_node = 8;
+  l.data_parallel = 8;
+  l.zero_stage = 1;
+  l.micro_batch_size = 2;
+  l.gradient_accumulation_steps = 32;
+  const auto rework_with_interval = [&](double interval_seconds) {
+    job.checkpoint.interval_seconds = interval_seconds;
+    return Evaluate(job, l, pool, *gpu, nullptr).total;
+  };
+  const TotalTimeBreakdown year = rework_with_interval(365.0 * 86400);
+  const double exposed = year.training_seconds + year.checkpoint_overhead_seconds;
+  ASSERT_LT(exposed, 30 * 86400.0);
+  const double failures = exposed / year.job_mtbf_seconds;
+  EXPECT_NEAR(year.failure_rework_seconds,
+              failures * (exposed / 2 + ModelConstants{}.restart_seconds), 1e-6);
+  // Any interval from the run's length up loses the same.
+  EXPECT_NEAR(rework_with_interval(exposed).failure_rework_seconds, year.failure_rework_seconds,
+              1e-6);
+  // An interval that divides the run loses half of it, as before.
+  const TotalTimeBreakdown quarter = rework_with_interval(year.training_seconds / 4);
+  const double quarter_exposed = quarter.training_seconds + quarter.checkpoint_overhead_seconds;
+  const double quarter_failures = quarter_exposed / quarter.job_mtbf_seconds;
+  EXPECT_LT(quarter.failure_rework_seconds,
+            quarter_failures *
+                    (quarter.checkpoint_interval_seconds / 2 + ModelConstants{}.restart_seconds) +
+                1e-6);
+  EXPECT_GT(quarter.failure_rework_seconds,
+            quarter_failures *
+                (quarter.checkpoint_interval_seconds / 2.2 + ModelConstants{}.restart_seconds));
+  EXPECT_LT(quarter.failure_rework_seconds, year.failure_rework_seconds);
+}
+
 }  // namespace
 }  // namespace pacer::planner
