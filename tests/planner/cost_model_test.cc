@@ -590,23 +590,35 @@ TEST(StepModelTest, CalibrationRatioScalesTheStep) {
   EXPECT_LT(Evaluate(job, l, OneNode("H100-SXM", 1), *gpu, &fast_gemm).step.step_seconds, base);
 }
 
-TEST(TotalTimeTest, YoungDalyIntervalAndOverheads) {
+// Llama-2 7B at global batch 512 on `tokens`, for the run-length tests.
+JobSpec Llama7bRun(double tokens) {
   JobSpec job = SeedJob();
   job.model = Llama2_7B();
-  job.data.tokens = 1e11;
+  job.data.tokens = tokens;
   job.data.samples.reset();
   job.training.global_batch_size = 512;
+  return job;
+}
+
+// Data parallel only, ZeRO-1, micro-batch 2 on nodes x 8 H100s.
+Layout DataParallelOnH100Nodes(int nodes, int accumulation_steps) {
+  Layout l;
+  l.nodes = nodes;
+  l.gpus_per_node = 8;
+  l.data_parallel = nodes * 8;
+  l.zero_stage = 1;
+  l.micro_batch_size = 2;
+  l.gradient_accumulation_steps = accumulation_steps;
+  return l;
+}
+
+TEST(TotalTimeTest, YoungDalyIntervalAndOverheads) {
+  const JobSpec job = Llama7bRun(1e11);
   const GpuType* gpu = GpuCatalog::BuiltIn().Find("H100-SXM");
   NodePool pool = OneNode("H100-SXM", 8);
   pool.nodes = 8;
   pool.free_gpus = 64;
-  Layout l;
-  l.nodes = 8;
-  l.gpus_per_node = 8;
-  l.data_parallel = 64;
-  l.zero_stage = 1;
-  l.micro_batch_size = 2;
-  l.gradient_accumulation_steps = 4;
+  const Layout l = DataParallelOnH100Nodes(8, 4);
   const Evaluation e = Evaluate(job, l, pool, *gpu, nullptr);
   const TotalTimeBreakdown& t = e.total;
   EXPECT_NEAR(t.job_mtbf_seconds, ModelConstants{}.gpu_mtbf_seconds / 64, 1e-6);
@@ -632,20 +644,10 @@ TEST(TotalTimeTest, YoungDalyIntervalAndOverheads) {
 // run on average, not half the interval. Half of a 365-day interval made a
 // 27-hour job take 13 days and called others infeasible.
 TEST(TotalTimeTest, AFailureLosesNoMoreWorkThanTheRunHasDone) {
-  JobSpec job = SeedJob();
-  job.model = Llama2_7B();
-  job.data.tokens = 1e10;
-  job.data.samples.reset();
-  job.training.global_batch_size = 512;
+  JobSpec job = Llama7bRun(1e10);
   const GpuType* gpu = GpuCatalog::BuiltIn().Find("H100-SXM");
-  NodePool pool = OneNode("H100-SXM", 8);
-  Layout l;
-  l.nodes = 1;
-  l.gpus_per_node = 8;
-  l.data_parallel = 8;
-  l.zero_stage = 1;
-  l.micro_batch_size = 2;
-  l.gradient_accumulation_steps = 32;
+  const NodePool pool = OneNode("H100-SXM", 8);
+  const Layout l = DataParallelOnH100Nodes(1, 32);
   const auto rework_with_interval = [&](double interval_seconds) {
     job.checkpoint.interval_seconds = interval_seconds;
     return Evaluate(job, l, pool, *gpu, nullptr).total;
