@@ -70,7 +70,12 @@ StatusOr<Calibration> ParseCalibrationDocument(const std::string& document) {
   }
   std::set<std::string> seen;
   for (const auto& [name, entry] : types.Entries()) {
-    if (name.empty()) return types.Error("GPU type names must be non-empty strings");
+    if (!text::IsPrintableName(name)) {
+      return types.Error(
+          "GPU type names must be non-empty, without control characters or leading or trailing "
+          "spaces, got " +
+          text::QuoteForMessage(name));
+    }
     if (!seen.insert(text::Lowercase(name)).second) {
       return entry.Error("given more than once (GPU type names ignore case)");
     }
@@ -98,8 +103,9 @@ StatusOr<Calibration> ParseCalibration(const std::string& document) {
 Status CheckCalibrationGpuTypes(const Calibration& calibration, const GpuCatalog& catalog) {
   for (const auto& [name, entry] : calibration.by_gpu_type) {
     if (catalog.Find(name) == nullptr) {
-      return InvalidArgumentError("calibration: gpuTypes." + name + ": unknown GPU type \"" + name +
-                                  "\"; known types: " + catalog.NamesForMessage() +
+      return InvalidArgumentError("calibration: gpuTypes." + name + ": unknown GPU type " +
+                                  text::QuoteForMessage(name) +
+                                  "; known types: " + catalog.NamesForMessage() +
                                   " (a calibration applies only to the GPU type it names)");
     }
   }

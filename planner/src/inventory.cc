@@ -46,7 +46,7 @@ Status ApplyGpuType(const Field& f, std::set<std::string>* earlier_names, GpuCat
                   "memoryGB", "hbmGBps", "nvlinkGBps", "pricePerGPUHour"}));
   const Field name_field = f.Get("name");
   if (!name_field.present()) return name_field.Error("required");
-  ASSIGN_OR_RETURN(const std::string name, name_field.NonEmptyString());
+  ASSIGN_OR_RETURN(const std::string name, name_field.Name());
   if (!earlier_names->insert(text::Lowercase(name)).second) {
     return name_field.ErrorGot("defined more than once under gpuTypes");
   }
@@ -111,14 +111,15 @@ StatusOr<NodePool> ParsePool(const Field& f, const GpuCatalog& catalog) {
     if (!required.present()) return required.Error("required");
   }
   NodePool pool;
-  ASSIGN_OR_RETURN(pool.name, f.Get("name").NonEmptyString());
+  ASSIGN_OR_RETURN(pool.name, f.Get("name").Name());
 
   const Field type_field = f.Get("gpuType");
-  ASSIGN_OR_RETURN(const std::string type_name, type_field.NonEmptyString());
+  ASSIGN_OR_RETURN(const std::string type_name, type_field.Name());
   const GpuType* gpu = catalog.Find(type_name);
   if (gpu == nullptr) {
-    return type_field.Error("unknown GPU type \"" + type_name + "\"; known types: " +
-                            catalog.NamesForMessage() + "; add it under gpuTypes");
+    return type_field.Error("unknown GPU type " + text::QuoteForMessage(type_name) +
+                            "; known types: " + catalog.NamesForMessage() +
+                            "; add it under gpuTypes");
   }
   pool.gpu_type = gpu->name;
   pool.nvlink_gbps = gpu->nvlink_gbps;

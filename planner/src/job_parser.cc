@@ -358,7 +358,7 @@ Status ParseResources(const Field& f, ResourcesSpec* r) {
     // define new ones); the parser only checks the shape.
     std::set<std::string> seen;
     for (const Field& e : types.Elements()) {
-      ASSIGN_OR_RETURN(std::string name, e.NonEmptyString(kMaxGpuTypeChars));
+      ASSIGN_OR_RETURN(std::string name, e.Name(kMaxGpuTypeChars));
       if (seen.insert(text::Lowercase(name)).second) r->gpu_types.push_back(std::move(name));
     }
   }

@@ -10,6 +10,7 @@
 #include "pacer/planner/search.h"
 #include "pacer/planner/units.h"
 #include "search_internal.h"
+#include "text.h"
 
 namespace pacer::planner {
 
@@ -250,8 +251,9 @@ Status ValidateForPlanning(const JobSpec& job, const Inventory& inventory, int64
   for (size_t i = 0; i < job.resources.gpu_types.size(); ++i) {
     if (inventory.catalog.Find(job.resources.gpu_types[i]) == nullptr) {
       return InvalidArgumentError("spec.resources.gpuTypes[" + std::to_string(i) +
-                                  "]: unknown GPU type \"" + job.resources.gpu_types[i] +
-                                  "\"; known types: " + inventory.catalog.NamesForMessage());
+                                  "]: unknown GPU type " +
+                                  text::QuoteForMessage(job.resources.gpu_types[i]) +
+                                  "; known types: " + inventory.catalog.NamesForMessage());
     }
   }
   const ModelSpec& m = job.model;

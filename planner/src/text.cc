@@ -26,6 +26,14 @@ std::string QuoteForMessage(std::string_view text) {
   return out;
 }
 
+bool IsPrintableName(std::string_view name) {
+  if (name.empty() || name.front() == ' ' || name.back() == ' ') return false;
+  for (const char c : name) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i) {

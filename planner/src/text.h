@@ -15,6 +15,12 @@ namespace pacer::planner::text {
 std::string QuoteForMessage(std::string_view text);
 inline constexpr std::size_t kMaxQuotedChars = 64;
 
+// Whether `name` can stand in a table row and a one-line message as it is:
+// not empty, no control characters (a line feed or an escape sequence
+// written as a YAML/JSON escape split the plan's lines and reached the
+// terminal), no leading or trailing spaces (" " printed as no name).
+bool IsPrintableName(std::string_view name);
+
 // Case-insensitive equality for names (GPU types, enum values), and the key
 // to use for sets of such names.
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);

@@ -347,6 +347,15 @@ StatusOr<std::string> Field::NonEmptyString(std::size_t max_chars) const {
   return node_.Scalar();
 }
 
+StatusOr<std::string> Field::Name(std::size_t max_chars) const {
+  if (!is_scalar() || !text::IsPrintableName(node_.Scalar())) {
+    return ErrorGot(
+        "must be a name: not empty, without control characters or leading or trailing spaces");
+  }
+  RETURN_IF_ERROR(CheckLength(*this, node_.Scalar(), max_chars));
+  return node_.Scalar();
+}
+
 StatusOr<bool> Field::Bool() const {
   if (is_scalar()) {
     const std::string& text = node_.Scalar();

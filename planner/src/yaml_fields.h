@@ -68,6 +68,9 @@ class Field {
   // each stray byte one), or an error saying so.
   StatusOr<std::string> String(std::size_t max_chars = SIZE_MAX) const;
   StatusOr<std::string> NonEmptyString(std::size_t max_chars = SIZE_MAX) const;
+  // A name printed in plans and messages (a pool, a GPU type): a non-empty
+  // string without control characters or leading or trailing spaces.
+  StatusOr<std::string> Name(std::size_t max_chars = SIZE_MAX) const;
   StatusOr<bool> Bool() const;
   StatusOr<int64_t> Integer(int64_t min, int64_t max) const;
   StatusOr<int> Int(int min, int max) const;

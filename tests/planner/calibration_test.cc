@@ -95,6 +95,9 @@ TEST(CalibrationTest, Errors) {
               HasSubstr("given more than once"));
   EXPECT_THAT(CalibrationErrorOf(R"({"gpuTypes": {)"), HasSubstr("malformed YAML"));
   EXPECT_EQ(CalibrationErrorOf(""), "calibration: the document is empty");
+  EXPECT_EQ(CalibrationErrorOf(R"({"gpuTypes": {"H100\n\u001b[2J": {}}})"),
+            "gpuTypes: GPU type names must be non-empty, without control characters or leading "
+            "or trailing spaces, got \"H100\\x0a\\x1b[2J\"");
 }
 
 // A calibration applies only to the type it names: a misspelt one would be

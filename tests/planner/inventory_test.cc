@@ -204,6 +204,32 @@ TEST(InventoryTest, ErrorsNameThePath) {
   EXPECT_EQ(InventoryErrorOf(""), "inventory: the document is empty");
 }
 
+// A name is printed in the plan's table and in one-line messages: a line
+// feed or an escape sequence written as a JSON escape split the plan's
+// lines and reached the terminal; " " printed as no name at all.
+TEST(InventoryTest, NamesThatWouldBreakAPlansLinesAreRefused) {
+  const std::string rule =
+      "must be a name: not empty, without control characters or leading or trailing spaces, got ";
+  EXPECT_EQ(InventoryErrorOf(R"({"nodePools": [{"name": "a\nb\u001b[31m", "gpuType": "H100-SXM",
+      "nodes": 2, "gpusPerNode": 8, "networkGbpsPerNode": 3200}]})"),
+            "nodePools[0].name: " + rule + "\"a\\x0ab\\x1b[31m\"");
+  EXPECT_EQ(InventoryErrorOf(R"({"nodePools": [{"name": " ", "gpuType": "H100-SXM",
+      "nodes": 2, "gpusPerNode": 8, "networkGbpsPerNode": 3200}]})"),
+            "nodePools[0].name: " + rule + "\" \"");
+  EXPECT_EQ(InventoryErrorOf(R"({"gpuTypes": [{"name": "Z\u001b[2J", "bf16TFLOPS": 100,
+      "memoryGB": 80, "hbmGBps": 1000}], "nodePools": [{"name": "a", "gpuType": "H100-SXM",
+      "nodes": 2, "gpusPerNode": 8, "networkGbpsPerNode": 3200}]})"),
+            "gpuTypes[0].name: " + rule + "\"Z\\x1b[2J\"");
+  EXPECT_EQ(InventoryErrorOf(R"({"nodePools": [{"name": "a", "gpuType": "H100-SXM\t",
+      "nodes": 2, "gpusPerNode": 8, "networkGbpsPerNode": 3200}]})"),
+            "nodePools[0].gpuType: " + rule + "\"H100-SXM\\x09\"");
+  // Spaces inside a name are fine.
+  StatusOr<Inventory> spaced = ParseInventory(R"({"nodePools": [{"name": "rack 1",
+      "gpuType": "H100-SXM", "nodes": 2, "gpusPerNode": 8, "networkGbpsPerNode": 3200}]})");
+  ASSERT_TRUE(spaced.ok()) << spaced.status().ToString();
+  EXPECT_EQ(spaced->node_pools[0].name, "rack 1");
+}
+
 // Absurdly small hardware figures made the cost model's times infinite (a
 // step at 1e-300 TFLOP/s takes "forever", completion times past any year):
 // each has a floor, and 0 stays "none" where it means that.

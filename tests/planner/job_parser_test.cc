@@ -642,6 +642,14 @@ TEST(JobParserTest, GpuTypesAreDeduplicatedAndBounded) {
             "spec.resources.gpuTypes: must have at most 100 entries, got 101");
 }
 
+// A GPU type name is quoted back in one-line errors and plans.
+TEST(JobParserTest, GpuTypeNamesHoldNoControlCharacters) {
+  EXPECT_EQ(TrainJobErrorOf(std::string(kMinimalYaml) +
+                            "  resources:\n    gpuTypes: [\"H100\\e[2J\\nX\"]\n"),
+            "spec.resources.gpuTypes[0]: must be a name: not empty, without control characters or "
+            "leading or trailing spaces, got \"H100\\x1b[2J\\x0aX\"");
+}
+
 TEST(JobParserTest, DocumentLevelErrors) {
   EXPECT_EQ(TrainJobErrorOf(""), "TrainJob: the document is empty");
   EXPECT_EQ(TrainJobErrorOf("# only a comment\n"), "TrainJob: the document is empty");
