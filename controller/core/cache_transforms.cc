@@ -39,8 +39,10 @@ void KeepInEach(Json& object, const char* array_key, std::initializer_list<const
 Json TrimMetadata(Json& object) {
   if (!object.contains("metadata") || !object["metadata"].is_object()) return Json::object();
   Json& source = object["metadata"];
+  // creationTimestamp: since when an unscheduled worker pod has waited
+  // (ClusterInventory::unscheduled_trainjob_since, the gang-scheduling bound).
   Json metadata = Keep(source, {"name", "namespace", "uid", "resourceVersion", "generation",
-                                "labels", "deletionTimestamp"});
+                                "labels", "deletionTimestamp", "creationTimestamp"});
   // Owners' uids only: a pod of an earlier TrainJob of the same name (deleted
   // and re-created while its pods terminate) is told apart by them.
   if (source.contains("ownerReferences") && source["ownerReferences"].is_array()) {
@@ -70,7 +72,11 @@ Json Section(Json& object, const char* key, std::initializer_list<const char*> k
 void TrimPodForCache(Json& pod) {
   if (!pod.is_object()) return;
   Json trimmed = {{"metadata", TrimMetadata(pod)}};
-  Json spec = Section(pod, "spec", {"nodeName", "containers", "initContainers"});
+  // The node affinity says which GPU type an unscheduled worker pod waits
+  // for (PodGpuClaimOf); without it every waiting pod competed with every
+  // type, and with no creationTimestamp it never aged out of the fifo gate.
+  Json spec = Section(pod, "spec", {"nodeName", "containers", "initContainers", "affinity"});
+  if (spec.contains("affinity")) spec["affinity"] = Keep(spec["affinity"], {"nodeAffinity"});
   KeepInEach(spec, "containers", {"name", "resources"});
   KeepInEach(spec, "initContainers", {"name", "resources", "restartPolicy"});
   trimmed["spec"] = std::move(spec);

@@ -33,6 +33,15 @@ std::string Inventory(const Json& nodes, const Json& pods) {
         << " price=" << p.price_per_gpu_hour << "\n";
   }
   for (const std::string& w : built->warnings) out << w << "\n";
+  // Unscheduled workers: by the GPU type their affinity asks for, and since
+  // when they wait (the fifo launch gate reads both).
+  for (const auto& [job, by_type] : built->unscheduled_trainjob_gpus) {
+    for (const auto& [type, gpus] : by_type)
+      out << "unscheduled " << job << " " << type << "=" << gpus << "\n";
+  }
+  for (const auto& [job, since] : built->unscheduled_trainjob_since) {
+    out << "waiting since " << job << " " << since << "\n";
+  }
   return out.str();
 }
 
