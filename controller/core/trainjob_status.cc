@@ -6,6 +6,7 @@
 
 #include "cli/format.h"
 #include "cli/plan_output.h"
+#include "core/utf8_prefix.h"
 #include "pacer/planner/units.h"
 
 namespace pacer::controller {
@@ -96,7 +97,7 @@ StatusJson ConditionsJson(const std::vector<Condition>& conditions) {
     if (c.observed_generation) json["observedGeneration"] = *c.observed_generation;
     json["lastTransitionTime"] = c.last_transition_time;
     json["reason"] = c.reason;
-    json["message"] = c.message;
+    json["message"] = Utf8Prefix(c.message, kMaxConditionMessageBytes);
     list.push_back(std::move(json));
   }
   return list;

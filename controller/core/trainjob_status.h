@@ -43,6 +43,11 @@ inline constexpr const char* kConditionFailed = "Failed";
 // writes it, the cluster scheduler reads it (progress is stale meanwhile).
 inline constexpr const char* kReasonMetricsUnavailable = "MetricsUnavailable";
 
+// The CRD's maxLength for a condition's message: a longer one (a webhook's
+// denial or a Prometheus error quoted whole) made the API server refuse
+// every status write of the job. ConditionsJson cuts messages to it.
+inline constexpr std::size_t kMaxConditionMessageBytes = 32768;
+
 inline constexpr const char* kConditionTrue = "True";
 inline constexpr const char* kConditionFalse = "False";
 inline constexpr const char* kConditionUnknown = "Unknown";

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "core/json_fields.h"
+#include "core/utf8_prefix.h"
 #include "kube/kube_time.h"
 #include "observe/log.h"
 
@@ -18,14 +19,6 @@ using nlohmann::json;
 constexpr size_t kMaxReasonBytes = 128;
 constexpr size_t kMaxInstanceBytes = 128;
 constexpr auto kShutdownFlush = std::chrono::seconds(2);
-
-// At most `limit` bytes, not cutting a UTF-8 sequence in two.
-std::string Truncate(const std::string& text, size_t limit) {
-  if (text.size() <= limit) return text;
-  size_t end = limit;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  return text.substr(0, end);
-}
 
 std::string HostName() {
   char name[256] = {};
@@ -56,8 +49,8 @@ EventRecorder::EventRecorder(KubeClient* client, EventRecorderOptions options)
     : client_(client),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? *options_.clock : SystemClock::Default()),
-      instance_(
-          Truncate(options_.instance.empty() ? HostName() : options_.instance, kMaxInstanceBytes)) {
+      instance_(Utf8Prefix(options_.instance.empty() ? HostName() : options_.instance,
+                           kMaxInstanceBytes)) {
   thread_ = std::thread(&EventRecorder::Loop, this);
 }
 
@@ -78,8 +71,8 @@ void EventRecorder::Record(const json& object, EventType type, const std::string
   Pending pending;
   pending.involved = InvolvedObject(object);
   pending.type = type == EventType::kWarning ? "Warning" : "Normal";
-  pending.reason = Truncate(reason, kMaxReasonBytes);
-  pending.message = Truncate(message, kMaxMessageBytes);
+  pending.reason = Utf8Prefix(reason, kMaxReasonBytes);
+  pending.message = Utf8Prefix(message, kMaxMessageBytes);
   pending.at = clock_.WallNow();
   {
     std::lock_guard<std::mutex> lock(mu_);

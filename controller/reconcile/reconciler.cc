@@ -1411,6 +1411,16 @@ bool Reconciler::WorkersJustEnded(const JobRef& job) {
          (*group)->expected_workers;
 }
 
+Status Reconciler::StatusWriteFailure(const Pass& pass, const Status& written) {
+  if (written.code() != StatusCode::kInvalidArgument) return written;
+  const std::string message =
+      "the API server refused the TrainJob's status: " + written.message() +
+      "; retrying with backoff (the message names the field refused; a CRD of another release "
+      "than the controller's validates differently: kubectl apply -f manifests/crd/)";
+  deps_.store->RecordEvent(pass.object, "Warning", "StatusWriteRefused", message);
+  return FailedPreconditionError(message);
+}
+
 ReconcileResult Reconciler::Finish(Pass& pass, std::optional<Millis> requeue_after) {
   if (pass.measured_step_seconds && !pass.measured_on_shrunk_model)
     pass.state.measured_step_seconds = pass.measured_step_seconds;
@@ -1487,7 +1497,7 @@ ReconcileResult Reconciler::Finish(Pass& pass, std::optional<Millis> requeue_aft
     std::lock_guard<std::mutex> lock(mu_);
     views_[pass.key] = std::move(view);
   }
-  if (!written.ok()) return {written, std::nullopt};
+  if (!written.ok()) return {StatusWriteFailure(pass, written), std::nullopt};
   return {Status::Ok(), requeue_after};
 }
 

@@ -230,6 +230,13 @@ class Reconciler {
   // transition).
   void MarkRunningLate(Pass& pass, const std::string& message);
   ReconcileResult Finish(Pass& pass, std::optional<std::chrono::milliseconds> requeue_after);
+  // What a failed status write returns. The API server refusing the status
+  // (400, 413, 422: InvalidArgument) is not the spec's fault, but
+  // InvalidArgument is terminal to the work queue: the job left the queue
+  // and lost its re-plan requeue and launch retries. A refusal becomes a
+  // retry with backoff and a StatusWriteRefused event; other failures
+  // (conflict, unavailable) are returned as they are.
+  Status StatusWriteFailure(const Pass& pass, const Status& written);
 
   ReconcilerDeps deps_;
   ReconcilerOptions options_;

@@ -88,6 +88,31 @@ TEST(ConditionTest, JsonRoundTrip) {
   EXPECT_TRUE(ParseConditions(nlohmann::json()).empty());
 }
 
+// A condition quoting server text whole (a webhook's denial, a Prometheus
+// error) past the CRD's maxLength made the API server refuse every status
+// write of the job: the message is cut to it, never inside a UTF-8 sequence.
+TEST(ConditionTest, AMessageIsCutToTheCrdsMaxLength) {
+  std::vector<Condition> conditions;
+  const std::string denial = "denied: " + std::string(kMaxConditionMessageBytes, 'x');
+  SetCondition(&conditions, Make(kConditionDegraded, kConditionTrue, "LaunchRefused", denial),
+               kNowUnixSeconds);
+  // Two-byte characters from an odd offset: the cut falls inside one.
+  const std::string accents = "x" + [] {
+    std::string s;
+    for (std::size_t i = 0; i < kMaxConditionMessageBytes; ++i) s += "\xc3\xa9";
+    return s;
+  }();
+  SetCondition(&conditions, Make(kConditionRunning, kConditionFalse, "Pending", accents),
+               kNowUnixSeconds);
+  const StatusJson json = ConditionsJson(conditions);
+  const std::string cut = json[0]["message"].get<std::string>();
+  EXPECT_EQ(cut.size(), kMaxConditionMessageBytes);
+  EXPECT_TRUE(cut == denial.substr(0, kMaxConditionMessageBytes)) << "not the message's start";
+  const std::string cut_accents = json[1]["message"].get<std::string>();
+  EXPECT_EQ(cut_accents.size(), kMaxConditionMessageBytes - 1);
+  EXPECT_NO_THROW((void)nlohmann::json(cut_accents).dump()) << "not UTF-8";
+}
+
 planner::Evaluation SamplePlan() {
   planner::Evaluation e;
   e.layout.pool = "h100-sxm-8gpu";

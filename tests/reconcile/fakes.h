@@ -23,7 +23,8 @@ class FakeJobStore : public JobStore {
   std::map<std::string, nlohmann::json> jobs;
   std::vector<RecordedEvent> events;
   int status_writes = 0;
-  int fail_next_status_writes = 0;  // answered Aborted (a conflict)
+  int fail_next_status_writes = 0;                     // answered with fail_status_code
+  StatusCode fail_status_code = StatusCode::kAborted;  // a conflict; InvalidArgument: a 422
 
   void Put(const nlohmann::json& job) {
     const auto& m = job["metadata"];
@@ -37,7 +38,9 @@ class FakeJobStore : public JobStore {
   Status WriteStatus(const nlohmann::json& job, const nlohmann::json& status) override {
     if (fail_next_status_writes > 0) {
       --fail_next_status_writes;
-      return Status(StatusCode::kAborted, "conflict");
+      return Status(fail_status_code, fail_status_code == StatusCode::kAborted
+                                          ? "conflict"
+                                          : "TrainJob.pacer.dev \"llama\" is invalid");
     }
     ++status_writes;
     jobs[Key(job)]["status"] = status;

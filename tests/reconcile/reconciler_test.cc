@@ -288,6 +288,35 @@ TEST_F(ReconcilerTest, SlowerThanPredictedReplansToMoreGpusWithTheSameGlobalBatc
   EXPECT_EQ(Status()["replans"], 1);
 }
 
+// The API server refusing a status write (422: a field the CRD of another
+// release validates differently) answered InvalidArgument, which the work
+// queue takes as terminal: the job left the queue, and with it its re-plan
+// requeue. The refusal is retried with backoff and named in an event; a
+// conflict is retried as before, without one.
+TEST_F(ReconcilerTest, AStatusWriteTheServerRefusesIsRetriedWithAnEvent) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  store_.fail_next_status_writes = 1;
+  store_.fail_status_code = StatusCode::kInvalidArgument;
+  const ReconcileResult refused = Pass();
+  ASSERT_FALSE(refused.status.ok());
+  EXPECT_NE(refused.status.code(), StatusCode::kInvalidArgument) << refused.status.ToString();
+  EXPECT_EQ(store_.CountEvents("StatusWriteRefused"), 1);
+  EXPECT_THAT(
+      store_.LastEventMessage("StatusWriteRefused"),
+      ::testing::HasSubstr("TrainJob.pacer.dev \"llama\" is invalid; retrying with backoff"));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(Status()["phase"], "Running");
+
+  clock_.Advance(std::chrono::minutes(1));
+  metrics_.measurements[kKey] =
+      Measurement{launcher_.launches.at(0).plan.step.step_seconds, 10, 1.0};
+  store_.fail_next_status_writes = 1;
+  store_.fail_status_code = StatusCode::kAborted;
+  EXPECT_EQ(Pass().status.code(), StatusCode::kAborted);
+  EXPECT_EQ(store_.CountEvents("StatusWriteRefused"), 1);
+}
+
 // The status write after a re-plan's graceful stop can fail (a conflict):
 // the next pass then saw stopping pods, a Running status and no Replanning
 // condition, and reported the controller's own stop as a node drain. And
