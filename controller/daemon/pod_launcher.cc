@@ -166,8 +166,25 @@ Status CheckExistingService(KubeClient& client, const JobRef& job, const std::st
 
 }  // namespace
 
-PodLauncher::PodLauncher(KubeClient* client, const Informer* pods, PodTemplateOptions options)
-    : client_(client), pods_(pods), options_(std::move(options)) {}
+PodLauncher::PodLauncher(KubeClient* client, const Informer* pods, PodTemplateOptions options,
+                         const Clock* clock)
+    : client_(client),
+      pods_(pods),
+      options_(std::move(options)),
+      clock_(clock != nullptr ? clock : &SystemClock::Default()) {}
+
+void PodLauncher::SweepExpiredLocked() {
+  const Clock::SteadyTime now = clock_->Now();
+  if (now - last_sweep_ <= kExpectationTimeout) return;
+  last_sweep_ = now;
+  std::erase_if(expectations_,
+                [&](const auto& entry) { return now - entry.second.since > kExpectationTimeout; });
+}
+
+std::size_t PodLauncher::TrackedJobs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return expectations_.size();
+}
 
 Status PodLauncher::Launch(const LaunchSpec& spec) {
   const std::string& ns = spec.job.namespace_name;
@@ -246,6 +263,7 @@ Status PodLauncher::Launch(const LaunchSpec& spec) {
     return failure;
   }
   std::lock_guard<std::mutex> lock(mu_);
+  SweepExpiredLocked();
   Expectations& e = expectations_[spec.job.key()];
   e.attempt = spec.attempt;
   e.nodes = spec.plan.layout.nodes;
@@ -259,7 +277,7 @@ Status PodLauncher::Launch(const LaunchSpec& spec) {
   }
   e.deleted.clear();
   e.stopping.clear();
-  e.since = std::chrono::steady_clock::now();
+  e.since = clock_->Now();
   return Status::Ok();
 }
 
@@ -279,7 +297,7 @@ StatusOr<std::optional<WorkerGroup>> PodLauncher::Observe(const JobRef& job) {
   Expectations* e = nullptr;
   if (auto it = expectations_.find(job.key()); it != expectations_.end()) {
     e = &it->second;
-    if (std::chrono::steady_clock::now() - e->since > kExpectationTimeout) {
+    if (clock_->Now() - e->since > kExpectationTimeout) {
       expectations_.erase(it);
       e = nullptr;
     }
@@ -395,23 +413,23 @@ Status PodLauncher::Stop(const JobRef& job, StopMode mode) {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
+  SweepExpiredLocked();
   Expectations& e = expectations_[job.key()];
-  if (e.since == std::chrono::steady_clock::time_point())
-    e.since = std::chrono::steady_clock::now();
+  if (e.since == Clock::SteadyTime()) e.since = clock_->Now();
   if (mode == StopMode::kGraceful && !stopped.empty()) {
     // Until the cache shows their deletionTimestamp, these pods are
     // stopping too: a stop that failed half-way still took effect, and the
     // reconciler must not take it for one that did not (or, later, for a
     // drain).
     e.stopping.insert(stopped.begin(), stopped.end());
-    e.since = std::chrono::steady_clock::now();
+    e.since = clock_->Now();
   }
   if (!result.ok()) return result;
   if (mode == StopMode::kRemove) {
     // In a real cluster a deleted pod lingers while its container stops;
     // only then is it gone. Until the cache shows that, hide it.
     e.deleted.insert(names.begin(), names.end());
-    e.since = std::chrono::steady_clock::now();
+    e.since = clock_->Now();
   }
   return Status::Ok();
 }

@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 
+#include "core/clock.h"
 #include "daemon/worker_pods.h"
 #include "kube/informer.h"
 #include "kube/kube_client.h"
@@ -29,8 +30,10 @@ namespace pacer::controller {
 
 class PodLauncher final : public Launcher {
  public:
-  // `pods` is an informer on pods indexed by kJobLabel; both must outlive this.
-  PodLauncher(KubeClient* client, const Informer* pods, PodTemplateOptions options);
+  // `pods` is an informer on pods indexed by kJobLabel; both must outlive
+  // this, as must `clock` (expectations' age; nullptr: the system clock).
+  PodLauncher(KubeClient* client, const Informer* pods, PodTemplateOptions options,
+              const Clock* clock = nullptr);
 
   Status Launch(const LaunchSpec& spec) override;
   StatusOr<std::optional<WorkerGroup>> Observe(const JobRef& job) override;
@@ -38,6 +41,8 @@ class PodLauncher final : public Launcher {
   // The job's pods still in the cache that are being deleted (Terminating)
   // or that this launcher deleted and the cache still shows.
   int TerminatingWorkers(const JobRef& job) override;
+  // Jobs with expectations held (for tests).
+  std::size_t TrackedJobs();
 
  private:
   struct Expectations {
@@ -53,13 +58,21 @@ class PodLauncher final : public Launcher {
     // does not show deleting yet: the group is stopping already, also when
     // the stop failed half-way.
     std::set<std::string> stopping;
-    std::chrono::steady_clock::time_point since;
+    Clock::SteadyTime since;
   };
+
+  // Drops every expectation past kExpectationTimeout, at most once per
+  // timeout (mu_ held). Observe drops its own job's, but a deleted job is
+  // never observed again: its Stop(kRemove) entry stayed for the life of
+  // the process, one per TrainJob name ever deleted.
+  void SweepExpiredLocked();
 
   KubeClient* client_;
   const Informer* pods_;
   PodTemplateOptions options_;
+  const Clock* clock_;
   std::mutex mu_;
+  Clock::SteadyTime last_sweep_{};
   std::map<std::string, Expectations> expectations_;  // by job key
 };
 

@@ -143,6 +143,23 @@ TEST_F(PodLauncherTest, AGracefulStopThatFailedHalfWayIsStoppingBeforeTheCacheSh
   EXPECT_EQ(launcher.TerminatingWorkers(spec.job), 1);
 }
 
+// A deleted TrainJob's Stop(kRemove) left an expectation that nothing
+// observed again: one per TrainJob name ever deleted, for the life of the
+// process. Expired ones are swept when a launch or stop adds another.
+TEST_F(PodLauncherTest, ADeletedJobsExpectationsDoNotOutliveTheirTimeout) {
+  Informer pods(client_.get(), kPods, "", InformerOptions{});
+  FakeClock clock;
+  PodLauncher launcher(client_.get(), &pods, PodTemplateOptions{}, &clock);
+  for (int i = 0; i < 5; ++i) {
+    const JobRef deleted{"default", "gone-" + std::to_string(i), "", std::nullopt, std::nullopt};
+    ASSERT_TRUE(launcher.Stop(deleted, StopMode::kRemove).ok());
+  }
+  EXPECT_EQ(launcher.TrackedJobs(), 5u) << "within the timeout they stay (the cache may lag)";
+  clock.Advance(std::chrono::minutes(3));
+  ASSERT_TRUE(launcher.Launch(Launch("uid-now")).ok());
+  EXPECT_EQ(launcher.TrackedJobs(), 1u) << "only the launch's own";
+}
+
 // Observe says what the workers were launched with: from the launch's
 // expectations before the cache shows the pods, then from their annotations
 // (a restarted controller has only those).
