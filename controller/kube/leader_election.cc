@@ -122,10 +122,19 @@ LeaderElector::Attempt LeaderElector::TryAcquireOrRenew() {
   spec["leaseDurationSeconds"] = CeilSeconds(options_.lease_duration);
   spec["renewTime"] = now;
   lease["spec"] = std::move(spec);
-  // Conditional on the resourceVersion we read: a 409 means another candidate wrote first.
+  // Conditional on the resourceVersion we read: a 409 means the Lease changed
+  // since, not who holds it (another candidate wrote first, or the leader's
+  // own earlier renewal landed late, or someone edited it). As client-go
+  // does, it is a failed try: the next one reads the Lease again, and a
+  // leader steps down when that shows another holder or its renew deadline
+  // passes. (Taken for another holder, one conflict ended a leader's term.)
   StatusOr<json> updated = Api()->Update(kLeases, ns, lease);
   if (updated.ok()) return Attempt::kAcquired;
-  if (updated.status().code() == StatusCode::kAborted) return Attempt::kHeldByOther;
+  if (updated.status().code() == StatusCode::kAborted) {
+    Log(LogLevel::kInfo, "leader election: the Lease changed since it was read; reading it again",
+        {{"kind", "Lease"}, {"object", ns + "/" + options_.lease_name}});
+    return Attempt::kFailed;
+  }
   Log(LogLevel::kWarning, "leader election: cannot write the Lease",
       {{"kind", "Lease"}, {"object", ns + "/" + options_.lease_name}, {"error", updated.status()}});
   return Attempt::kFailed;
