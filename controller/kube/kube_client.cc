@@ -208,6 +208,15 @@ struct KubeClient::Impl {
     return request;
   }
 
+  // The bearer token `request` carries ("" for none).
+  static std::string SentToken(const http::http_request& request) {
+    static const std::string kPrefix = "Bearer ";
+    const auto& headers = request.headers();
+    auto it = headers.find("Authorization");
+    if (it == headers.end() || it->second.rfind(kPrefix, 0) != 0) return "";
+    return it->second.substr(kPrefix.size());
+  }
+
   // An exception of cpprestsdk as a Status. The text never holds the token:
   // cpprestsdk's messages name only the failing step.
   Status FromException(const std::string& verb, const std::string& path,
@@ -258,11 +267,13 @@ struct KubeClient::Impl {
     pplx::cancellation_token_source cts;
     try {
       AnswerLimit limit(options.max_response_bytes);
-      http::http_response response = Await(client->request(
-          NewLimitedRequest(method, path + query, body, content_type, limit), cts.get_token()));
+      http::http_request request =
+          NewLimitedRequest(method, path + query, body, content_type, limit);
+      const std::string sent = SentToken(request);
+      http::http_response response = Await(client->request(request, cts.get_token()));
       // A 401 after the token file changed (a bound token rotated): retry
       // once with the new token.
-      if (response.status_code() == 401 && tokens->RefreshAfterUnauthorized()) {
+      if (response.status_code() == 401 && tokens->RefreshAfterUnauthorized(sent)) {
         (void)ReadBody(response, verb, path, limit);       // frees the connection for the retry
         limit = AnswerLimit(options.max_response_bytes);   // and the first may have passed it
         response = Await(client->request(
@@ -535,7 +546,9 @@ Status KubeClient::Watch(const ResourceRef& resource, const std::string& ns,
     if (response.status_code() != 200) {
       error_limit.Arm();
       // The caller watches again; by then it sends the rotated token.
-      if (response.status_code() == 401) impl_->tokens->RefreshAfterUnauthorized();
+      if (response.status_code() == 401) {
+        (void)impl_->tokens->RefreshAfterUnauthorized(Impl::SentToken(request));
+      }
       ASSIGN_OR_RETURN(std::string text, impl_->ReadBody(response, "WATCH", path, error_limit));
       return StatusFromHttp("WATCH", path, response.status_code(), text,
                             RetryAfterHeader(response));

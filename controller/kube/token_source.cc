@@ -56,10 +56,11 @@ std::string BearerTokenSource::Token() {
   return token_;
 }
 
-bool BearerTokenSource::RefreshAfterUnauthorized() {
+bool BearerTokenSource::RefreshAfterUnauthorized(std::string_view sent) {
   std::lock_guard<std::mutex> lock(mu_);
   if (token_file_.empty()) return false;
-  return ReloadLocked();
+  (void)ReloadLocked();
+  return token_ != sent;
 }
 
 }  // namespace pacer::controller

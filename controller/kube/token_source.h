@@ -20,6 +20,7 @@
 #include <chrono>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "kube/kube_config.h"
 
@@ -33,9 +34,11 @@ class BearerTokenSource {
 
   // The token to send now (re-read first when the cached copy is stale).
   std::string Token();
-  // After a 401: re-reads the file now. True when the token changed (the
-  // request is worth retrying once).
-  bool RefreshAfterUnauthorized();
+  // After a 401 to a request that carried `sent`: re-reads the file now.
+  // True when the token to send now is not `sent` (the request is worth
+  // retrying once), also when another request's Token() read the rotated
+  // file between this request's sending and its 401.
+  bool RefreshAfterUnauthorized(std::string_view sent);
 
  private:
   // Requires mu_. Reads the file; true when the token changed.

@@ -167,11 +167,26 @@ TEST(KubeConfigTest, ARotatedTokenThatCannotGoInAHeaderIsNotUsed) {
   BearerTokenSource source("good-token", "/token", std::chrono::milliseconds(0),
                            [text](const std::string&) -> StatusOr<std::string> { return *text; });
   *text = "next-token\r\nX-Injected: 1\n";
-  EXPECT_FALSE(source.RefreshAfterUnauthorized());
+  EXPECT_FALSE(source.RefreshAfterUnauthorized("good-token"));
   EXPECT_EQ(source.Token(), "good-token");
   *text = "next-token\n";
-  EXPECT_TRUE(source.RefreshAfterUnauthorized());
+  EXPECT_TRUE(source.RefreshAfterUnauthorized("good-token"));
   EXPECT_EQ(source.Token(), "next-token");
+}
+
+// A request sent with the old token gets its 401 after another request's
+// Token() already read the rotated file: the file then matches the cached
+// token, but the request is still worth its one retry (it failed
+// Unauthenticated, as did every request in flight at the rotation).
+TEST(KubeConfigTest, A401ToTheOldTokenIsRetriedAfterAnotherRequestReadTheNewOne) {
+  auto text = std::make_shared<std::string>("old-token\n");
+  BearerTokenSource source("old-token", "/token", std::chrono::milliseconds(0),
+                           [text](const std::string&) -> StatusOr<std::string> { return *text; });
+  const std::string sent = source.Token();
+  *text = "new-token\n";
+  EXPECT_EQ(source.Token(), "new-token") << "another request, after the rotation";
+  EXPECT_TRUE(source.RefreshAfterUnauthorized(sent));
+  EXPECT_FALSE(source.RefreshAfterUnauthorized("new-token")) << "the new token itself refused";
 }
 
 // A token file ends as editors and tools leave it ("\r\n", a space): the
