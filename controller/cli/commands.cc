@@ -209,11 +209,11 @@ int RunSweepCommand(const SweepFlags& flags, std::ostream& out, std::ostream& er
       deadline_seconds =
           static_cast<double>(*inputs->deadline_unix_seconds - inputs->now_unix_seconds);
     }
-    Status written =
-        WriteOutputFile(flags.svg_path,
-                        SweepChartSvg(inputs->job.name, points, deadline_seconds,
-                                      {inputs->deadline_unix_seconds, inputs->job.objective}),
-                        "--svg");
+    Status written = WriteOutputFile(
+        flags.svg_path,
+        SweepChartSvg(inputs->job.name, points, deadline_seconds,
+                      {inputs->deadline_unix_seconds, inputs->job.objective}),
+        "--svg", {flags.inputs.job_path, flags.inputs.cluster_path, flags.inputs.calibration_path});
     if (!written.ok()) return Fail(written, err);
   }
 

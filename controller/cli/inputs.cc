@@ -61,11 +61,20 @@ Status TooManyPoints() {
 
 }  // namespace
 
-Status WriteOutputFile(const std::string& path, const std::string& text, const std::string& what) {
+Status WriteOutputFile(const std::string& path, const std::string& text, const std::string& what,
+                       const std::vector<std::string>& inputs) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     return InvalidArgumentError(what + ": cannot write " + path +
                                 ": is a directory; give a file name");
+  }
+  for (const std::string& input : inputs) {
+    if (input.empty()) continue;
+    std::error_code same_ec;
+    if (std::filesystem::equivalent(path, input, same_ec)) {
+      return InvalidArgumentError(what + ": " + path + " is the input file " + input +
+                                  "; writing it would replace it; give another file name");
+    }
   }
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) {

@@ -53,8 +53,11 @@ StatusOr<std::string> ReadDocument(const std::string& path,
 
 // Writes `text` to `path` (replacing it). InvalidArgument naming `what`
 // (the flag), the path and the system's reason (a directory, no such
-// folder, permission denied, no space left) when it cannot.
-Status WriteOutputFile(const std::string& path, const std::string& text, const std::string& what);
+// folder, permission denied, no space left) when it cannot, and before
+// writing when `path` is one of the command's `inputs` (the same file by
+// any name: `--svg job.yaml` replaced the TrainJob with a chart).
+Status WriteOutputFile(const std::string& path, const std::string& text, const std::string& what,
+                       const std::vector<std::string>& inputs = {});
 
 // The offset of the first byte of `text` that is not part of well-formed
 // UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing above

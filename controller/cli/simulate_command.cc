@@ -161,7 +161,8 @@ int SimulateCommand::Run(std::ostream& out, std::ostream& err) {
                               std::to_string(gpus_) + " " + gpu_type + " GPUs, policy " +
                               sched::PolicyName(runs.front().policy);
     Status written = WriteOutputFile(
-        svg_path_, SimulationChartSvg(title, charted_jobs, runs.front().result, gpus_), "--svg");
+        svg_path_, SimulationChartSvg(title, charted_jobs, runs.front().result, gpus_), "--svg",
+        {trace_path_, throughput_path_, max_gpus_path_});
     if (!written.ok()) return FailSimulation(written, err);
   }
   if (output_ == "json") {

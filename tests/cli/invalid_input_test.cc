@@ -350,6 +350,28 @@ TEST(InvalidInputTest, AnEmptyPathFlagExitsWithTwo) {
   }
 }
 
+// `--svg` naming an input (by any name) replaced it with the chart: the
+// TrainJob was lost and the next plan of it failed as malformed YAML.
+TEST(InvalidInputTest, AnSvgPathThatIsAnInputIsRefusedAndTheInputKept) {
+  testing::TempDir dir;
+  const std::string job = dir.File("job.yaml");
+  std::filesystem::copy_file(CliTestData("llama-7b.yaml"), job);
+  const std::string original = testing::ReadFile(job);
+  const std::string trace = dir.File("trace.csv");
+  std::filesystem::copy_file(testing::SourcePath("tests/testdata/elasticflow/cluster10.csv"),
+                             trace);
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"sweep", job, "--gpus", "8..64", "--now", kNow, "--svg", dir.File("./job.yaml")},
+           {"simulate", trace, "--gpus", "32", "--svg", trace}}) {
+    const CliRun run = RunPacer(args);
+    EXPECT_EQ(run.exit_code, kExitInvalidInput) << args[0] << ": " << run.out << run.err;
+    EXPECT_NE(run.err.find("is the input file"), std::string::npos) << run.err;
+  }
+  EXPECT_EQ(testing::ReadFile(job), original);
+  EXPECT_EQ(testing::ReadFile(trace).rfind("<svg", 0), std::string::npos)
+      << "the trace was replaced";
+}
+
 // A misspelt subcommand and an option before any subcommand both said "A
 // subcommand is required": the message names the word and the choices.
 TEST(InvalidInputTest, AnUnknownSubcommandOrOptionIsNamedWithTheSubcommands) {
