@@ -498,6 +498,20 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
         g_interrupts.store(0);
         continue;
       }
+      // A worker that ended with neither 6 (stopped at its checkpoint) nor 0
+      // did not write the stop's checkpoint (7: the volume full or read-only
+      // at that moment): the steps since the last one are lost. It was
+      // reported as a clean stop at the older checkpoint, without a word.
+      std::optional<WorkerState> failed_stop;
+      if (StatusOr<std::optional<WorkerGroup>> ended = launcher.Observe(ref);
+          ended.ok() && ended->has_value()) {
+        for (const WorkerState& w : (*ended)->workers) {
+          if (w.exit_code && *w.exit_code != 6 && *w.exit_code != 0) {
+            failed_stop = w;
+            break;
+          }
+        }
+      }
       (void)launcher.Stop(ref, StopMode::kRemove);
       std::optional<JobView> view = reconciler.View(key);
       progress.Finish();
@@ -505,6 +519,26 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
       // the step they are in): the step the next run resumes from, not the
       // last progress scraped before Ctrl-C.
       const std::optional<int64_t> stopped = ResumableCheckpointStep(checkpoints, parsed.name);
+      if (failed_stop) {
+        err << "error: the stop's checkpoint was not written: worker " << failed_stop->node_rank
+            << " exited with code " << *failed_stop->exit_code
+            << (*failed_stop->exit_code == 7 ? " (checkpoint failure: the volume is full, "
+                                               "read-only or failing)"
+                                             : "")
+            << ": " << failed_stop->message << "\n";
+        if (stopped) {
+          err << "the next run resumes from step " << *stopped
+              << " (the last checkpoint every rank wrote); the steps trained since are lost. "
+                 "Fix what the log names (free space in "
+              << checkpoints << ") before running the same command again\n";
+        } else {
+          err << "no checkpoint was written: the next run starts from step 0. Fix what the log "
+                 "names (free space in "
+              << checkpoints << ") before running the same command again\n";
+        }
+        forget_unused_start();
+        return 1;
+      }
       if (stopped) {
         out << "stopped at step " << *stopped << " with a checkpoint in " << checkpoints
             << "; run the same command again to resume\n";

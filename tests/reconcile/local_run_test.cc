@@ -750,6 +750,31 @@ TEST(LocalRunTest, SecondCtrlCForceQuits) {
   std::filesystem::remove_all(dir);
 }
 
+// A stop whose checkpoint the workers could not write (exit 7: the volume
+// full at that moment) lost the steps since the last checkpoint, and was
+// reported as a clean stop at that older one (exit 130). It is an error
+// that says what was lost and what to fix.
+TEST(LocalRunTest, AStopWhoseCheckpointFailedSaysWhatWasLost) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-stop-ckpt-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::string out;
+  Child c = RunWithWorker(dir, StopExitingWorker(dir, 7, /*checkpoint_step=*/40), &out);
+  ASSERT_TRUE(std::filesystem::exists(dir / "ready")) << out;
+  ::kill(c.pid, SIGINT);
+  EXPECT_EQ(Wait(c, &out), 1) << out;
+  EXPECT_NE(out.find("error: the stop's checkpoint was not written: worker 0 exited with code 7 "
+                     "(checkpoint failure"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("the next run resumes from step 40 (the last checkpoint every rank wrote); "
+                     "the steps trained since are lost"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("stopped at step"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
 // One Ctrl-C delivered twice (`timeout -s INT` signals its child and then
 // its process group; a wrapper forwards the terminal's Ctrl-C the terminal
 // also sent to the group) is one clean stop: taken for a second press, it
