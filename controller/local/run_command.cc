@@ -362,6 +362,27 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   // starts from step 0, as that run said it would, and its maxDuration from
   // now. Kept, the earlier start put the unchanged job "in the past" (exit 2).
   if (!resume_step) ForgetStart(work_dir);
+  // The checkpoints count steps of the batch and sequence length they were
+  // trained at: resumed with another, their steps meant other samples (the
+  // cluster refuses the same edit, StepUnitChanged).
+  const PersistedState::StepUnit step_unit{parsed.training.global_batch_size,
+                                           parsed.model.sequence_length};
+  if (resume_step) {
+    PersistedState recorded;
+    recorded.step_unit = ReadStepUnit(work_dir);
+    recorded.steps_completed = *resume_step;
+    if (std::optional<std::string> changed = StepUnitChange(recorded, parsed)) {
+      err << "error: " << options.job_path << ": " << StepUnitChangedMessage(*changed, *resume_step)
+          << " Set it back (the run resumes from its checkpoint), or give another --work-dir "
+             "(or remove "
+          << checkpoints << ") to train the new batch from step 0\n";
+      return 2;
+    }
+  }
+  if (!RecordStepUnit(work_dir, step_unit)) {
+    err << "warning: cannot record the step unit in " << work_dir
+        << "/step-unit; a later run cannot check that it resumes at the same batch\n";
+  }
   // maxDuration counts from the job's first start, kept across Ctrl-C and
   // resume (a resumed run does not get a fresh deadline).
   bool start_recorded_now = false;

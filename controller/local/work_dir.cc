@@ -61,6 +61,35 @@ Status HeldByAnotherRun(const std::string& pid, const std::string& dir) {
                                  "--work-dir");
 }
 
+// Writes `text` to `path` (in `dir`) aside and renames it over: truncating
+// in place, a crash or a full disk left an empty file (the job's deadline
+// silently restarted). The file and the rename are synced. False when it
+// could not be written (the old file, if any, is then unchanged).
+bool WriteAtomically(const std::string& dir, const std::string& path, const std::string& text) {
+  const std::string aside = path + ".tmp";
+  bool written = false;
+  if (const int fd = ::open(aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      fd >= 0) {
+    written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+              ::fsync(fd) == 0;
+    written = ::close(fd) == 0 && written;
+  }
+  std::error_code ec;
+  if (written) std::filesystem::rename(aside, path, ec);
+  const bool recorded = written && !ec;
+  if (recorded) {
+    // The rename is the directory's change: synced too, or a crash can
+    // still lose it.
+    if (const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
+      (void)::fsync(dir_fd);
+      ::close(dir_fd);
+    }
+  } else {
+    std::filesystem::remove(aside, ec);
+  }
+  return recorded;
+}
+
 }  // namespace
 
 StatusOr<WorkDirLock> WorkDirLock::Acquire(const std::string& dir,
@@ -172,32 +201,25 @@ int64_t FirstStartUnixSeconds(const std::string& dir, int64_t now_unix_seconds,
   int64_t started = 0;
   if (recorded_now != nullptr) *recorded_now = false;
   if (in >> started && started > 0 && started <= now_unix_seconds) return started;
-  // Written aside and renamed over: truncating in place, a crash or a full
-  // disk left an empty file, and the job's deadline silently restarted.
-  const std::string aside = path + ".tmp";
-  const std::string text = std::to_string(now_unix_seconds) + "\n";
-  bool written = false;
-  if (const int fd = ::open(aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      fd >= 0) {
-    written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-              ::fsync(fd) == 0;
-    written = ::close(fd) == 0 && written;
-  }
-  std::error_code ec;
-  if (written) std::filesystem::rename(aside, path, ec);
-  const bool recorded = written && !ec;
-  if (recorded) {
-    // The rename is the directory's change: synced too, or a crash can
-    // still lose it.
-    if (const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
-      (void)::fsync(dir_fd);
-      ::close(dir_fd);
-    }
-  } else {
-    std::filesystem::remove(aside, ec);
-  }
+  const bool recorded = WriteAtomically(dir, path, std::to_string(now_unix_seconds) + "\n");
   if (recorded_now != nullptr) *recorded_now = recorded;
   return now_unix_seconds;
+}
+
+std::optional<PersistedState::StepUnit> ReadStepUnit(const std::string& dir) {
+  std::ifstream in(dir + "/step-unit");
+  PersistedState::StepUnit unit;
+  if (in >> unit.global_batch_size >> unit.sequence_length && unit.global_batch_size > 0 &&
+      unit.sequence_length > 0) {
+    return unit;
+  }
+  return std::nullopt;
+}
+
+bool RecordStepUnit(const std::string& dir, const PersistedState::StepUnit& unit) {
+  return WriteAtomically(
+      dir, dir + "/step-unit",
+      std::to_string(unit.global_batch_size) + " " + std::to_string(unit.sequence_length) + "\n");
 }
 
 void ForgetStart(const std::string& dir) {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "pacer/status.h"
+#include "reconcile/job_object.h"
 
 namespace pacer::controller {
 
@@ -72,6 +73,16 @@ std::optional<int64_t> ResumableCheckpointStep(const std::string& checkpoints_di
 int64_t FirstStartUnixSeconds(const std::string& dir, int64_t now_unix_seconds,
                               bool* recorded_now = nullptr);
 void ForgetStart(const std::string& dir);
+
+// The unit the checkpoints' steps count in (a step is one global batch of
+// sequences of this length), kept in <dir>/step-unit by the run that wrote
+// them: a run resuming them with another batch or sequence length counted
+// the steps at the new value (46 steps of 16 sequences resumed as 46 of 32,
+// and 736 sequences were never trained). ReadStepUnit: nullopt when absent
+// or unreadable (an older pacer run); RecordStepUnit: false when it could
+// not be written.
+std::optional<PersistedState::StepUnit> ReadStepUnit(const std::string& dir);
+bool RecordStepUnit(const std::string& dir, const PersistedState::StepUnit& unit);
 
 // A job that succeeded is done: its checkpoints (<dir>/checkpoints) are
 // moved to <dir>/checkpoints-finished, replacing an older finished job's,

@@ -296,4 +296,31 @@ StatusOr<planner::Evaluation> RecheckLayout(const planner::JobSpec& job,
   return e;
 }
 
+// What of the step unit (status.stepUnit) `spec` changes after steps were
+// done, in words; nullopt when nothing.
+std::optional<std::string> StepUnitChange(const PersistedState& state,
+                                          const planner::JobSpec& spec) {
+  if (!state.step_unit || state.steps_completed <= 0) return std::nullopt;
+  std::string changed;
+  if (state.step_unit->global_batch_size != spec.training.global_batch_size) {
+    changed = "spec.training.globalBatchSize changed from " +
+              std::to_string(state.step_unit->global_batch_size) + " to " +
+              std::to_string(spec.training.global_batch_size);
+  }
+  if (state.step_unit->sequence_length != spec.model.sequence_length) {
+    if (!changed.empty()) changed += " and ";
+    changed += "spec.model.sequenceLength changed from " +
+               std::to_string(state.step_unit->sequence_length) + " to " +
+               std::to_string(spec.model.sequence_length);
+  }
+  if (changed.empty()) return std::nullopt;
+  return changed;
+}
+
+std::string StepUnitChangedMessage(const std::string& change, int64_t steps) {
+  return change + " after " + std::to_string(steps) +
+         " steps were trained at the old value: checkpoints count optimizer steps, which would "
+         "then count as steps of the new batch.";
+}
+
 }  // namespace pacer::controller

@@ -74,6 +74,15 @@ struct PersistedState {
 
 // Lenient: a field that is missing or malformed keeps its default.
 PersistedState ReadPersistedState(const nlohmann::json& status);
+
+// What of the step unit (state.step_unit) `spec` changes after steps were
+// done, in words ("spec.training.globalBatchSize changed from 16 to 32");
+// nullopt when nothing changed, no unit is recorded or no step was done.
+std::optional<std::string> StepUnitChange(const PersistedState& state,
+                                          const planner::JobSpec& spec);
+// "<change> after N steps were trained at the old value: ..." (the caller
+// adds the fix).
+std::string StepUnitChangedMessage(const std::string& change, int64_t steps);
 // Adds attempt, failureCountedAttempt, stoppedExternallyAttempt, launchTime,
 // lastReplanTime, stepUnit, calibration, nextPlan and the
 // failure history (memoryMarginFraction, collectiveFailuresByNode,

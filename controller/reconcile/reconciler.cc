@@ -139,27 +139,6 @@ int GpusOfType(const planner::Inventory& inventory, const std::string& gpu_type)
   return it == type_gpus.end() ? 0 : it->second;
 }
 
-// What of the step unit (status.stepUnit) `spec` changes after steps were
-// done, in words; nullopt when nothing.
-std::optional<std::string> StepUnitChange(const PersistedState& state,
-                                          const planner::JobSpec& spec) {
-  if (!state.step_unit || state.steps_completed <= 0) return std::nullopt;
-  std::string changed;
-  if (state.step_unit->global_batch_size != spec.training.global_batch_size) {
-    changed = "spec.training.globalBatchSize changed from " +
-              std::to_string(state.step_unit->global_batch_size) + " to " +
-              std::to_string(spec.training.global_batch_size);
-  }
-  if (state.step_unit->sequence_length != spec.model.sequence_length) {
-    if (!changed.empty()) changed += " and ";
-    changed += "spec.model.sequenceLength changed from " +
-               std::to_string(state.step_unit->sequence_length) + " to " +
-               std::to_string(spec.model.sequence_length);
-  }
-  if (changed.empty()) return std::nullopt;
-  return changed;
-}
-
 }  // namespace
 
 Reconciler::Reconciler(ReconcilerDeps deps, ReconcilerOptions options)
@@ -239,10 +218,9 @@ ReconcileResult Reconciler::Reconcile(const std::string& key) {
     pass.state.total_steps = std::max(pass.state.total_steps, steps_recorded);
     return ReconcileInvalidSpec(
         pass, "StepUnitChanged",
-        *changed + " after " + std::to_string(steps_recorded) +
-            " steps were trained at the old value: checkpoints count optimizer steps, which "
-            "would then count as steps of the new batch. Set it back (the job resumes from its "
-            "checkpoint), or create a new TrainJob for the new batch");
+        StepUnitChangedMessage(*changed, steps_recorded) +
+            " Set it back (the job resumes from its checkpoint), or create a new TrainJob for the "
+            "new batch");
   }
   pass.state.total_steps = TotalSteps(pass.spec);
   // A status written for a larger spec (its data shrunk since, or a copied

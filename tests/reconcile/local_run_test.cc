@@ -775,6 +775,47 @@ TEST(LocalRunTest, AStopWhoseCheckpointFailedSaysWhatWasLost) {
   std::filesystem::remove_all(dir);
 }
 
+// Checkpoints count steps of the batch they were trained at: a run of the
+// same job with another globalBatchSize resumed step 40 of 16 sequences as
+// step 40 of 32, and sequences were never trained, reported Succeeded. It
+// is refused (exit 2) as the cluster refuses the edit; set back, it runs.
+TEST(LocalRunTest, ResumingAtAnotherGlobalBatchIsRefused) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-step-unit-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::string out;
+  const std::filesystem::path worker = StopExitingWorker(dir, 6, /*checkpoint_step=*/40);
+  Child c = RunWithWorker(dir, worker, &out);
+  ASSERT_TRUE(std::filesystem::exists(dir / "ready")) << out;
+  ::kill(c.pid, SIGINT);
+  ASSERT_EQ(Wait(c, &out), 130) << out;
+  ASSERT_NE(out.find("stopped at step 40 with a checkpoint"), std::string::npos) << out;
+
+  std::ifstream in(std::string(PACER_SOURCE_DIR) + "/manifests/examples/quickstart.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string job = text.str();
+  job.replace(job.find("globalBatchSize: 16"), std::string("globalBatchSize: 16").size(),
+              "globalBatchSize: 32");
+  const std::filesystem::path edited = dir / "quickstart-gbs32.yaml";
+  std::ofstream(edited) << job;
+  std::string refused;
+  Child again =
+      Spawn({PACER_BINARY, "run", edited.string(), "--backend", "cpu", "--progress", "plain",
+             "--worker-binary", worker.string(), "--work-dir", (dir / "work").string()});
+  // Bounded when it launches after all (the stand-in worker never ends).
+  if (ReadUntil(again, &refused, std::regex("Launched"), std::chrono::seconds(60))) {
+    ::kill(again.pid, SIGINT);
+  }
+  EXPECT_EQ(Wait(again, &refused), 2) << refused;
+  EXPECT_NE(refused.find("spec.training.globalBatchSize changed from 16 to 32 after 40 steps were "
+                         "trained at the old value"),
+            std::string::npos)
+      << refused;
+  EXPECT_EQ(refused.find("Launched"), std::string::npos) << refused;
+  std::filesystem::remove_all(dir);
+}
+
 // One Ctrl-C delivered twice (`timeout -s INT` signals its child and then
 // its process group; a wrapper forwards the terminal's Ctrl-C the terminal
 // also sent to the group) is one clean stop: taken for a second press, it
