@@ -35,10 +35,6 @@
 namespace pacer::controller {
 namespace {
 
-// What a local attempt takes from launch to its first step, planned with
-// (cost_model.h's startup_seconds; a cluster's default is 300 s).
-constexpr double kLocalStartupSeconds = 15;
-
 // Stop requests: the first (any of SIGINT, SIGTERM, SIGHUP) stops at a
 // checkpoint; a second Ctrl-C (SIGINT) force-quits, pressed at least
 // kRepeatedStopWindowMs after the first.
@@ -260,6 +256,25 @@ StatusOr<std::string> ChooseLocalBackend(const std::string& requested, bool gpus
   return std::string("cpu");
 }
 
+ReconcilerOptions LocalReconcilerOptions(int max_restarts) {
+  ReconcilerOptions options;
+  // Start-up here is a process spawn, the Gloo rendezvous and the model's
+  // initialisation (about 3 s for the quickstart), not a cluster's 300 s of
+  // pod scheduling: planned with that, a 3-minute job of 2 minutes' work was
+  // called infeasible, and the first ETA was 5 minutes late.
+  options.replan.constants.startup_seconds = kLocalStartupSeconds;
+  // A relaunch costs that start-up, not a pod's: the cluster's ten-minute
+  // margin and interval between re-plans (twice its start-up) meant a job
+  // with less than about ten minutes left never re-planned, however late.
+  options.replan.min_improvement_seconds = 2 * kLocalStartupSeconds;
+  options.replan.min_interval_seconds = 4 * kLocalStartupSeconds;
+  options.use_finalizer = false;
+  options.max_restarts = max_restarts;
+  options.transition_poll = std::chrono::milliseconds(500);
+  options.pending_retry = std::chrono::milliseconds(5000);
+  return options;
+}
+
 std::string DefaultWorkDir(const std::string& namespace_name, const std::string& name) {
   return ".pacer/" + namespace_name + "/" + name;
 }
@@ -413,17 +428,8 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
       [&launcher](const JobRef& job) { return launcher.MetricsPorts(job); },
       HttpScraper(std::chrono::milliseconds(2000)));
 
-  ReconcilerOptions reconciler_options;
-  // Start-up here is a process spawn, the Gloo rendezvous and the model's
-  // initialisation (about 3 s for the quickstart), not a cluster's 300 s of
-  // pod scheduling: planned with that, a 3-minute job of 2 minutes' work was
-  // called infeasible, and the first ETA was 5 minutes late.
-  reconciler_options.replan.constants.startup_seconds = kLocalStartupSeconds;
-  reconciler_options.use_finalizer = false;
+  ReconcilerOptions reconciler_options = LocalReconcilerOptions(options.max_restarts);
   reconciler_options.resumes_earlier_run = resume_step.has_value();
-  reconciler_options.max_restarts = options.max_restarts;
-  reconciler_options.transition_poll = std::chrono::milliseconds(500);
-  reconciler_options.pending_retry = std::chrono::milliseconds(5000);
   Reconciler reconciler({&store, &launcher, &metrics, &inventory, &clock}, reconciler_options);
 
   out << "pacer run: " << key << " on " << inventory.Describe() << "\n"

@@ -21,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "pacer/status.h"
+#include "reconcile/reconciler.h"
 
 namespace pacer::controller {
 
@@ -55,6 +56,15 @@ StatusOr<std::string> ChooseLocalBackend(const std::string& requested, bool gpus
 // .pacer/<namespace>/<name>. One directory per job: a namespace is a DNS
 // label and holds no '/', so no two jobs share one (".pacer/<ns>-<name>"
 // gave team-a/llama and team/a-llama the same checkpoints).
+// What a local attempt takes from launch to its first step, planned with
+// (cost_model.h's startup_seconds; a cluster's default is 300 s).
+inline constexpr double kLocalStartupSeconds = 15;
+
+// The reconciler's options for `pacer run`: a local start-up, and re-plan
+// margins and intervals scaled to it (a cluster's 600 s are twice a pod's
+// start-up).
+ReconcilerOptions LocalReconcilerOptions(int max_restarts);
+
 std::string DefaultWorkDir(const std::string& namespace_name, const std::string& name);
 
 // `pacer run` for the CLI (cli::RunCli's extension point).
