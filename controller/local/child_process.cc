@@ -102,14 +102,40 @@ StatusOr<pid_t> SpawnProcess(const std::string& binary, const std::vector<std::s
   return pid;
 }
 
+namespace {
+
+std::string CutForMessage(std::string line) {
+  if (line.size() > 300) line = line.substr(0, 300) + "...";
+  return line;
+}
+
+}  // namespace
+
 std::string LastLogLine(const std::string& path) {
   std::ifstream in(path);
   std::string line, last;
   while (std::getline(in, line)) {
     if (!line.empty()) last = line;
   }
-  if (last.size() > 300) last = last.substr(0, 300) + "...";
-  return last;
+  return CutForMessage(std::move(last));
+}
+
+std::string WorkerFailureLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last, first_failed;
+  while (std::getline(in, line)) {
+    if (line.rfind("==== pacer run:", 0) == 0) {
+      last.clear();
+      first_failed.clear();
+      continue;
+    }
+    if (line.empty()) continue;
+    last = line;
+    if (first_failed.empty() && line.find(" event=failed ") != std::string::npos) {
+      first_failed = line;
+    }
+  }
+  return CutForMessage(first_failed.empty() ? last : first_failed);
 }
 
 }  // namespace pacer::controller

@@ -42,6 +42,13 @@ StatusOr<pid_t> SpawnProcess(const std::string& binary, const std::vector<std::s
 // The last non-empty line of the file, cut to 300 characters; "" if none.
 std::string LastLogLine(const std::string& path);
 
+// Why a pacer-worker failed, from its log: the first rank's `event=failed`
+// line of the last run in it (below the last `==== pacer run:` header; the
+// first failure is the cause, later ranks stop because of it), else the
+// last non-empty line; cut to 300 characters. The last line is the
+// supervisor's summary (`event=done exit_code=1 ...`), which names no cause.
+std::string WorkerFailureLine(const std::string& path);
+
 }  // namespace pacer::controller
 
 #endif  // PACER_CONTROLLER_LOCAL_CHILD_PROCESS_H_

@@ -152,6 +152,7 @@ void ProcessLauncher::ReapLocked(Process& p) {
     const pid_t r = ::waitpid(p.pid, &status, WNOHANG);
     if (r == p.pid) {
       p.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      p.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     } else if (r < 0 && errno == ECHILD) {
       p.exit_code = 1;  // reaped elsewhere; nothing more to learn
     } else {
@@ -249,7 +250,18 @@ StatusOr<std::optional<WorkerGroup>> ProcessLauncher::Observe(const JobRef& job)
     } else {
       w.exit_code = p.exit_code;
       w.phase = p.exit_code == 0 ? WorkerPhase::kSucceeded : WorkerPhase::kFailed;
-      if (p.exit_code != 0) w.message = LastLogLine(p.log_path) + " (log: " + p.log_path + ")";
+      if (p.exit_code != 0) {
+        // A signal is said as one (exit code 137 read as the worker's own
+        // code), and the line is the failing rank's, not the supervisor's
+        // closing summary.
+        const char* signal_name = p.term_signal != 0 ? ::sigabbrev_np(p.term_signal) : nullptr;
+        w.message =
+            (signal_name != nullptr
+                 ? "killed by SIG" + std::string(signal_name) + "; its log last said: "
+                 : std::string()) +
+            (signal_name != nullptr ? LastLogLine(p.log_path) : WorkerFailureLine(p.log_path)) +
+            " (log: " + p.log_path + ")";
+      }
     }
     out.workers.push_back(std::move(w));
   }

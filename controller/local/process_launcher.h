@@ -76,7 +76,8 @@ class ProcessLauncher final : public Launcher {
     // The leader is reaped and, once a stop was sent, the group is gone.
     bool exited = false;
     bool term_sent = false;  // to the group, by a stop (at term_sent_at)
-    int exit_code = 0;
+    int exit_code = 0;       // 128 + the signal when one ended it
+    int term_signal = 0;     // the signal that ended the leader; 0 when it exited
     std::string log_path;
     std::vector<int> metrics_ports;
   };

@@ -1350,7 +1350,8 @@ ReconcileResult Reconciler::ReconcileFailedWorkers(Pass& pass, const WorkerGroup
     return written_then_removed(Finish(pass, std::nullopt));
   }
   if (action.counts_as_restart && pass.state.restarts >= options_.max_restarts) {
-    const std::string message = action.message + "; " + std::to_string(options_.max_restarts) +
+    const std::string message = (action.cause.empty() ? action.message : action.cause) +
+                                "; not restarted: " + std::to_string(options_.max_restarts) +
                                 " restarts used (the limit)";
     deps_.store->RecordEvent(pass.object, "Warning", "RestartLimitExceeded", message);
     pass.phase = Phase::kFailed;

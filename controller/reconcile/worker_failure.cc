@@ -85,6 +85,7 @@ FailureAction DecideWorkerFailure(const std::vector<FailedWorker>& failed,
         return Precedence(a.exit_code) < Precedence(b.exit_code);
       });
   const std::string why = Describe(first);
+  action.cause = why;
   const std::optional<int>& code = first.exit_code;
 
   if (code == worker::kExitInvalidConfig) {

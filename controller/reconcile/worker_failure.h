@@ -78,6 +78,10 @@ struct FailureAction {
   // StoppedExternally, WorkerFailed.
   std::string reason;
   std::string message;  // for the event and the condition
+  // What failed, without what is done about it ("worker 0 failed with exit
+  // code 1: ..."): the message once the restarts are used up, which then
+  // said "restarting from the last checkpoint" of a job that had failed.
+  std::string cause;
   FailureHistory history;  // the history to persist (margin, strikes, exclusions)
   std::vector<std::string> newly_excluded_nodes;  // excluded by this failure
   // Why they were excluded, for their NodeExcluded events ("a GPU fault

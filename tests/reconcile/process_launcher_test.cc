@@ -172,6 +172,73 @@ pid_t PidIn(const std::filesystem::path& file) {
   return pid;
 }
 
+// A failed worker's message is the failing rank's `event=failed` line of
+// this run's log, not the supervisor's closing summary (`event=done
+// exit_code=1 ...`, which names no cause), nor an earlier run's; a worker
+// killed by a signal says so (exit code 137 read as the worker's own).
+TEST(ProcessLauncherTest, AFailedWorkersMessageNamesTheCauseOrTheSignal) {
+  const std::filesystem::path dir = TestDir("failure-line");
+  const std::filesystem::path worker = dir / "fail.sh";
+  const std::string d = dir.string();
+  // A worker that fails as pacer-worker does: the rank's line, a stopped
+  // rank's, the supervisor's summary; or, with `hang`, waits to be killed.
+  std::ofstream(worker)
+      << "#!/bin/sh\n"
+      << "if [ -e \"" << d << "/hang\" ]; then echo \"$$\" > \"" << d
+      << "/pid\"; echo 'pacer-worker rank=0 event=step step=3'; "
+      << "while :; do sleep 1; done; fi\n"
+      << "echo 'pacer-worker job=research/envjob rank=0 event=failed during=metrics "
+         "exit=internal-error error=\"cannot serve metrics on 0.0.0.0:45555\"'\n"
+      << "echo 'pacer-worker job=research/envjob rank=1 event=failed during=rendezvous "
+         "exit=stopped'\n"
+      << "echo 'level=error component=supervisor event=done exit_code=1 reason=internal-error'\n"
+      << "exit 1\n";
+  ASSERT_EQ(::chmod(worker.c_str(), 0755), 0);
+  ProcessLauncherOptions options;
+  options.worker_binary = worker.string();
+  options.work_dir = (dir / "work").string();
+  // An earlier run of the same attempt left its own failure in the log.
+  std::filesystem::create_directories(dir / "work" / "logs");
+  std::ofstream(dir / "work" / "logs" / "attempt-1-node-0.log")
+      << "==== pacer run: attempt 1, node 0, started earlier ====\n"
+      << "pacer-worker rank=0 event=failed during=resume exit=data-loss\n";
+  {
+    ProcessLauncher launcher(options);
+    const LaunchSpec launch = OneNodeLaunch();
+    ASSERT_TRUE(launcher.Launch(launch).ok());
+    std::optional<WorkerGroup> last;
+    ASSERT_TRUE(ObserveUntil(
+        launcher, launch.job,
+        [](const WorkerGroup& g) { return g.Count(WorkerPhase::kRunning) == 0; }, last));
+    ASSERT_EQ(last->workers.size(), 1u);
+    EXPECT_EQ(last->workers[0].exit_code, 1);
+    EXPECT_EQ(last->workers[0].message.rfind("pacer-worker job=research/envjob rank=0 "
+                                             "event=failed during=metrics",
+                                             0),
+              0u)
+        << last->workers[0].message;
+  }
+  std::ofstream(dir / "hang") << "";
+  LaunchSpec second = OneNodeLaunch();
+  second.attempt = 2;
+  ProcessLauncher launcher(options);
+  ASSERT_TRUE(launcher.Launch(second).ok());
+  const pid_t pid = PidIn(dir / "pid");
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  std::optional<WorkerGroup> killed;
+  ASSERT_TRUE(ObserveUntil(
+      launcher, second.job,
+      [](const WorkerGroup& g) { return g.Count(WorkerPhase::kRunning) == 0; }, killed));
+  EXPECT_EQ(killed->workers[0].exit_code, 137);
+  EXPECT_EQ(killed->workers[0].message.rfind("killed by SIGKILL; its log last said: pacer-worker "
+                                             "rank=0 event=step step=3",
+                                             0),
+            0u)
+      << killed->workers[0].message;
+  std::filesystem::remove_all(dir);
+}
+
 // A --worker-binary that is a wrapper script running pacer-worker without
 // exec: the stop's SIGTERM reaches the worker too (it went to the wrapper
 // alone, which died of it and left the worker training unstopped), and the

@@ -912,6 +912,13 @@ TEST_F(ReconcilerTest, FailedWorkerRestartsFromCheckpointUpToTheLimit) {
   ASSERT_TRUE(Pass().status.ok());
   EXPECT_EQ(Status()["phase"], "Failed");
   EXPECT_EQ(ConditionReason("Failed"), "True/RestartLimitExceeded");
+  // What failed and that it was not restarted; it said "restarting from the
+  // last checkpoint" of the failed job.
+  const std::string message = ConditionMessage("Failed");
+  EXPECT_NE(message.find("failed with exit code 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("; not restarted: 3 restarts used (the limit)"), std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("restarting"), std::string::npos) << message;
   EXPECT_EQ(launcher_.launches.size(), 4u);
   EXPECT_TRUE(launcher_.groups.empty());
 }
