@@ -202,34 +202,36 @@ TEST(ProcessLauncherTest, AFailedWorkersMessageNamesTheCauseOrTheSignal) {
   std::ofstream(dir / "work" / "logs" / "attempt-1-node-0.log")
       << "==== pacer run: attempt 1, node 0, started earlier ====\n"
       << "pacer-worker rank=0 event=failed during=resume exit=data-loss\n";
-  {
-    ProcessLauncher launcher(options);
-    const LaunchSpec launch = OneNodeLaunch();
-    ASSERT_TRUE(launcher.Launch(launch).ok());
-    std::optional<WorkerGroup> last;
-    ASSERT_TRUE(ObserveUntil(
-        launcher, launch.job,
-        [](const WorkerGroup& g) { return g.Count(WorkerPhase::kRunning) == 0; }, last));
-    ASSERT_EQ(last->workers.size(), 1u);
-    EXPECT_EQ(last->workers[0].exit_code, 1);
-    EXPECT_EQ(last->workers[0].message.rfind("pacer-worker job=research/envjob rank=0 "
+  ProcessLauncher launcher(options);
+  // The group once no worker runs (nullopt when that never came).
+  const auto ended = [&](const JobRef& job) {
+    std::optional<WorkerGroup> group;
+    EXPECT_TRUE(ObserveUntil(
+        launcher, job, [](const WorkerGroup& g) { return g.Count(WorkerPhase::kRunning) == 0; },
+        group));
+    return group;
+  };
+  const LaunchSpec first = OneNodeLaunch();
+  ASSERT_TRUE(launcher.Launch(first).ok());
+  const std::optional<WorkerGroup> failed = ended(first.job);
+  ASSERT_TRUE(failed.has_value() && failed->workers.size() == 1u);
+  EXPECT_EQ(failed->workers[0].exit_code, 1);
+  EXPECT_EQ(failed->workers[0].message.rfind("pacer-worker job=research/envjob rank=0 "
                                              "event=failed during=metrics",
                                              0),
-              0u)
-        << last->workers[0].message;
-  }
+            0u)
+      << failed->workers[0].message;
+  ASSERT_TRUE(launcher.Stop(first.job, StopMode::kRemove).ok());
+
   std::ofstream(dir / "hang") << "";
   LaunchSpec second = OneNodeLaunch();
   second.attempt = 2;
-  ProcessLauncher launcher(options);
   ASSERT_TRUE(launcher.Launch(second).ok());
   const pid_t pid = PidIn(dir / "pid");
   ASSERT_GT(pid, 0);
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  std::optional<WorkerGroup> killed;
-  ASSERT_TRUE(ObserveUntil(
-      launcher, second.job,
-      [](const WorkerGroup& g) { return g.Count(WorkerPhase::kRunning) == 0; }, killed));
+  const std::optional<WorkerGroup> killed = ended(second.job);
+  ASSERT_TRUE(killed.has_value() && killed->workers.size() == 1u);
   EXPECT_EQ(killed->workers[0].exit_code, 137);
   EXPECT_EQ(killed->workers[0].message.rfind("killed by SIGKILL; its log last said: pacer-worker "
                                              "rank=0 event=step step=3",
