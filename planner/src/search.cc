@@ -156,6 +156,33 @@ class Searcher {
     return 0;
   }
 
+  // Why `gpus` GPUs with tensor parallel `t` cannot be placed in `pool`:
+  // too few free in all, or (the count is there) not the same number on
+  // each of enough nodes. "pool p has 12 free GPUs; 8 needed" contradicted
+  // itself when the split was the limit.
+  std::string PlacementShortfall(const NodePool& pool, int64_t gpus, int t) {
+    const std::string head = "pool " + pool.name + " has " + std::to_string(pool.free_gpus) +
+                             " free " + pool.gpu_type + " GPUs";
+    if (gpus > pool.free_gpus) return head + "; " + std::to_string(gpus) + " needed";
+    std::string ways;
+    for (int g = pool.gpus_per_node; g >= 1; --g) {
+      if (pool.gpus_per_node % g != 0 || g % t != 0 || gpus % g != 0) continue;
+      if (!ways.empty()) ways += ", or ";
+      const int64_t nodes = gpus / g;
+      ways += std::to_string(nodes) + (nodes == 1 ? " node" : " nodes") + " with " +
+              std::to_string(g) + " free (" + std::to_string(NodesWithFreeGpus(pool, g)) + " have)";
+    }
+    const std::string rule = "a layout puts the same number of GPUs on each node, a divisor of " +
+                             std::to_string(pool.gpus_per_node) +
+                             " GPUs per node that tensor parallel " + std::to_string(t) +
+                             " divides";
+    if (ways.empty()) {
+      return head + ", but " + std::to_string(gpus) + " cannot be split over its nodes: " + rule;
+    }
+    return head + ", but not " + std::to_string(gpus) + " split over its nodes (" + rule +
+           "): " + std::to_string(gpus) + " need " + ways;
+  }
+
   // NodePool::NodesWithFreeGpus walks every node when the pool lists each
   // node's free GPUs, and the search asks for every candidate layout: one
   // walk per (pool, GPUs per node) instead (planner_bench,
@@ -269,9 +296,7 @@ class Searcher {
         }
         const int gpn = PlaceGpusPerNode(pool, gpus, t);
         if (gpn == 0) {
-          Reject(RejectReason::kNotEnoughFreeGpus, 1, nullptr,
-                 "pool " + pool.name + " has " + std::to_string(pool.free_gpus) + " free " +
-                     pool.gpu_type + " GPUs; " + std::to_string(gpus) + " needed");
+          Reject(RejectReason::kNotEnoughFreeGpus, 1, nullptr, PlacementShortfall(pool, gpus, t));
           continue;
         }
         ds.push_back({d, gpn});

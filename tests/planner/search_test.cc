@@ -694,7 +694,7 @@ TEST(SearchTest, NothingFitsNamesTheLimitThatKeptLargerLayoutsOut) {
   ASSERT_FALSE(by_pool.ok());
   const std::string message(by_pool.status().message());
   EXPECT_EQ(message.find("maxGPUs"), std::string::npos) << message;
-  EXPECT_NE(message.find("more GPUs (pool h100 has 8 free H100-SXM GPUs;"), std::string::npos)
+  EXPECT_NE(message.find("more GPUs (pool h100 has 8 free H100-SXM GPUs"), std::string::npos)
       << message;
   // A minGPUs (which rejects smaller layouts) is no limit on larger ones.
   const JobSpec floored =
@@ -703,6 +703,42 @@ TEST(SearchTest, NothingFitsNamesTheLimitThatKeptLargerLayoutsOut) {
   ASSERT_FALSE(by_floor.ok());
   EXPECT_EQ(by_floor.status().message().find("allow more GPUs"), std::string::npos)
       << by_floor.status().message();
+}
+
+// Free GPUs that are enough in number but not the same on enough nodes: the
+// message said "pool p has 12 free GPUs; 8 needed", contradicting itself.
+// It says the split is the limit and what it would need.
+TEST(SearchTest, GpusThatCannotBeSplitOverNodesSayWhatTheSplitNeeds) {
+  const std::string data = "  data: {tokens: 1e9}\n  training: {globalBatchSize: 64}\n";
+  const JobSpec eight =
+      ParseOrDie(JobYaml(data + "  resources: {gpuTypes: [H100-SXM], minGPUs: 8, maxGPUs: 8}\n"));
+  Inventory threes;
+  threes.node_pools.push_back({"p", "H100-SXM", 4, 3, 12, 3200, 0, 2.5});
+  const auto by_split = Plan(eight, threes, {}, Options());
+  ASSERT_FALSE(by_split.ok());
+  EXPECT_NE(by_split.status().message().find(
+                "pool p has 12 free H100-SXM GPUs, but not 8 split over its nodes (a layout puts "
+                "the same number of GPUs on each node, a divisor of 3 GPUs per node that tensor "
+                "parallel 1 divides): 8 need 8 nodes with 1 free (4 have)"),
+            std::string::npos)
+      << by_split.status().message();
+
+  const JobSpec tp8 =
+      ParseOrDie(JobYaml(data + "  parallelism: {tensorParallel: 8}\n"
+                                "  resources: {gpuTypes: [H100-SXM], minGPUs: 8, maxGPUs: 8}\n"));
+  Inventory halves = Pools(4, 16, 0, 0);
+  halves.node_pools[0].free_gpus_by_node = {4, 4, 4, 4};
+  const auto by_node = Plan(tp8, halves, {}, Options());
+  ASSERT_FALSE(by_node.ok());
+  EXPECT_NE(by_node.status().message().find("8 need 1 node with 8 free (0 have)"),
+            std::string::npos)
+      << by_node.status().message();
+  // Too few in all is said as before.
+  const auto by_count = Plan(eight, Pools(1, 4, 0, 0), {}, Options());
+  ASSERT_FALSE(by_count.ok());
+  EXPECT_NE(by_count.status().message().find("pool h100 has 4 free H100-SXM GPUs; 8 needed"),
+            std::string::npos)
+      << by_count.status().message();
 }
 
 TEST(SearchTest, RejectionsExplainTheLosers) {
