@@ -320,6 +320,7 @@ void Reconciler::Forget(const std::string& key) {
     partial_since_.erase(key);
     unscheduled_since_.erase(key);
     graceful_stops_.erase(key);
+    stopping_since_.erase(key);
   }
   std::lock_guard<std::mutex> lock(fifo_mu_);
   fifo_launches_.erase(key);
@@ -1040,7 +1041,14 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       pass.Set(kConditionReplanning, kConditionTrue, "Relaunching",
                "stopping workers at a checkpoint to relaunch on a new plan");
     }
-    if (running + pending > 0) return Finish(pass, options_.transition_poll);
+    if (running + pending > 0) {
+      NoteStuckStop(pass, group);
+      return Finish(pass, options_.transition_poll);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_since_.erase(pass.key);
+    }
     RETURN_IF_ERROR_RESULT(deps_.launcher->Stop(pass.ref, StopMode::kRemove));
     return Finish(pass, Millis(0));
   }
@@ -1388,6 +1396,44 @@ bool Reconciler::WorkersJustEnded(const JobRef& job) {
   if (!group->has_value()) return true;
   return (*group)->Count(WorkerPhase::kRunning) + (*group)->Count(WorkerPhase::kPending) <
          (*group)->expected_workers;
+}
+
+void Reconciler::NoteStuckStop(Pass& pass, const WorkerGroup& group) {
+  const Clock::SteadyTime now = deps_.clock->Now();
+  bool report = false;
+  Clock::SteadyTime since;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, added] = stopping_since_.try_emplace(pass.key, StoppingSince{group.attempt, now});
+    if (!added && it->second.attempt != group.attempt) it->second = {group.attempt, now, false};
+    since = it->second.since;
+    if (now - since < options_.stuck_stop_after) return;
+    report = !it->second.reported;
+    it->second.reported = true;
+  }
+  std::string where;
+  int left = 0;
+  for (const WorkerState& w : group.workers) {
+    if (w.phase != WorkerPhase::kRunning && w.phase != WorkerPhase::kPending) continue;
+    ++left;
+    if (left > 8) continue;  // a line, not a list of a thousand pods
+    if (!where.empty()) where += ", ";
+    where += "worker " + std::to_string(w.node_rank) +
+             (w.node_name.empty() ? "" : " on node " + w.node_name);
+  }
+  if (left > 8) where += " and " + std::to_string(left - 8) + " more";
+  const int64_t minutes = std::chrono::duration_cast<std::chrono::minutes>(now - since).count();
+  const std::string message =
+      std::to_string(left) + " worker(s) of attempt " + std::to_string(group.attempt) +
+      " have been stopping for " + std::to_string(minutes) + " minutes (" + where +
+      "): their node does not confirm they ended (a node down or unreachable keeps a deleted "
+      "pod Terminating); the next attempt waits, so that two attempts never write the "
+      "checkpoint volume. Once the node is known down, force-delete them (kubectl delete pod -n " +
+      pass.ref.namespace_name + " -l pacer.dev/job=" + pass.ref.name +
+      " --force --grace-period=0) or taint it node.kubernetes.io/out-of-service=nodeshutdown:"
+      "NoExecute";
+  if (report) deps_.store->RecordEvent(pass.object, "Warning", "WorkersStuckTerminating", message);
+  pass.Set(kConditionDegraded, kConditionTrue, "WorkersStuckTerminating", message);
 }
 
 Status Reconciler::StatusWriteFailure(const Pass& pass, const Status& written) {

@@ -94,6 +94,11 @@ struct ReconcilerOptions {
   std::chrono::milliseconds pending_retry{30000};
   // How often a starting or stopping job is looked at (pod events also wake it).
   std::chrono::milliseconds transition_poll{2000};
+  // Workers stopping longer than this (their node down or unreachable keeps
+  // a deleted pod Terminating, for ever) are named in a Warning event and a
+  // Degraded WorkersStuckTerminating condition with the fix. The wait goes
+  // on: two attempts must never write the checkpoint volume.
+  std::chrono::seconds stuck_stop_after{600};
   // A launch the API server refuses (403: a ResourceQuota, an admission
   // webhook, a policy) is tried again after this delay, doubling with every
   // refusal in a row up to the max; pod events in between do not retry it
@@ -230,6 +235,9 @@ class Reconciler {
   // transition).
   void MarkRunningLate(Pass& pass, const std::string& message);
   ReconcileResult Finish(Pass& pass, std::optional<std::chrono::milliseconds> requeue_after);
+  // A stopping `group` with workers left: past stuck_stop_after, says which
+  // and what to do (a Warning event once per attempt, Degraded while so).
+  void NoteStuckStop(Pass& pass, const WorkerGroup& group);
   // What a failed status write returns. The API server refusing the status
   // (400, 413, 422: InvalidArgument) is not the spec's fault, but
   // InvalidArgument is terminal to the work queue: the job left the queue
@@ -277,6 +285,14 @@ class Reconciler {
     bool stop_failed = false;
   };
   std::map<std::string, GracefulStop> graceful_stops_;
+  // Since when each job's attempt has been seen stopping with workers left
+  // (guarded by mu_), and whether that was reported.
+  struct StoppingSince {
+    int64_t attempt = 0;
+    Clock::SteadyTime since;
+    bool reported = false;
+  };
+  std::map<std::string, StoppingSince> stopping_since_;
 
   // Without the cluster scheduler (--scheduling=fifo) every job is planned
   // alone against the GPUs free when it is reconciled. Pods the API server

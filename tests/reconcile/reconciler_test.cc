@@ -404,6 +404,43 @@ TEST_F(ReconcilerTest, AFailedStopThatWasNotRetriedIsNotReplayedByALaterDrain) {
   EXPECT_FALSE(Status().contains("lastReplanTime")) << Status().dump(2);
 }
 
+// Workers whose node went down stay Terminating for ever (no kubelet
+// confirms they ended): the job waited, polling, with a condition that said
+// it would relaunch and nothing naming the pods or the fix. Past the bound
+// it says which workers, on which nodes, and how to release them; the wait
+// itself goes on (two attempts must never write the checkpoint volume).
+TEST_F(ReconcilerTest, WorkersStuckStoppingAreNamedWithTheFix) {
+  store_.Put(LlamaJob());
+  LaunchAndRun();
+  WorkerGroup& group = launcher_.groups.at(kKey);
+  for (WorkerState& w : group.workers) w.node_name = "gpu-" + std::to_string(w.node_rank);
+  group.stopping = true;  // a drain; one node then goes down
+  ASSERT_TRUE(Pass().status.ok());
+  clock_.Advance(std::chrono::minutes(9));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(store_.CountEvents("WorkersStuckTerminating"), 0);
+  EXPECT_EQ(ConditionReason("Degraded"), "");
+
+  clock_.Advance(std::chrono::minutes(2));
+  ASSERT_TRUE(Pass().status.ok());
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(store_.CountEvents("WorkersStuckTerminating"), 1) << "once per attempt";
+  EXPECT_EQ(ConditionReason("Degraded"), "True/WorkersStuckTerminating");
+  const std::string message = ConditionMessage("Degraded");
+  EXPECT_NE(message.find("have been stopping for 11 minutes (worker 0 on node gpu-0"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("kubectl delete pod -n research -l pacer.dev/job=llama --force "
+                         "--grace-period=0"),
+            std::string::npos)
+      << message;
+  EXPECT_TRUE(launcher_.groups.count(kKey)) << "still waiting for them";
+
+  launcher_.SetAll(kKey, WorkerPhase::kFailed, 6);  // the node came back; they ended
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("Degraded"), "");
+}
+
 // Re-plans to what is slow and stops the workers: the layout the policy chose
 // is in status.nextPlan; the workers exit at their checkpoint and are removed.
 // Returns that layout.
