@@ -30,7 +30,7 @@ StatusOr<int> ParsePositiveInt(std::string_view text, std::string_view what) {
   if (ec == std::errc::result_out_of_range && ptr == end) {
     return InvalidArgumentError("--gpus: " + std::string(what) + " \"" + std::string(text) +
                                 "\" is too large; GPU counts go up to " +
-                                std::to_string(std::numeric_limits<int>::max()));
+                                std::to_string(planner::kMaxLayoutGpus));
   }
   if (text.empty() || ec != std::errc() || ptr != end || value < 1) {
     return InvalidArgumentError("--gpus: " + std::string(what) +
@@ -212,8 +212,8 @@ StatusOr<int64_t> ResolveNow(const std::optional<std::string>& text) {
   }
   StatusOr<int64_t> now = planner::ParseRfc3339(*text);
   if (!now.ok()) {
-    return InvalidArgumentError("--now: " + now.status().message() +
-                                " (expected RFC 3339, e.g. 2026-06-01T00:00:00Z)");
+    // ParseRfc3339's message already says what the time should look like.
+    return InvalidArgumentError("--now: " + now.status().message());
   }
   return now;
 }

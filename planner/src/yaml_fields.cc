@@ -269,7 +269,10 @@ Status Field::CheckMap(const std::vector<std::string_view>& allowed) const {
   std::set<std::string> seen;
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     if (!it->first.IsScalar()) {
-      return Error("field names must be strings, got " + Field(it->first, path_).Describe());
+      // At the top level the path is empty: say where instead of ": ...".
+      return InvalidArgumentError((path_.empty() ? std::string("the document") : path_) +
+                                  ": field names must be strings, got " +
+                                  Field(it->first, path_).Describe());
     }
     const std::string& key = it->first.Scalar();
     const std::string key_path = path_.empty() ? key : path_ + "." + key;

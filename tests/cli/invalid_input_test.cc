@@ -372,6 +372,32 @@ TEST(InvalidInputTest, AnSvgPathThatIsAnInputIsRefusedAndTheInputKept) {
       << "the trace was replaced";
 }
 
+// Three messages that said less than they should: a count past int's range
+// named 2147483647 as the limit (it is 1,000,000); `--now garbage` said
+// "expected RFC 3339" twice; a non-string key at the top level had an empty
+// path (": field names must be strings").
+TEST(InvalidInputTest, MessagesNameTheRealLimitOnceAndWhere) {
+  const CliRun huge =
+      RunPacer({"sweep", CliTestData("llama-7b.yaml"), "--gpus", "2147483648", "--now", kNow});
+  EXPECT_EQ(huge.exit_code, kExitInvalidInput);
+  EXPECT_NE(huge.err.find("GPU counts go up to 1000000"), std::string::npos) << huge.err;
+
+  const CliRun garbage = RunPacer({"plan", CliTestData("llama-7b.yaml"), "--now", "garbage"});
+  EXPECT_EQ(garbage.exit_code, kExitInvalidInput);
+  const std::size_t first = garbage.err.find("RFC 3339");
+  ASSERT_NE(first, std::string::npos) << garbage.err;
+  EXPECT_EQ(garbage.err.find("RFC 3339", first + 1), std::string::npos) << garbage.err;
+
+  testing::TempDir dir;
+  const std::string path = dir.File("key.yaml");
+  std::ofstream(path) << "apiVersion: pacer.dev/v1alpha1\nkind: TrainJob\n? [a, b]\n: c\n";
+  const CliRun key = RunPacer({"plan", path, "--now", kNow});
+  EXPECT_EQ(key.exit_code, kExitInvalidInput);
+  EXPECT_NE(key.err.find(path + ": the document: field names must be strings, got a list"),
+            std::string::npos)
+      << key.err;
+}
+
 // A misspelt subcommand and an option before any subcommand both said "A
 // subcommand is required": the message names the word and the choices.
 TEST(InvalidInputTest, AnUnknownSubcommandOrOptionIsNamedWithTheSubcommands) {
