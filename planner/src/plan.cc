@@ -217,9 +217,28 @@ void AddAdvice(const JobSpec& job, const Inventory& inventory, const Calibration
                     " GPUs available (the chosen plan uses " +
                     std::to_string(fastest.layout.gpus()) + ")");
   } else {
-    fixes.push_back("no number of GPUs of the allowed types meets it at global batch " +
-                    std::to_string(job.training.global_batch_size) +
-                    " (data parallelism is capped by the global batch)");
+    // Why more GPUs do not help: the fastest layout on any number of them
+    // already splits the batch as far as it goes (data parallelism is capped
+    // by the global batch), or it stops short of that
+    // because more replicas would be slower (their collectives outgrow the
+    // work split: the network, not the batch, is the limit). It blamed the
+    // batch in both cases, also for a one-node plan on a slow network.
+    const Evaluation& widest = unlimited.fastest ? *unlimited.fastest : fastest;
+    const Layout& w = widest.layout;
+    // One sequence per pass, and no more passes than it takes to keep the
+    // pipeline's stages busy: more replicas would leave a stage idle.
+    const bool batch_bound = w.micro_batch_size == 1 &&
+                             w.gradient_accumulation_steps <= std::max(1, w.pipeline_parallel);
+    fixes.push_back(
+        "no number of GPUs of the allowed types meets it at global batch " +
+        std::to_string(job.training.global_batch_size) +
+        (batch_bound
+             ? std::string(" (data parallelism is capped by the global batch)")
+             : " (the fastest layout on any number of them, " + w.ToString() + " on " +
+                   std::to_string(w.gpus()) +
+                   " GPUs, stops there: more replicas would spend more time in collectives than "
+                   "they save; a faster network or interconnect, or a larger global batch, "
+                   "would help)"));
   }
   fixes.push_back("move the deadline to " + FormatRfc3339(advice.earliest_completion_unix_seconds) +
                   " or later");

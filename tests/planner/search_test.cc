@@ -153,6 +153,37 @@ TEST(SearchTest, ImpossibleDeadlineGivesFastestPlanAndAdvice) {
   EXPECT_NE(r->advice->summary.find("after the deadline"), std::string::npos);
 }
 
+// Why no number of GPUs meets the deadline: the batch (the fastest layout
+// splits it as far as it goes) or the network (more replicas would be
+// slower). It blamed the batch for both: a one-node plan on a crawling
+// network said "data parallelism is capped by the global batch" with 8 of
+// a possible 1024 replicas.
+TEST(SearchTest, InfeasibleAdviceBlamesTheBatchOnlyWhenItIsTheLimit) {
+  const JobSpec job = ParseOrDie(
+      JobYaml("  data: {tokens: 2e13}\n  training: {globalBatchSize: 1024}\n  maxDuration: 1d\n"));
+  const Inventory inv = Pools(16, 128, 0, 0);
+  auto by_batch = Plan(job, inv, {}, Options());
+  ASSERT_TRUE(by_batch.ok() && by_batch->advice) << by_batch.status().ToString();
+  ASSERT_FALSE(by_batch->advice->gpus_needed.has_value()) << by_batch->advice->summary;
+  EXPECT_NE(by_batch->advice->summary.find("(data parallelism is capped by the global batch)"),
+            std::string::npos)
+      << by_batch->advice->summary;
+
+  const JobSpec week = ParseOrDie(
+      JobYaml("  data: {tokens: 2e11}\n  training: {globalBatchSize: 1024}\n  maxDuration: 7d\n"));
+  Calibration crawling;
+  crawling.by_gpu_type["H100-SXM"].inter_node_busbw_gbps = 0.001;
+  auto by_network = Plan(week, inv, crawling, Options());
+  ASSERT_TRUE(by_network.ok() && by_network->advice) << by_network.status().ToString();
+  ASSERT_FALSE(by_network->advice->gpus_needed.has_value()) << by_network->advice->summary;
+  const std::string& summary = by_network->advice->summary;
+  EXPECT_EQ(summary.find("capped by the global batch"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("stops there: more replicas would spend more time in collectives than "
+                         "they save"),
+            std::string::npos)
+      << summary;
+}
+
 // The advice's search ignores free GPUs and maxGPUs, so d could reach
 // GBS / b: t x p x d overflowed int (2^32 wrapped to 0 nodes) for a batch
 // of 2^24 sequences. Layouts stop at a million GPUs.
