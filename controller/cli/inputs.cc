@@ -215,6 +215,16 @@ StatusOr<int64_t> ResolveNow(const std::optional<std::string>& text) {
     // ParseRfc3339's message already says what the time should look like.
     return InvalidArgumentError("--now: " + now.status().message());
   }
+  // A deadline up to 100 years on (maxDuration's limit) must be writable as
+  // a date: near year 9999 every deadline and completion was written as
+  // 9999-12-31T23:59:59Z, and the advice contradicted itself.
+  constexpr int64_t kLatestNow = planner::kLatestRfc3339UnixSeconds - 36500LL * 86400;
+  if (*now > kLatestNow) {
+    return InvalidArgumentError("--now: must be at most " + planner::FormatRfc3339(kLatestNow) +
+                                " (deadlines up to 100 years later must be writable as dates), "
+                                "got \"" +
+                                *text + "\"");
+  }
   return now;
 }
 

@@ -208,9 +208,15 @@ void AddAdvice(const JobSpec& job, const Inventory& inventory, const Calibration
   advice.nearby_global_batch_sizes =
       internal::NearbyGlobalBatchSizes(job.training.global_batch_size, max_gbs);
 
+  // A completion no date can hold (absurdly slow hardware: millennia) was
+  // written as 9999-12-31T23:59:59Z, and the advice moved the deadline to
+  // that instant, before the completion.
+  const bool beyond_dates = advice.earliest_completion_unix_seconds > kLatestRfc3339UnixSeconds;
+  const std::string when =
+      (beyond_dates ? "after " : "at ") + FormatRfc3339(advice.earliest_completion_unix_seconds);
   std::string s = "The fastest plan (" + fastest.layout.ToString() + ") finishes " +
-                  FormatDurationHuman(advice.late_seconds) + " after the deadline, at " +
-                  FormatRfc3339(advice.earliest_completion_unix_seconds) + ". To meet it: ";
+                  FormatDurationHuman(advice.late_seconds) + " after the deadline, " + when +
+                  ". To meet it: ";
   std::vector<std::string> fixes;
   if (advice.gpus_needed) {
     fixes.push_back("make " + std::to_string(*advice.gpus_needed) + " " + *advice.gpus_needed_type +
@@ -240,8 +246,10 @@ void AddAdvice(const JobSpec& job, const Inventory& inventory, const Calibration
                    "they save; a faster network or interconnect, or a larger global batch, "
                    "would help)"));
   }
-  fixes.push_back("move the deadline to " + FormatRfc3339(advice.earliest_completion_unix_seconds) +
-                  " or later");
+  if (!beyond_dates) {
+    fixes.push_back("move the deadline to " +
+                    FormatRfc3339(advice.earliest_completion_unix_seconds) + " or later");
+  }
   if (!advice.nearby_global_batch_sizes.empty()) {
     std::vector<std::string> sizes;
     for (int64_t g : advice.nearby_global_batch_sizes) sizes.push_back(std::to_string(g));

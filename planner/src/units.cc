@@ -259,8 +259,7 @@ StatusOr<int64_t> ParseRfc3339(std::string_view text) {
 
 std::string FormatRfc3339(int64_t unix_seconds) {
   constexpr int64_t kYear0 = -62167219200;        // 0000-01-01T00:00:00Z
-  constexpr int64_t kYear9999End = 253402300799;  // 9999-12-31T23:59:59Z
-  unix_seconds = std::clamp(unix_seconds, kYear0, kYear9999End);
+  unix_seconds = std::clamp(unix_seconds, kYear0, kLatestRfc3339UnixSeconds);
   int64_t days = unix_seconds / 86400;
   int64_t rem = unix_seconds % 86400;
   if (rem < 0) {

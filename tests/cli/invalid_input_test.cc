@@ -382,6 +382,12 @@ TEST(InvalidInputTest, MessagesNameTheRealLimitOnceAndWhere) {
   EXPECT_EQ(huge.exit_code, kExitInvalidInput);
   EXPECT_NE(huge.err.find("GPU counts go up to 1000000"), std::string::npos) << huge.err;
 
+  // Near year 9999 every deadline was written as 9999-12-31T23:59:59Z.
+  const CliRun far =
+      RunPacer({"plan", CliTestData("llama-7b.yaml"), "--now", "9999-12-30T00:00:00Z"});
+  EXPECT_EQ(far.exit_code, kExitInvalidInput);
+  EXPECT_NE(far.err.find("--now: must be at most 9900-01-"), std::string::npos) << far.err;
+
   const CliRun garbage = RunPacer({"plan", CliTestData("llama-7b.yaml"), "--now", "garbage"});
   EXPECT_EQ(garbage.exit_code, kExitInvalidInput);
   const std::size_t first = garbage.err.find("RFC 3339");

@@ -184,6 +184,27 @@ TEST(SearchTest, InfeasibleAdviceBlamesTheBatchOnlyWhenItIsTheLimit) {
       << summary;
 }
 
+// A plan on absurdly slow hardware finishes after any date RFC 3339 can
+// write: the advice said "at 9999-12-31T23:59:59Z" and "move the deadline to
+// 9999-12-31T23:59:59Z or later", an instant before the completion.
+TEST(SearchTest, AdviceForACompletionBeyondAnyDateMovesNoDeadline) {
+  const JobSpec job = ParseOrDie(
+      JobYaml("  data: {tokens: 2e13}\n  training: {globalBatchSize: 1024}\n  maxDuration: 7d\n"
+              "  resources: {gpuTypes: [X]}\n"));
+  auto slow = ParseInventory(
+      "gpuTypes:\n  - {name: X, bf16TFLOPS: 0.01, memoryGB: 80, hbmGBps: 3000}\n"
+      "nodePools:\n  - {name: p, gpuType: X, nodes: 4, gpusPerNode: 8, networkGbpsPerNode: "
+      "3200}\n");
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  auto r = Plan(job, *slow, {}, Options());
+  ASSERT_TRUE(r.ok() && r->advice) << r.status().ToString();
+  const std::string& summary = r->advice->summary;
+  ASSERT_GT(r->advice->earliest_completion_unix_seconds, kLatestRfc3339UnixSeconds);
+  EXPECT_NE(summary.find("after the deadline, after 9999-12-31T23:59:59Z"), std::string::npos)
+      << summary;
+  EXPECT_EQ(summary.find("move the deadline"), std::string::npos) << summary;
+}
+
 // The advice's search ignores free GPUs and maxGPUs, so d could reach
 // GBS / b: t x p x d overflowed int (2^32 wrapped to 0 nodes) for a batch
 // of 2^24 sequences. Layouts stop at a million GPUs.

@@ -38,6 +38,8 @@ StatusOr<int64_t> ParseRfc3339(std::string_view text);
 // 0000-01-01T00:00:00Z, so every string is one an API server and ParseRfc3339
 // accept.
 std::string FormatRfc3339(int64_t unix_seconds);
+// The last instant FormatRfc3339 writes as itself: 9999-12-31T23:59:59Z.
+inline constexpr int64_t kLatestRfc3339UnixSeconds = 253402300799;
 
 // When a run of `total_seconds` started at `now_unix_seconds` finishes,
 // rounded up to whole seconds: the instant every message shows, and what
