@@ -296,6 +296,48 @@ TEST_F(ChartTest, ControllerFlagsComeFromValues) {
   EXPECT_THAT(two.err, HasSubstr("needs leaderElection.enabled"));
 }
 
+// extraArgs may override a rendered flag (the last value wins), but not
+// the ones the chart's checks and RBAC follow: `--no-leader-elect` with
+// replicaCount 2 rendered two active controllers, `--namespace` kept the
+// cluster-wide rights.
+TEST_F(ChartTest, ExtraArgsCannotOverrideTheFlagsTheChartsChecksFollow) {
+  for (const auto& [arg, value] :
+       {std::pair<std::string, std::string>{"--no-leader-elect", "leaderElection.enabled"},
+        {"--leader-elect=false", "leaderElection.enabled"},
+        {"--namespace=team-a", "controller.watchNamespace"},
+        {"--leader-election-id=other", "leaderElection.leaseName"}}) {
+    CommandResult r = HelmTemplate(
+        helm_, "--set replicaCount=2 --set-json 'controller.extraArgs=[\"" + arg + "\"]'");
+    EXPECT_NE(r.exit_code, 0) << arg;
+    const std::string flag =
+        arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2);
+    EXPECT_THAT(r.err,
+                HasSubstr("controller.extraArgs: --" + flag + " is set by the chart from " + value))
+        << arg;
+  }
+}
+
+// The longest name, the metrics Service's, stays a DNS label for a long
+// release name (it was 65 characters: the install failed), and a prefix no
+// Service may carry (a leading digit, a dot: Helm allows both in release
+// names) fails the render saying what to set.
+TEST_F(ChartTest, TheMetricsServicesNameIsAValidServiceName) {
+  const std::vector<json> long_name =
+      Render("--set fullnameOverride=ml-platform-production-training-cluster1-pacer");
+  const json service = FindObject(long_name, "Service");
+  ASSERT_TRUE(service.is_object());
+  const std::string name = service["metadata"]["name"];
+  EXPECT_LE(name.size(), 63u) << name;
+  EXPECT_EQ(name.substr(name.size() - std::string("-controller-metrics").size()),
+            "-controller-metrics");
+  EXPECT_EQ(FindObject(Render(), "Service")["metadata"]["name"], "pacer-controller-metrics");
+  for (const char* prefix : {"1pacer", "pacer.prod"}) {
+    CommandResult r = HelmTemplate(helm_, std::string("--set fullnameOverride=") + prefix);
+    EXPECT_NE(r.exit_code, 0) << prefix;
+    EXPECT_THAT(r.err, HasSubstr("is not a valid Service name")) << prefix;
+  }
+}
+
 TEST_F(ChartTest, MonitorsAreOptInAndFollowTheLabelContract) {
   const std::vector<json> defaults = Render();
   for (const char* kind : {"ServiceMonitor", "PodMonitor", "PrometheusRule", "ConfigMap"}) {

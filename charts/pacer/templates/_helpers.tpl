@@ -21,6 +21,16 @@ most, so that "<prefix>-controller" stays a DNS label.
 {{- end }}
 {{- end }}
 
+{{/*
+The metrics Service's name, the longest: "<prefix>-controller-metrics" with
+the prefix cut to 44 characters so that it stays within a DNS label's 63
+(the other names keep their 52-character prefix, so no object of an
+installed release is renamed).
+*/}}
+{{- define "pacer.metricsServiceName" -}}
+{{- printf "%s-controller-metrics" (include "pacer.fullname" . | trunc 44 | trimSuffix "-") }}
+{{- end }}
+
 {{/* The controller's objects: Deployment, Service, ClusterRole, ... */}}
 {{- define "pacer.controllerName" -}}
 {{- printf "%s-controller" (include "pacer.fullname" .) }}
