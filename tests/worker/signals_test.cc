@@ -1,10 +1,12 @@
 #include "core/signals.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 
 namespace pacer::worker {
 namespace {
@@ -110,16 +112,42 @@ TEST(StopSignalTest, ASigtermHeldBlockedDuringStartUpReachesTheHandler) {
   EXPECT_EQ(sigismember(&after, SIGTERM), 1);
 }
 
+// A second Ctrl-C, pressed after the same-stop window, kills the process
+// at once (the user will not wait for the step).
 TEST(StopSignalDeathTest, SecondSigintKillsTheProcess) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
         StopSignal stop;
         raise(SIGINT);
+        // The press comes after the window: the window is a time, so the
+        // wait is on the clock.
+        const auto pressed = std::chrono::steady_clock::now();
+        while (std::chrono::steady_clock::now() - pressed <
+               std::chrono::milliseconds(kRepeatedStopWindowMs + 50)) {
+          ::poll(nullptr, 0, 10);
+        }
         raise(SIGINT);
         _exit(0);  // not reached
       },
       ::testing::KilledBySignal(SIGINT), "");
+}
+
+// One stop delivered twice within the window (a Ctrl-C to the process group
+// reaches the rank, and its supervisor forwards a SIGTERM; `timeout`
+// signals its child and then its group) is one stop: the rank used to die
+// of the second one (exit 1, no checkpoint).
+TEST(StopSignalDeathTest, AStopDeliveredTwiceWithinTheWindowIsOneStop) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        StopSignal stop;
+        raise(SIGTERM);
+        raise(SIGINT);
+        raise(SIGINT);
+        _exit(stop.requested() && stop.signal_number() == SIGTERM ? 0 : 3);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(StopSignalDeathTest, ASecondLiveInstanceAborts) {

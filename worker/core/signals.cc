@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 
 namespace pacer::worker {
 namespace {
@@ -15,12 +16,29 @@ static_assert(std::atomic<bool>::is_always_lock_free);
 
 std::atomic<int> g_stop_signal{0};
 std::atomic<bool> g_installed{false};
+std::atomic<int64_t> g_first_stop_ms{0};  // CLOCK_MONOTONIC
+static_assert(std::atomic<int64_t>::is_always_lock_free);
+
+int64_t MonotonicMs() {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  return static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+}
 
 extern "C" void HandleStopSignal(int signal_number) {
+  const int64_t now_ms = MonotonicMs();
   int none = 0;
-  if (!g_stop_signal.compare_exchange_strong(none, signal_number) && signal_number == SIGINT) {
-    // The second Ctrl-C: the user does not want to wait for the step. Both
-    // calls are async-signal-safe.
+  if (g_stop_signal.compare_exchange_strong(none, signal_number)) {
+    g_first_stop_ms.store(now_ms);
+    return;
+  }
+  // A second Ctrl-C: the user does not want to wait for the step. Not one
+  // within kRepeatedStopWindowMs of the first stop: that is the same stop
+  // delivered twice (a Ctrl-C to the process group reaches the rank and its
+  // supervisor, which forwards a SIGTERM; `timeout` signals its child and
+  // then its group), and it killed the rank before its checkpoint (exit 1).
+  if (signal_number == SIGINT && now_ms - g_first_stop_ms.load() >= kRepeatedStopWindowMs) {
+    // Both calls are async-signal-safe.
     ::signal(SIGINT, SIG_DFL);
     ::raise(SIGINT);
   }

@@ -10,7 +10,10 @@
 // waits poll it too (runner.h, point 5). They are installed with SA_RESTART so
 // that a blocking read in a collective or a store is resumed rather than
 // failing with EINTR in the middle of a step. A second SIGINT (Ctrl-C pressed
-// twice) terminates the process at once with the default action.
+// twice) terminates the process at once with the default action, when it
+// comes kRepeatedStopWindowMs or more after the first stop signal: one
+// within it is the same stop delivered twice (to the process group and
+// forwarded by the supervisor), as the supervisor counts it too.
 //
 // Start-up: a process may keep SIGTERM and SIGINT blocked until it can act on
 // them (the supervisor starts every rank that way), so a stop that arrives
@@ -33,7 +36,12 @@
 
 #include <signal.h>
 
+#include <cstdint>
+
 namespace pacer::worker {
+
+// Stop signals this close to the first (milliseconds) are the same stop.
+inline constexpr int64_t kRepeatedStopWindowMs = 1000;
 
 class StopSignal {
  public:
