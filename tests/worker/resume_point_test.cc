@@ -126,6 +126,26 @@ TEST_F(ResumePointTest, CheckpointsNoneOfWhichIsUsableAreDataLossNotAFreshStart)
   EXPECT_EQ(choice.rejected.size(), 2u);
 }
 
+// Rank 0's checkpoints removed or lost while the other ranks' remain: it
+// was taken for a first run (only rank 0's directory was listed), trained
+// from step 0 without a word, and pruned the other ranks' checkpoints.
+TEST_F(ResumePointTest, OtherRanksCheckpointsWithoutRankZerosAreDataLossNotAFreshStart) {
+  SaveAll(100, 2);
+  SaveAll(200, 2);
+  fs::remove_all(fs::path(dir_) / "rank-0");
+  const ResumeChoice choice = Choose();
+  EXPECT_EQ(choice.outcome, ResumeChoice::Outcome::kNoUsable);
+  EXPECT_EQ(choice.newest_step, 200);
+  ASSERT_EQ(choice.rejected.size(), 1u);
+  EXPECT_EQ(choice.rejected[0],
+            "rank 0 holds no checkpoint, but rank-1 up to step 200 do: rank 0's were removed or "
+            "lost");
+  // An empty rank-0 directory is the same; other entries are not ranks.
+  fs::create_directories(fs::path(dir_) / "rank-0");
+  fs::create_directories(fs::path(dir_) / "rank-x");
+  EXPECT_EQ(Choose().outcome, ResumeChoice::Outcome::kNoUsable);
+}
+
 TEST_F(ResumePointTest, ANewestFromAnotherPlanFallsBackWhenBuffersAreRestored) {
   SaveAll(100, 2);
   SaveAll(200, 2, "another plan");

@@ -1,6 +1,8 @@
 #include "core/resume_point.h"
 
 #include <algorithm>
+#include <charconv>
+#include <filesystem>
 #include <optional>
 #include <utility>
 
@@ -70,12 +72,48 @@ StatusOr<std::optional<std::string>> WhyUnusable(const std::string& dir, int64_t
   return std::optional<std::string>();
 }
 
+// Rank directories other than rank 0's that hold checkpoints, as "rank-N"
+// with their newest step; empty when none (or the directory cannot be read:
+// the caller then takes it for a first run, as before).
+std::vector<std::pair<std::string, int64_t>> OtherRanksCheckpoints(const std::string& dir) {
+  std::vector<std::pair<std::string, int64_t>> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("rank-", 0) != 0 || name == "rank-0") continue;
+    int rank = 0;
+    const char* digits = name.data() + 5;
+    const auto [end, parse_error] = std::from_chars(digits, name.data() + name.size(), rank);
+    if (parse_error != std::errc() || end != name.data() + name.size() || rank < 1) continue;
+    StatusOr<std::vector<int64_t>> steps = CheckpointStore(dir, rank).ListedSteps();
+    if (steps.ok() && !steps->empty()) found.emplace_back(name, steps->front());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
 }  // namespace
 
 StatusOr<ResumeChoice> ChooseResumePoint(const std::string& dir, const ResumeRequirements& want) {
   ResumeChoice choice;
   ASSIGN_OR_RETURN(std::vector<int64_t> steps, CheckpointStore(dir, 0).ListedSteps());
-  if (steps.empty()) return choice;  // kFresh: nothing was ever saved
+  if (steps.empty()) {
+    // Rank 0 holds none. A first run, unless other ranks hold some: rank 0's
+    // were removed or lost, and a fresh start trained from step 0 without a
+    // word while pruning the other ranks' (a data loss said as one).
+    const std::vector<std::pair<std::string, int64_t>> others = OtherRanksCheckpoints(dir);
+    if (others.empty()) return choice;  // kFresh: nothing was ever saved
+    choice.outcome = ResumeChoice::Outcome::kNoUsable;
+    std::string held;
+    for (const auto& [name, newest] : others) {
+      choice.newest_step = std::max(choice.newest_step, newest);
+      if (!held.empty()) held += ", ";
+      held += name + " up to step " + std::to_string(newest);
+    }
+    choice.rejected.push_back("rank 0 holds no checkpoint, but " + held +
+                              " do: rank 0's were removed or lost");
+    return choice;
+  }
   choice.newest_step = steps.front();
   for (int64_t step : steps) {
     ASSIGN_OR_RETURN(std::optional<std::string> why, WhyUnusable(dir, step, want));
