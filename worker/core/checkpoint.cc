@@ -11,7 +11,9 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <set>
+#include <stdexcept>
 
 namespace pacer::worker {
 namespace {
@@ -296,15 +298,31 @@ class PayloadReader {
     uint32_t n = 0;
     if (!U32(n)) return false;
     if (n > remaining_) return Fail("a string length points past the end of the file");
-    s.resize(n);
+    if (!Allocate(s, n)) return false;
     return Read(std::as_writable_bytes(std::span<char>(s.data(), s.size())));
   }
   bool Blob(std::vector<std::byte>& out) {
     uint64_t n = 0;
     if (!U64(n)) return false;
     if (n > remaining_) return Fail("a buffer length points past the end of the file");
-    out.resize(static_cast<size_t>(n));
+    if (!Allocate(out, n)) return false;
     return Read(out);
+  }
+
+  // The file's size bounds a length, but a sparse file's size is no proof
+  // of its bytes: a corrupt length of 100 GiB passed that check and threw
+  // std::bad_alloc out of the load (the rank exited 1) instead of the file
+  // being skipped as corrupt.
+  template <typename Container>
+  bool Allocate(Container& out, uint64_t n) {
+    try {
+      out.resize(static_cast<size_t>(n));
+      return true;
+    } catch (const std::bad_alloc&) {
+    } catch (const std::length_error&) {
+    }
+    return Fail("a length of " + std::to_string(n) +
+                " bytes cannot be held in memory (a corrupt length field)");
   }
 
   uint64_t remaining() const { return remaining_; }
