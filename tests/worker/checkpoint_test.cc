@@ -6,7 +6,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace pacer::worker {
 namespace {
@@ -130,51 +134,66 @@ TEST_F(CheckpointTest, TheIdentityIsReadWithoutTheBuffersAndCheckedAsTheHeaderIs
   EXPECT_EQ(store.LoadIdentity(1100).status().code(), StatusCode::kNotFound);
 }
 
-// A file of format version 1, written by a worker before run ids, byte by
-// byte as that worker laid it out: a job whose workers were upgraded resumes
-// from the checkpoints the old ones wrote.
-TEST_F(CheckpointTest, AFormatVersionOneFileIsStillRead) {
+// A checkpoint file of format version 1 (before run ids), built byte by
+// byte as that worker laid it out: little-endian fields, strings and blobs
+// after their lengths.
+struct V1File {
   std::vector<std::byte> payload;
-  auto u32 = [&](uint32_t v) {
-    for (int i = 0; i < 4; ++i) payload.push_back(static_cast<std::byte>(v >> (8 * i)));
-  };
-  auto u64 = [&](uint64_t v) {
-    for (int i = 0; i < 8; ++i) payload.push_back(static_cast<std::byte>(v >> (8 * i)));
-  };
-  auto str = [&](std::string_view text) {
-    u32(static_cast<uint32_t>(text.size()));
-    for (char c : text) payload.push_back(static_cast<std::byte>(c));
-  };
-  u64(600);  // step
-  u32(1);    // rank
-  u32(2);    // world size
-  str("llama-7b");
-  str("t1 p1 v1 d2");
-  u64(3);  // the RNG state: a u64 length, then its bytes (no run id before it in v1)
-  payload.insert(payload.end(), {std::byte{1}, std::byte{2}, std::byte{3}});
-  u32(1);  // one buffer
-  str("w");
-  u64(2);
-  payload.insert(payload.end(), {std::byte{9}, std::byte{8}});
 
-  std::vector<std::byte> file(32);
-  const std::string_view magic = "PACERCK1";
-  std::memcpy(file.data(), magic.data(), magic.size());
-  auto put = [&](size_t at, uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) file[at + i] = static_cast<std::byte>(v >> (8 * i));
-  };
-  put(8, 1, 4);  // format version 1
-  put(12, Crc32(payload), 4);
-  put(16, payload.size(), 8);
-  put(24, Crc32(std::span(file).first(24)), 4);
-  file.insert(file.end(), payload.begin(), payload.end());
-  CheckpointStore store(dir_, 1);
-  fs::create_directories(store.rank_dir());
-  {
+  void U32(uint32_t v) {
+    for (int i = 0; i < 4; ++i) payload.push_back(static_cast<std::byte>(v >> (8 * i)));
+  }
+  void U64(uint64_t v) {
+    for (int i = 0; i < 8; ++i) payload.push_back(static_cast<std::byte>(v >> (8 * i)));
+  }
+  void Str(std::string_view text) {
+    U32(static_cast<uint32_t>(text.size()));
+    for (char c : text) payload.push_back(static_cast<std::byte>(c));
+  }
+  void Bytes(std::initializer_list<std::byte> bytes) { payload.insert(payload.end(), bytes); }
+  // Step 600 of rank 1 of 2, job "llama-7b", plan "t1 p1 v1 d2".
+  void Identity() {
+    U64(600);
+    U32(1);
+    U32(2);
+    Str("llama-7b");
+    Str("t1 p1 v1 d2");
+  }
+  // Writes it as `store`'s step 600, the header claiming `payload_bytes`
+  // (default: the payload's size) with the payload's CRC.
+  void WriteAs(const CheckpointStore& store, std::optional<uint64_t> payload_bytes = {}) const {
+    std::vector<std::byte> file(32);
+    const std::string_view magic = "PACERCK1";
+    std::memcpy(file.data(), magic.data(), magic.size());
+    auto put = [&](size_t at, uint64_t v, int bytes) {
+      for (int i = 0; i < bytes; ++i) file[at + i] = static_cast<std::byte>(v >> (8 * i));
+    };
+    put(8, 1, 4);  // format version 1
+    put(12, Crc32(payload), 4);
+    put(16, payload_bytes.value_or(payload.size()), 8);
+    put(24, Crc32(std::span(file).first(24)), 4);
+    file.insert(file.end(), payload.begin(), payload.end());
+    fs::create_directories(store.rank_dir());
     std::ofstream out(store.PathForStep(600), std::ios::binary);
     out.write(reinterpret_cast<const char*>(file.data()),
               static_cast<std::streamsize>(file.size()));
   }
+};
+
+// A file of format version 1, written by a worker before run ids, byte by
+// byte as that worker laid it out: a job whose workers were upgraded resumes
+// from the checkpoints the old ones wrote.
+TEST_F(CheckpointTest, AFormatVersionOneFileIsStillRead) {
+  V1File v1;
+  v1.Identity();
+  v1.U64(3);  // the RNG state: a u64 length, then its bytes (no run id before it in v1)
+  v1.Bytes({std::byte{1}, std::byte{2}, std::byte{3}});
+  v1.U32(1);  // one buffer
+  v1.Str("w");
+  v1.U64(2);
+  v1.Bytes({std::byte{9}, std::byte{8}});
+  CheckpointStore store(dir_, 1);
+  v1.WriteAs(store);
 
   auto loaded = store.Load(600);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
@@ -198,42 +217,12 @@ TEST_F(CheckpointTest, ALengthNoMemoryHoldsIsACorruptFileNotACrash) {
                   "throwing std::bad_alloc";
 #endif
   constexpr uint64_t kHuge = uint64_t{1} << 43;  // 8 TiB of RNG state
-  std::vector<std::byte> payload;
-  auto u32 = [&](uint32_t v) {
-    for (int i = 0; i < 4; ++i) payload.push_back(static_cast<std::byte>(v >> (8 * i)));
-  };
-  auto u64 = [&](uint64_t v) {
-    for (int i = 0; i < 8; ++i) payload.push_back(static_cast<std::byte>(v >> (8 * i)));
-  };
-  auto str = [&](std::string_view text) {
-    u32(static_cast<uint32_t>(text.size()));
-    for (char c : text) payload.push_back(static_cast<std::byte>(c));
-  };
-  u64(600);  // step
-  u32(1);    // rank
-  u32(2);    // world size
-  str("llama-7b");
-  str("t1 p1 v1 d2");
-  u64(kHuge);  // the RNG state's length (format version 1: no run id)
-  const uint64_t claimed = payload.size() + kHuge + 4;
-  std::vector<std::byte> file(32);
-  const std::string_view magic = "PACERCK1";
-  std::memcpy(file.data(), magic.data(), magic.size());
-  auto put = [&](size_t at, uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) file[at + i] = static_cast<std::byte>(v >> (8 * i));
-  };
-  put(8, 1, 4);
-  put(12, 0, 4);  // the payload CRC (never reached)
-  put(16, claimed, 8);
-  put(24, Crc32(std::span(file).first(24)), 4);
-  file.insert(file.end(), payload.begin(), payload.end());
+  V1File v1;
+  v1.Identity();
+  v1.U64(kHuge);  // the RNG state's length
+  const uint64_t claimed = v1.payload.size() + kHuge + 4;
   CheckpointStore store(dir_, 1);
-  fs::create_directories(store.rank_dir());
-  {
-    std::ofstream out(store.PathForStep(600), std::ios::binary);
-    out.write(reinterpret_cast<const char*>(file.data()),
-              static_cast<std::streamsize>(file.size()));
-  }
+  v1.WriteAs(store, claimed);
   std::error_code sparse;
   fs::resize_file(store.PathForStep(600), 32 + claimed, sparse);
   if (sparse) GTEST_SKIP() << "this file system holds no 8 TiB sparse file: " << sparse.message();
