@@ -527,6 +527,27 @@ TEST_F(CheckpointTest, ADirectoryThatIsAFileIsAConfigurationErrorSayingWhatToFix
   EXPECT_NE(saved.message().find("PACER_CHECKPOINT_DIR"), std::string::npos) << saved.ToString();
 }
 
+// A checkpoint directory that is a symbolic link to nothing passed the
+// start-up check (stat says only "no such file", as for a directory not yet
+// made), then every save failed: mkdir cannot make it (EEXIST), exit 7, a
+// relaunch into the same failure. It is a configuration error at start.
+TEST_F(CheckpointTest, ADanglingSymbolicLinkIsAConfigurationErrorAtStart) {
+  const std::string link = dir_ + "/dangling";
+  fs::create_symlink(dir_ + "/nowhere/at/all", link);
+  for (const std::string& path : {link, link + "/"}) {
+    const Status checked = CheckCheckpointDirectory(path);
+    EXPECT_EQ(checked.code(), StatusCode::kInvalidArgument) << checked.ToString();
+    EXPECT_NE(checked.message().find(" is a symbolic link to " + dir_ +
+                                     "/nowhere/at/all, which does not exist"),
+              std::string::npos)
+        << checked.message();
+  }
+  // A directory inside it that does not exist yet is the same link.
+  EXPECT_EQ(CheckCheckpointDirectory(link + "/job").code(), StatusCode::kInvalidArgument);
+  // A directory not made yet in a real one is fine (Save makes it).
+  EXPECT_TRUE(CheckCheckpointDirectory(dir_ + "/not-yet").ok());
+}
+
 TEST_F(CheckpointTest, RejectsANegativeStepAndAnotherRanksState) {
   CheckpointStore store(dir_, 0);
   EXPECT_EQ(store.Save(StateAt(-1)).code(), StatusCode::kInvalidArgument);

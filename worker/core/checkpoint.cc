@@ -11,6 +11,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <new>
 #include <set>
 #include <stdexcept>
@@ -495,6 +496,19 @@ Status CheckCheckpointDirectory(const std::string& dir) {
     if (::stat(path.c_str(), &st) != 0) {
       const int err = errno;
       if (err != ENOENT) return DirectoryError("cannot use checkpoint directory", dir, err);
+      // A symbolic link to nothing: stat says ENOENT, but mkdir cannot make
+      // the directory there (EEXIST), so every save failed (exit 7, a
+      // relaunch into the same failure) after a start that passed this check.
+      struct stat link {};
+      if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+        std::error_code ec;
+        const std::string target = std::filesystem::read_symlink(path, ec).string();
+        return InvalidArgumentError(
+            "cannot use checkpoint directory " + dir + ": " + path + " is a symbolic link to " +
+            (target.empty() ? "a path" : target) +
+            ", which does not exist; create it, or point --checkpoint-dir / "
+            "PACER_CHECKPOINT_DIR at a directory");
+      }
       const std::string parent = ParentDir(path);
       if (parent == path) return IoError("cannot use checkpoint directory", dir, err);
       path = parent;
