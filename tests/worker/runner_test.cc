@@ -231,6 +231,10 @@ TEST(RunnerStopTest, AStopWhileWaitingForTheResumePointIsACleanStop) {
   // Ten seconds: the wait is retried 12 times, so without the interrupt it
   // ended two minutes later as a collective failure.
   const WorkerConfig c = TinyWorld(2, 1, (*store)->port(), /*timeout_seconds=*/10);
+  // Rank 0 started, with the same plan, and published it; then it is slow.
+  auto rank0 = TcpStoreClient::Connect("127.0.0.1", (*store)->port(), 0, seconds(10));
+  ASSERT_TRUE(rank0.ok()) << rank0.status().ToString();
+  ASSERT_TRUE((*rank0)->Set(kWorldPlanKey, WorldFingerprint(c)).ok());
   const RankRun run = RunOneRank(c, Scripted([](ScriptedBackend& b) {
                                    b.initialize = [] {
                                      std::raise(SIGTERM);
@@ -241,6 +245,42 @@ TEST(RunnerStopTest, AStopWhileWaitingForTheResumePointIsACleanStop) {
   EXPECT_NE(run.log.find("rank=1 event=stopped during=resume"), std::string::npos) << run.log;
   EXPECT_NE(run.log.find("gave up waiting for key \"runner/resume-step\""), std::string::npos)
       << run.log;
+}
+
+// Nodes started with different settings never compared them: another
+// hidden size aborted inside Gloo (SIGABRT), another accumulation trained on
+// silently wrong (both exited 0), another NNODES failed as a peer's death.
+// Every rank checks its plan against rank 0's before the backend starts:
+// exit 2 naming what differs.
+TEST(RunnerRendezvousTest, ARankWhosePlanIsNotRankZerosExitsTwoNamingTheDifference) {
+  auto store = TcpStoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  WorkerConfig rank0_config = TinyWorld(2, 0, (*store)->port(), /*timeout_seconds=*/10);
+  auto rank0 = TcpStoreClient::Connect("127.0.0.1", (*store)->port(), 0, seconds(10));
+  ASSERT_TRUE(rank0.ok()) << rank0.status().ToString();
+  ASSERT_TRUE((*rank0)->Set(kWorldPlanKey, WorldFingerprint(rank0_config)).ok());
+
+  WorkerConfig c = TinyWorld(2, 1, (*store)->port(), /*timeout_seconds=*/10);
+  c.gradient_accumulation_steps = 2;
+  c.global_batch_size = 4;
+  bool initialized = false;
+  const RankRun run = RunOneRank(c, Scripted([&initialized](ScriptedBackend& b) {
+                                   b.initialize = [&initialized] {
+                                     initialized = true;
+                                     return Status::Ok();
+                                   };
+                                 }));
+  EXPECT_EQ(run.code, kExitInvalidConfig) << ExitCodeName(run.code) << "\n" << run.log;
+  EXPECT_NE(run.log.find("this node was started with another plan than rank 0's: k2 (rank 0: k1), "
+                         "B4 (rank 0: B2)"),
+            std::string::npos)
+      << run.log;
+  EXPECT_FALSE(initialized) << "the backend started before the plans were compared";
+
+  // The same plan passes (a rank differs from rank 0 only in its rank).
+  EXPECT_TRUE(
+      CompareWithRankZero(WorldFingerprint(TinyWorld(2, 1, 1, 10)), WorldFingerprint(rank0_config))
+          .ok());
 }
 
 // Rank 1 of two, whose SIGTERM came before it started (it stayed pending

@@ -392,6 +392,42 @@ std::string PlanFingerprint(const WorkerConfig& c) {
   return LegacyPlanFingerprint(c) + buffer;
 }
 
+std::string WorldFingerprint(const WorkerConfig& c) {
+  char buffer[256];
+  std::snprintf(buffer, sizeof(buffer), " W%d N%d l%d B%lld S%lld O%d A%d x%.9g J%s/%s",
+                c.world_size, c.nnodes, c.local_world_size,
+                static_cast<long long>(c.global_batch_size), static_cast<long long>(c.total_steps),
+                static_cast<int>(c.optimizer), static_cast<int>(c.attention), c.scale,
+                c.job_namespace.c_str(), c.job_name.c_str());
+  return PlanFingerprint(c) + buffer;
+}
+
+Status CompareWithRankZero(const std::string& mine, const std::string& theirs) {
+  if (mine == theirs) return Status::Ok();
+  const auto tokens = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream in(text);
+    for (std::string token; in >> token;) out.push_back(token);
+    return out;
+  };
+  const std::vector<std::string> a = tokens(mine), b = tokens(theirs);
+  std::string differ;
+  if (a.size() == b.size()) {
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (a[i] == b[i]) continue;
+      if (!differ.empty()) differ += ", ";
+      differ += a[i] + " (rank 0: " + b[i] + ")";
+    }
+  } else {
+    differ = "\"" + mine + "\" (rank 0: \"" + theirs + "\")";
+  }
+  return InvalidArgumentError(
+      "this node was started with another plan than rank 0's: " + differ +
+      " (t p v d: parallel sizes, z ZeRO, b micro-batch, k accumulation, L h s V H G F: the "
+      "model, W N l: WORLD_SIZE, NNODES, LOCAL_WORLD_SIZE, B global batch, S steps); give every "
+      "node the same PACER_* and world variables");
+}
+
 std::vector<std::string> AcceptedPlanFingerprints(const WorkerConfig& c) {
   return {PlanFingerprint(c), LegacyPlanFingerprint(c)};
 }
@@ -484,6 +520,26 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
     return kExitRendezvousTimeout;
   }
   TcpStoreClient& store = **connected;
+
+  // Every rank's plan is rank 0's, before a collective of other sizes can
+  // abort inside Gloo or another accumulation train on silently wrong.
+  {
+    const std::string mine = WorldFingerprint(c);
+    Status agreed = Status::Ok();
+    if (rank == 0) {
+      agreed = store.Set(kWorldPlanKey, mine);
+    } else if (StatusOr<std::string> theirs = store.Get(kWorldPlanKey, Timeout(c)); theirs.ok()) {
+      agreed = CompareWithRankZero(mine, *theirs);
+    } else {
+      agreed = theirs.status();
+    }
+    if (!agreed.ok()) {
+      if (IsStopBeforeTraining(stop_signal, agreed)) {
+        return StoppedBeforeTraining(c, rank, "rendezvous", agreed);
+      }
+      return Fail(c, rank, "rendezvous", agreed);
+    }
+  }
 
   auto schedule = BuildStepSchedule(c, rank);
   if (!schedule.ok()) return Fail(c, rank, "schedule", schedule.status());

@@ -86,6 +86,18 @@ std::string PlanFingerprint(const WorkerConfig& config);
 // shape were part of it (their checkpoints stay usable across an upgrade;
 // those fields of theirs cannot be checked).
 std::vector<std::string> AcceptedPlanFingerprints(const WorkerConfig& config);
+// What every rank of a run must agree on, as space-separated tokens: the
+// plan (PlanFingerprint), the world (W world size, N nodes, l ranks per
+// node), the batch (B), the steps (S), the optimizer, the attention kernel,
+// the scale and the job. Compared with rank 0's before the backend starts.
+std::string WorldFingerprint(const WorkerConfig& config);
+// The store key rank 0 publishes it under.
+inline constexpr char kWorldPlanKey[] = "runner/world-plan";
+// OK when `mine` (this rank's WorldFingerprint) is rank 0's `theirs`; else
+// InvalidArgument naming the tokens that differ (nodes started with other
+// settings: a collective of other sizes aborted inside Gloo, or another
+// accumulation trained on silently wrong).
+Status CompareWithRankZero(const std::string& mine, const std::string& theirs);
 
 // Steps between reads of the stop claim (point 4 above) after rank 0's
 // step took `rank0_step_seconds`: about kStopCheckSeconds of steps, at least
