@@ -13,9 +13,9 @@
 namespace pacer::controller {
 namespace {
 
-constexpr int64_t kNow = 1795305600;  // 2026-11-22T00:00:00Z
+constexpr int64_t kLocalReplanNow = 1795305600;  // 2026-11-22T00:00:00Z
 
-planner::Inventory H100Pool(int free_gpus) {
+planner::Inventory LocalReplanH100Pool(int free_gpus) {
   planner::Inventory inventory;
   inventory.node_pools.push_back({"h100", "H100-SXM", 16, 8, free_gpus, 3200, 0, 2.5});
   return inventory;
@@ -37,23 +37,23 @@ ReplanInputs ShortJobBehind(const ReplanOptions& options) {
   ReplanInputs in;
   if (!job.ok()) return in;
   planner::PlanOptions plan_options;
-  plan_options.now_unix_seconds = kNow;
+  plan_options.now_unix_seconds = kLocalReplanNow;
   plan_options.constants = options.constants;
-  auto initial = planner::Plan(*job, H100Pool(16), {}, plan_options);
+  auto initial = planner::Plan(*job, LocalReplanH100Pool(16), {}, plan_options);
   EXPECT_TRUE(initial.ok() && initial->plan) << initial.status().ToString();
   if (!initial.ok() || !initial->plan) return in;
   in.job = *job;
   in.current_plan = *initial->plan;
   in.total_steps = in.current_plan.total.optimizer_steps;
   in.completed_steps = in.total_steps / 10;
-  in.now_unix_seconds = kNow;
+  in.now_unix_seconds = kLocalReplanNow;
   const planner::TotalTimeBreakdown& total = in.current_plan.total;
   const double remaining_seconds = static_cast<double>(in.total_steps - in.completed_steps) *
                                    (total.total_seconds - total.startup_seconds) /
                                    static_cast<double>(total.optimizer_steps);
-  in.deadline_unix_seconds = kNow + static_cast<int64_t>(1.25 * remaining_seconds);
+  in.deadline_unix_seconds = kLocalReplanNow + static_cast<int64_t>(1.25 * remaining_seconds);
   in.measured_step_seconds = 1.5 * in.current_plan.step.step_seconds;
-  in.inventory = H100Pool(16 * 8 - in.current_plan.layout.gpus());
+  in.inventory = LocalReplanH100Pool(16 * 8 - in.current_plan.layout.gpus());
   return in;
 }
 
@@ -61,7 +61,7 @@ TEST(LocalReplanTest, AJobWithMinutesLeftReplansWithLocalMargins) {
   const ReplanOptions local = LocalReconcilerOptions(3).replan;
   const ReplanInputs in = ShortJobBehind(local);
   ASSERT_GT(in.total_steps, 0);
-  const double remaining = static_cast<double>(*in.deadline_unix_seconds - kNow) / 1.25;
+  const double remaining = static_cast<double>(*in.deadline_unix_seconds - kLocalReplanNow) / 1.25;
   // Projected at 1.5x: a gain can only be below ten minutes.
   ASSERT_LT(1.5 * remaining, 600) << "a job of a few minutes";
 
