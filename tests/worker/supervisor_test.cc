@@ -204,6 +204,41 @@ TEST(SupervisorTest, FailingRankStopsTheOthersAndDecidesTheExitCode) {
   EXPECT_FALSE(Exists(dir.File("sigterm-2")));
 }
 
+TEST(SupervisorTest, ACauseAfterItsSymptomDecidesTheExitCode) {
+  // Rank 0 fails (out of memory) and its process takes the store along;
+  // rank 1 notices first and exits 4. The node's code is rank 0's cause,
+  // which the controller acts on (another plan), not the symptom (a retry).
+  Pipe ready;
+  const int code = RunAndWait(3, [&](int local_rank) -> int {
+    alarm(kRankWatchdogSeconds);
+    if (local_rank == 1) {
+      if (!ready.AwaitInRank(2)) return kExitInternalError;
+      return kExitCollectiveFailure;
+    }
+    // Exits after the symptom is recorded: the SIGTERM comes from it.
+    TakeSigterm(ready, nullptr);
+    return local_rank == 0 ? kExitOutOfMemory : kExitStoppedAfterCheckpoint;
+  });
+  EXPECT_EQ(code, kExitOutOfMemory) << ExitCodeName(code);
+}
+
+TEST(SupervisorTest, ASecondSymptomOrCrashDoesNotReplaceTheFirstFailure) {
+  // Only a cause replaces a symptom: another symptom, or a sibling killed
+  // (its code is internal-error whoever sent the signal), does not.
+  Pipe ready;
+  const int code = RunAndWait(3, [&](int local_rank) -> int {
+    alarm(kRankWatchdogSeconds);
+    if (local_rank == 1) {
+      if (!ready.AwaitInRank(2)) return kExitInternalError;
+      return kExitRendezvousTimeout;
+    }
+    TakeSigterm(ready, nullptr);
+    if (local_rank == 2) raise(SIGKILL);
+    return kExitCollectiveFailure;
+  });
+  EXPECT_EQ(code, kExitRendezvousTimeout) << ExitCodeName(code);
+}
+
 TEST(SupervisorTest, RankKilledBySignalIsAFailureAndStopsTheOthers) {
   SupervisorDir dir;
   Pipe ready;

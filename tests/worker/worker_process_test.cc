@@ -510,6 +510,24 @@ TEST_F(WorkerProcessTest, AnFp8PlanOnTheCpuExitsWithInvalidConfig) {
   EXPECT_NE(w.log.find("cannot run fp8 GEMMs"), std::string::npos) << w.log;
 }
 
+TEST_F(WorkerProcessTest, AnFp8PlanIsRefusedBeforeTheRendezvous) {
+  // The refusal needs no peer: a node whose rank 0 (and store) never
+  // starts still exits 2 naming the fix, not 3 after waiting for the store.
+  // Refused after the store started, rank 0 took it down under its
+  // sibling, whose "lost the store" (exit 4) could come first.
+  auto env = BaseEnv(Path("ckpt"), NextPort());
+  env["NNODES"] = "2";
+  env["LOCAL_WORLD_SIZE"] = "1";
+  env["NODE_RANK"] = "1";
+  env["PACER_PRECISION"] = "fp8";
+  env["PACER_TOTAL_STEPS"] = "2";
+  Worker w = Start(env);
+  EXPECT_EQ(WaitExit(w, std::chrono::seconds(60)), kExitInvalidConfig) << w.log;
+  EXPECT_NE(w.log.find("rank=1 event=failed during=plan exit=invalid-config"), std::string::npos)
+      << w.log;
+  EXPECT_EQ(w.log.find("store"), std::string::npos) << w.log;
+}
+
 TEST_F(WorkerProcessTest, InvalidEnvironmentExitsWithInvalidConfig) {
   auto env = BaseEnv(Path("ckpt"), NextPort());
   env["PACER_GLOBAL_BATCH_SIZE"] = "5";

@@ -249,6 +249,12 @@ class Device {
 
   virtual const char* name() const = 0;  // "cpu" or "gpu"
 
+  // What this kind of device cannot run on any hardware (the CPU's fp8
+  // GEMMs): InvalidArgument naming the fix. Needs no device and no peer, so
+  // the runner asks before the rendezvous: every rank refuses at once,
+  // instead of rank 0 failing after it started the store and a peer,
+  // cut off mid-rendezvous, reporting a lost store (exit 4) first.
+  virtual Status CheckPlan(const WorkerConfig&) const { return Status::Ok(); }
   // Connects this rank's communicators and fixes how the plan will run.
   // InvalidArgument when the device cannot run the plan's precision.
   virtual Status Connect(const BackendContext& context) = 0;

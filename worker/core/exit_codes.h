@@ -1,7 +1,8 @@
 // pacer-worker's process exit codes: the controller (and local mode) decide
 // what to do next from them, so each cause has its own code. Documented in
 // docs/worker.md. A supervising process exits with the code of the first
-// rank that failed (or success when all succeeded).
+// rank that failed (or success when all succeeded), or with a sibling's cause
+// when the first failure was its symptom (supervisor.h).
 // Thread-safety: constants.
 #ifndef PACER_WORKER_CORE_EXIT_CODES_H_
 #define PACER_WORKER_CORE_EXIT_CODES_H_

@@ -474,6 +474,12 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
   const int rank = c.GlobalRank(local_rank);
   StopSignal stop_signal;
 
+  // A plan this backend cannot run on any hardware fails every rank here,
+  // before rank 0 starts the store: failing in Initialize, rank 0 took the
+  // store down while its peers were still reading it, and a peer's "lost
+  // the store" (exit 4) could be the node's first failure, not the cause.
+  if (Status s = make_backend()->CheckPlan(c); !s.ok()) return Fail(c, rank, "plan", s);
+
   // 0. Metrics: each local rank exports on its own port, bound before the
   // rendezvous. Bound after it (and after the model's initialisation), a
   // taken port failed this rank only once every peer had joined, and they

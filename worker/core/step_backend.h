@@ -61,6 +61,12 @@ class StepBackend {
 
   virtual const char* name() const = 0;  // "cpu" or "gpu"
 
+  // Refuses a plan this backend cannot run on any hardware (InvalidArgument
+  // naming the fix), before Initialize and before the rendezvous: the
+  // runner asks first, so a node fails fast with exit 2 and no peer waits
+  // on it. Needs no device, no peer and no memory.
+  virtual Status CheckPlan(const WorkerConfig&) const { return Status::Ok(); }
+
   // Allocates weights, gradients, optimizer state and activation buffers as
   // the plan's memory model predicts (sharded by ZeRO stage), initialises the
   // weights deterministically from the seed, and connects the tensor-, data-

@@ -1356,6 +1356,8 @@ StepExecutor::~StepExecutor() {
 
 const char* StepExecutor::name() const { return device_->name(); }
 
+Status StepExecutor::CheckPlan(const WorkerConfig& c) const { return device_->CheckPlan(c); }
+
 Status StepExecutor::Initialize(const BackendContext& context, uint64_t seed) {
   return impl_->Initialize(context, seed);
 }

@@ -76,6 +76,7 @@ class StepExecutor : public StepBackend {
   ~StepExecutor() override;
 
   const char* name() const override;
+  Status CheckPlan(const WorkerConfig& c) const override;
   Status Initialize(const BackendContext& context, uint64_t seed) override;
   StatusOr<StepTiming> RunStep(int64_t step) override;
   double PeakMemoryBytes() const override;

@@ -143,6 +143,22 @@ struct Outcome {
   int code = 0;
 };
 
+// A failure that is the symptom of another rank's: the store or a peer gone
+// (rank 0 hosts the store, and its process leaves with it), a collective cut
+// short. On one node, the rank that had the cause often exits a moment after
+// its sibling noticed the symptom.
+bool IsSymptom(int code) {
+  return code == kExitRendezvousTimeout || code == kExitCollectiveFailure;
+}
+
+// A failure with a cause of its own, which the controller acts on (fail the
+// job with the message, raise the memory margin, exclude the node, stop on
+// data loss): it decides the node's code over a symptom reported first.
+bool IsCause(int code) {
+  return code == kExitInvalidConfig || code == kExitOutOfMemory || code == kExitCheckpointFailure ||
+         code == kExitDataLoss || code == kExitDeviceFault;
+}
+
 // Runs in the forked child; never returns.
 [[noreturn]] void RunChild(int local_rank, const std::function<int(int)>& rank_main,
                            pid_t supervisor_pid, SignalPipe& signals, const sigset_t& caller_mask) {
@@ -368,7 +384,20 @@ int RunSupervised(int local_world_size, const std::function<int(int local_rank)>
             ExitCodeName(code));
       }
       if (code == kExitStoppedAfterCheckpoint) any_stopped_after_checkpoint = true;
-      if (first_failure) continue;  // only the first failure decides the result
+      if (first_failure) {
+        // Only the first failure decides the result, unless it was the
+        // symptom of this one (a sibling that lost rank 0's store as rank 0
+        // left with its own cause).
+        if (!stop_by_signal && IsSymptom(first_failure->code) && IsCause(code)) {
+          Log("info",
+              "event=cause-found local_rank=%d exit_code=%d reason=%s replaces=%s "
+              "first_failed_local_rank=%d",
+              c.local_rank, code, ExitCodeName(code), ExitCodeName(first_failure->code),
+              first_failure->local_rank);
+          first_failure = Outcome{c.local_rank, code};
+        }
+        continue;
+      }
       if (!stopping) {
         // Any non-zero exit ends the node's run, kExitStoppedAfterCheckpoint
         // included: the siblings cannot go on without this rank.

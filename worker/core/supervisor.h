@@ -13,7 +13,12 @@
 //   - A rank exits non-zero, or dies by a signal the supervisor did not send:
 //     that is the first failure. The others get SIGTERM (so they can stop at
 //     a step boundary), then SIGKILL if still alive `stop_grace_seconds`
-//     later. The result is the first failure's code. A rank that died by a
+//     later. The result is the first failure's code, unless that was a
+//     symptom (kExitRendezvousTimeout, kExitCollectiveFailure: the store or
+//     a peer gone) and a sibling then exits with a cause (invalid config,
+//     out of memory, checkpoint failure, data loss, device fault): rank 0's
+//     process takes the store with it when it fails, and a sibling can
+//     notice before rank 0's own exit is seen. A rank that died by a
 //     signal (SIGSEGV, SIGABRT, SIGKILL, ...) counts as kExitInternalError: a
 //     worker that fails for a known reason exits with that reason's code, so a
 //     signal death means a crash or an outside kill. The kernel's OOM killer

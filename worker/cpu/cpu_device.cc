@@ -33,13 +33,18 @@ class CpuDevice final : public Device {
  public:
   const char* name() const override { return "cpu"; }
 
-  Status Connect(const BackendContext& context) override {
-    const WorkerConfig& c = *context.config;
+  Status CheckPlan(const WorkerConfig& c) const override {
     if (c.precision == planner::Precision::kFp8) {
       return InvalidArgumentError(
           "the CPU backend cannot run fp8 GEMMs: plan this job in bf16 or fp32 for the CPU "
           "(PACER_PRECISION), or run it on GPUs");
     }
+    return Status::Ok();
+  }
+
+  Status Connect(const BackendContext& context) override {
+    const WorkerConfig& c = *context.config;
+    RETURN_IF_ERROR(CheckPlan(c));
     // Process-wide, so the same on every rank of this process: the cores
     // shared by the local ranks.
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
