@@ -187,6 +187,70 @@ TEST(TcpStoreTest, ConnectToPortWithoutServerTimesOutNamingAddress) {
       << message;
 }
 
+// A listening socket on a free loopback port that is not a store.
+struct Listener {
+  int fd = -1;
+  int port = 0;
+  Listener() {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(fd, 64), 0);
+    EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    port = ntohs(addr.sin_port);
+  }
+  ~Listener() { close(fd); }
+};
+
+TEST(TcpStoreTest, ConnectToAServiceThatIsNotAStoreTimesOutNamingWhatItSaid) {
+  // An HTTP server at MASTER_ADDR:MASTER_PORT: every connection gets its
+  // error page. The client kept the connection as a store's, and its first
+  // request failed as a lost connection (the worker's exit 4).
+  Listener http;
+  std::atomic<bool> done{false};
+  std::thread server([&] {
+    while (!done.load()) {
+      pollfd p{http.fd, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      const int conn = accept4(http.fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (conn < 0) continue;
+      const std::string page = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+      static_cast<void>(send(conn, page.data(), page.size(), MSG_NOSIGNAL));
+      close(conn);
+    }
+  });
+  auto client = TcpStoreClient::Connect("127.0.0.1", http.port, 1, milliseconds(500));
+  done = true;
+  server.join();
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), StatusCode::kDeadlineExceeded);
+  const std::string message = client.status().message();
+  EXPECT_NE(message.find("rank 1 waited 0.5 s for the store at " + Address(http.port) +
+                         " (answers, but not as a pacer-worker store: it sent \"HTTP/1.1 400 Bad "),
+            std::string::npos)
+      << message;
+}
+
+TEST(TcpStoreTest, ConnectToAListenerThatNeverAnswersEndsAtTheTimeoutOrTheStop) {
+  // The kernel completes the connection; nobody ever reads it. The client
+  // took it for the store and its first request waited twice the timeout.
+  Listener silent;
+  auto client = TcpStoreClient::Connect("127.0.0.1", silent.port, 2, milliseconds(500));
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(client.status().message().find("no answer to the store's handshake"), std::string::npos)
+      << client.status().message();
+
+  // A stopping rank does not wait out a long timeout for the answer.
+  auto stopping =
+      TcpStoreClient::Connect("127.0.0.1", silent.port, 2, seconds(600), [] { return true; });
+  ASSERT_FALSE(stopping.ok());
+  EXPECT_EQ(stopping.status().code(), StatusCode::kAborted) << stopping.status().ToString();
+}
+
 TEST(TcpStoreTest, ConnectRejectsInvalidPort) {
   auto client = TcpStoreClient::Connect("127.0.0.1", 0, 0, milliseconds(100));
   ASSERT_FALSE(client.ok());

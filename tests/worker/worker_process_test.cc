@@ -42,6 +42,24 @@ int NextPort() {
   return 20000 + (static_cast<int>(getpid()) * 7 + counter++ * 101) % 12000;
 }
 
+// A socket listening on a free port (*port) that never accepts: the kernel
+// completes connections to it, nobody answers. -1 on failure.
+int ListenOnAFreePort(int* port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t length = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 16) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
 // A running pacer-worker whose stdout and stderr come through a pipe. The
 // pipe reaches EOF only when the worker and all its rank processes are gone,
 // so reading it is how the test waits: no sleeps.
@@ -405,21 +423,14 @@ TEST_F(WorkerProcessTest, ASigtermWhileRankZeroWaitsForAPeerThatNeverComesIsACle
 // joined (here: never, so it waited out its timeout), and they then waited
 // on it until their collectives timed out.
 TEST_F(WorkerProcessTest, ATakenMetricsPortFailsBeforeTheRendezvous) {
-  const int taken = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int taken_port = 0;
+  const int taken = ListenOnAFreePort(&taken_port);
   ASSERT_GE(taken, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = 0;
-  ASSERT_EQ(::bind(taken, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(taken, 1), 0);
-  socklen_t length = sizeof(addr);
-  ASSERT_EQ(::getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &length), 0);
   auto env = BaseEnv(Path("ckpt"), NextPort());
   env["NNODES"] = "2";  // rank 1 never comes
   env["LOCAL_WORLD_SIZE"] = "1";
   env["NODE_RANK"] = "0";
-  env["PACER_METRICS_PORT"] = std::to_string(ntohs(addr.sin_port));
+  env["PACER_METRICS_PORT"] = std::to_string(taken_port);
   Worker w = Start(env);
   const int code = WaitExit(w, std::chrono::seconds(60));
   ::close(taken);
@@ -534,6 +545,26 @@ TEST_F(WorkerProcessTest, InvalidEnvironmentExitsWithInvalidConfig) {
   Worker w = Start(env);
   EXPECT_EQ(WaitExit(w, std::chrono::seconds(30)), kExitInvalidConfig);
   EXPECT_NE(w.log.find("PACER_GLOBAL_BATCH_SIZE"), std::string::npos) << w.log;
+}
+
+TEST_F(WorkerProcessTest, AStoreAddressWhereSomethingElseListensIsARendezvousTimeout) {
+  // MASTER_PORT names a port where something listens but no store answers
+  // (another service, a stale address). The rank took it for the store and
+  // its first request failed as a lost connection: exit 4 after 2 x 2 + 5 s,
+  // which the controller counts against the node.
+  int port = 0;
+  const int silent = ListenOnAFreePort(&port);
+  ASSERT_GE(silent, 0);
+  auto env = BaseEnv(Path("ckpt"), port);
+  env["NNODES"] = "2";
+  env["LOCAL_WORLD_SIZE"] = "1";
+  env["NODE_RANK"] = "1";
+  env["PACER_TIMEOUT_SECONDS"] = "2";
+  Worker w = Start(env);
+  const int code = WaitExit(w, std::chrono::seconds(60));
+  ::close(silent);
+  EXPECT_EQ(code, kExitRendezvousTimeout) << w.log;
+  EXPECT_NE(w.log.find("no answer to the store's handshake"), std::string::npos) << w.log;
 }
 
 TEST_F(WorkerProcessTest, AMissingPeerIsARendezvousTimeout) {

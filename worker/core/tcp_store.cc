@@ -24,7 +24,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-enum Op : uint8_t { kOpSet = 1, kOpGet = 2, kOpAdd = 3, kOpWait = 4 };
+enum Op : uint8_t { kOpSet = 1, kOpGet = 2, kOpAdd = 3, kOpWait = 4, kOpHello = 5 };
+// HELLO's key and its answer: what tells a store from another service at
+// MASTER_ADDR:MASTER_PORT (docs in tcp_store.h).
+constexpr std::string_view kHelloKey = "pacer-store";
+constexpr std::string_view kHelloAnswer = "pacer-store/1";
 enum ReplyStatus : uint8_t {
   kReplyOk = 0,
   kReplyTimeout = 1,
@@ -392,7 +396,7 @@ void TcpStoreServer::Serve(Connection* connection) {
     const uint8_t op = header[0];
     const milliseconds timeout(static_cast<int64_t>(GetBigEndian(header + 1, 4)));
     const uint64_t key_count = GetBigEndian(header + 5, 4);
-    if (op < kOpSet || op > kOpWait) {
+    if (op < kOpSet || op > kOpHello) {
       SendReply(fd, kReplyBadRequest, "unknown op " + std::to_string(op));
       break;
     }
@@ -438,7 +442,8 @@ void TcpStoreServer::Serve(Connection* connection) {
                     " exceeds the limit of " + std::to_string(kMaxValueBytes));
       break;
     }
-    if ((op == kOpAdd && value_len != 8) || ((op == kOpGet || op == kOpWait) && value_len != 0)) {
+    if ((op == kOpAdd && value_len != 8) ||
+        ((op == kOpGet || op == kOpWait || op == kOpHello) && value_len != 0)) {
       SendReply(fd, kReplyBadRequest, "bad value length " + std::to_string(value_len));
       break;
     }
@@ -465,6 +470,9 @@ void TcpStoreServer::Serve(Connection* connection) {
         break;
       case kOpAdd:
         keep_open = HandleAdd(fd, keys[0], value);
+        break;
+      case kOpHello:
+        keep_open = SendReply(fd, kReplyOk, kHelloAnswer);
         break;
       case kOpWait:
         keep_open = HandleWait(fd, keys, timeout);
@@ -556,6 +564,78 @@ std::string TcpStoreServer::WaitForKeys(int fd, const std::vector<std::string>& 
 
 // ============================== TcpStoreClient ==============================
 
+namespace {
+
+// What a peer that is not a store sent instead of HELLO's answer, printable
+// and short, for the message (an HTTP server's "HTTP/1.1 400 ...").
+std::string Printable(std::string_view bytes) {
+  std::string out;
+  for (char ch : bytes.substr(0, 32)) {
+    out += (ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\') ? ch : '.';
+  }
+  return out;
+}
+
+// The handshake on a fresh connection: HELLO, and the store's answer by
+// `deadline`. "" when the peer is a store; else what went wrong, for
+// Connect's message (it retries: the address may yet become the store's).
+// *interrupted when `interrupt` said the rank is stopping while it waited.
+std::string Hello(int fd, Clock::time_point deadline, const TcpStoreClient::Interrupt& interrupt,
+                  bool* interrupted) {
+  std::string request;
+  request.push_back(static_cast<char>(kOpHello));
+  PutU32(&request, 0);
+  PutU32(&request, 1);
+  PutU32(&request, static_cast<uint32_t>(kHelloKey.size()));
+  request.append(kHelloKey);
+  PutU64(&request, 0);
+  std::string error;
+  IoResult r = SendAllBy(fd, request, deadline, &error);
+  if (r == IoResult::kError) return "handshake: " + error;
+  // The answer, waited for in slices when a stop may cut the wait short.
+  while (r == IoResult::kOk) {
+    const auto until =
+        interrupt ? std::min<Clock::time_point>(deadline, Clock::now() + kInterruptCheckInterval)
+                  : deadline;
+    r = PollUntil(fd, POLLIN, until);
+    if (r != IoResult::kDeadline || Clock::now() >= deadline) break;
+    if (interrupt()) {
+      *interrupted = true;
+      return "handshake: no answer yet";
+    }
+    r = IoResult::kOk;
+  }
+  if (r == IoResult::kDeadline) {
+    return "connected, but no answer to the store's handshake: is it a pacer-worker store?";
+  }
+  if (r == IoResult::kError) return "handshake: " + Errno("poll");
+  // A store answers in one small frame; read what came, up to its size.
+  char answer[kReplyHeaderBytes + kHelloAnswer.size()];
+  std::size_t got = 0;
+  while (got < sizeof(answer)) {
+    const ssize_t n = recv(fd, answer + got, sizeof(answer) - got, 0);
+    if (n > 0) {
+      got += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (PollUntil(fd, POLLIN, deadline) == IoResult::kOk) continue;
+    }
+    break;
+  }
+  std::string expected;
+  expected.push_back(static_cast<char>(kReplyOk));
+  PutU64(&expected, kHelloAnswer.size());
+  expected.append(kHelloAnswer);
+  const std::string_view received(answer, got);
+  if (received == expected) return "";
+  if (got == 0) return "the peer closed the connection at the store's handshake";
+  return "answers, but not as a pacer-worker store: it sent \"" + Printable(received) + "\"";
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::string& host, int port,
                                                                   int rank, milliseconds timeout,
                                                                   Interrupt interrupt) {
@@ -628,23 +708,36 @@ StatusOr<std::unique_ptr<TcpStoreClient>> TcpStoreClient::Connect(const std::str
       freeaddrinfo(addrs);
       if (fd >= 0) {
         SetNoDelay(fd);
-        return std::unique_ptr<TcpStoreClient>(
-            new TcpStoreClient(fd, rank, address, timeout, std::move(interrupt)));
+        // Whatever listens there must be a store: an HTTP server or a
+        // listener that never answers failed the first request (exit 4, "lost
+        // its connection"), or held it for twice the timeout.
+        bool interrupted = false;
+        std::string refused = Hello(fd, deadline, interrupt, &interrupted);
+        if (refused.empty()) {
+          return std::unique_ptr<TcpStoreClient>(
+              new TcpStoreClient(fd, rank, address, timeout, std::move(interrupt)));
+        }
+        close(fd);
+        last_error = std::move(refused);
+        if (interrupted) return gave_up();
       }
     }
     // Only after an attempt failed: a stopping rank still connects to a
     // store that is there (it may have a clean stop to announce through it).
     if (interrupt && interrupt()) return gave_up();
+    // Backoff between attempts; the deadline still bounds the total, and an
+    // interrupt is checked at least every kInterruptCheckInterval. No
+    // attempt once the deadline has passed: one with no time left would
+    // replace the last real error with "no answer".
     const auto now = Clock::now();
-    if (now >= deadline) {
+    if (now < deadline)
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+    if (Clock::now() >= deadline) {
       return DeadlineExceeded("rank " + std::to_string(rank) + " waited " + FormatSeconds(timeout) +
                               " for the store at " + address + " (" + last_error +
                               "); check that rank 0 is running and MASTER_ADDR/MASTER_PORT "
                               "point at it");
     }
-    // Backoff between attempts; the deadline still bounds the total, and an
-    // interrupt is checked at least every kInterruptCheckInterval.
-    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, interrupt ? kInterruptCheckInterval : milliseconds(500));
   }
 }

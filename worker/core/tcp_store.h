@@ -32,10 +32,20 @@
 //   2 GET    1           empty                    the value
 //   3 ADD    1           delta: i64 (8 bytes)     the new total: i64 (8 bytes)
 //   4 WAIT   1..1024     empty                    empty
+//   5 HELLO  1           empty                    "pacer-store/1"
 //
 //   status 0 OK; 1 TIMEOUT (GET/WAIT: value is the first missing key);
 //          2 TOO_LARGE and 3 BAD_REQUEST (value is a message; the server
 //          closes the connection after sending either).
+//
+// Connect sends HELLO (key "pacer-store") on every new connection and takes
+// only the exact answer: whatever else listens at MASTER_ADDR:MASTER_PORT (an
+// HTTP server, a stale address, a listener that never answers) is a failed
+// attempt, retried until the timeout like a refused connection, and the
+// DeadlineExceeded names what it sent ("answers, but not as a pacer-worker
+// store: it sent "HTTP/1.1 400 ...""). Before, such a peer failed the first
+// request as a lost connection (the worker's exit 4, blamed on the node), or
+// held it for twice the timeout.
 //
 // GET and WAIT block in the server, up to timeout_ms, until every key exists.
 // ADD treats a missing key as 0 and stores the total as 8 big-endian bytes, so
