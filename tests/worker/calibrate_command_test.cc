@@ -24,7 +24,7 @@ TEST(CalibrateCommandTest, CpuFiguresAreNotRecordedAsACatalogGpusWhenNoGpuIsVisi
   // No GPU backend to load: --backend auto resolves to the CPU here, as on a
   // host without an NVIDIA driver.
   setenv("PACER_GPU_PLUGIN", "/nonexistent/libpacer_worker_gpu.so", 1);
-  ASSERT_EQ(*ResolveBackend(Backend::kAuto), Backend::kCpu);
+  ASSERT_EQ(*ResolveBackend(Backend::kAuto, "--backend"), Backend::kCpu);
   const fs::path output =
       fs::temp_directory_path() / ("pacer-calibrate-test-" + std::to_string(getpid()) + ".json");
   fs::remove(output);
@@ -42,6 +42,28 @@ TEST(CalibrateCommandTest, CpuFiguresAreNotRecordedAsACatalogGpusWhenNoGpuIsVisi
   EXPECT_NE(err.str().find("--backend gpu"), std::string::npos) << err.str();
   EXPECT_FALSE(fs::exists(output)) << "a calibration file was written";
   fs::remove(output);
+}
+
+TEST(CalibrateCommandTest, AGpuAskedForWhereThereIsNoneNamesTheFlagItWasAskedWith) {
+  // calibrate reads no PACER_BACKEND: its error named that variable for a
+  // --backend gpu on the command line.
+  setenv("PACER_GPU_PLUGIN", "/nonexistent/libpacer_worker_gpu.so", 1);
+  CalibrateFlags flags;
+  flags.backend = Backend::kGpu;
+  flags.quick = true;
+  flags.output_path =
+      (fs::temp_directory_path() / ("pacer-calibrate-gpu-" + std::to_string(getpid()) + ".json"))
+          .string();
+  std::ostringstream out, err;
+  const int code = RunCalibrate(flags, out, err);
+  unsetenv("PACER_GPU_PLUGIN");
+  EXPECT_EQ(code, kExitInvalidConfig) << ExitCodeName(code) << "\n" << err.str();
+  EXPECT_NE(err.str().find("--backend: gpu requested but the GPU backend "
+                           "/nonexistent/libpacer_worker_gpu.so is missing"),
+            std::string::npos)
+      << err.str();
+  EXPECT_EQ(err.str().find("PACER_BACKEND"), std::string::npos) << err.str();
+  EXPECT_FALSE(fs::exists(flags.output_path));
 }
 
 TEST(CalibrateCommandTest, OnlyAnAutomaticFallBackToTheCpuUnderACatalogNameIsRefused) {

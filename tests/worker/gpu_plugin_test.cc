@@ -121,11 +121,13 @@ TEST(GpuPluginTest, EveryFieldOfTheSharedStructsIsInTheLayout) {
 TEST(GpuPluginTest, AMissingPluginIsAClearError) {
   setenv("PACER_GPU_PLUGIN", "/nonexistent/libpacer_worker_gpu.so", 1);
   EXPECT_FALSE(GpuBackendBuilt());
-  auto backend = ResolveBackend(Backend::kGpu);
+  auto backend = ResolveBackend(Backend::kGpu, "PACER_BACKEND");
   ASSERT_FALSE(backend.ok());
-  EXPECT_NE(backend.status().message().find("/nonexistent/libpacer_worker_gpu.so"),
-            std::string::npos);
-  EXPECT_EQ(*ResolveBackend(Backend::kAuto), Backend::kCpu);
+  EXPECT_NE(backend.status().message().find("PACER_BACKEND: gpu requested but the GPU backend "
+                                            "/nonexistent/libpacer_worker_gpu.so"),
+            std::string::npos)
+      << backend.status().message();
+  EXPECT_EQ(*ResolveBackend(Backend::kAuto, "PACER_BACKEND"), Backend::kCpu);
   unsetenv("PACER_GPU_PLUGIN");
 }
 

@@ -88,21 +88,22 @@ Status CheckGpuPlugin(const GpuPlugin* plugin, const std::string& path) {
   return Status::Ok();
 }
 
-StatusOr<Backend> ResolveBackend(Backend requested) {
+StatusOr<Backend> ResolveBackend(Backend requested, std::string_view setting) {
   const bool gpu_possible = GpuBackendBuilt() && NvidiaDriverPresent();
   switch (requested) {
     case Backend::kAuto: return gpu_possible ? Backend::kGpu : Backend::kCpu;
     case Backend::kCpu: return Backend::kCpu;
     case Backend::kGpu:
       if (!GpuBackendBuilt()) {
-        return InvalidArgumentError("PACER_BACKEND: gpu requested but the GPU backend " +
+        return InvalidArgumentError(std::string(setting) + ": gpu requested but the GPU backend " +
                                     GpuPluginPath() +
                                     " is missing (built without nvcc?); use cpu or a CUDA build");
       }
       if (!NvidiaDriverPresent()) {
         return InvalidArgumentError(
-            "PACER_BACKEND: gpu requested but no NVIDIA driver is loaded on this node; use cpu "
-            "or schedule the pod on a GPU node");
+            std::string(setting) +
+            ": gpu requested but no NVIDIA driver is loaded on this node; use cpu or schedule the "
+            "pod on a GPU node");
       }
       return Backend::kGpu;
   }

@@ -7,6 +7,7 @@
 #define PACER_WORKER_APP_BACKEND_CHOICE_H_
 
 #include <string>
+#include <string_view>
 
 #include "core/runner.h"
 #include "core/worker_config.h"
@@ -38,8 +39,9 @@ StatusOr<const GpuPlugin*> LoadGpuPlugin();
 Status CheckGpuPlugin(const GpuPlugin* plugin, const std::string& path);
 
 // kAuto -> GPU when the plugin exists and a driver is present, else CPU.
-// Asking for the GPU where there is none is InvalidArgument naming the fix.
-StatusOr<Backend> ResolveBackend(Backend requested);
+// Asking for the GPU where there is none is InvalidArgument naming the fix
+// and `setting`, where the user asked: "--backend" or "PACER_BACKEND".
+StatusOr<Backend> ResolveBackend(Backend requested, std::string_view setting);
 
 BackendFactory FactoryFor(Backend backend);
 

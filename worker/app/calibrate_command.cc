@@ -220,7 +220,7 @@ Status CheckOutputPath(const std::string& path) {
 
 int RunCalibrate(const CalibrateFlags& flags, std::ostream& out, std::ostream& err) {
   if (Status s = CheckOutputPath(flags.output_path); !s.ok()) return Fail(s, err);
-  auto backend = ResolveBackend(flags.backend);
+  auto backend = ResolveBackend(flags.backend, "--backend");
   if (!backend.ok()) return Fail(backend.status(), err);
   if (Status s = CheckCalibrationTarget(flags.backend, *backend, flags.gpu_type); !s.ok()) {
     return Fail(s, err);

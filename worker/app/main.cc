@@ -77,7 +77,7 @@ int Run(const RunFlags& flags) {
     std::cerr << "pacer-worker: " << s.message() << "\n";
     return pw::kExitInvalidConfig;
   }
-  auto backend = pw::ResolveBackend(config.backend);
+  auto backend = pw::ResolveBackend(config.backend, flags.backend ? "--backend" : "PACER_BACKEND");
   if (!backend.ok()) {
     std::cerr << "pacer-worker: " << backend.status().message() << "\n";
     return pw::kExitInvalidConfig;
