@@ -466,11 +466,17 @@ int RunLocal(const RunOptions& options, std::ostream& out, std::ostream& err) {
   sigaction(SIGHUP, nullptr, &previous_hup);
   if (previous_hup.sa_handler != SIG_IGN) sigaction(SIGHUP, &action, nullptr);
   sigaction(SIGPIPE, &ignore, &previous_pipe);
-  // The caller's handlers come back however this returns.
+  // The caller's handlers come back however this returns, and the last
+  // message is out before they do: written to a pipe (`| tee`, a test)
+  // stdout is buffered until exit, and a Ctrl-C pressed again after a
+  // force-quit then killed the process (SIGINT's default again) with the
+  // "force-quit: ..." line still in the buffer, unseen.
   struct Restore {
     std::function<void()> undo;
     ~Restore() { undo(); }
   } restore{[&]() {
+    out.flush();
+    err.flush();
     sigaction(SIGINT, &previous_int, nullptr);
     sigaction(SIGTERM, &previous_term, nullptr);
     sigaction(SIGHUP, &previous_hup, nullptr);

@@ -713,6 +713,44 @@ TEST(LocalRunTest, AForceQuitBeforeAnyCheckpointDoesNotClaimOne) {
   std::filesystem::remove_all(dir);
 }
 
+// Ctrl-C pressed on and on, as an impatient user does: the force-quit's
+// line is out before `pacer run` gives SIGINT back to its default (on its
+// way to exit). It was written to a buffered stdout, and the press after
+// the force-quit killed the process with the line unseen (CI, 1 run in 6
+// under ASan, whose exit takes longest).
+TEST(LocalRunTest, CtrlCPressedOnAndOnStillShowsTheForceQuitsMessage) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("pacer-force-on-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::string out;
+  Child c = RunWithWorker(dir, StopExitingWorker(dir, -1), &out);
+  ASSERT_TRUE(std::filesystem::exists(dir / "ready")) << out;
+  ::kill(c.pid, SIGINT);
+  ASSERT_TRUE(ReadUntil(c, &out, std::regex("stopping the workers"), std::chrono::seconds(30)))
+      << out;
+  int status = 0;
+  pid_t ended = 0;
+  // A press every 2 ms for up to a minute: presses within a second of the
+  // first stop are that stop; the first one after it force-quits.
+  for (int press = 0; press < 30000 && ended == 0; ++press) {
+    ::kill(c.pid, SIGINT);
+    ::poll(nullptr, 0, 2);
+    ended = ::waitpid(c.pid, &status, WNOHANG);
+  }
+  ASSERT_EQ(ended, c.pid) << "pacer run did not exit: " << out;
+  ReadUntil(c, &out, std::regex("$^never"), std::chrono::seconds(10));  // to EOF
+  ::close(c.out);
+  // Either way out: its own exit 130, or a press after it gave SIGINT back.
+  EXPECT_TRUE((WIFEXITED(status) && WEXITSTATUS(status) == 130) ||
+              (WIFSIGNALED(status) && WTERMSIG(status) == SIGINT))
+      << status << "\n"
+      << out;
+  EXPECT_NE(out.find("force-quit: workers killed before any checkpoint was written"),
+            std::string::npos)
+      << out;
+  std::filesystem::remove_all(dir);
+}
+
 // The first Ctrl-C starts a clean stop; the second, while the workers are
 // still stopping, must not wait for them: it kills them, and says which
 // checkpoint the next run resumes from. The stand-in worker ignores SIGTERM,
