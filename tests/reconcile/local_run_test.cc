@@ -674,6 +674,17 @@ Child RunWithWorker(const std::filesystem::path& dir, const std::filesystem::pat
   return c;
 }
 
+// `pacer run` with a stand-in worker that ignores SIGTERM, once the first
+// Ctrl-C started its clean stop. False when the worker never ran or the stop
+// never started (`out` says why).
+bool RunUntilStopping(const std::filesystem::path& dir, int checkpoint_step, Child* c,
+                      std::string* out) {
+  *c = RunWithWorker(dir, StopExitingWorker(dir, -1, checkpoint_step), out);
+  if (!std::filesystem::exists(dir / "ready")) return false;
+  ::kill(c->pid, SIGINT);
+  return ReadUntil(*c, out, std::regex("stopping the workers"), std::chrono::seconds(30));
+}
+
 // Stopped before any checkpoint was written: the next run starts from step
 // 0, and the message says so (it claimed a checkpoint that did not exist).
 TEST(LocalRunTest, AStopBeforeAnyCheckpointDoesNotClaimOne) {
@@ -699,11 +710,8 @@ TEST(LocalRunTest, AForceQuitBeforeAnyCheckpointDoesNotClaimOne) {
       std::filesystem::temp_directory_path() / ("pacer-force-none-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::string out;
-  Child c = RunWithWorker(dir, StopExitingWorker(dir, -1), &out);
-  ASSERT_TRUE(std::filesystem::exists(dir / "ready")) << out;
-  ::kill(c.pid, SIGINT);
-  ASSERT_TRUE(ReadUntil(c, &out, std::regex("stopping the workers"), std::chrono::seconds(30)))
-      << out;
+  Child c;
+  ASSERT_TRUE(RunUntilStopping(dir, /*checkpoint_step=*/-1, &c, &out)) << out;
   EXPECT_TRUE(PressCtrlCUntilForceQuit(c, &out)) << out;
   EXPECT_EQ(Wait(c, &out), 130) << out;
   EXPECT_EQ(out.find("resumes from the last checkpoint"), std::string::npos) << out;
@@ -723,11 +731,8 @@ TEST(LocalRunTest, CtrlCPressedOnAndOnStillShowsTheForceQuitsMessage) {
       std::filesystem::temp_directory_path() / ("pacer-force-on-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::string out;
-  Child c = RunWithWorker(dir, StopExitingWorker(dir, -1), &out);
-  ASSERT_TRUE(std::filesystem::exists(dir / "ready")) << out;
-  ::kill(c.pid, SIGINT);
-  ASSERT_TRUE(ReadUntil(c, &out, std::regex("stopping the workers"), std::chrono::seconds(30)))
-      << out;
+  Child c;
+  ASSERT_TRUE(RunUntilStopping(dir, /*checkpoint_step=*/-1, &c, &out)) << out;
   int status = 0;
   pid_t ended = 0;
   // A press every 2 ms for up to a minute: presses within a second of the
@@ -762,11 +767,8 @@ TEST(LocalRunTest, SecondCtrlCForceQuits) {
       std::filesystem::temp_directory_path() / ("pacer-force-quit-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::string out;
-  Child c = RunWithWorker(dir, StopExitingWorker(dir, -1, /*checkpoint_step=*/40), &out);
-  ASSERT_TRUE(std::filesystem::exists(dir / "ready")) << out;
-  ::kill(c.pid, SIGINT);
-  ASSERT_TRUE(ReadUntil(c, &out, std::regex("stopping the workers"), std::chrono::seconds(30)))
-      << out;
+  Child c;
+  ASSERT_TRUE(RunUntilStopping(dir, /*checkpoint_step=*/40, &c, &out)) << out;
   // Two signals sent at once would merge into one: the second press comes
   // once the first stop reached a worker.
   for (int i = 0; i < 1200 && TermsReceived(dir).empty(); ++i) ::poll(nullptr, 0, 50);
