@@ -431,6 +431,13 @@ TEST_F(KubectlTest, TheProjectCrdAcceptsTheExamplesAndRefusesBrokenJobs) {
        "spec.training.globalBatchSize in body must be of type integer: \"string\""},
       {"  maxDuration: 10m", "  maxDuration: 10m\n  gpuz: 8",
        "strict decoding error: unknown field \"spec.gpuz\""},
+      // A zero amount and a sub-second re-plan interval: refused at apply
+      // time, not by the controller's InvalidSpec condition once created.
+      {"maxDuration: 10m", "maxDuration: \"0s\"",
+       "spec.maxDuration: Invalid value: \"0s\": spec.maxDuration in body should match"},
+      {"interval: 10s", "interval: 500ms",
+       "spec.replan.interval: Invalid value: \"500ms\": spec.replan.interval in body should "
+       "match"},
   };
   int n = 0;
   for (const Broken& b : broken) {
