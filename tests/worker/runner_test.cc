@@ -483,5 +483,36 @@ TEST(RunnerCheckpointDirectoryTest, AFailedFinalCheckpointFailsOnlyARunThatKeeps
   }
 }
 
+// Weights restored with --checkpoint-buffers go on with data that is a
+// function of (seed, step, rank): resumed with another --seed they trained
+// on one seed's data and then another's, silently. Refused (exit 2, naming
+// the seed to resume with); the same seed resumes.
+TEST(RunnerCheckpointDirectoryTest, ResumingWeightsWithAnotherSeedIsRefusedNamingTheSeed) {
+  const TempDir temp;
+  ASSERT_FALSE(temp.path().empty());
+  const std::string dir = temp.path() + "/ckpt";
+  const BackendFactory cpu_weights = [] { return MakeCpuBackend(); };  // real buffers
+  RunOptions options;
+  options.checkpoint_buffers = true;
+  options.seed = 7;
+  const RankRun first = RunOneRank(CheckpointingRank(dir, 2, 1), cpu_weights, options);
+  ASSERT_EQ(first.code, kExitSuccess) << first.log;
+
+  options.seed = 8;
+  const RankRun other = RunOneRank(CheckpointingRank(dir, 4, 1), cpu_weights, options);
+  EXPECT_EQ(other.code, kExitInvalidConfig) << ExitCodeName(other.code) << "\n" << other.log;
+  EXPECT_NE(other.log.find("rank=0 event=failed during=restore exit=invalid-config"),
+            std::string::npos)
+      << other.log;
+  EXPECT_NE(other.log.find("--seed is 8, but the checkpoint at step 2"), std::string::npos)
+      << other.log;
+  EXPECT_NE(other.log.find("resume with --seed 7"), std::string::npos) << other.log;
+
+  options.seed = 7;
+  const RankRun same = RunOneRank(CheckpointingRank(dir, 4, 1), cpu_weights, options);
+  EXPECT_EQ(same.code, kExitSuccess) << ExitCodeName(same.code) << "\n" << same.log;
+  EXPECT_NE(same.log.find("resume_step=2"), std::string::npos) << same.log;
+}
+
 }  // namespace
 }  // namespace pacer::worker

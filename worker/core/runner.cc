@@ -238,6 +238,14 @@ std::vector<std::byte> EncodeRng(uint64_t seed, int64_t step) {
   return bytes;
 }
 
+// The seed EncodeRng wrote; nullopt for a state too short to hold one.
+std::optional<uint64_t> SeedOf(const std::vector<std::byte>& rng_state) {
+  if (rng_state.size() < 8) return std::nullopt;
+  uint64_t seed = 0;
+  std::memcpy(&seed, rng_state.data(), 8);
+  return seed;
+}
+
 Status SaveCheckpoint(const WorkerConfig& c, int rank, const std::string& run_id, int64_t step,
                       StepBackend& backend, const RunOptions& options, WorkerMetrics* metrics) {
   if (c.checkpoint_dir.empty()) return Status::Ok();
@@ -602,6 +610,20 @@ int RunRank(const WorkerConfig& c, int local_rank, const BackendFactory& make_ba
           "event=failed during=restore exit=data-loss error=\"" +
               (state.ok() ? std::string("plan changed") : state.status().ToString()) + "\"");
       return kExitDataLoss;
+    }
+    // The data is a function of (seed, step, rank): weights trained on one
+    // seed's data and continued on another's are neither run, and nothing
+    // said so.
+    if (const std::optional<uint64_t> trained = SeedOf(state->rng_state);
+        trained && *trained != options.seed) {
+      return Fail(
+          c, rank, "restore",
+          InvalidArgumentError(
+              "--seed is " + std::to_string(options.seed) + ", but the checkpoint at step " +
+              std::to_string(step) + " in " + c.checkpoint_dir + " was trained with seed " +
+              std::to_string(*trained) +
+              ": its weights would go on with another seed's data; resume with --seed " +
+              std::to_string(*trained) + ", or start a new run in an empty checkpoint directory"));
     }
     if (Status s = backend->LoadBuffers(state->buffers); !s.ok()) {
       return Fail(c, rank, "restore", s);
