@@ -1266,8 +1266,10 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
     pass.Set(kConditionReplanning, kConditionTrue, "Resizing", message);
     return Finish(pass, options_.transition_poll);
   }
-  if (pass.phase == Phase::kRunning && pass.spec.replan.enabled && remaining > 0 &&
-      !metrics_unavailable) {
+  // Also with re-planning disabled: the policy then keeps the plan, and the
+  // job still says whether it is at risk (DeadlineAtRisk ReplanDisabled),
+  // which it never did: the check was skipped with the re-plan.
+  if (pass.phase == Phase::kRunning && remaining > 0 && !metrics_unavailable) {
     ReplanInputs in;
     in.job = pass.spec;
     in.deadline_unix_seconds = pass.deadline;
@@ -1285,6 +1287,19 @@ ReconcileResult Reconciler::ReconcileWithWorkers(Pass& pass, const WorkerGroup& 
       pass.projected = decision->projected_completion_unix_seconds;
       if (pass.deadline) pass.slack = decision->slack_seconds;
       if (decision->at_risk) {
+        // At risk and kept (no re-plan gains enough, the last one too
+        // recent, re-planning disabled, or the cluster schedule decides):
+        // said once, as an event, when the risk appears. A re-plan says
+        // "Replanning" and an unreachable deadline its own event; this one
+        // was only a condition, which `pacer run` does not print and
+        // `kubectl get events` does not list.
+        const bool replans_here =
+            decision->action == Decision::Action::kReplan && deps_.allocations == nullptr;
+        if (!replans_here && decision->action != Decision::Action::kInfeasible &&
+            !pass.HadTrue(kConditionDeadlineAtRisk)) {
+          deps_.store->RecordEvent(pass.object, "Warning", kConditionDeadlineAtRisk,
+                                   decision->message);
+        }
         pass.Set(kConditionDeadlineAtRisk, kConditionTrue, decision->reason, decision->message);
       } else {
         pass.Set(kConditionDeadlineAtRisk, kConditionFalse, decision->reason, decision->message);

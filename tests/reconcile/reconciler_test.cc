@@ -255,6 +255,30 @@ TEST_F(ReconcilerTest, AStepTimeNoRankCouldTakeIsNoMeasurement) {
   EXPECT_NEAR(Status()["measuredStepSeconds"].get<double>(), predicted, 1e-3);
 }
 
+// A job at risk that is kept (here: re-planning disabled) says so once as
+// a Warning event when the risk appears, not at every pass; it was only the
+// DeadlineAtRisk condition, which `pacer run` does not print.
+TEST_F(ReconcilerTest, AJobKeptAtRiskSaysSoOnceAsAnEvent) {
+  nlohmann::json job = LlamaJob();
+  job["spec"]["replan"]["enabled"] = false;
+  store_.Put(job);
+  LaunchAndRun();
+  const planner::Evaluation first = launcher_.launches.at(0).plan;
+  metrics_.measurements[kKey] = Measurement{first.step.step_seconds * 2.0, 500, 1.0};
+  clock_.Advance(std::chrono::hours(3));
+  ASSERT_TRUE(Pass().status.ok());
+  EXPECT_EQ(ConditionReason("DeadlineAtRisk"), "True/ReplanDisabled");
+  EXPECT_EQ(launcher_.stops.size(), 0u);
+  ASSERT_EQ(store_.CountEvents("DeadlineAtRisk"), 1);
+  for (int i = 0; i < 3; ++i) {
+    *metrics_.measurements[kKey].steps_completed += 100;
+    clock_.Advance(std::chrono::minutes(5));
+    ASSERT_TRUE(Pass().status.ok());
+  }
+  EXPECT_EQ(ConditionReason("DeadlineAtRisk"), "True/ReplanDisabled");
+  EXPECT_EQ(store_.CountEvents("DeadlineAtRisk"), 1) << "one event per transition";
+}
+
 TEST_F(ReconcilerTest, SlowerThanPredictedReplansToMoreGpusWithTheSameGlobalBatch) {
   const planner::Evaluation first = LaunchAndRunSlowerThanPredicted();
   ASSERT_TRUE(Pass().status.ok());
