@@ -296,6 +296,39 @@ TEST_F(ChartTest, ControllerFlagsComeFromValues) {
   EXPECT_THAT(two.err, HasSubstr("needs leaderElection.enabled"));
 }
 
+// A digest pins what every node runs: a tag can be moved to other bytes, a
+// digest cannot. The controller's image and the workers' default are pulled
+// by digest when one is set (a tag given with it stays, for people), and
+// anything but "sha256:" and 64 hex digits is refused at install.
+TEST_F(ChartTest, ImagesCanBePinnedByDigest) {
+  const std::string digest = "sha256:" + std::string(63, 'a') + "7";
+  const auto images = [&](const std::string& args) {
+    const json c =
+        FindObject(Render(args), "Deployment")["spec"]["template"]["spec"]["containers"][0];
+    std::string worker;
+    for (const std::string& a : c["args"].get<std::vector<std::string>>()) {
+      if (a.rfind("--worker-image=", 0) == 0)
+        worker = a.substr(std::string("--worker-image=").size());
+    }
+    return std::pair<std::string, std::string>{c["image"].get<std::string>(), worker};
+  };
+  EXPECT_EQ(images("--set image.digest=" + digest + " --set workerImage.digest=" + digest),
+            (std::pair<std::string, std::string>{"ghcr.io/pacer-dev/pacer-controller@" + digest,
+                                                 "ghcr.io/pacer-dev/pacer-worker@" + digest}));
+  EXPECT_EQ(
+      images("--set image.tag=1.2.3 --set image.digest=" + digest + " --set workerImage.tag=1.2.4"),
+      (std::pair<std::string, std::string>{"ghcr.io/pacer-dev/pacer-controller:1.2.3@" + digest,
+                                           "ghcr.io/pacer-dev/pacer-worker:1.2.4"}));
+  for (const std::string& wrong :
+       {std::string("--set image.digest=latest"), "--set workerImage.digest=" + digest.substr(7),
+        "--set workerImage.digest=sha256:" + std::string(64, 'A'),
+        "--set image.digest=" + digest + "0"}) {
+    CommandResult r = HelmTemplate(helm_, wrong);
+    EXPECT_NE(r.exit_code, 0) << wrong;
+    EXPECT_THAT(r.err, HasSubstr("digest: Does not match pattern")) << wrong;
+  }
+}
+
 // extraArgs may override a rendered flag (the last value wins), but not
 // the ones the chart's checks and RBAC follow: `--no-leader-elect` with
 // replicaCount 2 rendered two active controllers, `--namespace` kept the

@@ -71,10 +71,30 @@ app.kubernetes.io/component: controller
 {{- default (include "pacer.controllerName" .) .Values.leaderElection.leaseName }}
 {{- end }}
 
+{{/*
+An image reference from {repository, tag, digest}: "repo:tag" (tag default
+the appVersion), or with a digest "repo@sha256:..." so that every node runs
+the same bytes whatever the tag points at later; a tag given with the digest
+is kept for people ("repo:tag@sha256:..."): the runtime pulls by the digest.
+*/}}
+{{- define "pacer.imageRef" -}}
+{{- $image := index . 0 -}}
+{{- $appVersion := index . 1 -}}
+{{- if $image.digest -}}
+{{- if $image.tag -}}
+{{- printf "%s:%s@%s" $image.repository $image.tag $image.digest -}}
+{{- else -}}
+{{- printf "%s@%s" $image.repository $image.digest -}}
+{{- end -}}
+{{- else -}}
+{{- printf "%s:%s" $image.repository (default $appVersion $image.tag) -}}
+{{- end -}}
+{{- end }}
+
 {{- define "pacer.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- include "pacer.imageRef" (list .Values.image .Chart.AppVersion) }}
 {{- end }}
 
 {{- define "pacer.workerImage" -}}
-{{- printf "%s:%s" .Values.workerImage.repository (default .Chart.AppVersion .Values.workerImage.tag) }}
+{{- include "pacer.imageRef" (list .Values.workerImage .Chart.AppVersion) }}
 {{- end }}
