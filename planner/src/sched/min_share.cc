@@ -1,6 +1,7 @@
 #include "min_share.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace pacer::sched {
 
@@ -25,6 +26,47 @@ double NeededIterations(const SchedJob& job, int level, double iterations_per_se
   return need;
 }
 
+namespace {
+
+// The curve's floor level and its rate for every count 0..max_gpus, looked
+// up in O(1): the admission scan asks once per level per segment, and the
+// curve's own lookups walk its levels (most of a pass with thousands of
+// segments).
+class FloorTable {
+ public:
+  explicit FloorTable(const ThroughputCurve& curve)
+      : level_(static_cast<size_t>(curve.max_gpus()) + 1, 0),
+        rate_(static_cast<size_t>(curve.max_gpus()) + 1, 0.0) {
+    size_t g = 0;
+    int level = 0;
+    double rate = 0;
+    for (const ThroughputPoint& point : curve.levels()) {
+      for (; g < static_cast<size_t>(point.gpus); ++g) {
+        level_[g] = level;
+        rate_[g] = rate;
+      }
+      level = point.gpus;
+      rate = point.iterations_per_second;
+    }
+    for (; g < level_.size(); ++g) {
+      level_[g] = level;
+      rate_[g] = rate;
+    }
+  }
+  // As curve.FloorLevel(gpus) and curve.IterationsPerSecond(gpus).
+  int Level(int gpus) const { return level_[Index(gpus)]; }
+  double Rate(int gpus) const { return rate_[Index(gpus)]; }
+
+ private:
+  size_t Index(int gpus) const {
+    return static_cast<size_t>(std::clamp(gpus, 0, static_cast<int>(level_.size()) - 1));
+  }
+  std::vector<int> level_;
+  std::vector<double> rate_;
+};
+
+}  // namespace
+
 Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const SchedOptions& options,
                             bool reserve_if_infeasible, FreeTimeline& free) {
   Reservation result;
@@ -32,14 +74,15 @@ Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const Sched
   if (deadline <= now_seconds) return result;
   const size_t end_index = free.Split(deadline);  // segments [0, end_index) lie before it
   const ThroughputCurve& curve = job.curve;
+  const FloorTable floor(curve);
   // A segment's usable GPUs at share q: the largest level within q and free.
-  auto usable = [&](size_t i, int q) { return curve.FloorLevel(std::min(q, free.free(i))); };
+  auto usable = [&](size_t i, int q) { return floor.Level(std::min(q, free.free(i))); };
 
   for (const ThroughputPoint& level : curve.levels()) {
     const int q = level.gpus;
     double need = NeededIterations(job, q, level.iterations_per_second, options);
     for (size_t i = end_index; i-- > 0;) {
-      const double rate = curve.IterationsPerSecond(usable(i, q));
+      const double rate = floor.Rate(std::min(q, free.free(i)));
       const double length = std::min(free.end(i), deadline) - free.start(i);
       if (rate * length >= need) {
         // Latest start: the job runs from `start` to the deadline.
@@ -47,12 +90,14 @@ Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const Sched
         result.feasible = true;
         result.level = q;
         result.finish_seconds = deadline;
+        result.segments.reserve(end_index - i);
         result.segments.push_back({start, std::min(free.end(i), deadline), usable(i, q)});
         for (size_t k = i + 1; k < end_index; ++k) {
           result.segments.push_back({free.start(k), free.end(k), usable(k, q)});
         }
+        size_t at = 0;
         for (const PlanSegment& s : result.segments) {
-          free.Reserve(s.start_seconds, s.end_seconds, s.gpus);
+          at = free.Reserve(s.start_seconds, s.end_seconds, s.gpus, at);
         }
         return result;
       }
@@ -63,10 +108,14 @@ Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const Sched
   const int top = curve.max_gpus();
   result.level = top;
   if (!reserve_if_infeasible) return result;
+  result.segments.reserve(end_index);
   for (size_t i = 0; i < end_index; ++i) {
     result.segments.push_back({free.start(i), free.end(i), usable(i, top)});
   }
-  for (const PlanSegment& s : result.segments) free.Reserve(s.start_seconds, s.end_seconds, s.gpus);
+  size_t at = 0;
+  for (const PlanSegment& s : result.segments) {
+    at = free.Reserve(s.start_seconds, s.end_seconds, s.gpus, at);
+  }
   return result;
 }
 
@@ -75,7 +124,9 @@ bool KeepReservation(const SchedJob& job, double now_seconds, const SchedOptions
   if (job.reservation.empty() || !job.deadline_seconds) return false;
   const double deadline = *job.deadline_seconds - options.deadline_guard_seconds;
   std::vector<PlanSegment> segments;
+  segments.reserve(job.reservation.size());
   double work = 0;
+  size_t at = 0;  // where the next span's search starts (spans ascend)
   for (PlanSegment s : job.reservation) {
     s.start_seconds = std::max(s.start_seconds, now_seconds);
     s.end_seconds = std::min(s.end_seconds, deadline);
@@ -87,8 +138,9 @@ bool KeepReservation(const SchedJob& job, double now_seconds, const SchedOptions
     // nodes excluded, another GPU type): planning it anew, not handing it a
     // size no layout runs.
     if (job.curve.FloorLevel(s.gpus) != s.gpus) return false;
-    const size_t first = free.Split(s.start_seconds);
-    const size_t last = free.Split(s.end_seconds);
+    const size_t first = free.Split(s.start_seconds, at);
+    const size_t last = free.Split(s.end_seconds, first);
+    at = last;
     for (size_t i = first; i < last; ++i) {
       if (free.free(i) < s.gpus) return false;
     }
@@ -99,7 +151,9 @@ bool KeepReservation(const SchedJob& job, double now_seconds, const SchedOptions
   const int first = segments.front().gpus;
   const double need = NeededIterations(job, first, job.curve.IterationsPerSecond(first), options);
   if (work < need * (1 - 1e-9)) return false;
-  for (const PlanSegment& s : segments) free.Reserve(s.start_seconds, s.end_seconds, s.gpus);
+  at = 0;
+  for (const PlanSegment& s : segments)
+    at = free.Reserve(s.start_seconds, s.end_seconds, s.gpus, at);
   kept.feasible = true;
   kept.level = segments.back().gpus;
   kept.segments = std::move(segments);
