@@ -28,41 +28,32 @@ double NeededIterations(const SchedJob& job, int level, double iterations_per_se
 
 namespace {
 
-// The curve's floor level and its rate for every count 0..max_gpus, looked
-// up in O(1): the admission scan asks once per level per segment, and the
-// curve's own lookups walk its levels (most of a pass with thousands of
-// segments).
-class FloorTable {
+// The curve's floor level and its rate at a GPU count by bisection: the
+// admission scan asks once per level per segment, and the curve's own
+// lookups walk its levels (most of a pass with thousands of segments). Not
+// a table over 0..max_gpus: a curve may reach a cluster's 100,000 GPUs.
+class FloorLookup {
  public:
-  explicit FloorTable(const ThroughputCurve& curve)
-      : level_(static_cast<size_t>(curve.max_gpus()) + 1, 0),
-        rate_(static_cast<size_t>(curve.max_gpus()) + 1, 0.0) {
-    size_t g = 0;
-    int level = 0;
-    double rate = 0;
-    for (const ThroughputPoint& point : curve.levels()) {
-      for (; g < static_cast<size_t>(point.gpus); ++g) {
-        level_[g] = level;
-        rate_[g] = rate;
-      }
-      level = point.gpus;
-      rate = point.iterations_per_second;
-    }
-    for (; g < level_.size(); ++g) {
-      level_[g] = level;
-      rate_[g] = rate;
-    }
-  }
+  explicit FloorLookup(const ThroughputCurve& curve) : levels_(curve.levels()) {}
   // As curve.FloorLevel(gpus) and curve.IterationsPerSecond(gpus).
-  int Level(int gpus) const { return level_[Index(gpus)]; }
-  double Rate(int gpus) const { return rate_[Index(gpus)]; }
+  int Level(int gpus) const {
+    const ThroughputPoint* p = Floor(gpus);
+    return p ? p->gpus : 0;
+  }
+  double Rate(int gpus) const {
+    const ThroughputPoint* p = Floor(gpus);
+    return p ? p->iterations_per_second : 0.0;
+  }
 
  private:
-  size_t Index(int gpus) const {
-    return static_cast<size_t>(std::clamp(gpus, 0, static_cast<int>(level_.size()) - 1));
+  const ThroughputPoint* Floor(int gpus) const {
+    if (levels_.empty() || gpus < levels_.front().gpus) return nullptr;
+    if (gpus >= levels_.back().gpus) return &levels_.back();
+    auto above = std::upper_bound(levels_.begin(), levels_.end(), gpus,
+                                  [](int g, const ThroughputPoint& p) { return g < p.gpus; });
+    return &*(above - 1);
   }
-  std::vector<int> level_;
-  std::vector<double> rate_;
+  const std::vector<ThroughputPoint>& levels_;
 };
 
 }  // namespace
@@ -74,7 +65,7 @@ Reservation ReserveMinShare(const SchedJob& job, double now_seconds, const Sched
   if (deadline <= now_seconds) return result;
   const size_t end_index = free.Split(deadline);  // segments [0, end_index) lie before it
   const ThroughputCurve& curve = job.curve;
-  const FloorTable floor(curve);
+  const FloorLookup floor(curve);
   // A segment's usable GPUs at share q: the largest level within q and free.
   auto usable = [&](size_t i, int q) { return floor.Level(std::min(q, free.free(i))); };
 
