@@ -638,6 +638,17 @@ StatusOr<std::map<std::string, Allocation>> ClusterScheduler::Pass(
             break;
           }
         }
+        // No reservation to wait for: say what it waits behind instead of
+        // "its reserved GPUs start when GPUs free up".
+        if (!a.next_start_unix_seconds && !sched_jobs[i].deadline_seconds) {
+          a.message = "best effort (no spec.deadline): it runs on the " + type +
+                      " GPUs that jobs with deadlines leave free";
+        } else if (!a.next_start_unix_seconds && !d.planned_finish_seconds) {
+          a.message =
+              "it can no longer finish by its deadline, so the jobs that still can go "
+              "first: it runs on the " +
+              type + " GPUs they leave free (a later spec.deadline plans it again)";
+        }
       }
       reserved_[d.id] = d.reservation;
       shares_[d.id] = {type, a.gpus};

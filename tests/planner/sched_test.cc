@@ -234,6 +234,27 @@ TEST(ScheduleTest, BestEffortJobsAreShrunkFirst) {
   EXPECT_LT(result->decisions[0].gpus, 8);
 }
 
+// A job that can no longer make its deadline takes what the others leave,
+// also before its deadline: its reservation of the most it can get held 8
+// GPUs now, and the running job whose latest-start plan begins at 500 s was
+// stopped for it, a relaunch its plan (at its current size) did not count.
+TEST(ScheduleTest, ALateJobNeverStopsARunningJobThatIsOnTime) {
+  std::vector<SchedJob> jobs = {Job("on-time", 8000, 1500.0, Linear(), 8, true),
+                                Job("late", 1e5, 1000.0, Linear(), 0, true)};
+  StatusOr<ScheduleResult> result = Schedule(jobs, 8, 0, Exact(Policy::kPacer));
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->decisions[0].gpus, 8);
+  ASSERT_TRUE(result->decisions[0].planned_finish_seconds.has_value());
+  EXPECT_EQ(result->decisions[1].admission, Admission::kAdmitted) << "admitted jobs stay admitted";
+  EXPECT_EQ(result->decisions[1].gpus, 0);
+  EXPECT_FALSE(result->decisions[1].planned_finish_seconds.has_value());
+  // Once the on-time job is done, the late one takes the pool.
+  jobs = {Job("late", 1e5, 1000.0, Linear(), 0, true)};
+  result = Schedule(jobs, 8, 0, Exact(Policy::kPacer));
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->decisions[0].gpus, 8);
+}
+
 TEST(ScheduleTest, HysteresisKeepsASizeWhenGrowingDoesNotPay) {
   SchedOptions options;  // ElasticFlow-like restart costs: relaunch on 4 GPUs = 8 s
   options.restart = RestartModel::ElasticFlow(8);

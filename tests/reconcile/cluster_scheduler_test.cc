@@ -98,6 +98,13 @@ double SecondsAt(ClusterScheduler& scheduler, const ScheduledJob& job,
   return static_cast<double>(steps) / rate;
 }
 
+// The job runs, admitted, on `gpus` of the pool's H100s.
+void RunsAdmitted(ScheduledJob& job, int gpus) {
+  job.current_gpus = gpus;
+  job.current_gpu_type = "H100-SXM";
+  job.admitted = true;
+}
+
 // The issue's scenario on one 16-GPU pool: an early job with a loose deadline
 // holds every GPU (first come, first served gave it all of them); a second
 // job with a tight deadline arrives. First come, first served would make it
@@ -230,13 +237,52 @@ TEST(ClusterSchedulerTest, AnAdmittedJobIsNeverDroppedWhenItFallsBehind) {
   // Its deadline can no longer be met even on the whole pool.
   job.deadline_unix_seconds =
       kNow + static_cast<int64_t>(SecondsAt(scheduler, job, inventory, 8, job.remaining_steps) / 2);
-  job.current_gpus = 8;
-  job.current_gpu_type = "H100-SXM";
-  job.admitted = true;
+  RunsAdmitted(job, 8);
   StatusOr<std::map<std::string, Allocation>> pass = scheduler.Pass({job}, inventory, kNow);
   ASSERT_TRUE(pass.ok()) << pass.status().ToString();
   EXPECT_TRUE(pass->at("team/behind").admitted);
   EXPECT_GT(pass->at("team/behind").gpus, 0);
+}
+
+// An admitted job that gets no GPUs and has no reservation is not waiting
+// for "its reserved GPUs": a late job yields to the jobs that can still
+// make their deadlines, a best-effort one to every job with a deadline, and
+// the status says which and what would change it. It said "its reserved
+// H100-SXM GPUs start when GPUs free up", for a reservation that did not
+// exist.
+TEST(ClusterSchedulerTest, AnAdmittedJobWithoutAReservationSaysWhyItWaits) {
+  ClusterInventory inventory = H100Pool(1, 0);
+  Hold(inventory, "team/on-time", 8);
+  ClusterScheduler scheduler({});
+  ScheduledJob on_time = Read(SmallJob("on-time", 40e9, std::nullopt));
+  // It needs the whole pool from now to make its deadline.
+  on_time.deadline_unix_seconds =
+      kNow + 300 +
+      static_cast<int64_t>(1.2 *
+                           SecondsAt(scheduler, on_time, inventory, 8, on_time.remaining_steps));
+  RunsAdmitted(on_time, 8);
+  ScheduledJob late = Read(SmallJob("late", 40e9, std::nullopt));
+  late.deadline_unix_seconds = kNow + 600;  // far from enough even on the whole pool
+  late.admitted = true;
+  ScheduledJob best_effort = Read(SmallJob("best-effort", 40e9, std::nullopt));
+  best_effort.admitted = true;
+  StatusOr<std::map<std::string, Allocation>> pass =
+      scheduler.Pass({on_time, late, best_effort}, inventory, kNow);
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_EQ(pass->at("team/on-time").gpus, 8);
+  const Allocation& l = pass->at("team/late");
+  EXPECT_TRUE(l.admitted);
+  EXPECT_EQ(l.gpus, 0);
+  EXPECT_FALSE(l.next_start_unix_seconds.has_value());
+  EXPECT_EQ(l.message,
+            "it can no longer finish by its deadline, so the jobs that still can go first: it runs "
+            "on the H100-SXM GPUs they leave free (a later spec.deadline plans it again)");
+  const Allocation& b = pass->at("team/best-effort");
+  EXPECT_TRUE(b.admitted);
+  EXPECT_EQ(b.gpus, 0);
+  EXPECT_EQ(b.message,
+            "best effort (no spec.deadline): it runs on the H100-SXM GPUs that jobs with deadlines "
+            "leave free");
 }
 
 // Every H100 held by pods outside the jobs (another workload, a deleted

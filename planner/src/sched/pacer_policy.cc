@@ -375,12 +375,23 @@ ScheduleResult SchedulePacer(const std::vector<SchedJob>& input, int cluster_gpu
 
   // 3. Allocation, live deadline jobs first: their reservations now, their
   // current sizes (sticky), then leftovers. Best-effort and late jobs get
-  // what is left, so they are the ones shrunk.
+  // what is left, so they are the ones shrunk. Late: past its deadline, or
+  // before it with no plan that meets it. (Counted as live, a late job's
+  // reservation of the most it can get was held now, and a running job
+  // whose own plan started later was stopped for it: a relaunch its plan
+  // did not count.) In its last guard interval a job has no plan (plans aim
+  // that much before the deadline) but is not late.
+  std::vector<bool> live(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    live[i] = HasLiveDeadline(input[i], now_seconds) &&
+              (reservations[i].feasible ||
+               *input[i].deadline_seconds - options.deadline_guard_seconds <= now_seconds);
+  }
   std::vector<Slot> slots;
   std::vector<size_t> slot_job;
   for (bool urgent : {true, false}) {
     for (size_t i = 0; i < n; ++i) {
-      if (!in_pool[i] || HasLiveDeadline(input[i], now_seconds) != urgent) continue;
+      if (!in_pool[i] || live[i] != urgent) continue;
       Slot slot;
       slot.job = jobs[i];
       slot.urgent = urgent;
